@@ -1,0 +1,150 @@
+# cinfer: one non-recursive Makefile; everything builds into $(BUILD)/.
+#
+#   make            build the three programs into build/bin/
+#   make run        start the engine's HTTP server on 127.0.0.1:8000
+#   make test       build and run every test suite (Check unit tests, corpus tests, e2e scripts)
+#   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench      engine benchmarks (see engine/BENCHMARKS.md)
+#   make fuzz       libFuzzer targets (clang) into build/fuzz/
+#   make lint/fmt   clang-format check / rewrite, banned-function check
+#   make CUDA=1     add the CUDA backend
+#
+# Sources are discovered by directory, so a new module needs no Makefile edit:
+#   common/**.c -> libcommon.a, engine/**.c -> libengine.a (main.c excluded), same for operator/, autoscaler/
+#   tests/<prog>/test_<mod>.c -> one Check binary per suite, whose entry point is <mod>_suite()
+#   tests/fuzz/fuzz_<name>.c  -> a libFuzzer target and a corpus runner over tests/fuzz/corpus/<name>/
+#   tests/e2e/*.sh            -> whole-system scripts run after the unit suites
+
+BUILD    ?= build
+SHARED   ?= $(abspath ../shared)
+CC       ?= cc
+V        ?= 0
+Q        := $(if $(filter 1,$(V)),,@)
+
+PKGS     := libcurl jansson libwebsockets openssl check
+
+# A fresh machine has none of the libraries: install them before anything asks pkg-config.
+ifeq ($(filter clean fmt,$(MAKECMDGOALS)),)
+ifneq ($(shell pkg-config --exists $(PKGS) 2>/dev/null && echo ok),ok)
+$(info cinfer: build dependencies missing; running hack/deps.sh)
+DEPS_STATUS := $(shell ./hack/deps.sh >&2 && echo ok)
+ifneq ($(DEPS_STATUS),ok)
+$(error hack/deps.sh failed; install: $(PKGS) (Debian: see hack/deps.sh))
+endif
+endif
+endif
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
+            -Werror
+OPT      ?= -O2
+CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) -fno-strict-aliasing -pthread -I. -MMD -MP \
+            $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS   += $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm -lpthread
+LDFLAGS  += -pthread
+
+ifeq ($(SANITIZE),1)
+CFLAGS   += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDFLAGS  += -fsanitize=address,undefined
+endif
+
+ifeq ($(CUDA),1)
+include engine/backend/cuda/cuda.mk
+endif
+
+find_c    = $(shell find $(1) -name '*.c' $(2) 2>/dev/null | sort)
+obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+COMMON_SRC     := $(call find_c,common)
+ENGINE_SRC     := $(call find_c,engine,! -path engine/main.c ! -path 'engine/backend/cuda/*')
+OPERATOR_SRC   := $(call find_c,operator,! -path operator/main.c)
+AUTOSCALER_SRC := $(call find_c,autoscaler,! -path autoscaler/main.c)
+
+LIB_COMMON     := $(BUILD)/lib/libcommon.a
+LIB_ENGINE     := $(BUILD)/lib/libengine.a
+LIB_OPERATOR   := $(BUILD)/lib/liboperator.a
+LIB_AUTOSCALER := $(BUILD)/lib/libautoscaler.a
+# Link order: programs before the engine core before common.
+ALL_LIBS       := $(LIB_OPERATOR) $(LIB_AUTOSCALER) $(LIB_ENGINE) $(LIB_COMMON)
+
+BINS := $(BUILD)/bin/cinfer-engine $(BUILD)/bin/cinfer-operator $(BUILD)/bin/cinfer-autoscaler
+
+TEST_SRC   := $(sort $(wildcard tests/*/test_*.c))
+TEST_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
+CORPUS_BINS := $(patsubst %,$(BUILD)/tests/fuzz/corpus_%,$(FUZZ_NAMES))
+
+.PHONY: all test asan run bench fuzz lint fmt clean
+.SECONDARY:
+all: $(BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(CFLAGS) $(CFLAGS_$(subst /,_,$*)) -c $< -o $@
+
+define make_lib
+$(1): $(call obj_of,$(2))
+	@mkdir -p $$(dir $$@)
+	@$$(if $$(Q),echo "  AR      $$@")
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(eval $(call make_lib,$(LIB_COMMON),$(COMMON_SRC)))
+$(eval $(call make_lib,$(LIB_ENGINE),$(ENGINE_SRC) $(CUDA_STUB_SRC)))
+$(eval $(call make_lib,$(LIB_OPERATOR),$(OPERATOR_SRC)))
+$(eval $(call make_lib,$(LIB_AUTOSCALER),$(AUTOSCALER_SRC)))
+
+$(BUILD)/bin/cinfer-%: $(BUILD)/obj/%/main.o $(ALL_LIBS) $(CUDA_OBJS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(CUDA_OBJS) $(LDLIBS) $(CUDA_LDLIBS)
+
+# One Check binary per suite: test_<mod>.c plus a main that runs <mod>_suite().
+$(BUILD)/obj/tests/%.main.o: tests/check_main.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -DCINFER_SUITE=$(patsubst test_%,%,$(notdir $*))_suite -c $< -o $@
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/%.main.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(CUDA_OBJS) $(LDLIBS) $(CUDA_LDLIBS)
+
+# Corpus runners replay every checked-in input of a fuzz target without libFuzzer (gcc, any build).
+$(BUILD)/tests/fuzz/corpus_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/tests/fuzz/corpus_main.o $(ALL_LIBS)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(CUDA_OBJS) $(LDLIBS) $(CUDA_LDLIBS)
+
+test: $(BINS) $(TEST_BINS) $(CORPUS_BINS)
+	$(Q)CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) ./hack/run-tests.sh $(TEST_BINS) $(CORPUS_BINS)
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 OPT=-O1 test
+
+run: $(BUILD)/bin/cinfer-engine
+	$(Q)./hack/run-engine.sh $(BUILD)/bin/cinfer-engine
+
+bench: $(BUILD)/bin/cinfer-engine
+	$(Q)./hack/bench.sh $(BUILD)/bin/cinfer-engine
+
+# libFuzzer builds every source again with clang; `make fuzz` then run e.g.
+#   build/fuzz/fuzz_prom tests/fuzz/corpus/prom -max_total_time=60
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. -pthread -fsanitize=fuzzer,address,undefined \
+               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+fuzz: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(ENGINE_SRC)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS)
+
+LINT_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
+BANNED     := \b(sprintf|strcpy|strcat|strtok|gets|atoi|atol|atof)[[:space:]]*\(
+lint:
+	$(Q)clang-format --dry-run --Werror $(LINT_FILES)
+	$(Q)if grep -nE '$(BANNED)' $(LINT_FILES); then echo "lint: banned function (see STYLE.md)"; exit 1; fi
+	@echo "lint: ok"
+fmt:
+	$(Q)clang-format -i $(LINT_FILES)
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

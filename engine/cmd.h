@@ -1,0 +1,9 @@
+/* Entry points of the cinfer-engine subcommands, one per engine/cmd_<name>.c.
+ * Each takes the subcommand's argv (argv[0] is the subcommand name) and returns the process exit
+ * status: 0 success, 1 runtime failure, 2 usage error. Called from main.c on the main thread. */
+#ifndef CINFER_ENGINE_CMD_H
+#define CINFER_ENGINE_CMD_H
+
+int cmd_serve_main(int argc, char **argv);
+
+#endif

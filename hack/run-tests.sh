@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs every test binary given on the command line, then every tests/e2e/*.sh script, and prints one
+# summary line per suite plus a closing "tests: N passed, M failed" line. Exit status is non-zero when
+# anything failed. Each test is bounded by a timeout so a hang fails instead of stalling CI.
+#
+#   TESTS=regex   run only suites whose path matches (e.g. TESTS=prom make test)
+#   E2E=0         skip tests/e2e scripts (unit suites only)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+export CINFER_BUILD="${CINFER_BUILD:-build}"
+export CINFER_SHARED="${CINFER_SHARED:-$(cd .. && pwd)/shared}"
+export CINFER_ROOT="$PWD"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+filter="${TESTS:-.}"
+timeout_s="${TEST_TIMEOUT:-900}"
+
+passed=0 failed=0 failed_suites=()
+log_dir="$CINFER_BUILD/test-logs"
+mkdir -p "$log_dir"
+
+# Check prints "NN%: Checks: C, Failures: F, Errors: E"; other runners print "N passed, M failed".
+count_output() {
+  local out="$1" rc="$2" name="$3" c f e line
+  line=$(grep -E '^[0-9]+%: Checks: [0-9]+, Failures: [0-9]+, Errors: [0-9]+' "$out" | tail -n1)
+  if [ -n "$line" ]; then
+    c=$(sed -E 's/.*Checks: ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.*Failures: ([0-9]+).*/\1/' <<<"$line")
+    e=$(sed -E 's/.*Errors: ([0-9]+).*/\1/' <<<"$line")
+    passed=$((passed + c - f - e)); failed=$((failed + f + e))
+  else
+    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$out" | tail -n1)
+    if [ -n "$line" ]; then
+      passed=$((passed + $(sed -E 's/.*\b([0-9]+) passed.*/\1/' <<<"$line")))
+      failed=$((failed + $(sed -E 's/.*\b([0-9]+) failed.*/\1/' <<<"$line")))
+    elif [ "$rc" -ne 0 ]; then
+      failed=$((failed + 1))
+    fi
+  fi
+  if [ "$rc" -ne 0 ]; then
+    failed_suites+=("$name")
+    # A crash or timeout may leave no failure in the counts: make sure it is counted once.
+    grep -qE 'Failures: [1-9]|Errors: [1-9]|[1-9][0-9]* failed' "$out" || failed=$((failed + 1))
+  fi
+}
+
+run_one() {
+  local name="$1"; shift
+  local out="$log_dir/$(echo "$name" | tr '/' '_').log"
+  timeout --kill-after=10 "$timeout_s" "$@" >"$out" 2>&1
+  local rc=$?
+  [ $rc -eq 124 ] && echo "$name: TIMEOUT after ${timeout_s}s" >>"$out"
+  if [ $rc -ne 0 ]; then cat "$out"; else grep -E 'Checks:|passed, [0-9]+ failed|SKIP' "$out"; fi
+  count_output "$out" "$rc" "$name"
+}
+
+for t in "$@"; do
+  [[ "$t" =~ $filter ]] || continue
+  case "$t" in
+    */tests/fuzz/corpus_*) run_one "$t" "$t" "tests/fuzz/corpus/${t##*/corpus_}" ;;
+    *) run_one "$t" "$t" ;;
+  esac
+done
+
+if [ "${E2E:-1}" != 0 ]; then
+  for s in tests/e2e/*.sh; do
+    [ -e "$s" ] || continue
+    [[ "$s" =~ $filter ]] || continue
+    echo "== $s"
+    run_one "$s" bash "$s"
+  done
+fi
+
+if [ ${#failed_suites[@]} -gt 0 ]; then
+  echo "failed: ${failed_suites[*]} (logs in $log_dir/)"
+fi
+echo "tests: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ ${#failed_suites[@]} -eq 0 ]
