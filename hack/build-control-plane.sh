@@ -96,10 +96,12 @@ start=$(date +%s)
 "$go_bin" build -trimpath -ldflags="$ldflags" -o "$tmp/" \
 	k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 "$go_bin" build -trimpath -ldflags="-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
-"$go_bin" version >"$tmp/BUILDINFO"
-echo "kubernetes $kube_version" >>"$tmp/BUILDINFO"
-echo "etcd $("$go_bin" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)" >>"$tmp/BUILDINFO"
-echo "build_seconds $(($(date +%s) - start))" >>"$tmp/BUILDINFO"
+{
+	"$go_bin" version
+	echo "kubernetes $kube_version"
+	echo "etcd $("$go_bin" list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+	echo "build_seconds $(($(date +%s) - start))"
+} >"$tmp/BUILDINFO"
 
 rm -rf "$bin_dir"
 mv "$tmp" "$bin_dir"

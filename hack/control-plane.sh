@@ -140,7 +140,8 @@ gen_pki() {
 
 # write_kubeconfig FILE SERVER CERTNAME USER
 write_kubeconfig() {
-	local pki="$(dirname "$1")/pki"
+	local pki
+	pki="$(dirname "$1")/pki"
 	(
 		umask 077
 		cat >"$1" <<EOF
@@ -276,7 +277,7 @@ cmd_up() {
 			any_alive "$dir" && die "a control plane is already up in $dir (run: CINFER_CP_DIR=$dir $0 down)"
 			log "removing the stopped control plane left in $dir"
 			find "$dir" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
-		elif [[ -n "$(ls -A "$dir" | grep -vx .lock || true)" ]]; then
+		elif [[ -n "$(find "$dir" -mindepth 1 -maxdepth 1 ! -name .lock -print -quit)" ]]; then
 			die "CINFER_CP_DIR=$dir is not empty and is not a control-plane state dir"
 		fi
 	else
@@ -294,6 +295,7 @@ cmd_up() {
 		rc=0
 		up_once "$dir" || rc=$?
 		[[ $rc -eq 3 ]] || break
+		log "attempt $attempt: port clash"
 	done
 	if [[ $rc -ne 0 ]]; then
 		log "stopping what was started; logs stay in $dir/logs"

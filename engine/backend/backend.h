@@ -1,0 +1,134 @@
+/* The compute backend ops table: everything the model's forward pass needs, and nothing that knows
+ * about requests, tokenizers or HTTP. The CPU backend (backend/cpu/) is plain C with SIMD chosen at run
+ * time and is the reference; a CUDA backend (backend/cuda/, `make CUDA=1`) implements the same table
+ * and is tested against it. Only backend/registry.c names the implementations.
+ *
+ * Memory: activations and the KV cache live in backend memory obtained from ops->alloc (host memory for
+ * the CPU, device memory for CUDA). The model never dereferences them; it moves data in and out with
+ * upload/download. Weights are described by host pointers into the GGUF mapping and "prepared" once
+ * (the CPU may repack them; CUDA copies them to the device).
+ *
+ * Shapes are row-major, tokens outermost: x (n_tokens, dim) means x[t*dim + i].
+ * All ops are called from the one inference thread; the backend may use its own worker threads.
+ * Ops return 0 or a negative err.h code (a CUDA failure becomes an error, never an abort). */
+#ifndef CINFER_ENGINE_BACKEND_H
+#define CINFER_ENGINE_BACKEND_H
+
+#include "engine/quant.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct backend;
+
+/* A weight matrix (rows, cols): y = W x computes `rows` outputs from `cols` inputs. A 1-D weight
+ * (norm gains, biases) has rows = 1. `data` borrows the GGUF mapping in the file's type. */
+struct backend_weight_desc {
+    enum quant_type type;
+    int64_t rows, cols;
+    const void *data;
+};
+
+struct backend_weight; /* prepared weight, opaque; owned by the backend, freed by weight_free */
+
+enum backend_rope_mode { BACKEND_ROPE_NORMAL = 0, BACKEND_ROPE_NEOX = 2 }; /* ggml's mode ids */
+
+struct backend_rope_params {
+    enum backend_rope_mode mode;
+    int n_rot;        /* dimensions rotated per head (usually head_dim) */
+    float freq_base;  /* theta, e.g. 10000 */
+    float freq_scale; /* 1 / linear scaling factor */
+};
+
+/* One step's batch layout for paged attention. Every token belongs to one sequence and sits at a
+ * position of that sequence; it attends causally to positions 0..pos of the same sequence, whose K/V
+ * are found through that sequence's block table. Host pointers: the backend copies what it needs. */
+struct backend_batch {
+    int n_tokens;
+    const int32_t *pos;          /* (n_tokens) position of each token in its sequence */
+    const int32_t *seq;          /* (n_tokens) row of block_tables for each token */
+    const int32_t *block_tables; /* (n_seqs, max_blocks) physical KV block ids */
+    int n_seqs;
+    int max_blocks;
+    const int64_t *slots; /* (n_tokens) KV slot to write: block_id * block_size + pos % block_size */
+};
+
+/* Paged KV cache geometry; one cache per layer holds K and V for n_blocks * block_size tokens. */
+struct backend_kv_desc {
+    int n_layers;
+    int n_blocks;
+    int block_size;
+    int n_kv_heads;
+    int head_dim;
+    enum quant_type type; /* QUANT_F32 or QUANT_F16 */
+};
+
+struct backend_ops {
+    const char *name;
+    void (*destroy)(struct backend *b);
+
+    /* Backend memory for activations. alloc returns new memory (zeroed) or NULL. */
+    void *(*alloc)(struct backend *b, size_t bytes);
+    void (*free)(struct backend *b, void *p);
+    int (*upload)(struct backend *b, void *dst, const void *src_host, size_t bytes);
+    int (*download)(struct backend *b, void *dst_host, const void *src, size_t bytes);
+
+    int (*weight_prepare)(struct backend *b, const struct backend_weight_desc *desc,
+                          struct backend_weight **out);
+    void (*weight_free)(struct backend *b, struct backend_weight *w);
+
+    /* KV cache storage for the whole model; kv_free releases it. */
+    int (*kv_alloc)(struct backend *b, const struct backend_kv_desc *desc);
+    void (*kv_free)(struct backend *b);
+
+    /* out (n, cols) = rows `ids` of the embedding table `w` (rows = vocab), dequantized. */
+    int (*get_rows)(struct backend *b, const struct backend_weight *w, const int32_t *ids_host,
+                    int n, float *out);
+    /* y (n_tokens, w.rows) = x (n_tokens, w.cols) @ W^T. Every weight type; all tokens in one call. */
+    int (*matmul)(struct backend *b, const struct backend_weight *w, const float *x, float *y,
+                  int n_tokens);
+    /* y (n_tokens, dim) += bias (1, dim) */
+    int (*add_bias)(struct backend *b, float *y, const struct backend_weight *bias, int n_tokens);
+    /* y (n) += x (n) */
+    int (*add)(struct backend *b, float *y, const float *x, size_t n);
+    /* y (n_tokens, dim) = x / rms(x) * gain; eps inside the square root. y may equal x. */
+    int (*rmsnorm)(struct backend *b, const float *x, const struct backend_weight *gain, float *y,
+                   int n_tokens, int dim, float eps);
+    /* Per-head RMS norm (qwen3 q/k norms): x (n_tokens * n_heads, head_dim) in place. */
+    int (*rmsnorm_heads)(struct backend *b, float *x, const struct backend_weight *gain,
+                         int n_rows, int head_dim, float eps);
+    /* Rotary embedding in place on x (n_tokens, n_heads, head_dim) at positions pos_host. */
+    int (*rope)(struct backend *b, float *x, const int32_t *pos_host, int n_tokens, int n_heads,
+                int head_dim, const struct backend_rope_params *p);
+    /* gate (n) = silu(gate) * up */
+    int (*silu_mul)(struct backend *b, float *gate, const float *up, size_t n);
+    /* Writes k, v (n_tokens, n_kv_heads * head_dim) of `layer` into the cache slots of `batch`. */
+    int (*kv_store)(struct backend *b, int layer, const float *k, const float *v,
+                    const struct backend_batch *batch);
+    /* out (n_tokens, n_heads, head_dim) = softmax(q K^T * scale) V over each token's causal
+     * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head). */
+    int (*attention)(struct backend *b, int layer, const float *q, float *out,
+                     const struct backend_batch *batch, int n_heads, float scale);
+    /* dst (n, dim) = rows `idx_host` of src (n_src, dim); selects the positions whose logits we need. */
+    int (*gather_rows)(struct backend *b, const float *src, const int32_t *idx_host, int n, int dim,
+                       float *dst);
+    /* Copies K/V of whole blocks (copy-on-write of a shared partial block); may be NULL if unused. */
+    int (*kv_copy_block)(struct backend *b, int src_block, int dst_block);
+    /* Waits for queued work (no-op on the CPU). */
+    int (*sync)(struct backend *b);
+};
+
+struct backend {
+    const struct backend_ops *ops;
+};
+
+struct backend_options {
+    int n_threads; /* CPU worker threads; 0 = number of online cores */
+    int device;    /* CUDA device index */
+};
+
+/* Creates the backend named `name` ("cpu", "cuda"; NULL = best available). *out is new; destroy
+ * with b->ops->destroy(b). ERR_UNSUPPORTED when it was not built in or no device is present. */
+int backend_create(const char *name, const struct backend_options *opt, struct backend **out);
+
+#endif
