@@ -99,6 +99,9 @@ $(BUILD)/bin/cinfer-%: $(BUILD)/obj/%/main.o $(ALL_LIBS) $(CUDA_OBJS)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(ALL_LIBS) $(CUDA_OBJS) $(LDLIBS) $(CUDA_LDLIBS)
 
+# Suites define <mod>_suite() without a header; tests/check_main.c declares it.
+$(BUILD)/obj/tests/%.o: CFLAGS += -Wno-missing-prototypes
+
 # One Check binary per suite: test_<mod>.c plus a main that runs <mod>_suite().
 $(BUILD)/obj/tests/%.main.o: tests/check_main.c
 	@mkdir -p $(dir $@)

@@ -3,6 +3,7 @@
 
 #include "common/err.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,8 @@ void buf_reset(struct buf *b)
 static int buf_reserve(struct buf *b, size_t extra)
 {
     if (b->max && (extra > b->max || b->len > b->max - extra)) return ERR_TOO_BIG;
-    if (extra > SIZE_MAX - b->len - 1) return ERR_TOO_BIG;
+    /* No object may exceed PTRDIFF_MAX bytes; larger requests are limits, not allocation failures. */
+    if (extra > (size_t)PTRDIFF_MAX - b->len - 1) return ERR_TOO_BIG;
     size_t need = b->len + extra + 1;
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap : 64;

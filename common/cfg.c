@@ -117,8 +117,8 @@ static int set_value(const struct cfg_opt *o, void *out, const char *v, const ch
             return ERR_INVAL;
         }
         if (has_range(o) && (x < o->min || x > o->max)) {
-            snprintf(err, errlen, "%s --%s: %g is out of range [%g, %g]", source, o->name, x, o->min,
-                     o->max);
+            snprintf(err, errlen, "%s --%s: %g is out of range [%g, %g]", source, o->name, x,
+                     o->min, o->max);
             return ERR_RANGE;
         }
         *(double *)field(out, o) = x;
@@ -238,10 +238,14 @@ int cfg_parse(const struct cfg_spec *spec, void *out, int argc, char **argv, str
             return ERR_INVAL;
         }
         const char *v;
-        if (negated) v = "false";
-        else if (eq) v = eq + 1;
-        else if (o->type == CFG_BOOL) v = "true";
-        else if (a + 1 < argc) v = argv[++a];
+        if (negated)
+            v = "false";
+        else if (eq)
+            v = eq + 1;
+        else if (o->type == CFG_BOOL)
+            v = "true";
+        else if (a + 1 < argc)
+            v = argv[++a];
         else {
             snprintf(err, errlen, "option --%s needs a value", o->name);
             return ERR_INVAL;

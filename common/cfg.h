@@ -40,9 +40,9 @@ struct cfg_opt {
 #define CFG_MAX_POSITIONAL 8
 
 struct cfg_spec {
-    const char *program; /* "cinfer-engine serve" */
-    const char *usage;   /* positional synopsis, e.g. "URI DEST", or NULL */
-    const char *summary; /* one line describing the command */
+    const char *program;    /* "cinfer-engine serve" */
+    const char *usage;      /* positional synopsis, e.g. "URI DEST", or NULL */
+    const char *summary;    /* one line describing the command */
     const char *env_prefix; /* "CINFER_ENGINE_" */
     const struct cfg_opt *opts;
     size_t n_opts;

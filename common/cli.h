@@ -7,10 +7,19 @@
 
 /* Rows for a cfg table whose struct has `const char *log_level, *log_format` fields. */
 #define CLI_LOG_OPTS(type)                                                                         \
-    {"log-level", CFG_STRING, offsetof(type, log_level), "info", 1, 0,                             \
-     "Minimum level of log lines", "debug|info|warn|error", 0},                                    \
-    {"log-format", CFG_STRING, offsetof(type, log_format), "json", 1, 0,                           \
-     "Log line format: json for machines, text for people", "json|text", 0}
+    {"log-level",                                                                                  \
+     CFG_STRING,                                                                                   \
+     offsetof(type, log_level),                                                                    \
+     "info",                                                                                       \
+     1,                                                                                            \
+     0,                                                                                            \
+     "Minimum level of log lines",                                                                 \
+     "debug|info|warn|error",                                                                      \
+     0},                                                                                           \
+    {                                                                                              \
+        "log-format", CFG_STRING, offsetof(type, log_format), "json", 1, 0,                        \
+            "Log line format: json for machines, text for people", "json|text", 0                  \
+    }
 
 enum cli_parse_result { CLI_RUN = 0, CLI_EXIT_OK = 1, CLI_EXIT_USAGE = 2 };
 

@@ -7,24 +7,24 @@
 
 enum err_code {
     ERR_OK = 0,
-    ERR_NOMEM = -1,     /* allocation failed */
-    ERR_INVAL = -2,     /* invalid argument or malformed input */
-    ERR_IO = -3,        /* read/write/socket failure (errno is logged where it happened) */
-    ERR_RANGE = -4,     /* value outside its allowed range */
-    ERR_TOO_BIG = -5,   /* input exceeds a configured size limit */
-    ERR_NOT_FOUND = -6, /* named thing does not exist (file, key, route, tensor) */
-    ERR_EXISTS = -7,    /* already exists / conflict */
-    ERR_TIMEOUT = -8,   /* deadline passed */
-    ERR_PARSE = -9,     /* syntax error in a text format (JSON, Prometheus, YAML, ...) */
+    ERR_NOMEM = -1,        /* allocation failed */
+    ERR_INVAL = -2,        /* invalid argument or malformed input */
+    ERR_IO = -3,           /* read/write/socket failure (errno is logged where it happened) */
+    ERR_RANGE = -4,        /* value outside its allowed range */
+    ERR_TOO_BIG = -5,      /* input exceeds a configured size limit */
+    ERR_NOT_FOUND = -6,    /* named thing does not exist (file, key, route, tensor) */
+    ERR_EXISTS = -7,       /* already exists / conflict */
+    ERR_TIMEOUT = -8,      /* deadline passed */
+    ERR_PARSE = -9,        /* syntax error in a text format (JSON, Prometheus, YAML, ...) */
     ERR_UNSUPPORTED = -10, /* well-formed but not supported (architecture, tensor type, ...) */
-    ERR_STATE = -11,    /* operation not allowed in the current state (draining, not loaded) */
-    ERR_AGAIN = -12,    /* temporary condition; retry later (queue full, no KV blocks) */
-    ERR_HTTP = -13,     /* HTTP exchange failed or returned an unexpected status */
-    ERR_AUTH = -14,     /* authentication / authorization failure (401, 403, bad credentials) */
-    ERR_CONFLICT = -15, /* optimistic concurrency conflict (HTTP 409) */
-    ERR_GONE = -16,     /* resource version expired (HTTP 410) */
-    ERR_CANCELLED = -17, /* cancelled by the caller or by shutdown */
-    ERR_INTERNAL = -18, /* a bug or an unexpected condition in a dependency */
+    ERR_STATE = -11,       /* operation not allowed in the current state (draining, not loaded) */
+    ERR_AGAIN = -12,       /* temporary condition; retry later (queue full, no KV blocks) */
+    ERR_HTTP = -13,        /* HTTP exchange failed or returned an unexpected status */
+    ERR_AUTH = -14,        /* authentication / authorization failure (401, 403, bad credentials) */
+    ERR_CONFLICT = -15,    /* optimistic concurrency conflict (HTTP 409) */
+    ERR_GONE = -16,        /* resource version expired (HTTP 410) */
+    ERR_CANCELLED = -17,   /* cancelled by the caller or by shutdown */
+    ERR_INTERNAL = -18,    /* a bug or an unexpected condition in a dependency */
 };
 
 /* Returns a static string naming `code` ("out of memory", ...); never NULL; any thread. */

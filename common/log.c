@@ -109,8 +109,10 @@ static void line_put_json_escaped(struct line *l, const char *s)
         case '\r': line_puts(l, "\\r"); break;
         case '\t': line_puts(l, "\\t"); break;
         default:
-            if (*p < 0x20) line_printf(l, "\\u%04x", *p);
-            else line_put(l, (const char *)p, 1);
+            if (*p < 0x20)
+                line_printf(l, "\\u%04x", *p);
+            else
+                line_put(l, (const char *)p, 1);
         }
     }
 }
@@ -132,8 +134,10 @@ static void line_put_value(struct line *l, const struct log_field *f, bool json)
     case LOG_FIELD_INT: line_printf(l, "%lld", f->v.i); break;
     case LOG_FIELD_DBL:
         /* JSON has no NaN/Inf literals. */
-        if (json && (f->v.d != f->v.d || f->v.d > 1e308 || f->v.d < -1e308)) line_puts(l, "null");
-        else line_printf(l, "%.6g", f->v.d);
+        if (json && (f->v.d != f->v.d || f->v.d > 1e308 || f->v.d < -1e308))
+            line_puts(l, "null");
+        else
+            line_printf(l, "%.6g", f->v.d);
         break;
     case LOG_FIELD_BOOL: line_puts(l, f->v.b ? "true" : "false"); break;
     case LOG_FIELD_END: break;

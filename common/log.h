@@ -12,7 +12,13 @@
 
 enum log_level { LOG_DEBUG = 0, LOG_INFO, LOG_WARN, LOG_ERROR, LOG_OFF };
 enum log_format { LOG_FORMAT_JSON = 0, LOG_FORMAT_TEXT };
-enum log_field_type { LOG_FIELD_END = 0, LOG_FIELD_STR, LOG_FIELD_INT, LOG_FIELD_DBL, LOG_FIELD_BOOL };
+enum log_field_type {
+    LOG_FIELD_END = 0,
+    LOG_FIELD_STR,
+    LOG_FIELD_INT,
+    LOG_FIELD_DBL,
+    LOG_FIELD_BOOL
+};
 
 struct log_field {
     const char *key;
@@ -34,7 +40,8 @@ struct log_field {
 #define LOG_AT(lvl, msg, ...)                                                                      \
     do {                                                                                           \
         if (log_enabled(lvl))                                                                      \
-            log_emit((lvl), (msg), (const struct log_field[]){__VA_ARGS__ __VA_OPT__(, ) LOG_END});  \
+            log_emit((lvl), (msg),                                                                 \
+                     (const struct log_field[]){__VA_ARGS__ __VA_OPT__(, ) LOG_END});              \
     } while (0)
 #define log_debug(msg, ...) LOG_AT(LOG_DEBUG, msg, __VA_ARGS__)
 #define log_info(msg, ...)  LOG_AT(LOG_INFO, msg, __VA_ARGS__)

@@ -29,7 +29,7 @@ enum gguf_value_type {
     GGUF_FLOAT64 = 12,
 };
 
-#define GGUF_MAX_DIMS 4
+#define GGUF_MAX_DIMS          4
 #define GGUF_DEFAULT_ALIGNMENT 32
 
 /* A string inside the file: not NUL-terminated; borrowed from the mapping. */
@@ -41,8 +41,8 @@ struct gguf_str {
 struct gguf_array {
     enum gguf_value_type type; /* element type */
     uint64_t n;
-    const void *data;             /* fixed-size elements: little-endian, unaligned, in the mapping */
-    const struct gguf_str *strs;  /* GGUF_STRING elements (owned by the gguf) */
+    const void *data;            /* fixed-size elements: little-endian, unaligned, in the mapping */
+    const struct gguf_str *strs; /* GGUF_STRING elements (owned by the gguf) */
     const struct gguf_array *arrs; /* GGUF_ARRAY elements, nested (owned by the gguf) */
 };
 
@@ -107,7 +107,7 @@ const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *nam
 
 /* Writer: collects key/values and tensors, then writes a v3 file. */
 struct gguf_writer;
-struct gguf_writer *gguf_writer_new(void); /* returns new or NULL */
+struct gguf_writer *gguf_writer_new(void);    /* returns new or NULL */
 void gguf_writer_free(struct gguf_writer *w); /* NULL-safe */
 /* Adds or replaces a key with a deep copy of `kv` (borrowed), e.g. copied from a parsed file. */
 int gguf_writer_set_kv(struct gguf_writer *w, const struct gguf_kv *kv);

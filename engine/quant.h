@@ -20,36 +20,36 @@ enum quant_type {
     QUANT_BF16 = 30,
 };
 
-#define QUANT_QK4_0 32
-#define QUANT_QK8_0 32
-#define QUANT_QK_K  256
+#define QUANT_QK4_0        32
+#define QUANT_QK8_0        32
+#define QUANT_QK_K         256
 #define QUANT_K_SCALE_SIZE 12
 
 /* Block layouts. `d`/`dmin` are IEEE half floats stored as raw bits. */
 struct quant_block_q4_0 {
-    uint16_t d;                   /* scale */
-    uint8_t qs[QUANT_QK4_0 / 2];  /* nibbles: element j in low nibble of qs[j], j+16 in the high */
+    uint16_t d;                  /* scale */
+    uint8_t qs[QUANT_QK4_0 / 2]; /* nibbles: element j in low nibble of qs[j], j+16 in the high */
 };
 struct quant_block_q8_0 {
-    uint16_t d;                   /* scale */
+    uint16_t d; /* scale */
     int8_t qs[QUANT_QK8_0];
 };
 struct quant_block_q4_k {
-    uint16_t d;                          /* super-block scale for the 6-bit scales */
-    uint16_t dmin;                       /* super-block scale for the 6-bit mins */
-    uint8_t scales[QUANT_K_SCALE_SIZE];  /* 8 scales + 8 mins, 6 bits each, packed */
-    uint8_t qs[QUANT_QK_K / 2];          /* 4-bit quants */
+    uint16_t d;                         /* super-block scale for the 6-bit scales */
+    uint16_t dmin;                      /* super-block scale for the 6-bit mins */
+    uint8_t scales[QUANT_K_SCALE_SIZE]; /* 8 scales + 8 mins, 6 bits each, packed */
+    uint8_t qs[QUANT_QK_K / 2];         /* 4-bit quants */
 };
 struct quant_block_q6_k {
-    uint8_t ql[QUANT_QK_K / 2];      /* low 4 bits */
-    uint8_t qh[QUANT_QK_K / 4];      /* high 2 bits */
-    int8_t scales[QUANT_QK_K / 16];  /* 8-bit scales of 16-element groups */
-    uint16_t d;                      /* super-block scale */
+    uint8_t ql[QUANT_QK_K / 2];     /* low 4 bits */
+    uint8_t qh[QUANT_QK_K / 4];     /* high 2 bits */
+    int8_t scales[QUANT_QK_K / 16]; /* 8-bit scales of 16-element groups */
+    uint16_t d;                     /* super-block scale */
 };
 struct quant_block_q8_k {
     float d;
     int8_t qs[QUANT_QK_K];
-    int16_t bsums[QUANT_QK_K / 16];  /* sums of groups of 16 quants */
+    int16_t bsums[QUANT_QK_K / 16]; /* sums of groups of 16 quants */
 };
 
 _Static_assert(sizeof(struct quant_block_q4_0) == 18, "q4_0 layout");

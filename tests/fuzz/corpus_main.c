@@ -59,7 +59,8 @@ int main(int argc, char **argv)
             if (e->d_name[0] == '.') continue;
             char path[4096];
             snprintf(path, sizeof(path), "%s/%s", argv[i], e->d_name);
-            if (run_file(path) == 0) passed++;
+            if (run_file(path) == 0)
+                passed++;
             else {
                 fprintf(stderr, "%s: cannot read %s\n", name, path);
                 failed++;
