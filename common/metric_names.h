@@ -1,0 +1,88 @@
+/* The engine's metric-name contract (ARCHITECTURE.md, "Engine metrics"): the engine exposes these
+ * names on /metrics and the autoscaler scrapes them, so both include this header and neither spells
+ * a name itself. Each native cinfer_* metric has a vLLM-compatible twin (METRIC_VLLM_*) with the same
+ * type, labels and value, exposed by default so dashboards and autoscalers written for vLLM work
+ * unchanged (register it with prom_metric_alias(), see common/prom.h).
+ * Every metric carries the label METRIC_LABEL_MODEL_NAME; the request counters add
+ * METRIC_LABEL_FINISHED_REASON. Counters end in _total; latencies are in seconds. */
+#ifndef CINFER_COMMON_METRIC_NAMES_H
+#define CINFER_COMMON_METRIC_NAMES_H
+
+/* Labels. */
+#define METRIC_LABEL_MODEL_NAME      "model_name"
+#define METRIC_LABEL_FINISHED_REASON "finished_reason"
+
+/* Values of finished_reason (the OpenAI finish_reason of the request, as vLLM reports them). */
+#define METRIC_FINISHED_STOP   "stop"   /* end-of-sequence token or a stop string */
+#define METRIC_FINISHED_LENGTH "length" /* max_tokens or the context length reached */
+#define METRIC_FINISHED_ABORT  "abort"  /* cancelled: client gone, shutdown, or an engine error */
+
+/* Gauges. */
+#define METRIC_REQUESTS_RUNNING      "cinfer_requests_running" /* requests in the running batch */
+#define METRIC_REQUESTS_WAITING      "cinfer_requests_waiting" /* requests queued for admission */
+#define METRIC_KV_CACHE_USAGE        "cinfer_kv_cache_usage_ratio" /* used KV blocks / all, 0..1 */
+#define METRIC_VLLM_REQUESTS_RUNNING "vllm:num_requests_running"
+#define METRIC_VLLM_REQUESTS_WAITING "vllm:num_requests_waiting"
+#define METRIC_VLLM_KV_CACHE_USAGE   "vllm:kv_cache_usage_perc" /* a fraction 0..1, as in vLLM */
+
+/* Counters. */
+#define METRIC_PREFIX_CACHE_QUERIES                                                                \
+    "cinfer_prefix_cache_queries_total" /* prompt tokens looked up */
+#define METRIC_PREFIX_CACHE_HITS         "cinfer_prefix_cache_hits_total" /* of those, found cached */
+#define METRIC_PROMPT_TOKENS             "cinfer_prompt_tokens_total" /* prefill tokens processed */
+#define METRIC_GENERATION_TOKENS         "cinfer_generation_tokens_total" /* tokens generated */
+#define METRIC_PREEMPTIONS               "cinfer_preemptions_total"       /* requests preempted */
+#define METRIC_REQUESTS                  "cinfer_requests_total" /* finished requests {finished_reason} */
+#define METRIC_VLLM_PREFIX_CACHE_QUERIES "vllm:prefix_cache_queries_total"
+#define METRIC_VLLM_PREFIX_CACHE_HITS    "vllm:prefix_cache_hits_total"
+#define METRIC_VLLM_PROMPT_TOKENS        "vllm:prompt_tokens_total"
+#define METRIC_VLLM_GENERATION_TOKENS    "vllm:generation_tokens_total"
+#define METRIC_VLLM_PREEMPTIONS          "vllm:num_preemptions_total"
+#define METRIC_VLLM_REQUESTS             "vllm:request_success_total"
+
+/* Histograms (the sample names add _bucket, _sum and _count). */
+#define METRIC_TIME_TO_FIRST_TOKEN      "cinfer_time_to_first_token_seconds" /* arrival -> first token */
+#define METRIC_INTER_TOKEN_LATENCY      "cinfer_inter_token_latency_seconds" /* between output tokens */
+#define METRIC_E2E_REQUEST_LATENCY      "cinfer_e2e_request_latency_seconds" /* arrival -> finish */
+#define METRIC_REQUEST_QUEUE_TIME       "cinfer_request_queue_time_seconds" /* arrival -> admitted */
+#define METRIC_VLLM_TIME_TO_FIRST_TOKEN "vllm:time_to_first_token_seconds"
+#define METRIC_VLLM_INTER_TOKEN_LATENCY "vllm:inter_token_latency_seconds"
+#define METRIC_VLLM_E2E_REQUEST_LATENCY "vllm:e2e_request_latency_seconds"
+#define METRIC_VLLM_REQUEST_QUEUE_TIME  "vllm:request_queue_time_seconds"
+
+/* Default bucket upper bounds (seconds; +Inf is implicit), the ones vLLM uses so that quantiles
+ * compare across engines. Use as an initializer list:
+ *   static const double ttft[] = {METRIC_BUCKETS_TIME_TO_FIRST_TOKEN};
+ * Time to first token: 1 ms (a small model on a GPU) up to 43 minutes (a long queue). */
+#define METRIC_BUCKETS_TIME_TO_FIRST_TOKEN                                                         \
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,    \
+        20.0, 40.0, 80.0, 160.0, 640.0, 2560.0
+/* Inter-token latency: 10 ms .. 80 s. */
+#define METRIC_BUCKETS_INTER_TOKEN_LATENCY                                                         \
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, \
+        40.0, 80.0
+/* End-to-end request latency: 0.3 s .. about 2 hours. */
+#define METRIC_BUCKETS_REQUEST_LATENCY                                                             \
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,       \
+        240.0, 480.0, 960.0, 1920.0, 7680.0
+#define METRIC_BUCKETS_E2E_REQUEST_LATENCY METRIC_BUCKETS_REQUEST_LATENCY
+/* Queue time: vLLM reuses the request-latency buckets, whose 0.3 s floor hides the short waits that
+ * matter most to an autoscaler; the time-to-first-token bounds (from 1 ms) resolve them. */
+#define METRIC_BUCKETS_REQUEST_QUEUE_TIME METRIC_BUCKETS_TIME_TO_FIRST_TOKEN
+
+/* HELP texts, shared by the native name and its vLLM twin. */
+#define METRIC_HELP_REQUESTS_RUNNING     "Number of requests in the running batch."
+#define METRIC_HELP_REQUESTS_WAITING     "Number of requests waiting to be admitted."
+#define METRIC_HELP_KV_CACHE_USAGE       "Fraction of KV-cache blocks in use (0 to 1)."
+#define METRIC_HELP_PREFIX_CACHE_QUERIES "Prompt tokens looked up in the prefix cache."
+#define METRIC_HELP_PREFIX_CACHE_HITS    "Prompt tokens found in the prefix cache."
+#define METRIC_HELP_PROMPT_TOKENS        "Prompt tokens processed (prefill)."
+#define METRIC_HELP_GENERATION_TOKENS    "Tokens generated."
+#define METRIC_HELP_PREEMPTIONS          "Requests preempted to free KV-cache blocks."
+#define METRIC_HELP_REQUESTS             "Finished requests by finish reason."
+#define METRIC_HELP_TIME_TO_FIRST_TOKEN  "Seconds from request arrival to its first output token."
+#define METRIC_HELP_INTER_TOKEN_LATENCY  "Seconds between consecutive output tokens of a request."
+#define METRIC_HELP_E2E_REQUEST_LATENCY  "Seconds from request arrival to its last output token."
+#define METRIC_HELP_REQUEST_QUEUE_TIME   "Seconds a request waited before it was admitted."
+
+#endif
