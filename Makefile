@@ -48,6 +48,9 @@ LDFLAGS  += -fsanitize=address,undefined
 endif
 
 ifeq ($(CUDA),1)
+ifeq ($(wildcard engine/backend/cuda/cuda.mk),)
+$(error CUDA=1: the CUDA backend is not implemented yet (engine/backend/cuda/); build without CUDA=1)
+endif
 include engine/backend/cuda/cuda.mk
 endif
 
