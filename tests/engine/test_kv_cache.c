@@ -1,0 +1,302 @@
+/* Unit tests of the paged KV-cache manager: allocation on append, exhaustion, sharing with refcounts,
+ * copy-on-write of shared partial blocks, and no leaked blocks after every sequence is closed. */
+#include "engine/kv_cache.h"
+
+#include "common/err.h"
+
+#include <check.h>
+#include <stdlib.h>
+
+static struct kv_cache *make(int n_blocks, int bs, int max_seqs, int max_bps)
+{
+    struct kv_cache_config cfg = {n_blocks, bs, max_seqs, max_bps};
+    struct kv_cache *kv = NULL;
+    ck_assert_int_eq(kv_cache_new(&cfg, &kv), 0);
+    return kv;
+}
+
+START_TEST(test_kv_cache_new_rejects_bad_config)
+{
+    struct kv_cache *kv = NULL;
+    struct kv_cache_config bad[] = {
+        {0, 16, 1, 1}, {4, 0, 1, 1}, {4, 16, 0, 1}, {4, 16, 1, 0}, {-1, 16, 1, 1}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_int_eq(kv_cache_new(&bad[i], &kv), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_new(NULL, &kv), ERR_INVAL);
+    ck_assert_ptr_null(kv);
+    kv_cache_free(NULL);
+}
+END_TEST
+
+START_TEST(test_kv_cache_blocks_for_budget_sizes_pool)
+{
+    ck_assert_int_eq(kv_cache_blocks_for_budget(1000, 10, 16), 6); /* 160 bytes per block */
+    ck_assert_int_eq(kv_cache_blocks_for_budget(159, 10, 16), 0);
+    ck_assert_int_eq(kv_cache_blocks_for_budget(1000, 0, 16), 0);
+    ck_assert_int_eq(kv_cache_blocks_for_budget(1000, 10, 0), 0);
+    ck_assert_int_eq(kv_cache_blocks_for_budget(UINT64_MAX, UINT64_MAX / 2, 16), 0); /* overflow */
+    ck_assert_int_eq(kv_cache_blocks_for_budget(UINT64_MAX, 1, 1), INT32_MAX);
+}
+END_TEST
+
+START_TEST(test_kv_cache_seq_append_allocates_on_demand)
+{
+    struct kv_cache *kv = make(8, 4, 2, 8);
+    int s;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &s), 0);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    ck_assert_int_eq(kv_cache_seq_blocks_needed(kv, s, 5), 2);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 5, &cp), 0);
+    ck_assert_int_eq(cp.n, 0);
+    ck_assert_int_eq(kv_cache_seq_len(kv, s), 5);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 2);
+    ck_assert_int_eq(kv_cache_seq_blocks_needed(kv, s, 3), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 3, &cp), 0); /* fills block 2 exactly */
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 2);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 1, &cp), 0);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 3);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 0, &cp), 0);
+
+    int n;
+    const int32_t *bt = kv_cache_seq_blocks(kv, s, &n);
+    ck_assert_int_eq(n, 3);
+    ck_assert(kv_cache_block_is_full(kv, bt[0]));
+    ck_assert(kv_cache_block_is_full(kv, bt[1]));
+    ck_assert(!kv_cache_block_is_full(kv, bt[2]));
+    for (int pos = 0; pos < 9; pos++)
+        ck_assert_int_eq(kv_cache_seq_slot(kv, s, pos), (int64_t)bt[pos / 4] * 4 + pos % 4);
+    ck_assert(kv_cache_usage(kv) > 0.37 && kv_cache_usage(kv) < 0.38);
+
+    kv_cache_seq_close(kv, s);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    ck_assert_int_eq(kv_cache_blocks_free(kv), 8);
+    ck_assert(!kv_cache_seq_is_open(kv, s));
+    kv_cache_free(kv);
+}
+END_TEST
+
+START_TEST(test_kv_cache_seq_append_exhaustion_is_all_or_nothing)
+{
+    struct kv_cache *kv = make(4, 4, 2, 16);
+    int a, b;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &a), 0);
+    ck_assert_int_eq(kv_cache_seq_open(kv, &b), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 10, &cp), 0);        /* 3 blocks */
+    ck_assert_int_eq(kv_cache_seq_append(kv, b, 5, &cp), ERR_AGAIN); /* needs 2, 1 free */
+    ck_assert_int_eq(kv_cache_seq_len(kv, b), 0);
+    ck_assert_int_eq(kv_cache_blocks_free(kv), 1);
+    ck_assert_int_eq(kv_cache_seq_append(kv, b, 4, &cp), 0);
+    ck_assert_int_eq(kv_cache_blocks_free(kv), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 2, &cp), 0); /* fits in a's partial block */
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 1, &cp), ERR_AGAIN);
+    ck_assert_int_eq(kv_cache_seq_len(kv, a), 12);
+    kv_cache_seq_close(kv, b);
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 1, &cp), 0);
+    kv_cache_seq_close(kv, a);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    kv_cache_free(kv);
+}
+END_TEST
+
+START_TEST(test_kv_cache_seq_append_table_overflow)
+{
+    struct kv_cache *kv = make(16, 4, 1, 2);
+    int s;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &s), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 9, &cp), ERR_RANGE);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 8, &cp), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 1, &cp), ERR_RANGE);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, -1, &cp), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_seq_len(kv, s), 8);
+    kv_cache_seq_close(kv, s);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    kv_cache_free(kv);
+}
+END_TEST
+
+START_TEST(test_kv_cache_seq_open_exhausts_ids)
+{
+    struct kv_cache *kv = make(4, 4, 3, 4);
+    int s[3], extra;
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(kv_cache_seq_open(kv, &s[i]), 0);
+    ck_assert(s[0] != s[1] && s[1] != s[2] && s[0] != s[2]);
+    ck_assert_int_eq(kv_cache_seq_open(kv, &extra), ERR_AGAIN);
+    kv_cache_seq_close(kv, s[1]);
+    ck_assert_int_eq(kv_cache_seq_open(kv, &extra), 0);
+    ck_assert_int_eq(extra, s[1]);
+    ck_assert_int_eq(kv_cache_seq_len(kv, extra), 0);
+    kv_cache_free(kv); /* frees open sequences too (ASan checks) */
+}
+END_TEST
+
+START_TEST(test_kv_cache_seq_fork_shares_and_copies_on_write)
+{
+    struct kv_cache *kv = make(8, 4, 4, 8);
+    int a, b;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &a), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 6, &cp), 0); /* one full + one partial block */
+    ck_assert_int_eq(kv_cache_seq_fork(kv, a, &b), 0);
+    ck_assert_int_eq(kv_cache_seq_len(kv, b), 6);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 2);
+    int na, nb;
+    const int32_t *ta = kv_cache_seq_blocks(kv, a, &na);
+    int32_t full = ta[0], partial = ta[1];
+    ck_assert_int_eq(kv_cache_block_refcount(kv, full), 2);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, partial), 2);
+
+    /* b appends first: its partial block is shared, so it gets a private copy. */
+    ck_assert_int_eq(kv_cache_seq_blocks_needed(kv, b, 1), 1);
+    ck_assert_int_eq(kv_cache_seq_append(kv, b, 1, &cp), 0);
+    ck_assert_int_eq(cp.n, 1);
+    ck_assert_int_eq(cp.src, partial);
+    ck_assert(cp.dst != partial && cp.dst != full);
+    const int32_t *tb = kv_cache_seq_blocks(kv, b, &nb);
+    ck_assert_int_eq(nb, 2);
+    ck_assert_int_eq(tb[0], full);
+    ck_assert_int_eq(tb[1], cp.dst);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, partial), 1);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 3);
+    ck_assert_int_eq(kv_cache_seq_slot(kv, b, 6), (int64_t)cp.dst * 4 + 2);
+
+    /* a now owns the old partial block alone: no copy. */
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 2, &cp), 0);
+    ck_assert_int_eq(cp.n, 0);
+    ck_assert(kv_cache_block_is_full(kv, partial));
+
+    /* Appending with a shared partial block and no copy out-parameter is refused. */
+    int c;
+    ck_assert_int_eq(kv_cache_seq_fork(kv, b, &c), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, c, 1, NULL), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_seq_len(kv, c), 7);
+
+    kv_cache_seq_close(kv, a);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, full), 2);
+    kv_cache_seq_close(kv, b);
+    kv_cache_seq_close(kv, c);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    kv_cache_free(kv);
+}
+END_TEST
+
+START_TEST(test_kv_cache_fork_fails_without_free_id)
+{
+    struct kv_cache *kv = make(4, 4, 1, 4);
+    int a, b;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &a), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 4, &cp), 0);
+    ck_assert_int_eq(kv_cache_seq_fork(kv, a, &b), ERR_AGAIN);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, kv_cache_seq_blocks(kv, a, &b)[0]), 1);
+    kv_cache_seq_close(kv, a);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    kv_cache_free(kv);
+}
+END_TEST
+
+START_TEST(test_kv_cache_seq_attach_shares_full_blocks)
+{
+    struct kv_cache *kv = make(8, 4, 3, 8);
+    int a, b, n;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &a), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, a, 10, &cp), 0);
+    const int32_t *ta = kv_cache_seq_blocks(kv, a, &n);
+    int32_t prefix[3] = {ta[0], ta[1], ta[2]};
+
+    /* A prefix cache keeps its own reference to the two full blocks. */
+    ck_assert_int_eq(kv_cache_block_ref(kv, prefix[0]), 0);
+    ck_assert_int_eq(kv_cache_block_ref(kv, prefix[1]), 0);
+    ck_assert_int_eq(kv_cache_block_ref(kv, 99), ERR_INVAL);
+
+    ck_assert_int_eq(kv_cache_seq_open(kv, &b), 0);
+    ck_assert_int_eq(kv_cache_seq_attach(kv, b, prefix, 3), ERR_INVAL); /* third is partial */
+    ck_assert_int_eq(kv_cache_seq_len(kv, b), 0);
+    ck_assert_int_eq(kv_cache_seq_attach(kv, b, prefix, 2), 0);
+    ck_assert_int_eq(kv_cache_seq_len(kv, b), 8);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, prefix[0]), 3);
+    /* b appends past the shared blocks into a fresh block, never into a shared one. */
+    ck_assert_int_eq(kv_cache_seq_append(kv, b, 1, &cp), 0);
+    ck_assert_int_eq(cp.n, 0);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 4);
+    /* b is no longer block aligned. */
+    ck_assert_int_eq(kv_cache_seq_attach(kv, b, prefix, 1), ERR_INVAL);
+
+    kv_cache_seq_close(kv, a);
+    kv_cache_seq_close(kv, b);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 2); /* still held by the "prefix cache" */
+    kv_cache_block_unref(kv, prefix[0]);
+    kv_cache_block_unref(kv, prefix[1]);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    ck_assert(!kv_cache_block_is_full(kv, prefix[0])); /* freed blocks are not full */
+    kv_cache_free(kv);
+}
+END_TEST
+
+/* Random open/append/fork/close churn: the pool never leaks and refcounts stay consistent. */
+START_TEST(test_kv_cache_random_churn_no_leaks)
+{
+    struct kv_cache *kv = make(64, 4, 8, 32);
+    unsigned seed = 12345;
+    for (int it = 0; it < 5000; it++) {
+        int op = (int)(rand_r(&seed) % 4);
+        int s = (int)(rand_r(&seed) % 8);
+        struct kv_cache_copy cp;
+        if (op == 0 && !kv_cache_seq_is_open(kv, s)) {
+            int t;
+            ck_assert_int_eq(kv_cache_seq_open(kv, &t), 0);
+        } else if (op == 1 && kv_cache_seq_is_open(kv, s)) {
+            int n = (int)(rand_r(&seed) % 9);
+            int need = kv_cache_seq_blocks_needed(kv, s, n);
+            int free_before = kv_cache_blocks_free(kv);
+            int rc = kv_cache_seq_append(kv, s, n, &cp);
+            if (rc == 0)
+                ck_assert_int_eq(kv_cache_blocks_free(kv), free_before - need);
+            else
+                ck_assert(rc == ERR_AGAIN || rc == ERR_RANGE);
+        } else if (op == 2 && kv_cache_seq_is_open(kv, s)) {
+            int t;
+            (void)kv_cache_seq_fork(kv, s, &t);
+        } else if (op == 3 && kv_cache_seq_is_open(kv, s)) {
+            kv_cache_seq_close(kv, s);
+        }
+        /* Invariant: sum of refcounts == sum of block-table lengths. */
+        long refs = 0, owned = 0;
+        for (int b = 0; b < 64; b++) refs += kv_cache_block_refcount(kv, b);
+        for (int q = 0; q < 8; q++) {
+            if (!kv_cache_seq_is_open(kv, q)) continue;
+            int n;
+            (void)kv_cache_seq_blocks(kv, q, &n);
+            owned += n;
+        }
+        ck_assert_int_eq(refs, owned);
+    }
+    for (int q = 0; q < 8; q++)
+        if (kv_cache_seq_is_open(kv, q)) kv_cache_seq_close(kv, q);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    ck_assert_int_eq(kv_cache_blocks_free(kv), 64);
+    kv_cache_free(kv);
+}
+END_TEST
+
+Suite *kv_cache_suite(void);
+Suite *kv_cache_suite(void)
+{
+    Suite *s = suite_create("kv_cache");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_kv_cache_new_rejects_bad_config);
+    tcase_add_test(tc, test_kv_cache_blocks_for_budget_sizes_pool);
+    tcase_add_test(tc, test_kv_cache_seq_append_allocates_on_demand);
+    tcase_add_test(tc, test_kv_cache_seq_append_exhaustion_is_all_or_nothing);
+    tcase_add_test(tc, test_kv_cache_seq_append_table_overflow);
+    tcase_add_test(tc, test_kv_cache_seq_open_exhausts_ids);
+    tcase_add_test(tc, test_kv_cache_seq_fork_shares_and_copies_on_write);
+    tcase_add_test(tc, test_kv_cache_fork_fails_without_free_id);
+    tcase_add_test(tc, test_kv_cache_seq_attach_shares_full_blocks);
+    tcase_add_test(tc, test_kv_cache_random_churn_no_leaks);
+    suite_add_tcase(s, tc);
+    return s;
+}
