@@ -1,0 +1,238 @@
+/* Token sampler: penalties, top-k / top-p / min-p truncation, temperature, seeded draw, log-probs.
+ * See sampler.h for the semantics; the filters follow llama.cpp's sampler chain. */
+#include "engine/sampler.h"
+
+#include "common/err.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct cand {
+    int32_t id;
+    float logit;
+};
+
+struct sampler {
+    struct sampler_params p;
+    int n_vocab;
+    uint64_t rng;
+    int32_t *hist; /* every accepted token (grows) */
+    size_t n_hist, cap_hist;
+    int32_t *counts;    /* (n_vocab) scratch: occurrences in the penalty window */
+    struct cand *cands; /* (n_vocab) scratch */
+};
+
+void sampler_params_default(struct sampler_params *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->temperature = 1.0f;
+    p->top_p = 1.0f;
+    p->repeat_penalty = 1.0f;
+    p->repeat_last_n = 64;
+}
+
+int sampler_new(const struct sampler_params *params, int n_vocab, struct sampler **out)
+{
+    if (!params || n_vocab <= 0 || params->n_logprobs < 0 ||
+        params->n_logprobs > SAMPLER_MAX_LOGPROBS || !(params->top_p >= 0.0f) ||
+        !(params->min_p <= 1.0f) || !(params->repeat_penalty > 0.0f) ||
+        params->repeat_last_n < -1 || isnan(params->temperature) ||
+        !isfinite(params->presence_penalty) || !isfinite(params->frequency_penalty))
+        return ERR_INVAL;
+    int rc = ERR_NOMEM;
+    struct sampler *s = calloc(1, sizeof(*s));
+    if (!s) goto out;
+    s->p = *params;
+    s->n_vocab = n_vocab;
+    s->counts = calloc((size_t)n_vocab, sizeof(*s->counts));
+    s->cands = calloc((size_t)n_vocab, sizeof(*s->cands));
+    if (!s->counts || !s->cands) goto out;
+    sampler_reset(s);
+    *out = s;
+    s = NULL;
+    rc = 0;
+out:
+    sampler_free(s);
+    return rc;
+}
+
+void sampler_free(struct sampler *s)
+{
+    if (!s) return;
+    free(s->hist);
+    free(s->counts);
+    free(s->cands);
+    free(s);
+}
+
+void sampler_reset(struct sampler *s)
+{
+    s->n_hist = 0;
+    s->rng = s->p.seed;
+}
+
+void sampler_accept(struct sampler *s, int32_t token)
+{
+    if (s->n_hist == s->cap_hist) {
+        size_t cap = s->cap_hist ? s->cap_hist * 2 : 256;
+        int32_t *h = realloc(s->hist, cap * sizeof(*h));
+        if (!h) {
+            /* Out of memory: drop the oldest half of the history rather than fail a step. */
+            size_t keep = s->n_hist / 2;
+            memmove(s->hist, s->hist + (s->n_hist - keep), keep * sizeof(*s->hist));
+            s->n_hist = keep;
+        } else {
+            s->hist = h;
+            s->cap_hist = cap;
+        }
+    }
+    s->hist[s->n_hist++] = token;
+}
+
+/* splitmix64: tiny, good enough for sampling, and fully determined by the seed. */
+static uint64_t rng_next(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *state)
+{
+    return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit > y->logit ? -1 : 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Fills out->logprob and out->top from the raw logits (log-softmax over finite logits). */
+static void fill_logprobs(const struct sampler *s, const float *logits, struct sampler_result *out)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double sum = 0.0;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (isfinite(logits[i])) sum += exp((double)logits[i] - mx);
+    double lse = (double)mx + log(sum);
+    out->logprob = (float)((double)logits[out->token] - lse);
+
+    int n = s->p.n_logprobs < s->n_vocab ? s->p.n_logprobs : s->n_vocab;
+    int have = 0;
+    for (int i = 0; i < s->n_vocab && n > 0; i++) {
+        float v = logits[i];
+        if (!isfinite(v)) continue;
+        if (have == n && v <= logits[out->top[have - 1].token]) continue;
+        int j = have < n ? have++ : n - 1;
+        while (j > 0 && logits[out->top[j - 1].token] < v) {
+            out->top[j] = out->top[j - 1];
+            j--;
+        }
+        out->top[j].token = i;
+    }
+    for (int i = 0; i < have; i++)
+        out->top[i].logprob = (float)((double)logits[out->top[i].token] - lse);
+    out->n_top = have;
+}
+
+static void apply_penalties(struct sampler *s, struct cand *c)
+{
+    const struct sampler_params *p = &s->p;
+    if (p->repeat_last_n == 0 || s->n_hist == 0) return;
+    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f)
+        return;
+    size_t n = s->n_hist;
+    if (p->repeat_last_n > 0 && (size_t)p->repeat_last_n < n) n = (size_t)p->repeat_last_n;
+    const int32_t *win = s->hist + (s->n_hist - n);
+    for (size_t i = 0; i < n; i++)
+        if (win[i] >= 0 && win[i] < s->n_vocab) s->counts[win[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        int32_t t = win[i];
+        if (t < 0 || t >= s->n_vocab || s->counts[t] == 0) continue; /* done already */
+        float l = c[t].logit;
+        l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+        l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
+        c[t].logit = l;
+        s->counts[t] = 0;
+    }
+}
+
+/* Softmax of c[0..n) into probs (max first, as c is sorted), returned via the caller's buffer. */
+static void softmax_sorted(const struct cand *c, int n, float temp, double *probs)
+{
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        probs[i] = exp(((double)c[i].logit - c[0].logit) / temp);
+        sum += probs[i];
+    }
+    for (int i = 0; i < n; i++) probs[i] /= sum;
+}
+
+int sampler_sample(struct sampler *s, const float *logits, struct sampler_result *out)
+{
+    const struct sampler_params *p = &s->p;
+    struct cand *c = s->cands;
+    for (int i = 0; i < s->n_vocab; i++) {
+        c[i].id = i;
+        c[i].logit = logits[i];
+    }
+    apply_penalties(s, c);
+
+    /* Drop non-finite candidates (NaN, -inf from masking). */
+    int n = 0;
+    for (int i = 0; i < s->n_vocab; i++)
+        if (isfinite(c[i].logit)) c[n++] = c[i];
+    if (n == 0) return ERR_INVAL;
+
+    int32_t chosen;
+    if (p->temperature <= 0.0f) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (c[i].logit > c[best].logit) best = i; /* ids ascend: first max wins ties */
+        chosen = c[best].id;
+    } else {
+        qsort(c, (size_t)n, sizeof(*c), cand_cmp);
+        if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+        double *probs = malloc((size_t)n * sizeof(*probs));
+        if (!probs) return ERR_NOMEM;
+        if (p->top_p < 1.0f) {
+            softmax_sorted(c, n, 1.0f, probs);
+            double cum = 0.0;
+            int keep = n;
+            for (int i = 0; i < n; i++) {
+                cum += probs[i];
+                if (cum >= p->top_p) {
+                    keep = i + 1;
+                    break;
+                }
+            }
+            n = keep;
+        }
+        if (p->min_p > 0.0f) {
+            softmax_sorted(c, n, 1.0f, probs);
+            int keep = 1;
+            while (keep < n && probs[keep] >= p->min_p * probs[0]) keep++;
+            n = keep;
+        }
+        softmax_sorted(c, n, p->temperature, probs);
+        double r = rng_uniform(&s->rng), cum = 0.0;
+        chosen = c[n - 1].id;
+        for (int i = 0; i < n; i++) {
+            cum += probs[i];
+            if (r < cum) {
+                chosen = c[i].id;
+                break;
+            }
+        }
+        free(probs);
+    }
+    out->token = chosen;
+    fill_logprobs(s, logits, out);
+    return 0;
+}

@@ -1,0 +1,64 @@
+/* Token sampler: turns one logits row into the next token. Greedy, temperature, top-k, top-p, min-p,
+ * repetition / presence / frequency penalties and a seeded per-sampler RNG (same seed and same
+ * logits -> same tokens). Also reports the log-probability of the chosen token and the top-N
+ * alternatives, taken from the model's own distribution (log-softmax of the raw logits, before
+ * penalties and temperature), as OpenAI's `logprobs` expect.
+ *
+ * Pipeline (llama.cpp's default order): penalties -> top-k -> top-p -> min-p -> temperature -> draw.
+ * temperature <= 0 means greedy: argmax of the penalised logits, lowest token id on ties.
+ * One sampler per sequence; not thread-safe (owned by the inference thread). */
+#ifndef CINFER_ENGINE_SAMPLER_H
+#define CINFER_ENGINE_SAMPLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define SAMPLER_MAX_LOGPROBS 20
+
+struct sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int top_k;               /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off; llama.cpp semantics (divide positive logits, multiply
+                              * negative ones) over the last repeat_last_n tokens */
+    int repeat_last_n;       /* window of past tokens the penalties look at; 0: off, -1: all */
+    float presence_penalty;  /* 0: off; subtracted once per distinct token in the window */
+    float frequency_penalty; /* 0: off; subtracted per occurrence in the window */
+    uint64_t seed;
+    int n_logprobs; /* top alternatives to report, 0..SAMPLER_MAX_LOGPROBS */
+};
+
+/* Fills the defaults: temperature 1, top_k 0, top_p 1, min_p 0, penalties off (repeat_last_n 64),
+ * seed 0, n_logprobs 0. */
+void sampler_params_default(struct sampler_params *p);
+
+struct sampler_logprob {
+    int32_t token;
+    float logprob;
+};
+
+struct sampler_result {
+    int32_t token;
+    float logprob; /* of `token` under the raw model distribution */
+    int n_top;     /* entries in top, = params.n_logprobs (or fewer for a tiny vocabulary) */
+    struct sampler_logprob top[SAMPLER_MAX_LOGPROBS]; /* most likely first */
+};
+
+struct sampler;
+
+/* Creates a sampler for a vocabulary of n_vocab tokens; params are copied. ERR_INVAL on out-of-range
+ * params (negative temperature is fine: greedy), ERR_NOMEM. *out is new (sampler_free). */
+int sampler_new(const struct sampler_params *params, int n_vocab, struct sampler **out);
+void sampler_free(struct sampler *s); /* NULL-safe */
+
+/* Records a token of the sequence (prompt tokens and each chosen token) for the penalties. */
+void sampler_accept(struct sampler *s, int32_t token);
+/* Forgets the history and reseeds the RNG with params.seed. */
+void sampler_reset(struct sampler *s);
+
+/* Samples from `logits` (n_vocab values, borrowed, not modified). Does not accept the token: call
+ * sampler_accept with it. Returns 0, or ERR_INVAL when no token has a finite logit. */
+int sampler_sample(struct sampler *s, const float *logits, struct sampler_result *out);
+
+#endif
