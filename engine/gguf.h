@@ -112,13 +112,25 @@ void gguf_writer_free(struct gguf_writer *w); /* NULL-safe */
 /* Adds or replaces a key with a deep copy of `kv` (borrowed), e.g. copied from a parsed file. */
 int gguf_writer_set_kv(struct gguf_writer *w, const struct gguf_kv *kv);
 int gguf_writer_set_u32(struct gguf_writer *w, const char *key, uint32_t v);
+int gguf_writer_set_i32(struct gguf_writer *w, const char *key, int32_t v);
 int gguf_writer_set_f32(struct gguf_writer *w, const char *key, float v);
 int gguf_writer_set_bool(struct gguf_writer *w, const char *key, bool v);
 int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v);
+/* Arrays: `n` fixed-size elements of `type` (little-endian, as in memory on this host) at `data`, or
+ * `n` NUL-terminated strings; both borrowed and copied. ERR_INVAL for STRING/ARRAY in set_arr. */
+int gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_value_type type,
+                        const void *data, uint64_t n);
+int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const char *const *strs,
+                            uint64_t n);
+/* Setters return 0, ERR_INVAL (bad value, or general.alignment that is not a uint32 power of two)
+ * or ERR_NOMEM. Keys keep their first insertion position when replaced. */
 /* Adds a tensor; `data` (size bytes, matching type and shape) is borrowed until gguf_writer_write. */
 int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum quant_type type,
                            uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t size);
-/* Writes the file (alignment 32) to `path`; ERR_IO with errno logged on failure. */
+/* add_tensor returns 0, ERR_INVAL (name over 63 bytes, bad shape/type, size not matching the
+ * shape) or ERR_EXISTS (duplicate name). */
+/* Writes the file (alignment 32, or general.alignment when set) to `path` via a temporary file
+ * renamed into place; ERR_IO with errno logged on failure. The writer stays usable. */
 int gguf_writer_write(struct gguf_writer *w, const char *path);
 
 #endif
