@@ -1,0 +1,343 @@
+/* Desired Deployment and Service for an InferenceService (see desired.h). */
+#include "operator/desired.h"
+
+#include "common/err.h"
+#include "operator/model_uri.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GRACE_MARGIN_SECONDS 15 /* time for the engine to exit after its own drain deadline */
+
+/* Borrowed string at a path of nested objects, or NULL. */
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    json_t *v = json_object_get(o, a);
+    if (b) v = json_object_get(v, b);
+    return json_string_value(v);
+}
+
+json_t *desired_labels(const char *name)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s}", "app.kubernetes.io/name", "cinfer-engine",
+                     "app.kubernetes.io/instance", name, "app.kubernetes.io/component", "engine",
+                     "app.kubernetes.io/managed-by", "cinfer-operator",
+                     "serving.cinfer.io/inferenceservice", name);
+}
+
+/* The selector is a stable subset of the labels: selectors of Deployments are immutable. */
+static json_t *selector_labels(const char *name)
+{
+    return json_pack("{s:s, s:s}", "app.kubernetes.io/name", "cinfer-engine",
+                     "serving.cinfer.io/inferenceservice", name);
+}
+
+int desired_selector(const char *name, char *out, size_t outlen)
+{
+    int n = snprintf(out, outlen,
+                     "app.kubernetes.io/name=cinfer-engine,"
+                     "serving.cinfer.io/inferenceservice=%s",
+                     name);
+    return n < 0 || (size_t)n >= outlen ? ERR_TOO_BIG : 0;
+}
+
+int desired_quantity_bytes(const json_t *q, unsigned long long *out)
+{
+    if (json_is_integer(q)) {
+        if (json_integer_value(q) < 0) return ERR_RANGE;
+        *out = (unsigned long long)json_integer_value(q);
+        return 0;
+    }
+    const char *s = json_string_value(q);
+    if (!s || !isdigit((unsigned char)s[0])) return ERR_INVAL;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno == ERANGE || !isfinite(v)) return ERR_RANGE;
+    static const struct {
+        const char *suffix;
+        double mult;
+    } units[] = {{"", 1},           {"k", 1e3},           {"M", 1e6},
+                 {"G", 1e9},        {"T", 1e12},          {"Ki", 1024.0},
+                 {"Mi", 1048576.0}, {"Gi", 1073741824.0}, {"Ti", 1099511627776.0}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            double bytes = v * units[i].mult;
+            if (bytes >= 1.8e19) return ERR_RANGE;
+            *out = (unsigned long long)bytes;
+            return 0;
+        }
+    }
+    return ERR_INVAL;
+}
+
+/* Appends "--flag value" to args when spec.engine.<field> is an integer. */
+static int add_int_flag(json_t *args, const json_t *engine, const char *field, const char *flag)
+{
+    json_t *v = json_object_get(engine, field);
+    if (!json_is_integer(v)) return 0;
+    char num[32];
+    snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+    return json_array_append_new(args, json_string(flag)) ||
+                   json_array_append_new(args, json_string(num))
+               ? ERR_NOMEM
+               : 0;
+}
+
+static int engine_args(const json_t *isvc, const char *model_path, const struct desired_settings *s,
+                       json_t **out, char *err, size_t errlen)
+{
+    const json_t *spec = json_object_get(isvc, "spec");
+    const json_t *engine = json_object_get(spec, "engine");
+    const char *name = str_at(isvc, "metadata", "name");
+    const char *served = str_at(json_object_get(spec, "model"), "servedName", NULL);
+    char grace[16];
+    snprintf(grace, sizeof(grace), "%d", s->shutdown_timeout_seconds);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", DESIRED_ENGINE_PORT);
+    json_t *args = json_pack("[s, s,s, s,s, s,s, s,s, s,s]", "serve", "--model", model_path,
+                             "--host", "0.0.0.0", "--port", port, "--served-model-name",
+                             served ? served : name, "--shutdown-timeout", grace);
+    if (!args) return ERR_NOMEM;
+    int rc = add_int_flag(args, engine, "threads", "--threads");
+    if (!rc) rc = add_int_flag(args, engine, "maxNumSeqs", "--max-num-seqs");
+    if (!rc) rc = add_int_flag(args, engine, "maxNumBatchedTokens", "--max-num-batched-tokens");
+    if (!rc) rc = add_int_flag(args, engine, "blockSize", "--block-size");
+    if (!rc) rc = add_int_flag(args, engine, "contextLength", "--context-length");
+    json_t *kv = json_object_get(engine, "kvCacheBytes");
+    if (!rc && kv) {
+        unsigned long long bytes;
+        if (desired_quantity_bytes(kv, &bytes) != 0) {
+            snprintf(err, errlen, "spec.engine.kvCacheBytes is not a byte quantity (e.g. 2Gi)");
+            rc = ERR_INVAL;
+        } else {
+            char num[32];
+            snprintf(num, sizeof(num), "%llu", bytes);
+            rc = json_array_append_new(args, json_string("--kv-cache-bytes")) ||
+                         json_array_append_new(args, json_string(num))
+                     ? ERR_NOMEM
+                     : 0;
+        }
+    }
+    if (!rc && json_is_false(json_object_get(engine, "prefixCaching")))
+        rc = json_array_append_new(args, json_string("--no-prefix-caching")) ? ERR_NOMEM : 0;
+    size_t i;
+    json_t *extra;
+    json_array_foreach(json_object_get(engine, "extraArgs"), i, extra)
+    {
+        if (!rc && json_is_string(extra)) rc = json_array_append(args, extra) ? ERR_NOMEM : 0;
+    }
+    if (rc) {
+        json_decref(args);
+        return rc;
+    }
+    *out = args;
+    return 0;
+}
+
+static json_t *container_security_context(void)
+{
+    return json_pack("{s:b, s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0,
+                     "readOnlyRootFilesystem", 1, "runAsNonRoot", 1, "capabilities", "drop", "ALL");
+}
+
+static json_t *http_probe(const char *path, int period, int failures)
+{
+    return json_pack("{s:{s:s, s:s}, s:i, s:i, s:i}", "httpGet", "path", path, "port", "http",
+                     "periodSeconds", period, "failureThreshold", failures, "timeoutSeconds", 2);
+}
+
+/* The fetch-model init container for https:// and hf:// models. */
+static json_t *fetch_container(const json_t *model, const char *image, const char *pull,
+                               const char *model_path)
+{
+    json_t *args = json_pack("[s, s, s]", "fetch-model",
+                             json_string_value(json_object_get(model, "uri")), model_path);
+    const char *sha = str_at(model, "sha256", NULL);
+    if (args && sha) {
+        json_array_append_new(args, json_string("--sha256"));
+        json_array_append_new(args, json_string(sha));
+    }
+    json_t *env = json_array();
+    const json_t *ref = json_object_get(model, "tokenSecretRef");
+    if (env && ref) {
+        const char *key = str_at(ref, "key", NULL);
+        json_array_append_new(env,
+                              json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", "HF_TOKEN", "valueFrom",
+                                        "secretKeyRef", "name", str_at(ref, "name", NULL), "key",
+                                        key ? key : "HF_TOKEN"));
+    }
+    return json_pack("{s:s, s:s, s:s, s:[s], s:o, s:o, s:[{s:s, s:s}, {s:s, s:s}], s:o}", "name",
+                     "fetch-model", "image", image, "imagePullPolicy", pull, "command",
+                     "cinfer-engine", "args", args, "env", env, "volumeMounts", "name", "model",
+                     "mountPath", DESIRED_MODEL_DIR, "name", "tmp", "mountPath", "/tmp",
+                     "securityContext", container_security_context());
+}
+
+/* Volumes and the engine's mounts for the model source; sets *model_path (static or in `path`). */
+static int model_volumes(const struct model_uri *m, json_t *volumes, json_t *mounts, char *path,
+                         size_t pathlen)
+{
+    int rc = 0;
+    switch (m->kind) {
+    case MODEL_URI_FILE: snprintf(path, pathlen, "%s", m->path); break;
+    case MODEL_URI_PVC:
+        rc |= json_array_append_new(volumes, json_pack("{s:s, s:{s:s, s:b}}", "name", "model",
+                                                       "persistentVolumeClaim", "claimName",
+                                                       m->claim, "readOnly", 1));
+        rc |=
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "model", "mountPath",
+                                                    DESIRED_MODEL_DIR, "readOnly", 1));
+        snprintf(path, pathlen, "%s/%s", DESIRED_MODEL_DIR, m->path);
+        break;
+    case MODEL_URI_HTTPS:
+    case MODEL_URI_HF:
+        rc |= json_array_append_new(volumes, json_pack("{s:s, s:{}}", "name", "model", "emptyDir"));
+        rc |=
+            json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "model", "mountPath",
+                                                    DESIRED_MODEL_DIR, "readOnly", 1));
+        snprintf(path, pathlen, "%s/model.gguf", DESIRED_MODEL_DIR);
+        break;
+    }
+    rc |= json_array_append_new(volumes, json_pack("{s:s, s:{}}", "name", "tmp", "emptyDir"));
+    rc |=
+        json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "tmp", "mountPath", "/tmp"));
+    return rc ? ERR_NOMEM : 0;
+}
+
+/* Copies spec.<field> into the pod spec when present (fields the operator passes through as-is). */
+static void copy_field(json_t *dst, const json_t *spec, const char *field)
+{
+    json_t *v = json_object_get(spec, field);
+    if (v) json_object_set(dst, field, v);
+}
+
+/* labels/annotations for the pod template: the user's, then ours (ours win). */
+static json_t *merged_map(const json_t *user, json_t *ours)
+{
+    json_t *m = json_object();
+    if (!m || !ours) {
+        json_decref(m);
+        json_decref(ours);
+        return NULL;
+    }
+    if (json_is_object(user)) json_object_update(m, (json_t *)user);
+    json_object_update(m, ours);
+    json_decref(ours);
+    return m;
+}
+
+static json_t *owner_references(const json_t *isvc)
+{
+    return json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", DESIRED_API_VERSION, "kind",
+                     DESIRED_KIND, "name", str_at(isvc, "metadata", "name"), "uid",
+                     str_at(isvc, "metadata", "uid") ? str_at(isvc, "metadata", "uid") : "",
+                     "controller", 1, "blockOwnerDeletion", 1);
+}
+
+static json_t *object_meta(const json_t *isvc)
+{
+    const char *name = str_at(isvc, "metadata", "name");
+    return json_pack("{s:s, s:s*, s:o, s:o}", "name", name, "namespace",
+                     str_at(isvc, "metadata", "namespace"), "labels", desired_labels(name),
+                     "ownerReferences", owner_references(isvc));
+}
+
+int desired_deployment(const json_t *isvc, const struct desired_settings *s, json_t **out,
+                       char *err, size_t errlen)
+{
+    const json_t *spec = json_object_get(isvc, "spec");
+    const json_t *model = json_object_get(spec, "model");
+    const json_t *engine = json_object_get(spec, "engine");
+    const char *name = str_at(isvc, "metadata", "name");
+    if (!name) {
+        snprintf(err, errlen, "metadata.name is missing");
+        return ERR_INVAL;
+    }
+    struct model_uri m;
+    int rc = model_uri_parse(str_at(model, "uri", NULL), &m, err, errlen);
+    if (rc) return rc;
+
+    const char *image = str_at(engine, "image", NULL);
+    const char *pull = str_at(engine, "imagePullPolicy", NULL);
+    if (!image) image = s->engine_image;
+    if (!pull) pull = s->image_pull_policy ? s->image_pull_policy : "IfNotPresent";
+
+    json_t *volumes = json_array(), *mounts = json_array(), *args = NULL, *dep = NULL;
+    char model_path[4200];
+    rc = volumes && mounts ? model_volumes(&m, volumes, mounts, model_path, sizeof(model_path))
+                           : ERR_NOMEM;
+    if (!rc) rc = engine_args(isvc, model_path, s, &args, err, errlen);
+    if (rc) goto out;
+
+    json_t *env = json_object_get(engine, "env");
+    env = json_is_array(env) ? json_incref(env) : json_array();
+    json_t *container = json_pack(
+        "{s:s, s:s, s:s, s:[s], s:o, s:[{s:s, s:i, s:s}], s:o, s:o, s:o, s:o, s:o}", "name",
+        "engine", "image", image, "imagePullPolicy", pull, "command", "cinfer-engine", "args", args,
+        "ports", "name", "http", "containerPort", DESIRED_ENGINE_PORT, "protocol", "TCP", "env",
+        env, "volumeMounts", mounts, "readinessProbe", http_probe("/health", 5, 3), "livenessProbe",
+        http_probe("/live", 10, 6), "securityContext", container_security_context());
+    args = mounts = NULL; /* stolen by json_pack, even on failure */
+    if (container && json_object_get(spec, "resources"))
+        json_object_set(container, "resources", json_object_get(spec, "resources"));
+
+    json_t *pod_labels = merged_map(json_object_get(spec, "labels"), desired_labels(name));
+    json_t *pod_annotations =
+        merged_map(json_object_get(spec, "annotations"),
+                   json_pack("{s:s, s:s, s:s}", "prometheus.io/scrape", "true",
+                             "prometheus.io/port", "8000", "prometheus.io/path", "/metrics"));
+    json_t *pod_spec =
+        json_pack("{s:[o], s:o, s:I, s:{s:b, s:i, s:i, s:i, s:{s:s}}, s:b}", "containers",
+                  container, "volumes", volumes, "terminationGracePeriodSeconds",
+                  (json_int_t)s->shutdown_timeout_seconds + GRACE_MARGIN_SECONDS, "securityContext",
+                  "runAsNonRoot", 1, "runAsUser", 65532, "runAsGroup", 65532, "fsGroup", 65532,
+                  "seccompProfile", "type", "RuntimeDefault", "automountServiceAccountToken", 0);
+    volumes = NULL;
+    if (pod_spec && model_uri_is_download(&m)) {
+        json_object_set_new(pod_spec, "initContainers",
+                            json_pack("[o]", fetch_container(model, image, pull, model_path)));
+    }
+    if (pod_spec) {
+        static const char *const passthrough[] = {"nodeSelector",      "tolerations",
+                                                  "affinity",          "serviceAccountName",
+                                                  "priorityClassName", "imagePullSecrets"};
+        for (size_t i = 0; i < sizeof(passthrough) / sizeof(passthrough[0]); i++)
+            copy_field(pod_spec, spec, passthrough[i]);
+    }
+    json_t *replicas = json_object_get(spec, "replicas");
+    dep = json_pack(
+        "{s:s, s:s, s:o, s:{s:I, s:I, s:I, s:{s:o}, s:{s:s, s:{s:i, s:i}}, "
+        "s:{s:{s:o, s:o}, s:o}}}",
+        "apiVersion", "apps/v1", "kind", "Deployment", "metadata", object_meta(isvc), "spec",
+        "replicas", json_is_integer(replicas) ? json_integer_value(replicas) : 1,
+        "revisionHistoryLimit", (json_int_t)3, "progressDeadlineSeconds", (json_int_t)900,
+        "selector", "matchLabels", selector_labels(name), "strategy", "type", "RollingUpdate",
+        "rollingUpdate", "maxSurge", 1, "maxUnavailable", 0, "template", "metadata", "labels",
+        pod_labels, "annotations", pod_annotations, "spec", pod_spec);
+    rc = dep ? 0 : ERR_NOMEM;
+    if (rc) snprintf(err, errlen, "out of memory building the Deployment");
+out:
+    json_decref(volumes);
+    json_decref(mounts);
+    json_decref(args);
+    if (!rc) *out = dep;
+    return rc;
+}
+
+int desired_service(const json_t *isvc, json_t **out)
+{
+    const char *name = str_at(isvc, "metadata", "name");
+    if (!name) return ERR_INVAL;
+    json_t *svc = json_pack("{s:s, s:s, s:o, s:{s:s, s:o, s:[{s:s, s:i, s:s, s:s}]}}", "apiVersion",
+                            "v1", "kind", "Service", "metadata", object_meta(isvc), "spec", "type",
+                            "ClusterIP", "selector", selector_labels(name), "ports", "name", "http",
+                            "port", DESIRED_SERVICE_PORT, "targetPort", "http", "protocol", "TCP");
+    if (!svc) return ERR_NOMEM;
+    *out = svc;
+    return 0;
+}

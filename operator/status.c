@@ -1,0 +1,187 @@
+/* InferenceService status and conditions from observed state (see status.h). */
+#include "operator/status.h"
+
+#include "operator/conditions.h"
+#include "operator/desired.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Container waiting reasons that will not fix themselves without a person. */
+static const char *const failing_reasons[] = {
+    "ImagePullBackOff", "ErrImagePull",         "CrashLoopBackOff",  "CreateContainerConfigError",
+    "InvalidImageName", "CreateContainerError", "RunContainerError",
+};
+
+struct pod_problem {
+    const char *reason;
+    char message[512];
+};
+
+static long long int_at(const json_t *o, const char *a, const char *b)
+{
+    json_t *v = json_object_get(o, a);
+    if (b) v = json_object_get(v, b);
+    return json_is_integer(v) ? json_integer_value(v) : 0;
+}
+
+static bool is_failing_reason(const char *r)
+{
+    for (size_t i = 0; r && i < sizeof(failing_reasons) / sizeof(failing_reasons[0]); i++)
+        if (strcmp(r, failing_reasons[i]) == 0) return true;
+    return false;
+}
+
+/* Looks through one container status list for a failure; fills `p` and returns true on the first. */
+static bool container_problem(const char *pod, const json_t *statuses, bool init,
+                              struct pod_problem *p)
+{
+    size_t i;
+    json_t *cs;
+    json_array_foreach(statuses, i, cs)
+    {
+        const char *name = json_string_value(json_object_get(cs, "name"));
+        const json_t *waiting = json_object_get(json_object_get(cs, "state"), "waiting");
+        const json_t *term = json_object_get(json_object_get(cs, "state"), "terminated");
+        const char *reason = json_string_value(json_object_get(waiting, "reason"));
+        const char *msg = json_string_value(json_object_get(waiting, "message"));
+        if (!reason) { /* an init container that failed and is being retried */
+            const json_t *last = json_object_get(json_object_get(cs, "lastState"), "terminated");
+            if (init && (int_at(term, "exitCode", NULL) != 0 || int_at(last, "exitCode", NULL)))
+                reason = "CrashLoopBackOff";
+        }
+        if (!is_failing_reason(reason)) continue;
+        bool fetch = init && name && strcmp(name, "fetch-model") == 0;
+        p->reason = fetch ? "ModelFetchFailed" : reason;
+        snprintf(p->message, sizeof(p->message), "pod %s: container %s: %s%s%s", pod,
+                 name ? name : "?", reason, msg ? ": " : "", msg ? msg : "");
+        return true;
+    }
+    return false;
+}
+
+static bool find_pod_problem(const json_t *pods, struct pod_problem *p)
+{
+    size_t i;
+    json_t *pod;
+    json_array_foreach(pods, i, pod)
+    {
+        const char *name =
+            json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+        const json_t *st = json_object_get(pod, "status");
+        if (!name) name = "?";
+        if (container_problem(name, json_object_get(st, "initContainerStatuses"), true, p) ||
+            container_problem(name, json_object_get(st, "containerStatuses"), false, p))
+            return true;
+        size_t j;
+        json_t *c;
+        json_array_foreach(json_object_get(st, "conditions"), j, c)
+        {
+            const char *type = json_string_value(json_object_get(c, "type"));
+            const char *reason = json_string_value(json_object_get(c, "reason"));
+            if (type && reason && strcmp(type, "PodScheduled") == 0 &&
+                strcmp(reason, "Unschedulable") == 0) {
+                const char *msg = json_string_value(json_object_get(c, "message"));
+                p->reason = "Unschedulable";
+                snprintf(p->message, sizeof(p->message), "pod %s: %s", name,
+                         msg ? msg : "cannot be scheduled");
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* The Deployment's own condition of `type` when its status is `status`, else NULL. */
+static const json_t *deployment_condition(const json_t *dep, const char *type, const char *status)
+{
+    const json_t *c =
+        conditions_find(json_object_get(json_object_get(dep, "status"), "conditions"), type);
+    const char *s = json_string_value(json_object_get(c, "status"));
+    return s && strcmp(s, status) == 0 ? c : NULL;
+}
+
+json_t *status_compute(const struct status_input *in)
+{
+    const json_t *meta = json_object_get(in->isvc, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *ns = json_string_value(json_object_get(meta, "namespace"));
+    long long generation = int_at(in->isvc, "metadata", "generation");
+    long long want = json_is_integer(json_object_get(json_object_get(in->isvc, "spec"), "replicas"))
+                         ? int_at(json_object_get(in->isvc, "spec"), "replicas", NULL)
+                         : 1;
+    const json_t *dst = json_object_get(in->deployment, "status");
+    long long have = int_at(dst, "replicas", NULL), ready = int_at(dst, "readyReplicas", NULL);
+    long long updated = int_at(dst, "updatedReplicas", NULL);
+    bool dep_current = in->deployment && int_at(dst, "observedGeneration", NULL) >=
+                                             int_at(in->deployment, "metadata", "generation");
+
+    char ready_msg[160], prog_msg[160], selector[512], url[600];
+    struct condition ready_c, prog_c,
+        degr_c = {
+            "Degraded",
+            false,
+            "AsExpected",
+            "",
+        };
+    struct pod_problem problem = {NULL, ""};
+    bool pod_failing = find_pod_problem(in->pods, &problem);
+    const json_t *deadline = deployment_condition(in->deployment, "Progressing", "False");
+    const json_t *replica_failure = deployment_condition(in->deployment, "ReplicaFailure", "True");
+
+    snprintf(ready_msg, sizeof(ready_msg), "%lld/%lld replicas ready", ready, want);
+    ready_c = (struct condition){"Ready", ready > 0, "Serving", ready_msg};
+    prog_c = (struct condition){"Progressing", false, "RolloutComplete", ready_msg};
+
+    if (in->spec_error_reason) {
+        ready_c = (struct condition){"Ready", false, in->spec_error_reason, in->spec_error_message};
+        prog_c = (struct condition){"Progressing", false, in->spec_error_reason,
+                                    "waiting for a valid spec"};
+        degr_c =
+            (struct condition){"Degraded", true, in->spec_error_reason, in->spec_error_message};
+    } else if (!in->deployment) {
+        ready_c.reason = "Creating";
+        ready_c.message = "the engine Deployment is being created";
+        prog_c = (struct condition){"Progressing", true, "Creating", ready_c.message};
+    } else {
+        if (want == 0) {
+            ready_c = (struct condition){"Ready", false, "ScaledToZero", "spec.replicas is 0"};
+        } else if (ready == 0) {
+            ready_c.reason = pod_failing ? problem.reason : "WaitingForReplicas";
+            ready_c.message = pod_failing ? problem.message : ready_msg;
+        }
+        bool rolling = !dep_current || updated < want || ready < want || have > want;
+        if (deadline) {
+            const char *msg = json_string_value(json_object_get(deadline, "message"));
+            prog_c = (struct condition){"Progressing", false, "ProgressDeadlineExceeded",
+                                        msg ? msg : "the rollout did not finish in time"};
+        } else if (rolling) {
+            const char *why = have > want      ? "ScalingDown"
+                              : updated < have ? "RollingUpdate"
+                                               : "ScalingUp";
+            snprintf(prog_msg, sizeof(prog_msg), "%lld/%lld replicas updated, %lld ready", updated,
+                     want, ready);
+            prog_c = (struct condition){"Progressing", true, why, prog_msg};
+        }
+        if (pod_failing) {
+            degr_c = (struct condition){"Degraded", true, problem.reason, problem.message};
+        } else if (replica_failure) {
+            const char *r = json_string_value(json_object_get(replica_failure, "reason"));
+            const char *msg = json_string_value(json_object_get(replica_failure, "message"));
+            degr_c = (struct condition){"Degraded", true, r ? r : "ReplicaFailure", msg};
+        } else if (deadline) {
+            degr_c = (struct condition){"Degraded", true, prog_c.reason, prog_c.message};
+        }
+    }
+
+    struct condition next[3] = {ready_c, prog_c, degr_c};
+    const json_t *prev = json_object_get(json_object_get(in->isvc, "status"), "conditions");
+    json_t *conds = conditions_merge(prev, next, 3, generation, in->now);
+    desired_selector(name ? name : "", selector, sizeof(selector));
+    snprintf(url, sizeof(url), "http://%s.%s.svc.cluster.local", name ? name : "",
+             ns ? ns : "default");
+    return json_pack("{s:I, s:I, s:I, s:s, s:s, s:o}", "observedGeneration", (json_int_t)generation,
+                     "replicas", (json_int_t)have, "readyReplicas", (json_int_t)ready, "selector",
+                     selector, "url", url, "conditions", conds);
+}
