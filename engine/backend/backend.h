@@ -50,7 +50,8 @@ struct backend_batch {
     const int32_t *block_tables; /* (n_seqs, max_blocks) physical KV block ids */
     int n_seqs;
     int max_blocks;
-    const int64_t *slots; /* (n_tokens) KV slot to write: block_id * block_size + pos % block_size */
+    const int64_t
+        *slots; /* (n_tokens) KV slot to write: block_id * block_size + pos % block_size */
 };
 
 /* Paged KV cache geometry; one cache per layer holds K and V for n_blocks * block_size tokens. */
@@ -95,8 +96,8 @@ struct backend_ops {
     int (*rmsnorm)(struct backend *b, const float *x, const struct backend_weight *gain, float *y,
                    int n_tokens, int dim, float eps);
     /* Per-head RMS norm (qwen3 q/k norms): x (n_tokens * n_heads, head_dim) in place. */
-    int (*rmsnorm_heads)(struct backend *b, float *x, const struct backend_weight *gain,
-                         int n_rows, int head_dim, float eps);
+    int (*rmsnorm_heads)(struct backend *b, float *x, const struct backend_weight *gain, int n_rows,
+                         int head_dim, float eps);
     /* Rotary embedding in place on x (n_tokens, n_heads, head_dim) at positions pos_host. */
     int (*rope)(struct backend *b, float *x, const int32_t *pos_host, int n_tokens, int n_heads,
                 int head_dim, const struct backend_rope_params *p);
@@ -125,6 +126,9 @@ struct backend {
 struct backend_options {
     int n_threads; /* CPU worker threads; 0 = number of online cores */
     int device;    /* CUDA device index */
+    /* CPU kernel level: "scalar", "avx2", "avx512", or NULL/"auto" = best the CPU supports; NULL
+     * also consults the CINFER_CPU_ISA environment variable. Tests force each level with it. */
+    const char *cpu_isa;
 };
 
 /* Creates the backend named `name` ("cpu", "cuda"; NULL = best available). *out is new; destroy

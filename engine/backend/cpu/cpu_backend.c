@@ -1,0 +1,232 @@
+/* The CPU backend: the ops table, host "device" memory, prepared weights, the paged KV cache and the
+ * compute thread pool. Kernels are picked once per backend from the detected (or forced) ISA level;
+ * the ops themselves live in cpu_matmul.c, cpu_attention.c and cpu_ops.c. */
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include "common/err.h"
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CPU_MAX_THREADS 256
+
+static size_t cpu_round64(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes)
+{
+    if (bytes <= cb->scratch_cap) return cb->scratch;
+    size_t cap = cpu_round64(bytes + bytes / 4);
+    void *p = aligned_alloc(64, cap);
+    if (!p) return NULL;
+    free(cb->scratch);
+    cb->scratch = p;
+    cb->scratch_cap = cap;
+    return p;
+}
+
+static void *cpu_alloc(struct backend *b, size_t bytes)
+{
+    (void)b;
+    size_t n = cpu_round64(bytes ? bytes : 1);
+    if (n < bytes) return NULL;
+    void *p = aligned_alloc(64, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+static void cpu_free(struct backend *b, void *p)
+{
+    (void)b;
+    free(p);
+}
+
+static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
+{
+    (void)b;
+    if (bytes == 0) return 0;
+    if (!dst || !src) return ERR_INVAL;
+    memmove(dst, src, bytes);
+    return 0;
+}
+
+static int cpu_weight_prepare(struct backend *b, const struct backend_weight_desc *desc,
+                              struct backend_weight **out)
+{
+    (void)b;
+    if (!desc || !out || !desc->data || desc->rows <= 0 || desc->cols <= 0) return ERR_INVAL;
+    size_t row_bytes = cpu_quant_row_bytes(desc->type, desc->cols);
+    if (row_bytes == 0) {
+        switch (desc->type) {
+        case QUANT_F32:
+        case QUANT_F16:
+        case QUANT_BF16:
+        case QUANT_Q8_0:
+        case QUANT_Q4_0:
+        case QUANT_Q4_K:
+        case QUANT_Q6_K: return ERR_INVAL; /* cols not a multiple of the block size */
+        default: return ERR_UNSUPPORTED;
+        }
+    }
+    if ((uint64_t)desc->rows > SIZE_MAX / row_bytes) return ERR_TOO_BIG;
+    if (desc->cols > INT32_MAX || desc->rows > INT32_MAX) return ERR_TOO_BIG;
+    struct backend_weight *w = calloc(1, sizeof(*w));
+    if (!w) return ERR_NOMEM;
+    w->desc = *desc;
+    w->row_bytes = row_bytes;
+    if (desc->type == QUANT_F32) {
+        w->f32 = desc->data;
+    } else if (desc->rows == 1) {
+        w->owned = malloc((size_t)desc->cols * sizeof(float));
+        if (!w->owned) {
+            free(w);
+            return ERR_NOMEM;
+        }
+        cpu_quant_dequant_row(desc->type, desc->data, w->owned, desc->cols);
+        w->f32 = w->owned;
+    }
+    *out = w;
+    return 0;
+}
+
+static void cpu_weight_free(struct backend *b, struct backend_weight *w)
+{
+    (void)b;
+    if (!w) return;
+    free(w->owned);
+    free(w);
+}
+
+static void cpu_kv_free(struct backend *b)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    free(cb->kv_mem);
+    cb->kv_mem = NULL;
+    cb->kv_ready = 0;
+    memset(&cb->kv, 0, sizeof(cb->kv));
+}
+
+static int cpu_kv_alloc(struct backend *b, const struct backend_kv_desc *d)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    if (!d || d->n_layers <= 0 || d->n_blocks <= 0 || d->block_size <= 0 || d->n_kv_heads <= 0 ||
+        d->head_dim <= 0)
+        return ERR_INVAL;
+    if (d->type != QUANT_F32 && d->type != QUANT_F16) return ERR_UNSUPPORTED;
+    size_t eb = d->type == QUANT_F32 ? 4 : 2;
+    /* n_layers * 2 * n_blocks * block_size * n_kv_heads * head_dim * eb without overflow */
+    size_t total = eb, factors[] = {(size_t)d->n_layers,   2,
+                                    (size_t)d->n_blocks,   (size_t)d->block_size,
+                                    (size_t)d->n_kv_heads, (size_t)d->head_dim};
+    for (size_t i = 0; i < sizeof(factors) / sizeof(factors[0]); i++) {
+        if (total > SIZE_MAX / factors[i]) return ERR_TOO_BIG;
+        total *= factors[i];
+    }
+    if ((uint64_t)d->n_blocks * (uint64_t)d->block_size > INT32_MAX) return ERR_TOO_BIG;
+    void *mem = calloc(1, total);
+    if (!mem) return ERR_NOMEM;
+    cpu_kv_free(b);
+    cb->kv = *d;
+    cb->kv_mem = mem;
+    cb->kv_elem_bytes = eb;
+    cb->kv_row_elems = (size_t)d->n_kv_heads * d->head_dim;
+    cb->kv_layer_elems = (size_t)d->n_blocks * d->block_size * cb->kv_row_elems;
+    cb->kv_ready = 1;
+    return 0;
+}
+
+static int cpu_kv_copy_block(struct backend *b, int src_block, int dst_block)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    if (!cb->kv_ready) return ERR_STATE;
+    if (src_block < 0 || src_block >= cb->kv.n_blocks || dst_block < 0 ||
+        dst_block >= cb->kv.n_blocks)
+        return ERR_RANGE;
+    if (src_block == dst_block) return 0;
+    size_t blk = (size_t)cb->kv.block_size * cb->kv_row_elems * cb->kv_elem_bytes;
+    size_t layer = cb->kv_layer_elems * cb->kv_elem_bytes; /* K or V of one layer */
+    char *base = cb->kv_mem;
+    for (int l = 0; l < 2 * cb->kv.n_layers; l++) {
+        char *part = base + (size_t)l * layer;
+        memcpy(part + (size_t)dst_block * blk, part + (size_t)src_block * blk, blk);
+    }
+    return 0;
+}
+
+static int cpu_sync(struct backend *b)
+{
+    (void)b;
+    return 0;
+}
+
+static void cpu_destroy(struct backend *b)
+{
+    if (!b) return;
+    struct cpu_backend *cb = cpu_backend_of(b);
+    cpu_pool_free(cb->pool);
+    free(cb->kv_mem);
+    free(cb->scratch);
+    free(cb);
+}
+
+static const struct backend_ops cpu_ops_table = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .weight_prepare = cpu_weight_prepare,
+    .weight_free = cpu_weight_free,
+    .kv_alloc = cpu_kv_alloc,
+    .kv_free = cpu_kv_free,
+    .get_rows = cpu_ops_get_rows,
+    .matmul = cpu_matmul_run,
+    .add_bias = cpu_ops_add_bias,
+    .add = cpu_ops_add,
+    .rmsnorm = cpu_ops_rmsnorm,
+    .rmsnorm_heads = cpu_ops_rmsnorm_heads,
+    .rope = cpu_ops_rope,
+    .silu_mul = cpu_ops_silu_mul,
+    .kv_store = cpu_attention_kv_store,
+    .attention = cpu_attention_run,
+    .gather_rows = cpu_ops_gather_rows,
+    .kv_copy_block = cpu_kv_copy_block,
+    .sync = cpu_sync,
+};
+
+int cpu_backend_create(const struct backend_options *opt, struct backend **out)
+{
+    int n_threads = opt ? opt->n_threads : 0;
+    if (n_threads < 0 || n_threads > CPU_MAX_THREADS) return ERR_RANGE;
+    if (n_threads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        n_threads = n < 1 ? 1 : n > CPU_MAX_THREADS ? CPU_MAX_THREADS : (int)n;
+    }
+    const char *isa_name = opt && opt->cpu_isa ? opt->cpu_isa : getenv("CINFER_CPU_ISA");
+    enum cpu_isa isa;
+    int rc = cpu_isa_parse(isa_name, &isa);
+    if (rc != 0) {
+        log_error("cpu backend: requested ISA level unavailable",
+                  LOG_S("requested", isa_name ? isa_name : ""),
+                  LOG_S("best", cpu_isa_name(cpu_isa_detect())));
+        return rc;
+    }
+    struct cpu_backend *cb = calloc(1, sizeof(*cb));
+    if (!cb) return ERR_NOMEM;
+    cb->base.ops = &cpu_ops_table;
+    cb->n_threads = n_threads;
+    cb->isa = isa;
+    cpu_kernels_init(&cb->kern, isa);
+    rc = cpu_pool_new(n_threads, &cb->pool);
+    if (rc != 0) {
+        free(cb);
+        return rc;
+    }
+    *out = &cb->base;
+    return 0;
+}

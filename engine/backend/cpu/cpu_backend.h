@@ -1,0 +1,125 @@
+/* Internals shared by the CPU backend's files: the backend struct, prepared weights, the KV cache,
+ * and the per-ISA kernel table. Nothing outside engine/backend/cpu/ includes this header; the rest of
+ * the engine sees only engine/backend/backend.h. */
+#ifndef CINFER_ENGINE_BACKEND_CPU_BACKEND_H
+#define CINFER_ENGINE_BACKEND_CPU_BACKEND_H
+
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_isa.h"
+#include "engine/backend/cpu/cpu_pool.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Quantized activations for the integer dot products of Q8_0/Q4_0 weights: every token row of
+ * `cols` floats becomes nb = cols/32 Q8_0 blocks, stored split (quants, scales, quant sums). */
+struct cpu_act_q8 {
+    int8_t *qs;   /* (n_tokens, nb * 32) */
+    float *d;     /* (n_tokens, nb) block scales */
+    int32_t *sum; /* (n_tokens, nb) sum of the 32 quants of each block */
+    int nb;       /* blocks per token row */
+};
+
+/* Dot-product GEMM kernels. Each computes y[t * ldy + r] = <row r of W, token t of x> for r < nr
+ * (nr <= CPU_GEMM_ROWS) and t < nt. Every output is computed by the same sequence of operations
+ * whatever nr, nt and the thread split are, so results do not depend on the thread count. */
+#define CPU_GEMM_ROWS 4
+typedef void (*cpu_gemm_f32_fn)(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
+                                int nt, int k, float *y, size_t ldy);
+/* W rows are raw Q8_0 or Q4_0 blocks, `row_bytes` apart; activations are tokens t0..t0+nt-1 of xq. */
+typedef void (*cpu_gemm_q_fn)(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
+                              int t0, int nt, float *y, size_t ldy);
+
+struct cpu_kernels {
+    cpu_gemm_f32_fn gemm_f32;
+    cpu_gemm_q_fn gemm_q8_0;
+    cpu_gemm_q_fn gemm_q4_0;
+    /* dst (n) = f16 src (n) converted */
+    void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    /* Attention helpers over one head: dot(q, k) and y += a * v, for F32 and F16 cache rows. */
+    float (*dot_f32)(const float *q, const float *k, int n);
+    float (*dot_f16)(const float *q, const uint16_t *k, int n);
+    void (*axpy_f32)(float a, const float *v, float *y, int n);
+    void (*axpy_f16)(float a, const uint16_t *v, float *y, int n);
+};
+
+/* Fills the table for `isa`; levels above scalar fall back to scalar for kernels they lack. */
+void cpu_kernels_init(struct cpu_kernels *k, enum cpu_isa isa);
+void cpu_kernels_scalar(struct cpu_kernels *k);
+void cpu_kernels_avx2(struct cpu_kernels *k);
+void cpu_kernels_avx512(struct cpu_kernels *k);
+
+/* A prepared weight: the descriptor (borrowing the mapping), plus an owned F32 copy for 1-D weights
+ * (norm gains, biases) stored in another type, so elementwise ops always read floats. */
+struct backend_weight {
+    struct backend_weight_desc desc;
+    size_t row_bytes; /* bytes of one row in desc.type */
+    const float *f32; /* desc.data when F32, else `owned` for 1-D weights, else NULL */
+    float *owned;
+};
+
+struct cpu_backend {
+    struct backend base; /* first member: (struct backend *) casts to and from */
+    struct cpu_pool *pool;
+    int n_threads;
+    enum cpu_isa isa;
+    struct cpu_kernels kern;
+
+    /* Paged KV cache: per layer, K then V, each (n_blocks * block_size, n_kv_heads, head_dim). */
+    struct backend_kv_desc kv;
+    int kv_ready;
+    void *kv_mem;
+    size_t kv_elem_bytes;  /* 4 (F32) or 2 (F16) */
+    size_t kv_row_elems;   /* n_kv_heads * head_dim */
+    size_t kv_layer_elems; /* n_blocks * block_size * kv_row_elems */
+
+    /* Scratch reused across calls (grown on demand by the caller thread, never shrunk). */
+    void *scratch;
+    size_t scratch_cap;
+};
+
+static inline struct cpu_backend *cpu_backend_of(struct backend *b)
+{
+    return (struct cpu_backend *)b;
+}
+
+/* Grows the scratch buffer to at least `bytes` (64-byte aligned). Returns it or NULL. Caller thread. */
+void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes);
+
+/* Scalar element conversions (IEEE half, bfloat16), exact and round-to-nearest-even as ggml. */
+float cpu_quant_f16_to_f32(uint16_t h);
+uint16_t cpu_quant_f32_to_f16(float f);
+float cpu_quant_bf16_to_f32(uint16_t h);
+/* Dequantizes `n` elements (a multiple of the block size) of a row of `type`; scalar. */
+void cpu_quant_dequant_row(enum quant_type type, const void *src, float *dst, int64_t n);
+/* Bytes of a row of `n` elements of `type`, 0 for an unsupported type or a partial block. */
+size_t cpu_quant_row_bytes(enum quant_type type, int64_t n);
+/* Quantizes one row of `k` floats (k % 32 == 0) into Q8_0 blocks as ggml's reference quantizer, split
+ * into quants, scales and per-block quant sums. */
+void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
+
+/* Ops implemented in separate files (see backend.h for their contracts). */
+int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const float *x, float *y,
+                   int n_tokens);
+int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
+                      const struct backend_batch *batch, int n_heads, float scale);
+int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const float *v,
+                           const struct backend_batch *batch);
+int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
+                     float *out);
+int cpu_ops_add_bias(struct backend *b, float *y, const struct backend_weight *bias, int n_tokens);
+int cpu_ops_add(struct backend *b, float *y, const float *x, size_t n);
+int cpu_ops_rmsnorm(struct backend *b, const float *x, const struct backend_weight *gain, float *y,
+                    int n_tokens, int dim, float eps);
+int cpu_ops_rmsnorm_heads(struct backend *b, float *x, const struct backend_weight *gain,
+                          int n_rows, int head_dim, float eps);
+int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, int n_heads,
+                 int head_dim, const struct backend_rope_params *p);
+int cpu_ops_silu_mul(struct backend *b, float *gate, const float *up, size_t n);
+int cpu_ops_gather_rows(struct backend *b, const float *src, const int32_t *idx, int n, int dim,
+                        float *dst);
+
+/* Creates the CPU backend (see backend_create). */
+int cpu_backend_create(const struct backend_options *opt, struct backend **out);
+
+#endif

@@ -1,0 +1,7 @@
+/* AVX2 + FMA + F16C kernels (placeholder until the SIMD kernels land: scalar table kept). */
+#include "engine/backend/cpu/cpu_backend.h"
+
+void cpu_kernels_avx2(struct cpu_kernels *k)
+{
+    (void)k;
+}

@@ -1,0 +1,128 @@
+/* Matrix multiplication y (n_tokens, rows) = x (n_tokens, cols) @ W^T for every weight type.
+ * Work is split over output rows in units of CPU_GEMM_ROWS, contiguous per thread so each thread streams
+ * its own slice of the weights once per token block. Two kernel families:
+ *  - float: F32 rows are used in place; F16/BF16/Q4_K/Q6_K rows are converted into a per-thread scratch
+ *    tile of CPU_GEMM_ROWS rows, once per token block, and reused across every token of the block;
+ *  - integer: Q8_0/Q4_0 weights against activations quantized to Q8_0 once per call (as ggml does).
+ * Tokens are processed in blocks of MM_TOKEN_BLOCK so the activations stay in L2 while the weights
+ * stream past. */
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include "common/err.h"
+
+#include <string.h>
+
+#define MM_TOKEN_BLOCK 64
+
+struct mm_job {
+    struct cpu_backend *cb;
+    const struct backend_weight *w;
+    const float *x;
+    float *y;
+    int n_tokens;
+    struct cpu_act_q8 xq; /* integer path only */
+    float *tiles;         /* float path: (n_threads, CPU_GEMM_ROWS, cols) conversion tiles */
+};
+
+static int mm_is_integer(enum quant_type t)
+{
+    return t == QUANT_Q8_0 || t == QUANT_Q4_0;
+}
+
+/* [begin, end) of `n` items for thread ith of nth, rounded to multiples of `unit`. */
+static void mm_split(int64_t n, int unit, int ith, int nth, int64_t *begin, int64_t *end)
+{
+    int64_t units = (n + unit - 1) / unit;
+    *begin = units * ith / nth * unit;
+    *end = units * (ith + 1) / nth * unit;
+    if (*end > n) *end = n;
+    if (*begin > n) *begin = n;
+}
+
+static void mm_quantize_task(void *ctx, int ith, int nth)
+{
+    struct mm_job *j = ctx;
+    int64_t t0, t1;
+    int cols = (int)j->w->desc.cols;
+    mm_split(j->n_tokens, 1, ith, nth, &t0, &t1);
+    for (int64_t t = t0; t < t1; t++)
+        cpu_quant_q8_0_row(j->x + t * cols, cols, j->xq.qs + t * cols, j->xq.d + t * j->xq.nb,
+                           j->xq.sum + t * j->xq.nb);
+}
+
+/* Converts nr rows starting at `row` to floats in `tile`, or points into the weight when F32. */
+static const float *mm_rows_f32(const struct mm_job *j, int64_t row, int nr, float *tile)
+{
+    const struct backend_weight *w = j->w;
+    const char *src = (const char *)w->desc.data + (size_t)row * w->row_bytes;
+    if (w->desc.type == QUANT_F32) return (const float *)src;
+    int64_t cols = w->desc.cols;
+    for (int r = 0; r < nr; r++) {
+        const void *s = src + (size_t)r * w->row_bytes;
+        if (w->desc.type == QUANT_F16)
+            j->cb->kern.f16_to_f32(s, tile + r * cols, cols);
+        else
+            cpu_quant_dequant_row(w->desc.type, s, tile + r * cols, cols);
+    }
+    return tile;
+}
+
+static void mm_gemm_task(void *ctx, int ith, int nth)
+{
+    struct mm_job *j = ctx;
+    const struct backend_weight *w = j->w;
+    const struct cpu_kernels *k = &j->cb->kern;
+    int64_t rows = w->desc.rows, cols = w->desc.cols, r0, r1;
+    mm_split(rows, CPU_GEMM_ROWS, ith, nth, &r0, &r1);
+    cpu_gemm_q_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0 : k->gemm_q4_0;
+    float *tile = j->tiles ? j->tiles + (size_t)ith * CPU_GEMM_ROWS * cols : NULL;
+
+    for (int t0 = 0; t0 < j->n_tokens; t0 += MM_TOKEN_BLOCK) {
+        int nt = j->n_tokens - t0 < MM_TOKEN_BLOCK ? j->n_tokens - t0 : MM_TOKEN_BLOCK;
+        for (int64_t r = r0; r < r1; r += CPU_GEMM_ROWS) {
+            int nr = r1 - r < CPU_GEMM_ROWS ? (int)(r1 - r) : CPU_GEMM_ROWS;
+            float *y = j->y + (size_t)t0 * rows + r;
+            if (mm_is_integer(w->desc.type)) {
+                const char *wr = (const char *)w->desc.data + (size_t)r * w->row_bytes;
+                gq(wr, w->row_bytes, nr, &j->xq, t0, nt, y, (size_t)rows);
+            } else {
+                const float *wf = mm_rows_f32(j, r, nr, tile);
+                k->gemm_f32(wf, (size_t)cols, nr, j->x + (size_t)t0 * cols, (size_t)cols, nt,
+                            (int)cols, y, (size_t)rows);
+            }
+        }
+    }
+}
+
+static size_t mm_align(size_t n)
+{
+    return (n + 63) & ~(size_t)63;
+}
+
+int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const float *x, float *y,
+                   int n_tokens)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    if (!w || !x || !y || n_tokens < 0) return ERR_INVAL;
+    if (n_tokens == 0) return 0;
+    struct mm_job j = {.cb = cb, .w = w, .x = x, .y = y, .n_tokens = n_tokens};
+    size_t cols = (size_t)w->desc.cols;
+    char *s;
+    if (mm_is_integer(w->desc.type)) {
+        size_t nb = cols / QUANT_QK8_0, nq = (size_t)n_tokens * nb;
+        size_t b_qs = mm_align((size_t)n_tokens * cols), b_d = mm_align(nq * sizeof(float));
+        s = cpu_backend_scratch(cb, b_qs + b_d + mm_align(nq * sizeof(int32_t)));
+        if (!s) return ERR_NOMEM;
+        j.xq.qs = (int8_t *)s;
+        j.xq.d = (float *)(s + b_qs);
+        j.xq.sum = (int32_t *)(s + b_qs + b_d);
+        j.xq.nb = (int)nb;
+        cpu_pool_run(cb->pool, mm_quantize_task, &j);
+    } else if (w->desc.type != QUANT_F32) {
+        s = cpu_backend_scratch(cb, (size_t)cb->n_threads * CPU_GEMM_ROWS * cols * sizeof(float));
+        if (!s) return ERR_NOMEM;
+        j.tiles = (float *)s;
+    }
+    cpu_pool_run(cb->pool, mm_gemm_task, &j);
+    return 0;
+}

@@ -1,0 +1,139 @@
+/* The small ops of the forward pass: embedding lookup, bias and residual adds, RMS norms, rotary
+ * embeddings (ggml's formulas), SwiGLU and row gathers. They are memory-light next to matmul and
+ * attention, so they run on the calling thread in plain C. */
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include "common/err.h"
+
+#include <math.h>
+#include <string.h>
+
+int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
+                     float *out)
+{
+    (void)b;
+    if (!w || (n > 0 && (!ids || !out)) || n < 0) return ERR_INVAL;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= w->desc.rows) return ERR_RANGE;
+    for (int i = 0; i < n; i++) {
+        const char *src = (const char *)w->desc.data + (size_t)ids[i] * w->row_bytes;
+        cpu_quant_dequant_row(w->desc.type, src, out + (size_t)i * w->desc.cols, w->desc.cols);
+    }
+    return 0;
+}
+
+int cpu_ops_add_bias(struct backend *b, float *y, const struct backend_weight *bias, int n_tokens)
+{
+    (void)b;
+    if (!y || !bias || !bias->f32 || n_tokens < 0) return ERR_INVAL;
+    int64_t dim = bias->desc.cols;
+    for (int t = 0; t < n_tokens; t++)
+        for (int64_t i = 0; i < dim; i++) y[t * dim + i] += bias->f32[i];
+    return 0;
+}
+
+int cpu_ops_add(struct backend *b, float *y, const float *x, size_t n)
+{
+    (void)b;
+    if (n > 0 && (!y || !x)) return ERR_INVAL;
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    return 0;
+}
+
+/* y = x / sqrt(mean(x^2) + eps) * g over one row; the sum of squares in double, as ggml. */
+static void rmsnorm_row(const float *x, const float *g, float *y, int n, float eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
+}
+
+int cpu_ops_rmsnorm(struct backend *b, const float *x, const struct backend_weight *gain, float *y,
+                    int n_tokens, int dim, float eps)
+{
+    (void)b;
+    if (!x || !y || !gain || !gain->f32 || n_tokens < 0 || dim <= 0) return ERR_INVAL;
+    if (gain->desc.cols != dim) return ERR_INVAL;
+    for (int t = 0; t < n_tokens; t++)
+        rmsnorm_row(x + (size_t)t * dim, gain->f32, y + (size_t)t * dim, dim, eps);
+    return 0;
+}
+
+int cpu_ops_rmsnorm_heads(struct backend *b, float *x, const struct backend_weight *gain,
+                          int n_rows, int head_dim, float eps)
+{
+    (void)b;
+    if (!x || !gain || !gain->f32 || n_rows < 0 || head_dim <= 0) return ERR_INVAL;
+    if (gain->desc.cols != head_dim) return ERR_INVAL;
+    for (int r = 0; r < n_rows; r++) {
+        float *row = x + (size_t)r * head_dim;
+        rmsnorm_row(row, gain->f32, row, head_dim, eps);
+    }
+    return 0;
+}
+
+/* Rotary embedding of one token. theta_i = pos * base^(-2i/n_rot) * freq_scale, computed as ggml does
+ * (a running product of theta_scale in float) so results match llama.cpp's to the last bit or two.
+ * NORMAL rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2). Dimensions >= n_rot are kept. */
+static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
+                       const struct backend_rope_params *p, float *cs)
+{
+    int half = p->n_rot / 2;
+    float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
+    float theta = (float)pos;
+    for (int i = 0; i < half; i++) {
+        float th = theta * p->freq_scale;
+        cs[2 * i] = cosf(th);
+        cs[2 * i + 1] = sinf(th);
+        theta *= theta_scale;
+    }
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            int a = p->mode == BACKEND_ROPE_NEOX ? i : 2 * i;
+            int c = p->mode == BACKEND_ROPE_NEOX ? i + half : 2 * i + 1;
+            float x0 = v[a], x1 = v[c];
+            v[a] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
+            v[c] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+        }
+    }
+}
+
+int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, int n_heads,
+                 int head_dim, const struct backend_rope_params *p)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    if (!x || !pos || !p || n_tokens < 0 || n_heads <= 0 || head_dim <= 0) return ERR_INVAL;
+    if (p->mode != BACKEND_ROPE_NORMAL && p->mode != BACKEND_ROPE_NEOX) return ERR_INVAL;
+    if (p->n_rot <= 0 || p->n_rot > head_dim || p->n_rot % 2 != 0) return ERR_INVAL;
+    if (!(p->freq_base > 0.0f) || !(p->freq_scale > 0.0f)) return ERR_INVAL;
+    float *cs = cpu_backend_scratch(cb, (size_t)p->n_rot * sizeof(float));
+    if (!cs) return ERR_NOMEM;
+    for (int t = 0; t < n_tokens; t++)
+        rope_token(x + (size_t)t * n_heads * head_dim, pos[t], n_heads, head_dim, p, cs);
+    return 0;
+}
+
+int cpu_ops_silu_mul(struct backend *b, float *gate, const float *up, size_t n)
+{
+    (void)b;
+    if (n > 0 && (!gate || !up)) return ERR_INVAL;
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+    return 0;
+}
+
+int cpu_ops_gather_rows(struct backend *b, const float *src, const int32_t *idx, int n, int dim,
+                        float *dst)
+{
+    (void)b;
+    if (n < 0 || dim <= 0 || (n > 0 && (!src || !idx || !dst))) return ERR_INVAL;
+    for (int i = 0; i < n; i++)
+        if (idx[i] < 0) return ERR_RANGE;
+    for (int i = 0; i < n; i++)
+        memmove(dst + (size_t)i * dim, src + (size_t)idx[i] * dim, (size_t)dim * sizeof(float));
+    return 0;
+}

@@ -1,0 +1,859 @@
+/* CPU backend: every op against a naive double-precision reference on random data, every SIMD level
+ * against the scalar kernels, and 1 vs 2 threads bit for bit. Weights are random blocks of each
+ * format; engine/quant.c's scalar dequantizer is the independent reference for their values. */
+#include "common/assert.h"
+#include "common/err.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_isa.h"
+#include "engine/backend/cpu/cpu_pool.h"
+#include "engine/quant.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_f(void)
+{
+    return (float)(rng_u32() & 0xffffff) / (float)(1 << 23) - 1.0f;
+}
+
+static void fill_f(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) x[i] = rng_f();
+}
+
+static const char *isa_levels[] = {"scalar", "avx2", "avx512"};
+
+/* Creates a backend at `isa` with n threads, or returns NULL when the CPU lacks the level. */
+static struct backend *make_backend(const char *isa, int n_threads)
+{
+    struct backend_options o = {.n_threads = n_threads, .cpu_isa = isa};
+    struct backend *b = NULL;
+    int rc = backend_create("cpu", &o, &b);
+    if (rc == ERR_UNSUPPORTED) return NULL;
+    ck_assert_int_eq(rc, 0);
+    ck_assert_ptr_nonnull(b);
+    return b;
+}
+
+static size_t type_row_bytes(enum quant_type t, int64_t cols)
+{
+    return quant_row_bytes(t, (uint64_t)cols);
+}
+
+/* Random row data of `type`: scales small and positive-ish like real models, quants uniform. */
+static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
+{
+    size_t rb = type_row_bytes(type, cols), total = rb * (size_t)rows;
+    ck_assert_uint_gt(rb, 0);
+    uint8_t *p = malloc(total);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < total; i++) p[i] = (uint8_t)rng_u32();
+    size_t n = (size_t)rows * (size_t)cols;
+    switch (type) {
+    case QUANT_F32: fill_f((float *)p, n); break;
+    case QUANT_F16:
+        for (size_t i = 0; i < n; i++) ((uint16_t *)p)[i] = quant_f32_to_f16(rng_f());
+        break;
+    case QUANT_BF16:
+        for (size_t i = 0; i < n; i++) ((uint16_t *)p)[i] = quant_f32_to_bf16(rng_f());
+        break;
+    case QUANT_Q8_0:
+        for (size_t i = 0; i < total / 34; i++) {
+            struct quant_block_q8_0 *b = (struct quant_block_q8_0 *)p + i;
+            b->d = quant_f32_to_f16(0.001f + 0.01f * fabsf(rng_f()));
+            for (int j = 0; j < 32; j++)
+                if (b->qs[j] == -128) b->qs[j] = -127; /* ggml's quantizer never emits -128 */
+        }
+        break;
+    case QUANT_Q4_0:
+        for (size_t i = 0; i < total / 18; i++)
+            ((struct quant_block_q4_0 *)p)[i].d = quant_f32_to_f16(0.01f + 0.05f * rng_f());
+        break;
+    case QUANT_Q4_K:
+        for (size_t i = 0; i < total / 144; i++) {
+            struct quant_block_q4_k *b = (struct quant_block_q4_k *)p + i;
+            b->d = quant_f32_to_f16(0.002f * fabsf(rng_f()) + 0.0005f);
+            b->dmin = quant_f32_to_f16(0.002f * fabsf(rng_f()));
+        }
+        break;
+    case QUANT_Q6_K:
+        for (size_t i = 0; i < total / 210; i++) {
+            struct quant_block_q6_k *b = (struct quant_block_q6_k *)p + i;
+            b->d = quant_f32_to_f16(0.0005f + 0.001f * rng_f());
+        }
+        break;
+    default: ck_abort_msg("unexpected type");
+    }
+    return p;
+}
+
+/* Q8_0 activation error bound of one output: per block, 0.6 * amax/127 * sum |w| (rounding to
+ * half a step plus the f16 rounding of the block scale). */
+static double act_q8_bound(const float *w, const float *x, int64_t cols)
+{
+    double bound = 0.0;
+    for (int64_t b = 0; b < cols / 32; b++) {
+        double amax = 0.0, sw = 0.0;
+        for (int j = 0; j < 32; j++) {
+            amax = fmax(amax, fabs(x[b * 32 + j]));
+            sw += fabs(w[b * 32 + j]);
+        }
+        bound += 0.6 * amax / 127.0 * sw;
+    }
+    return bound;
+}
+
+/* ---- matmul ------------------------------------------------------------------------------- */
+
+struct mm_case {
+    enum quant_type type;
+    int64_t rows, cols;
+    int n_tokens;
+};
+
+static float *run_matmul(const char *isa, int n_threads, const struct backend_weight_desc *d,
+                         const float *x, int n_tokens)
+{
+    struct backend *b = make_backend(isa, n_threads);
+    if (!b) return NULL;
+    struct backend_weight *w = NULL;
+    ck_assert_int_eq(b->ops->weight_prepare(b, d, &w), 0);
+    float *y = b->ops->alloc(b, sizeof(float) * (size_t)n_tokens * (size_t)d->rows);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(b->ops->matmul(b, w, x, y, n_tokens), 0);
+    float *out = malloc(sizeof(float) * (size_t)n_tokens * (size_t)d->rows);
+    ck_assert_int_eq(b->ops->download(b, out, y, sizeof(float) * (size_t)n_tokens * d->rows), 0);
+    b->ops->free(b, y);
+    b->ops->weight_free(b, w);
+    b->ops->destroy(b);
+    return out;
+}
+
+static void check_matmul_case(const struct mm_case *c)
+{
+    int64_t rows = c->rows, cols = c->cols;
+    int nt = c->n_tokens;
+    void *wdata = random_weights(c->type, rows, cols);
+    struct backend_weight_desc d = {.type = c->type, .rows = rows, .cols = cols, .data = wdata};
+    float *x = malloc(sizeof(float) * (size_t)nt * cols);
+    fill_f(x, (size_t)nt * cols);
+    for (int i = 0; i < cols; i += 7) x[i] *= 4.0f; /* uneven magnitudes within blocks */
+    float *wf = malloc(sizeof(float) * (size_t)rows * cols);
+    size_t rb = type_row_bytes(c->type, cols);
+    for (int64_t r = 0; r < rows; r++)
+        quant_dequantize_row(c->type, (const char *)wdata + r * rb, wf + r * cols, (size_t)cols);
+    int integer = c->type == QUANT_Q8_0 || c->type == QUANT_Q4_0;
+
+    float *ref_scalar = run_matmul("scalar", 1, &d, x, nt);
+    for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+        for (int th = 1; th <= 2; th++) {
+            float *y = run_matmul(isa_levels[li], th, &d, x, nt);
+            if (!y) continue;
+            float *y1 = th == 2 ? run_matmul(isa_levels[li], 1, &d, x, nt) : NULL;
+            if (y1) {
+                ck_assert_msg(memcmp(y, y1, sizeof(float) * nt * rows) == 0,
+                              "type %d isa %s: 1 and 2 threads differ", c->type, isa_levels[li]);
+                free(y1);
+            }
+            for (int t = 0; t < nt; t++) {
+                for (int64_t r = 0; r < rows; r++) {
+                    const float *wr = wf + r * cols, *xt = x + (size_t)t * cols;
+                    double ref = 0.0, mag = 0.0;
+                    for (int64_t i = 0; i < cols; i++) {
+                        ref += (double)wr[i] * xt[i];
+                        mag += fabs((double)wr[i] * xt[i]);
+                    }
+                    double tol = 1e-4 * mag + 1e-5 + (integer ? act_q8_bound(wr, xt, cols) : 0);
+                    double got = y[(size_t)t * rows + r];
+                    ck_assert_msg(fabs(got - ref) <= tol,
+                                  "type %d %lldx%lld nt %d isa %s: y[%d][%lld] = %g, ref %g",
+                                  c->type, (long long)rows, (long long)cols, nt, isa_levels[li], t,
+                                  (long long)r, got, ref);
+                    /* every level agrees with the scalar kernels far more tightly */
+                    double s = ref_scalar[(size_t)t * rows + r];
+                    ck_assert_msg(fabs(got - s) <= 2e-5 * mag + 1e-6,
+                                  "type %d isa %s: y[%d][%lld] = %.9g, scalar %.9g", c->type,
+                                  isa_levels[li], t, (long long)r, got, s);
+                }
+            }
+            free(y);
+        }
+    }
+    free(ref_scalar);
+    free(wf);
+    free(x);
+    free(wdata);
+}
+
+static void check_matmul_type(enum quant_type type, int64_t block)
+{
+    /* odd row counts (tile remainders), n_tokens 1 and > 1 (token tile remainders, > one block) */
+    const int64_t rows[] = {1, 7, 33};
+    const int n_tokens[] = {1, 3, 70};
+    int64_t cols_list[] = {block == 1 ? 37 : block, block == 1 ? 96 : 3 * block};
+    for (size_t r = 0; r < ARRAY_LEN(rows); r++)
+        for (size_t c = 0; c < ARRAY_LEN(cols_list); c++)
+            for (size_t n = 0; n < ARRAY_LEN(n_tokens); n++) {
+                struct mm_case mc = {type, rows[r], cols_list[c], n_tokens[n]};
+                check_matmul_case(&mc);
+            }
+}
+
+START_TEST(test_matmul_f32)
+{
+    check_matmul_type(QUANT_F32, 1);
+}
+END_TEST
+
+START_TEST(test_matmul_f16)
+{
+    check_matmul_type(QUANT_F16, 1);
+}
+END_TEST
+
+START_TEST(test_matmul_bf16)
+{
+    check_matmul_type(QUANT_BF16, 1);
+}
+END_TEST
+
+START_TEST(test_matmul_q8_0)
+{
+    check_matmul_type(QUANT_Q8_0, 32);
+}
+END_TEST
+
+START_TEST(test_matmul_q4_0)
+{
+    check_matmul_type(QUANT_Q4_0, 32);
+}
+END_TEST
+
+START_TEST(test_matmul_q4_k)
+{
+    check_matmul_type(QUANT_Q4_K, 256);
+}
+END_TEST
+
+START_TEST(test_matmul_q6_k)
+{
+    check_matmul_type(QUANT_Q6_K, 256);
+}
+END_TEST
+
+START_TEST(test_matmul_model_shapes)
+{
+    /* the 134M model's projections at decode and small prefill sizes */
+    const struct mm_case cases[] = {
+        {QUANT_Q8_0, 768, 768, 1},
+        {QUANT_Q4_0, 2048, 768, 5},
+        {QUANT_F16, 768, 2048, 2},
+        {QUANT_F32, 96, 768, 17},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) check_matmul_case(&cases[i]);
+}
+END_TEST
+
+/* ---- weights, get_rows, conversions ------------------------------------------------------- */
+
+START_TEST(test_weight_prepare_rejects_bad_desc)
+{
+    struct backend *b = make_backend("scalar", 1);
+    struct backend_weight *w = NULL;
+    uint8_t buf[256] = {0};
+    struct backend_weight_desc d = {.type = QUANT_Q8_0, .rows = 1, .cols = 33, .data = buf};
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_INVAL); /* partial block */
+    d.cols = 32;
+    d.type = QUANT_Q8_K;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_UNSUPPORTED);
+    d.type = (enum quant_type)99;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_UNSUPPORTED);
+    d.type = QUANT_F32;
+    d.rows = 0;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_INVAL);
+    d.rows = 1;
+    d.data = NULL;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_INVAL);
+    d.data = buf;
+    d.rows = INT64_MAX / 2;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_TOO_BIG);
+    ck_assert_ptr_null(w);
+    b->ops->weight_free(b, NULL);
+    b->ops->destroy(b);
+}
+END_TEST
+
+START_TEST(test_get_rows_every_type)
+{
+    const enum quant_type types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
+                                     QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K};
+    struct backend *b = make_backend(NULL, 2);
+    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+        int64_t rows = 9, cols = 512;
+        void *data = random_weights(types[ti], rows, cols);
+        struct backend_weight_desc d = {types[ti], rows, cols, data};
+        struct backend_weight *w;
+        ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
+        const int32_t ids[] = {8, 0, 3, 3};
+        float out[4 * 512], ref[512];
+        ck_assert_int_eq(b->ops->get_rows(b, w, ids, 4, out), 0);
+        size_t rb = type_row_bytes(types[ti], cols);
+        for (int i = 0; i < 4; i++) {
+            quant_dequantize_row(types[ti], (const char *)data + ids[i] * rb, ref, (size_t)cols);
+            for (int j = 0; j < cols; j++)
+                ck_assert_msg(out[i * cols + j] == ref[j], "type %d row %d col %d: %g vs %g",
+                              types[ti], ids[i], j, out[i * cols + j], ref[j]);
+        }
+        const int32_t bad[] = {0, 9};
+        ck_assert_int_eq(b->ops->get_rows(b, w, bad, 2, out), ERR_RANGE);
+        const int32_t neg[] = {-1};
+        ck_assert_int_eq(b->ops->get_rows(b, w, neg, 1, out), ERR_RANGE);
+        b->ops->weight_free(b, w);
+        free(data);
+    }
+    b->ops->destroy(b);
+}
+END_TEST
+
+START_TEST(test_fp16_conversions_match_quant)
+{
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = cpu_quant_f16_to_f32((uint16_t)h), r = quant_f16_to_f32((uint16_t)h);
+        if (isnan(r))
+            ck_assert(isnan(a));
+        else
+            ck_assert_msg(memcmp(&a, &r, 4) == 0, "h=%#x: %g vs %g", h, a, r);
+        if (!isnan(r)) ck_assert_uint_eq(cpu_quant_f32_to_f16(r), (uint16_t)h);
+    }
+    for (int i = 0; i < 200000; i++) {
+        uint32_t bits = rng_u32() ^ (rng_u32() << 16);
+        float f;
+        memcpy(&f, &bits, 4);
+        if (isnan(f)) continue;
+        ck_assert_msg(cpu_quant_f32_to_f16(f) == quant_f32_to_f16(f), "f=%a: %#x vs %#x", f,
+                      cpu_quant_f32_to_f16(f), quant_f32_to_f16(f));
+    }
+}
+END_TEST
+
+/* ---- elementwise ops ---------------------------------------------------------------------- */
+
+static struct backend_weight *f32_weight(struct backend *b, const float *data, int64_t cols)
+{
+    struct backend_weight_desc d = {QUANT_F32, 1, cols, data};
+    struct backend_weight *w = NULL;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
+    return w;
+}
+
+START_TEST(test_rmsnorm_matches_reference)
+{
+    struct backend *b = make_backend(NULL, 2);
+    const int dims[] = {1, 37, 768};
+    for (size_t di = 0; di < ARRAY_LEN(dims); di++) {
+        int dim = dims[di], nt = 3;
+        float *x = malloc(sizeof(float) * nt * dim), *y = malloc(sizeof(float) * nt * dim);
+        float *g = malloc(sizeof(float) * dim);
+        fill_f(x, (size_t)nt * dim);
+        fill_f(g, (size_t)dim);
+        struct backend_weight *w = f32_weight(b, g, dim);
+        ck_assert_int_eq(b->ops->rmsnorm(b, x, w, y, nt, dim, 1e-5f), 0);
+        for (int t = 0; t < nt; t++) {
+            double ss = 0;
+            for (int i = 0; i < dim; i++) ss += (double)x[t * dim + i] * x[t * dim + i];
+            double sc = 1.0 / sqrt(ss / dim + 1e-5);
+            for (int i = 0; i < dim; i++)
+                ck_assert_double_eq_tol(y[t * dim + i], x[t * dim + i] * sc * g[i], 1e-5);
+        }
+        /* in place (y == x) gives the same result */
+        ck_assert_int_eq(b->ops->rmsnorm(b, x, w, x, nt, dim, 1e-5f), 0);
+        ck_assert_mem_eq(x, y, sizeof(float) * nt * dim);
+        ck_assert_int_eq(b->ops->rmsnorm(b, x, w, y, nt, dim + 1, 1e-5f), ERR_INVAL);
+        b->ops->weight_free(b, w);
+        free(x);
+        free(y);
+        free(g);
+    }
+    b->ops->destroy(b);
+}
+END_TEST
+
+START_TEST(test_rmsnorm_heads_per_row_and_f16_gain)
+{
+    struct backend *b = make_backend(NULL, 1);
+    int hd = 64, rows = 6;
+    float x[6 * 64], x0[6 * 64], g[64];
+    uint16_t g16[64];
+    fill_f(x, ARRAY_LEN(x));
+    memcpy(x0, x, sizeof(x));
+    for (int i = 0; i < hd; i++) {
+        g16[i] = quant_f32_to_f16(rng_f());
+        g[i] = quant_f16_to_f32(g16[i]);
+    }
+    struct backend_weight_desc d = {QUANT_F16, 1, hd, g16};
+    struct backend_weight *w;
+    ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
+    ck_assert_int_eq(b->ops->rmsnorm_heads(b, x, w, rows, hd, 1e-6f), 0);
+    for (int r = 0; r < rows; r++) {
+        double ss = 0;
+        for (int i = 0; i < hd; i++) ss += (double)x0[r * hd + i] * x0[r * hd + i];
+        double sc = 1.0 / sqrt(ss / hd + 1e-6);
+        for (int i = 0; i < hd; i++)
+            ck_assert_double_eq_tol(x[r * hd + i], x0[r * hd + i] * sc * g[i], 1e-5);
+    }
+    ck_assert_int_eq(b->ops->rmsnorm_heads(b, x, w, rows, hd / 2, 1e-6f), ERR_INVAL);
+    b->ops->weight_free(b, w);
+    b->ops->destroy(b);
+}
+END_TEST
+
+static void check_rope(enum backend_rope_mode mode, int head_dim, int n_rot, float scale)
+{
+    struct backend *b = make_backend(NULL, 1);
+    int nt = 4, nh = 3;
+    const int32_t pos[] = {0, 1, 17, 300};
+    size_t n = (size_t)nt * nh * head_dim;
+    float *x = malloc(n * sizeof(float)), *x0 = malloc(n * sizeof(float));
+    fill_f(x, n);
+    memcpy(x0, x, n * sizeof(float));
+    struct backend_rope_params p = {mode, n_rot, 10000.0f, scale};
+    ck_assert_int_eq(b->ops->rope(b, x, pos, nt, nh, head_dim, &p), 0);
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++) {
+            const float *in = x0 + ((size_t)t * nh + h) * head_dim;
+            const float *out = x + ((size_t)t * nh + h) * head_dim;
+            for (int i = 0; i < n_rot / 2; i++) {
+                double th = pos[t] * pow(10000.0, -2.0 * i / n_rot) * scale;
+                int a = mode == BACKEND_ROPE_NEOX ? i : 2 * i;
+                int c = mode == BACKEND_ROPE_NEOX ? i + n_rot / 2 : 2 * i + 1;
+                double ra = in[a] * cos(th) - in[c] * sin(th);
+                double rc = in[a] * sin(th) + in[c] * cos(th);
+                ck_assert_double_eq_tol(out[a], ra, 2e-3);
+                ck_assert_double_eq_tol(out[c], rc, 2e-3);
+            }
+            for (int i = n_rot; i < head_dim; i++) ck_assert_float_eq(out[i], in[i]);
+        }
+    p.n_rot = head_dim + 2;
+    ck_assert_int_eq(b->ops->rope(b, x, pos, nt, nh, head_dim, &p), ERR_INVAL);
+    p.n_rot = n_rot;
+    p.mode = (enum backend_rope_mode)1;
+    ck_assert_int_eq(b->ops->rope(b, x, pos, nt, nh, head_dim, &p), ERR_INVAL);
+    free(x);
+    free(x0);
+    b->ops->destroy(b);
+}
+
+START_TEST(test_rope_normal_and_neox)
+{
+    check_rope(BACKEND_ROPE_NORMAL, 64, 64, 1.0f);
+    check_rope(BACKEND_ROPE_NEOX, 64, 64, 1.0f);
+    check_rope(BACKEND_ROPE_NORMAL, 48, 32, 0.25f); /* partial rotation, linear scaling */
+    check_rope(BACKEND_ROPE_NEOX, 48, 16, 0.5f);
+}
+END_TEST
+
+START_TEST(test_silu_mul_add_bias_gather)
+{
+    struct backend *b = make_backend(NULL, 2);
+    float gate[50], up[50], g0[50], x[50], y[50], y0[50];
+    fill_f(gate, 50);
+    fill_f(up, 50);
+    fill_f(x, 50);
+    fill_f(y, 50);
+    memcpy(g0, gate, sizeof(g0));
+    memcpy(y0, y, sizeof(y0));
+    ck_assert_int_eq(b->ops->silu_mul(b, gate, up, 50), 0);
+    for (int i = 0; i < 50; i++)
+        ck_assert_double_eq_tol(gate[i], g0[i] / (1.0 + exp(-g0[i])) * up[i], 1e-6);
+    ck_assert_int_eq(b->ops->add(b, y, x, 50), 0);
+    for (int i = 0; i < 50; i++) ck_assert_float_eq(y[i], y0[i] + x[i]);
+
+    float bias[10];
+    fill_f(bias, 10);
+    struct backend_weight *w = f32_weight(b, bias, 10);
+    memcpy(y0, y, sizeof(y0));
+    ck_assert_int_eq(b->ops->add_bias(b, y, w, 5), 0);
+    for (int i = 0; i < 50; i++) ck_assert_float_eq(y[i], y0[i] + bias[i % 10]);
+    b->ops->weight_free(b, w);
+
+    const int32_t idx[] = {4, 0, 4};
+    float dst[3 * 10];
+    ck_assert_int_eq(b->ops->gather_rows(b, y, idx, 3, 10, dst), 0);
+    ck_assert_mem_eq(dst, y + 40, 10 * sizeof(float));
+    ck_assert_mem_eq(dst + 10, y, 10 * sizeof(float));
+    ck_assert_mem_eq(dst + 20, y + 40, 10 * sizeof(float));
+    const int32_t bad[] = {-1};
+    ck_assert_int_eq(b->ops->gather_rows(b, y, bad, 1, 10, dst), ERR_RANGE);
+    b->ops->destroy(b);
+}
+END_TEST
+
+/* ---- KV cache and attention --------------------------------------------------------------- */
+
+#define ATT_BS 16
+
+struct att_scene {
+    int n_kv, group, hd, n_seqs, max_blocks;
+    int len[3]; /* tokens of each sequence already in the cache after the step */
+    int32_t tab[3 * 8];
+    float *k, *v; /* (n_seqs, 8 * ATT_BS, n_kv * hd) the full K/V history per sequence */
+};
+
+static void scene_init(struct att_scene *s, int n_kv, int group, int hd)
+{
+    memset(s, 0, sizeof(*s));
+    s->n_kv = n_kv;
+    s->group = group;
+    s->hd = hd;
+    s->n_seqs = 3;
+    s->max_blocks = 8;
+    s->len[0] = 41; /* spans 3 blocks, decodes one token */
+    s->len[1] = 20; /* prefill of 20 tokens across a block boundary */
+    s->len[2] = 35; /* 5 new tokens after 30 cached */
+    /* scrambled physical blocks, disjoint between sequences */
+    const int32_t phys[] = {7,  2,  11, 0,  5,  9,  3,  12, 1,  8,  4,  6,
+                            10, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+    memcpy(s->tab, phys, sizeof(s->tab));
+    size_t n = (size_t)s->n_seqs * 8 * ATT_BS * n_kv * hd;
+    s->k = malloc(n * sizeof(float));
+    s->v = malloc(n * sizeof(float));
+    fill_f(s->k, n);
+    fill_f(s->v, n);
+}
+
+static void scene_fini(struct att_scene *s)
+{
+    free(s->k);
+    free(s->v);
+}
+
+static const float *scene_row(const struct att_scene *s, const float *kv, int seq, int p)
+{
+    return kv + ((size_t)seq * 8 * ATT_BS + p) * s->n_kv * s->hd;
+}
+
+/* Stores positions [from, to) of `seq` through kv_store, one call for the range. */
+static void scene_store(struct backend *b, const struct att_scene *s, int layer, int seq, int from,
+                        int to, int f16)
+{
+    int n = to - from, row = s->n_kv * s->hd;
+    int32_t *pos = malloc(sizeof(int32_t) * n), *sq = malloc(sizeof(int32_t) * n);
+    int64_t *slots = malloc(sizeof(int64_t) * n);
+    float *k = malloc(sizeof(float) * n * row), *v = malloc(sizeof(float) * n * row);
+    for (int i = 0; i < n; i++) {
+        int p = from + i;
+        pos[i] = p;
+        sq[i] = seq;
+        slots[i] = (int64_t)s->tab[seq * 8 + p / ATT_BS] * ATT_BS + p % ATT_BS;
+        memcpy(k + (size_t)i * row, scene_row(s, s->k, seq, p), sizeof(float) * row);
+        memcpy(v + (size_t)i * row, scene_row(s, s->v, seq, p), sizeof(float) * row);
+    }
+    (void)f16;
+    struct backend_batch bt = {.n_tokens = n,
+                               .pos = pos,
+                               .seq = sq,
+                               .block_tables = s->tab,
+                               .n_seqs = s->n_seqs,
+                               .max_blocks = 8,
+                               .slots = slots};
+    ck_assert_int_eq(b->ops->kv_store(b, layer, k, v, &bt), 0);
+    free(pos);
+    free(sq);
+    free(slots);
+    free(k);
+    free(v);
+}
+
+static double kv_round(double x, int f16)
+{
+    return f16 ? quant_f16_to_f32(quant_f32_to_f16((float)x)) : x;
+}
+
+/* The step: seq0 token at 40, seq1 tokens 0..19, seq2 tokens 30..34, interleaved in one batch. */
+static int scene_batch(const struct att_scene *s, int32_t *pos, int32_t *seq)
+{
+    int n = 0;
+    for (int p = 0; p < 20; p++) {
+        if (p == 3) pos[n] = 40, seq[n++] = 0;
+        if (p < 5) pos[n] = 30 + p, seq[n++] = 2;
+        pos[n] = p, seq[n++] = 1;
+    }
+    (void)s;
+    return n;
+}
+
+static float *scene_attention(const char *isa, int n_threads, const struct att_scene *s, int f16,
+                              const float *q, int nt, const int32_t *pos, const int32_t *seq)
+{
+    struct backend *b = make_backend(isa, n_threads);
+    if (!b) return NULL;
+    struct backend_kv_desc kd = {2, 32, ATT_BS, s->n_kv, s->hd, f16 ? QUANT_F16 : QUANT_F32};
+    ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
+    for (int sq = 0; sq < s->n_seqs; sq++) scene_store(b, s, 1, sq, 0, s->len[sq], f16);
+    int nh = s->n_kv * s->group;
+    float *out = malloc(sizeof(float) * nt * nh * s->hd);
+    struct backend_batch bt = {.n_tokens = nt,
+                               .pos = pos,
+                               .seq = seq,
+                               .block_tables = s->tab,
+                               .n_seqs = s->n_seqs,
+                               .max_blocks = s->max_blocks};
+    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, nh, 1.0f / sqrtf((float)s->hd)), 0);
+    b->ops->kv_free(b);
+    b->ops->destroy(b);
+    return out;
+}
+
+static void check_attention(int n_kv, int group, int hd, int f16)
+{
+    struct att_scene s;
+    scene_init(&s, n_kv, group, hd);
+    int32_t pos[32], seq[32];
+    int nt = scene_batch(&s, pos, seq), nh = n_kv * group;
+    float *q = malloc(sizeof(float) * nt * nh * hd);
+    fill_f(q, (size_t)nt * nh * hd);
+    for (size_t i = 0; i < (size_t)nt * nh * hd; i++) q[i] *= 3.0f; /* peaky softmax */
+    float *ref_scalar = scene_attention("scalar", 1, &s, f16, q, nt, pos, seq);
+    double scale = 1.0 / sqrt((double)hd);
+    for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+        for (int th = 1; th <= 2; th++) {
+            float *out = scene_attention(isa_levels[li], th, &s, f16, q, nt, pos, seq);
+            if (!out) continue;
+            for (int t = 0; t < nt; t++)
+                for (int h = 0; h < nh; h++) {
+                    int kvh = h / group, n_ctx = pos[t] + 1;
+                    const float *qh = q + ((size_t)t * nh + h) * hd;
+                    double *w = malloc(sizeof(double) * n_ctx), mx = -INFINITY, sum = 0;
+                    for (int p = 0; p < n_ctx; p++) {
+                        const float *kr = scene_row(&s, s.k, seq[t], p) + kvh * hd;
+                        double d = 0;
+                        for (int i = 0; i < hd; i++) d += qh[i] * kv_round(kr[i], f16);
+                        w[p] = d * scale;
+                        mx = fmax(mx, w[p]);
+                    }
+                    for (int p = 0; p < n_ctx; p++) sum += (w[p] = exp(w[p] - mx));
+                    for (int i = 0; i < hd; i++) {
+                        double o = 0;
+                        for (int p = 0; p < n_ctx; p++)
+                            o += w[p] / sum *
+                                 kv_round(scene_row(&s, s.v, seq[t], p)[kvh * hd + i], f16);
+                        float got = out[((size_t)t * nh + h) * hd + i];
+                        ck_assert_msg(fabs(got - o) < 1e-4,
+                                      "isa %s kv %d group %d f16 %d: t %d h %d i %d: %g vs %g",
+                                      isa_levels[li], n_kv, group, f16, t, h, i, got, o);
+                        ck_assert(fabs(got - ref_scalar[((size_t)t * nh + h) * hd + i]) < 1e-5);
+                    }
+                    free(w);
+                }
+            free(out);
+        }
+    }
+    free(ref_scalar);
+    free(q);
+    scene_fini(&s);
+}
+
+START_TEST(test_attention_gqa_ratios)
+{
+    check_attention(2, 1, 64, 0);
+    check_attention(2, 2, 64, 0);
+    check_attention(1, 4, 40, 0);
+    check_attention(3, 4, 128, 0);
+}
+END_TEST
+
+START_TEST(test_attention_f16_cache)
+{
+    check_attention(2, 2, 64, 1);
+    check_attention(1, 4, 24, 1);
+}
+END_TEST
+
+START_TEST(test_kv_copy_block_copies_every_layer)
+{
+    struct att_scene s;
+    scene_init(&s, 2, 2, 32);
+    struct backend *b = make_backend(NULL, 2);
+    struct backend_kv_desc kd = {2, 32, ATT_BS, 2, 32, QUANT_F32};
+    ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
+    for (int layer = 0; layer < 2; layer++) scene_store(b, &s, layer, 0, 0, 41, 0);
+    /* copy block 2 of seq 0 (physical 11) to physical 30, then attend through either table */
+    ck_assert_int_eq(b->ops->kv_copy_block(b, 11, 30), 0);
+    int32_t tab2[8];
+    memcpy(tab2, s.tab, sizeof(tab2));
+    tab2[2] = 30;
+    float q[4 * 32], o1[4 * 32], o2[4 * 32];
+    fill_f(q, ARRAY_LEN(q));
+    int32_t pos[] = {40}, seq[] = {0};
+    for (int layer = 0; layer < 2; layer++) {
+        struct backend_batch bt = {1, pos, seq, s.tab, 1, 8, NULL};
+        ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, 0.2f), 0);
+        bt.block_tables = tab2;
+        ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, 0.2f), 0);
+        ck_assert_mem_eq(o1, o2, sizeof(o1));
+    }
+    ck_assert_int_eq(b->ops->kv_copy_block(b, 11, 32), ERR_RANGE);
+    ck_assert_int_eq(b->ops->kv_copy_block(b, -1, 3), ERR_RANGE);
+    b->ops->destroy(b); /* frees the cache too */
+    scene_fini(&s);
+}
+END_TEST
+
+START_TEST(test_attention_rejects_bad_batches)
+{
+    struct backend *b = make_backend(NULL, 1);
+    float q[4 * 16] = {0}, out[4 * 16], k[2 * 16] = {0};
+    int32_t pos[] = {3}, seq[] = {0}, tab[] = {0, 1};
+    int64_t slots[] = {3};
+    struct backend_batch bt = {1, pos, seq, tab, 1, 2, slots};
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_STATE);
+    ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_STATE);
+    struct backend_kv_desc kd = {1, 4, 4, 2, 16, QUANT_F32};
+    ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
+    ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), 0);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), 0);
+    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, 4, 1.0f), ERR_INVAL); /* layer */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 3, 1.0f), ERR_INVAL); /* heads */
+    slots[0] = 16;
+    ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_RANGE);
+    pos[0] = 8; /* needs a third block */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    pos[0] = -1;
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    pos[0] = 5;
+    tab[1] = 4; /* physical block out of range */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    tab[1] = 1;
+    seq[0] = 1;
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    kd.type = QUANT_Q8_0;
+    ck_assert_int_eq(b->ops->kv_alloc(b, &kd), ERR_UNSUPPORTED);
+    kd.type = QUANT_F32;
+    kd.n_blocks = INT32_MAX;
+    kd.n_layers = INT32_MAX;
+    ck_assert_int_eq(b->ops->kv_alloc(b, &kd), ERR_TOO_BIG);
+    b->ops->destroy(b);
+}
+END_TEST
+
+/* ---- backend creation, memory, thread pool ------------------------------------------------ */
+
+START_TEST(test_backend_create_names_and_options)
+{
+    struct backend *b = NULL;
+    ck_assert_int_eq(backend_create("nope", NULL, &b), ERR_NOT_FOUND);
+#ifndef CINFER_CUDA
+    ck_assert_int_eq(backend_create("cuda", NULL, &b), ERR_UNSUPPORTED);
+#endif
+    struct backend_options o = {.cpu_isa = "sse9"};
+    ck_assert_int_eq(backend_create("cpu", &o, &b), ERR_INVAL);
+    o.cpu_isa = NULL;
+    o.n_threads = -1;
+    ck_assert_int_eq(backend_create("cpu", &o, &b), ERR_RANGE);
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(backend_create(NULL, NULL, &b), 0);
+    ck_assert_str_eq(b->ops->name, "cpu");
+    unsigned char *p = b->ops->alloc(b, 100), host[100];
+    ck_assert_ptr_nonnull(p);
+    for (int i = 0; i < 100; i++) ck_assert_uint_eq(p[i], 0);
+    for (int i = 0; i < 100; i++) host[i] = (unsigned char)i;
+    ck_assert_int_eq(b->ops->upload(b, p, host, 100), 0);
+    memset(host, 0, sizeof(host));
+    ck_assert_int_eq(b->ops->download(b, host, p, 100), 0);
+    for (int i = 0; i < 100; i++) ck_assert_uint_eq(host[i], i);
+    ck_assert_int_eq(b->ops->sync(b), 0);
+    b->ops->free(b, p);
+    b->ops->free(b, NULL);
+    b->ops->destroy(b);
+}
+END_TEST
+
+struct pool_probe {
+    atomic_int calls;
+    atomic_llong sum;
+};
+
+static void pool_probe_fn(void *ctx, int ith, int nth)
+{
+    struct pool_probe *p = ctx;
+    atomic_fetch_add(&p->calls, 1);
+    atomic_fetch_add(&p->sum, (long long)ith * 1000 + nth);
+}
+
+START_TEST(test_pool_runs_every_share_once)
+{
+    for (int n = 1; n <= 4; n++) {
+        struct cpu_pool *pool;
+        ck_assert_int_eq(cpu_pool_new(n, &pool), 0);
+        ck_assert_int_eq(cpu_pool_size(pool), n);
+        for (int rep = 0; rep < 2000; rep++) {
+            struct pool_probe pr = {0};
+            cpu_pool_run(pool, pool_probe_fn, &pr);
+            ck_assert_int_eq(atomic_load(&pr.calls), n);
+            ck_assert_int_eq(atomic_load(&pr.sum), 1000LL * n * (n - 1) / 2 + (long long)n * n);
+        }
+        cpu_pool_free(pool);
+    }
+    ck_assert_int_eq(cpu_pool_new(0, &(struct cpu_pool *){NULL}), ERR_INVAL);
+}
+END_TEST
+
+START_TEST(test_isa_parse)
+{
+    enum cpu_isa isa;
+    ck_assert_int_eq(cpu_isa_parse("scalar", &isa), 0);
+    ck_assert_int_eq(isa, CPU_ISA_SCALAR);
+    ck_assert_int_eq(cpu_isa_parse(NULL, &isa), 0);
+    ck_assert_int_eq(isa, cpu_isa_detect());
+    ck_assert_int_eq(cpu_isa_parse("AVX2x", &isa), ERR_INVAL);
+    ck_assert_str_eq(cpu_isa_name(CPU_ISA_AVX512), "avx512");
+}
+END_TEST
+
+Suite *backend_cpu_suite(void)
+{
+    Suite *s = suite_create("backend_cpu");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_backend_create_names_and_options);
+    tcase_add_test(tc, test_isa_parse);
+    tcase_add_test(tc, test_pool_runs_every_share_once);
+    tcase_add_test(tc, test_fp16_conversions_match_quant);
+    tcase_add_test(tc, test_weight_prepare_rejects_bad_desc);
+    tcase_add_test(tc, test_get_rows_every_type);
+    tcase_add_test(tc, test_rmsnorm_matches_reference);
+    tcase_add_test(tc, test_rmsnorm_heads_per_row_and_f16_gain);
+    tcase_add_test(tc, test_rope_normal_and_neox);
+    tcase_add_test(tc, test_silu_mul_add_bias_gather);
+    tcase_add_test(tc, test_matmul_f32);
+    tcase_add_test(tc, test_matmul_f16);
+    tcase_add_test(tc, test_matmul_bf16);
+    tcase_add_test(tc, test_matmul_q8_0);
+    tcase_add_test(tc, test_matmul_q4_0);
+    tcase_add_test(tc, test_matmul_q4_k);
+    tcase_add_test(tc, test_matmul_q6_k);
+    tcase_add_test(tc, test_matmul_model_shapes);
+    tcase_add_test(tc, test_attention_gqa_ratios);
+    tcase_add_test(tc, test_attention_f16_cache);
+    tcase_add_test(tc, test_kv_copy_block_copies_every_layer);
+    tcase_add_test(tc, test_attention_rejects_bad_batches);
+    suite_add_tcase(s, tc);
+    return s;
+}
