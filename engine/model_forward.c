@@ -1,0 +1,237 @@
+/* The batched forward step: all tokens of a step (prefill chunks and decode tokens of different
+ * sequences) go through every layer together, one matmul per weight, with K/V written and read
+ * through the paged cache. Per-token results depend only on that token's sequence: every op is
+ * row-wise or per-sequence, so batch composition does not change the numbers as long as the backend's
+ * matmul computes each row the same way whatever n_tokens is (the CPU backend guarantees it). */
+#include "engine/model.h"
+#include "engine/model_internal.h"
+
+#include "common/err.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void model_scratch_release(struct model *m)
+{
+    struct model_scratch *s = &m->s;
+    float **bufs[] = {&s->x,   &s->xb, &s->xb2, &s->q,  &s->k,  &s->v,
+                      &s->att, &s->hb, &s->hb2, &s->xo, &s->out};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+        if (*bufs[i]) m->be->ops->free(m->be, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+    s->cap = 0;
+    s->cap_out = 0;
+}
+
+static float *be_alloc(struct model *m, size_t n_floats)
+{
+    return m->be->ops->alloc(m->be, n_floats * sizeof(float));
+}
+
+/* Grows the backend activations to n_tok tokens and n_out logits rows. */
+static int scratch_reserve(struct model *m, int n_tok, int n_out)
+{
+    struct model_scratch *s = &m->s;
+    const struct model_hparams *hp = &m->hp;
+    if (n_tok <= s->cap && n_out <= s->cap_out) return 0;
+    int cap = n_tok > s->cap ? n_tok : s->cap;
+    int cap_out = n_out > s->cap_out ? n_out : s->cap_out;
+    model_scratch_release(m);
+    size_t t = (size_t)cap, qd = (size_t)hp->n_head * hp->head_dim,
+           kvd = (size_t)hp->n_head_kv * hp->head_dim, e = (size_t)hp->n_embd;
+    s->x = be_alloc(m, t * e);
+    s->xb = be_alloc(m, t * e);
+    s->xb2 = be_alloc(m, t * e);
+    s->q = be_alloc(m, t * qd);
+    s->k = be_alloc(m, t * kvd);
+    s->v = be_alloc(m, t * kvd);
+    s->att = be_alloc(m, t * qd);
+    s->hb = be_alloc(m, t * (size_t)hp->n_ff);
+    s->hb2 = be_alloc(m, t * (size_t)hp->n_ff);
+    s->xo = be_alloc(m, (size_t)cap_out * e);
+    s->out = be_alloc(m, (size_t)cap_out * (size_t)hp->n_vocab);
+    if (!s->x || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2 ||
+        !s->xo || !s->out) {
+        model_scratch_release(m);
+        return ERR_NOMEM;
+    }
+    s->cap = cap;
+    s->cap_out = cap_out;
+    return 0;
+}
+
+/* Grows *p (elements of `size` bytes) to at least n; *cap tracks the capacity. */
+static int grow(void **p, int *cap, int n, size_t size)
+{
+    if (n <= *cap) return 0;
+    int c = *cap ? *cap : 16;
+    while (c < n) c = c > INT32_MAX / 2 ? n : c * 2;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q) return ERR_NOMEM;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int step_reserve(struct model *m, int n_tok, int n_seq, int n_out, int n_bt)
+{
+    struct model_step *st = &m->st;
+    int c;
+    c = st->cap_tok;
+    if (grow((void **)&st->tokens, &c, n_tok, sizeof(int32_t))) return ERR_NOMEM;
+    c = st->cap_tok;
+    if (grow((void **)&st->pos, &c, n_tok, sizeof(int32_t))) return ERR_NOMEM;
+    c = st->cap_tok;
+    if (grow((void **)&st->seq_row, &c, n_tok, sizeof(int32_t))) return ERR_NOMEM;
+    c = st->cap_tok;
+    if (grow((void **)&st->slots, &c, n_tok, sizeof(int64_t))) return ERR_NOMEM;
+    st->cap_tok = c;
+    c = st->cap_out;
+    if (grow((void **)&st->out_idx, &c, n_out, sizeof(int32_t))) return ERR_NOMEM;
+    c = st->cap_out;
+    if (grow((void **)&st->logits, &c, n_out, (size_t)m->hp.n_vocab * sizeof(float)))
+        return ERR_NOMEM;
+    st->cap_out = c;
+    if (grow((void **)&st->block_tables, &st->cap_bt, n_bt, sizeof(int32_t))) return ERR_NOMEM;
+    st->cap_seq = n_seq > st->cap_seq ? n_seq : st->cap_seq;
+    return 0;
+}
+
+/* Checks the entries and lays out the host arrays of the step. */
+static int step_build(struct model *m, const struct kv_cache *kv,
+                      const struct model_batch_entry *en, int n_en, struct backend_batch *b,
+                      int *n_out_ret)
+{
+    struct model_step *st = &m->st;
+    int64_t n_tok = 0, n_out = 0;
+    int max_blocks = 1;
+    for (int i = 0; i < n_en; i++) {
+        const struct model_batch_entry *e = &en[i];
+        if (e->n_tokens <= 0 || e->pos < 0 || !e->tokens || !kv_cache_seq_is_open(kv, e->seq))
+            return ERR_INVAL;
+        if ((int64_t)e->pos + e->n_tokens > kv_cache_seq_len(kv, e->seq)) return ERR_INVAL;
+        for (int j = 0; j < i; j++)
+            if (en[j].seq == e->seq) return ERR_INVAL;
+        for (int j = 0; j < e->n_tokens; j++)
+            if (e->tokens[j] < 0 || e->tokens[j] >= m->hp.n_vocab) return ERR_INVAL;
+        int nb;
+        (void)kv_cache_seq_blocks(kv, e->seq, &nb);
+        if (nb > max_blocks) max_blocks = nb;
+        n_tok += e->n_tokens;
+        n_out += e->logits == MODEL_LOGITS_ALL ? e->n_tokens : e->logits == MODEL_LOGITS_LAST;
+        if (n_tok > INT32_MAX / 2) return ERR_TOO_BIG;
+    }
+    if ((int64_t)n_en * max_blocks > INT32_MAX) return ERR_TOO_BIG;
+    int rc = step_reserve(m, (int)n_tok, n_en, (int)n_out, n_en * max_blocks);
+    if (rc) return rc;
+
+    int t = 0, o = 0;
+    for (int i = 0; i < n_en; i++) {
+        const struct model_batch_entry *e = &en[i];
+        int nb;
+        const int32_t *bt = kv_cache_seq_blocks(kv, e->seq, &nb);
+        int32_t *row = st->block_tables + (size_t)i * max_blocks;
+        memcpy(row, bt, (size_t)nb * sizeof(*row));
+        for (int j = nb; j < max_blocks; j++) row[j] = 0; /* never read: beyond the causal range */
+        for (int j = 0; j < e->n_tokens; j++, t++) {
+            st->tokens[t] = e->tokens[j];
+            st->pos[t] = e->pos + j;
+            st->seq_row[t] = i;
+            st->slots[t] = kv_cache_seq_slot(kv, e->seq, e->pos + j);
+            if (e->logits == MODEL_LOGITS_ALL ||
+                (e->logits == MODEL_LOGITS_LAST && j == e->n_tokens - 1))
+                st->out_idx[o++] = t;
+        }
+    }
+    b->n_tokens = t;
+    b->pos = st->pos;
+    b->seq = st->seq_row;
+    b->block_tables = st->block_tables;
+    b->n_seqs = n_en;
+    b->max_blocks = max_blocks;
+    b->slots = st->slots;
+    *n_out_ret = o;
+    return 0;
+}
+
+static int run_layer(struct model *m, int il, const struct backend_batch *b)
+{
+    const struct backend_ops *op = m->be->ops;
+    struct backend *be = m->be;
+    const struct model_hparams *hp = &m->hp;
+    const struct model_layer *l = &m->layers[il];
+    struct model_scratch *s = &m->s;
+    int T = b->n_tokens, E = hp->n_embd;
+    struct backend_rope_params rp = {hp->rope_mode, hp->n_rot, hp->rope_freq_base,
+                                     hp->rope_freq_scale};
+    float scale = 1.0f / sqrtf((float)hp->head_dim);
+    int rc;
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        if ((rc = (call))) return rc;                                                              \
+    } while (0)
+
+    /* Attention block. */
+    TRY(op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
+    TRY(op->matmul(be, l->wq, s->xb, s->q, T));
+    TRY(op->matmul(be, l->wk, s->xb, s->k, T));
+    TRY(op->matmul(be, l->wv, s->xb, s->v, T));
+    if (l->bq) TRY(op->add_bias(be, s->q, l->bq, T));
+    if (l->bk) TRY(op->add_bias(be, s->k, l->bk, T));
+    if (l->bv) TRY(op->add_bias(be, s->v, l->bv, T));
+    if (l->q_norm)
+        TRY(op->rmsnorm_heads(be, s->q, l->q_norm, T * hp->n_head, hp->head_dim, hp->rms_eps));
+    if (l->k_norm)
+        TRY(op->rmsnorm_heads(be, s->k, l->k_norm, T * hp->n_head_kv, hp->head_dim, hp->rms_eps));
+    TRY(op->rope(be, s->q, b->pos, T, hp->n_head, hp->head_dim, &rp));
+    TRY(op->rope(be, s->k, b->pos, T, hp->n_head_kv, hp->head_dim, &rp));
+    TRY(op->kv_store(be, il, s->k, s->v, b));
+    TRY(op->attention(be, il, s->q, s->att, b, hp->n_head, scale));
+    TRY(op->matmul(be, l->wo, s->att, s->xb2, T));
+    TRY(op->add(be, s->x, s->xb2, (size_t)T * E));
+
+    /* Feed-forward block (SwiGLU). */
+    TRY(op->rmsnorm(be, s->x, l->ffn_norm, s->xb, T, E, hp->rms_eps));
+    TRY(op->matmul(be, l->w_gate, s->xb, s->hb, T));
+    TRY(op->matmul(be, l->w_up, s->xb, s->hb2, T));
+    TRY(op->silu_mul(be, s->hb, s->hb2, (size_t)T * hp->n_ff));
+    TRY(op->matmul(be, l->w_down, s->hb, s->xb2, T));
+    TRY(op->add(be, s->x, s->xb2, (size_t)T * E));
+#undef TRY
+    return 0;
+}
+
+int model_forward(struct model *m, const struct kv_cache *kv,
+                  const struct model_batch_entry *entries, int n_entries, const float **logits,
+                  int *n_rows)
+{
+    if (!m->kv_ready || n_entries <= 0 || !entries) return n_entries <= 0 ? ERR_INVAL : ERR_STATE;
+    struct backend_batch b;
+    int n_out = 0;
+    int rc = step_build(m, kv, entries, n_entries, &b, &n_out);
+    if (rc) return rc;
+    if ((rc = scratch_reserve(m, b.n_tokens, n_out > 0 ? n_out : 1))) return rc;
+
+    const struct backend_ops *op = m->be->ops;
+    struct backend *be = m->be;
+    struct model_scratch *s = &m->s;
+    const struct model_hparams *hp = &m->hp;
+    if ((rc = op->get_rows(be, m->tok_embd, m->st.tokens, b.n_tokens, s->x))) return rc;
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((rc = run_layer(m, il, &b))) return rc;
+    if (n_out > 0) {
+        if ((rc = op->gather_rows(be, s->x, m->st.out_idx, n_out, hp->n_embd, s->xo)) ||
+            (rc = op->rmsnorm(be, s->xo, m->out_norm, s->xo, n_out, hp->n_embd, hp->rms_eps)) ||
+            (rc = op->matmul(be, m->output, s->xo, s->out, n_out)) || (rc = op->sync(be)) ||
+            (rc = op->download(be, m->st.logits, s->out,
+                               (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))))
+            return rc;
+    } else if ((rc = op->sync(be))) {
+        return rc;
+    }
+    *logits = m->st.logits;
+    *n_rows = n_out;
+    return 0;
+}

@@ -1,0 +1,63 @@
+/* Internals shared by model_load.c (hparams, weights) and model_forward.c (the batched step).
+ * Nothing outside engine/model*.c includes this header. */
+#ifndef CINFER_ENGINE_MODEL_INTERNAL_H
+#define CINFER_ENGINE_MODEL_INTERNAL_H
+
+#include "engine/model.h"
+
+struct model_layer {
+    struct backend_weight *attn_norm;       /* (1, n_embd) */
+    struct backend_weight *wq;              /* (n_head * head_dim, n_embd) */
+    struct backend_weight *wk;              /* (n_head_kv * head_dim, n_embd) */
+    struct backend_weight *wv;              /* (n_head_kv * head_dim, n_embd) */
+    struct backend_weight *wo;              /* (n_embd, n_head * head_dim) */
+    struct backend_weight *bq, *bk, *bv;    /* qwen2 biases (1, rows of wq/wk/wv); else NULL */
+    struct backend_weight *q_norm, *k_norm; /* qwen3 per-head gains (1, head_dim); else NULL */
+    struct backend_weight *ffn_norm;        /* (1, n_embd) */
+    struct backend_weight *w_gate;          /* (n_ff, n_embd) */
+    struct backend_weight *w_up;            /* (n_ff, n_embd) */
+    struct backend_weight *w_down;          /* (n_embd, n_ff) */
+};
+
+/* Activations of one step in backend memory, sized for `cap` tokens / `cap_out` logits rows. */
+struct model_scratch {
+    int cap, cap_out;
+    float *x;   /* (cap, n_embd) residual stream */
+    float *xb;  /* (cap, n_embd) normed input */
+    float *xb2; /* (cap, n_embd) attention / ffn output */
+    float *q;   /* (cap, n_head * head_dim) */
+    float *k;   /* (cap, n_head_kv * head_dim) */
+    float *v;   /* (cap, n_head_kv * head_dim) */
+    float *att; /* (cap, n_head * head_dim) */
+    float *hb;  /* (cap, n_ff) */
+    float *hb2; /* (cap, n_ff) */
+    float *xo;  /* (cap_out, n_embd) rows whose logits are wanted */
+    float *out; /* (cap_out, n_vocab) logits in backend memory */
+};
+
+/* Host-side arrays describing one step (grown on demand). */
+struct model_step {
+    int cap_tok, cap_seq, cap_out, cap_bt;
+    int32_t *tokens, *pos, *seq_row, *out_idx, *block_tables;
+    int64_t *slots;
+    float *logits; /* (cap_out, n_vocab) host copy returned to the caller */
+};
+
+struct model {
+    struct gguf *gguf;
+    struct model_hparams hp;
+    struct model_options opt;
+    struct backend *be;
+    struct backend_weight *tok_embd; /* (n_vocab, n_embd) */
+    struct backend_weight *out_norm; /* (1, n_embd) */
+    struct backend_weight *output; /* (n_vocab, n_embd); == tok_embd when tied (not freed twice) */
+    struct model_layer *layers;    /* (n_layer) */
+    uint64_t weight_bytes;
+    bool kv_ready;
+    struct model_scratch s;
+    struct model_step st;
+};
+
+void model_scratch_release(struct model *m);
+
+#endif
