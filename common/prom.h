@@ -183,6 +183,7 @@ struct prom_family {
     const char *name;
     const char *help; /* unescaped; NULL when there was no HELP line */
     enum prom_type type;
+    bool has_type;               /* a # TYPE line declared `type` */
     struct prom_sample *samples; /* in input order */
     size_t n_samples;
     size_t cap_samples; /* private */
