@@ -1,0 +1,64 @@
+/* Unicode helpers for the tokenizer: UTF-8 decoding the way llama.cpp does it (lenient, invalid bytes
+ * become U+FFFD one byte at a time), strict UTF-8 validation for the streaming detokenizer,
+ * general-category classes, White_Space, simple lowercase, and the GPT-2 byte <-> code point mapping
+ * of byte-level BPE. Tables come from hack/gen-unicode-tables.py. Pure functions, any thread. */
+#ifndef CINFER_ENGINE_UNICODE_H
+#define CINFER_ENGINE_UNICODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define UNICODE_REPLACEMENT 0xFFFDu
+
+/* General-category class (first letter of the category); must match hack/gen-unicode-tables.py. */
+enum unicode_cat {
+    UNICODE_CAT_UNDEFINED = 0, /* Cn, or beyond U+10FFFF */
+    UNICODE_CAT_LETTER = 1,    /* L* */
+    UNICODE_CAT_NUMBER = 2,    /* N* */
+    UNICODE_CAT_PUNCT = 3,     /* P* */
+    UNICODE_CAT_MARK = 4,      /* M* */
+    UNICODE_CAT_SYMBOL = 5,    /* S* */
+    UNICODE_CAT_SEPARATOR = 6, /* Z* */
+    UNICODE_CAT_OTHER = 7,     /* Cc, Cf, Cs, Co */
+};
+
+/* Length of the UTF-8 sequence announced by lead byte `b` (1 for continuation bytes), as llama.cpp's
+ * unicode_len_utf8: callers clamp it to the bytes left. */
+size_t unicode_utf8_len(uint8_t b);
+
+/* Decodes the code point at s[*pos] (pos < len) and advances *pos. Lenient like llama.cpp: any lead
+ * byte with enough continuation bytes is accepted (no overlong/surrogate checks); otherwise returns
+ * U+FFFD and advances one byte. Values above U+10FFFF also become U+FFFD. */
+uint32_t unicode_decode(const char *s, size_t len, size_t *pos);
+
+/* Encodes `cpt` (<= U+10FFFF) into out[0..3]; returns the byte count (1-4). Larger values encode
+ * U+FFFD. */
+size_t unicode_encode(uint32_t cpt, char out[4]);
+
+/* Strict UTF-8 check of the sequence starting at s[0] (n > 0 bytes available): returns its length
+ * (1-4) when it is a complete, valid, shortest-form scalar value; 0 when the n bytes are a valid but
+ * incomplete prefix; -1 when s[0] cannot start a valid sequence with the bytes that follow (replace
+ * one byte with U+FFFD and go on). */
+int unicode_utf8_check(const uint8_t *s, size_t n);
+/* True when all of s[0..n) is valid UTF-8. */
+bool unicode_utf8_valid(const char *s, size_t n);
+
+enum unicode_cat unicode_cat(uint32_t cpt);
+/* The Unicode White_Space property (PropList.txt). */
+bool unicode_is_whitespace(uint32_t cpt);
+/* Simple (one code point) lowercase mapping; identity when there is none. */
+uint32_t unicode_tolower(uint32_t cpt);
+
+/* The explicit classes of the deepseek-llm / deepseek-coder pre-tokenizer regexes. */
+bool unicode_is_deepseek_letter(uint32_t cpt);
+bool unicode_is_deepseek_punct(uint32_t cpt);
+bool unicode_is_cjk(uint32_t cpt);
+
+/* GPT-2 byte-level mapping: every byte gets a printable code point (printable Latin-1 bytes map to
+ * themselves, the rest to U+0100..U+0143). unicode_cpt_to_byte returns -1 for code points outside the
+ * image of the mapping. */
+uint32_t unicode_byte_to_cpt(uint8_t b);
+int unicode_cpt_to_byte(uint32_t cpt);
+
+#endif
