@@ -2,6 +2,8 @@
  * Do not edit: change the generator and re-run it. */
 #include "engine/unicode_tables.h"
 
+/* clang-format off */
+
 /* General-category class runs: (start << 3) | enum unicode_cat, sorted by start; each run
  * extends to the next start. */
 const uint32_t unicode_cat_runs[] = {
@@ -307,3 +309,5 @@ const struct unicode_range unicode_cjk[] = {
     {0x800, 0x9FA5}, {0xAC00, 0xD7FF},
 };
 const size_t unicode_cjk_len = sizeof(unicode_cjk) / sizeof(unicode_cjk[0]);
+
+/* clang-format on */

@@ -119,6 +119,8 @@ def main():
     out.append(' * Do not edit: change the generator and re-run it. */')
     out.append('#include "engine/unicode_tables.h"')
     out.append('')
+    out.append('/* clang-format off */')
+    out.append('')
 
     runs = category_runs()
     out.append('/* General-category class runs: (start << 3) | enum unicode_cat, sorted by start; each run')
@@ -157,6 +159,7 @@ def main():
     emit_ranges(out, 'unicode_deepseek_punct', class_ranges(DEEPSEEK_LLM_PUNCT),
                 'deepseek-llm punctuation class [!-/:-~！-／：-～‘-‟　-。]')
     emit_ranges(out, 'unicode_cjk', class_ranges(CJK), 'deepseek CJK class [一-龥ࠀ-一가-퟿]')
+    out.append('/* clang-format on */')
     sys.stdout.write('\n'.join(out).rstrip('\n') + '\n')
 
 
