@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct golden {
     json_t *root;
@@ -195,6 +196,458 @@ START_TEST(test_model_forward_matches_llamacpp)
 }
 END_TEST
 
+/* ---- Synthetic models: loader validation and a host reference forward for every architecture ---- */
+
+#define S_EMBD  32
+#define S_FF    48
+#define S_VOCAB 40
+#define S_LAYER 2
+#define S_HEAD  4
+#define S_KV    2
+
+struct synth_opts {
+    const char *arch;         /* general.architecture */
+    int head_dim;             /* key_length (written only when != S_EMBD / S_HEAD) */
+    bool tied;                /* omit output.weight */
+    const char *skip;         /* tensor name to leave out */
+    const char *bad_shape;    /* tensor name written with one extra column */
+    const char *skip_key;     /* key suffix to leave out */
+    const char *rope_scaling; /* rope.scaling.type, or NULL */
+    float rope_factor;
+};
+
+/* All weights of a synthetic model, kept for the reference forward. */
+struct synth {
+    struct synth_opts o;
+    int hd, qd, kvd;
+    float *emb, *out, *out_norm;
+    struct {
+        float *attn_norm, *wq, *wk, *wv, *wo, *bq, *bk, *bv, *qn, *kn, *ffn_norm, *wg, *wu, *wd;
+    } l[S_LAYER];
+    float *pool;
+    size_t used, cap;
+    unsigned rng;
+};
+
+static float *synth_alloc(struct synth *s, size_t n, float base, float spread)
+{
+    ck_assert(s->used + n <= s->cap);
+    float *p = s->pool + s->used;
+    s->used += n;
+    for (size_t i = 0; i < n; i++) {
+        s->rng = s->rng * 1103515245u + 12345u;
+        p[i] = base + spread * ((float)((s->rng >> 8) & 0xffff) / 32768.0f - 1.0f);
+    }
+    return p;
+}
+
+static bool synth_is_qwen2(const struct synth *s)
+{
+    return strcmp(s->o.arch, "qwen2") == 0;
+}
+
+static bool synth_is_qwen3(const struct synth *s)
+{
+    return strcmp(s->o.arch, "qwen3") == 0;
+}
+
+static void synth_build(struct synth *s, const struct synth_opts *o)
+{
+    memset(s, 0, sizeof(*s));
+    s->o = *o;
+    s->hd = o->head_dim ? o->head_dim : S_EMBD / S_HEAD;
+    s->qd = S_HEAD * s->hd;
+    s->kvd = S_KV * s->hd;
+    s->cap = 200000;
+    s->pool = malloc(s->cap * sizeof(float));
+    ck_assert_ptr_nonnull(s->pool);
+    s->rng = 99;
+    s->emb = synth_alloc(s, (size_t)S_VOCAB * S_EMBD, 0, 1.0f);
+    s->out = synth_alloc(s, (size_t)S_VOCAB * S_EMBD, 0, 0.5f);
+    s->out_norm = synth_alloc(s, S_EMBD, 1, 0.2f);
+    for (int i = 0; i < S_LAYER; i++) {
+        s->l[i].attn_norm = synth_alloc(s, S_EMBD, 1, 0.2f);
+        s->l[i].wq = synth_alloc(s, (size_t)s->qd * S_EMBD, 0, 0.4f);
+        s->l[i].wk = synth_alloc(s, (size_t)s->kvd * S_EMBD, 0, 0.4f);
+        s->l[i].wv = synth_alloc(s, (size_t)s->kvd * S_EMBD, 0, 0.4f);
+        s->l[i].wo = synth_alloc(s, (size_t)S_EMBD * s->qd, 0, 0.3f);
+        s->l[i].bq = synth_alloc(s, (size_t)s->qd, 0, 0.5f);
+        s->l[i].bk = synth_alloc(s, (size_t)s->kvd, 0, 0.5f);
+        s->l[i].bv = synth_alloc(s, (size_t)s->kvd, 0, 0.5f);
+        s->l[i].qn = synth_alloc(s, (size_t)s->hd, 1, 0.3f);
+        s->l[i].kn = synth_alloc(s, (size_t)s->hd, 1, 0.3f);
+        s->l[i].ffn_norm = synth_alloc(s, S_EMBD, 1, 0.2f);
+        s->l[i].wg = synth_alloc(s, (size_t)S_FF * S_EMBD, 0, 0.4f);
+        s->l[i].wu = synth_alloc(s, (size_t)S_FF * S_EMBD, 0, 0.4f);
+        s->l[i].wd = synth_alloc(s, (size_t)S_EMBD * S_FF, 0, 0.3f);
+    }
+}
+
+static void synth_tensor(struct gguf_writer *w, const struct synth *s, const char *name,
+                         int64_t rows, int64_t cols, const float *data)
+{
+    if (s->o.skip && strcmp(s->o.skip, name) == 0) return;
+    static float wide[200000];
+    if (s->o.bad_shape && strcmp(s->o.bad_shape, name) == 0) {
+        /* One extra column: same data, shifted rows, plus zeros. */
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(wide + r * (cols + 1), data + r * cols, (size_t)cols * sizeof(float));
+            wide[r * (cols + 1) + cols] = 0;
+        }
+        data = wide;
+        cols++;
+    }
+    uint64_t ne[2] = {(uint64_t)cols, (uint64_t)rows};
+    ck_assert_int_eq(gguf_writer_add_tensor(w, name, QUANT_F32, rows == 1 ? 1 : 2, ne, data,
+                                            (uint64_t)(rows * cols) * sizeof(float)),
+                     0);
+}
+
+static void synth_key_u32(struct gguf_writer *w, const struct synth *s, const char *suffix,
+                          uint32_t v)
+{
+    if (s->o.skip_key && strcmp(s->o.skip_key, suffix) == 0) return;
+    char key[128];
+    snprintf(key, sizeof(key), "%s.%s", s->o.arch, suffix);
+    ck_assert_int_eq(gguf_writer_set_u32(w, key, v), 0);
+}
+
+static void synth_write(const struct synth *s, const char *path)
+{
+    struct gguf_writer *w = gguf_writer_new();
+    ck_assert_ptr_nonnull(w);
+    char key[128];
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", s->o.arch), 0);
+    synth_key_u32(w, s, "context_length", 128);
+    synth_key_u32(w, s, "embedding_length", S_EMBD);
+    synth_key_u32(w, s, "block_count", S_LAYER);
+    synth_key_u32(w, s, "feed_forward_length", S_FF);
+    synth_key_u32(w, s, "attention.head_count", S_HEAD);
+    synth_key_u32(w, s, "attention.head_count_kv", S_KV);
+    if (s->hd != S_EMBD / S_HEAD) synth_key_u32(w, s, "attention.key_length", (uint32_t)s->hd);
+    snprintf(key, sizeof(key), "%s.attention.layer_norm_rms_epsilon", s->o.arch);
+    ck_assert_int_eq(gguf_writer_set_f32(w, key, 1e-5f), 0);
+    snprintf(key, sizeof(key), "%s.rope.freq_base", s->o.arch);
+    ck_assert_int_eq(gguf_writer_set_f32(w, key, 1000.0f), 0);
+    if (s->o.rope_scaling) {
+        snprintf(key, sizeof(key), "%s.rope.scaling.type", s->o.arch);
+        ck_assert_int_eq(gguf_writer_set_str(w, key, s->o.rope_scaling), 0);
+        snprintf(key, sizeof(key), "%s.rope.scaling.factor", s->o.arch);
+        ck_assert_int_eq(gguf_writer_set_f32(w, key, s->o.rope_factor), 0);
+    }
+    synth_tensor(w, s, "token_embd.weight", S_VOCAB, S_EMBD, s->emb);
+    synth_tensor(w, s, "output_norm.weight", 1, S_EMBD, s->out_norm);
+    if (!s->o.tied) synth_tensor(w, s, "output.weight", S_VOCAB, S_EMBD, s->out);
+    for (int i = 0; i < S_LAYER; i++) {
+        struct {
+            const char *n;
+            int64_t rows, cols;
+            const float *d;
+            bool on;
+        } t[] = {
+            {"attn_norm.weight", 1, S_EMBD, s->l[i].attn_norm, true},
+            {"attn_q.weight", s->qd, S_EMBD, s->l[i].wq, true},
+            {"attn_k.weight", s->kvd, S_EMBD, s->l[i].wk, true},
+            {"attn_v.weight", s->kvd, S_EMBD, s->l[i].wv, true},
+            {"attn_output.weight", S_EMBD, s->qd, s->l[i].wo, true},
+            {"attn_q.bias", 1, s->qd, s->l[i].bq, synth_is_qwen2(s)},
+            {"attn_k.bias", 1, s->kvd, s->l[i].bk, synth_is_qwen2(s)},
+            {"attn_v.bias", 1, s->kvd, s->l[i].bv, synth_is_qwen2(s)},
+            {"attn_q_norm.weight", 1, s->hd, s->l[i].qn, synth_is_qwen3(s)},
+            {"attn_k_norm.weight", 1, s->hd, s->l[i].kn, synth_is_qwen3(s)},
+            {"ffn_norm.weight", 1, S_EMBD, s->l[i].ffn_norm, true},
+            {"ffn_gate.weight", S_FF, S_EMBD, s->l[i].wg, true},
+            {"ffn_up.weight", S_FF, S_EMBD, s->l[i].wu, true},
+            {"ffn_down.weight", S_EMBD, S_FF, s->l[i].wd, true},
+        };
+        for (size_t j = 0; j < sizeof(t) / sizeof(t[0]); j++) {
+            if (!t[j].on) continue;
+            char name[96];
+            snprintf(name, sizeof(name), "blk.%d.%s", i, t[j].n);
+            synth_tensor(w, s, name, t[j].rows, t[j].cols, t[j].d);
+        }
+    }
+    ck_assert_int_eq(gguf_writer_write(w, path), 0);
+    gguf_writer_free(w);
+}
+
+/* y (rows) = W (rows, cols) x (cols), in double. */
+static void ref_matvec(const float *w, const float *x, int rows, int cols, double *y)
+{
+    for (int r = 0; r < rows; r++) {
+        double acc = 0;
+        for (int c = 0; c < cols; c++) acc += (double)w[(size_t)r * cols + c] * x[c];
+        y[r] = acc;
+    }
+}
+
+static void ref_rmsnorm(const double *x, const float *g, int n, double *y)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    double scale = 1.0 / sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
+}
+
+static void ref_rope(double *x, int n_heads, int hd, int pos, bool neox, double freq_scale)
+{
+    for (int h = 0; h < n_heads; h++) {
+        double *v = x + (size_t)h * hd;
+        for (int i = 0; i < hd / 2; i++) {
+            double th = pos * freq_scale * pow(1000.0, -2.0 * i / hd);
+            int a = neox ? i : 2 * i, b = neox ? i + hd / 2 : 2 * i + 1;
+            double x0 = v[a], x1 = v[b];
+            v[a] = x0 * cos(th) - x1 * sin(th);
+            v[b] = x0 * sin(th) + x1 * cos(th);
+        }
+    }
+}
+
+/* Logits of every position of `toks` by a straightforward double-precision implementation. */
+static void ref_forward(const struct synth *s, const int32_t *toks, int n, double freq_scale,
+                        double *logits)
+{
+    enum { MAXT = 16 };
+    ck_assert_int_le(n, MAXT);
+    static double x[MAXT][S_EMBD], K[S_LAYER][MAXT][256], V[S_LAYER][MAXT][256];
+    bool neox = strcmp(s->o.arch, "llama") != 0;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < S_EMBD; i++) x[t][i] = s->emb[(size_t)toks[t] * S_EMBD + i];
+    for (int il = 0; il < S_LAYER; il++) {
+        for (int t = 0; t < n; t++) {
+            double xn[S_EMBD], q[256], att[256] = {0}, o[S_EMBD], g[S_FF], u[S_FF], d[S_EMBD];
+            float xf[S_FF];
+            ref_rmsnorm(x[t], s->l[il].attn_norm, S_EMBD, xn);
+            for (int i = 0; i < S_EMBD; i++) xf[i] = (float)xn[i];
+            ref_matvec(s->l[il].wq, xf, s->qd, S_EMBD, q);
+            ref_matvec(s->l[il].wk, xf, s->kvd, S_EMBD, K[il][t]);
+            ref_matvec(s->l[il].wv, xf, s->kvd, S_EMBD, V[il][t]);
+            if (synth_is_qwen2(s)) {
+                for (int i = 0; i < s->qd; i++) q[i] += s->l[il].bq[i];
+                for (int i = 0; i < s->kvd; i++) K[il][t][i] += s->l[il].bk[i];
+                for (int i = 0; i < s->kvd; i++) V[il][t][i] += s->l[il].bv[i];
+            }
+            if (synth_is_qwen3(s)) {
+                for (int h = 0; h < S_HEAD; h++)
+                    ref_rmsnorm(q + h * s->hd, s->l[il].qn, s->hd, q + h * s->hd);
+                for (int h = 0; h < S_KV; h++)
+                    ref_rmsnorm(K[il][t] + h * s->hd, s->l[il].kn, s->hd, K[il][t] + h * s->hd);
+            }
+            ref_rope(q, S_HEAD, s->hd, t, neox, freq_scale);
+            ref_rope(K[il][t], S_KV, s->hd, t, neox, freq_scale);
+            for (int h = 0; h < S_HEAD; h++) {
+                int kh = h / (S_HEAD / S_KV);
+                double sc[MAXT], mx = -INFINITY, sum = 0;
+                for (int p = 0; p <= t; p++) {
+                    double dot = 0;
+                    for (int i = 0; i < s->hd; i++)
+                        dot += q[h * s->hd + i] * K[il][p][kh * s->hd + i];
+                    sc[p] = dot / sqrt((double)s->hd);
+                    mx = sc[p] > mx ? sc[p] : mx;
+                }
+                for (int p = 0; p <= t; p++) sum += (sc[p] = exp(sc[p] - mx));
+                for (int p = 0; p <= t; p++)
+                    for (int i = 0; i < s->hd; i++)
+                        att[h * s->hd + i] += sc[p] / sum * V[il][p][kh * s->hd + i];
+            }
+            for (int i = 0; i < s->qd; i++) xf[i] = (float)att[i];
+            ref_matvec(s->l[il].wo, xf, S_EMBD, s->qd, o);
+            for (int i = 0; i < S_EMBD; i++) x[t][i] += o[i];
+            ref_rmsnorm(x[t], s->l[il].ffn_norm, S_EMBD, xn);
+            for (int i = 0; i < S_EMBD; i++) xf[i] = (float)xn[i];
+            ref_matvec(s->l[il].wg, xf, S_FF, S_EMBD, g);
+            ref_matvec(s->l[il].wu, xf, S_FF, S_EMBD, u);
+            for (int i = 0; i < S_FF; i++) xf[i] = (float)(g[i] / (1 + exp(-g[i])) * u[i]);
+            ref_matvec(s->l[il].wd, xf, S_EMBD, S_FF, d);
+            for (int i = 0; i < S_EMBD; i++) x[t][i] += d[i];
+        }
+    }
+    const float *out = s->o.tied ? s->emb : s->out;
+    for (int t = 0; t < n; t++) {
+        double xn[S_EMBD];
+        float xf[S_EMBD];
+        ref_rmsnorm(x[t], s->out_norm, S_EMBD, xn);
+        for (int i = 0; i < S_EMBD; i++) xf[i] = (float)xn[i];
+        ref_matvec(out, xf, S_VOCAB, S_EMBD, logits + (size_t)t * S_VOCAB);
+    }
+}
+
+static void synth_path(char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/cinfer-test-model-%d.gguf", test_tmpdir(), (int)getpid());
+}
+
+/* Writes a synthetic model with `o` and loads it; returns the load status and message. */
+static int synth_load(const struct synth_opts *o, struct model **m, char *err, size_t errlen)
+{
+    struct synth s;
+    synth_build(&s, o);
+    char path[512];
+    synth_path(path, sizeof(path));
+    synth_write(&s, path);
+    struct model_options opt;
+    model_options_default(&opt);
+    opt.n_threads = 1;
+    int rc = model_load(path, &opt, m, err, errlen);
+    unlink(path);
+    free(s.pool);
+    return rc;
+}
+
+START_TEST(test_model_load_hparams_and_defaults)
+{
+    struct synth_opts o = {.arch = "llama", .tied = true};
+    struct model *m = NULL;
+    char err[256] = "";
+    ck_assert_msg(synth_load(&o, &m, err, sizeof(err)) == 0, "%s", err);
+    const struct model_hparams *hp = model_hparams(m);
+    ck_assert_int_eq(hp->arch, MODEL_ARCH_LLAMA);
+    ck_assert_str_eq(hp->arch_name, "llama");
+    ck_assert_int_eq(hp->n_vocab, S_VOCAB);
+    ck_assert_int_eq(hp->n_ctx_train, 128);
+    ck_assert_int_eq(hp->n_embd, S_EMBD);
+    ck_assert_int_eq(hp->n_layer, S_LAYER);
+    ck_assert_int_eq(hp->n_ff, S_FF);
+    ck_assert_int_eq(hp->n_head, S_HEAD);
+    ck_assert_int_eq(hp->n_head_kv, S_KV);
+    ck_assert_int_eq(hp->head_dim, S_EMBD / S_HEAD);
+    ck_assert_int_eq(hp->n_rot, S_EMBD / S_HEAD);
+    ck_assert(hp->tied_output);
+    ck_assert_int_eq(hp->rope_mode, BACKEND_ROPE_NORMAL);
+    ck_assert_float_eq(hp->rope_freq_base, 1000.0f);
+    ck_assert_float_eq(hp->rope_freq_scale, 1.0f);
+    ck_assert_float_eq_tol(hp->rms_eps, 1e-5f, 1e-12f);
+    ck_assert_int_eq(model_kv_bytes_per_token(m, QUANT_F16), 2 * S_LAYER * S_KV * 8 * 2);
+    ck_assert_int_eq(model_kv_bytes_per_token(m, QUANT_F32), 2 * S_LAYER * S_KV * 8 * 4);
+    model_free(m);
+
+    o = (struct synth_opts){
+        .arch = "qwen3", .head_dim = 16, .rope_scaling = "linear", .rope_factor = 4.0f};
+    ck_assert_msg(synth_load(&o, &m, err, sizeof(err)) == 0, "%s", err);
+    hp = model_hparams(m);
+    ck_assert_int_eq(hp->arch, MODEL_ARCH_QWEN3);
+    ck_assert_int_eq(hp->head_dim, 16);
+    ck_assert_int_eq(hp->rope_mode, BACKEND_ROPE_NEOX);
+    ck_assert_float_eq(hp->rope_freq_scale, 0.25f);
+    ck_assert(!hp->tied_output);
+    model_free(m);
+}
+END_TEST
+
+START_TEST(test_model_load_rejects_bad_models)
+{
+    static const struct {
+        struct synth_opts o;
+        int rc;
+        const char *needle; /* must appear in the message */
+    } cases[] = {
+        {{.arch = "gpt2"}, ERR_UNSUPPORTED, "gpt2"},
+        {{.arch = "llama", .skip = "blk.1.ffn_up.weight"}, ERR_NOT_FOUND, "blk.1.ffn_up.weight"},
+        {{.arch = "llama", .skip = "token_embd.weight"}, ERR_NOT_FOUND, "token_embd.weight"},
+        {{.arch = "llama", .skip = "output_norm.weight"}, ERR_NOT_FOUND, "output_norm.weight"},
+        {{.arch = "qwen2", .skip = "blk.0.attn_k.bias"}, ERR_NOT_FOUND, "blk.0.attn_k.bias"},
+        {{.arch = "qwen3", .skip = "blk.1.attn_q_norm.weight"},
+         ERR_NOT_FOUND,
+         "blk.1.attn_q_norm.weight"},
+        {{.arch = "llama", .bad_shape = "blk.0.attn_k.weight"}, ERR_INVAL, "blk.0.attn_k.weight"},
+        {{.arch = "llama", .bad_shape = "blk.1.ffn_norm.weight"},
+         ERR_INVAL,
+         "blk.1.ffn_norm.weight"},
+        {{.arch = "llama", .bad_shape = "output.weight"}, ERR_INVAL, "output.weight"},
+        {{.arch = "llama", .skip_key = "block_count"}, ERR_INVAL, "llama.block_count"},
+        {{.arch = "llama", .skip_key = "embedding_length"}, ERR_INVAL, "embedding_length"},
+        {{.arch = "llama", .rope_scaling = "yarn", .rope_factor = 2}, ERR_UNSUPPORTED, "yarn"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct model *m = NULL;
+        char err[256] = "";
+        int rc = synth_load(&cases[i].o, &m, err, sizeof(err));
+        ck_assert_msg(rc == cases[i].rc, "case %zu: rc %d (%s), want %d", i, rc, err, cases[i].rc);
+        ck_assert_msg(strstr(err, cases[i].needle) != NULL, "case %zu: message \"%s\" lacks %s", i,
+                      err, cases[i].needle);
+        ck_assert_ptr_null(m);
+    }
+    struct model *m = NULL;
+    char err[256] = "";
+    ck_assert_int_ne(model_load("/nonexistent/model.gguf", NULL, &m, err, sizeof(err)), 0);
+    ck_assert(err[0] != '\0');
+}
+END_TEST
+
+/* Every architecture against the double-precision reference (F32 weights and KV cache). */
+START_TEST(test_model_forward_matches_reference)
+{
+    static const struct synth_opts variants[] = {
+        {.arch = "llama"},
+        {.arch = "llama", .tied = true, .rope_scaling = "linear", .rope_factor = 2.0f},
+        {.arch = "qwen2"},
+        {.arch = "qwen3", .head_dim = 16},
+    };
+    const struct synth_opts *o = &variants[_i];
+    struct synth s;
+    synth_build(&s, o);
+    char path[512];
+    synth_path(path, sizeof(path));
+    synth_write(&s, path);
+    struct model_options opt;
+    model_options_default(&opt);
+    opt.n_threads = 2;
+    opt.kv_type = QUANT_F32;
+    struct model *m = NULL;
+    char err[256] = "";
+    ck_assert_msg(model_load(path, &opt, &m, err, sizeof(err)) == 0, "%s", err);
+    unlink(path);
+
+    struct kv_cache_config kc = {4, 4, 1, 4};
+    struct kv_cache *kv;
+    ck_assert_int_eq(kv_cache_new(&kc, &kv), 0);
+    ck_assert_int_eq(model_kv_init(m, kv), 0);
+    int seq;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &seq), 0);
+    int32_t toks[11] = {1, 5, 9, 33, 2, 17, 39, 0, 12, 7, 21};
+    /* Two steps (7 + 4 tokens) crossing KV block boundaries. */
+    const float *lg;
+    int rows;
+    static float got[11][S_VOCAB];
+    ck_assert_int_eq(kv_cache_seq_append(kv, seq, 7, &cp), 0);
+    struct model_batch_entry e = {seq, 0, 7, toks, MODEL_LOGITS_ALL};
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &lg, &rows), 0);
+    ck_assert_int_eq(rows, 7);
+    memcpy(got, lg, 7 * sizeof(got[0]));
+    ck_assert_int_eq(kv_cache_seq_append(kv, seq, 4, &cp), 0);
+    e = (struct model_batch_entry){seq, 7, 4, toks + 7, MODEL_LOGITS_ALL};
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &lg, &rows), 0);
+    ck_assert_int_eq(rows, 4);
+    memcpy(got[7], lg, 4 * sizeof(got[0]));
+
+    static double want[11 * S_VOCAB];
+    ref_forward(&s, toks, 11, o->rope_scaling ? 1.0 / o->rope_factor : 1.0, want);
+    double worst = 0;
+    for (int t = 0; t < 11; t++)
+        for (int i = 0; i < S_VOCAB; i++) {
+            double d = fabs(want[t * S_VOCAB + i] - got[t][i]);
+            worst = d > worst ? d : worst;
+        }
+    ck_assert_msg(worst < 2e-3, "%s: logits differ from the reference by %g", o->arch, worst);
+
+    /* Bad steps are refused without side effects. */
+    int32_t bad = S_VOCAB;
+    e = (struct model_batch_entry){seq, 10, 1, &bad, MODEL_LOGITS_LAST};
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &lg, &rows), ERR_INVAL); /* token id */
+    e = (struct model_batch_entry){seq, 11, 1, toks, MODEL_LOGITS_LAST};
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &lg, &rows), ERR_INVAL); /* slot not reserved */
+    struct model_batch_entry two[2] = {{seq, 10, 1, toks, MODEL_LOGITS_LAST},
+                                       {seq, 9, 1, toks, MODEL_LOGITS_LAST}};
+    ck_assert_int_eq(model_forward(m, kv, two, 2, &lg, &rows), ERR_INVAL); /* seq twice */
+    ck_assert_int_eq(model_forward(m, kv, two, 0, &lg, &rows), ERR_INVAL);
+
+    kv_cache_free(kv);
+    model_free(m);
+    free(s.pool);
+}
+END_TEST
+
 Suite *model_golden_suite(void);
 Suite *model_golden_suite(void)
 {
@@ -203,5 +656,11 @@ Suite *model_golden_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_model_forward_matches_llamacpp, 0, 16);
     suite_add_tcase(s, tc);
+    TCase *load = tcase_create("synthetic");
+    tcase_set_timeout(load, 60);
+    tcase_add_test(load, test_model_load_hparams_and_defaults);
+    tcase_add_test(load, test_model_load_rejects_bad_models);
+    tcase_add_loop_test(load, test_model_forward_matches_reference, 0, 4);
+    suite_add_tcase(s, load);
     return s;
 }
