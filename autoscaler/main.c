@@ -1,7 +1,10 @@
-/* cinfer-autoscaler: starts, logs, and exits cleanly on SIGTERM. The control loop arrives with its issue;
- * this main stays thin and only wires configuration to modules. */
+/* cinfer-autoscaler: starts, serves its probes (/healthz, /readyz, /metrics on --probe-addr) and
+ * exits cleanly on SIGTERM. The control loop arrives with its issue; this main stays thin and only
+ * wires configuration to modules. */
 #include "common/cli.h"
 #include "common/log.h"
+#include "common/probe_server.h"
+#include "common/prom.h"
 #include "common/shutdown.h"
 
 #include <stddef.h>
@@ -40,9 +43,27 @@ int main(int argc, char **argv)
         log_error("cannot install signal handlers");
         return 1;
     }
-    log_info("started", LOG_S("kubeconfig", cfg.kubeconfig), LOG_S("probe_addr", cfg.probe_addr));
+    struct prom_registry *metrics = prom_registry_new();
+    struct probe_server *probe = NULL;
+    int status = 1;
+    if (!metrics || probe_register_process_metrics(metrics) != 0) {
+        log_error("cannot create metrics registry");
+        goto out;
+    }
+    if (probe_server_start(cfg.probe_addr, probe_metrics_prom, metrics, &probe) != 0) {
+        log_error("cannot serve probes", LOG_S("probe_addr", cfg.probe_addr));
+        goto out;
+    }
+    log_info("started", LOG_S("kubeconfig", cfg.kubeconfig), LOG_S("probe_addr", cfg.probe_addr),
+             LOG_I("probe_port", probe_server_port(probe)));
+    /* Ready as soon as the probes serve; the control loop marks readiness itself once it lands. */
+    probe_server_set_ready(probe, true);
     while (!shutdown_wait(1000)) {
     }
     log_info("shutting down", LOG_S("reason", "signal"));
-    return 0;
+    status = 0;
+out:
+    probe_server_free(probe);
+    prom_registry_free(metrics);
+    return status;
 }

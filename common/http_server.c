@@ -679,6 +679,7 @@ int http_server_start(const struct http_server_cfg *cfg, const struct http_route
     srv->thread_started = true;
     log_info("http server listening", LOG_S("server", cfg->name), LOG_S("host", cfg->host),
              LOG_I("port", srv->port));
+    srv->cfg.host = NULL; /* borrowed for this call only */
     *out = srv;
     return 0;
 out:

@@ -58,24 +58,24 @@ typedef void (*http_handler_fn)(struct http_req *req, void *ud);
 
 struct http_route {
     enum http_method method;
-    const char
-        *path; /* exact match on the decoded path without the query string, e.g. "/v1/models" */
+    /* Exact match on the decoded path without the query string, e.g. "/v1/models". */
+    const char *path;
     http_handler_fn fn;
     void *ud; /* passed to fn; borrowed, must outlive the server */
 };
 
 struct http_server_cfg {
-    const char *host;          /* IPv4/IPv6 literal or "localhost" (no other names); NULL, "",
-                                 "0.0.0.0", "::" or
-                                 "*" listen on every address */
+    /* An IPv4/IPv6 literal or "localhost" (no other names); NULL, "", "0.0.0.0", "::" or "*" listen
+     * on every address. Borrowed for the start call only. */
+    const char *host;
     int port;                  /* 0 = an ephemeral port (read it with http_server_port) */
     size_t max_body_bytes;     /* larger request bodies get 413 */
     size_t stream_queue_bytes; /* per-stream queue bound between producer and socket */
-    int request_timeout_s;   /* a request whose headers or body do not arrive within this closes */
-    int keepalive_timeout_s; /* idle keep-alive connections close after this */
-    int max_header_bytes;    /* request line + headers; larger get an error from lws */
-    int max_pending_headers; /* connections that may be receiving headers at once */
-    const char *name;        /* for log lines ("engine", "probe"); borrowed, static */
+    int request_timeout_s;     /* a request head or body that stalls this long is closed */
+    int keepalive_timeout_s;   /* idle keep-alive connections close after this */
+    int max_header_bytes;      /* request line + headers; larger are refused by lws */
+    int max_pending_headers;   /* connections that may be receiving headers at once */
+    const char *name;          /* for log lines ("engine", "probe"); borrowed, static */
 };
 
 #define HTTP_SERVER_CFG_DEFAULT                                                                    \

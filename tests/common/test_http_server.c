@@ -4,6 +4,8 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/probe_server.h"
+#include "common/prom.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -946,6 +948,91 @@ START_TEST(test_http_server_ipv6_loopback)
 }
 END_TEST
 
+/* ---- Probe server ------------------------------------------------------------------------------ */
+
+START_TEST(test_probe_addr_parse_forms)
+{
+    char host[64];
+    int p = -1;
+    ck_assert_int_eq(probe_addr_parse("127.0.0.1:8081", host, sizeof(host), &p), 0);
+    ck_assert_str_eq(host, "127.0.0.1");
+    ck_assert_int_eq(p, 8081);
+    ck_assert_int_eq(probe_addr_parse(":9090", host, sizeof(host), &p), 0);
+    ck_assert_str_eq(host, "");
+    ck_assert_int_eq(p, 9090);
+    ck_assert_int_eq(probe_addr_parse("[::1]:0", host, sizeof(host), &p), 0);
+    ck_assert_str_eq(host, "::1");
+    ck_assert_int_eq(p, 0);
+    static const char *const bad[] = {"",       "8081",    "host:",   "h:65536",  "h:-1", "h:80x",
+                                      "::1:80", "[::1]80", "[::1:80", "h:123456", "h: 80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(probe_addr_parse(bad[i], host, sizeof(host), &p) == ERR_INVAL, "%s", bad[i]);
+    ck_assert_int_eq(probe_addr_parse("127.0.0.1:1", host, 4, &p), ERR_INVAL); /* host too long */
+    ck_assert_int_eq(probe_addr_parse(NULL, host, sizeof(host), &p), ERR_INVAL);
+}
+END_TEST
+
+static int failing_metrics(struct buf *out, void *ud)
+{
+    (void)out;
+    (void)ud;
+    return ERR_INTERNAL;
+}
+
+START_TEST(test_probe_server_endpoints)
+{
+    log_setup("test", LOG_ERROR, LOG_FORMAT_TEXT);
+    struct prom_registry *reg = prom_registry_new();
+    ck_assert_int_eq(probe_register_process_metrics(reg), 0);
+    struct probe_server *p = NULL;
+    ck_assert_int_eq(probe_server_start("127.0.0.1:0", probe_metrics_prom, reg, &p), 0);
+    int pp = probe_server_port(p);
+    struct tresp r;
+    ck_assert(tc_get(pp, "/healthz", &r));
+    ck_assert_int_eq(r.status, 200);
+    tresp_fini(&r);
+    ck_assert(tc_get(pp, "/readyz", &r));
+    ck_assert_int_eq(r.status, 503);
+    tresp_fini(&r);
+    probe_server_set_ready(p, true);
+    ck_assert(tc_get(pp, "/readyz", &r));
+    ck_assert_int_eq(r.status, 200);
+    tresp_fini(&r);
+    ck_assert(tc_get(pp, "/metrics", &r));
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(tresp_header(&r, "content-type"), PROM_CONTENT_TYPE);
+    struct prom_exposition *e = NULL;
+    char err[128];
+    ck_assert_int_eq(prom_parse(r.body, r.body_len, NULL, &e, err, sizeof(err)), 0);
+    const struct prom_sample *st = prom_exposition_sample(e, "process_start_time_seconds", NULL, 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert(st->value > 1.6e9);
+    prom_exposition_free(e);
+    tresp_fini(&r);
+    ck_assert(tc_get(pp, "/other", &r));
+    ck_assert_int_eq(r.status, 404);
+    tresp_fini(&r);
+    probe_server_free(p);
+    prom_registry_free(reg);
+
+    /* A failing renderer answers 500; a NULL one an empty body. */
+    ck_assert_int_eq(probe_server_start(":0", failing_metrics, NULL, &p), 0);
+    ck_assert(tc_get(probe_server_port(p), "/metrics", &r));
+    ck_assert_int_eq(r.status, 500);
+    tresp_fini(&r);
+    probe_server_free(p);
+    ck_assert_int_eq(probe_server_start("127.0.0.1:0", NULL, NULL, &p), 0);
+    ck_assert(tc_get(probe_server_port(p), "/metrics", &r));
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body_len, 0);
+    tresp_fini(&r);
+    probe_server_free(p);
+    probe_server_free(NULL);
+    ck_assert_int_eq(probe_server_start("localhost", NULL, NULL, &p), ERR_INVAL);
+    ck_assert_int_eq(probe_server_start("example.com:80", NULL, NULL, &p), ERR_INVAL);
+}
+END_TEST
+
 Suite *http_server_suite(void)
 {
     Suite *s = suite_create("http_server");
@@ -969,5 +1056,10 @@ Suite *http_server_suite(void)
     tcase_add_test(tc, test_http_server_config_and_bind_errors);
     tcase_add_test(tc, test_http_server_ipv6_loopback);
     suite_add_tcase(s, tc);
+    TCase *probe = tcase_create("probe");
+    tcase_set_timeout(probe, 30);
+    tcase_add_test(probe, test_probe_addr_parse_forms);
+    tcase_add_test(probe, test_probe_server_endpoints);
+    suite_add_tcase(s, probe);
     return s;
 }
