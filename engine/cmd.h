@@ -5,5 +5,7 @@
 #define CINFER_ENGINE_CMD_H
 
 int cmd_serve_main(int argc, char **argv);
+int cmd_gen_model_main(int argc, char **argv);
+int cmd_quantize_main(int argc, char **argv);
 
 #endif
