@@ -1,106 +1,18 @@
 /* Prometheus text-format 0.0.4 parser (see common/prom.h for what is accepted): one pass over the
  * body, line by line, with every limit checked before memory is committed. Strings live in an arena
- * owned by the exposition; families are indexed by a hash of their name. Lookups are in prom_query.c.
+ * owned by the exposition (prom_store.c); lexical helpers are in prom_text.c, lookups in prom_query.c.
  * Not an OpenMetrics parser. */
 #include "common/prom_priv.h"
 
 #include "common/assert.h"
 #include "common/err.h"
 
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
-#include <stdalign.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-/* ---- arena ------------------------------------------------------------------------------------- */
-
-struct prom_arena_chunk {
-    struct prom_arena_chunk *next;
-    size_t used, cap;
-    alignas(max_align_t) unsigned char data[];
-};
-
-#define ARENA_CHUNK_MIN ((size_t)16 << 10)
-
-static void *arena_alloc(struct prom_parse_priv *pp, size_t n)
-{
-    const size_t align = alignof(max_align_t);
-    n = (n + align - 1) & ~(align - 1);
-    struct prom_arena_chunk *c = pp->arena;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = n > ARENA_CHUNK_MIN ? n : ARENA_CHUNK_MIN;
-        c = malloc(sizeof(*c) + cap);
-        if (!c) return NULL;
-        c->next = pp->arena;
-        c->used = 0;
-        c->cap = cap;
-        pp->arena = c;
-    }
-    void *p = c->data + c->used;
-    c->used += n;
-    return p;
-}
-
-static char *arena_strndup(struct prom_parse_priv *pp, const char *s, size_t n)
-{
-    char *d = arena_alloc(pp, n + 1);
-    if (!d) return NULL;
-    memcpy(d, s, n);
-    d[n] = 0;
-    return d;
-}
-
-/* ---- family index ------------------------------------------------------------------------------ */
-
-static size_t name_hash(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return (size_t)(h ^ (h >> 29));
-}
-
-static bool name_is(const char *name, const char *s, size_t n)
-{
-    return strncmp(name, s, n) == 0 && name[n] == 0;
-}
-
-size_t prom_family_index(const struct prom_exposition *e, const char *name, size_t len)
-{
-    const struct prom_parse_priv *pp = e->priv;
-    if (!pp || !pp->index_cap) return SIZE_MAX;
-    size_t mask = pp->index_cap - 1;
-    for (size_t i = name_hash(name, len) & mask;; i = (i + 1) & mask) {
-        size_t slot = pp->index[i];
-        if (!slot) return SIZE_MAX;
-        if (name_is(e->families[slot - 1].name, name, len)) return slot - 1;
-    }
-}
-
-/* Makes room for one more family in the index (kept at most half full). */
-static int index_reserve(struct prom_exposition *e)
-{
-    struct prom_parse_priv *pp = e->priv;
-    if (pp->index_cap && (e->n_families + 1) * 2 <= pp->index_cap) return 0;
-    size_t cap = pp->index_cap ? pp->index_cap * 2 : 64;
-    size_t *index = calloc(cap, sizeof(*index));
-    if (!index) return ERR_NOMEM;
-    for (size_t f = 0; f < e->n_families; f++) {
-        const char *name = e->families[f].name;
-        size_t i = name_hash(name, strlen(name)) & (cap - 1);
-        while (index[i]) i = (i + 1) & (cap - 1);
-        index[i] = f + 1;
-    }
-    free(pp->index);
-    pp->index = index;
-    pp->index_cap = cap;
-    return 0;
-}
 
 /* ---- parser state ------------------------------------------------------------------------------ */
 
@@ -109,7 +21,6 @@ struct parser {
     size_t len;
     struct prom_limits lim;
     struct prom_exposition *e;
-    size_t cap_families;
     size_t n_samples;
     size_t cur;             /* family of the previous HELP, TYPE or sample line; SIZE_MAX: none */
     size_t line_no;         /* 1-based */
@@ -140,6 +51,12 @@ __attribute__((format(printf, 4, 5))) static int fail(struct parser *p, int rc, 
 #define QUOTE_MAX   64
 #define QUOTE(s, n) (int)((n) < QUOTE_MAX ? (n) : QUOTE_MAX), (s)
 
+/* True when the NUL-terminated `name` is exactly s[0..n). */
+static bool name_is(const char *name, const char *s, size_t n)
+{
+    return strncmp(name, s, n) == 0 && name[n] == 0;
+}
+
 static bool is_blank(char c)
 {
     return c == ' ' || c == '\t';
@@ -151,18 +68,11 @@ static size_t skip_blanks(const struct parser *p, size_t i)
     return i;
 }
 
-static bool is_name_char(char c, bool first, bool colon_ok)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') return true;
-    if (c == ':') return colon_ok;
-    return !first && c >= '0' && c <= '9';
-}
-
 /* Returns the end of the name starting at `i` (== i when there is none). */
 static size_t scan_name(const struct parser *p, size_t i, bool colon_ok)
 {
     size_t start = i;
-    while (i < p->le && is_name_char(p->text[i], i == start, colon_ok)) i++;
+    while (i < p->le && prom_name_char(p->text[i], i == start, colon_ok)) i++;
     return i;
 }
 
@@ -171,30 +81,6 @@ static size_t scan_token(const struct parser *p, size_t i)
 {
     while (i < p->le && !is_blank(p->text[i])) i++;
     return i;
-}
-
-/* Returns the length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 when it is invalid
- * (truncated, overlong, surrogate, above U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80) return 1;
-    size_t len;
-    uint32_t cp, min;
-    if ((s[0] & 0xe0) == 0xc0)
-        len = 2, cp = s[0] & 0x1f, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0)
-        len = 3, cp = s[0] & 0x0f, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0)
-        len = 4, cp = s[0] & 0x07, min = 0x10000;
-    else
-        return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
 }
 
 /* Scans escaped text from `i` to `end` (exclusive) or, when `quote`, to the first unescaped '"'.
@@ -218,7 +104,7 @@ static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, siz
                             quote ? "\\\\ \\\" \\n" : "\\\\ \\n");
             i += 2;
         } else {
-            size_t k = utf8_seq((const unsigned char *)p->text + i, p->le - i);
+            size_t k = prom_utf8_seq((const unsigned char *)p->text + i, p->le - i);
             if (!k) return fail(p, ERR_PARSE, i, "invalid UTF-8 in %s", what);
             i += k;
         }
@@ -233,7 +119,7 @@ static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, siz
 /* Copies text[i..end), already validated by scan_escaped, into a new arena string, unescaping. */
 static char *unescape(struct parser *p, size_t i, size_t end)
 {
-    char *d = arena_alloc(p->e->priv, end - i + 1), *o = d;
+    char *d = prom_arena_alloc(p->e->priv, end - i + 1), *o = d;
     if (!d) return NULL;
     while (i < end) {
         char c = p->text[i++];
@@ -247,90 +133,14 @@ static char *unescape(struct parser *p, size_t i, size_t end)
     return d;
 }
 
-/* Parses a float token: [+-] then digits with an optional fraction and exponent, or Inf, Infinity,
- * NaN (any case). Hexadecimal and out-of-range values are rejected. */
-static bool parse_double(const char *s, size_t n, double *out)
-{
-    char tmp[128];
-    if (n == 0 || n >= sizeof(tmp)) return false;
-    size_t i = (s[0] == '+' || s[0] == '-') ? 1 : 0;
-    const char *w = s + i;
-    size_t wn = n - i;
-    if ((wn == 3 && strncasecmp(w, "inf", 3) == 0) ||
-        (wn == 8 && strncasecmp(w, "infinity", 8) == 0)) {
-        *out = s[0] == '-' ? -INFINITY : INFINITY;
-        return true;
-    }
-    if (wn == 3 && strncasecmp(w, "nan", 3) == 0) {
-        *out = NAN;
-        return true;
-    }
-    size_t digits = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9') i++, digits++;
-    if (i < n && s[i] == '.') {
-        i++;
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++, digits++;
-    }
-    if (!digits) return false;
-    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
-        i++;
-        if (i < n && (s[i] == '+' || s[i] == '-')) i++;
-        size_t exp_digits = 0;
-        while (i < n && s[i] >= '0' && s[i] <= '9') i++, exp_digits++;
-        if (!exp_digits) return false;
-    }
-    if (i != n) return false;
-    memcpy(tmp, s, n);
-    tmp[n] = 0;
-    errno = 0;
-    double v = strtod(tmp, NULL);
-    if (errno == ERANGE && isinf(v)) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_int64(const char *s, size_t n, int64_t *out)
-{
-    size_t i = (n && (s[0] == '+' || s[0] == '-')) ? 1 : 0;
-    bool neg = n && s[0] == '-';
-    if (i == n) return false;
-    uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return false;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (limit - d) / 10) return false;
-        v = v * 10 + d;
-    }
-    *out = neg ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v) : (int64_t)v;
-    return true;
-}
-
 /* ---- families ---------------------------------------------------------------------------------- */
 
 /* Creates family name[0..n) (untyped, no help) and returns its index in *out. */
 static int family_new(struct parser *p, size_t pos, const char *name, size_t n, size_t *out)
 {
-    struct prom_exposition *e = p->e;
-    if (e->n_families >= p->lim.max_series)
+    if (p->e->n_families >= p->lim.max_series)
         return fail(p, ERR_TOO_BIG, pos, "more than %zu metric families", p->lim.max_series);
-    if (e->n_families == p->cap_families) {
-        size_t cap = p->cap_families ? p->cap_families * 2 : 16;
-        struct prom_family *f = realloc(e->families, cap * sizeof(*f));
-        if (!f) return ERR_NOMEM;
-        e->families = f;
-        p->cap_families = cap;
-    }
-    int rc = index_reserve(e);
-    if (rc) return rc;
-    char *copy = arena_strndup(e->priv, name, n);
-    if (!copy) return ERR_NOMEM;
-    e->families[e->n_families] = (struct prom_family){.name = copy, .type = PROM_UNTYPED};
-    struct prom_parse_priv *pp = e->priv;
-    size_t i = name_hash(name, n) & (pp->index_cap - 1);
-    while (pp->index[i]) i = (i + 1) & (pp->index_cap - 1);
-    pp->index[i] = ++e->n_families;
-    *out = e->n_families - 1;
-    return 0;
+    return prom_family_append(p->e, name, n, out);
 }
 
 static int family_get(struct parser *p, size_t pos, const char *name, size_t n, size_t *out)
@@ -375,11 +185,6 @@ static int family_of_sample(struct parser *p, size_t pos, const char *name, size
         *out = f;
         return 0;
     }
-    if (f != SIZE_MAX)
-        return fail(p, ERR_PARSE, pos,
-                    "sample '%.*s' of histogram family '%.*s' needs a "
-                    "_bucket, _sum or _count suffix",
-                    QUOTE(name, n), QUOTE(name, n));
     static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
     for (size_t i = 0; i < ARRAY_LEN(suffixes); i++) {
         size_t ns = strlen(suffixes[i]);
@@ -390,6 +195,11 @@ static int family_of_sample(struct parser *p, size_t pos, const char *name, size
             return 0;
         }
     }
+    if (f != SIZE_MAX)
+        return fail(p, ERR_PARSE, pos,
+                    "sample '%.*s' of histogram family '%.*s' needs a "
+                    "_bucket, _sum or _count suffix",
+                    QUOTE(name, n), QUOTE(name, n));
     return family_new(p, pos, name, n, out);
 }
 
@@ -403,6 +213,30 @@ static const struct {
                   {"histogram", PROM_HISTOGRAM},
                   {"summary", PROM_SUMMARY},
                   {"untyped", PROM_UNTYPED}};
+
+/* A histogram (summary) family also owns the samples <name>_bucket, _sum and _count (_sum, _count).
+ * Samples under those names seen before its TYPE line were grouped as untyped families of their own;
+ * a TYPE line now would regroup later ones, so it counts as a TYPE after samples. Writes the name of
+ * such an earlier family with samples to *found (NULL when there is none). */
+static int suffixed_with_samples(struct parser *p, const char *name, enum prom_type type,
+                                 const char **found)
+{
+    static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
+    *found = NULL;
+    if (type != PROM_HISTOGRAM && type != PROM_SUMMARY) return 0;
+    size_t n = strlen(name);
+    char *tmp = malloc(n + sizeof("_bucket"));
+    if (!tmp) return ERR_NOMEM;
+    memcpy(tmp, name, n);
+    for (size_t k = type == PROM_HISTOGRAM ? 0 : 1; k < ARRAY_LEN(suffixes) && !*found; k++) {
+        size_t ns = strlen(suffixes[k]);
+        memcpy(tmp + n, suffixes[k], ns);
+        size_t f = prom_family_index(p->e, tmp, n + ns);
+        if (f != SIZE_MAX && p->e->families[f].n_samples) *found = p->e->families[f].name;
+    }
+    free(tmp);
+    return 0;
+}
 
 /* "# HELP name text" or "# TYPE name type"; `i` is just past the keyword and its blank. */
 static int parse_meta(struct parser *p, size_t i, bool help)
@@ -438,6 +272,11 @@ static int parse_meta(struct parser *p, size_t i, bool help)
         if (fam->has_type) return fail(p, ERR_PARSE, i, "second TYPE line for '%s'", fam->name);
         if (fam->n_samples)
             return fail(p, ERR_PARSE, i, "TYPE line for '%s' after its samples", fam->name);
+        const char *early = NULL;
+        if ((rc = suffixed_with_samples(p, fam->name, type_words[k].type, &early))) return rc;
+        if (early)
+            return fail(p, ERR_PARSE, i, "TYPE line for '%s' after its samples ('%s')", fam->name,
+                        early);
         fam->type = type_words[k].type;
         fam->has_type = true;
     }
@@ -492,7 +331,7 @@ static int parse_labels(struct parser *p, size_t i, size_t *n_out, size_t *end_o
             p->lbl = l;
             p->cap_lbl = cap;
         }
-        p->lbl[n].name = arena_strndup(p->e->priv, t + i, name_end - i);
+        p->lbl[n].name = prom_arena_strndup(p->e->priv, t + i, name_end - i);
         p->lbl[n].value = unescape(p, j + 1, v_end);
         if (!p->lbl[n].name || !p->lbl[n].value) return ERR_NOMEM;
         n++;
@@ -523,7 +362,7 @@ static int check_special_labels(struct parser *p, size_t pos, const struct prom_
         if (strcmp(p->lbl[k].name, want) != 0) continue;
         double v;
         const char *s = p->lbl[k].value;
-        if (parse_double(s, strlen(s), &v) && !isnan(v)) return 0;
+        if (prom_double_parse(s, strlen(s), &v) && !isnan(v)) return 0;
         return fail(p, ERR_PARSE, pos, "label %s=\"%.*s\" is not a number", want,
                     QUOTE(s, strlen(s)));
     }
@@ -563,12 +402,12 @@ static int parse_sample(struct parser *p, size_t i)
     size_t v_end = scan_token(p, i);
     struct prom_sample s = {.n_labels = n_labels};
     if (v_end == i) return fail(p, ERR_PARSE, i, "missing value");
-    if (!parse_double(t + i, v_end - i, &s.value))
+    if (!prom_double_parse(t + i, v_end - i, &s.value))
         return fail(p, ERR_PARSE, i, "invalid value '%.*s'", QUOTE(t + i, v_end - i));
     i = skip_blanks(p, v_end);
     if (i < p->le) {
         size_t ts_end = scan_token(p, i);
-        if (!parse_int64(t + i, ts_end - i, &s.timestamp_ms))
+        if (!prom_int64_parse(t + i, ts_end - i, &s.timestamp_ms))
             return fail(p, ERR_PARSE, i, "invalid timestamp '%.*s' (want integer milliseconds)",
                         QUOTE(t + i, ts_end - i));
         s.has_timestamp = true;
@@ -585,10 +424,10 @@ static int parse_sample(struct parser *p, size_t i)
         s.name = f->name;
     else if (prev && name_is(prev->name, t + start, name_end - start))
         s.name = prev->name;
-    else if (!(s.name = arena_strndup(p->e->priv, t + start, name_end - start)))
+    else if (!(s.name = prom_arena_strndup(p->e->priv, t + start, name_end - start)))
         return ERR_NOMEM;
     if (n_labels) {
-        struct prom_label *l = arena_alloc(p->e->priv, n_labels * sizeof(*l));
+        struct prom_label *l = prom_arena_alloc(p->e->priv, n_labels * sizeof(*l));
         if (!l) return ERR_NOMEM;
         memcpy(l, p->lbl, n_labels * sizeof(*l));
         s.labels = l;
@@ -611,22 +450,6 @@ static int parse_line(struct parser *p)
 }
 
 /* ---- entry points ------------------------------------------------------------------------------ */
-
-void prom_exposition_free(struct prom_exposition *e)
-{
-    if (!e) return;
-    for (size_t i = 0; i < e->n_families; i++) free(e->families[i].samples);
-    free(e->families);
-    if (e->priv) {
-        for (struct prom_arena_chunk *c = e->priv->arena, *next; c; c = next) {
-            next = c->next;
-            free(c);
-        }
-        free(e->priv->index);
-        free(e->priv);
-    }
-    free(e);
-}
 
 static void limits_resolve(struct prom_limits *lim, const struct prom_limits *in)
 {

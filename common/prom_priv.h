@@ -5,17 +5,41 @@
 
 #include "common/prom.h"
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct prom_arena_chunk;
 
 struct prom_parse_priv {
     struct prom_arena_chunk *arena; /* every string and label array of the exposition */
+    size_t cap_families;            /* allocated length of e->families */
     size_t *index;                  /* open addressing by name hash: family index + 1, 0 = empty */
     size_t index_cap;               /* a power of two, at least twice the number of families */
 };
 
+/* prom_store.c: the exposition's memory. */
+
+/* Returns `n` bytes (aligned for any type) from the arena of `pp`, owned by it, or NULL (ENOMEM). */
+void *prom_arena_alloc(struct prom_parse_priv *pp, size_t n);
+/* Returns a NUL-terminated arena copy of s[0..n), or NULL (ENOMEM). */
+char *prom_arena_strndup(struct prom_parse_priv *pp, const char *s, size_t n);
 /* Returns the index in e->families of the family named name[0..len), or SIZE_MAX. */
 size_t prom_family_index(const struct prom_exposition *e, const char *name, size_t len);
+/* Appends an untyped family named name[0..n) (copied; must not exist yet) and indexes it; writes its
+ * index. Returns 0 or ERR_NOMEM. Limits are the caller's business. */
+int prom_family_append(struct prom_exposition *e, const char *name, size_t n, size_t *out);
+
+/* prom_text.c: lexical helpers. */
+
+/* True when `c` may appear in a metric name (`colon_ok`) or label name, at the start when `first`. */
+bool prom_name_char(char c, bool first, bool colon_ok);
+/* Returns the length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 when it is invalid. */
+size_t prom_utf8_seq(const unsigned char *s, size_t n);
+/* Parses the whole of s[0..n) as a float: [+-] digits [. digits] [e[+-]digits], or [+-] Inf,
+ * Infinity, NaN in any case. Rejects hex, underscores, overflow to infinity. */
+bool prom_double_parse(const char *s, size_t n, double *out);
+/* Parses the whole of s[0..n) as a decimal int64 with optional sign, rejecting overflow. */
+bool prom_int64_parse(const char *s, size_t n, int64_t *out);
 
 #endif

@@ -47,61 +47,6 @@ struct prom_registry {
     struct prom_metric *head, *tail;
 };
 
-/* ---- shared helpers ---------------------------------------------------------------------------- */
-
-const char *prom_type_str(enum prom_type type)
-{
-    switch (type) {
-    case PROM_COUNTER: return "counter";
-    case PROM_GAUGE: return "gauge";
-    case PROM_HISTOGRAM: return "histogram";
-    case PROM_SUMMARY: return "summary";
-    case PROM_UNTYPED: break;
-    }
-    return "untyped";
-}
-
-static bool name_char(char c, bool first, bool colon_ok)
-{
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_') return true;
-    if (c == ':') return colon_ok;
-    return !first && c >= '0' && c <= '9';
-}
-
-static bool name_valid(const char *s, bool colon_ok)
-{
-    if (!s || !*s) return false;
-    for (size_t i = 0; s[i]; i++)
-        if (!name_char(s[i], i == 0, colon_ok)) return false;
-    return true;
-}
-
-bool prom_metric_name_valid(const char *s)
-{
-    return name_valid(s, true);
-}
-
-bool prom_label_name_valid(const char *s)
-{
-    return name_valid(s, false);
-}
-
-char *prom_double_fmt(double v, char out[PROM_DOUBLE_MAX])
-{
-    if (isnan(v)) {
-        memcpy(out, "NaN", 4);
-    } else if (isinf(v)) {
-        memcpy(out, v > 0 ? "+Inf" : "-Inf", 5);
-    } else {
-        /* The shortest of %.15g..%.17g that reads back exactly: "0.1", not "0.10000000000000001". */
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(out, PROM_DOUBLE_MAX, "%.*g", prec, v);
-            if (strtod(out, NULL) == v) break;
-        }
-    }
-    return out;
-}
-
 /* ---- registration ------------------------------------------------------------------------------ */
 
 struct prom_registry *prom_registry_new(void)
