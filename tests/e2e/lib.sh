@@ -1,0 +1,51 @@
+# Shared helpers for tests/e2e/*.sh (source it). Each script counts its cases with check/ok/not_ok and
+# ends with `summary`, which prints the "<name>: N passed, M failed" line hack/run-tests.sh reads.
+# shellcheck shell=bash
+
+e2e_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+e2e_name="$(basename "${0%.sh}")"
+e2e_bin="$e2e_root/${CINFER_BUILD:-build}/bin"
+passed=0
+failed=0
+
+ok() {
+	passed=$((passed + 1))
+	echo "ok - $*"
+}
+not_ok() {
+	failed=$((failed + 1))
+	echo "not ok - $*"
+}
+# check NAME CMD...: one test case that passes when CMD succeeds.
+check() {
+	local name="$1"
+	shift
+	if "$@"; then ok "$name"; else not_ok "$name"; fi
+}
+# wait_for SECONDS CMD...: polls CMD every 0.3 s until it succeeds; fails after SECONDS.
+wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@" >/dev/null 2>&1; do
+		((SECONDS < deadline)) || return 1
+		sleep 0.3
+	done
+}
+summary() {
+	echo "$e2e_name: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+}
+# free_port: an unused TCP port on 127.0.0.1 (the kernel's choice).
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+# control_plane_up: a private control plane for this script, torn down on exit (with cleanup_extra).
+control_plane_up() {
+	export CINFER_CP_DIR
+	CINFER_CP_DIR="$(mktemp -d "/tmp/cinfer-cp-$e2e_name.XXXXXX")"
+	trap 'cleanup_extra 2>/dev/null; "$e2e_root/hack/control-plane.sh" down >/dev/null 2>&1' EXIT
+	local env_lines
+	env_lines="$("$e2e_root/hack/control-plane.sh" up)" || return 1
+	eval "$env_lines"
+}
+cleanup_extra() { :; }
