@@ -9,11 +9,14 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define K8S_PEM_FILE_MAX   ((size_t)1 << 20)
 #define K8S_TOKEN_FILE_MAX ((size_t)64 << 10)
@@ -36,27 +39,36 @@ static int cfg_strdup(const char *s, char **out)
     return *out ? 0 : ERR_NOMEM;
 }
 
-/* Reads a whole file into `out` (bounded by max). */
+/* Reads a whole regular file into `out` (bounded by max). Only regular files (or symlinks to them,
+ * as in projected volumes): a FIFO or device named in a kubeconfig must not block or stream. */
 static int cfg_read_file(const char *path, size_t max, struct buf *out, char *err, size_t errlen)
 {
     char chunk[8192];
-    size_t n;
+    struct stat st;
+    ssize_t n;
     int rc = 0;
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
     buf_init(out, max);
-    if (!f) return cfg_fail(err, errlen, ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-        rc = buf_append(out, chunk, n);
+    if (fd < 0) return cfg_fail(err, errlen, ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return cfg_fail(err, errlen, ERR_IO, "%s is not a regular file", path);
+    }
+    while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            rc = cfg_fail(err, errlen, ERR_IO, "cannot read %s: %s", path, strerror(errno));
+            break;
+        }
+        rc = buf_append(out, chunk, (size_t)n);
+        if (rc == ERR_TOO_BIG)
+            cfg_fail(err, errlen, rc, "%s is larger than %zu bytes", path, max);
+        else if (rc)
+            cfg_fail(err, errlen, rc, "reading %s: %s", path, err_str(rc));
         if (rc) break;
     }
-    if (!rc && ferror(f))
-        rc = cfg_fail(err, errlen, ERR_IO, "cannot read %s", path);
-    else if (rc == ERR_TOO_BIG)
-        cfg_fail(err, errlen, rc, "%s is larger than %zu bytes", path, max);
-    else if (rc)
-        cfg_fail(err, errlen, rc, "reading %s: %s", path, err_str(rc));
-    fclose(f);
+    close(fd);
     if (rc) buf_fini(out);
     return rc;
 }

@@ -284,6 +284,15 @@ static const struct {
      "users: [{name: u, user: {tokenFile: /nonexistent/token}}]\n"
      "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
      ERR_IO, "user \"u\": tokenFile: cannot open /nonexistent/token"},
+    {"token file is a device",
+     "clusters: [{name: c, cluster: {server: 'https://h'}}]\n"
+     "users: [{name: u, user: {tokenFile: /dev/zero}}]\n"
+     "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n",
+     ERR_IO, "/dev/zero is not a regular file"},
+    {"CA file is a directory",
+     "clusters: [{name: c, cluster: {server: 'https://h', certificate-authority: /}}]\n"
+     "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n",
+     ERR_IO, "/ is not a regular file"},
     {"NUL in scalar", "current-context: \"a\\0b\"\n", ERR_PARSE, "NUL byte"},
 };
 
