@@ -1,0 +1,265 @@
+/* Microbenchmarks of the CPU backend's kernels through the public ops table, so what is measured is
+ * what the model calls. Weights are random but well-formed (finite scales); timings are the best of
+ * repeated runs after one warm-up. */
+#include "engine/backend/cpu/cpu_bench.h"
+
+#include "common/err.h"
+#include "engine/backend/backend.h"
+#include "engine/backend/cpu/cpu_backend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct bench_opts {
+    int n_threads;
+    const char *isa;
+    const char *types;
+    int quick;
+};
+
+static double bench_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint32_t bench_rand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (uint32_t)(*s >> 16);
+}
+
+/* Random weights of `type` with sane block scales. Returns new memory or NULL. */
+static void *bench_weights(enum quant_type type, int64_t rows, int64_t cols, size_t *bytes)
+{
+    size_t rb = cpu_quant_row_bytes(type, cols), n = rb * (size_t)rows;
+    uint8_t *p = malloc(n);
+    if (!p) return NULL;
+    uint64_t s = 0x1234567ull + (uint64_t)type;
+    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)bench_rand(&s);
+    uint16_t h = cpu_quant_f32_to_f16(0.01f);
+    size_t bsz = 0, off = 0;
+    switch (type) {
+    case QUANT_F32:
+        for (size_t i = 0; i < n / 4; i++)
+            ((float *)p)[i] = (float)(bench_rand(&s) % 2001) * 1e-3f - 1;
+        break;
+    case QUANT_F16:
+    case QUANT_BF16:
+        for (size_t i = 0; i < n / 2; i++)
+            ((uint16_t *)p)[i] = (uint16_t)(0x3800 + bench_rand(&s) % 1024);
+        break;
+    case QUANT_Q8_0: bsz = 34; break;
+    case QUANT_Q4_0: bsz = 18; break;
+    case QUANT_Q4_K: bsz = 144; break;
+    case QUANT_Q6_K: bsz = 210, off = 208; break;
+    default: break;
+    }
+    for (size_t i = 0; bsz && i < n / bsz; i++) {
+        memcpy(p + i * bsz + off, &h, 2);
+        if (type == QUANT_Q4_K) memcpy(p + i * bsz + 2, &h, 2);
+    }
+    *bytes = n;
+    return p;
+}
+
+/* Best (minimum) seconds of one matmul over repeated runs (at least 3, about `budget` seconds): the
+ * machine is shared, and the minimum is the least disturbed estimate of what the kernel can do. */
+static double bench_time(struct backend *b, const struct backend_weight *w, const float *x,
+                         float *y, int nt, double budget)
+{
+    double t[64];
+    int n = 0;
+    b->ops->matmul(b, w, x, y, nt);
+    double start = bench_now();
+    while (n < 64 && (n < 3 || bench_now() - start < budget)) {
+        double t0 = bench_now();
+        b->ops->matmul(b, w, x, y, nt);
+        t[n++] = bench_now() - t0;
+    }
+    double best = t[0];
+    for (int i = 1; i < n; i++) best = t[i] < best ? t[i] : best;
+    return best;
+}
+
+static const struct {
+    const char *name;
+    enum quant_type type;
+} bench_types[] = {
+    {"f32", QUANT_F32},   {"f16", QUANT_F16},   {"bf16", QUANT_BF16}, {"q8_0", QUANT_Q8_0},
+    {"q4_0", QUANT_Q4_0}, {"q4_K", QUANT_Q4_K}, {"q6_K", QUANT_Q6_K},
+};
+
+/* Shapes (rows, cols) of the 134M llama: wq/wk/wv/wo, w1/w3, w2, classifier. */
+static const int64_t bench_shapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
+static const int bench_tokens[] = {1, 16, 512};
+
+static int bench_matmul_type(struct backend *b, const struct bench_opts *o, const char *name,
+                             enum quant_type type)
+{
+    double t_shape[4][3] = {{0}};
+    int rc = 0;
+    float *x = b->ops->alloc(b, sizeof(float) * 512 * 2048);
+    float *y = b->ops->alloc(b, sizeof(float) * 512 * 32000);
+    if (!x || !y) {
+        rc = ERR_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < 512 * 2048; i++) x[i] = sinf((float)i * 0.37f);
+    for (size_t si = 0; si < sizeof(bench_shapes) / sizeof(bench_shapes[0]); si++) {
+        int64_t rows = bench_shapes[si][0], cols = bench_shapes[si][1];
+        size_t bytes = 0;
+        void *data = bench_weights(type, rows, cols, &bytes);
+        if (!data) {
+            rc = ERR_NOMEM;
+            goto out;
+        }
+        struct backend_weight_desc d = {type, rows, cols, data};
+        struct backend_weight *w = NULL;
+        rc = b->ops->weight_prepare(b, &d, &w);
+        if (rc != 0) {
+            free(data);
+            goto out;
+        }
+        for (size_t ti = 0; ti < sizeof(bench_tokens) / sizeof(bench_tokens[0]); ti++) {
+            int nt = bench_tokens[ti];
+            if (o->quick && nt == 512 && rows == 32000) continue;
+            double s = bench_time(b, w, x, y, nt, o->quick ? 0.05 : 0.3);
+            t_shape[si][ti] = s;
+            double flop = 2.0 * (double)rows * (double)cols * nt;
+            printf(
+                "matmul %-5s %5lldx%-5lld n=%-4d %9.1f us %8.1f GFLOP/s %7.1f GB/s %9.0f tok/s\n",
+                name, (long long)rows, (long long)cols, nt, s * 1e6, flop / s * 1e-9,
+                (double)bytes / s * 1e-9, nt / s);
+        }
+        b->ops->weight_free(b, w);
+        free(data);
+    }
+    /* 134M llama: 12 layers x (4 x 768x768 + 2 x 2048x768 + 768x2048) + classifier (one token) */
+    for (size_t ti = 0; ti < 3; ti++) {
+        double layer = 4 * t_shape[0][ti] + 2 * t_shape[1][ti] + t_shape[2][ti];
+        double step = 12 * layer + t_shape[3][0];
+        printf("model %-5s 134M llama, matmuls only: n=%-4d %8.1f tok/s\n", name, bench_tokens[ti],
+               bench_tokens[ti] / step);
+    }
+out:
+    b->ops->free(b, x);
+    b->ops->free(b, y);
+    return rc;
+}
+
+/* Prefill of one 512-token sequence and a batch-1 decode at position 511: 12 heads, head_dim 64. */
+static int bench_attention(struct backend *b, enum quant_type kv_type)
+{
+    int n = 512, nh = 12, hd = 64, bs = 16, rc;
+    struct backend_kv_desc kd = {1, n / bs, bs, nh, hd, kv_type};
+    rc = b->ops->kv_alloc(b, &kd);
+    if (rc != 0) return rc;
+    int32_t *pos = malloc(sizeof(int32_t) * n), *seq = calloc((size_t)n, sizeof(int32_t));
+    int32_t *tab = malloc(sizeof(int32_t) * (n / bs));
+    int64_t *slots = malloc(sizeof(int64_t) * n);
+    float *q = malloc(sizeof(float) * n * nh * hd), *out = malloc(sizeof(float) * n * nh * hd);
+    rc = ERR_NOMEM;
+    if (!pos || !seq || !tab || !slots || !q || !out) goto out;
+    for (int i = 0; i < n / bs; i++) tab[i] = i;
+    for (int i = 0; i < n; i++) pos[i] = i, slots[i] = i;
+    for (int i = 0; i < n * nh * hd; i++) q[i] = sinf((float)i * 0.1f);
+    struct backend_batch bt = {n, pos, seq, tab, 1, n / bs, slots};
+    rc = b->ops->kv_store(b, 0, q, q, &bt);
+    if (rc != 0) goto out;
+    double t0 = bench_now();
+    int reps = 0;
+    while (reps < 2 || bench_now() - t0 < 0.3) {
+        rc = b->ops->attention(b, 0, q, out, &bt, nh, 0.125f);
+        if (rc != 0) goto out;
+        reps++;
+    }
+    double pre = (bench_now() - t0) / reps;
+    struct backend_batch one = {1, pos + n - 1, seq, tab, 1, n / bs, slots + n - 1};
+    t0 = bench_now();
+    reps = 0;
+    while (reps < 10 || bench_now() - t0 < 0.2) {
+        rc = b->ops->attention(b, 0, q, out, &one, nh, 0.125f);
+        if (rc != 0) goto out;
+        reps++;
+    }
+    double dec = (bench_now() - t0) / reps;
+    printf("attention kv=%s 12 heads x 64: prefill 512 tokens %8.2f ms/layer (x12 = %.1f ms), "
+           "decode at 512 %6.1f us/layer\n",
+           kv_type == QUANT_F16 ? "f16" : "f32", pre * 1e3, pre * 12e3, dec * 1e6);
+out:
+    b->ops->kv_free(b);
+    free(pos);
+    free(seq);
+    free(tab);
+    free(slots);
+    free(q);
+    free(out);
+    return rc;
+}
+
+static int bench_parse(int argc, char **argv, struct bench_opts *o)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--quick") == 0) {
+            o->quick = 1;
+        } else if (i + 1 < argc && strcmp(a, "--threads") == 0) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 0 || v > 256) return ERR_INVAL;
+            o->n_threads = (int)v;
+        } else if (i + 1 < argc && strcmp(a, "--isa") == 0) {
+            o->isa = argv[++i];
+        } else if (i + 1 < argc && strcmp(a, "--types") == 0) {
+            o->types = argv[++i];
+        } else {
+            return ERR_INVAL;
+        }
+    }
+    return 0;
+}
+
+static int bench_type_selected(const char *list, const char *name)
+{
+    if (!list) return 1;
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')) return 1;
+    return 0;
+}
+
+int cpu_bench_main(int argc, char **argv)
+{
+    struct bench_opts o = {0};
+    if (bench_parse(argc, argv, &o) != 0) {
+        fprintf(stderr,
+                "usage: %s [--threads N] [--isa scalar|avx2|avx512] [--types f32,q8_0,...] "
+                "[--quick]\n",
+                argv[0]);
+        return 2;
+    }
+    struct backend_options bo = {.n_threads = o.n_threads, .cpu_isa = o.isa};
+    struct backend *b = NULL;
+    int rc = backend_create("cpu", &bo, &b);
+    if (rc != 0) {
+        fprintf(stderr, "bench: cpu backend: %s\n", err_str(rc));
+        return 1;
+    }
+    struct cpu_backend *cb = cpu_backend_of(b);
+    printf("cpu backend: isa %s, %d threads\n", cpu_isa_name(cb->isa), cb->n_threads);
+    for (size_t i = 0; rc == 0 && i < sizeof(bench_types) / sizeof(bench_types[0]); i++)
+        if (bench_type_selected(o.types, bench_types[i].name))
+            rc = bench_matmul_type(b, &o, bench_types[i].name, bench_types[i].type);
+    if (rc == 0) rc = bench_attention(b, QUANT_F32);
+    if (rc == 0) rc = bench_attention(b, QUANT_F16);
+    b->ops->destroy(b);
+    if (rc != 0) fprintf(stderr, "bench: %s\n", err_str(rc));
+    return rc == 0 ? 0 : 1;
+}
