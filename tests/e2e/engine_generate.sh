@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# End-to-end checks of `cinfer-engine generate` and `cinfer-engine bench` on the stories260K models
+# against llama.cpp's greedy continuations (../shared/testdata/llamacpp, see its README): text prompts
+# through the tokenizer, token-id prompts, EOS handling, seeding, errors. Skips (passing nothing) when
+# the shared data is absent. Ends with exactly one line: engine_generate: N passed, M failed
+set -uo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+bin="${CINFER_ENGINE_BIN:-$root/${CINFER_BUILD:-build}/bin/cinfer-engine}"
+shared="${CINFER_SHARED:-$root/../shared}"
+models="$shared/models/tinyllamas"
+refs="$shared/testdata/llamacpp"
+passed=0
+failed=0
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+ok() {
+	passed=$((passed + 1))
+	echo "ok - $*"
+}
+not_ok() {
+	failed=$((failed + 1))
+	echo "not ok - $*"
+}
+finish() {
+	echo "engine_generate: $passed passed, $failed failed"
+	[ "$failed" -eq 0 ]
+	exit
+}
+
+if [ ! -r "$models/stories260K.gguf" ] || [ ! -r "$refs/stories260K-F32.p1.json" ]; then
+	echo "SKIP: $models or $refs not present (shared test data is optional)"
+	finish
+fi
+if [ ! -x "$bin" ]; then
+	not_ok "binary $bin not built"
+	finish
+fi
+
+gen() { "$bin" generate --threads 2 --log-format text "$@" 2>"$tmp/stderr"; }
+
+# The brief's check: empty prompt (BOS only), 100 greedy tokens == llama.cpp's text, byte for byte.
+want="$(jq -j .greedy_text "$refs/stories260K-F32.p1.json")"
+if gen --model "$models/stories260K.gguf" --prompt "" --max-tokens 100 --temperature 0 \
+	>"$tmp/out"; then
+	if [ "$(cat "$tmp/out")" == "$want" ] && [ "$(wc -c <"$tmp/out")" -eq "$(printf %s "$want" | wc -c)" ]; then
+		ok "empty prompt: greedy text identical to llama.cpp"
+	else
+		not_ok "empty prompt: got '$(head -c 120 "$tmp/out")'"
+	fi
+else
+	not_ok "empty prompt: exit status $? ($(tail -n 3 "$tmp/stderr"))"
+fi
+if grep -q "generated_tokens=100" "$tmp/stderr"; then
+	ok "timings on stderr"
+else
+	not_ok "timings on stderr: $(tail -n 2 "$tmp/stderr")"
+fi
+
+# Text prompts through the tokenizer, and the same prompts as token ids.
+for p in 0 2 3; do
+	ref="$refs/stories260K-F32.p$p.json"
+	prompt="$(jq -j .prompt "$ref")"
+	want="$(jq -j .greedy_text "$ref")"
+	n="$(jq '.greedy_tokens | length' "$ref")"
+	got="$(gen --model "$models/stories260K.gguf" --prompt "$prompt" --max-tokens "$n" --temperature 0)"
+	if [ "$got" == "$want" ]; then ok "p$p text prompt"; else not_ok "p$p text prompt: got '${got:0:80}'"; fi
+	ids="$(jq -j '.prompt_tokens | map(tostring) | join(",")' "$ref")"
+	want_ids="$(jq -j '.greedy_tokens | map(tostring) | join(",")' "$ref")"
+	got="$(gen --model "$models/stories260K.gguf" --prompt-tokens "$ids" --max-tokens "$n" \
+		--temperature 0 --output-ids)"
+	if [ "$got" == "$want_ids" ]; then ok "p$p token-id prompt"; else not_ok "p$p token ids: got '${got:0:80}'"; fi
+done
+
+# F16 model: same greedy continuation as llama.cpp's F16 run.
+want="$(jq -j .greedy_text "$refs/stories260K-F16.p0.json")"
+got="$(gen --model "$models/stories260K-F16.gguf" --prompt "Once upon a time" --max-tokens 100 --temperature 0)"
+if [ "$got" == "$want" ]; then ok "F16 greedy text"; else not_ok "F16 greedy text: got '${got:0:80}'"; fi
+
+# Sampling: the same seed gives the same text, another seed (almost surely) another one.
+a="$(gen --model "$models/stories260K.gguf" --prompt "Once" --max-tokens 40 --temperature 1 --seed 7)"
+b="$(gen --model "$models/stories260K.gguf" --prompt "Once" --max-tokens 40 --temperature 1 --seed 7)"
+c="$(gen --model "$models/stories260K.gguf" --prompt "Once" --max-tokens 40 --temperature 1 --seed 8)"
+if [ -n "$a" ] && [ "$a" == "$b" ]; then ok "same seed, same text"; else not_ok "same seed: '$a' vs '$b'"; fi
+if [ "$a" != "$c" ]; then ok "different seed, different text"; else not_ok "seeds 7 and 8 gave '$a'"; fi
+
+# --max-tokens bounds the output and the stop reason is reported (stories260K never emits EOS
+# greedily within 400 tokens, so EOS stopping is not exercised here).
+gen --model "$models/stories260K.gguf" --prompt-tokens 1 --max-tokens 37 --temperature 0 --output-ids >"$tmp/ids"
+if [ "$(awk -F, '{print NF}' "$tmp/ids")" -eq 37 ] && grep -q "stop=max_tokens" "$tmp/stderr"; then
+	ok "max-tokens respected"
+else
+	not_ok "max-tokens: $(cat "$tmp/ids"); $(tail -n 1 "$tmp/stderr")"
+fi
+
+# Errors: usage errors exit 2, runtime errors exit 1, each with a message on stderr.
+expect_status() {
+	local want="$1" name="$2"
+	shift 2
+	"$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$?
+	if [ "$rc" -eq "$want" ] && [ -s "$tmp/err" ] && [ ! -s "$tmp/out" ]; then
+		ok "$name (exit $rc: $(head -n 1 "$tmp/err" | cut -c1-100))"
+	else
+		not_ok "$name: exit $rc, want $want; stderr '$(head -n 1 "$tmp/err")'"
+	fi
+}
+expect_status 2 "missing --model" generate --prompt hi
+expect_status 2 "both prompt kinds" generate --model "$models/stories260K.gguf" --prompt a --prompt-tokens 1
+expect_status 2 "bad token id" generate --model "$models/stories260K.gguf" --prompt-tokens 1,99999
+expect_status 2 "malformed token list" generate --model "$models/stories260K.gguf" --prompt-tokens "1;2"
+expect_status 1 "missing model file" generate --model "$tmp/nope.gguf" --prompt hi
+printf 'GGUF\3\0\0\0garbage' >"$tmp/bad.gguf"
+expect_status 1 "malformed model file" generate --model "$tmp/bad.gguf" --prompt hi
+expect_status 2 "bench: bad batch list" bench --model "$models/stories260K.gguf" --batch 0,x
+
+# bench: one JSON line per configuration with the documented fields.
+if "$bin" bench --model "$models/stories260K.gguf" --prompt-tokens 32 --gen-tokens 8 --batch 1,3 \
+	--threads 2 --repetitions 1 --log-format text >"$tmp/bench" 2>"$tmp/err"; then
+	n="$(grep -c '^{' "$tmp/bench")"
+	good="$(grep '^{' "$tmp/bench" | jq -s 'map(select(.batch and .prompt_tokens == 32 and .pp_tok_s > 0 and .tg_tok_s > 0 and .rss_bytes > 0)) | length')"
+	if [ "$n" -eq 2 ] && [ "$good" -eq 2 ]; then ok "bench JSON lines"; else not_ok "bench output: $(cat "$tmp/bench")"; fi
+else
+	not_ok "bench failed: $(tail -n 2 "$tmp/err")"
+fi
+
+finish
