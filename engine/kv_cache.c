@@ -6,6 +6,7 @@
 #include "common/err.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 struct kv_seq {
     bool open;
@@ -31,6 +32,14 @@ int64_t kv_cache_blocks_for_budget(uint64_t budget_bytes, uint64_t bytes_per_tok
     if (per_block / (uint64_t)block_size != bytes_per_token) return 0; /* overflow */
     uint64_t n = budget_bytes / per_block;
     return n > INT32_MAX ? INT32_MAX : (int64_t)n;
+}
+
+uint64_t kv_cache_ram_budget(double fraction)
+{
+    if (!(fraction > 0.0 && fraction <= 1.0)) return 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0) return 0;
+    return (uint64_t)((double)pages * (double)page * fraction);
 }
 
 int kv_cache_new(const struct kv_cache_config *cfg, struct kv_cache **out)

@@ -39,6 +39,10 @@ struct kv_cache;
  * (all layers, K and V). 0 when even one block does not fit. Pure; any thread. */
 int64_t kv_cache_blocks_for_budget(uint64_t budget_bytes, uint64_t bytes_per_token, int block_size);
 
+/* Bytes that `fraction` (0, 1] of this machine's physical memory amounts to; 0 when unknown or the
+ * fraction is out of range. Any thread. */
+uint64_t kv_cache_ram_budget(double fraction);
+
 /* Creates a pool (cfg borrowed). *out is new (kv_cache_free). ERR_INVAL on a bad config, ERR_NOMEM. */
 int kv_cache_new(const struct kv_cache_config *cfg, struct kv_cache **out);
 /* Frees the pool and every block table. NULL-safe. */

@@ -36,6 +36,12 @@ START_TEST(test_kv_cache_blocks_for_budget_sizes_pool)
     ck_assert_int_eq(kv_cache_blocks_for_budget(1000, 10, 0), 0);
     ck_assert_int_eq(kv_cache_blocks_for_budget(UINT64_MAX, UINT64_MAX / 2, 16), 0); /* overflow */
     ck_assert_int_eq(kv_cache_blocks_for_budget(UINT64_MAX, 1, 1), INT32_MAX);
+    uint64_t all = kv_cache_ram_budget(1.0), half = kv_cache_ram_budget(0.5);
+    ck_assert(all > 0);
+    ck_assert(half > all / 2 - 4096 && half < all / 2 + 4096);
+    ck_assert_int_eq(kv_cache_ram_budget(0.0), 0);
+    ck_assert_int_eq(kv_cache_ram_budget(1.5), 0);
+    ck_assert_int_eq(kv_cache_ram_budget(-0.1), 0);
 }
 END_TEST
 
