@@ -122,8 +122,8 @@ int gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_value_
                         const void *data, uint64_t n);
 int gguf_writer_set_arr_str(struct gguf_writer *w, const char *key, const char *const *strs,
                             uint64_t n);
-/* Setters return 0, ERR_INVAL (bad value, or general.alignment that is not a uint32 power of two)
- * or ERR_NOMEM. Keys keep their first insertion position when replaced. */
+/* Setters return 0, ERR_INVAL (an integer that does not fit its type, an unknown type, or a
+ * general.alignment that is not a uint32 power of two) or ERR_NOMEM. Keys keep their first insertion position when replaced. */
 /* Adds a tensor; `data` (size bytes, matching type and shape) is borrowed until gguf_writer_write. */
 int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum quant_type type,
                            uint32_t n_dims, const uint64_t *ne, const void *data, uint64_t size);

@@ -3,6 +3,7 @@
  * that key). The file is written under a temporary name and renamed, so a reader never sees half a
  * model. Spec: https://github.com/ggerganov/ggml/blob/master/docs/gguf.md */
 #include "engine/gguf.h"
+#include "engine/gguf_impl.h"
 
 #include "common/buf.h"
 #include "common/err.h"
@@ -79,26 +80,6 @@ static int gguf_put_str(struct buf *b, const char *s, uint64_t len)
     return rc ? rc : buf_append(b, s, (size_t)len);
 }
 
-static size_t gguf_wtype_size(enum gguf_value_type t)
-{
-    switch (t) {
-    case GGUF_UINT8:
-    case GGUF_INT8:
-    case GGUF_BOOL: return 1;
-    case GGUF_UINT16:
-    case GGUF_INT16: return 2;
-    case GGUF_UINT32:
-    case GGUF_INT32:
-    case GGUF_FLOAT32: return 4;
-    case GGUF_UINT64:
-    case GGUF_INT64:
-    case GGUF_FLOAT64: return 8;
-    case GGUF_STRING:
-    case GGUF_ARRAY: break;
-    }
-    return 0;
-}
-
 static int gguf_put_array(struct buf *b, const struct gguf_array *a, int depth)
 {
     int rc;
@@ -117,10 +98,24 @@ static int gguf_put_array(struct buf *b, const struct gguf_array *a, int depth)
             if ((rc = gguf_put_array(b, &a->arrs[i], depth + 1))) return rc;
         return 0;
     }
-    size_t sz = gguf_wtype_size(a->type);
+    size_t sz = gguf_type_size((uint32_t)a->type);
     if (sz == 0 || !a->data || a->n > SIZE_MAX / sz) return ERR_INVAL;
     /* Elements are little-endian already (parsed files and this host alike). */
     return buf_append(b, a->data, (size_t)a->n * sz);
+}
+
+/* Whether an integer kv's value fits its declared width (u64 for unsigned, i64 for signed). */
+static bool gguf_int_fits(const struct gguf_kv *kv)
+{
+    switch (kv->type) {
+    case GGUF_UINT8: return kv->v.u64 <= UINT8_MAX;
+    case GGUF_UINT16: return kv->v.u64 <= UINT16_MAX;
+    case GGUF_UINT32: return kv->v.u64 <= UINT32_MAX;
+    case GGUF_INT8: return kv->v.i64 >= INT8_MIN && kv->v.i64 <= INT8_MAX;
+    case GGUF_INT16: return kv->v.i64 >= INT16_MIN && kv->v.i64 <= INT16_MAX;
+    case GGUF_INT32: return kv->v.i64 >= INT32_MIN && kv->v.i64 <= INT32_MAX;
+    default: return true;
+    }
 }
 
 /* Encodes the scalar or array value of `kv` after its type. */
@@ -137,9 +132,10 @@ static int gguf_put_value(struct buf *b, const struct gguf_kv *kv)
     case GGUF_INT32:
     case GGUF_UINT64:
     case GGUF_INT64: {
+        if (!gguf_int_fits(kv)) return ERR_INVAL;
         uint8_t le[8];
         for (int i = 0; i < 8; i++) le[i] = (uint8_t)(kv->v.u64 >> (8 * i));
-        return buf_append(b, le, gguf_wtype_size(kv->type));
+        return buf_append(b, le, gguf_type_size((uint32_t)kv->type));
     }
     case GGUF_FLOAT32: {
         float f = (float)kv->v.f64;
@@ -243,7 +239,7 @@ int gguf_writer_set_str(struct gguf_writer *w, const char *key, const char *v)
 int gguf_writer_set_arr(struct gguf_writer *w, const char *key, enum gguf_value_type type,
                         const void *data, uint64_t n)
 {
-    if (gguf_wtype_size(type) == 0) return ERR_INVAL;
+    if (gguf_type_size((uint32_t)type) == 0) return ERR_INVAL;
     struct gguf_kv kv = {
         .key = key, .type = GGUF_ARRAY, .v.arr = {.type = type, .n = n, .data = data}};
     return gguf_writer_set_kv(w, &kv);

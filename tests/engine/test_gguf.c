@@ -456,6 +456,12 @@ START_TEST(test_gguf_getters)
     ck_assert_int_eq(gguf_writer_set_kv(w, &u8kv), 0);
     struct gguf_kv i64kv = {.key = "i64", .type = GGUF_INT64, .v.i64 = INT64_MIN};
     ck_assert_int_eq(gguf_writer_set_kv(w, &i64kv), 0);
+    struct gguf_kv wide = {.key = "wide", .type = GGUF_UINT8, .v.u64 = 256};
+    ck_assert_int_eq(gguf_writer_set_kv(w, &wide), ERR_INVAL);
+    wide = (struct gguf_kv){.key = "wide", .type = GGUF_INT16, .v.i64 = -40000};
+    ck_assert_int_eq(gguf_writer_set_kv(w, &wide), ERR_INVAL);
+    wide = (struct gguf_kv){.key = "wide", .type = 13};
+    ck_assert_int_eq(gguf_writer_set_kv(w, &wide), ERR_INVAL);
     ck_assert_int_eq(gguf_writer_set_u32(w, "u", 5), 0); /* replaced in place */
     ck_assert_int_eq(gguf_writer_set_u32(w, "general.alignment", 24), ERR_INVAL);
     char path[512];
