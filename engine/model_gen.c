@@ -260,6 +260,7 @@ static int model_gen_metadata(struct model_gen_ctx *c, uint64_t vocab)
     if ((rc = gguf_writer_set_str(w, "general.architecture", "llama")) ||
         (rc = gguf_writer_set_str(w, "general.name", "cinfer-random")) ||
         (rc = gguf_writer_set_u32(w, "general.file_type", model_gen_ftype(o->type))) ||
+        (rc = gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
         (rc = gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)vocab)) ||
         (rc = gguf_writer_set_u32(w, "llama.context_length", o->context_length)) ||
         (rc = gguf_writer_set_u32(w, "llama.embedding_length", o->dim)) ||

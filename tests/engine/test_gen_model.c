@@ -81,6 +81,7 @@ START_TEST(test_gen_model_small_q8_0)
     ck_assert_int_eq(gguf_get_cstr(g, "general.architecture", arch, sizeof(arch)), 0);
     ck_assert_str_eq(arch, "llama");
     ck_assert_uint_eq(get_u32(g, "general.file_type"), 7);
+    ck_assert_uint_eq(get_u32(g, "general.quantization_version"), 2);
     ck_assert_uint_eq(get_u32(g, "llama.context_length"), 512);
     ck_assert_uint_eq(get_u32(g, "llama.embedding_length"), 64);
     ck_assert_uint_eq(get_u32(g, "llama.block_count"), 2);
