@@ -5,6 +5,7 @@
 #define CINFER_ENGINE_CMD_H
 
 int cmd_serve_main(int argc, char **argv);
+int cmd_tokenize_main(int argc, char **argv);
 int cmd_generate_main(int argc, char **argv);
 int cmd_bench_main(int argc, char **argv);
 int cmd_gen_model_main(int argc, char **argv);

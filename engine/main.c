@@ -14,6 +14,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"serve", cmd_serve_main, "Serve a GGUF model over an OpenAI-compatible HTTP API"},
+    {"tokenize", cmd_tokenize_main, "Print the token ids of a text for a GGUF model's tokenizer"},
     {"generate", cmd_generate_main, "Generate a continuation of a prompt (text to stdout)"},
     {"bench", cmd_bench_main, "Measure prefill and decode throughput of a GGUF model"},
     {"gen-model", cmd_gen_model_main, "Write a random-weight llama GGUF model (tests, benchmarks)"},
