@@ -1,8 +1,8 @@
 /* The engine's metric-name contract (ARCHITECTURE.md, "Engine metrics"): the engine exposes these
  * names on /metrics and the autoscaler scrapes them, so both include this header and neither spells
- * a name itself. Each native cinfer_* metric has a vLLM-compatible twin (METRIC_VLLM_*) with the same
- * type, labels and value, exposed by default so dashboards and autoscalers written for vLLM work
- * unchanged (register it with prom_metric_alias(), see common/prom.h).
+ * a name itself. Each native cinfer_* metric has a vLLM-compatible twin (METRIC_VLLM_*) with the
+ * same type, labels and value, exposed by default so dashboards and autoscalers written for vLLM
+ * work unchanged (register it with prom_metric_alias(), see common/prom.h).
  * Every metric carries the label METRIC_LABEL_MODEL_NAME; the request counters add
  * METRIC_LABEL_FINISHED_REASON. Counters end in _total; latencies are in seconds. */
 #ifndef CINFER_COMMON_METRIC_NAMES_H
@@ -17,22 +17,24 @@
 #define METRIC_FINISHED_LENGTH "length" /* max_tokens or the context length reached */
 #define METRIC_FINISHED_ABORT  "abort"  /* cancelled: client gone, shutdown, or an engine error */
 
-/* Gauges. */
-#define METRIC_REQUESTS_RUNNING      "cinfer_requests_running" /* requests in the running batch */
-#define METRIC_REQUESTS_WAITING      "cinfer_requests_waiting" /* requests queued for admission */
-#define METRIC_KV_CACHE_USAGE        "cinfer_kv_cache_usage_ratio" /* used KV blocks / all, 0..1 */
+/* Gauges: requests in the running batch, requests queued for admission, used KV blocks / all
+ * (0..1; vLLM's "perc" is a fraction too). */
+#define METRIC_REQUESTS_RUNNING      "cinfer_requests_running"
+#define METRIC_REQUESTS_WAITING      "cinfer_requests_waiting"
+#define METRIC_KV_CACHE_USAGE        "cinfer_kv_cache_usage_ratio"
 #define METRIC_VLLM_REQUESTS_RUNNING "vllm:num_requests_running"
 #define METRIC_VLLM_REQUESTS_WAITING "vllm:num_requests_waiting"
-#define METRIC_VLLM_KV_CACHE_USAGE   "vllm:kv_cache_usage_perc" /* a fraction 0..1, as in vLLM */
+#define METRIC_VLLM_KV_CACHE_USAGE   "vllm:kv_cache_usage_perc"
 
-/* Counters. */
-#define METRIC_PREFIX_CACHE_QUERIES                                                                \
-    "cinfer_prefix_cache_queries_total" /* prompt tokens looked up */
-#define METRIC_PREFIX_CACHE_HITS         "cinfer_prefix_cache_hits_total" /* of those, found cached */
-#define METRIC_PROMPT_TOKENS             "cinfer_prompt_tokens_total" /* prefill tokens processed */
-#define METRIC_GENERATION_TOKENS         "cinfer_generation_tokens_total" /* tokens generated */
-#define METRIC_PREEMPTIONS               "cinfer_preemptions_total"       /* requests preempted */
-#define METRIC_REQUESTS                  "cinfer_requests_total" /* finished requests {finished_reason} */
+/* Counters: prompt tokens looked up in the prefix cache and of those the ones found cached,
+ * prompt tokens processed (prefill), tokens generated, preemptions, finished requests (with label
+ * finished_reason). */
+#define METRIC_PREFIX_CACHE_QUERIES      "cinfer_prefix_cache_queries_total"
+#define METRIC_PREFIX_CACHE_HITS         "cinfer_prefix_cache_hits_total"
+#define METRIC_PROMPT_TOKENS             "cinfer_prompt_tokens_total"
+#define METRIC_GENERATION_TOKENS         "cinfer_generation_tokens_total"
+#define METRIC_PREEMPTIONS               "cinfer_preemptions_total"
+#define METRIC_REQUESTS                  "cinfer_requests_total"
 #define METRIC_VLLM_PREFIX_CACHE_QUERIES "vllm:prefix_cache_queries_total"
 #define METRIC_VLLM_PREFIX_CACHE_HITS    "vllm:prefix_cache_hits_total"
 #define METRIC_VLLM_PROMPT_TOKENS        "vllm:prompt_tokens_total"
@@ -40,11 +42,12 @@
 #define METRIC_VLLM_PREEMPTIONS          "vllm:num_preemptions_total"
 #define METRIC_VLLM_REQUESTS             "vllm:request_success_total"
 
-/* Histograms (the sample names add _bucket, _sum and _count). */
-#define METRIC_TIME_TO_FIRST_TOKEN      "cinfer_time_to_first_token_seconds" /* arrival -> first token */
-#define METRIC_INTER_TOKEN_LATENCY      "cinfer_inter_token_latency_seconds" /* between output tokens */
-#define METRIC_E2E_REQUEST_LATENCY      "cinfer_e2e_request_latency_seconds" /* arrival -> finish */
-#define METRIC_REQUEST_QUEUE_TIME       "cinfer_request_queue_time_seconds" /* arrival -> admitted */
+/* Histograms (the sample names add _bucket, _sum and _count): arrival -> first token, between
+ * consecutive output tokens, arrival -> last token, arrival -> admitted to the running batch. */
+#define METRIC_TIME_TO_FIRST_TOKEN      "cinfer_time_to_first_token_seconds"
+#define METRIC_INTER_TOKEN_LATENCY      "cinfer_inter_token_latency_seconds"
+#define METRIC_E2E_REQUEST_LATENCY      "cinfer_e2e_request_latency_seconds"
+#define METRIC_REQUEST_QUEUE_TIME       "cinfer_request_queue_time_seconds"
 #define METRIC_VLLM_TIME_TO_FIRST_TOKEN "vllm:time_to_first_token_seconds"
 #define METRIC_VLLM_INTER_TOKEN_LATENCY "vllm:inter_token_latency_seconds"
 #define METRIC_VLLM_E2E_REQUEST_LATENCY "vllm:e2e_request_latency_seconds"

@@ -13,7 +13,7 @@
  *                          .name = "cinfer_time_to_first_token_seconds", .help = "...",
  *                          .labels = labels, .n_labels = 1,
  *                          .buckets = ttft_bounds, .n_buckets = 3}, &m);
- *   rc = prom_metric_alias(m, "vllm:time_to_first_token_seconds", NULL);   // optional duplicate name
+ *   rc = prom_metric_alias(m, "vllm:time_to_first_token_seconds", NULL); // 2nd name
  *   struct prom_series *s;
  *   rc = prom_series_get(m, (const char *const[]){"stories260K"}, 1, &s); // once, at start-up
  *   prom_histogram_observe(s, 0.042);                                      // hot path, any thread
@@ -21,14 +21,17 @@
  *
  * Thread-safety (writer): each registry has one mutex. Registration, prom_series_get, every update
  * and rendering take it, so any thread may update while another renders; a render is a consistent
- * snapshot of the whole registry. Updates are a lock, a few adds and an unlock: cheap enough for the
- * inference thread's per-token path. Handles (metrics, series) stay valid until prom_registry_free.
+ * snapshot of the whole registry. Updates are a lock, a few adds and an unlock: cheap enough for
+ * the inference thread's per-token path. Handles (metrics, series) stay valid until
+ * prom_registry_free.
  *
- * Duplicate names: prom_metric_alias() gives a metric a second family name. Both names render the same
- * series and values, so the engine updates each series once and exposes both cinfer_* and vllm:* names.
+ * Duplicate names: prom_metric_alias() gives a metric a second family name. Both names render the
+ * same series and values, so the engine updates each series once and exposes both cinfer_* and
+ * vllm:* names.
  *
- * Parser: prom_parse() turns a body into families of samples, with limits on body size, line length,
- * series and labels, and an error message naming line and column for every rejected input. */
+ * Parser: prom_parse() turns a body into families of samples, with limits on body size, line
+ * length, series and labels, and an error message naming line and column for every rejected
+ * input. */
 #ifndef CINFER_COMMON_PROM_H
 #define CINFER_COMMON_PROM_H
 
@@ -57,14 +60,14 @@ const char *prom_type_str(enum prom_type type);
 bool prom_metric_name_valid(const char *s);
 bool prom_label_name_valid(const char *s);
 
-/* Formats `v` into `out` (at least PROM_DOUBLE_MAX bytes) as the shortest decimal that parses back to
- * the same double, or "+Inf", "-Inf", "NaN". Returns `out`; any thread. */
+/* Formats `v` into `out` (at least PROM_DOUBLE_MAX bytes) as the shortest decimal that parses back
+ * to the same double, or "+Inf", "-Inf", "NaN". Returns `out`; any thread. */
 #define PROM_DOUBLE_MAX 32
 char *prom_double_fmt(double v, char out[PROM_DOUBLE_MAX]);
 
 /* ------------------------------------------------------------------------------------------------
  * Writer
- * ------------------------------------------------------------------------------------------------ */
+ * ---------------------------------------------------------------------------------------------- */
 
 struct prom_registry; /* opaque: metrics in registration order, plus their mutex */
 struct prom_metric;   /* opaque: one family (name, help, type, label names, buckets, aliases) */
@@ -74,7 +77,7 @@ struct prom_series;   /* opaque: one child of a metric for one tuple of label va
 struct prom_desc {
     enum prom_type type;       /* PROM_COUNTER, PROM_GAUGE or PROM_HISTOGRAM */
     const char *name;          /* metric name; counters should end in _total by convention */
-    const char *help;          /* HELP text (escaped on output); NULL or "" renders no HELP line */
+    const char *help;          /* HELP text (escaped on output; no '\r'); NULL/"": no HELP line */
     const char *const *labels; /* label names, in output order; no ':' , no "__" prefix */
     size_t n_labels;           /* 0..PROM_MAX_LABELS */
     const double *buckets;     /* histograms: strictly increasing upper bounds; a final +Inf is */
@@ -84,7 +87,8 @@ struct prom_desc {
 #define PROM_MAX_LABELS  16
 #define PROM_MAX_BUCKETS 64
 
-/* Returns a new empty registry (caller frees with prom_registry_free), or NULL when out of memory. */
+/* Returns a new empty registry (caller frees with prom_registry_free), or NULL when out of
+ * memory. */
 struct prom_registry *prom_registry_new(void);
 
 /* Frees the registry with every metric and series it owns; all handles become invalid. NULL-safe.
@@ -99,8 +103,8 @@ int prom_registry_add(struct prom_registry *r, const struct prom_desc *d, struct
 
 /* Gives metric `m` a second family name `name` (borrowed; copied) rendered right after the first,
  * with the same type, labels, series and values. `help` (borrowed; copied) NULL means reuse the
- * metric's help. Returns 0, ERR_INVAL (invalid name), ERR_EXISTS (name taken) or ERR_NOMEM. Any
- * thread. */
+ * metric's help. Returns 0, ERR_INVAL (invalid name, '\r' in help), ERR_EXISTS (name taken) or
+ * ERR_NOMEM. Any thread. */
 int prom_metric_alias(struct prom_metric *m, const char *name, const char *help);
 
 /* Finds or creates the child series of `m` for `values` (n_values label values, borrowed, copied,
@@ -118,8 +122,8 @@ void prom_counter_inc(struct prom_series *s, double v);
 /* Gauge: sets to `v`, resp. adds `v` (may be negative). */
 void prom_gauge_set(struct prom_series *s, double v);
 void prom_gauge_add(struct prom_series *s, double v);
-/* Histogram: counts `v` in the first bucket whose bound is >= v (the +Inf bucket when none; NaN too)
- * and adds it to _sum. */
+/* Histogram: counts `v` in the first bucket whose bound is >= v (the +Inf bucket when none; NaN
+ * too) and adds it to _sum. */
 void prom_histogram_observe(struct prom_series *s, double v);
 
 /* Reads the current value of a counter or gauge series (asserted). Any thread. */
@@ -137,22 +141,24 @@ int prom_registry_render(struct prom_registry *r, struct buf *out);
  * Parser
  * ------------------------------------------------------------------------------------------------
  * Accepted input (what Prometheus client libraries emit):
- *   - lines end in "\n"; a "\r" right before "\n" is dropped (CRLF bodies from proxies or fixtures
+ *   - lines end in "\n"; one "\r" ending a line is dropped (CRLF bodies from proxies or fixtures
  *     parse too); the last line's newline is optional; blank lines and leading blanks are skipped;
- *   - "# HELP name text" (escapes \\ and \n), "# TYPE name type" (counter, gauge, histogram, summary,
- *     untyped), any other "#" line is a comment;
- *   - "name{label="value",...} value [timestamp_ms]" with blanks or tabs between tokens, an optional
- *     trailing comma in the label set, label value escapes \\ \" \n, values as decimal floats or
- *     NaN/+Inf/-Inf/Inf (any case), timestamps as int64 milliseconds.
- * Rejected, with "line L, column C: reason": NUL bytes, invalid UTF-8 in label values and HELP,
- * invalid names, unterminated quotes, unknown escapes, duplicate label names, missing or malformed
- * value or timestamp, trailing garbage, unknown TYPE, a second TYPE or HELP line for a family, TYPE
- * after samples of that family, histogram buckets without a numeric "le", summary quantiles without
- * a numeric "quantile", and any limit exceeded (ERR_TOO_BIG).
+ *   - "# HELP name text" (escapes \\ and \n), "# TYPE name type" (counter, gauge, histogram,
+ *     summary, untyped), any other "#" line is a comment;
+ *   - "name{label="value",...} value [timestamp_ms]" with blanks or tabs between tokens, an
+ *     optional trailing comma in the label set, label value escapes \\ \" \n, values as decimal
+ *     floats or NaN/+Inf/-Inf/Inf (any case), timestamps as int64 milliseconds.
+ * Rejected, with "line L, column C: reason": NUL bytes, invalid UTF-8 in label values and HELP, a
+ * carriage return inside HELP text (it could not be told from a line ending), invalid names, unterminated quotes, unknown escapes, duplicate label names, missing or malformed
+ * value or timestamp (values longer than 127 bytes included), trailing garbage, unknown TYPE, a
+ * second TYPE or HELP line for a family, TYPE after samples of that family (for a histogram or
+ * summary, also after samples named <family>_bucket/_sum/_count), histogram buckets without a
+ * numeric "le", summary quantiles without a numeric "quantile", the reserved label "__name__", and
+ * any limit exceeded (ERR_TOO_BIG).
  * Sample grouping: a sample joins the family of its name; for a family typed histogram (summary),
- * the names <family>_bucket (<family>), _sum and _count join it too. Samples of a family need not be
- * contiguous. An unknown sample name starts a new untyped family. Duplicate series are not detected
- * (lookups return the first). */
+ * the names <family>_bucket (<family>), _sum and _count join it too. Samples of a family need not
+ * be contiguous. An unknown sample name starts a new untyped family. Duplicate series are not
+ * detected (lookups return the first). */
 
 struct prom_limits {
     size_t max_body;   /* bytes of input; 0 = PROM_DEFAULT_MAX_BODY */
@@ -189,7 +195,8 @@ struct prom_family {
     size_t cap_samples; /* private */
 };
 
-/* A parsed body. Every string and array in it is owned by it and lives until prom_exposition_free. */
+/* A parsed body. Every string and array in it is owned by it and lives until
+ * prom_exposition_free. */
 struct prom_exposition {
     struct prom_family *families; /* in order of first appearance */
     size_t n_families;
@@ -210,9 +217,9 @@ void prom_exposition_free(struct prom_exposition *e);
 /* Returns the family named `name` (borrowed from `e`), or NULL. Any thread (read-only). */
 const struct prom_family *prom_exposition_family(const struct prom_exposition *e, const char *name);
 
-/* Returns the first sample named `sample_name` (e.g. "vllm:num_requests_running" or "foo_sum") whose
- * labels include every pair in `match` (n_match pairs, borrowed; other labels are ignored), or NULL.
- * The result is borrowed from `e`. */
+/* Returns the first sample named `sample_name` (e.g. "vllm:num_requests_running" or "foo_sum")
+ * whose labels include every pair in `match` (n_match pairs, borrowed; other labels are ignored),
+ * or NULL. The result is borrowed from `e`. */
 const struct prom_sample *prom_exposition_sample(const struct prom_exposition *e,
                                                  const char *sample_name,
                                                  const struct prom_label *match, size_t n_match);

@@ -1,7 +1,7 @@
 /* Prometheus text-format 0.0.4 parser (see common/prom.h for what is accepted): one pass over the
  * body, line by line, with every limit checked before memory is committed. Strings live in an arena
- * owned by the exposition (prom_store.c); lexical helpers are in prom_text.c, lookups in prom_query.c.
- * Not an OpenMetrics parser. */
+ * owned by the exposition (prom_store.c); lexical helpers are in prom_text.c, lookups in
+ * prom_query.c. Not an OpenMetrics parser. */
 #include "common/prom_priv.h"
 
 #include "common/assert.h"
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- parser state ------------------------------------------------------------------------------ */
+/* ---- parser state ---------------------------------------------------------------------------- */
 
 struct parser {
     const char *text;
@@ -93,6 +93,9 @@ static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, siz
     while (i < p->le) {
         unsigned char c = (unsigned char)p->text[i];
         if (quote && c == '"') break;
+        /* HELP text runs to the end of the line and has no escape for CR, so a CR in it could not
+         * be told from a CRLF line ending: reject it rather than guess. */
+        if (!quote && c == '\r') return fail(p, ERR_PARSE, i, "carriage return in %s", what);
         if (c == '\\') {
             if (i + 1 >= p->le)
                 return quote ? fail(p, ERR_PARSE, open, "unterminated %s", what)
@@ -133,7 +136,7 @@ static char *unescape(struct parser *p, size_t i, size_t end)
     return d;
 }
 
-/* ---- families ---------------------------------------------------------------------------------- */
+/* ---- families -------------------------------------------------------------------------------- */
 
 /* Creates family name[0..n) (untyped, no help) and returns its index in *out. */
 static int family_new(struct parser *p, size_t pos, const char *name, size_t n, size_t *out)
@@ -203,7 +206,7 @@ static int family_of_sample(struct parser *p, size_t pos, const char *name, size
     return family_new(p, pos, name, n, out);
 }
 
-/* ---- lines ------------------------------------------------------------------------------------- */
+/* ---- lines ----------------------------------------------------------------------------------- */
 
 static const struct {
     const char *word;
@@ -215,9 +218,9 @@ static const struct {
                   {"untyped", PROM_UNTYPED}};
 
 /* A histogram (summary) family also owns the samples <name>_bucket, _sum and _count (_sum, _count).
- * Samples under those names seen before its TYPE line were grouped as untyped families of their own;
- * a TYPE line now would regroup later ones, so it counts as a TYPE after samples. Writes the name of
- * such an earlier family with samples to *found (NULL when there is none). */
+ * Samples under those names seen before its TYPE line were grouped as untyped families of their
+ * own; a TYPE line now would regroup later ones, so it counts as a TYPE after samples. Writes the
+ * name of such an earlier family with samples to *found (NULL when there is none). */
 static int suffixed_with_samples(struct parser *p, const char *name, enum prom_type type,
                                  const char **found)
 {
@@ -449,7 +452,7 @@ static int parse_line(struct parser *p)
     return parse_sample(p, i);
 }
 
-/* ---- entry points ------------------------------------------------------------------------------ */
+/* ---- entry points ---------------------------------------------------------------------------- */
 
 static void limits_resolve(struct prom_limits *lim, const struct prom_limits *in)
 {

@@ -1,5 +1,5 @@
-/* Internals shared by the Prometheus parser (prom_parse.c) and its queries (prom_query.c); not part of
- * the public API in common/prom.h. */
+/* Internals shared by the Prometheus parser (prom_parse.c) and its queries (prom_query.c); not part
+ * of the public API in common/prom.h. */
 #ifndef CINFER_COMMON_PROM_PRIV_H
 #define CINFER_COMMON_PROM_PRIV_H
 
@@ -20,19 +20,21 @@ struct prom_parse_priv {
 
 /* prom_store.c: the exposition's memory. */
 
-/* Returns `n` bytes (aligned for any type) from the arena of `pp`, owned by it, or NULL (ENOMEM). */
+/* Returns `n` bytes (aligned for any type) from the arena of `pp`, owned by it, or NULL
+ * (ENOMEM). */
 void *prom_arena_alloc(struct prom_parse_priv *pp, size_t n);
 /* Returns a NUL-terminated arena copy of s[0..n), or NULL (ENOMEM). */
 char *prom_arena_strndup(struct prom_parse_priv *pp, const char *s, size_t n);
 /* Returns the index in e->families of the family named name[0..len), or SIZE_MAX. */
 size_t prom_family_index(const struct prom_exposition *e, const char *name, size_t len);
-/* Appends an untyped family named name[0..n) (copied; must not exist yet) and indexes it; writes its
- * index. Returns 0 or ERR_NOMEM. Limits are the caller's business. */
+/* Appends an untyped family named name[0..n) (copied; must not exist yet) and indexes it; writes
+ * its index. Returns 0 or ERR_NOMEM. Limits are the caller's business. */
 int prom_family_append(struct prom_exposition *e, const char *name, size_t n, size_t *out);
 
 /* prom_text.c: lexical helpers. */
 
-/* True when `c` may appear in a metric name (`colon_ok`) or label name, at the start when `first`. */
+/* True when `c` may appear in a metric name (`colon_ok`) or label name, at the start when
+ * `first`. */
 bool prom_name_char(char c, bool first, bool colon_ok);
 /* Returns the length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 when it is invalid. */
 size_t prom_utf8_seq(const unsigned char *s, size_t n);

@@ -1,5 +1,5 @@
-/* Lookups over a parsed Prometheus exposition (see common/prom.h): families by name, samples by name
- * and label subset, histogram series and quantile estimates. Read-only over the exposition; no
+/* Lookups over a parsed Prometheus exposition (see common/prom.h): families by name, samples by
+ * name and label subset, histogram series and quantile estimates. Read-only over the exposition; no
  * parsing here (prom_parse.c). */
 #include "common/prom_priv.h"
 
@@ -85,7 +85,7 @@ size_t prom_exposition_sum(const struct prom_exposition *e, const char *sample_n
     return hits;
 }
 
-/* ---- histograms -------------------------------------------------------------------------------- */
+/* ---- histograms ------------------------------------------------------------------------------ */
 
 static bool is_le(const struct prom_label *l)
 {
@@ -171,8 +171,8 @@ double prom_histogram_quantile(const struct prom_histogram *h, double q)
     if (q > 1) return INFINITY;
     size_t n = h->n_buckets;
     if (n < 2 || h->buckets[n - 1].le != INFINITY) return NAN;
-    /* Counts should be cumulative; scrapes racing with updates can break that, so a count lower than
-     * an earlier one is raised to it (PromQL does the same). */
+    /* Counts should be cumulative; scrapes racing with updates can break that, so a count lower
+     * than an earlier one is raised to it (PromQL does the same). */
     double total = 0;
     for (size_t i = 0; i < n; i++) total = fmax(total, h->buckets[i].count);
     if (!(total > 0)) return NAN;

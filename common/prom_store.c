@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- arena ------------------------------------------------------------------------------------- */
+/* ---- arena ----------------------------------------------------------------------------------- */
 
 struct prom_arena_chunk {
     struct prom_arena_chunk *next;
@@ -47,7 +47,7 @@ char *prom_arena_strndup(struct prom_parse_priv *pp, const char *s, size_t n)
     return d;
 }
 
-/* ---- family index ------------------------------------------------------------------------------ */
+/* ---- family index ---------------------------------------------------------------------------- */
 
 static size_t name_hash(const char *s, size_t n)
 {

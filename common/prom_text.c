@@ -53,8 +53,18 @@ char *prom_double_fmt(double v, char out[PROM_DOUBLE_MAX])
         memcpy(out, "NaN", 4);
     } else if (isinf(v)) {
         memcpy(out, v > 0 ? "+Inf" : "-Inf", 5);
+    } else if (v == trunc(v) && fabs(v) < 1e15 && !(v == 0 && signbit(v))) {
+        /* Integers (counts, token totals) are most values: print them without snprintf. */
+        char tmp[24], *p = tmp + sizeof(tmp);
+        uint64_t u = (uint64_t)fabs(v);
+        *--p = 0;
+        do *--p = (char)('0' + u % 10);
+        while (u /= 10);
+        if (v < 0) *--p = '-';
+        memcpy(out, p, (size_t)(tmp + sizeof(tmp) - p));
     } else {
-        /* The shortest of %.15g..%.17g that reads back exactly: "0.1", not "0.10000000000000001". */
+        /* The shortest of %.15g..%.17g that reads back exactly: "0.1", not
+         * "0.10000000000000001". */
         for (int prec = 15; prec <= 17; prec++) {
             snprintf(out, PROM_DOUBLE_MAX, "%.*g", prec, v);
             if (strtod(out, NULL) == v) break;

@@ -1,13 +1,12 @@
-/* Prometheus metric registry and text-format 0.0.4 renderer (see common/prom.h), plus the helpers the
- * parser shares (name checks, float formatting). Not a client library: no summaries, no collectors,
- * no series removal. One mutex per registry guards every metric and series in it. */
+/* Prometheus metric registry and text-format 0.0.4 renderer (see common/prom.h), plus the helpers
+ * the parser shares (name checks, float formatting). Not a client library: no summaries, no
+ * collectors, no series removal. One mutex per registry guards every metric and series in it. */
 #include "common/prom.h"
 
 #include "common/assert.h"
 #include "common/err.h"
 #include "common/log.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,7 +35,8 @@ struct prom_metric {
     struct prom_alias names; /* the registered name first, then aliases (heap nodes) */
     char **labels;
     size_t n_labels;
-    double *bounds; /* finite upper bounds, strictly increasing */
+    double *bounds;                   /* finite upper bounds, strictly increasing */
+    char (*le_text)[PROM_DOUBLE_MAX]; /* bounds formatted once, for rendering */
     size_t n_bounds;
     struct prom_series *series, *series_tail;
     struct prom_metric *next; /* registration order */
@@ -47,7 +47,7 @@ struct prom_registry {
     struct prom_metric *head, *tail;
 };
 
-/* ---- registration ------------------------------------------------------------------------------ */
+/* ---- registration ---------------------------------------------------------------------------- */
 
 struct prom_registry *prom_registry_new(void)
 {
@@ -92,6 +92,7 @@ static void metric_free(struct prom_metric *m)
     }
     strv_free(m->labels, m->n_labels);
     free(m->bounds);
+    free(m->le_text);
     free(m);
 }
 
@@ -135,7 +136,8 @@ static bool name_taken(const struct prom_registry *r, const char *name, enum pro
     return false;
 }
 
-/* Returns a copy of `s` (NULL stays NULL, "" becomes NULL: no HELP line); *ok is false on ENOMEM. */
+/* Returns a copy of `s` (NULL stays NULL, "" becomes NULL: no HELP line); *ok is false on
+ * ENOMEM. */
 static char *help_dup(const char *s, bool *ok)
 {
     *ok = true;
@@ -183,6 +185,10 @@ static int desc_check(const struct prom_desc *d)
         log_warn("prom: invalid metric name", LOG_S("name", d->name));
         return ERR_INVAL;
     }
+    if (d->help && strchr(d->help, '\r')) {
+        log_warn("prom: HELP text contains a carriage return", LOG_S("name", d->name));
+        return ERR_INVAL;
+    }
     if (desc_check_labels(d)) {
         log_warn("prom: invalid label names (want [a-zA-Z_][a-zA-Z0-9_]*, unique, not __*, not le "
                  "on a histogram)",
@@ -216,8 +222,10 @@ static struct prom_metric *metric_new(const struct prom_desc *d, size_t n_bounds
     }
     if (n_bounds) {
         m->bounds = malloc(n_bounds * sizeof(*m->bounds));
-        if (!m->bounds) goto fail;
+        m->le_text = malloc(n_bounds * sizeof(*m->le_text));
+        if (!m->bounds || !m->le_text) goto fail;
         memcpy(m->bounds, d->buckets, n_bounds * sizeof(*m->bounds));
+        for (size_t i = 0; i < n_bounds; i++) prom_double_fmt(m->bounds[i], m->le_text[i]);
         m->n_bounds = n_bounds;
     }
     return m;
@@ -256,8 +264,8 @@ int prom_registry_add(struct prom_registry *r, const struct prom_desc *d, struct
 int prom_metric_alias(struct prom_metric *m, const char *name, const char *help)
 {
     ASSERT(m);
-    if (!prom_metric_name_valid(name)) {
-        log_warn("prom: invalid metric alias name", LOG_S("name", name));
+    if (!prom_metric_name_valid(name) || (help && strchr(help, '\r'))) {
+        log_warn("prom: invalid metric alias name or HELP text", LOG_S("name", name));
         return ERR_INVAL;
     }
     struct prom_alias *a = calloc(1, sizeof(*a));
@@ -355,7 +363,7 @@ found:
     return 0;
 }
 
-/* ---- updates ----------------------------------------------------------------------------------- */
+/* ---- updates --------------------------------------------------------------------------------- */
 
 void prom_counter_inc(struct prom_series *s, double v)
 {
@@ -426,7 +434,7 @@ void prom_histogram_totals(struct prom_series *s, uint64_t *count, double *sum)
     pthread_mutex_unlock(mu);
 }
 
-/* ---- rendering --------------------------------------------------------------------------------- */
+/* ---- rendering ------------------------------------------------------------------------------- */
 
 /* Appends `s` escaping backslash and newline, plus double quote when `quote` (label values). */
 static int put_escaped(struct buf *out, const char *s, bool quote)
@@ -449,6 +457,15 @@ static int put_escaped(struct buf *out, const char *s, bool quote)
     return rc ? rc : buf_append(out, run, (size_t)(s - run));
 }
 
+/* Appends the decimal digits of `v`. */
+static int put_u64(struct buf *out, uint64_t v)
+{
+    char tmp[24], *p = tmp + sizeof(tmp);
+    do *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    return buf_append(out, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
 /* Appends `name{l1="v1",...[,le="bound"]} `; braces only when there is at least one label. */
 static int put_series_head(struct buf *out, const char *name, const char *suffix,
                            const struct prom_series *s, const char *le)
@@ -458,11 +475,15 @@ static int put_series_head(struct buf *out, const char *name, const char *suffix
     if (!rc) rc = buf_puts(out, suffix);
     if (!rc && (m->n_labels || le)) rc = buf_putc(out, '{');
     for (size_t i = 0; !rc && i < m->n_labels; i++) {
-        rc = buf_printf(out, "%s%s=\"", i ? "," : "", m->labels[i]);
+        if (i) rc = buf_putc(out, ',');
+        if (!rc) rc = buf_puts(out, m->labels[i]);
+        if (!rc) rc = buf_append(out, "=\"", 2);
         if (!rc) rc = put_escaped(out, s->values[i], true);
         if (!rc) rc = buf_putc(out, '"');
     }
-    if (!rc && le) rc = buf_printf(out, "%sle=\"%s\"", m->n_labels ? "," : "", le);
+    if (!rc && le) rc = buf_puts(out, m->n_labels ? ",le=\"" : "le=\"");
+    if (!rc && le) rc = buf_puts(out, le);
+    if (!rc && le) rc = buf_putc(out, '"');
     if (!rc && (m->n_labels || le)) rc = buf_putc(out, '}');
     if (!rc) rc = buf_putc(out, ' ');
     return rc;
@@ -476,14 +497,17 @@ static int put_histogram(struct buf *out, const char *name, const struct prom_se
     int rc = 0;
     for (size_t i = 0; !rc && i <= m->n_bounds; i++) {
         cumulative += s->buckets[i];
-        const char *le = i < m->n_bounds ? prom_double_fmt(m->bounds[i], num) : "+Inf";
+        const char *le = i < m->n_bounds ? m->le_text[i] : "+Inf";
         rc = put_series_head(out, name, "_bucket", s, le);
-        if (!rc) rc = buf_printf(out, "%" PRIu64 "\n", cumulative);
+        if (!rc) rc = put_u64(out, cumulative);
+        if (!rc) rc = buf_putc(out, '\n');
     }
     if (!rc) rc = put_series_head(out, name, "_sum", s, NULL);
-    if (!rc) rc = buf_printf(out, "%s\n", prom_double_fmt(s->sum, num));
+    if (!rc) rc = buf_puts(out, prom_double_fmt(s->sum, num));
+    if (!rc) rc = buf_putc(out, '\n');
     if (!rc) rc = put_series_head(out, name, "_count", s, NULL);
-    if (!rc) rc = buf_printf(out, "%" PRIu64 "\n", s->count);
+    if (!rc) rc = put_u64(out, s->count);
+    if (!rc) rc = buf_putc(out, '\n');
     return rc;
 }
 
@@ -503,7 +527,8 @@ static int put_family(struct buf *out, const struct prom_metric *m, const struct
             rc = put_histogram(out, n->name, s);
         } else {
             rc = put_series_head(out, n->name, "", s, NULL);
-            if (!rc) rc = buf_printf(out, "%s\n", prom_double_fmt(s->value, num));
+            if (!rc) rc = buf_puts(out, prom_double_fmt(s->value, num));
+            if (!rc) rc = buf_putc(out, '\n');
         }
     }
     return rc;

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Modelled on client_golang and prometheus_client (Python) output plus a vLLM server: summaries with
- * quantiles, histograms, escapes, NaN/+Inf, a timestamp, comments, blank lines. */
+/* Modelled on client_golang and prometheus_client (Python) output plus a vLLM server: summaries
+ * with quantiles, histograms, escapes, NaN/+Inf, a timestamp, comments, blank lines. */
 static const char real_world[] =
     "# HELP go_gc_duration_seconds A summary of the pause duration of garbage collection cycles.\n"
     "# TYPE go_gc_duration_seconds summary\n"
@@ -287,6 +287,8 @@ static const struct {
     {"# TYPE foo", ERR_PARSE, "column 11: unknown metric type ''"},
     {"# HELP foo a\n# HELP foo b\n", ERR_PARSE, "line 2, column 8: second HELP line for 'foo'"},
     {"# HELP foo bad \\q", ERR_PARSE, "column 16: invalid escape sequence '\\q' in HELP text"},
+    {"# HELP e \r\r\n", ERR_PARSE, "line 1, column 10: carriage return in HELP text"},
+    {"# HELP e a\rb\n", ERR_PARSE, "column 11: carriage return in HELP text"},
     {"# HELP foo trailing \\", ERR_PARSE, "column 21: backslash at end of HELP text"},
     {"foo 1 abc", ERR_PARSE, "column 7: invalid timestamp 'abc'"},
     {"foo 1 9223372036854775808", ERR_PARSE, "invalid timestamp"},

@@ -217,6 +217,7 @@ START_TEST(test_prom_registry_add_rejects_invalid)
         int rc;
     } cases[] = {
         {{.type = PROM_COUNTER, .name = "1abc"}, ERR_INVAL},
+        {{.type = PROM_COUNTER, .name = "cr_total", .help = "a\rb"}, ERR_INVAL},
         {{.type = PROM_COUNTER, .name = ""}, ERR_INVAL},
         {{.type = PROM_COUNTER, .name = NULL}, ERR_INVAL},
         {{.type = PROM_COUNTER, .name = "a-b"}, ERR_INVAL},
@@ -298,6 +299,11 @@ START_TEST(test_prom_double_fmt_round_trips)
     ck_assert_str_eq(prom_double_fmt(0.1 + 0.2, out), "0.30000000000000004");
     ck_assert_str_eq(prom_double_fmt(1e21, out), "1e+21");
     ck_assert_str_eq(prom_double_fmt(123456789012, out), "123456789012");
+    ck_assert_str_eq(prom_double_fmt(-7, out), "-7");
+    ck_assert_str_eq(prom_double_fmt(0, out), "0");
+    ck_assert_str_eq(prom_double_fmt(-0.0, out), "-0");
+    ck_assert_str_eq(prom_double_fmt(999999999999999, out), "999999999999999");
+    ck_assert_str_eq(prom_double_fmt(1e15, out), "1e+15");
     ck_assert_str_eq(prom_double_fmt(NAN, out), "NaN");
     ck_assert_str_eq(prom_double_fmt(INFINITY, out), "+Inf");
     ck_assert_str_eq(prom_double_fmt(-INFINITY, out), "-Inf");

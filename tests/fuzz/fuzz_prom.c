@@ -1,6 +1,6 @@
-/* Fuzz target for the Prometheus text parser (common/prom_parse.c, common/prom_query.c).
- * Parses arbitrary bytes under small limits; when the input parses, exercises every lookup and checks
- * a round trip: the exposition rendered back to text must parse again to the same families, samples,
+/* Fuzz target for the Prometheus text parser (common/prom_parse.c, common/prom_query.c). Parses
+ * arbitrary bytes under small limits; when the input parses, exercises every lookup and checks a
+ * round trip: the exposition rendered back to text must parse again to the same families, samples,
  * labels, values and timestamps. Any mismatch aborts, so libFuzzer reports it as a crash. */
 #include "common/prom.h"
 
