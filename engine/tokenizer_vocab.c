@@ -332,29 +332,28 @@ static int load_flag(const struct gguf *g, const char *key, bool *flag, char *er
     return rc;
 }
 
-static bool text_in(const struct tokenizer *t, int32_t id, const char *const *list, size_t n)
+/* Marks the token whose text is `text` (if any) as end of generation and CONTROL; returns its id. */
+static int32_t mark_eog_text(struct tokenizer *t, const char *text)
 {
-    const struct tokenizer_token *tk = &t->tokens[id];
-    for (size_t i = 0; i < n; i++)
-        if (strlen(list[i]) == tk->text_len &&
-            memcmp(list[i], tokenizer_text_of(t, id), tk->text_len) == 0)
-            return true;
-    return false;
-}
-
-/* EOT detection and the end-of-generation set, following llama.cpp: a known end-of-turn text
- * becomes EOT when the file names none, and such tokens are forced to CONTROL. */
-static void mark_eog(struct tokenizer *t)
-{
-    size_t n_eot = sizeof(eot_texts) / sizeof(eot_texts[0]);
-    size_t n_extra = sizeof(eog_extra_texts) / sizeof(eog_extra_texts[0]);
-    for (int32_t id = 0; id < t->n_vocab; id++) {
-        bool eot = text_in(t, id, eot_texts, n_eot);
-        if (!eot && !text_in(t, id, eog_extra_texts, n_extra)) continue;
-        if (eot && t->eot == TOKENIZER_NULL) t->eot = id;
+    int32_t id = tokenizer_find(t, text, strlen(text));
+    if (id >= 0) {
         t->tokens[id].eog = true;
         t->tokens[id].type = TOKENIZER_TOKEN_CONTROL;
     }
+    return id;
+}
+
+/* EOT detection and the end-of-generation set, following llama.cpp: a known end-of-turn text
+ * becomes EOT when the file names none (the first in list order here), and such tokens are forced
+ * to CONTROL. */
+static void mark_eog(struct tokenizer *t)
+{
+    for (size_t i = 0; i < sizeof(eot_texts) / sizeof(eot_texts[0]); i++) {
+        int32_t id = mark_eog_text(t, eot_texts[i]);
+        if (id >= 0 && t->eot == TOKENIZER_NULL) t->eot = id;
+    }
+    for (size_t i = 0; i < sizeof(eog_extra_texts) / sizeof(eog_extra_texts[0]); i++)
+        mark_eog_text(t, eog_extra_texts[i]);
     if (t->eos >= 0) t->tokens[t->eos].eog = true;
     if (t->eot >= 0) t->tokens[t->eot].eog = true;
     if (t->eom >= 0) t->tokens[t->eom].eog = true;
