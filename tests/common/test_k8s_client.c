@@ -224,8 +224,9 @@ static void srv_stop(void)
     if (tmp_dir[0] && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp_dir);
 }
 
-/* A client from a kubeconfig that trusts the test CA (by relative file) and uses a token file. */
-static struct k8s_client *client_new(const char *field_manager)
+/* A client from a kubeconfig that trusts the test CA (by relative file) and uses a token file,
+ * re-read every `refresh_s` seconds. */
+static struct k8s_client *client_new_refresh(const char *field_manager, int refresh_s)
 {
     char path[1024], kc[2048], err[K8S_ERRMSG_MAX] = "";
     struct k8s_config *cfg = NULL;
@@ -249,10 +250,17 @@ static struct k8s_client *client_new(const char *field_manager)
     fputs(kc, f);
     fclose(f);
     ck_assert_msg(k8s_config_load_kubeconfig(path, NULL, &cfg, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(cfg->token_refresh_s, K8S_TOKEN_REFRESH_S_DEF);
+    cfg->token_refresh_s = refresh_s;
     struct k8s_client_opts o = {.field_manager = field_manager, .timeout_ms = 10000};
     ck_assert_msg(k8s_client_new(cfg, &o, &c, err, sizeof(err)) == 0, "%s", err);
     ck_assert_str_eq(k8s_client_config(c)->ns, "echo");
     return c;
+}
+
+static struct k8s_client *client_new(const char *field_manager)
+{
+    return client_new_refresh(field_manager, K8S_TOKEN_REFRESH_S_DEF);
 }
 
 static const char *jstr(const json_t *j, const char *key)
@@ -397,12 +405,11 @@ END_TEST
 
 START_TEST(test_k8s_client_token_file_reread)
 {
-    struct k8s_client *c = client_new(NULL);
+    /* The refresh interval is a config field; 0 re-reads before every request. */
+    struct k8s_client *c = client_new_refresh(NULL, 0);
     struct k8s_ref ref = {&k8s_resource_configmaps, "echo", "cm1", NULL};
     json_t *out = NULL;
     char path[1024];
-    /* The refresh interval is a config field; 0 re-reads before every request. */
-    ((struct k8s_config *)k8s_client_config(c))->token_refresh_s = 0;
     snprintf(path, sizeof(path), "%s/token", tmp_dir);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
