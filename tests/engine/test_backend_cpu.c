@@ -586,16 +586,22 @@ static double kv_round(double x, int f16)
     return f16 ? quant_f16_to_f32(quant_f32_to_f16((float)x)) : x;
 }
 
-/* The step: seq0 token at 40, seq1 tokens 0..19, seq2 tokens 30..34, interleaved in one batch. */
-static int scene_batch(const struct att_scene *s, int32_t *pos, int32_t *seq)
+/* The step: seq0 token at 40, seq1 tokens 0..19, seq2 tokens 30..34; interleaved in the batch, or
+ * each sequence's tokens contiguous (prefill chunks longer than one work item). */
+static int scene_batch(int contiguous, int32_t *pos, int32_t *seq)
 {
     int n = 0;
+    if (contiguous) {
+        for (int p = 0; p < 20; p++) pos[n] = p, seq[n++] = 1;
+        pos[n] = 40, seq[n++] = 0;
+        for (int p = 30; p < 35; p++) pos[n] = p, seq[n++] = 2;
+        return n;
+    }
     for (int p = 0; p < 20; p++) {
         if (p == 3) pos[n] = 40, seq[n++] = 0;
         if (p < 5) pos[n] = 30 + p, seq[n++] = 2;
         pos[n] = p, seq[n++] = 1;
     }
-    (void)s;
     return n;
 }
 
@@ -621,12 +627,12 @@ static float *scene_attention(const char *isa, int n_threads, const struct att_s
     return out;
 }
 
-static void check_attention(int n_kv, int group, int hd, int f16)
+static void check_attention(int n_kv, int group, int hd, int f16, int contiguous)
 {
     struct att_scene s;
     scene_init(&s, n_kv, group, hd);
     int32_t pos[32], seq[32];
-    int nt = scene_batch(&s, pos, seq), nh = n_kv * group;
+    int nt = scene_batch(contiguous, pos, seq), nh = n_kv * group;
     float *q = malloc(sizeof(float) * nt * nh * hd);
     fill_f(q, (size_t)nt * nh * hd);
     for (size_t i = 0; i < (size_t)nt * nh * hd; i++) q[i] *= 3.0f; /* peaky softmax */
@@ -672,17 +678,23 @@ static void check_attention(int n_kv, int group, int hd, int f16)
 
 START_TEST(test_attention_gqa_ratios)
 {
-    check_attention(2, 1, 64, 0);
-    check_attention(2, 2, 64, 0);
-    check_attention(1, 4, 40, 0);
-    check_attention(3, 4, 128, 0);
+    check_attention(2, 1, 64, 0, 0);
+    check_attention(2, 2, 64, 0, 0);
+    check_attention(1, 4, 40, 0, 0);
+    check_attention(3, 4, 128, 0, 0);
+    /* contiguous prefill: multi-token items (16 rows of one head, 4 tokens x 4 heads, ...) */
+    check_attention(2, 1, 64, 0, 1);
+    check_attention(1, 4, 72, 0, 1);
+    check_attention(1, 20, 16, 0, 1); /* group > 16 rows: heads split across items */
+    check_attention(2, 3, 33, 0, 1);  /* odd head_dim and group */
 }
 END_TEST
 
 START_TEST(test_attention_f16_cache)
 {
-    check_attention(2, 2, 64, 1);
-    check_attention(1, 4, 24, 1);
+    check_attention(2, 2, 64, 1, 0);
+    check_attention(1, 4, 24, 1, 1);
+    check_attention(4, 1, 80, 1, 1);
 }
 END_TEST
 

@@ -1,14 +1,27 @@
 /* Paged attention and KV stores over the CPU cache. Each token attends to positions 0..pos of its
- * sequence, found block by block through the sequence's block table. Work is one (token, KV head) pair:
- * every K and V row is loaded once for all query heads that share the KV head (GQA), scores go to a
- * per-thread buffer, softmax subtracts the maximum for stability. Pairs are dealt round-robin to the
- * threads because causal contexts make later tokens more expensive. */
+ * sequence, found block by block through the sequence's block table. A work item is up to 16 query
+ * rows sharing one KV head: consecutive tokens of a sequence (prefill) times the query heads of the
+ * KV head (GQA), so every K and V row loaded serves all of them. Queries are transposed so scores are
+ * computed 16 rows at a time without horizontal sums; softmax subtracts each row's maximum and masks
+ * positions after the row's own (causal). Items are dealt round-robin to the threads because causal
+ * contexts make later tokens more expensive. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
 
 #include <math.h>
 #include <string.h>
+
+/* Items with at most this many query rows (decode) use dot-product scores: the 16-row transposed
+ * kernel would compute mostly padding. */
+#define ATTN_DOT_ROWS 4
+
+/* One work item: up to CPU_ATTN_ROWS query rows (nt consecutive batch tokens of one sequence times
+ * ng query heads g0.. of KV head h). */
+struct attn_item {
+    int t0, nt;
+    int h, g0, ng;
+};
 
 struct attn_job {
     struct cpu_backend *cb;
@@ -18,8 +31,11 @@ struct attn_job {
     int n_heads;
     float scale;
     const char *k_base, *v_base; /* this layer's K and V */
-    float *scores;               /* (n_threads, group, max_ctx) */
-    size_t max_ctx;
+    const struct attn_item *items;
+    int n_items;
+    float *scratch; /* per thread: thread_floats floats */
+    size_t max_ctx; /* positions a token can attend to: max_blocks * block_size */
+    size_t thread_floats;
 };
 
 /* Checks every token's sequence, position and the blocks its context reads. */
@@ -73,63 +89,113 @@ int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const f
     return 0;
 }
 
-/* Attention of the `group` query heads of KV head `h` for token `t`. */
-static void attn_one(const struct attn_job *j, int t, int h, float *scores)
+/* Pointer to row `p` (a position of the item's sequence) of this layer's K or V for KV head h. */
+static const char *attn_row(const struct attn_job *j, const char *base, const int32_t *tab, int p,
+                            int h)
+{
+    const struct cpu_backend *cb = j->cb;
+    int bs = cb->kv.block_size;
+    size_t slot = (size_t)tab[p / bs] * bs + (size_t)(p % bs);
+    return base + (slot * cb->kv_row_elems + (size_t)h * cb->kv.head_dim) * cb->kv_elem_bytes;
+}
+
+/* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
+ * that are contiguous in the cache (within one block), converting F16 rows to floats in `conv`. */
+static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int np, int h,
+                      float *conv, float *s, float *vec, int nq, int is_v)
 {
     const struct cpu_backend *cb = j->cb;
     const struct cpu_kernels *kern = &cb->kern;
-    const struct backend_batch *bt = j->batch;
-    int hd = cb->kv.head_dim, bs = cb->kv.block_size;
-    int group = j->n_heads / cb->kv.n_kv_heads;
-    int n_ctx = bt->pos[t] + 1;
-    const int32_t *tab = bt->block_tables + (size_t)bt->seq[t] * bt->max_blocks;
-    size_t eb = cb->kv_elem_bytes, row = cb->kv_row_elems;
-    int f16 = cb->kv.type == QUANT_F16;
-    const float *q = j->q + ((size_t)t * j->n_heads + (size_t)h * group) * hd;
-    float *out = j->out + ((size_t)t * j->n_heads + (size_t)h * group) * hd;
+    int bs = cb->kv.block_size, hd = cb->kv.head_dim;
+    for (int p0 = 0; p0 < np;) {
+        int run = bs - p0 % bs;
+        if (run > np - p0) run = np - p0;
+        const char *row = attn_row(j, base, tab, p0, h);
+        const float *rows = (const float *)row;
+        size_t ld = cb->kv_row_elems;
+        if (cb->kv.type == QUANT_F16) {
+            for (int i = 0; i < run; i++)
+                kern->f16_to_f32((const uint16_t *)row + (size_t)i * cb->kv_row_elems,
+                                 conv + (size_t)i * hd, hd);
+            rows = conv;
+            ld = (size_t)hd;
+        }
+        float *sp = s + (size_t)p0 * CPU_ATTN_ROWS;
+        if (is_v)
+            kern->attn_pv(sp, nq, rows, ld, run, vec, hd); /* vec: the (ROWS, hd) output */
+        else if (nq <= ATTN_DOT_ROWS)
+            kern->attn_scores_dot(vec, nq, hd, rows, ld, run, sp); /* vec: (nq, hd) queries */
+        else
+            kern->attn_scores(vec, hd, rows, ld, run, sp); /* vec: (hd, ROWS) queries */
+        p0 += run;
+    }
+}
 
-    for (int p = 0; p < n_ctx; p++) {
-        size_t slot = (size_t)tab[p / bs] * bs + (size_t)(p % bs);
-        const char *kr = j->k_base + (slot * row + (size_t)h * hd) * eb;
-        for (int g = 0; g < group; g++) {
-            const float *qg = q + (size_t)g * hd;
-            float s = f16 ? kern->dot_f16(qg, (const uint16_t *)kr, hd)
-                          : kern->dot_f32(qg, (const float *)kr, hd);
-            scores[(size_t)g * n_ctx + p] = s * j->scale;
-        }
-    }
-    for (int g = 0; g < group; g++) {
-        float *sg = scores + (size_t)g * n_ctx, mx = -INFINITY, sum = 0.0f;
-        for (int p = 0; p < n_ctx; p++) mx = sg[p] > mx ? sg[p] : mx;
-        for (int p = 0; p < n_ctx; p++) {
-            sg[p] = expf(sg[p] - mx);
-            sum += sg[p];
-        }
-        float inv = 1.0f / sum;
-        for (int p = 0; p < n_ctx; p++) sg[p] *= inv;
-        memset(out + (size_t)g * hd, 0, (size_t)hd * sizeof(float));
-    }
-    for (int p = 0; p < n_ctx; p++) {
-        size_t slot = (size_t)tab[p / bs] * bs + (size_t)(p % bs);
-        const char *vr = j->v_base + (slot * row + (size_t)h * hd) * eb;
-        for (int g = 0; g < group; g++) {
-            float a = scores[(size_t)g * n_ctx + p];
-            if (f16)
-                kern->axpy_f16(a, (const uint16_t *)vr, out + (size_t)g * hd, hd);
+/* One item: scaled queries transposed into qt, scores for every position up to the latest one in
+ * the item, a masked softmax per row (each row stops at its own position), then P @ V. */
+static void attn_item_run(const struct attn_job *j, const struct attn_item *it, float *scratch)
+{
+    const struct cpu_backend *cb = j->cb;
+    const struct backend_batch *bt = j->batch;
+    int hd = cb->kv.head_dim, group = j->n_heads / cb->kv.n_kv_heads;
+    float *qt = scratch;                              /* (hd, ROWS) */
+    float *o = qt + (size_t)hd * CPU_ATTN_ROWS;       /* (ROWS, hd) */
+    float *conv = o + (size_t)hd * CPU_ATTN_ROWS;     /* (block_size, hd) */
+    float *s = conv + (size_t)cb->kv.block_size * hd; /* (max_ctx, ROWS) */
+    int32_t lim[CPU_ATTN_ROWS] = {0};
+    float inv[CPU_ATTN_ROWS];
+    int nq = it->nt * it->ng, np = 0;
+
+    int dot = nq <= ATTN_DOT_ROWS;
+    if (!dot) memset(qt, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
+    memset(o, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
+    for (int r = 0; r < nq; r++) {
+        int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
+        const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
+        for (int i = 0; i < hd; i++) {
+            if (dot)
+                qt[r * hd + i] = qr[i] * j->scale; /* row-major for the dot kernel */
             else
-                kern->axpy_f32(a, (const float *)vr, out + (size_t)g * hd, hd);
+                qt[i * CPU_ATTN_ROWS + r] = qr[i] * j->scale;
         }
+        lim[r] = bt->pos[t] + 1;
+        np = lim[r] > np ? lim[r] : np;
+    }
+    const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
+    attn_runs(j, j->k_base, tab, np, it->h, conv, s, qt, nq, 0);
+    cb->kern.attn_softmax(s, np, lim, inv);
+    attn_runs(j, j->v_base, tab, np, it->h, conv, s, o, nq, 1);
+    for (int r = 0; r < nq; r++) {
+        int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
+        float *dst = j->out + ((size_t)t * j->n_heads + head) * hd;
+        for (int i = 0; i < hd; i++) dst[i] = o[r * hd + i] * inv[r];
     }
 }
 
 static void attn_task(void *ctx, int ith, int nth)
 {
     struct attn_job *j = ctx;
-    int n_kv = j->cb->kv.n_kv_heads, group = j->n_heads / n_kv;
-    float *scores = j->scores + (size_t)ith * group * j->max_ctx;
-    int64_t items = (int64_t)j->batch->n_tokens * n_kv;
-    for (int64_t i = ith; i < items; i += nth)
-        attn_one(j, (int)(i / n_kv), (int)(i % n_kv), scores);
+    float *scratch = j->scratch + (size_t)ith * j->thread_floats;
+    for (int i = ith; i < j->n_items; i += nth) attn_item_run(j, &j->items[i], scratch);
+}
+
+/* Splits the batch into items: runs of consecutive tokens of one sequence, times slices of the query
+ * heads of each KV head, at most CPU_ATTN_ROWS rows each. Returns the count written to `items`
+ * (capacity n_tokens * n_kv * ceil(group / ROWS)). */
+static int attn_items_build(const struct backend_batch *bt, int n_kv, int group,
+                            struct attn_item *items)
+{
+    int ng = group < CPU_ATTN_ROWS ? group : CPU_ATTN_ROWS;
+    int max_nt = CPU_ATTN_ROWS / ng, n = 0;
+    for (int t0 = 0; t0 < bt->n_tokens;) {
+        int nt = 1;
+        while (nt < max_nt && t0 + nt < bt->n_tokens && bt->seq[t0 + nt] == bt->seq[t0]) nt++;
+        for (int h = 0; h < n_kv; h++)
+            for (int g0 = 0; g0 < group; g0 += ng)
+                items[n++] = (struct attn_item){t0, nt, h, g0, group - g0 < ng ? group - g0 : ng};
+        t0 += nt;
+    }
+    return n;
 }
 
 int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
@@ -142,15 +208,25 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     int rc = attn_batch_check(cb, batch);
     if (rc != 0 || batch->n_tokens == 0) return rc;
 
+    int n_kv = cb->kv.n_kv_heads, group = n_heads / n_kv, hd = cb->kv.head_dim;
     struct attn_job j = {
         .cb = cb, .batch = batch, .q = q, .out = out, .n_heads = n_heads, .scale = scale};
     size_t eb = cb->kv_elem_bytes;
     j.k_base = (const char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_elems * eb;
     j.v_base = j.k_base + cb->kv_layer_elems * eb;
     j.max_ctx = (size_t)batch->max_blocks * cb->kv.block_size;
-    size_t group = (size_t)(n_heads / cb->kv.n_kv_heads);
-    j.scores = cpu_backend_scratch(cb, (size_t)cb->n_threads * group * j.max_ctx * sizeof(float));
-    if (!j.scores) return ERR_NOMEM;
+    j.thread_floats = (2 * (size_t)hd * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd +
+                       j.max_ctx * CPU_ATTN_ROWS + 15) &
+                      ~(size_t)15;
+    size_t max_items =
+        (size_t)batch->n_tokens * n_kv * ((group + CPU_ATTN_ROWS - 1) / CPU_ATTN_ROWS);
+    size_t items_bytes = (max_items * sizeof(struct attn_item) + 63) & ~(size_t)63;
+    char *mem = cpu_backend_scratch(cb, items_bytes + (size_t)cb->n_threads * j.thread_floats *
+                                                          sizeof(float));
+    if (!mem) return ERR_NOMEM;
+    j.n_items = attn_items_build(batch, n_kv, group, (struct attn_item *)mem);
+    j.items = (const struct attn_item *)mem;
+    j.scratch = (float *)(mem + items_bytes);
     cpu_pool_run(cb->pool, attn_task, &j);
     return 0;
 }

@@ -24,6 +24,7 @@ struct cpu_act_q8 {
  * (nr <= CPU_GEMM_ROWS) and t < nt. Every output is computed by the same sequence of operations
  * whatever nr, nt and the thread split are, so results do not depend on the thread count. */
 #define CPU_GEMM_ROWS 4
+#define CPU_ATTN_ROWS 16
 typedef void (*cpu_gemm_f32_fn)(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
                                 int nt, int k, float *y, size_t ldy);
 /* W rows are raw Q8_0 or Q4_0 blocks, `row_bytes` apart; activations are tokens t0..t0+nt-1 of xq. */
@@ -36,11 +37,18 @@ struct cpu_kernels {
     cpu_gemm_q_fn gemm_q4_0;
     /* dst (n) = f16 src (n) converted */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
-    /* Attention helpers over one head: dot(q, k) and y += a * v, for F32 and F16 cache rows. */
-    float (*dot_f32)(const float *q, const float *k, int n);
-    float (*dot_f16)(const float *q, const uint16_t *k, int n);
-    void (*axpy_f32)(float a, const float *v, float *y, int n);
-    void (*axpy_f16)(float a, const uint16_t *v, float *y, int n);
+    /* Attention over one (KV head, up to CPU_ATTN_ROWS query rows) item; s is position-major
+     * (np, CPU_ATTN_ROWS), qt is the scaled queries transposed (hd, CPU_ATTN_ROWS), o (CPU_ATTN_ROWS, hd).
+     * scores: s[p][r] = sum_i qt[i][r] * k[p * ldk + i] for p < np.
+     * softmax: for each row r, over p < lim[r]: s[p][r] = exp(s[p][r] - max), 0 for p >= lim[r];
+     *          inv[r] = 1 / sum (rows with lim 0 are padding; inv is then unspecified).
+     * pv: o[r][i] += sum_{p < np} s[p][r] * v[p * ldv + i] for r < nq. */
+    void (*attn_scores)(const float *qt, int hd, const float *k, size_t ldk, int np, float *s);
+    /* The same scores for few rows (decode): q is (nq <= 4, hd) row-major, only rows < nq written. */
+    void (*attn_scores_dot)(const float *q, int nq, int hd, const float *k, size_t ldk, int np,
+                            float *s);
+    void (*attn_softmax)(float *s, int np, const int32_t *lim, float *inv);
+    void (*attn_pv)(const float *s, int nq, const float *v, size_t ldv, int np, float *o, int hd);
 };
 
 /* Fills the table for `isa`; levels above scalar fall back to scalar for kernels they lack. */

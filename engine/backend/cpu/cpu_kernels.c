@@ -2,6 +2,9 @@
  * of a kernel table for an ISA level. */
 #include "engine/backend/cpu/cpu_backend.h"
 
+#include <math.h>
+#include <string.h>
+
 static void gemm_f32_scalar(const float *w, size_t ldw, int nr, const float *x, size_t ldx, int nt,
                             int k, float *y, size_t ldy)
 {
@@ -67,28 +70,51 @@ static void f16_to_f32_scalar(const uint16_t *src, float *dst, int64_t n)
     for (int64_t i = 0; i < n; i++) dst[i] = cpu_quant_f16_to_f32(src[i]);
 }
 
-static float dot_f32_scalar(const float *q, const float *k, int n)
+static void attn_scores_scalar(const float *qt, int hd, const float *k, size_t ldk, int np,
+                               float *s)
 {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += q[i] * k[i];
-    return s;
+    for (int p = 0; p < np; p++) {
+        float acc[CPU_ATTN_ROWS] = {0};
+        for (int i = 0; i < hd; i++)
+            for (int r = 0; r < CPU_ATTN_ROWS; r++)
+                acc[r] += qt[i * CPU_ATTN_ROWS + r] * k[p * ldk + i];
+        memcpy(s + (size_t)p * CPU_ATTN_ROWS, acc, sizeof(acc));
+    }
 }
 
-static float dot_f16_scalar(const float *q, const uint16_t *k, int n)
+static void attn_scores_dot_scalar(const float *q, int nq, int hd, const float *k, size_t ldk,
+                                   int np, float *s)
 {
-    float s = 0.0f;
-    for (int i = 0; i < n; i++) s += q[i] * cpu_quant_f16_to_f32(k[i]);
-    return s;
+    for (int p = 0; p < np; p++)
+        for (int r = 0; r < nq; r++) {
+            float acc = 0.0f;
+            for (int i = 0; i < hd; i++) acc += q[r * hd + i] * k[p * ldk + i];
+            s[p * CPU_ATTN_ROWS + r] = acc;
+        }
 }
 
-static void axpy_f32_scalar(float a, const float *v, float *y, int n)
+static void attn_softmax_scalar(float *s, int np, const int32_t *lim, float *inv)
 {
-    for (int i = 0; i < n; i++) y[i] += a * v[i];
+    for (int r = 0; r < CPU_ATTN_ROWS; r++) {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int p = 0; p < lim[r] && p < np; p++) mx = fmaxf(mx, s[p * CPU_ATTN_ROWS + r]);
+        for (int p = 0; p < np; p++) {
+            float e = p < lim[r] ? expf(s[p * CPU_ATTN_ROWS + r] - mx) : 0.0f;
+            s[p * CPU_ATTN_ROWS + r] = e;
+            sum += e;
+        }
+        inv[r] = 1.0f / sum;
+    }
 }
 
-static void axpy_f16_scalar(float a, const uint16_t *v, float *y, int n)
+static void attn_pv_scalar(const float *s, int nq, const float *v, size_t ldv, int np, float *o,
+                           int hd)
 {
-    for (int i = 0; i < n; i++) y[i] += a * cpu_quant_f16_to_f32(v[i]);
+    for (int r = 0; r < nq; r++)
+        for (int p = 0; p < np; p++) {
+            float w = s[p * CPU_ATTN_ROWS + r];
+            for (int i = 0; i < hd; i++) o[r * hd + i] += w * v[p * ldv + i];
+        }
 }
 
 void cpu_kernels_scalar(struct cpu_kernels *k)
@@ -97,10 +123,10 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->gemm_q8_0 = gemm_q8_0_scalar;
     k->gemm_q4_0 = gemm_q4_0_scalar;
     k->f16_to_f32 = f16_to_f32_scalar;
-    k->dot_f32 = dot_f32_scalar;
-    k->dot_f16 = dot_f16_scalar;
-    k->axpy_f32 = axpy_f32_scalar;
-    k->axpy_f16 = axpy_f16_scalar;
+    k->attn_scores = attn_scores_scalar;
+    k->attn_scores_dot = attn_scores_dot_scalar;
+    k->attn_softmax = attn_softmax_scalar;
+    k->attn_pv = attn_pv_scalar;
 }
 
 void cpu_kernels_init(struct cpu_kernels *k, enum cpu_isa isa)

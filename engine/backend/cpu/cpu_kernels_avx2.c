@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define AVX2        __attribute__((target("avx2,fma,f16c")))
@@ -183,49 +184,103 @@ static AVX2 void f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
-static AVX2 float dot_f32_avx2(const float *q, const float *k, int n)
+AVX2_INLINE float dot_f32_avx2(const float *a, const float *b, int n)
 {
     __m256 acc = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
+        acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
     float s = hsum_avx2(acc);
-    for (; i < n; i++) s += q[i] * k[i];
+    for (; i < n; i++) s += a[i] * b[i];
     return s;
 }
 
-static AVX2 float dot_f16_avx2(const float *q, const uint16_t *k, int n)
+/* exp(x) for x <= 0 (softmax after the max is subtracted): Cephes' range reduction and polynomial,
+ * relative error ~2 ulp; inputs below -87 flush to 2^-126 * p, i.e. effectively 0. */
+AVX2_INLINE __m256 exp_avx2(__m256 x)
 {
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + i)));
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, acc);
-    }
-    float s = hsum_avx2(acc);
-    for (; i < n; i++) s += q[i] * _cvtsh_ss(k[i]);
-    return s;
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-static AVX2 void axpy_f32_avx2(float a, const float *v, float *y, int n)
+static AVX2 void attn_scores_avx2(const float *qt, int hd, const float *k, size_t ldk, int np,
+                                  float *s)
 {
-    __m256 av = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i,
-                         _mm256_fmadd_ps(av, _mm256_loadu_ps(v + i), _mm256_loadu_ps(y + i)));
-    for (; i < n; i++) y[i] += a * v[i];
+    for (int p = 0; p < np; p++) {
+        const float *kp = k + p * ldk;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i++) {
+            __m256 kv = _mm256_broadcast_ss(kp + i);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qt + i * 16), kv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qt + i * 16 + 8), kv, a1);
+        }
+        _mm256_storeu_ps(s + p * 16, a0);
+        _mm256_storeu_ps(s + p * 16 + 8, a1);
+    }
 }
 
-static AVX2 void axpy_f16_avx2(float a, const uint16_t *v, float *y, int n)
+static AVX2 void attn_scores_dot_avx2(const float *q, int nq, int hd, const float *k, size_t ldk,
+                                      int np, float *s)
 {
-    __m256 av = _mm256_set1_ps(a);
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(v + i)));
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, vv, _mm256_loadu_ps(y + i)));
+    for (int p = 0; p < np; p++)
+        for (int r = 0; r < nq; r++) s[p * 16 + r] = dot_f32_avx2(q + r * hd, k + p * ldk, hd);
+}
+
+static AVX2 void attn_softmax_avx2(float *s, int np, const int32_t *lim, float *inv)
+{
+    for (int h = 0; h < 2; h++) {
+        __m256i lv = _mm256_loadu_si256((const __m256i *)(lim + 8 * h));
+        __m256 mx = _mm256_set1_ps(-INFINITY), sum = _mm256_setzero_ps();
+        for (int p = 0; p < np; p++) {
+            __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lv, _mm256_set1_epi32(p)));
+            mx = _mm256_blendv_ps(mx, _mm256_max_ps(mx, _mm256_loadu_ps(s + p * 16 + 8 * h)), m);
+        }
+        for (int p = 0; p < np; p++) {
+            __m256 m = _mm256_castsi256_ps(_mm256_cmpgt_epi32(lv, _mm256_set1_epi32(p)));
+            __m256 e = exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(s + p * 16 + 8 * h), mx));
+            e = _mm256_and_ps(e, m);
+            _mm256_storeu_ps(s + p * 16 + 8 * h, e);
+            sum = _mm256_add_ps(sum, e);
+        }
+        _mm256_storeu_ps(inv + 8 * h, _mm256_div_ps(_mm256_set1_ps(1.0f), sum));
     }
-    for (; i < n; i++) y[i] += a * _cvtsh_ss(v[i]);
+}
+
+static AVX2 void attn_pv_avx2(const float *s, int nq, const float *v, size_t ldv, int np, float *o,
+                              int hd)
+{
+    int c = 0;
+    for (; c + 16 <= hd; c += 16)
+        for (int r = 0; r < nq; r++) {
+            float *orow = o + r * hd + c;
+            __m256 a0 = _mm256_loadu_ps(orow), a1 = _mm256_loadu_ps(orow + 8);
+            for (int p = 0; p < np; p++) {
+                __m256 w = _mm256_broadcast_ss(s + p * 16 + r);
+                a0 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + p * ldv + c), a0);
+                a1 = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + p * ldv + c + 8), a1);
+            }
+            _mm256_storeu_ps(orow, a0);
+            _mm256_storeu_ps(orow + 8, a1);
+        }
+    for (; c < hd; c++)
+        for (int r = 0; r < nq; r++) {
+            float a = o[r * hd + c];
+            for (int p = 0; p < np; p++) a += s[p * 16 + r] * v[p * ldv + c];
+            o[r * hd + c] = a;
+        }
 }
 
 void cpu_kernels_avx2(struct cpu_kernels *k)
@@ -234,10 +289,10 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->gemm_q8_0 = gemm_q8_0_avx2;
     k->gemm_q4_0 = gemm_q4_0_avx2;
     k->f16_to_f32 = f16_to_f32_avx2;
-    k->dot_f32 = dot_f32_avx2;
-    k->dot_f16 = dot_f16_avx2;
-    k->axpy_f32 = axpy_f32_avx2;
-    k->axpy_f16 = axpy_f16_avx2;
+    k->attn_scores = attn_scores_avx2;
+    k->attn_scores_dot = attn_scores_dot_avx2;
+    k->attn_softmax = attn_softmax_avx2;
+    k->attn_pv = attn_pv_avx2;
 }
 
 #else

@@ -7,6 +7,7 @@
 #if defined(__x86_64__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define AVX512_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
@@ -156,12 +157,138 @@ static AVX512 void f16_to_f32_512(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
+/* exp(x) for softmax inputs (x <= 0): Cephes' reduction and polynomial, 2^n applied with scalef so
+ * very negative inputs become exactly 0. */
+AVX512_INLINE __m512 exp_512(__m512 x)
+{
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* s[p] (16 query rows) = qt^T k[p]: four positions at a time so four FMA chains are in flight. */
+static AVX512 void attn_scores_512(const float *qt, int hd, const float *k, size_t ldk, int np,
+                                   float *s)
+{
+    int p = 0;
+    for (; p + 4 <= np; p += 4) {
+        const float *k0 = k + p * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < hd; i++) {
+            __m512 q = _mm512_loadu_ps(qt + i * 16);
+            a0 = _mm512_fmadd_ps(q, _mm512_set1_ps(k0[i]), a0);
+            a1 = _mm512_fmadd_ps(q, _mm512_set1_ps(k1[i]), a1);
+            a2 = _mm512_fmadd_ps(q, _mm512_set1_ps(k2[i]), a2);
+            a3 = _mm512_fmadd_ps(q, _mm512_set1_ps(k3[i]), a3);
+        }
+        _mm512_storeu_ps(s + p * 16, a0);
+        _mm512_storeu_ps(s + p * 16 + 16, a1);
+        _mm512_storeu_ps(s + p * 16 + 32, a2);
+        _mm512_storeu_ps(s + p * 16 + 48, a3);
+    }
+    for (; p < np; p++) {
+        const float *k0 = k + p * ldk;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int i = 0; i < hd; i++)
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + i * 16), _mm512_set1_ps(k0[i]), a0);
+        _mm512_storeu_ps(s + p * 16, a0);
+    }
+}
+
+/* Few-row scores: one masked FMA chain per (row, position) and a horizontal sum. */
+static AVX512 void attn_scores_dot_512(const float *q, int nq, int hd, const float *k, size_t ldk,
+                                       int np, float *s)
+{
+    for (int p = 0; p < np; p++) {
+        const float *kp = k + p * ldk;
+        for (int r = 0; r < nq; r++) {
+            const float *qr = q + r * hd;
+            __m512 acc = _mm512_setzero_ps();
+            for (int i = 0; i < hd; i += 16) {
+                __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
+                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + i),
+                                      _mm512_maskz_loadu_ps(m, kp + i), acc);
+            }
+            s[p * 16 + r] = hsum512(acc);
+        }
+    }
+}
+
+static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float *inv)
+{
+    __m512i lv = _mm512_loadu_si512(lim);
+    __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
+    for (int p = 0; p < np; p++) {
+        __mmask16 m = _mm512_cmpgt_epi32_mask(lv, _mm512_set1_epi32(p));
+        mx = _mm512_mask_max_ps(mx, m, mx, _mm512_loadu_ps(s + p * 16));
+    }
+    for (int p = 0; p < np; p++) {
+        __mmask16 m = _mm512_cmpgt_epi32_mask(lv, _mm512_set1_epi32(p));
+        __m512 e = _mm512_maskz_mov_ps(m, exp_512(_mm512_sub_ps(_mm512_loadu_ps(s + p * 16), mx)));
+        _mm512_storeu_ps(s + p * 16, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    _mm512_storeu_ps(inv, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
+}
+
+/* o[r] += sum_p s[p][r] v[p] over 64 columns at a time (masked tail), two rows per pass so every V
+ * load feeds eight FMA chains. */
+static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ldv, int np, float *o,
+                               int hd)
+{
+    for (int c = 0; c < hd; c += 64) {
+        __mmask16 m[4];
+        for (int j = 0; j < 4; j++) {
+            int left = hd - c - 16 * j;
+            m[j] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
+        }
+        int r = 0;
+        for (; r < nq; r += 2) {
+            int two = r + 1 < nq;
+            float *o0 = o + r * hd + c, *o1 = o0 + hd;
+            __m512 a[4], b[4];
+            for (int j = 0; j < 4; j++) {
+                a[j] = _mm512_maskz_loadu_ps(m[j], o0 + 16 * j);
+                b[j] = two ? _mm512_maskz_loadu_ps(m[j], o1 + 16 * j) : _mm512_setzero_ps();
+            }
+            for (int p = 0; p < np; p++) {
+                __m512 w0 = _mm512_set1_ps(s[p * 16 + r]);
+                __m512 w1 = _mm512_set1_ps(two ? s[p * 16 + r + 1] : 0.0f);
+                const float *vp = v + p * ldv + c;
+                for (int j = 0; j < 4; j++) {
+                    __m512 vv = _mm512_maskz_loadu_ps(m[j], vp + 16 * j);
+                    a[j] = _mm512_fmadd_ps(w0, vv, a[j]);
+                    b[j] = _mm512_fmadd_ps(w1, vv, b[j]);
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                _mm512_mask_storeu_ps(o0 + 16 * j, m[j], a[j]);
+                if (two) _mm512_mask_storeu_ps(o1 + 16 * j, m[j], b[j]);
+            }
+        }
+    }
+}
+
 void cpu_kernels_avx512(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_512;
     k->gemm_q8_0 = gemm_q8_0_512;
     k->gemm_q4_0 = gemm_q4_0_512;
     k->f16_to_f32 = f16_to_f32_512;
+    k->attn_scores = attn_scores_512;
+    k->attn_scores_dot = attn_scores_dot_512;
+    k->attn_softmax = attn_softmax_512;
+    k->attn_pv = attn_pv_512;
 }
 
 #else
