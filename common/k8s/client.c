@@ -304,7 +304,7 @@ int k8s_client_delete(struct k8s_client *c, const struct k8s_ref *ref,
     if (opts->propagation_policy &&
         json_object_set_new(body, "propagationPolicy", json_string(opts->propagation_policy)))
         goto out;
-    if (opts->grace_period_seconds >= 0 &&
+    if (opts->set_grace_period &&
         json_object_set_new(body, "gracePeriodSeconds", json_integer(opts->grace_period_seconds)))
         goto out;
     if (opts->precondition_uid || opts->precondition_resource_version) {

@@ -58,7 +58,8 @@ struct k8s_patch_opts {
 
 struct k8s_delete_opts {
     const char *propagation_policy; /* "Foreground", "Background", "Orphan", or NULL */
-    long grace_period_seconds;      /* < 0 = the kind's default */
+    bool set_grace_period;          /* false (zero-initialised) = the kind's default */
+    long grace_period_seconds;      /* with set_grace_period: 0 deletes immediately */
     const char *precondition_uid;   /* delete only this incarnation, or NULL */
     const char *precondition_resource_version;
 };

@@ -157,6 +157,18 @@ static int cfg_get_bool(const struct cfg_where *w, const json_t *obj, const char
     return 0;
 }
 
+/* Resolves `file` (named by `key`) against the kubeconfig's directory, as kubectl does. */
+static int cfg_path(const struct cfg_where *w, const char *key, const char *file, char *path,
+                    size_t size)
+{
+    int n = file[0] != '/' && w->base_dir ? snprintf(path, size, "%s/%s", w->base_dir, file)
+                                          : snprintf(path, size, "%s", file);
+    if (n < 0 || (size_t)n >= size)
+        return cfg_fail(w->err, w->errlen, ERR_TOO_BIG, "kubeconfig: %s \"%s\": %s: path too long",
+                        w->kind, w->name, key);
+    return 0;
+}
+
 /* Resolves a PEM from "<key>-data" (base64) or "<key>" (a file path); *out is new or NULL. */
 static int cfg_get_pem(const struct cfg_where *w, const json_t *obj, const char *key, char **out)
 {
@@ -182,10 +194,7 @@ static int cfg_get_pem(const struct cfg_where *w, const json_t *obj, const char 
         }
     } else {
         char ferr[K8S_ERRMSG_MAX];
-        if (file[0] != '/' && w->base_dir)
-            snprintf(path, sizeof(path), "%s/%s", w->base_dir, file);
-        else
-            snprintf(path, sizeof(path), "%s", file);
+        if ((rc = cfg_path(w, key, file, path, sizeof(path)))) return rc;
         rc = cfg_read_file(path, K8S_PEM_FILE_MAX, &pem, ferr, sizeof(ferr));
         if (rc)
             return cfg_fail(w->err, w->errlen, rc, "kubeconfig: %s \"%s\": %s: %s", w->kind,
@@ -278,10 +287,7 @@ static int cfg_apply_user(struct k8s_config *c, const json_t *u, struct cfg_wher
     if (token && (rc = cfg_strdup(token, &c->token))) return rc;
     if (token_file) {
         char path[4096], terr[K8S_ERRMSG_MAX];
-        if (token_file[0] != '/' && w->base_dir)
-            snprintf(path, sizeof(path), "%s/%s", w->base_dir, token_file);
-        else
-            snprintf(path, sizeof(path), "%s", token_file);
+        if ((rc = cfg_path(w, "tokenFile", token_file, path, sizeof(path)))) return rc;
         if ((rc = cfg_strdup(path, &c->token_file))) return rc;
         if (!c->token) { /* a static token wins over the file, as in client-go */
             rc = k8s_config_read_token(path, &c->token, terr, sizeof(terr));

@@ -336,7 +336,7 @@ START_TEST(test_k8s_client_writes)
     json_decref(out);
 
     struct k8s_delete_opts d = {
-        .propagation_policy = "Foreground", .grace_period_seconds = 0, .precondition_uid = "u-1"};
+        .propagation_policy = "Foreground", .set_grace_period = true, .precondition_uid = "u-1"};
     ck_assert_int_eq(k8s_client_delete(c, &one, &d, &out), 0);
     ck_assert_str_eq(jstr(out, "method"), "DELETE");
     json_t *body = json_object_get(out, "body");

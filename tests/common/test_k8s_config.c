@@ -311,6 +311,25 @@ START_TEST(test_k8s_config_kubeconfig_malformed)
 }
 END_TEST
 
+START_TEST(test_k8s_config_kubeconfig_path_too_long)
+{
+    static char yaml[8192];
+    char longpath[5000];
+    memset(longpath, 'd', sizeof(longpath) - 1);
+    longpath[sizeof(longpath) - 1] = 0;
+    snprintf(yaml, sizeof(yaml),
+             "clusters: [{name: c, cluster: {server: 'https://h', certificate-authority: %s}}]\n"
+             "contexts: [{name: x, context: {cluster: c}}]\ncurrent-context: x\n",
+             longpath);
+    struct k8s_config *c = NULL;
+    char err[K8S_ERRMSG_MAX] = "";
+    ck_assert_int_eq(
+        k8s_config_parse_kubeconfig(yaml, strlen(yaml), NULL, "/base", &c, err, sizeof(err)),
+        ERR_TOO_BIG);
+    ck_assert_ptr_nonnull(strstr(err, "certificate-authority: path too long"));
+}
+END_TEST
+
 START_TEST(test_k8s_yaml_to_json_values)
 {
     const char *y =
@@ -448,6 +467,7 @@ Suite *k8s_config_suite(void)
     tcase_add_test(tc, test_k8s_config_kubeconfig_missing_file);
     tcase_add_loop_test(tc, test_k8s_config_kubeconfig_malformed, 0,
                         (int)(sizeof(malformed) / sizeof(malformed[0])));
+    tcase_add_test(tc, test_k8s_config_kubeconfig_path_too_long);
     tcase_add_test(tc, test_k8s_yaml_to_json_values);
     tcase_add_test(tc, test_k8s_yaml_to_json_depth_limit);
     suite_add_tcase(s, tc);

@@ -424,7 +424,7 @@ START_TEST(test_k8s_live_deployment_scale_and_status)
     ck_assert_msg(strstr(k8s_client_status(c)->message, "spec.replicas"), "%s",
                   k8s_client_status(c)->message);
 
-    struct k8s_delete_opts fg = {.propagation_policy = "Foreground", .grace_period_seconds = -1};
+    struct k8s_delete_opts fg = {.propagation_policy = "Foreground"};
     CK_K8S(c, k8s_client_delete(c, &dep, &fg, NULL), 0);
     json_decref(d);
     json_decref(p);
