@@ -76,9 +76,15 @@ static int frag_insert(struct fragments *f, size_t at, struct fragment x)
     return 0;
 }
 
-/* Splits every raw fragment at each occurrence of special token `id`. */
+static bool is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r'); /* C isspace in the "C" locale */
+}
+
+/* Splits every raw fragment at each occurrence of special token `id`, dropping whitespace around
+ * it as its strip flags ask. */
 static int split_on(struct fragments *f, const char *text, const char *tok, size_t tok_len,
-                    int32_t id)
+                    int32_t id, uint8_t strip)
 {
     for (size_t i = 0; i < f->n; i++) {
         struct fragment *fr = &f->v[i];
@@ -88,6 +94,10 @@ static int split_on(struct fragments *f, const char *text, const char *tok, size
         if (!hit) continue;
         size_t pre = (size_t)(hit - base);
         struct fragment rest = {fr->off + pre + tok_len, fr->len - pre - tok_len, TOKENIZER_NULL};
+        if (strip & TOKENIZER_STRIP_RIGHT)
+            while (rest.len && is_space(text[rest.off])) rest.off++, rest.len--;
+        if (strip & TOKENIZER_STRIP_LEFT)
+            while (pre && is_space(base[pre - 1])) pre--;
         struct fragment special = {0, 0, id};
         int rc;
         if (pre) {
@@ -115,7 +125,8 @@ static int partition(const struct tokenizer *t, const char *text, size_t len, bo
         uint8_t ty = t->tokens[id].type;
         /* Without parse_special only user-defined tokens are pre-split (as Hugging Face does). */
         if (!parse_special && ty != TOKENIZER_TOKEN_USER_DEFINED) continue;
-        if ((rc = split_on(f, text, tokenizer_text_of(t, id), t->tokens[id].text_len, id)))
+        const struct tokenizer_token *tk = &t->tokens[id];
+        if ((rc = split_on(f, text, tokenizer_text_of(t, id), tk->text_len, id, tk->strip)))
             return rc;
     }
     return 0;

@@ -27,9 +27,15 @@ struct tokenizer_token {
     uint32_t text_off, text_len;   /* raw vocabulary text in the arena */
     uint32_t piece_off, piece_len; /* detokenized bytes in the arena */
     float score;
-    uint8_t type; /* enum tokenizer_token_type */
+    uint8_t type;  /* enum tokenizer_token_type */
+    uint8_t strip; /* TOKENIZER_STRIP_* when matched as a special token */
     bool eog;
 };
+
+/* llama.cpp's LSTRIP / RSTRIP token attributes: whitespace before / after a special token in the
+ * text is dropped. Not stored in GGUF: llama.cpp sets them from general.name (Phi-3). */
+#define TOKENIZER_STRIP_LEFT  1
+#define TOKENIZER_STRIP_RIGHT 2
 
 /* A merge "left right" of rank = its index; the text (with the space) lives in the arena. */
 struct tokenizer_merge {

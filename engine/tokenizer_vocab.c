@@ -7,6 +7,7 @@
 #include "common/err.h"
 #include "engine/gguf.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -388,6 +389,36 @@ static int build_specials(struct tokenizer *t)
     return 0;
 }
 
+static void set_strip(struct tokenizer *t, const char *text, bool on)
+{
+    int32_t id = tokenizer_find(t, text, strlen(text));
+    if (id < 0) return;
+    if (on)
+        t->tokens[id].strip |= TOKENIZER_STRIP_RIGHT;
+    else
+        t->tokens[id].strip &= (uint8_t)~TOKENIZER_STRIP_RIGHT;
+}
+
+/* Phi-3 chat templates put a newline after each special token that the model never saw: llama.cpp
+ * drops whitespace after every special token but <unk>, <s> and <|endoftext|> when general.name
+ * contains "phi-3" or "phi3" (case-insensitive), and so must we to give the same ids. */
+static void set_strip_attrs(struct tokenizer *t, const struct gguf *g)
+{
+    struct gguf_str name;
+    if (gguf_get_str(g, "general.name", &name) != 0) return;
+    char lower[128];
+    size_t n = name.len < sizeof(lower) - 1 ? (size_t)name.len : sizeof(lower) - 1;
+    for (size_t i = 0; i < n; i++) lower[i] = (char)tolower((unsigned char)name.data[i]);
+    lower[n] = '\0';
+    if (!strstr(lower, "phi-3") && !strstr(lower, "phi3")) return;
+    for (size_t i = 0; i < t->n_specials; i++)
+        t->tokens[t->specials[i]].strip |= TOKENIZER_STRIP_RIGHT;
+    set_strip(t, "</s>", true);
+    set_strip(t, "<unk>", false);
+    set_strip(t, "<s>", false);
+    set_strip(t, "<|endoftext|>", false);
+}
+
 static void find_byte_tokens(struct tokenizer *t)
 {
     for (int b = 0; b < 256; b++) {
@@ -476,6 +507,7 @@ int tokenizer_load(const struct gguf *g, struct tokenizer **out, char *err, size
     if (t->kind == TOKENIZER_SPM) find_byte_tokens(t);
     mark_eog(t);
     if ((rc = build_specials(t))) goto out;
+    set_strip_attrs(t, g);
     if ((rc = tokenizer_detok_build_pieces(t))) goto out;
     *out = t;
     t = NULL;

@@ -212,6 +212,9 @@ START_TEST(test_tokenizer_encode_parses_special_tokens_when_asked)
     /* Control tokens become ids only with parse_special; the text after one gets no space prefix. */
     encode_eq(t, "<|user|>Hi<|end|>", false, true, (const int32_t[]){32010, 6324, 32007}, 3);
     encode_eq(t, "<|user|>Hi<|end|>", true, true, (const int32_t[]){1, 32010, 6324, 32007}, 4);
+    /* general.name "Phi3": whitespace after special tokens is dropped, as llama.cpp does. */
+    encode_eq(t, "<|user|>\nSYS\nHI<|end|>\n<|assistant|>\n", true, true,
+              (const int32_t[]){1, 32010, 317, 21554, 13, 17628, 32007, 32001}, 8);
     int32_t *ids = NULL;
     size_t n = 0;
     ck_assert_int_eq(tokenizer_encode(t, "<|user|>Hi<|end|>", 17, false, false, &ids, &n), 0);
@@ -263,6 +266,7 @@ END_TEST
 
 /* Writes a GGUF with the given key/values to a temporary file and loads a tokenizer from it. */
 struct vocab_spec {
+    const char *name;  /* general.name, or NULL */
     const char *model; /* NULL: omit tokenizer.ggml.model */
     const char *pre;
     const char *const *tokens;
@@ -284,6 +288,7 @@ static int load_spec(const struct vocab_spec *s, struct tokenizer **out, char *e
     snprintf(path, sizeof(path), "%s/cinfer-test-vocab-%d.gguf", test_tmpdir(), (int)getpid());
     struct gguf_writer *w = gguf_writer_new();
     ck_assert_ptr_nonnull(w);
+    if (s->name) ck_assert_int_eq(gguf_writer_set_str(w, "general.name", s->name), 0);
     if (s->model) ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", s->model), 0);
     if (s->pre) ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.pre", s->pre), 0);
     if (s->tokens)
@@ -448,6 +453,14 @@ START_TEST(test_tokenizer_spm_merges_by_score_with_byte_fallback)
     encode_eq(t, "ab", true, false, (const int32_t[]){1, 8}, 2);
     /* 'z' has no piece: its byte token; 'q' has neither: <unk>. */
     encode_eq(t, "az q", false, false, (const int32_t[]){7, 9, 3, 0}, 4);
+    /* Any model but Phi-3 keeps the space after a special token: "▁" (prefix) + "▁a". */
+    encode_eq(t, "</s> a", false, true, (const int32_t[]){2, 3, 7}, 3);
+    tokenizer_free(t);
+
+    s.name = "Phi-3-mini-4k-instruct";
+    ck_assert_msg(load_spec(&s, &t, err, sizeof(err)) == 0, "%s", err);
+    encode_eq(t, "</s> a", false, true, (const int32_t[]){2, 7}, 2);
+    encode_eq(t, "<s> a", false, true, (const int32_t[]){1, 3, 7}, 3); /* <s> is exempt */
     tokenizer_free(t);
 }
 END_TEST

@@ -157,7 +157,8 @@ static struct tokenizer *build_spm(void)
     add_cstr(&v, "<|user|>", 0, 3);
     add_cstr(&v, "\xc3\xbc", 0, 4);
     struct wr w = {0};
-    header(&w, 4);
+    header(&w, 5);
+    kv_str(&w, "general.name", "phi3-fuzz"); /* turns on llama.cpp's Phi-3 whitespace stripping */
     kv_str(&w, "tokenizer.ggml.model", "llama");
     put_vocab(&w, &v, true);
     return finish(&w);
