@@ -18,7 +18,6 @@
 
 struct parser {
     const char *text;
-    size_t len;
     struct prom_limits lim;
     struct prom_exposition *e;
     size_t n_samples;
@@ -84,12 +83,11 @@ static size_t scan_token(const struct parser *p, size_t i)
 }
 
 /* Scans escaped text from `i` to `end` (exclusive) or, when `quote`, to the first unescaped '"'.
- * Allowed escapes: \\ and \n, plus \" when `quote`. On success writes the end position (the closing
- * quote when `quote`) and the unescaped length. */
-static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, size_t *n_out,
-                        const char *what)
+ * Allowed escapes: \\ and \n, plus \" when `quote`; the rest must be valid UTF-8. On success writes
+ * the end position (the closing quote when `quote`). */
+static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, const char *what)
 {
-    size_t n = 0, open = i - 1;
+    size_t open = i - 1; /* the opening quote when `quote` */
     while (i < p->le) {
         unsigned char c = (unsigned char)p->text[i];
         if (quote && c == '"') break;
@@ -111,11 +109,9 @@ static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, siz
             if (!k) return fail(p, ERR_PARSE, i, "invalid UTF-8 in %s", what);
             i += k;
         }
-        n++;
     }
     if (quote && i >= p->le) return fail(p, ERR_PARSE, open, "unterminated %s", what);
     *end = i;
-    *n_out = n;
     return 0;
 }
 
@@ -258,8 +254,8 @@ static int parse_meta(struct parser *p, size_t i, bool help)
     size_t v = skip_blanks(p, name_end);
     if (help) {
         if (fam->help) return fail(p, ERR_PARSE, i, "second HELP line for '%s'", fam->name);
-        size_t end, n;
-        if ((rc = scan_escaped(p, v, false, &end, &n, "HELP text"))) return rc;
+        size_t end;
+        if ((rc = scan_escaped(p, v, false, &end, "HELP text"))) return rc;
         if (!(fam->help = unescape(p, v, end))) return ERR_NOMEM;
     } else {
         size_t w_end = scan_token(p, v);
@@ -319,8 +315,8 @@ static int parse_labels(struct parser *p, size_t i, size_t *n_out, size_t *end_o
         if (j >= p->le || t[j] != '"')
             return fail(p, ERR_PARSE, j, "expected '\"' to open the value of label '%.*s'",
                         QUOTE(t + i, name_end - i));
-        size_t v_end, v_len;
-        int rc = scan_escaped(p, j + 1, true, &v_end, &v_len, "label value");
+        size_t v_end;
+        int rc = scan_escaped(p, j + 1, true, &v_end, "label value");
         if (rc) return rc;
         for (size_t k = 0; k < n; k++)
             if (name_is(p->lbl[k].name, t + i, name_end - i))
@@ -467,7 +463,7 @@ int prom_parse(const char *text, size_t len, const struct prom_limits *limits,
                struct prom_exposition **out, char *err, size_t err_len)
 {
     ASSERT(out && (text || len == 0));
-    struct parser p = {.text = text, .len = len, .cur = SIZE_MAX, .err = err, .err_len = err_len};
+    struct parser p = {.text = text, .cur = SIZE_MAX, .err = err, .err_len = err_len};
     limits_resolve(&p.lim, limits);
     if (err && err_len) err[0] = 0;
     if (len > p.lim.max_body) {
@@ -478,12 +474,12 @@ int prom_parse(const char *text, size_t len, const struct prom_limits *limits,
     }
     int rc = ERR_NOMEM;
     if (!(p.e = calloc(1, sizeof(*p.e))) || !(p.e->priv = calloc(1, sizeof(*p.e->priv)))) goto out;
-    for (size_t pos = 0; pos < len; pos = p.le + 1) {
+    for (size_t pos = 0, eol; pos < len; pos = eol + 1) {
         const char *nl = memchr(text + pos, '\n', len - pos);
+        eol = nl ? (size_t)(nl - text) : len;
         p.line_no++;
         p.ls = pos;
-        p.le = nl ? (size_t)(nl - text) : len;
-        size_t next = p.le; /* where the next line starts, minus one */
+        p.le = eol;
         if (p.le > p.ls && text[p.le - 1] == '\r') p.le--;
         if (p.le - p.ls > p.lim.max_line) {
             rc = fail(&p, ERR_TOO_BIG, p.ls + p.lim.max_line,
@@ -491,7 +487,6 @@ int prom_parse(const char *text, size_t len, const struct prom_limits *limits,
             goto out;
         }
         if ((rc = parse_line(&p))) goto out;
-        p.le = next;
     }
     *out = p.e;
     p.e = NULL;

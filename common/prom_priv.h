@@ -1,5 +1,6 @@
-/* Internals shared by the Prometheus parser (prom_parse.c) and its queries (prom_query.c); not part
- * of the public API in common/prom.h. */
+/* Internals shared by the Prometheus writer (prom_write.c, prom_render.c), parser (prom_parse.c,
+ * prom_store.c, prom_query.c) and text helpers (prom_text.c); not part of the public API in
+ * common/prom.h. */
 #ifndef CINFER_COMMON_PROM_PRIV_H
 #define CINFER_COMMON_PROM_PRIV_H
 
@@ -8,6 +9,45 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
+
+/* ---- writer ---------------------------------------------------------------------------------- */
+
+struct prom_alias {
+    char *name;
+    char *help; /* NULL: no HELP line */
+    struct prom_alias *next;
+};
+
+struct prom_series {
+    struct prom_metric *metric;
+    struct prom_series *next; /* creation order */
+    char **values;            /* metric->n_labels copies */
+    double value;             /* counter, gauge */
+    uint64_t *buckets; /* histogram: metric->n_bounds + 1 non-cumulative counts, last = +Inf */
+    uint64_t count;    /* histogram */
+    double sum;        /* histogram */
+};
+
+struct prom_metric {
+    struct prom_registry *reg;
+    enum prom_type type;
+    struct prom_alias names; /* the registered name first, then aliases (heap nodes) */
+    char **labels;
+    size_t n_labels;
+    double *bounds;                   /* finite upper bounds, strictly increasing */
+    char (*le_text)[PROM_DOUBLE_MAX]; /* bounds formatted once, for rendering */
+    size_t n_bounds;
+    struct prom_series *series, *series_tail;
+    struct prom_metric *next; /* registration order */
+};
+
+struct prom_registry {
+    pthread_mutex_t mu;
+    struct prom_metric *head, *tail;
+};
+
+/* ---- parser ---------------------------------------------------------------------------------- */
 
 struct prom_arena_chunk;
 
