@@ -48,8 +48,8 @@ void tokenizer_free(struct tokenizer *t);
  * add_special: prepend BOS / append EOS when the model's add_bos / add_eos flags ask for them.
  * parse_special: control tokens written in the text ("<s>", "<|im_end|>") become their ids;
  * user-defined tokens are always matched, as llama.cpp and Hugging Face do.
- * On success *ids_out is new (free()) holding *n_out ids (NULL when 0 ids). ERR_NOMEM otherwise.
- * Any thread. */
+ * On success *ids_out is new (free()) holding *n_out ids (NULL when 0 ids). Otherwise ERR_NOMEM,
+ * or ERR_TOO_BIG for a text over 512 MiB (callers bound prompts far below that). Any thread. */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_special,
                      bool parse_special, int32_t **ids_out, size_t *n_out);
 
@@ -103,7 +103,8 @@ struct tokenizer_detok {
 
 void tokenizer_detok_init(struct tokenizer_detok *d, const struct tokenizer *t, bool special);
 /* Appends the text that token `id` completes to `out`. Returns 0, ERR_RANGE (id out of range;
- * nothing appended, state unchanged) or buf_append's error. */
+ * nothing appended, state unchanged) or buf_append's error (ERR_TOO_BIG / ERR_NOMEM: part of the
+ * text may be lost; re-initialise before reusing the stream). */
 int tokenizer_detok_push(struct tokenizer_detok *d, int32_t id, struct buf *out);
 /* Appends U+FFFD for a held incomplete character, if any, and resets. Returns 0 or buf_append's
  * error. */
