@@ -10,6 +10,9 @@
 #include <math.h>
 #include <string.h>
 
+/* Tile loops have compile-time trip counts; unrolling them keeps accumulators in registers. */
+#define UNROLL _Pragma("GCC unroll 4")
+
 #define AVX2        __attribute__((target("avx2,fma,f16c")))
 #define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
@@ -34,23 +37,28 @@ AVX2_INLINE void f32_tile_avx2(const float *w, size_t ldw, const float *x, size_
                                float *y, size_t ldy, const int R, const int T)
 {
     __m256 acc[4][2];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     int i = 0;
     for (; i + 8 <= k; i += 8) {
         __m256 wv[4];
+        UNROLL
         for (int r = 0; r < R; r++) wv[r] = _mm256_loadu_ps(w + r * ldw + i);
+        UNROLL
         for (int t = 0; t < T; t++) {
             __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
+            UNROLL
             for (int r = 0; r < R; r++) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) {
-            float s = hsum_avx2(acc[r][t]);
-            for (int j = i; j < k; j++) s += w[r * ldw + j] * x[t * ldx + j];
-            y[t * ldy + r] = s;
-        }
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) {
+        float s = hsum_avx2(acc[r][t]);
+        for (int j = i; j < k; j++) s += w[r * ldw + j] * x[t * ldx + j];
+        y[t * ldy + r] = s;
+    }
 }
 
 static AVX2 void gemm_f32_avx2(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
@@ -87,11 +95,13 @@ AVX2_INLINE void q8_0_tile_avx2(const char *w, size_t rb, const struct cpu_act_q
     int nb = xq->nb;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[4];
+    UNROLL
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     const int8_t *xs = xq->qs + (size_t)tok * nb * 32;
     const float *xd = xq->d + (size_t)tok * nb;
     for (int b = 0; b < nb; b++) {
         __m256i xv = _mm256_loadu_si256((const __m256i *)(xs + b * 32));
+        UNROLL
         for (int r = 0; r < R; r++) {
             const char *blk = w + r * rb + (size_t)b * 34;
             __m256i wv = _mm256_loadu_si256((const __m256i *)(blk + 2));
@@ -100,6 +110,7 @@ AVX2_INLINE void q8_0_tile_avx2(const char *w, size_t rb, const struct cpu_act_q
             acc[r] = _mm256_fmadd_ps(p, _mm256_set1_ps(f16_avx2(blk) * xd[b]), acc[r]);
         }
     }
+    UNROLL
     for (int r = 0; r < R; r++) y[r] = hsum_avx2(acc[r]);
 }
 
@@ -125,22 +136,26 @@ AVX2_INLINE void q4_0_tile_avx2(const char *w, size_t rb, const struct cpu_act_q
     int nb = xq->nb;
     const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0f);
     __m256 acc[4][2];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m256i u[4];
         float dw[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const char *blk = w + r * rb + (size_t)b * 18;
             __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
             u[r] = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low);
             dw[r] = f16_avx2(blk);
         }
+        UNROLL
         for (int t = 0; t < T; t++) {
             size_t xb = (size_t)(t0 + t) * nb + b;
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xq->qs + xb * 32));
             __m256i bias = _mm256_setr_epi32(-8 * xq->sum[xb], 0, 0, 0, 0, 0, 0, 0);
             float dx = xq->d[xb];
+            UNROLL
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[r], xv), ones);
                 __m256 pf = _mm256_cvtepi32_ps(_mm256_add_epi32(p, bias));
@@ -148,8 +163,9 @@ AVX2_INLINE void q4_0_tile_avx2(const char *w, size_t rb, const struct cpu_act_q
             }
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum_avx2(acc[r][t]);
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) y[t * ldy + r] = hsum_avx2(acc[r][t]);
 }
 
 static AVX2 void gemm_q4_0_avx2(const void *w, size_t row_bytes, int nr,

@@ -10,6 +10,9 @@
 #include <math.h>
 #include <string.h>
 
+/* Tile loops have compile-time trip counts; unrolling them keeps accumulators in registers. */
+#define UNROLL _Pragma("GCC unroll 4")
+
 #define AVX512_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
 #define AVX512        __attribute__((target(AVX512_TARGET)))
 #define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
@@ -41,28 +44,36 @@ AVX512_INLINE void f32_tile_512(const float *w, size_t ldw, const float *x, size
                                 float *y, size_t ldy, const int R, const int T)
 {
     __m512 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
     int i = 0;
     for (; i + 16 <= k; i += 16) {
         __m512 wv[4];
+        UNROLL
         for (int r = 0; r < R; r++) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
+        UNROLL
         for (int t = 0; t < T; t++) {
             __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
+            UNROLL
             for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
         }
     }
     if (i < k) {
         __mmask16 m = (__mmask16)((1u << (k - i)) - 1);
         __m512 wv[4];
+        UNROLL
         for (int r = 0; r < R; r++) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + i);
+        UNROLL
         for (int t = 0; t < T; t++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
+            UNROLL
             for (int r = 0; r < R; r++) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum512(acc[r][t]);
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) y[t * ldy + r] = hsum512(acc[r][t]);
 }
 
 #define TILE_BY_ROWS(fn, nr, T, ...)                                                               \
@@ -94,11 +105,13 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
     const int off = q4 ? 8 : 128;
     const __m256i flip = _mm256_set1_epi8((char)0x80), low = _mm256_set1_epi8(0x0f);
     __m256 acc[4][4];
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m256i u[4];
         __m256 dw[4];
+        UNROLL
         for (int r = 0; r < R; r++) {
             const char *blk = w + r * rb + (size_t)b * bsz;
             if (q4) {
@@ -109,12 +122,14 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
             }
             dw[r] = _mm256_set1_ps(f16_512(blk));
         }
+        UNROLL
         for (int t = 0; t < T; t++) {
             size_t xb = (size_t)(t0 + t) * nb + b;
             __m256i xv = _mm256_loadu_si256((const __m256i *)(xq->qs + xb * 32));
             __m256i bias = _mm256_castsi128_si256(_mm_cvtsi32_si128(-off * xq->sum[xb]));
             bias = _mm256_zextsi128_si256(_mm256_castsi256_si128(bias));
             __m256 dx = _mm256_set1_ps(xq->d[xb]);
+            UNROLL
             for (int r = 0; r < R; r++) {
                 __m256i p = _mm256_dpbusd_epi32(bias, u[r], xv);
                 acc[r][t] =
@@ -122,8 +137,9 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
             }
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum256_512(acc[r][t]);
+    UNROLL
+    for (int r = 0; r < R; r++) UNROLL
+    for (int t = 0; t < T; t++) y[t * ldy + r] = hsum256_512(acc[r][t]);
 }
 
 AVX512_INLINE void qint_gemm_512(const void *w, size_t row_bytes, int nr,
@@ -248,6 +264,7 @@ static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ld
 {
     for (int c = 0; c < hd; c += 64) {
         __mmask16 m[4];
+        UNROLL
         for (int j = 0; j < 4; j++) {
             int left = hd - c - 16 * j;
             m[j] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
@@ -257,6 +274,7 @@ static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ld
             int two = r + 1 < nq;
             float *o0 = o + r * hd + c, *o1 = o0 + hd;
             __m512 a[4], b[4];
+            UNROLL
             for (int j = 0; j < 4; j++) {
                 a[j] = _mm512_maskz_loadu_ps(m[j], o0 + 16 * j);
                 b[j] = two ? _mm512_maskz_loadu_ps(m[j], o1 + 16 * j) : _mm512_setzero_ps();
@@ -265,12 +283,14 @@ static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ld
                 __m512 w0 = _mm512_set1_ps(s[p * 16 + r]);
                 __m512 w1 = _mm512_set1_ps(two ? s[p * 16 + r + 1] : 0.0f);
                 const float *vp = v + p * ldv + c;
+                UNROLL
                 for (int j = 0; j < 4; j++) {
                     __m512 vv = _mm512_maskz_loadu_ps(m[j], vp + 16 * j);
                     a[j] = _mm512_fmadd_ps(w0, vv, a[j]);
                     b[j] = _mm512_fmadd_ps(w1, vv, b[j]);
                 }
             }
+            UNROLL
             for (int j = 0; j < 4; j++) {
                 _mm512_mask_storeu_ps(o0 + 16 * j, m[j], a[j]);
                 if (two) _mm512_mask_storeu_ps(o1 + 16 * j, m[j], b[j]);
