@@ -416,7 +416,7 @@ static void ref_forward(const struct synth *s, const int32_t *toks, int n, doubl
     for (int il = 0; il < S_LAYER; il++) {
         for (int t = 0; t < n; t++) {
             double xn[S_EMBD], q[256], att[256] = {0}, o[S_EMBD], g[S_FF], u[S_FF], d[S_EMBD];
-            float xf[S_FF];
+            float xf[256];
             ref_rmsnorm(x[t], s->l[il].attn_norm, S_EMBD, xn);
             for (int i = 0; i < S_EMBD; i++) xf[i] = (float)xn[i];
             ref_matvec(s->l[il].wq, xf, s->qd, S_EMBD, q);
