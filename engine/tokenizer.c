@@ -61,7 +61,7 @@ struct fragments {
     size_t n, cap;
 };
 
-static int frag_insert(struct fragments *f, size_t at, struct fragment x)
+static int frag_push(struct fragments *f, struct fragment x)
 {
     if (f->n == f->cap) {
         size_t cap = f->cap ? f->cap * 2 : 16;
@@ -70,9 +70,7 @@ static int frag_insert(struct fragments *f, size_t at, struct fragment x)
         f->v = v;
         f->cap = cap;
     }
-    memmove(&f->v[at + 1], &f->v[at], (f->n - at) * sizeof(*f->v));
-    f->v[at] = x;
-    f->n++;
+    f->v[f->n++] = x;
     return 0;
 }
 
@@ -81,55 +79,73 @@ static bool is_space(char c)
     return c == ' ' || (c >= '\t' && c <= '\r'); /* C isspace in the "C" locale */
 }
 
-/* Splits every raw fragment at each occurrence of special token `id`, dropping whitespace around
- * it as its strip flags ask. */
-static int split_on(struct fragments *f, const char *text, const char *tok, size_t tok_len,
-                    int32_t id, uint8_t strip)
+/* Writes `in` to `out` with every raw fragment split at each occurrence of special token `id`
+ * (whitespace around it dropped as its strip flags ask), and sets *changed. Nothing is copied until
+ * the first occurrence, so the common no-match case costs only the searches; the work is linear in
+ * the fragments and occurrences. */
+static int split_on(const struct fragments *in, struct fragments *out, bool *changed,
+                    const char *text, const struct tokenizer_token *tk, const char *tok, int32_t id)
 {
-    for (size_t i = 0; i < f->n; i++) {
-        struct fragment *fr = &f->v[i];
-        if (fr->token != TOKENIZER_NULL || fr->len < tok_len) continue;
-        const char *base = text + fr->off;
-        const char *hit = memmem(base, fr->len, tok, tok_len);
-        if (!hit) continue;
-        size_t pre = (size_t)(hit - base);
-        struct fragment rest = {fr->off + pre + tok_len, fr->len - pre - tok_len, TOKENIZER_NULL};
-        if (strip & TOKENIZER_STRIP_RIGHT)
-            while (rest.len && is_space(text[rest.off])) rest.off++, rest.len--;
-        if (strip & TOKENIZER_STRIP_LEFT)
-            while (pre && is_space(base[pre - 1])) pre--;
-        struct fragment special = {0, 0, id};
-        int rc;
-        if (pre) {
-            fr->len = pre;
-            i++;
-            if ((rc = frag_insert(f, i, special))) return rc;
-        } else {
-            *fr = special;
+    size_t tok_len = tk->text_len;
+    int rc;
+    out->n = 0;
+    *changed = false;
+    for (size_t i = 0; i < in->n; i++) {
+        struct fragment fr = in->v[i];
+        const char *hit = NULL;
+        if (fr.token == TOKENIZER_NULL && fr.len >= tok_len)
+            hit = memmem(text + fr.off, fr.len, tok, tok_len);
+        if (!hit) {
+            if (*changed && (rc = frag_push(out, fr))) return rc;
+            continue;
         }
-        if (rest.len) {
-            if ((rc = frag_insert(f, i + 1, rest))) return rc;
+        if (!*changed) {
+            for (size_t k = 0; k < i; k++)
+                if ((rc = frag_push(out, in->v[k]))) return rc;
+            *changed = true;
         }
-        /* The loop continues with `rest`, which may hold more occurrences. */
+        size_t off = fr.off, len = fr.len;
+        while (hit) {
+            size_t pre = (size_t)(hit - (text + off));
+            size_t rest_off = off + pre + tok_len, rest_len = len - pre - tok_len;
+            if (tk->strip & TOKENIZER_STRIP_LEFT)
+                while (pre && is_space(text[off + pre - 1])) pre--;
+            if (tk->strip & TOKENIZER_STRIP_RIGHT)
+                while (rest_len && is_space(text[rest_off])) rest_off++, rest_len--;
+            if (pre && (rc = frag_push(out, (struct fragment){off, pre, TOKENIZER_NULL})))
+                return rc;
+            if ((rc = frag_push(out, (struct fragment){0, 0, id}))) return rc;
+            off = rest_off;
+            len = rest_len;
+            hit = len >= tok_len ? memmem(text + off, len, tok, tok_len) : NULL;
+        }
+        if (len && (rc = frag_push(out, (struct fragment){off, len, TOKENIZER_NULL}))) return rc;
     }
     return 0;
 }
 
+/* Splits the text around special tokens, longest token text first. On success *f holds the
+ * fragments in order. */
 static int partition(const struct tokenizer *t, const char *text, size_t len, bool parse_special,
                      struct fragments *f)
 {
-    int rc = frag_insert(f, 0, (struct fragment){0, len, TOKENIZER_NULL});
-    if (rc) return rc;
-    for (size_t k = 0; k < t->n_specials; k++) {
+    struct fragments other = {0};
+    int rc = frag_push(f, (struct fragment){0, len, TOKENIZER_NULL});
+    for (size_t k = 0; rc == 0 && k < t->n_specials; k++) {
         int32_t id = t->specials[k];
-        uint8_t ty = t->tokens[id].type;
-        /* Without parse_special only user-defined tokens are pre-split (as Hugging Face does). */
-        if (!parse_special && ty != TOKENIZER_TOKEN_USER_DEFINED) continue;
         const struct tokenizer_token *tk = &t->tokens[id];
-        if ((rc = split_on(f, text, tokenizer_text_of(t, id), tk->text_len, id, tk->strip)))
-            return rc;
+        /* Without parse_special only user-defined tokens are pre-split (as Hugging Face does). */
+        if (!parse_special && tk->type != TOKENIZER_TOKEN_USER_DEFINED) continue;
+        bool changed;
+        rc = split_on(f, &other, &changed, text, tk, tokenizer_text_of(t, id), id);
+        if (rc == 0 && changed) {
+            struct fragments tmp = *f;
+            *f = other;
+            other = tmp;
+        }
     }
-    return 0;
+    free(other.v);
+    return rc;
 }
 
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_special,
