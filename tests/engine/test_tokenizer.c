@@ -11,6 +11,7 @@
 
 #include <check.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -542,6 +543,58 @@ START_TEST(test_tokenizer_pretok_splits_like_reference_regex)
 }
 END_TEST
 
+struct encode_job {
+    const struct tokenizer *t;
+    const char *text;
+    int32_t *ids;
+    size_t n;
+    int rc;
+};
+
+static void *encode_many(void *arg)
+{
+    struct encode_job *j = arg;
+    for (int r = 0; r < 50 && j->rc == 0; r++) {
+        free(j->ids);
+        j->ids = NULL;
+        j->rc = tokenizer_encode(j->t, j->text, strlen(j->text), true, true, &j->ids, &j->n);
+    }
+    return NULL;
+}
+
+/* A loaded tokenizer is read-only: threads encoding at once get what one thread gets. */
+START_TEST(test_tokenizer_encode_is_thread_safe)
+{
+    struct tokenizer *t = load_vocab("phi-3");
+    if (!t) return;
+    static const char *const texts[] = {
+        "<|user|>\nHello, y'all! How are you \xf0\x9f\x98\x81 ?<|end|>\n<|assistant|>\n",
+        "\xe6\x88\x91\xe6\x83\xb3\xe5\x9c\xa8"
+        "apple\xe5\xb7\xa5\xe4\xbd\x9c"
+        "1314151\xe5\xa4\xa9",
+        "   Hello\n    Hello", "\xd0\xbd\xd0\xb5\xd1\x89\xd0\xbe"};
+    enum { N = 4 };
+    struct encode_job ref[N], jobs[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        ref[i] = (struct encode_job){.t = t, .text = texts[i]};
+        ck_assert_int_eq(
+            tokenizer_encode(t, texts[i], strlen(texts[i]), true, true, &ref[i].ids, &ref[i].n), 0);
+        jobs[i] = (struct encode_job){.t = t, .text = texts[i]};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, encode_many, &jobs[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+        ck_assert_int_eq(jobs[i].rc, 0);
+        ck_assert_uint_eq(jobs[i].n, ref[i].n);
+        ck_assert_mem_eq(jobs[i].ids, ref[i].ids, ref[i].n * sizeof(int32_t));
+        free(jobs[i].ids);
+        free(ref[i].ids);
+    }
+    tokenizer_free(t);
+}
+END_TEST
+
 Suite *tokenizer_suite(void);
 Suite *tokenizer_suite(void)
 {
@@ -555,6 +608,7 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_tokenizer_encode_parses_special_tokens_when_asked);
     tcase_add_test(tc, test_tokenizer_encode_handles_invalid_utf8_like_llama_cpp);
     tcase_add_test(tc, test_tokenizer_load_rejects_malformed_metadata);
+    tcase_add_test(tc, test_tokenizer_encode_is_thread_safe);
     tcase_add_test(tc, test_tokenizer_bpe_merges_by_rank);
     tcase_add_test(tc, test_tokenizer_spm_merges_by_score_with_byte_fallback);
     tcase_add_loop_test(tc, test_tokenizer_pretok_splits_like_reference_regex, 0,
