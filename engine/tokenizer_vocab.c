@@ -224,7 +224,10 @@ static int load_tokens(struct tokenizer *t, const struct gguf *g, char *err, siz
         tk->text_len = (uint32_t)len;
         if (scores) {
             double d;
-            if (gguf_arr_get_f64(scores, i, &d)) return ERR_INVAL;
+            if (gguf_arr_get_f64(scores, i, &d)) {
+                seterr(err, errlen, "score of token %zu is unreadable", i);
+                return ERR_INVAL;
+            }
             tk->score = (float)d;
         }
         tk->type = TOKENIZER_TOKEN_NORMAL;
