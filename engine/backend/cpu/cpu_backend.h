@@ -27,12 +27,16 @@ struct cpu_act_q8 {
 #define CPU_ATTN_ROWS 16
 typedef void (*cpu_gemm_f32_fn)(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
                                 int nt, int k, float *y, size_t ldy);
+/* The same with F16 weights widened in registers (no conversion pass; results identical). */
+typedef void (*cpu_gemm_f16_fn)(const uint16_t *w, size_t ldw, int nr, const float *x, size_t ldx,
+                                int nt, int k, float *y, size_t ldy);
 /* W rows are raw Q8_0 or Q4_0 blocks, `row_bytes` apart; activations are tokens t0..t0+nt-1 of xq. */
 typedef void (*cpu_gemm_q_fn)(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
                               int t0, int nt, float *y, size_t ldy);
 
 struct cpu_kernels {
     cpu_gemm_f32_fn gemm_f32;
+    cpu_gemm_f16_fn gemm_f16;
     cpu_gemm_q_fn gemm_q8_0;
     cpu_gemm_q_fn gemm_q4_0;
     /* dst (n) = f16 src (n) converted */

@@ -19,6 +19,20 @@ static void gemm_f32_scalar(const float *w, size_t ldw, int nr, const float *x, 
     }
 }
 
+static void gemm_f16_scalar(const uint16_t *w, size_t ldw, int nr, const float *x, size_t ldx,
+                            int nt, int k, float *y, size_t ldy)
+{
+    for (int t = 0; t < nt; t++) {
+        const float *xt = x + (size_t)t * ldx;
+        for (int r = 0; r < nr; r++) {
+            const uint16_t *wr = w + (size_t)r * ldw;
+            float s = 0.0f;
+            for (int i = 0; i < k; i++) s += cpu_quant_f16_to_f32(wr[i]) * xt[i];
+            y[(size_t)t * ldy + r] = s;
+        }
+    }
+}
+
 static void gemm_q8_0_scalar(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
                              int t0, int nt, float *y, size_t ldy)
 {
@@ -120,6 +134,7 @@ static void attn_pv_scalar(const float *s, int nq, const float *v, size_t ldv, i
 void cpu_kernels_scalar(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_scalar;
+    k->gemm_f16 = gemm_f16_scalar;
     k->gemm_q8_0 = gemm_q8_0_scalar;
     k->gemm_q4_0 = gemm_q4_0_scalar;
     k->f16_to_f32 = f16_to_f32_scalar;

@@ -33,18 +33,31 @@ AVX2_INLINE float f16_avx2(const void *p)
 
 /* One (R rows) x (T tokens) tile; every output is one FMA chain over k in steps of 8, a fixed
  * horizontal sum, then the scalar tail, so the result does not depend on R or T. */
-AVX2_INLINE void f32_tile_avx2(const float *w, size_t ldw, const float *x, size_t ldx, int k,
-                               float *y, size_t ldy, const int R, const int T)
+AVX2_INLINE __m256 wload_avx2(const void *w, size_t idx, const int f16)
+{
+    if (f16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)w + idx)));
+    return _mm256_loadu_ps((const float *)w + idx);
+}
+
+AVX2_INLINE float wget_avx2(const void *w, size_t idx, const int f16)
+{
+    return f16 ? _cvtsh_ss(((const uint16_t *)w)[idx]) : ((const float *)w)[idx];
+}
+
+AVX2_INLINE void f32_tile_avx2(const void *w, size_t ldw, const float *x, size_t ldx, int k,
+                               float *y, size_t ldy, const int f16, const int R, const int T)
 {
     __m256 acc[4][2];
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    }
     int i = 0;
     for (; i + 8 <= k; i += 8) {
         __m256 wv[4];
         UNROLL
-        for (int r = 0; r < R; r++) wv[r] = _mm256_loadu_ps(w + r * ldw + i);
+        for (int r = 0; r < R; r++) wv[r] = wload_avx2(w, r * ldw + i, f16);
         UNROLL
         for (int t = 0; t < T; t++) {
             __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
@@ -53,38 +66,52 @@ AVX2_INLINE void f32_tile_avx2(const float *w, size_t ldw, const float *x, size_
         }
     }
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) {
-        float s = hsum_avx2(acc[r][t]);
-        for (int j = i; j < k; j++) s += w[r * ldw + j] * x[t * ldx + j];
-        y[t * ldy + r] = s;
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) {
+            float s = hsum_avx2(acc[r][t]);
+            for (int j = i; j < k; j++) s += wget_avx2(w, r * ldw + j, f16) * x[t * ldx + j];
+            y[t * ldy + r] = s;
+        }
     }
 }
 
-static AVX2 void gemm_f32_avx2(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
-                               int nt, int k, float *y, size_t ldy)
+AVX2_INLINE void wgemm_avx2(const void *w, size_t ldw, int nr, const float *x, size_t ldx, int nt,
+                            int k, float *y, size_t ldy, const int f16)
 {
     int t = 0;
     for (; t + 2 <= nt; t += 2) {
         const float *xt = x + t * ldx;
         float *yt = y + t * ldy;
         switch (nr) {
-        case 4: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 4, 2); break;
-        case 3: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 3, 2); break;
-        case 2: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 2, 2); break;
-        default: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 1, 2); break;
+        case 4: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 4, 2); break;
+        case 3: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 3, 2); break;
+        case 2: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 2, 2); break;
+        default: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 1, 2); break;
         }
     }
     if (t < nt) {
         const float *xt = x + t * ldx;
         float *yt = y + t * ldy;
         switch (nr) {
-        case 4: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 4, 1); break;
-        case 3: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 3, 1); break;
-        case 2: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 2, 1); break;
-        default: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, 1, 1); break;
+        case 4: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 4, 1); break;
+        case 3: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 3, 1); break;
+        case 2: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 2, 1); break;
+        default: f32_tile_avx2(w, ldw, xt, ldx, k, yt, ldy, f16, 1, 1); break;
         }
     }
+}
+
+static AVX2 void gemm_f32_avx2(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
+                               int nt, int k, float *y, size_t ldy)
+{
+    wgemm_avx2(w, ldw, nr, x, ldx, nt, k, y, ldy, 0);
+}
+
+static AVX2 void gemm_f16_avx2(const uint16_t *w, size_t ldw, int nr, const float *x, size_t ldx,
+                               int nt, int k, float *y, size_t ldy)
+{
+    wgemm_avx2(w, ldw, nr, x, ldx, nt, k, y, ldy, 1);
 }
 
 /* Q8_0 x Q8_0, R rows x 1 token: per block, maddubs(|w|, sign(x, w)) summed to int32 lanes, scaled
@@ -137,8 +164,10 @@ AVX2_INLINE void q4_0_tile_avx2(const char *w, size_t rb, const struct cpu_act_q
     const __m256i ones = _mm256_set1_epi16(1), low = _mm256_set1_epi8(0x0f);
     __m256 acc[4][2];
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    }
     for (int b = 0; b < nb; b++) {
         __m256i u[4];
         float dw[4];
@@ -164,8 +193,10 @@ AVX2_INLINE void q4_0_tile_avx2(const char *w, size_t rb, const struct cpu_act_q
         }
     }
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) y[t * ldy + r] = hsum_avx2(acc[r][t]);
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum_avx2(acc[r][t]);
+    }
 }
 
 static AVX2 void gemm_q4_0_avx2(const void *w, size_t row_bytes, int nr,
@@ -302,6 +333,7 @@ static AVX2 void attn_pv_avx2(const float *s, int nq, const float *v, size_t ldv
 void cpu_kernels_avx2(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_avx2;
+    k->gemm_f16 = gemm_f16_avx2;
     k->gemm_q8_0 = gemm_q8_0_avx2;
     k->gemm_q4_0 = gemm_q4_0_avx2;
     k->f16_to_f32 = f16_to_f32_avx2;

@@ -38,20 +38,37 @@ AVX512_INLINE float f16_512(const void *p)
     return _cvtsh_ss(h);
 }
 
+/* 16 weights at w[idx] (F32, or F16 widened exactly), masked loads zero the lanes outside `m`. */
+AVX512_INLINE __m512 wload_512(const void *w, size_t idx, const int f16)
+{
+    if (f16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)w + idx)));
+    return _mm512_loadu_ps((const float *)w + idx);
+}
+
+AVX512_INLINE __m512 wload_mask_512(const void *w, size_t idx, __mmask16 m, const int f16)
+{
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w + idx));
+    return _mm512_maskz_loadu_ps(m, (const float *)w + idx);
+}
+
 /* R rows x T tokens; every output is one FMA chain over k in steps of 16 (the tail masked, zeros
- * beyond k) and the same horizontal sum, so results do not depend on R, T or the thread split. */
-AVX512_INLINE void f32_tile_512(const float *w, size_t ldw, const float *x, size_t ldx, int k,
-                                float *y, size_t ldy, const int R, const int T)
+ * beyond k) and the same horizontal sum, so results do not depend on R, T, the thread split, or
+ * whether F16 weights were widened here or beforehand. */
+AVX512_INLINE void wtile_512(const void *w, size_t ldw, const float *x, size_t ldx, int k, float *y,
+                             size_t ldy, const int f16, const int R, const int T)
 {
     __m512 acc[4][4];
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps();
+    }
     int i = 0;
     for (; i + 16 <= k; i += 16) {
         __m512 wv[4];
         UNROLL
-        for (int r = 0; r < R; r++) wv[r] = _mm512_loadu_ps(w + r * ldw + i);
+        for (int r = 0; r < R; r++) wv[r] = wload_512(w, r * ldw + i, f16);
         UNROLL
         for (int t = 0; t < T; t++) {
             __m512 xv = _mm512_loadu_ps(x + t * ldx + i);
@@ -63,7 +80,7 @@ AVX512_INLINE void f32_tile_512(const float *w, size_t ldw, const float *x, size
         __mmask16 m = (__mmask16)((1u << (k - i)) - 1);
         __m512 wv[4];
         UNROLL
-        for (int r = 0; r < R; r++) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ldw + i);
+        for (int r = 0; r < R; r++) wv[r] = wload_mask_512(w, r * ldw + i, m, f16);
         UNROLL
         for (int t = 0; t < T; t++) {
             __m512 xv = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
@@ -72,8 +89,10 @@ AVX512_INLINE void f32_tile_512(const float *w, size_t ldw, const float *x, size
         }
     }
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) y[t * ldy + r] = hsum512(acc[r][t]);
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum512(acc[r][t]);
+    }
 }
 
 #define TILE_BY_ROWS(fn, nr, T, ...)                                                               \
@@ -86,14 +105,26 @@ AVX512_INLINE void f32_tile_512(const float *w, size_t ldw, const float *x, size
         }                                                                                          \
     } while (0)
 
-static AVX512 void gemm_f32_512(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
-                                int nt, int k, float *y, size_t ldy)
+AVX512_INLINE void wgemm_512(const void *w, size_t ldw, int nr, const float *x, size_t ldx, int nt,
+                             int k, float *y, size_t ldy, const int f16)
 {
     int t = 0;
     for (; t + 4 <= nt; t += 4)
-        TILE_BY_ROWS(f32_tile_512, nr, 4, w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy);
+        TILE_BY_ROWS(wtile_512, nr, 4, w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy, f16);
     for (; t < nt; t++)
-        TILE_BY_ROWS(f32_tile_512, nr, 1, w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy);
+        TILE_BY_ROWS(wtile_512, nr, 1, w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy, f16);
+}
+
+static AVX512 void gemm_f32_512(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
+                                int nt, int k, float *y, size_t ldy)
+{
+    wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 0);
+}
+
+static AVX512 void gemm_f16_512(const uint16_t *w, size_t ldw, int nr, const float *x, size_t ldx,
+                                int nt, int k, float *y, size_t ldy)
+{
+    wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 1);
 }
 
 /* Integer tile for Q8_0 (q4 = 0) or Q4_0 (q4 = 1) weights, R rows x T tokens. */
@@ -106,8 +137,10 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
     const __m256i flip = _mm256_set1_epi8((char)0x80), low = _mm256_set1_epi8(0x0f);
     __m256 acc[4][4];
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps();
+    }
     for (int b = 0; b < nb; b++) {
         __m256i u[4];
         __m256 dw[4];
@@ -138,8 +171,10 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
         }
     }
     UNROLL
-    for (int r = 0; r < R; r++) UNROLL
-    for (int t = 0; t < T; t++) y[t * ldy + r] = hsum256_512(acc[r][t]);
+    for (int r = 0; r < R; r++) {
+        UNROLL
+        for (int t = 0; t < T; t++) y[t * ldy + r] = hsum256_512(acc[r][t]);
+    }
 }
 
 AVX512_INLINE void qint_gemm_512(const void *w, size_t row_bytes, int nr,
@@ -302,6 +337,7 @@ static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ld
 void cpu_kernels_avx512(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_512;
+    k->gemm_f16 = gemm_f16_512;
     k->gemm_q8_0 = gemm_q8_0_512;
     k->gemm_q4_0 = gemm_q4_0_512;
     k->f16_to_f32 = f16_to_f32_512;

@@ -13,6 +13,9 @@
 #include <string.h>
 
 #define MM_TOKEN_BLOCK 64
+/* Up to this many tokens, F16 weights are widened inside the GEMM kernel (decode: one pass over the
+ * weights); beyond it a converted tile is reused across the token block. */
+#define MM_F16_DIRECT_TOKENS 8
 
 struct mm_job {
     struct cpu_backend *cb;
@@ -85,6 +88,11 @@ static void mm_gemm_task(void *ctx, int ith, int nth)
             if (mm_is_integer(w->desc.type)) {
                 const char *wr = (const char *)w->desc.data + (size_t)r * w->row_bytes;
                 gq(wr, w->row_bytes, nr, &j->xq, t0, nt, y, (size_t)rows);
+            } else if (w->desc.type == QUANT_F16 && j->n_tokens <= MM_F16_DIRECT_TOKENS) {
+                const uint16_t *wr =
+                    (const uint16_t *)((const char *)w->desc.data + (size_t)r * w->row_bytes);
+                k->gemm_f16(wr, (size_t)cols, nr, j->x + (size_t)t0 * cols, (size_t)cols, nt,
+                            (int)cols, y, (size_t)rows);
             } else {
                 const float *wf = mm_rows_f32(j, r, nr, tile);
                 k->gemm_f32(wf, (size_t)cols, nr, j->x + (size_t)t0 * cols, (size_t)cols, nt,
