@@ -1,6 +1,6 @@
 /* Tokenizer front end: splits the input around special-token texts (longest first, like llama.cpp's
  * tokenizer_st_partition), hands each raw fragment to the SentencePiece or byte-level BPE encoder,
- * and adds BOS/EOS. Also the bigram heap both encoders share. */
+ * and adds BOS/EOS. Also the bigram heap both encoders share and the read-only accessors. */
 #include "engine/tokenizer_impl.h"
 
 #include "common/err.h"
@@ -196,4 +196,70 @@ out:
     free(f.v);
     free(buf);
     return rc;
+}
+
+const char *tokenizer_token_text(const struct tokenizer *t, int32_t id, size_t *len)
+{
+    if (id < 0 || id >= t->n_vocab) {
+        *len = 0;
+        return NULL;
+    }
+    *len = t->tokens[id].text_len;
+    return tokenizer_text_of(t, id);
+}
+
+enum tokenizer_token_type tokenizer_token_type(const struct tokenizer *t, int32_t id)
+{
+    if (id < 0 || id >= t->n_vocab) return TOKENIZER_TOKEN_UNUSED;
+    return (enum tokenizer_token_type)t->tokens[id].type;
+}
+
+float tokenizer_token_score(const struct tokenizer *t, int32_t id)
+{
+    return id >= 0 && id < t->n_vocab ? t->tokens[id].score : 0.0f;
+}
+
+enum tokenizer_kind tokenizer_kind(const struct tokenizer *t)
+{
+    return t->kind;
+}
+
+const char *tokenizer_pre_name(const struct tokenizer *t)
+{
+    return t->pre_name;
+}
+
+int32_t tokenizer_vocab_size(const struct tokenizer *t)
+{
+    return t->n_vocab;
+}
+
+int32_t tokenizer_bos(const struct tokenizer *t)
+{
+    return t->bos;
+}
+
+int32_t tokenizer_eos(const struct tokenizer *t)
+{
+    return t->eos;
+}
+
+int32_t tokenizer_eot(const struct tokenizer *t)
+{
+    return t->eot;
+}
+
+bool tokenizer_add_bos(const struct tokenizer *t)
+{
+    return t->add_bos;
+}
+
+bool tokenizer_add_eos(const struct tokenizer *t)
+{
+    return t->add_eos;
+}
+
+bool tokenizer_is_eog(const struct tokenizer *t, int32_t id)
+{
+    return id >= 0 && id < t->n_vocab && t->tokens[id].eog;
 }
