@@ -271,6 +271,38 @@ START_TEST(test_matmul_model_shapes)
 }
 END_TEST
 
+START_TEST(test_quantize_q8_0_levels_agree)
+{
+    enum { K = 32 * 12 };
+    float x[K];
+    fill_f(x, K);
+    for (int i = 0; i < 32; i++) x[i] = (float)(i - 16) + 0.5f; /* amax 16.5: exact .5 ties */
+    x[31] = 127.0f;                                                /* scale 1: x * id = x */
+    for (int i = 32; i < 64; i++) x[i] = 0.0f;                     /* all-zero block */
+    x[64] = NAN;
+    x[97] = INFINITY;
+    x[130] = -INFINITY;
+    int8_t q_ref[K], q[K];
+    float d_ref[K / 32], d[K / 32];
+    int32_t s_ref[K / 32], sm[K / 32];
+    cpu_quant_q8_0_row(x, K, q_ref, d_ref, s_ref);
+    ck_assert_int_eq(q_ref[0], -16); /* -15.5 rounds away from zero */
+    ck_assert_int_eq(q_ref[1], -15);
+    ck_assert_int_eq(q_ref[18], 3); /* 2.5 -> 3 */
+    for (int i = 0; i < K; i++) ck_assert(q_ref[i] >= -127 && q_ref[i] <= 127);
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        k.quantize_q8_0(x, K, q, d, sm);
+        ck_assert_mem_eq(q, q_ref, sizeof(q));
+        for (int b = 0; b < K / 32; b++) {
+            ck_assert_int_eq(sm[b], s_ref[b]);
+            if (!isnan(d_ref[b])) ck_assert_float_eq(d[b], d_ref[b]);
+        }
+    }
+}
+END_TEST
+
 /* ---- weights, get_rows, conversions ------------------------------------------------------- */
 
 START_TEST(test_weight_prepare_rejects_bad_desc)
@@ -854,6 +886,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_rmsnorm_heads_per_row_and_f16_gain);
     tcase_add_test(tc, test_rope_normal_and_neox);
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
+    tcase_add_test(tc, test_quantize_q8_0_levels_agree);
     tcase_add_test(tc, test_matmul_f32);
     tcase_add_test(tc, test_matmul_f16);
     tcase_add_test(tc, test_matmul_bf16);

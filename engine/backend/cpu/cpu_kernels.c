@@ -137,6 +137,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->gemm_f16 = gemm_f16_scalar;
     k->gemm_q8_0 = gemm_q8_0_scalar;
     k->gemm_q4_0 = gemm_q4_0_scalar;
+    k->quantize_q8_0 = cpu_quant_q8_0_row;
     k->f16_to_f32 = f16_to_f32_scalar;
     k->attn_scores = attn_scores_scalar;
     k->attn_scores_dot = attn_scores_dot_scalar;

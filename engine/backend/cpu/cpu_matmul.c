@@ -49,8 +49,8 @@ static void mm_quantize_task(void *ctx, int ith, int nth)
     int cols = (int)j->w->desc.cols;
     mm_split(j->n_tokens, 1, ith, nth, &t0, &t1);
     for (int64_t t = t0; t < t1; t++)
-        cpu_quant_q8_0_row(j->x + t * cols, cols, j->xq.qs + t * cols, j->xq.d + t * j->xq.nb,
-                           j->xq.sum + t * j->xq.nb);
+        j->cb->kern.quantize_q8_0(j->x + t * cols, cols, j->xq.qs + t * cols,
+                                  j->xq.d + t * j->xq.nb, j->xq.sum + t * j->xq.nb);
 }
 
 /* Converts nr rows starting at `row` to floats in `tile`, or points into the weight when F32. */

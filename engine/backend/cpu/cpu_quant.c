@@ -185,7 +185,9 @@ void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *su
         d[b] = cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(db));
         int32_t s = 0;
         for (int j = 0; j < QUANT_QK8_0; j++) {
-            int q = (int)roundf(xb[j] * id);
+            float v = roundf(xb[j] * id);
+            /* |v| <= 127 for finite input; NaN/inf activations must not reach the int conversion */
+            int q = v >= -127.0f && v <= 127.0f ? (int)v : 0;
             qs[b * QUANT_QK8_0 + j] = (int8_t)q;
             s += q;
         }
