@@ -3,13 +3,14 @@
  * rows sharing one KV head: consecutive tokens of a sequence (prefill) times the query heads of the
  * KV head (GQA), so every K and V row loaded serves all of them. Queries are transposed so scores are
  * computed 16 rows at a time without horizontal sums; softmax subtracts each row's maximum and masks
- * positions after the row's own (causal). Items are dealt round-robin to the threads because causal
+ * positions after the row's own (causal). Threads claim items from a shared counter because causal
  * contexts make later tokens more expensive. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* Items with at most this many query rows (decode) use dot-product scores: the 16-row transposed
@@ -33,8 +34,9 @@ struct attn_job {
     const char *k_base, *v_base; /* this layer's K and V */
     const struct attn_item *items;
     int n_items;
-    float *scratch; /* per thread: thread_floats floats */
-    size_t max_ctx; /* positions a token can attend to: max_blocks * block_size */
+    atomic_int next_item; /* items are claimed dynamically: their costs differ a lot */
+    float *scratch;       /* per thread: thread_floats floats */
+    size_t max_ctx;       /* positions a token can attend to: max_blocks * block_size */
     size_t thread_floats;
 };
 
@@ -176,7 +178,12 @@ static void attn_task(void *ctx, int ith, int nth)
 {
     struct attn_job *j = ctx;
     float *scratch = j->scratch + (size_t)ith * j->thread_floats;
-    for (int i = ith; i < j->n_items; i += nth) attn_item_run(j, &j->items[i], scratch);
+    (void)nth;
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&j->next_item, 1, memory_order_relaxed);
+        if (i >= j->n_items) break;
+        attn_item_run(j, &j->items[i], scratch);
+    }
 }
 
 /* Splits the batch into items: runs of consecutive tokens of one sequence, times slices of the query
@@ -227,6 +234,7 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     j.n_items = attn_items_build(batch, n_kv, group, (struct attn_item *)mem);
     j.items = (const struct attn_item *)mem;
     j.scratch = (float *)(mem + items_bytes);
+    atomic_init(&j.next_item, 0);
     cpu_pool_run(cb->pool, attn_task, &j);
     return 0;
 }

@@ -1,6 +1,6 @@
 /* Matrix multiplication y (n_tokens, rows) = x (n_tokens, cols) @ W^T for every weight type.
- * Work is split over output rows in units of CPU_GEMM_ROWS, contiguous per thread so each thread streams
- * its own slice of the weights once per token block. Two kernel families:
+ * Work is split over output rows in chunks of whole row tiles that threads claim dynamically; a chunk
+ * streams its rows once per token block. Two kernel families:
  *  - float: F32 rows are used in place; F16/BF16/Q4_K/Q6_K rows are converted into a per-thread scratch
  *    tile of CPU_GEMM_ROWS rows, once per token block, and reused across every token of the block;
  *  - integer: Q8_0/Q4_0 weights against activations quantized to Q8_0 once per call (as ggml does).
@@ -10,9 +10,14 @@
 
 #include "common/err.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define MM_TOKEN_BLOCK 64
+/* Integer path: 16 tokens of int8 activations (12-32 KiB) stay in L1 while a row tile passes. */
+#define MM_TOKEN_BLOCK_INT 16
+/* About this many chunks per thread: enough to absorb a late thread, few enough to stream rows. */
+#define MM_CHUNKS_PER_THREAD 4
 /* Up to this many tokens, F16 weights are widened inside the GEMM kernel (decode: one pass over the
  * weights); beyond it a converted tile is reused across the token block. */
 #define MM_F16_DIRECT_TOKENS 8
@@ -25,6 +30,8 @@ struct mm_job {
     int n_tokens;
     struct cpu_act_q8 xq; /* integer path only */
     float *tiles;         /* float path: (n_threads, CPU_GEMM_ROWS, cols) conversion tiles */
+    int64_t chunk_rows;   /* rows per claimed chunk, a multiple of CPU_GEMM_ROWS */
+    atomic_llong next_chunk;
 };
 
 static int mm_is_integer(enum quant_type t)
@@ -70,18 +77,17 @@ static const float *mm_rows_f32(const struct mm_job *j, int64_t row, int nr, flo
     return tile;
 }
 
-static void mm_gemm_task(void *ctx, int ith, int nth)
+/* Rows [r0, r1) against every token: token blocks outside, row tiles inside. */
+static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *tile)
 {
-    struct mm_job *j = ctx;
     const struct backend_weight *w = j->w;
     const struct cpu_kernels *k = &j->cb->kern;
-    int64_t rows = w->desc.rows, cols = w->desc.cols, r0, r1;
-    mm_split(rows, CPU_GEMM_ROWS, ith, nth, &r0, &r1);
+    int64_t rows = w->desc.rows, cols = w->desc.cols;
     cpu_gemm_q_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0 : k->gemm_q4_0;
-    float *tile = j->tiles ? j->tiles + (size_t)ith * CPU_GEMM_ROWS * cols : NULL;
+    int tb = mm_is_integer(w->desc.type) ? MM_TOKEN_BLOCK_INT : MM_TOKEN_BLOCK;
 
-    for (int t0 = 0; t0 < j->n_tokens; t0 += MM_TOKEN_BLOCK) {
-        int nt = j->n_tokens - t0 < MM_TOKEN_BLOCK ? j->n_tokens - t0 : MM_TOKEN_BLOCK;
+    for (int t0 = 0; t0 < j->n_tokens; t0 += tb) {
+        int nt = j->n_tokens - t0 < tb ? j->n_tokens - t0 : tb;
         for (int64_t r = r0; r < r1; r += CPU_GEMM_ROWS) {
             int nr = r1 - r < CPU_GEMM_ROWS ? (int)(r1 - r) : CPU_GEMM_ROWS;
             float *y = j->y + (size_t)t0 * rows + r;
@@ -99,6 +105,24 @@ static void mm_gemm_task(void *ctx, int ith, int nth)
                             (int)cols, y, (size_t)rows);
             }
         }
+    }
+}
+
+/* Threads claim row chunks from a shared counter, so a thread that starts late (the machine is
+ * shared, a worker may be descheduled) costs one chunk, not a fixed share. Chunks are whole row
+ * tiles, and each output's arithmetic does not depend on its tile, so results are the same for any
+ * thread count and any claiming order. */
+static void mm_gemm_task(void *ctx, int ith, int nth)
+{
+    struct mm_job *j = ctx;
+    (void)nth;
+    int64_t rows = j->w->desc.rows;
+    float *tile = j->tiles ? j->tiles + (size_t)ith * CPU_GEMM_ROWS * j->w->desc.cols : NULL;
+    for (;;) {
+        int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
+        int64_t r0 = c * j->chunk_rows;
+        if (r0 >= rows) break;
+        mm_gemm_rows(j, r0, r0 + j->chunk_rows < rows ? r0 + j->chunk_rows : rows, tile);
     }
 }
 
@@ -131,6 +155,11 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
         if (!s) return ERR_NOMEM;
         j.tiles = (float *)s;
     }
+    int64_t per = (int64_t)cb->n_threads * MM_CHUNKS_PER_THREAD;
+    j.chunk_rows = (w->desc.rows + per - 1) / per;
+    j.chunk_rows = (j.chunk_rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS * CPU_GEMM_ROWS;
+    if (j.chunk_rows < 4 * CPU_GEMM_ROWS) j.chunk_rows = 4 * CPU_GEMM_ROWS;
+    atomic_init(&j.next_chunk, 0);
     cpu_pool_run(cb->pool, mm_gemm_task, &j);
     return 0;
 }
