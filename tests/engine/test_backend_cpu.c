@@ -277,8 +277,8 @@ START_TEST(test_quantize_q8_0_levels_agree)
     float x[K];
     fill_f(x, K);
     for (int i = 0; i < 32; i++) x[i] = (float)(i - 16) + 0.5f; /* amax 16.5: exact .5 ties */
-    x[31] = 127.0f;                                                /* scale 1: x * id = x */
-    for (int i = 32; i < 64; i++) x[i] = 0.0f;                     /* all-zero block */
+    x[31] = 127.0f;                                             /* scale 1: x * id = x */
+    for (int i = 32; i < 64; i++) x[i] = 0.0f;                  /* all-zero block */
     x[64] = NAN;
     x[97] = INFINITY;
     x[130] = -INFINITY;
@@ -498,6 +498,30 @@ START_TEST(test_rope_normal_and_neox)
     check_rope(BACKEND_ROPE_NEOX, 64, 64, 1.0f);
     check_rope(BACKEND_ROPE_NORMAL, 48, 32, 0.25f); /* partial rotation, linear scaling */
     check_rope(BACKEND_ROPE_NEOX, 48, 16, 0.5f);
+}
+END_TEST
+
+START_TEST(test_silu_mul_every_level_wide_range)
+{
+    float g0[203], up[203], g[203];
+    for (int i = 0; i < 203; i++) {
+        g0[i] = (float)(i - 101) * 1.19f; /* -120 .. 120: exp overflow and underflow */
+        up[i] = rng_f();
+    }
+    g0[0] = -1000.0f;
+    g0[202] = 1000.0f;
+    for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+        struct backend *b = make_backend(isa_levels[li], 1);
+        if (!b) continue;
+        memcpy(g, g0, sizeof(g));
+        ck_assert_int_eq(b->ops->silu_mul(b, g, up, 203), 0);
+        for (int i = 0; i < 203; i++) {
+            double ref = g0[i] / (1.0 + exp(-(double)g0[i])) * up[i];
+            ck_assert_msg(fabs(g[i] - ref) <= 1e-6 * fabs(ref) + 1e-30, "isa %s g=%g: %g vs %g",
+                          isa_levels[li], g0[i], g[i], ref);
+        }
+        b->ops->destroy(b);
+    }
 }
 END_TEST
 
@@ -886,6 +910,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_rmsnorm_heads_per_row_and_f16_gain);
     tcase_add_test(tc, test_rope_normal_and_neox);
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
+    tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
     tcase_add_test(tc, test_matmul_f32);
     tcase_add_test(tc, test_matmul_f16);

@@ -41,6 +41,10 @@ struct cpu_kernels {
     cpu_gemm_q_fn gemm_q4_0;
     /* Activation quantization for the integer GEMMs; same results as cpu_quant_q8_0_row. */
     void (*quantize_q8_0)(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
+    /* gate (n) = silu(gate) * up */
+    void (*silu_mul)(float *gate, const float *up, size_t n);
+    /* Dequantizes a row of any weight type (as cpu_quant_dequant_row, to within rounding). */
+    void (*dequant_row)(enum quant_type type, const void *src, float *dst, int64_t n);
     /* dst (n) = f16 src (n) converted */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
     /* Attention over one (KV head, up to CPU_ATTN_ROWS query rows) item; s is position-major

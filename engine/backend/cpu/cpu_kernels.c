@@ -131,6 +131,14 @@ static void attn_pv_scalar(const float *s, int nq, const float *v, size_t ldv, i
         }
 }
 
+static void silu_mul_scalar(float *gate, const float *up, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float g = gate[i];
+        gate[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
 void cpu_kernels_scalar(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_scalar;
@@ -139,6 +147,8 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->gemm_q4_0 = gemm_q4_0_scalar;
     k->quantize_q8_0 = cpu_quant_q8_0_row;
     k->f16_to_f32 = f16_to_f32_scalar;
+    k->silu_mul = silu_mul_scalar;
+    k->dequant_row = cpu_quant_dequant_row;
     k->attn_scores = attn_scores_scalar;
     k->attn_scores_dot = attn_scores_dot_scalar;
     k->attn_softmax = attn_softmax_scalar;

@@ -242,11 +242,11 @@ AVX2_INLINE float dot_f32_avx2(const float *a, const float *b, int n)
     return s;
 }
 
-/* exp(x) for x <= 0 (softmax after the max is subtracted): Cephes' range reduction and polynomial,
- * relative error ~2 ulp; inputs below -87 flush to 2^-126 * p, i.e. effectively 0. */
+/* exp(x): Cephes' range reduction and polynomial, relative error ~2 ulp; inputs are clamped to
+ * [-87, 88] (below: effectively 0; above: ~1.6e38, which is all silu and softmax need). */
 AVX2_INLINE __m256 exp_avx2(__m256 x)
 {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -330,6 +330,115 @@ static AVX2 void attn_pv_avx2(const float *s, int nq, const float *v, size_t ldv
         }
 }
 
+static AVX2 void silu_mul_avx2(float *gate, const float *up, size_t n)
+{
+    size_t i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 g = _mm256_loadu_ps(gate + i);
+        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+        __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(gate + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+    }
+    for (; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+/* 8 unsigned bytes widened to floats. */
+AVX2_INLINE __m256 u8_to_ps_avx2(const uint8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* Q4_K rows: y = (d * sc) * q - dmin * m per 32-element group, the same two roundings as scalar. */
+static AVX2 void dequant_q4_k_avx2(const struct quant_block_q4_k *b, float *y, int64_t nb)
+{
+    for (int64_t i = 0; i < nb; i++) {
+        float d = f16_avx2(&b[i].d), dmin = f16_avx2(&b[i].dmin);
+        const uint8_t *q = b[i].qs, *sc = b[i].scales;
+        for (int j = 0; j < 8; j++) {
+            uint8_t s, m;
+            if (j < 4) {
+                s = sc[j] & 63;
+                m = sc[j + 4] & 63;
+            } else {
+                s = (uint8_t)((sc[j + 4] & 0x0f) | ((sc[j - 4] >> 6) << 4));
+                m = (uint8_t)((sc[j + 4] >> 4) | ((sc[j] >> 6) << 4));
+            }
+            __m256 dv = _mm256_set1_ps(d * s), mv = _mm256_set1_ps(dmin * m);
+            const uint8_t *qq = q + (j / 2) * 32;
+            uint8_t nib[32];
+            __m256i raw = _mm256_loadu_si256((const __m256i *)qq);
+            raw = j % 2 ? _mm256_srli_epi16(raw, 4) : raw;
+            _mm256_storeu_si256((__m256i *)nib, _mm256_and_si256(raw, _mm256_set1_epi8(0x0f)));
+            for (int l = 0; l < 32; l += 8)
+                _mm256_storeu_ps(y + l,
+                                 _mm256_sub_ps(_mm256_mul_ps(dv, u8_to_ps_avx2(nib + l)), mv));
+            y += 32;
+        }
+    }
+}
+
+/* Q6_K rows: 6-bit quants from 4 low + 2 high bits, minus 32, times d * scale. */
+static AVX2 void dequant_q6_k_avx2(const struct quant_block_q6_k *b, float *y, int64_t nb)
+{
+    const __m256i low = _mm256_set1_epi32(0x0f), three = _mm256_set1_epi32(3);
+    const __m256i off = _mm256_set1_epi32(32);
+    for (int64_t i = 0; i < nb; i++) {
+        float d = f16_avx2(&b[i].d);
+        const uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        const int8_t *sc = b[i].scales;
+        for (int n = 0; n < QUANT_QK_K; n += 128) {
+            for (int l = 0; l < 32; l += 8) {
+                int is = l / 16;
+                __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ql + l)));
+                __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ql + l + 32)));
+                __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qh + l)));
+                __m256i q1 = _mm256_or_si256(_mm256_and_si256(a, low),
+                                             _mm256_slli_epi32(_mm256_and_si256(h, three), 4));
+                __m256i q2 = _mm256_or_si256(
+                    _mm256_and_si256(c, low),
+                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), three), 4));
+                __m256i q3 = _mm256_or_si256(
+                    _mm256_srli_epi32(a, 4),
+                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4), three), 4));
+                __m256i q4 = _mm256_or_si256(
+                    _mm256_srli_epi32(c, 4),
+                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 6), three), 4));
+                __m256i qs[4] = {q1, q2, q3, q4};
+                for (int g = 0; g < 4; g++) {
+                    __m256 f = _mm256_cvtepi32_ps(_mm256_sub_epi32(qs[g], off));
+                    __m256 sv = _mm256_set1_ps(d * sc[is + 2 * g]);
+                    _mm256_storeu_ps(y + l + 32 * g, _mm256_mul_ps(sv, f));
+                }
+            }
+            y += 128;
+            ql += 64;
+            qh += 32;
+            sc += 8;
+        }
+    }
+}
+
+static AVX2 void dequant_row_avx2(enum quant_type type, const void *src, float *dst, int64_t n)
+{
+    switch (type) {
+    case QUANT_F16: f16_to_f32_avx2(src, dst, n); break;
+    case QUANT_BF16: {
+        const uint16_t *h = src;
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
+            _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        }
+        for (; i < n; i++) dst[i] = cpu_quant_bf16_to_f32(h[i]);
+        break;
+    }
+    case QUANT_Q4_K: dequant_q4_k_avx2(src, dst, n / QUANT_QK_K); break;
+    case QUANT_Q6_K: dequant_q6_k_avx2(src, dst, n / QUANT_QK_K); break;
+    default: cpu_quant_dequant_row(type, src, dst, n); break;
+    }
+}
+
 void cpu_kernels_avx2(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_avx2;
@@ -337,6 +446,8 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->gemm_q8_0 = gemm_q8_0_avx2;
     k->gemm_q4_0 = gemm_q4_0_avx2;
     k->f16_to_f32 = f16_to_f32_avx2;
+    k->silu_mul = silu_mul_avx2;
+    k->dequant_row = dequant_row_avx2;
     k->attn_scores = attn_scores_avx2;
     k->attn_scores_dot = attn_scores_dot_avx2;
     k->attn_softmax = attn_softmax_avx2;

@@ -69,10 +69,7 @@ static const float *mm_rows_f32(const struct mm_job *j, int64_t row, int nr, flo
     int64_t cols = w->desc.cols;
     for (int r = 0; r < nr; r++) {
         const void *s = src + (size_t)r * w->row_bytes;
-        if (w->desc.type == QUANT_F16)
-            j->cb->kern.f16_to_f32(s, tile + r * cols, cols);
-        else
-            cpu_quant_dequant_row(w->desc.type, s, tile + r * cols, cols);
+        j->cb->kern.dequant_row(w->desc.type, s, tile + r * cols, cols);
     }
     return tile;
 }

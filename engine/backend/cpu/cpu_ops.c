@@ -11,13 +11,13 @@
 int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
                      float *out)
 {
-    (void)b;
+    const struct cpu_kernels *k = &cpu_backend_of(b)->kern;
     if (!w || (n > 0 && (!ids || !out)) || n < 0) return ERR_INVAL;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= w->desc.rows) return ERR_RANGE;
     for (int i = 0; i < n; i++) {
         const char *src = (const char *)w->desc.data + (size_t)ids[i] * w->row_bytes;
-        cpu_quant_dequant_row(w->desc.type, src, out + (size_t)i * w->desc.cols, w->desc.cols);
+        k->dequant_row(w->desc.type, src, out + (size_t)i * w->desc.cols, w->desc.cols);
     }
     return 0;
 }
@@ -117,12 +117,8 @@ int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, 
 
 int cpu_ops_silu_mul(struct backend *b, float *gate, const float *up, size_t n)
 {
-    (void)b;
     if (n > 0 && (!gate || !up)) return ERR_INVAL;
-    for (size_t i = 0; i < n; i++) {
-        float g = gate[i];
-        gate[i] = g / (1.0f + expf(-g)) * up[i];
-    }
+    cpu_backend_of(b)->kern.silu_mul(gate, up, n);
     return 0;
 }
 
