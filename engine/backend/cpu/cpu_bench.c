@@ -208,6 +208,47 @@ out:
     return rc;
 }
 
+/* The small ops at prefill size (512 tokens of the 134M llama), per call. */
+static int bench_small_ops(struct backend *b)
+{
+    int n = 512, dim = 768, ffn = 2048, nh = 12, hd = 64, rc = ERR_NOMEM;
+    float *x = malloc(sizeof(float) * n * ffn), *y = malloc(sizeof(float) * n * ffn);
+    float *g = malloc(sizeof(float) * dim);
+    int32_t *pos = malloc(sizeof(int32_t) * n);
+    struct backend_weight *w = NULL;
+    if (!x || !y || !g || !pos) goto out;
+    for (int i = 0; i < n * ffn; i++) x[i] = y[i] = sinf((float)i * 0.01f);
+    for (int i = 0; i < dim; i++) g[i] = 1.0f;
+    for (int i = 0; i < n; i++) pos[i] = i;
+    struct backend_weight_desc d = {QUANT_F32, 1, dim, g};
+    rc = b->ops->weight_prepare(b, &d, &w);
+    if (rc != 0) goto out;
+    struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, hd, 10000.0f, 1.0f};
+    double t[3] = {1e9, 1e9, 1e9};
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = bench_now();
+        b->ops->rmsnorm(b, x, w, y, n, dim, 1e-5f);
+        double t1 = bench_now();
+        b->ops->rope(b, y, pos, n, nh, hd, &rp);
+        double t2 = bench_now();
+        b->ops->silu_mul(b, x, y, (size_t)n * ffn);
+        double t3 = bench_now();
+        t[0] = fmin(t[0], t1 - t0);
+        t[1] = fmin(t[1], t2 - t1);
+        t[2] = fmin(t[2], t3 - t2);
+    }
+    printf("small ops, 512 tokens: rmsnorm(768) %.0f us, rope(12x64) %.0f us, silu_mul(2048) %.0f "
+           "us\n",
+           t[0] * 1e6, t[1] * 1e6, t[2] * 1e6);
+out:
+    if (w) b->ops->weight_free(b, w);
+    free(x);
+    free(y);
+    free(g);
+    free(pos);
+    return rc;
+}
+
 static int bench_parse(int argc, char **argv, struct bench_opts *o)
 {
     for (int i = 1; i < argc; i++) {
@@ -263,6 +304,7 @@ int cpu_bench_main(int argc, char **argv)
     for (size_t i = 0; rc == 0 && i < sizeof(bench_types) / sizeof(bench_types[0]); i++)
         if (bench_type_selected(o.types, bench_types[i].name))
             rc = bench_matmul_type(b, &o, bench_types[i].name, bench_types[i].type);
+    if (rc == 0) rc = bench_small_ops(b);
     if (rc == 0) rc = bench_attention(b, QUANT_F32);
     if (rc == 0) rc = bench_attention(b, QUANT_F16);
     b->ops->destroy(b);
