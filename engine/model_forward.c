@@ -156,14 +156,19 @@ static int step_build(struct model *m, const struct kv_cache *kv,
     return 0;
 }
 
-static int run_layer(struct model *m, int il, const struct backend_batch *b)
+/* One layer over the T tokens of the step. In the last layer only the n_out rows whose logits are
+ * wanted go on after attention (as llama.cpp does): their attention outputs and residuals are
+ * gathered into q and xo, and the layer finishes on those rows, leaving the final hidden states in
+ * xo. Row-wise ops make the result the same bits as finishing every row and gathering after. */
+static int run_layer(struct model *m, int il, const struct backend_batch *b, int n_out)
 {
     const struct backend_ops *op = m->be->ops;
     struct backend *be = m->be;
     const struct model_hparams *hp = &m->hp;
     const struct model_layer *l = &m->layers[il];
     struct model_scratch *s = &m->s;
-    int T = b->n_tokens, E = hp->n_embd;
+    int T = b->n_tokens, E = hp->n_embd, qd = hp->n_head * hp->head_dim;
+    bool last = il == hp->n_layer - 1;
     struct backend_rope_params rp = {hp->rope_mode, hp->n_rot, hp->rope_freq_base,
                                      hp->rope_freq_scale};
     float scale = 1.0f / sqrtf((float)hp->head_dim);
@@ -173,7 +178,7 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b)
         if ((rc = (call))) return rc;                                                              \
     } while (0)
 
-    /* Attention block. */
+    /* Attention block: every token's K/V is stored, whatever is wanted afterwards. */
     TRY(op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
     TRY(op->matmul(be, l->wq, s->xb, s->q, T));
     TRY(op->matmul(be, l->wk, s->xb, s->k, T));
@@ -188,17 +193,28 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b)
     TRY(op->rope(be, s->q, b->pos, T, hp->n_head, hp->head_dim, &rp));
     TRY(op->rope(be, s->k, b->pos, T, hp->n_head_kv, hp->head_dim, &rp));
     TRY(op->kv_store(be, il, s->k, s->v, b));
+    if (last && n_out == 0) return 0; /* nothing reads this layer's output */
     TRY(op->attention(be, il, s->q, s->att, b, hp->n_head, scale));
-    TRY(op->matmul(be, l->wo, s->att, s->xb2, T));
-    TRY(op->add(be, s->x, s->xb2, (size_t)T * E));
+
+    float *att = s->att, *x = s->x;
+    int R = T;
+    if (last) {
+        TRY(op->gather_rows(be, s->att, m->st.out_idx, n_out, qd, s->q));
+        TRY(op->gather_rows(be, s->x, m->st.out_idx, n_out, E, s->xo));
+        att = s->q;
+        x = s->xo;
+        R = n_out;
+    }
+    TRY(op->matmul(be, l->wo, att, s->xb2, R));
+    TRY(op->add(be, x, s->xb2, (size_t)R * E));
 
     /* Feed-forward block (SwiGLU). */
-    TRY(op->rmsnorm(be, s->x, l->ffn_norm, s->xb, T, E, hp->rms_eps));
-    TRY(op->matmul(be, l->w_gate, s->xb, s->hb, T));
-    TRY(op->matmul(be, l->w_up, s->xb, s->hb2, T));
-    TRY(op->silu_mul(be, s->hb, s->hb2, (size_t)T * hp->n_ff));
-    TRY(op->matmul(be, l->w_down, s->hb, s->xb2, T));
-    TRY(op->add(be, s->x, s->xb2, (size_t)T * E));
+    TRY(op->rmsnorm(be, x, l->ffn_norm, s->xb, R, E, hp->rms_eps));
+    TRY(op->matmul(be, l->w_gate, s->xb, s->hb, R));
+    TRY(op->matmul(be, l->w_up, s->xb, s->hb2, R));
+    TRY(op->silu_mul(be, s->hb, s->hb2, (size_t)R * hp->n_ff));
+    TRY(op->matmul(be, l->w_down, s->hb, s->xb2, R));
+    TRY(op->add(be, x, s->xb2, (size_t)R * E));
 #undef TRY
     return 0;
 }
@@ -220,10 +236,9 @@ int model_forward(struct model *m, const struct kv_cache *kv,
     const struct model_hparams *hp = &m->hp;
     if ((rc = op->get_rows(be, m->tok_embd, m->st.tokens, b.n_tokens, s->x))) return rc;
     for (int il = 0; il < hp->n_layer; il++)
-        if ((rc = run_layer(m, il, &b))) return rc;
+        if ((rc = run_layer(m, il, &b, n_out))) return rc;
     if (n_out > 0) {
-        if ((rc = op->gather_rows(be, s->x, m->st.out_idx, n_out, hp->n_embd, s->xo)) ||
-            (rc = op->rmsnorm(be, s->xo, m->out_norm, s->xo, n_out, hp->n_embd, hp->rms_eps)) ||
+        if ((rc = op->rmsnorm(be, s->xo, m->out_norm, s->xo, n_out, hp->n_embd, hp->rms_eps)) ||
             (rc = op->matmul(be, m->output, s->xo, s->out, n_out)) || (rc = op->sync(be)) ||
             (rc = op->download(be, m->st.logits, s->out,
                                (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))))
