@@ -1,26 +1,55 @@
-/* cinfer-operator: starts, serves its probes (/healthz, /readyz, /metrics on --probe-addr) and
- * exits cleanly on SIGTERM. The control loop arrives with its issue; this main stays thin and only
- * wires configuration to modules. */
+/* cinfer-operator: parses its flag table, serves probes (/healthz, /readyz, /metrics on
+ * --probe-addr) and runs the controller until SIGTERM (exit 0) or loss of leadership (exit 1). */
 #include "common/cli.h"
+#include "common/err.h"
 #include "common/log.h"
 #include "common/probe_server.h"
 #include "common/prom.h"
 #include "common/shutdown.h"
+#include "operator/controller.h"
 
 #include <stddef.h>
 #include <stdio.h>
 
 struct operator_cfg {
-    const char *kubeconfig;
+    const char *kubeconfig, *context, *ns;
+    int workers;
+    bool leader_elect;
+    const char *lease_ns, *identity;
+    int resync_seconds;
+    const char *engine_image, *engine_pull_policy;
+    int engine_shutdown_timeout;
     const char *probe_addr;
     const char *log_level, *log_format;
 };
 
+#define OPT(name, type, field, def, lo, hi, help, choices)                                         \
+    {                                                                                              \
+        name, type, offsetof(struct operator_cfg, field), def, lo, hi, help, choices, 0            \
+    }
+
 static const struct cfg_opt opts[] = {
-    {"kubeconfig", CFG_STRING, offsetof(struct operator_cfg, kubeconfig), NULL, 1, 0,
-     "Path to a kubeconfig; in-cluster service-account credentials when unset", NULL, 0},
-    {"probe-addr", CFG_STRING, offsetof(struct operator_cfg, probe_addr), "127.0.0.1:8081", 1, 0,
-     "Address for /healthz, /readyz and /metrics", NULL, 0},
+    OPT("kubeconfig", CFG_STRING, kubeconfig, NULL, 1, 0,
+        "Path to a kubeconfig; default $KUBECONFIG, in-cluster credentials, ~/.kube/config", NULL),
+    OPT("context", CFG_STRING, context, NULL, 1, 0, "kubeconfig context (default: current)", NULL),
+    OPT("namespace", CFG_STRING, ns, "", 1, 0, "Watch one namespace; empty watches all", NULL),
+    OPT("workers", CFG_INT, workers, "2", 1, 64, "Concurrent reconciles", NULL),
+    OPT("leader-elect", CFG_BOOL, leader_elect, "true", 1, 0,
+        "Elect a leader on the Lease cinfer-operator so only one replica reconciles", NULL),
+    OPT("leader-election-namespace", CFG_STRING, lease_ns, NULL, 1, 0,
+        "Namespace of the Lease (default: the namespace the operator runs in)", NULL),
+    OPT("identity", CFG_STRING, identity, NULL, 1, 0,
+        "Leader-election identity (default: hostname_pid_random)", NULL),
+    OPT("resync-period", CFG_INT, resync_seconds, "600", 0, 86400,
+        "Seconds between full resyncs of every InferenceService (0 = never)", NULL),
+    OPT("engine-image", CFG_STRING, engine_image, "ghcr.io/cinfer/cinfer-engine:0.1.0", 1, 0,
+        "Engine image for InferenceServices that do not set spec.engine.image", NULL),
+    OPT("engine-image-pull-policy", CFG_STRING, engine_pull_policy, "IfNotPresent", 1, 0,
+        "Pull policy for that image", "Always|IfNotPresent|Never"),
+    OPT("engine-shutdown-timeout", CFG_INT, engine_shutdown_timeout, "30", 1, 3600,
+        "Engine --shutdown-timeout in seconds; pods get this plus a margin to drain", NULL),
+    OPT("probe-addr", CFG_STRING, probe_addr, "127.0.0.1:8081", 1, 0,
+        "Address for /healthz, /readyz and /metrics", NULL),
     CLI_LOG_OPTS(struct operator_cfg),
 };
 
@@ -31,6 +60,11 @@ static const struct cfg_spec spec = {
     .opts = opts,
     .n_opts = sizeof(opts) / sizeof(opts[0]),
 };
+
+static void set_ready(void *ctx, bool ready)
+{
+    probe_server_set_ready(ctx, ready);
+}
 
 int main(int argc, char **argv)
 {
@@ -54,14 +88,31 @@ int main(int argc, char **argv)
         log_error("cannot serve probes", LOG_S("probe_addr", cfg.probe_addr));
         goto out;
     }
-    log_info("started", LOG_S("kubeconfig", cfg.kubeconfig), LOG_S("probe_addr", cfg.probe_addr),
+    log_info("started", LOG_S("probe_addr", cfg.probe_addr),
              LOG_I("probe_port", probe_server_port(probe)));
-    /* Ready as soon as the probes serve; the control loop marks readiness itself once it lands. */
-    probe_server_set_ready(probe, true);
-    while (!shutdown_wait(1000)) {
+    struct controller_cfg cc = {
+        .kubeconfig = cfg.kubeconfig,
+        .context = cfg.context,
+        .ns = cfg.ns,
+        .workers = cfg.workers,
+        .leader_elect = cfg.leader_elect,
+        .lease_namespace = cfg.lease_ns,
+        .identity = cfg.identity,
+        .resync_seconds = cfg.resync_seconds,
+        .desired = {.engine_image = cfg.engine_image,
+                    .image_pull_policy = cfg.engine_pull_policy,
+                    .shutdown_timeout_seconds = cfg.engine_shutdown_timeout},
+        .metrics = metrics,
+        .set_ready = set_ready,
+        .ready_ctx = probe,
+    };
+    int rc = controller_run(&cc);
+    if (rc == 0) {
+        log_info("shutting down", LOG_S("reason", "signal"));
+        status = 0;
+    } else if (rc != ERR_STATE) {
+        log_error("controller failed", LOG_S("error", err_str(rc)));
     }
-    log_info("shutting down", LOG_S("reason", "signal"));
-    status = 0;
 out:
     probe_server_free(probe);
     prom_registry_free(metrics);
