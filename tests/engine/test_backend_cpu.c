@@ -854,28 +854,33 @@ START_TEST(test_backend_create_names_and_options)
 END_TEST
 
 struct pool_probe {
-    atomic_int calls;
-    atomic_llong sum;
+    atomic_int next;
+    atomic_int hits[997];
+    atomic_int callers[4]; /* calls per ith */
+    int caller_ran;
 };
 
 static void pool_probe_fn(void *ctx, int ith, int nth)
 {
     struct pool_probe *p = ctx;
-    atomic_fetch_add(&p->calls, 1);
-    atomic_fetch_add(&p->sum, (long long)ith * 1000 + nth);
+    ck_assert(ith >= 0 && ith < nth && nth <= 4);
+    atomic_fetch_add(&p->callers[ith], 1);
+    for (int i; (i = atomic_fetch_add(&p->next, 1)) < 997;) atomic_fetch_add(&p->hits[i], 1);
 }
 
-START_TEST(test_pool_runs_every_share_once)
+START_TEST(test_pool_claims_every_item_once)
 {
     for (int n = 1; n <= 4; n++) {
         struct cpu_pool *pool;
         ck_assert_int_eq(cpu_pool_new(n, &pool), 0);
         ck_assert_int_eq(cpu_pool_size(pool), n);
         for (int rep = 0; rep < 2000; rep++) {
-            struct pool_probe pr = {0};
+            static struct pool_probe pr;
+            memset(&pr, 0, sizeof(pr));
             cpu_pool_run(pool, pool_probe_fn, &pr);
-            ck_assert_int_eq(atomic_load(&pr.calls), n);
-            ck_assert_int_eq(atomic_load(&pr.sum), 1000LL * n * (n - 1) / 2 + (long long)n * n);
+            for (int i = 0; i < 997; i++) ck_assert_int_eq(atomic_load(&pr.hits[i]), 1);
+            ck_assert_int_eq(atomic_load(&pr.callers[0]), 1); /* the caller always runs */
+            for (int t = 1; t < 4; t++) ck_assert_int_le(atomic_load(&pr.callers[t]), 1);
         }
         cpu_pool_free(pool);
     }
@@ -902,7 +907,7 @@ Suite *backend_cpu_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_backend_create_names_and_options);
     tcase_add_test(tc, test_isa_parse);
-    tcase_add_test(tc, test_pool_runs_every_share_once);
+    tcase_add_test(tc, test_pool_claims_every_item_once);
     tcase_add_test(tc, test_fp16_conversions_match_quant);
     tcase_add_test(tc, test_weight_prepare_rejects_bad_desc);
     tcase_add_test(tc, test_get_rows_every_type);

@@ -18,6 +18,8 @@
 #define MM_TOKEN_BLOCK_INT 16
 /* About this many chunks per thread: enough to absorb a late thread, few enough to stream rows. */
 #define MM_CHUNKS_PER_THREAD 4
+/* Tokens per claimed activation-quantization chunk. */
+#define MM_QUANT_TOKENS 8
 /* Up to this many tokens, F16 weights are widened inside the GEMM kernel (decode: one pass over the
  * weights); beyond it a converted tile is reused across the token block. */
 #define MM_F16_DIRECT_TOKENS 8
@@ -32,6 +34,7 @@ struct mm_job {
     float *tiles;         /* float path: (n_threads, CPU_GEMM_ROWS, cols) conversion tiles */
     int64_t chunk_rows;   /* rows per claimed chunk, a multiple of CPU_GEMM_ROWS */
     atomic_llong next_chunk;
+    atomic_llong next_tokens; /* quantization claims */
 };
 
 static int mm_is_integer(enum quant_type t)
@@ -39,25 +42,22 @@ static int mm_is_integer(enum quant_type t)
     return t == QUANT_Q8_0 || t == QUANT_Q4_0;
 }
 
-/* [begin, end) of `n` items for thread ith of nth, rounded to multiples of `unit`. */
-static void mm_split(int64_t n, int unit, int ith, int nth, int64_t *begin, int64_t *end)
-{
-    int64_t units = (n + unit - 1) / unit;
-    *begin = units * ith / nth * unit;
-    *end = units * (ith + 1) / nth * unit;
-    if (*end > n) *end = n;
-    if (*begin > n) *begin = n;
-}
-
+/* Claims token rows in chunks of MM_QUANT_TOKENS (see cpu_pool.h: work is never tied to ith). */
 static void mm_quantize_task(void *ctx, int ith, int nth)
 {
     struct mm_job *j = ctx;
-    int64_t t0, t1;
     int cols = (int)j->w->desc.cols;
-    mm_split(j->n_tokens, 1, ith, nth, &t0, &t1);
-    for (int64_t t = t0; t < t1; t++)
-        j->cb->kern.quantize_q8_0(j->x + t * cols, cols, j->xq.qs + t * cols,
-                                  j->xq.d + t * j->xq.nb, j->xq.sum + t * j->xq.nb);
+    (void)ith;
+    (void)nth;
+    for (;;) {
+        int64_t t0 =
+            atomic_fetch_add_explicit(&j->next_tokens, MM_QUANT_TOKENS, memory_order_relaxed);
+        if (t0 >= j->n_tokens) break;
+        int64_t t1 = t0 + MM_QUANT_TOKENS < j->n_tokens ? t0 + MM_QUANT_TOKENS : j->n_tokens;
+        for (int64_t t = t0; t < t1; t++)
+            j->cb->kern.quantize_q8_0(j->x + t * cols, cols, j->xq.qs + t * cols,
+                                      j->xq.d + t * j->xq.nb, j->xq.sum + t * j->xq.nb);
+    }
 }
 
 /* Converts nr rows starting at `row` to floats in `tile`, or points into the weight when F32. */
@@ -146,6 +146,7 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
         j.xq.d = (float *)(s + b_qs);
         j.xq.sum = (int32_t *)(s + b_qs + b_d);
         j.xq.nb = (int)nb;
+        atomic_init(&j.next_tokens, 0);
         cpu_pool_run(cb->pool, mm_quantize_task, &j);
     } else if (w->desc.type != QUANT_F32) {
         s = cpu_backend_scratch(cb, (size_t)cb->n_threads * CPU_GEMM_ROWS * cols * sizeof(float));

@@ -1,7 +1,11 @@
 /* Persistent compute threads for the CPU backend. A job is published by bumping an atomic generation
  * counter; workers spin on it for a short while (cheap wake-up between the many small ops of a decode
- * step) and then block on a condition variable so an idle engine burns no CPU. Completion is an atomic
- * count of workers still busy, which the caller spins on after doing its own share. */
+ * step) and then block on a condition variable so an idle engine burns no CPU.
+ * Jobs claim their work dynamically, so the caller never waits for a worker that has not started:
+ * when the caller's call returns, all work is claimed; it closes the job and waits only for workers
+ * that joined before the close (a descheduled worker on a busy machine costs nothing). Joining and
+ * closing are a Dekker pair of seq_cst operations: a worker increments `active` then reads `closed`,
+ * the caller writes `closed` then reads `active`, so one of them always sees the other. */
 #include "engine/backend/cpu/cpu_pool.h"
 
 #include "common/err.h"
@@ -28,9 +32,10 @@ struct cpu_pool {
 
     cpu_pool_fn fn; /* current job; written before gen is bumped */
     void *ctx;
-    atomic_uint gen;  /* job generation; workers run each generation once */
-    atomic_int busy;  /* workers still running the current job */
-    atomic_bool stop; /* set once by cpu_pool_free */
+    atomic_uint gen;    /* job generation; workers run each generation at most once */
+    atomic_uint closed; /* last generation the caller closed to late joiners */
+    atomic_int active;  /* workers that joined the current job and have not left it */
+    atomic_bool stop;   /* set once by cpu_pool_free */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -71,8 +76,11 @@ static void *pool_main(void *arg)
     for (;;) {
         seen = pool_wait_job(p, seen);
         if (atomic_load(&p->stop)) break;
-        p->fn(p->ctx, w->ith, p->n_threads);
-        atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+        atomic_fetch_add(&p->active, 1);
+        /* Join only while generation `seen` is still open: a worker delayed long enough may find it
+         * (and later ones) closed, and must then not touch fn/ctx of any job. */
+        if ((int)(seen - atomic_load(&p->closed)) > 0) p->fn(p->ctx, w->ith, p->n_threads);
+        atomic_fetch_sub_explicit(&p->active, 1, memory_order_release);
     }
     return NULL;
 }
@@ -84,7 +92,8 @@ int cpu_pool_new(int n_threads, struct cpu_pool **out)
     if (!p) return ERR_NOMEM;
     p->n_threads = n_threads;
     atomic_init(&p->gen, 0);
-    atomic_init(&p->busy, 0);
+    atomic_init(&p->closed, 0);
+    atomic_init(&p->active, 0);
     atomic_init(&p->stop, false);
     atomic_init(&p->sleepers, 0);
     pthread_mutex_init(&p->mu, NULL);
@@ -131,15 +140,15 @@ void cpu_pool_run(struct cpu_pool *p, cpu_pool_fn fn, void *ctx)
     }
     p->fn = fn;
     p->ctx = ctx;
-    atomic_store_explicit(&p->busy, p->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1);
+    unsigned g = atomic_fetch_add(&p->gen, 1) + 1;
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
     fn(ctx, 0, p->n_threads);
-    for (unsigned i = 0; atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++) {
+    atomic_store(&p->closed, g);
+    for (unsigned i = 0; atomic_load(&p->active) > 0; i++) {
         if (i < POOL_SPIN_ITERS)
             pool_relax();
         else

@@ -1,7 +1,9 @@
-/* A persistent pool of compute threads driven by one caller thread (the inference thread). A job is
- * a function called once on every thread with (ith, nth); the caller runs share 0 itself, so a pool
- * of n threads starts n - 1 workers. Workers spin briefly after a job (decode issues hundreds of small
- * jobs per token), then sleep on a condition variable. Not a general task queue. */
+/* A persistent pool of compute threads driven by one caller thread (the inference thread). A job is a
+ * function run by the caller (ith 0) and by every worker that wakes up in time (ith 1..n-1), at most
+ * once per thread, so it must claim its work dynamically (an atomic counter over chunks) and leave
+ * nothing assigned to a particular ith: on a busy machine a descheduled worker simply misses the job.
+ * Workers spin briefly after a job (decode issues hundreds of small jobs per token), then sleep on a
+ * condition variable. Not a general task queue. */
 #ifndef CINFER_ENGINE_BACKEND_CPU_POOL_H
 #define CINFER_ENGINE_BACKEND_CPU_POOL_H
 
@@ -14,8 +16,10 @@ typedef void (*cpu_pool_fn)(void *ctx, int ith, int nth);
 int cpu_pool_new(int n_threads, struct cpu_pool **out);
 /* Stops and joins the workers and frees the pool; NULL is a no-op. Caller thread only. */
 void cpu_pool_free(struct cpu_pool *p);
-/* Runs fn(ctx, ith, nth) for ith = 0..nth-1 across the pool and returns when all have finished.
- * `ctx` is borrowed for the call. Only the thread that created the pool may call it. */
+/* Runs fn(ctx, ith, nth) on the caller (ith 0) and on the workers that join before the caller's own
+ * call returns; returns when every thread that ran fn has finished. ith is unique per call (use it for
+ * per-thread scratch). `ctx` is borrowed for the call. Only the thread that created the pool may call
+ * it. */
 void cpu_pool_run(struct cpu_pool *p, cpu_pool_fn fn, void *ctx);
 /* Number of threads including the caller. */
 int cpu_pool_size(const struct cpu_pool *p);
