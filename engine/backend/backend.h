@@ -85,7 +85,9 @@ struct backend_ops {
     /* out (n, cols) = rows `ids` of the embedding table `w` (rows = vocab), dequantized. */
     int (*get_rows)(struct backend *b, const struct backend_weight *w, const int32_t *ids_host,
                     int n, float *out);
-    /* y (n_tokens, w.rows) = x (n_tokens, w.cols) @ W^T. Every weight type; all tokens in one call. */
+    /* y (n_tokens, w.rows) = x (n_tokens, w.cols) @ W^T. Every weight type; all tokens in one call.
+     * x and y must not overlap. Q8_0/Q4_0 weights multiply activations quantized to Q8_0 per 32
+     * elements (as ggml does), so results differ from a float reference by that rounding. */
     int (*matmul)(struct backend *b, const struct backend_weight *w, const float *x, float *y,
                   int n_tokens);
     /* y (n_tokens, dim) += bias (1, dim) */
@@ -103,14 +105,18 @@ struct backend_ops {
                 int head_dim, const struct backend_rope_params *p);
     /* gate (n) = silu(gate) * up */
     int (*silu_mul)(struct backend *b, float *gate, const float *up, size_t n);
-    /* Writes k, v (n_tokens, n_kv_heads * head_dim) of `layer` into the cache slots of `batch`. */
+    /* Writes k, v (n_tokens, n_kv_heads * head_dim) of `layer` into the cache slots of `batch`.
+     * ERR_STATE before kv_alloc, ERR_RANGE for a slot outside the cache (nothing is written then). */
     int (*kv_store)(struct backend *b, int layer, const float *k, const float *v,
                     const struct backend_batch *batch);
     /* out (n_tokens, n_heads, head_dim) = softmax(q K^T * scale) V over each token's causal
-     * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head). */
+     * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head).
+     * Every position 0..pos of each token's sequence must already be stored (kv_store this batch
+     * first). ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
     int (*attention)(struct backend *b, int layer, const float *q, float *out,
                      const struct backend_batch *batch, int n_heads, float scale);
-    /* dst (n, dim) = rows `idx_host` of src (n_src, dim); selects the positions whose logits we need. */
+    /* dst (n, dim) = rows `idx_host` of src (n_src, dim); selects the positions whose logits we need.
+     * Indices must be < n_src (the caller's invariant; negative ones give ERR_RANGE). */
     int (*gather_rows)(struct backend *b, const float *src, const int32_t *idx_host, int n, int dim,
                        float *dst);
     /* Copies K/V of whole blocks (copy-on-write of a shared partial block); may be NULL if unused. */
