@@ -61,6 +61,14 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* CPU seconds used by all threads of this process. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Resident set size of this process in bytes (0 if /proc is unavailable). */
 static uint64_t rss_bytes(void)
 {
@@ -122,6 +130,8 @@ struct bench {
     int32_t *ids; /* (max(P, B)) token scratch */
     struct model_batch_entry *entries;
     int *seqs;
+    int n_threads;   /* for the CPU-time estimate */
+    double last_cpu; /* process CPU seconds of the last measured run */
 };
 
 /* Prefill of n tokens on one fresh sequence; returns seconds or a negative error. */
@@ -136,9 +146,10 @@ static double bench_pp(struct bench *b, int n)
     struct model_batch_entry e = {seq, 0, n, b->ids, MODEL_LOGITS_LAST};
     const float *logits;
     int rows;
-    double t0 = now_s();
+    double t0 = now_s(), c0 = cpu_s();
     rc = model_forward(b->m, b->kv, &e, 1, &logits, &rows);
     dt = now_s() - t0;
+    b->last_cpu = cpu_s() - c0;
 out:
     kv_cache_seq_close(b->kv, seq);
     return rc ? rc : dt;
@@ -148,11 +159,12 @@ out:
 static double bench_tg(struct bench *b, int n_seq, int n_gen)
 {
     int rc = 0, opened = 0;
-    double t0 = 0, dt = 0;
+    double t0 = 0, dt = 0, c0 = 0;
     for (; opened < n_seq; opened++)
         if ((rc = kv_cache_seq_open(b->kv, &b->seqs[opened]))) goto out;
     for (int s = 0; s < n_seq; s++) b->ids[s] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
     t0 = now_s();
+    c0 = cpu_s();
     for (int step = 0; step < n_gen; step++) {
         for (int s = 0; s < n_seq; s++) {
             struct kv_cache_copy cp;
@@ -167,6 +179,7 @@ static double bench_tg(struct bench *b, int n_seq, int n_gen)
             b->ids[s] = (int32_t)argmax(logits + (size_t)s * b->n_vocab, b->n_vocab);
     }
     dt = now_s() - t0;
+    b->last_cpu = cpu_s() - c0;
 out:
     for (int s = 0; s < opened; s++) kv_cache_seq_close(b->kv, b->seqs[s]);
     return rc ? rc : dt;
@@ -194,18 +207,25 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     double w1 = bench_pp(b, c->prompt_tokens), w2 = bench_tg(b, n_seq, 2);
     if (w1 < 0) return (int)w1;
     if (w2 < 0) return (int)w2;
-    double pp[BENCH_MAX_REPS], tg[BENCH_MAX_REPS];
+    /* Wall-clock rates are the result; rates per CPU second x threads estimate what an idle
+     * machine would do when other processes compete for the cores (see BENCHMARKS.md). */
+    double pp[BENCH_MAX_REPS], tg[BENCH_MAX_REPS], ppc[BENCH_MAX_REPS], tgc[BENCH_MAX_REPS];
     for (int r = 0; r < c->reps; r++) {
-        double a = bench_pp(b, c->prompt_tokens), d = bench_tg(b, n_seq, c->gen_tokens);
+        double a = bench_pp(b, c->prompt_tokens), a_cpu = b->last_cpu;
         if (a < 0) return (int)a;
+        double d = bench_tg(b, n_seq, c->gen_tokens), d_cpu = b->last_cpu;
         if (d < 0) return (int)d;
         pp[r] = c->prompt_tokens / a;
         tg[r] = (double)n_seq * c->gen_tokens / d;
+        ppc[r] = c->prompt_tokens / (a_cpu / b->n_threads);
+        tgc[r] = (double)n_seq * c->gen_tokens / (d_cpu / b->n_threads);
     }
     double pp_m = median(pp, c->reps), tg_m = median(tg, c->reps);
+    double ppc_m = median(ppc, c->reps), tgc_m = median(tgc, c->reps);
     uint64_t rss = rss_bytes();
-    printf("%-6s %6d %8d %12.2f %8d %12.2f %10.1f\n", type_name, n_seq, c->prompt_tokens, pp_m,
-           c->gen_tokens, tg_m, (double)rss / (1024.0 * 1024.0));
+    printf("%-6s %6d %8d %12.2f %8d %12.2f %10.1f %12.2f %12.2f\n", type_name, n_seq,
+           c->prompt_tokens, pp_m, c->gen_tokens, tg_m, (double)rss / (1024.0 * 1024.0), ppc_m,
+           tgc_m);
     printf("{\"batch\":%d,\"prompt_tokens\":%d,\"pp_tok_s\":%.2f,\"tg_tok_s\":%.2f,"
            "\"rss_bytes\":%llu}\n",
            n_seq, c->prompt_tokens, pp_m, tg_m, (unsigned long long)rss);
@@ -253,6 +273,8 @@ int cmd_bench_main(int argc, char **argv)
         goto out;
     }
     b.n_vocab = model_hparams(b.m)->n_vocab;
+    b.n_threads = c.threads > 0 ? c.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (b.n_threads < 1) b.n_threads = 1;
     size_t n_ids = (size_t)(c.prompt_tokens > max_b ? c.prompt_tokens : max_b);
     b.ids = calloc(n_ids, sizeof(*b.ids));
     b.entries = calloc((size_t)max_b, sizeof(*b.entries));
@@ -265,9 +287,9 @@ int cmd_bench_main(int argc, char **argv)
     printf("# %s: %s, %d layers, dim %d, ffn %d, vocab %d, %.1f MiB of weights per token, "
            "threads %d\n",
            c.model, model_type_name(b.m), hp->n_layer, hp->n_embd, hp->n_ff, hp->n_vocab,
-           (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), c.threads);
-    printf("%-6s %6s %8s %12s %8s %12s %10s\n", "type", "batch", "pp", "pp_tok_s", "tg", "tg_tok_s",
-           "rss_MiB");
+           (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), b.n_threads);
+    printf("%-6s %6s %8s %12s %8s %12s %10s %12s %12s\n", "type", "batch", "pp", "pp_tok_s", "tg",
+           "tg_tok_s", "rss_MiB", "pp_cpu_tok_s", "tg_cpu_tok_s");
     for (int i = 0; i < n_batches; i++) {
         if ((rc = bench_config(&b, batches[i], model_type_name(b.m)))) {
             fprintf(stderr, "cinfer-engine bench: batch %d: %s\n", batches[i], err_str(rc));
