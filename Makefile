@@ -5,7 +5,7 @@
 #   make test       build and run every test suite (Check unit tests, corpus tests, e2e scripts)
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      engine benchmarks (see engine/BENCHMARKS.md)
-#   make fuzz       libFuzzer targets (clang) into build/fuzz/
+#   make fuzz       libFuzzer targets (clang) into build-fuzz/fuzz/
 #   make lint/fmt   clang-format check / rewrite, banned-function check
 #   make CUDA=1     add the CUDA backend
 #
@@ -77,7 +77,7 @@ FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CORPUS_BINS := $(patsubst %,$(BUILD)/tests/fuzz/corpus_%,$(FUZZ_NAMES))
 
-.PHONY: all test asan run bench fuzz lint fmt clean
+.PHONY: all test asan run bench fuzz fuzz-targets lint fmt clean
 .SECONDARY:
 all: $(BINS)
 
@@ -132,14 +132,22 @@ run: $(BUILD)/bin/cinfer-engine
 bench: $(BUILD)/bin/cinfer-engine
 	$(Q)./hack/bench.sh $(BUILD)/bin/cinfer-engine
 
-# libFuzzer builds every source again with clang; `make fuzz` then run e.g.
-#   build/fuzz/fuzz_prom tests/fuzz/corpus/prom -max_total_time=60
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -I. -pthread -fsanitize=fuzzer,address,undefined \
-               $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-fuzz: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(COMMON_SRC) $(ENGINE_SRC)
+# libFuzzer: every source is compiled again with clang into build-fuzz/ (coverage instrumentation
+# plus ASan/UBSan), and each target links only what it uses from the libraries. Then run e.g.
+#   build-fuzz/fuzz/fuzz_prom tests/fuzz/corpus/prom -max_total_time=60
+ifeq ($(FUZZ),1)
+CC       := clang
+WARN     := $(filter-out -Werror,$(WARN))
+CFLAGS   += -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer
+LDFLAGS  += -fsanitize=address,undefined
+endif
+fuzz:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-fuzz FUZZ=1 OPT=-O1 fuzz-targets
+fuzz-targets: $(patsubst %,$(BUILD)/fuzz/fuzz_%,$(FUZZ_NAMES))
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(ALL_LIBS)
 	@mkdir -p $(dir $@)
-	clang $(FUZZ_CFLAGS) -o $@ $^ $(LDLIBS)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(ALL_LIBS) $(LDLIBS)
 
 LINT_FILES = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null)
 BANNED     := \b(sprintf|strcpy|strcat|strtok|gets|atoi|atol|atof)[[:space:]]*\(
@@ -151,6 +159,6 @@ fmt:
 	$(Q)clang-format -i $(LINT_FILES)
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
