@@ -111,6 +111,33 @@ static int cand_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* Reorders c[0..n) so that its first k entries are the k best by cand_cmp (in any order):
+ * quickselect, O(n) on average, instead of sorting a whole vocabulary for top-k. cand_cmp is a
+ * total order (ids are unique), so the selected set is deterministic. */
+static void select_top(struct cand *c, int n, int k)
+{
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        struct cand pivot = c[lo + (hi - lo) / 2];
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (cand_cmp(&c[i], &pivot) < 0) i++;
+            while (cand_cmp(&c[j], &pivot) > 0) j--;
+            if (i <= j) {
+                struct cand t = c[i];
+                c[i++] = c[j];
+                c[j--] = t;
+            }
+        }
+        if (k - 1 <= j)
+            hi = j;
+        else if (k - 1 >= i)
+            lo = i;
+        else
+            break;
+    }
+}
+
 /* Fills out->logprob and out->top from the raw logits (log-softmax over finite logits). */
 static void fill_logprobs(const struct sampler *s, const float *logits, struct sampler_result *out)
 {
@@ -197,8 +224,11 @@ int sampler_sample(struct sampler *s, const float *logits, struct sampler_result
             if (c[i].logit > c[best].logit) best = i; /* ids ascend: first max wins ties */
         chosen = c[best].id;
     } else {
+        if (p->top_k > 0 && p->top_k < n) {
+            select_top(c, n, p->top_k);
+            n = p->top_k;
+        }
         qsort(c, (size_t)n, sizeof(*c), cand_cmp);
-        if (p->top_k > 0 && p->top_k < n) n = p->top_k;
         double *probs = malloc((size_t)n * sizeof(*probs));
         if (!probs) return ERR_NOMEM;
         if (p->top_p < 1.0f) {

@@ -245,6 +245,44 @@ START_TEST(test_sampler_accept_long_history)
 }
 END_TEST
 
+/* top-k on a large vocabulary (quickselect path) keeps exactly the k best tokens, ties included. */
+START_TEST(test_sampler_top_k_large_vocab_selects_best)
+{
+    enum { N = 5000, K = 7 };
+    static float logits[N];
+    unsigned x = 1;
+    for (int i = 0; i < N; i++) {
+        x = x * 1103515245u + 12345u;
+        logits[i] = (float)((x >> 16) % 1000) / 100.0f; /* many ties */
+    }
+    /* The K best by (logit desc, id asc). */
+    int best[K];
+    bool taken[N] = {false};
+    for (int k = 0; k < K; k++) {
+        int b = -1;
+        for (int i = 0; i < N; i++)
+            if (!taken[i] && (b < 0 || logits[i] > logits[b])) b = i;
+        taken[b] = true;
+        best[k] = b;
+    }
+    struct sampler_params p;
+    sampler_params_default(&p);
+    p.top_k = K;
+    p.temperature = 100.0f; /* nearly uniform over the K kept */
+    struct sampler *s = make(&p, N);
+    bool seen[K] = {false};
+    for (int i = 0; i < 3000; i++) {
+        int32_t t = sample1(s, logits);
+        int k = 0;
+        while (k < K && best[k] != t) k++;
+        ck_assert_msg(k < K, "token %d is not among the top %d", t, K);
+        seen[k] = true;
+    }
+    for (int k = 0; k < K; k++) ck_assert(seen[k]);
+    sampler_free(s);
+}
+END_TEST
+
 Suite *sampler_suite(void);
 Suite *sampler_suite(void)
 {
@@ -258,6 +296,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_sampler_penalties_change_greedy_choice);
     tcase_add_test(tc, test_sampler_logprobs_of_raw_distribution);
     tcase_add_test(tc, test_sampler_accept_long_history);
+    tcase_add_test(tc, test_sampler_top_k_large_vocab_selects_best);
     suite_add_tcase(s, tc);
     return s;
 }
