@@ -112,7 +112,8 @@ struct backend_ops {
     /* out (n_tokens, n_heads, head_dim) = softmax(q K^T * scale) V over each token's causal
      * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head).
      * Every position 0..pos of each token's sequence must already be stored (kv_store this batch
-     * first). ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
+     * first). With an F16 cache, q and the normalized probabilities are rounded to f16 before they
+     * meet K and V, as llama.cpp's CPU backend does, so logits track its reference outputs. ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
     int (*attention)(struct backend *b, int layer, const float *q, float *out,
                      const struct backend_batch *batch, int n_heads, float scale);
     /* dst (n, dim) = rows `idx_host` of src (n_src, dim); selects the positions whose logits we need.

@@ -258,6 +258,48 @@ START_TEST(test_matmul_q6_k)
 }
 END_TEST
 
+/* Each token's outputs are bit-identical whether it is multiplied alone or inside a batch (the model
+ * relies on this for batch-invariant logits). */
+START_TEST(test_matmul_batch_invariant)
+{
+    const enum quant_type types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
+                                     QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K};
+    const int64_t cols_for[] = {172, 172, 172, 96, 96, 256, 256};
+    int64_t rows = 37;
+    int nt = 100;
+    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+        int64_t cols = cols_for[ti];
+        void *wd = random_weights(types[ti], rows, cols);
+        struct backend_weight_desc d = {types[ti], rows, cols, wd};
+        float *x = malloc(sizeof(float) * nt * cols);
+        fill_f(x, (size_t)nt * cols);
+        for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+            float *all = run_matmul(isa_levels[li], 2, &d, x, nt);
+            if (!all) continue;
+            const int picks[] = {0, 5, 63, 64, 99};
+            for (size_t pi = 0; pi < ARRAY_LEN(picks); pi++) {
+                int t = picks[pi];
+                float *one = run_matmul(isa_levels[li], 1, &d, x + (size_t)t * cols, 1);
+                float *three =
+                    run_matmul(isa_levels[li], 1, &d, x + (size_t)(t > 2 ? t - 2 : 0) * cols, 3);
+                ck_assert_msg(memcmp(one, all + (size_t)t * rows, sizeof(float) * rows) == 0,
+                              "type %d isa %s token %d: alone differs from batch", types[ti],
+                              isa_levels[li], t);
+                ck_assert_msg(memcmp(three + (size_t)(t > 2 ? 2 : t) * rows, all + (size_t)t * rows,
+                                     sizeof(float) * rows) == 0,
+                              "type %d isa %s token %d: 3-token batch differs", types[ti],
+                              isa_levels[li], t);
+                free(one);
+                free(three);
+            }
+            free(all);
+        }
+        free(x);
+        free(wd);
+    }
+}
+END_TEST
+
 START_TEST(test_matmul_model_shapes)
 {
     /* the 134M model's projections at decode and small prefill sizes */
@@ -515,6 +557,13 @@ START_TEST(test_silu_mul_every_level_wide_range)
         if (!b) continue;
         memcpy(g, g0, sizeof(g));
         ck_assert_int_eq(b->ops->silu_mul(b, g, up, 203), 0);
+        /* an element's result does not depend on the array length (vector body vs tail) */
+        for (size_t n = 1; n <= 17; n++) {
+            float part[17];
+            memcpy(part, g0 + 90, n * sizeof(float));
+            ck_assert_int_eq(b->ops->silu_mul(b, part, up + 90, n), 0);
+            ck_assert_mem_eq(part, g + 90, n * sizeof(float));
+        }
         for (int i = 0; i < 203; i++) {
             double ref = g0[i] / (1.0 + exp(-(double)g0[i])) * up[i];
             ck_assert_msg(fabs(g[i] - ref) <= 1e-6 * fabs(ref) + 1e-30, "isa %s g=%g: %g vs %g",
@@ -637,6 +686,8 @@ static void scene_store(struct backend *b, const struct att_scene *s, int layer,
     free(v);
 }
 
+/* With an F16 cache the backend follows llama.cpp: K, V, q and the normalized probabilities are
+ * rounded to f16 before the products. */
 static double kv_round(double x, int f16)
 {
     return f16 ? quant_f16_to_f32(quant_f32_to_f16((float)x)) : x;
@@ -706,7 +757,8 @@ static void check_attention(int n_kv, int group, int hd, int f16, int contiguous
                     for (int p = 0; p < n_ctx; p++) {
                         const float *kr = scene_row(&s, s.k, seq[t], p) + kvh * hd;
                         double d = 0;
-                        for (int i = 0; i < hd; i++) d += qh[i] * kv_round(kr[i], f16);
+                        for (int i = 0; i < hd; i++)
+                            d += kv_round(qh[i], f16) * kv_round(kr[i], f16);
                         w[p] = d * scale;
                         mx = fmax(mx, w[p]);
                     }
@@ -714,7 +766,7 @@ static void check_attention(int n_kv, int group, int hd, int f16, int contiguous
                     for (int i = 0; i < hd; i++) {
                         double o = 0;
                         for (int p = 0; p < n_ctx; p++)
-                            o += w[p] / sum *
+                            o += kv_round(w[p] / sum, f16) *
                                  kv_round(scene_row(&s, s.v, seq[t], p)[kvh * hd + i], f16);
                         float got = out[((size_t)t * nh + h) * hd + i];
                         ck_assert_msg(fabs(got - o) < 1e-4,
@@ -925,6 +977,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_matmul_q4_k);
     tcase_add_test(tc, test_matmul_q6_k);
     tcase_add_test(tc, test_matmul_model_shapes);
+    tcase_add_test(tc, test_matmul_batch_invariant);
     tcase_add_test(tc, test_attention_gqa_ratios);
     tcase_add_test(tc, test_attention_f16_cache);
     tcase_add_test(tc, test_kv_copy_block_copies_every_layer);

@@ -148,17 +148,18 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     float inv[CPU_ATTN_ROWS];
     int nq = it->nt * it->ng, np = 0;
 
-    int dot = nq <= ATTN_DOT_ROWS;
+    int dot = nq <= ATTN_DOT_ROWS, f16 = cb->kv.type == QUANT_F16;
     if (!dot) memset(qt, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     memset(o, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     for (int r = 0; r < nq; r++) {
         int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
         const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
         for (int i = 0; i < hd; i++) {
+            float v = f16 ? cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(qr[i])) : qr[i];
             if (dot)
-                qt[r * hd + i] = qr[i] * j->scale; /* row-major for the dot kernel */
+                qt[r * hd + i] = v * j->scale; /* row-major for the dot kernel */
             else
-                qt[i * CPU_ATTN_ROWS + r] = qr[i] * j->scale;
+                qt[i * CPU_ATTN_ROWS + r] = v * j->scale;
         }
         lim[r] = bt->pos[t] + 1;
         np = lim[r] > np ? lim[r] : np;
@@ -166,6 +167,11 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
     attn_runs(j, j->k_base, tab, np, it->h, conv, s, qt, nq, 0);
     cb->kern.attn_softmax(s, np, lim, inv);
+    if (f16) {
+        /* llama.cpp multiplies F16 K/V by F16 copies of q and of the normalized probabilities */
+        cb->kern.attn_probs_f16(s, np, inv);
+        for (int r = 0; r < CPU_ATTN_ROWS; r++) inv[r] = 1.0f;
+    }
     attn_runs(j, j->v_base, tab, np, it->h, conv, s, o, nq, 1);
     for (int r = 0; r < nq; r++) {
         int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;

@@ -59,6 +59,8 @@ struct cpu_kernels {
                             float *s);
     void (*attn_softmax)(float *s, int np, const int32_t *lim, float *inv);
     void (*attn_pv)(const float *s, int nq, const float *v, size_t ldv, int np, float *o, int hd);
+    /* F16 caches (llama.cpp's arithmetic): s[p][r] = f16(s[p][r] * inv[r]) for p < np, all rows. */
+    void (*attn_probs_f16)(float *s, int np, const float *inv);
 };
 
 /* Fills the table for `isa`; levels above scalar fall back to scalar for kernels they lack. */

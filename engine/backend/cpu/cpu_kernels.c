@@ -131,6 +131,15 @@ static void attn_pv_scalar(const float *s, int nq, const float *v, size_t ldv, i
         }
 }
 
+static void attn_probs_f16_scalar(float *s, int np, const float *inv)
+{
+    for (int p = 0; p < np; p++)
+        for (int r = 0; r < CPU_ATTN_ROWS; r++) {
+            float v = s[p * CPU_ATTN_ROWS + r] * inv[r];
+            s[p * CPU_ATTN_ROWS + r] = cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(v));
+        }
+}
+
 static void silu_mul_scalar(float *gate, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -153,6 +162,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->attn_scores_dot = attn_scores_dot_scalar;
     k->attn_softmax = attn_softmax_scalar;
     k->attn_pv = attn_pv_scalar;
+    k->attn_probs_f16 = attn_probs_f16_scalar;
 }
 
 void cpu_kernels_init(struct cpu_kernels *k, enum cpu_isa isa)

@@ -330,17 +330,33 @@ static AVX2 void attn_pv_avx2(const float *s, int nq, const float *v, size_t ldv
         }
 }
 
+static AVX2 void attn_probs_f16_avx2(float *s, int np, const float *inv)
+{
+    __m256 i0 = _mm256_loadu_ps(inv), i1 = _mm256_loadu_ps(inv + 8);
+    for (int p = 0; p < np; p++) {
+        __m256 a = _mm256_mul_ps(_mm256_loadu_ps(s + p * 16), i0);
+        __m256 b = _mm256_mul_ps(_mm256_loadu_ps(s + p * 16 + 8), i1);
+        _mm256_storeu_ps(s + p * 16,
+                         _mm256_cvtph_ps(_mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT)));
+        _mm256_storeu_ps(s + p * 16 + 8,
+                         _mm256_cvtph_ps(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT)));
+    }
+}
+
+/* The tail goes through the same vector code under a mask, so an element's result does not depend
+ * on where it sits in the array (batch invariance: n varies with the batch). */
 static AVX2 void silu_mul_avx2(float *gate, const float *up, size_t n)
 {
-    size_t i = 0;
     const __m256 one = _mm256_set1_ps(1.0f);
-    for (; i + 8 <= n; i += 8) {
-        __m256 g = _mm256_loadu_ps(gate + i);
+    for (size_t i = 0; i < n; i += 8) {
+        size_t left = n - i < 8 ? n - i : 8;
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 g = _mm256_maskload_ps(gate + i, m);
         __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
         __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(gate + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
+        _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(up + i, m)));
     }
-    for (; i < n; i++) gate[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
 }
 
 /* 8 unsigned bytes widened to floats. */
@@ -452,6 +468,7 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->attn_scores_dot = attn_scores_dot_avx2;
     k->attn_softmax = attn_softmax_avx2;
     k->attn_pv = attn_pv_avx2;
+    k->attn_probs_f16 = attn_probs_f16_avx2;
 }
 
 #else
