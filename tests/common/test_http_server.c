@@ -802,6 +802,54 @@ START_TEST(test_http_server_malformed_input_survives)
 }
 END_TEST
 
+START_TEST(test_http_server_pipelined_after_body)
+{
+    /* Bytes after a request body (a pipelined request, or junk) must not stall the server. lws 4.1
+     * busy-looped here (found by fuzz_http_request); such a connection is now closed. */
+    static const char *const reqs[] = {
+        "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhelloGET /hello HTTP/1.1\r\n"
+        "Host: t\r\n\r\n",
+        "POST /nope HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabcGET /hello HTTP/1.1\r\n\r\n",
+        "POST /json HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\n{}junk-after-the-body",
+    };
+    for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
+        int fd = tc_connect(port);
+        ck_assert(tc_send(fd, reqs[i], strlen(reqs[i])));
+        ck_assert_msg(tc_wait_closed(fd), "request %zu: connection not closed", i);
+        close(fd);
+        struct tresp r;
+        ck_assert(tc_get(port, "/hello", &r));
+        ck_assert_int_eq(r.status, 200);
+        tresp_fini(&r);
+    }
+    for (int i = 0; i < 100 && http_server_inflight(srv) != 0; i++) usleep(10000);
+    ck_assert_int_eq(http_server_inflight(srv), 0);
+
+    /* GET requests pipelined behind a deferred (streamed) answer wait for it and are answered in
+     * order. */
+    int fd = tc_connect(port);
+    const char *two = "GET /hold HTTP/1.1\r\nHost: t\r\n\r\nGET /hello HTTP/1.1\r\nHost: t\r\n\r\n";
+    ck_assert(tc_send(fd, two, strlen(two)));
+    prod.release = 1;
+    struct trd *rd = calloc(1, sizeof(*rd));
+    rd->fd = fd;
+    struct tresp r;
+    ck_assert(tc_read_response(rd, &r));
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "data: hello\n\ndata: bye\n\n");
+    tresp_fini(&r);
+    ck_assert(tc_read_response(rd, &r));
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "hello\n");
+    tresp_fini(&r);
+    free(rd);
+    close(fd);
+    pthread_join(prod.th, NULL);
+    prod.s = NULL;
+    ck_assert_int_eq(prod.end_rc, 0);
+}
+END_TEST
+
 START_TEST(test_http_server_shutdown_cancels_open_stream)
 {
     int fd = tc_connect(port);
@@ -1051,6 +1099,7 @@ Suite *http_server_suite(void)
     tcase_add_test(tc, test_http_server_many_concurrent_connections);
     tcase_add_test(tc, test_http_server_slowloris_does_not_block);
     tcase_add_test(tc, test_http_server_malformed_input_survives);
+    tcase_add_test(tc, test_http_server_pipelined_after_body);
     tcase_add_test(tc, test_http_server_shutdown_cancels_open_stream);
     tcase_add_test(tc, test_http_server_shutdown_drains_in_flight);
     tcase_add_test(tc, test_http_server_config_and_bind_errors);
