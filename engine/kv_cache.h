@@ -48,6 +48,7 @@ int kv_cache_new(const struct kv_cache_config *cfg, struct kv_cache **out);
 /* Frees the pool and every block table. NULL-safe. */
 void kv_cache_free(struct kv_cache *kv);
 
+/* Geometry and occupancy; pure reads of the borrowed pool (inference thread). */
 int kv_cache_block_size(const struct kv_cache *kv);
 int kv_cache_n_blocks(const struct kv_cache *kv);
 int kv_cache_max_seqs(const struct kv_cache *kv);
@@ -62,6 +63,7 @@ int kv_cache_seq_open(struct kv_cache *kv, int *seq_out);
 /* Releases the sequence's references to its blocks (a block returns to the free list when its
  * refcount drops to 0) and frees the id. Closing a closed or invalid id is a programmer error. */
 void kv_cache_seq_close(struct kv_cache *kv, int seq);
+/* True when `seq` is a valid, open sequence id (any int may be asked). */
 bool kv_cache_seq_is_open(const struct kv_cache *kv, int seq);
 /* Tokens of the sequence whose slots have been reserved (the next position to write). */
 int kv_cache_seq_len(const struct kv_cache *kv, int seq);
@@ -89,7 +91,10 @@ int kv_cache_seq_attach(struct kv_cache *kv, int seq, const int32_t *blocks, int
 
 /* Extra references held outside sequences (the prefix cache). ERR_INVAL for a free/invalid block. */
 int kv_cache_block_ref(struct kv_cache *kv, int32_t block);
+/* Drops one reference; the block returns to the free list at zero. Unreferencing a free or invalid
+ * block is a programmer error (ASSERT). */
 void kv_cache_block_unref(struct kv_cache *kv, int32_t block);
+/* Owners of the block (0 when free or out of range). */
 int kv_cache_block_refcount(const struct kv_cache *kv, int32_t block);
 /* True once all block_size slots have been written: the block's contents are immutable. */
 bool kv_cache_block_is_full(const struct kv_cache *kv, int32_t block);
