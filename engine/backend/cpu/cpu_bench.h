@@ -6,8 +6,9 @@
 
 /* argv[0] is the subcommand name. Options: --threads N, --isa scalar|avx2|avx512, --types LIST
  * (comma-separated: f32,f16,bf16,q8_0,q4_0,q4_K,q6_K), --quick, --cputime (process CPU time instead
- * of wall time: meaningful with --threads 1 on a loaded machine). Returns the exit status (0, 1 runtime
- * failure, 2 usage). Main thread. */
+ * of wall time: meaningful with --threads 1 on a loaded machine), --model (the matmuls of a whole
+ * 134M llama step, weights streamed from DRAM, instead of per-shape runs). Returns the exit
+ * status (0, 1 runtime failure, 2 usage). Main thread. */
 int cpu_bench_main(int argc, char **argv);
 
 #endif
