@@ -5,6 +5,7 @@
 #include "engine/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/tokenizer.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"
@@ -138,6 +139,20 @@ static void check_golden(const struct tolerance *tol, int p, enum quant_type kv_
         return;
     }
     ck_assert_int_eq(r.n_vocab, 512);
+
+    /* The tokenizer turns the prompt text into llama.cpp's prompt tokens (BOS added). */
+    struct tokenizer *tk = NULL;
+    char err[256] = "";
+    ck_assert_msg(tokenizer_load(model_gguf(r.m), &tk, err, sizeof(err)) == 0, "%s", err);
+    const char *text = json_string_value(json_object_get(g.root, "prompt"));
+    ck_assert_ptr_nonnull(text);
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    ck_assert_int_eq(tokenizer_encode(tk, text, strlen(text), true, true, &ids, &n_ids), 0);
+    ck_assert_int_eq((int)n_ids, g.n_prompt);
+    for (size_t i = 0; i < n_ids; i++) ck_assert_int_eq(ids[i], g.prompt[i]);
+    free(ids);
+    tokenizer_free(tk);
 
     /* Prompt logits at every position. */
     const float *lg = runner_step(&r, g.prompt, g.n_prompt, true);
