@@ -155,8 +155,8 @@ int http_conn_write_head(struct http_conn *c, const struct http_resp *r, bool ch
             return -1;
         h = v + strlen(v) + 1;
     }
-    if (r->close && lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION,
-                                                 (const unsigned char *)"close", 5, &p, end))
+    if (lws_add_http_header_by_token(wsi, WSI_TOKEN_CONNECTION, (const unsigned char *)"close", 5,
+                                     &p, end))
         return -1;
     return lws_finalize_write_http_header(wsi, start, &p, end) ? -1 : 0;
 }
@@ -231,11 +231,17 @@ static void http_conn_clear(struct http_conn *c, bool completed)
     c->state = CONN_IDLE;
 }
 
-/* The response is written: keep the connection for the next request or close it. */
+/* The response is written: close the connection once lws has flushed it.
+ *
+ * One request per connection (every answer says "Connection: close"): lws 4.1 mishandles requests
+ * that it parses from its own input buffer after a completed transaction, i.e. pipelined ones. The
+ * fuzz target found a use-after-free of the body bytes of such a request, and busy loops (see
+ * tests/fuzz/corpus/http_request/crash_*). Keep-alive would reach that path with any client that
+ * pipelines, so it stays off until lws is fixed or replaced; the cost is a TCP handshake per
+ * request. */
 static int http_conn_complete(struct http_conn *c)
 {
-    bool close = c->resp ? c->resp->close : false;
-    if (close && c->state == CONN_DISCARD && !c->body_done) {
+    if (c->state == CONN_DISCARD && !c->body_done) {
         /* Early answer: keep reading and dropping the body for a moment (bounded by a timeout) so
          * the client reads the answer instead of a connection reset. */
         http_resp_free(c->resp);
@@ -245,8 +251,10 @@ static int http_conn_complete(struct http_conn *c)
         return 0;
     }
     http_conn_clear(c, true);
-    if (close) return -1;
-    return lws_http_transaction_completed(c->wsi) ? -1 : 0;
+    c->closing = true;
+    if (!lws_partial_buffered(c->wsi)) return -1;
+    lws_callback_on_writable(c->wsi); /* called back once lws has drained its buffer */
+    return 0;
 }
 
 /* Queues a whole response on the connection and asks for a writable callback. */
@@ -429,7 +437,7 @@ static long long http_parse_length(const char *s)
 static int http_on_request(struct http_server *srv, struct http_conn *c, struct lws *wsi,
                            const char *in, size_t len)
 {
-    if (c->state != CONN_IDLE) return -1; /* a pipelined request while one is pending */
+    if (c->state != CONN_IDLE || c->closing) return -1; /* pipelined: one request per connection */
     c->srv = srv;
     c->wsi = wsi;
     c->inflight = true;
@@ -490,6 +498,7 @@ static int http_on_request(struct http_server *srv, struct http_conn *c, struct 
 
 static int http_on_body(struct http_conn *c, const void *in, size_t len)
 {
+    if (c->closing) return -1;
     if (c->state == CONN_DISCARD) return 0;
     if (c->state != CONN_BODY) return -1;
     if (buf_append(&c->body, in, len) != 0) /* more than Content-Length promised, or no memory */
@@ -504,6 +513,7 @@ static int http_on_body(struct http_conn *c, const void *in, size_t len)
  * supported (RFC 9112 section 9.3.2: clients should not pipeline non-idempotent methods). */
 static int http_on_body_done(struct http_conn *c)
 {
+    if (c->closing) return -1;
     if (c->state == CONN_BODY) return http_conn_dispatch(c);
     if (c->state == CONN_DISCARD && !c->body_done && !c->resp_done) {
         c->body_done = true; /* the early answer is still being written; close after it */
@@ -515,6 +525,7 @@ static int http_on_body_done(struct http_conn *c)
 static int http_on_writable(struct http_conn *c)
 {
     int rc = 0;
+    if (c->closing) return -1;
     if (c->resp)
         rc = http_conn_write_resp(c);
     else if (c->state == CONN_DEFERRED && c->stream)
@@ -614,8 +625,8 @@ int http_server_start(const struct http_server_cfg *cfg, const struct http_route
 {
     if (cfg->port < 0 || cfg->port > 65535 || cfg->max_body_bytes == 0 ||
         cfg->stream_queue_bytes < 64 || cfg->request_timeout_s <= 0 ||
-        cfg->keepalive_timeout_s <= 0 || cfg->max_header_bytes < 1024 ||
-        cfg->max_header_bytes > 65535 || cfg->max_pending_headers <= 0) {
+        cfg->max_header_bytes < 1024 || cfg->max_header_bytes > 65535 ||
+        cfg->max_pending_headers <= 0) {
         log_error("invalid http server config", LOG_S("server", cfg->name));
         return ERR_INVAL;
     }
@@ -654,7 +665,6 @@ int http_server_start(const struct http_server_cfg *cfg, const struct http_route
     if (v4 || (host && !strcmp(host, "0.0.0.0"))) info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
     info.user = srv;
     info.timeout_secs = (unsigned)cfg->request_timeout_s;
-    info.keepalive_timeout = cfg->keepalive_timeout_s;
     info.max_http_header_data = (unsigned short)cfg->max_header_bytes;
     info.max_http_header_pool = (unsigned short)cfg->max_pending_headers;
     info.timeout_secs_ah_idle = (unsigned)cfg->request_timeout_s;

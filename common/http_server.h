@@ -1,7 +1,9 @@
 /* HTTP/1.1 server on libwebsockets with one service thread: exact-path routing by method, bounded
  * request bodies, JSON helpers, and deferred/streaming responses (chunked or Server-Sent Events) that
  * another thread produces through a bounded, thread-safe per-connection queue. Plain HTTP only (no
- * TLS, no HTTP/2, no WebSocket); request bodies must carry a Content-Length (chunked uploads get 411).
+ * TLS, no HTTP/2, no WebSocket); request bodies must carry a Content-Length (chunked uploads are
+ * refused). One request per connection: every answer carries "Connection: close", because lws 4.1
+ * mishandles pipelined requests (a use-after-free and busy loops found by fuzzing; http_server.c).
  *
  * Threads (STYLE.md "Concurrency"):
  *   - http_server_start/port/shutdown/free: the owning thread (main), never from a handler.
@@ -72,7 +74,6 @@ struct http_server_cfg {
     size_t max_body_bytes;     /* larger request bodies get 413 */
     size_t stream_queue_bytes; /* per-stream queue bound between producer and socket */
     int request_timeout_s;     /* a request head or body that stalls this long is closed */
-    int keepalive_timeout_s;   /* idle keep-alive connections close after this */
     int max_header_bytes;      /* request line + headers; larger are refused by lws */
     int max_pending_headers;   /* connections that may be receiving headers at once */
     const char *name;          /* for log lines ("engine", "probe"); borrowed, static */
@@ -84,7 +85,6 @@ struct http_server_cfg {
                               .max_body_bytes = 1u << 20,                                          \
                               .stream_queue_bytes = 256u << 10,                                    \
                               .request_timeout_s = 30,                                             \
-                              .keepalive_timeout_s = 5,                                            \
                               .max_header_bytes = 16384,                                           \
                               .max_pending_headers = 256,                                          \
                               .name = "http"})

@@ -28,7 +28,7 @@ struct http_resp {
     struct buf headers; /* "name\0value\0" pairs, n_headers of them */
     size_t n_headers;
     struct buf body;
-    bool close; /* add "Connection: close" and close after writing */
+    bool close; /* the request body is not consumed: linger to drain it before closing */
 };
 
 enum http_conn_state {
@@ -54,6 +54,7 @@ struct http_conn {
     bool resp_done; /* an early answer was written; the body is being discarded */
     bool body_done; /* the request body was fully received (or there was none) */
     bool inflight;  /* counted in srv->inflight */
+    bool closing;   /* the answer is written: close once lws has flushed it */
     struct http_stream *stream;
 };
 
