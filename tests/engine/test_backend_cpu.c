@@ -469,6 +469,51 @@ START_TEST(test_rmsnorm_matches_reference)
 }
 END_TEST
 
+/* Prefill-sized inputs go through the pool: 1 and 2 threads give the same bits, and match the
+ * single-row results. */
+START_TEST(test_small_ops_parallel_match_serial)
+{
+    int nt = 70, dim = 768, nh = 12, hd = 64;
+    size_t n = (size_t)nt * dim;
+    float *x = malloc(n * sizeof(float)), *g = malloc(dim * sizeof(float));
+    float *out[2], *up = malloc(n * sizeof(float));
+    int32_t pos[70];
+    fill_f(x, n);
+    fill_f(g, (size_t)dim);
+    fill_f(up, n);
+    for (int t = 0; t < nt; t++) pos[t] = t * 7;
+    struct backend_rope_params rp = {BACKEND_ROPE_NEOX, hd, 10000.0f, 1.0f};
+    for (int th = 1; th <= 2; th++) {
+        struct backend *b = make_backend(NULL, th);
+        struct backend_weight *w = f32_weight(b, g, dim);
+        float *y = malloc(3 * n * sizeof(float));
+        ck_assert_int_eq(b->ops->rmsnorm(b, x, w, y, nt, dim, 1e-5f), 0);
+        memcpy(y + n, x, n * sizeof(float));
+        ck_assert_int_eq(b->ops->rope(b, y + n, pos, nt, nh, hd, &rp), 0);
+        memcpy(y + 2 * n, x, n * sizeof(float));
+        ck_assert_int_eq(b->ops->silu_mul(b, y + 2 * n, up, n), 0);
+        /* row by row (below the parallel threshold) gives the same bits */
+        for (int t = 0; t < nt; t += 23) {
+            float row[768];
+            ck_assert_int_eq(b->ops->rmsnorm(b, x + t * dim, w, row, 1, dim, 1e-5f), 0);
+            ck_assert_mem_eq(row, y + (size_t)t * dim, sizeof(row));
+            memcpy(row, x + t * dim, sizeof(row));
+            ck_assert_int_eq(b->ops->rope(b, row, pos + t, 1, nh, hd, &rp), 0);
+            ck_assert_mem_eq(row, y + n + (size_t)t * dim, sizeof(row));
+        }
+        out[th - 1] = y;
+        b->ops->weight_free(b, w);
+        b->ops->destroy(b);
+    }
+    ck_assert_mem_eq(out[0], out[1], 3 * n * sizeof(float));
+    free(out[0]);
+    free(out[1]);
+    free(x);
+    free(g);
+    free(up);
+}
+END_TEST
+
 START_TEST(test_rmsnorm_heads_per_row_and_f16_gain)
 {
     struct backend *b = make_backend(NULL, 1);
@@ -966,6 +1011,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_rmsnorm_matches_reference);
     tcase_add_test(tc, test_rmsnorm_heads_per_row_and_f16_gain);
     tcase_add_test(tc, test_rope_normal_and_neox);
+    tcase_add_test(tc, test_small_ops_parallel_match_serial);
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);

@@ -343,19 +343,26 @@ static AVX2 void attn_probs_f16_avx2(float *s, int np, const float *inv)
     }
 }
 
-/* The tail goes through the same vector code under a mask, so an element's result does not depend
- * on where it sits in the array (batch invariance: n varies with the batch). */
+AVX2_INLINE __m256 silu_mul8_avx2(__m256 g, __m256 u)
+{
+    __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    return _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+/* The tail goes through the same vector arithmetic under a mask, so an element's result does not
+ * depend on where it sits in the array (batch invariance: n varies with the batch). Masked stores are
+ * slow on AMD, hence only for the tail. */
 static AVX2 void silu_mul_avx2(float *gate, const float *up, size_t n)
 {
-    const __m256 one = _mm256_set1_ps(1.0f);
-    for (size_t i = 0; i < n; i += 8) {
-        size_t left = n - i < 8 ? n - i : 8;
-        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)left),
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(gate + i,
+                         silu_mul8_avx2(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+    if (i < n) {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        __m256 g = _mm256_maskload_ps(gate + i, m);
-        __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
-        __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
-        _mm256_maskstore_ps(gate + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(up + i, m)));
+        __m256 r = silu_mul8_avx2(_mm256_maskload_ps(gate + i, m), _mm256_maskload_ps(up + i, m));
+        _mm256_maskstore_ps(gate + i, m, r);
     }
 }
 

@@ -1,12 +1,37 @@
 /* The small ops of the forward pass: embedding lookup, bias and residual adds, RMS norms, rotary
- * embeddings (ggml's formulas), SwiGLU and row gathers. They are memory-light next to matmul and
- * attention, so they run on the calling thread in plain C. */
+ * embeddings (ggml's formulas), SwiGLU and row gathers. Cheap next to matmul and attention: RMS norm,
+ * rope and SwiGLU are spread over the pool for prefill-sized inputs, the rest run on the caller. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
+
+/* Below this many elements an op runs on the caller alone: waking the pool costs more. */
+#define OPS_PARALLEL_MIN 32768
+/* Elements per claimed chunk of silu_mul. */
+#define OPS_SILU_CHUNK 8192
+
+enum ops_kind { OPS_RMSNORM, OPS_ROPE, OPS_SILU };
+
+/* One row-parallel elementwise op; threads claim `chunk` rows at a time (see cpu_pool.h). */
+struct ops_job {
+    enum ops_kind kind;
+    const struct cpu_backend *cb;
+    atomic_llong next;
+    int64_t n_rows, chunk;
+    const float *x; /* rmsnorm input, silu up */
+    float *y;       /* rmsnorm output, rope in/out, silu gate */
+    const float *gain;
+    int dim;
+    float eps;
+    const int32_t *pos;
+    int n_heads;
+    const struct backend_rope_params *rope;
+    float *cs; /* rope: (n_threads, n_rot) cos/sin scratch */
+};
 
 int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
                      float *out)
@@ -49,14 +74,65 @@ static void rmsnorm_row(const float *x, const float *g, float *y, int n, float e
     for (int i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
 }
 
+static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
+                       const struct backend_rope_params *p, float *cs);
+
+static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1, int ith)
+{
+    switch (j->kind) {
+    case OPS_RMSNORM:
+        for (int64_t t = r0; t < r1; t++)
+            rmsnorm_row(j->x + t * j->dim, j->gain, j->y + t * j->dim, j->dim, j->eps);
+        break;
+    case OPS_ROPE:
+        for (int64_t t = r0; t < r1; t++)
+            rope_token(j->y + t * j->n_heads * j->dim, j->pos[t], j->n_heads, j->dim, j->rope,
+                       j->cs + (size_t)ith * j->rope->n_rot);
+        break;
+    case OPS_SILU: j->cb->kern.silu_mul(j->y + r0, j->x + r0, (size_t)(r1 - r0)); break;
+    }
+}
+
+static void ops_task(void *ctx, int ith, int nth)
+{
+    struct ops_job *j = ctx;
+    (void)nth;
+    for (;;) {
+        int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
+        if (r0 >= j->n_rows) break;
+        ops_rows(j, r0, r0 + j->chunk < j->n_rows ? r0 + j->chunk : j->n_rows, ith);
+    }
+}
+
+/* Runs the job over all rows: on the pool when there are `elems` >= OPS_PARALLEL_MIN elements
+ * (every row's result is the same either way), else on the caller. */
+static void ops_run(struct cpu_backend *cb, struct ops_job *j, size_t elems)
+{
+    if (elems < OPS_PARALLEL_MIN || cb->n_threads == 1) {
+        ops_rows(j, 0, j->n_rows, 0);
+        return;
+    }
+    int64_t per = (int64_t)cb->n_threads * 4;
+    if (j->kind != OPS_SILU) j->chunk = (j->n_rows + per - 1) / per;
+    atomic_init(&j->next, 0);
+    cpu_pool_run(cb->pool, ops_task, j);
+}
+
 int cpu_ops_rmsnorm(struct backend *b, const float *x, const struct backend_weight *gain, float *y,
                     int n_tokens, int dim, float eps)
 {
-    (void)b;
     if (!x || !y || !gain || !gain->f32 || n_tokens < 0 || dim <= 0) return ERR_INVAL;
     if (gain->desc.cols != dim) return ERR_INVAL;
-    for (int t = 0; t < n_tokens; t++)
-        rmsnorm_row(x + (size_t)t * dim, gain->f32, y + (size_t)t * dim, dim, eps);
+    struct cpu_backend *cb = cpu_backend_of(b);
+    struct ops_job j = {.kind = OPS_RMSNORM,
+                        .cb = cb,
+                        .n_rows = n_tokens,
+                        .x = x,
+                        .y = y,
+                        .gain = gain->f32,
+                        .dim = dim,
+                        .eps = eps};
+    ops_run(cb, &j, (size_t)n_tokens * dim);
     return 0;
 }
 
@@ -108,17 +184,32 @@ int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, 
     if (p->mode != BACKEND_ROPE_NORMAL && p->mode != BACKEND_ROPE_NEOX) return ERR_INVAL;
     if (p->n_rot <= 0 || p->n_rot > head_dim || p->n_rot % 2 != 0) return ERR_INVAL;
     if (!(p->freq_base > 0.0f) || !(p->freq_scale > 0.0f)) return ERR_INVAL;
-    float *cs = cpu_backend_scratch(cb, (size_t)p->n_rot * sizeof(float));
+    float *cs = cpu_backend_scratch(cb, (size_t)cb->n_threads * p->n_rot * sizeof(float));
     if (!cs) return ERR_NOMEM;
-    for (int t = 0; t < n_tokens; t++)
-        rope_token(x + (size_t)t * n_heads * head_dim, pos[t], n_heads, head_dim, p, cs);
+    struct ops_job j = {.kind = OPS_ROPE,
+                        .cb = cb,
+                        .n_rows = n_tokens,
+                        .y = x,
+                        .dim = head_dim,
+                        .pos = pos,
+                        .n_heads = n_heads,
+                        .rope = p,
+                        .cs = cs};
+    ops_run(cb, &j, (size_t)n_tokens * n_heads * head_dim);
     return 0;
 }
 
 int cpu_ops_silu_mul(struct backend *b, float *gate, const float *up, size_t n)
 {
     if (n > 0 && (!gate || !up)) return ERR_INVAL;
-    cpu_backend_of(b)->kern.silu_mul(gate, up, n);
+    struct cpu_backend *cb = cpu_backend_of(b);
+    struct ops_job j = {.kind = OPS_SILU,
+                        .cb = cb,
+                        .n_rows = (int64_t)n,
+                        .chunk = OPS_SILU_CHUNK,
+                        .x = up,
+                        .y = gate};
+    ops_run(cb, &j, n);
     return 0;
 }
 
