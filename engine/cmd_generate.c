@@ -308,7 +308,7 @@ int cmd_generate_main(int argc, char **argv)
     if ((rc = tokenizer_load(model_gguf(g.m), &g.tok, err, sizeof(err)))) {
         g.tok = NULL;
         if (!c.prompt_tokens || !c.output_ids) {
-            fprintf(stderr, "cinfer-engine generate: tokenizer: %s\n", err);
+            fprintf(stderr, "cinfer-engine generate: %s\n", err);
             goto out;
         }
     }

@@ -2,6 +2,7 @@
  * and greedy continuations recorded with llama.cpp (see ../shared/testdata/README.md). Prompt tokens
  * come from the JSON, so this does not depend on the tokenizer. Also the model loader's validation:
  * hparams from an in-memory GGUF, unknown architectures, missing and mis-shaped tensors. */
+#include "engine/cmd.h"
 #include "engine/gguf.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
@@ -229,6 +230,8 @@ struct synth_opts {
     const char *skip_key;     /* key suffix to leave out */
     const char *rope_scaling; /* rope.scaling.type, or NULL */
     float rope_factor;
+    bool flat_logits; /* zero output_norm gains: every logit is 0, greedy picks token 0 */
+    int eos;          /* tokenizer.ggml.eos_token_id + 1 (0: key absent) */
 };
 
 /* All weights of a synthetic model, kept for the reference forward. */
@@ -280,6 +283,7 @@ static void synth_build(struct synth *s, const struct synth_opts *o)
     s->emb = synth_alloc(s, (size_t)S_VOCAB * S_EMBD, 0, 1.0f);
     s->out = synth_alloc(s, (size_t)S_VOCAB * S_EMBD, 0, 0.5f);
     s->out_norm = synth_alloc(s, S_EMBD, 1, 0.2f);
+    if (o->flat_logits) memset(s->out_norm, 0, S_EMBD * sizeof(float));
     for (int i = 0; i < S_LAYER; i++) {
         s->l[i].attn_norm = synth_alloc(s, S_EMBD, 1, 0.2f);
         s->l[i].wq = synth_alloc(s, (size_t)s->qd * S_EMBD, 0, 0.4f);
@@ -334,6 +338,8 @@ static void synth_write(const struct synth *s, const char *path)
     char key[128];
     ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", s->o.arch), 0);
     synth_key_u32(w, s, "context_length", 128);
+    if (s->o.eos)
+        ck_assert_int_eq(gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", s->o.eos - 1), 0);
     synth_key_u32(w, s, "embedding_length", S_EMBD);
     synth_key_u32(w, s, "block_count", S_LAYER);
     synth_key_u32(w, s, "feed_forward_length", S_FF);
@@ -663,6 +669,86 @@ START_TEST(test_model_forward_matches_reference)
 }
 END_TEST
 
+/* Runs `cinfer-engine generate` (argv, NULL-terminated) with stdout captured into `out`. */
+static int run_generate(const char *const *args, char *out, size_t outlen)
+{
+    char *argv[32];
+    int argc = 0;
+    while (args[argc]) {
+        argv[argc] = (char *)args[argc];
+        argc++;
+    }
+    argv[argc] = NULL;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/cinfer-test-gen-%d.out", test_tmpdir(), (int)getpid());
+    fflush(stdout);
+    int saved = dup(STDOUT_FILENO);
+    FILE *f = fopen(path, "w+");
+    ck_assert(saved >= 0 && f);
+    ck_assert_int_ge(dup2(fileno(f), STDOUT_FILENO), 0);
+    int status = cmd_generate_main(argc, argv);
+    fflush(stdout);
+    ck_assert_int_ge(dup2(saved, STDOUT_FILENO), 0);
+    close(saved);
+    rewind(f);
+    size_t n = fread(out, 1, outlen - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    unlink(path);
+    return status;
+}
+
+/* generate stops at the end-of-generation token (here from tokenizer.ggml.eos_token_id: the
+ * synthetic model has no vocabulary) unless --ignore-eos, and honours --max-tokens. */
+START_TEST(test_generate_stops_at_eos)
+{
+    static const struct {
+        int eos; /* id + 1 */
+        bool ignore;
+        const char *want;
+    } cases[] = {
+        {1, false, ""},          /* greedy picks 0 == EOS at once: nothing printed */
+        {1, true, "0,0,0,0,0"},  /* --ignore-eos */
+        {8, false, "0,0,0,0,0"}, /* EOS is 7: never chosen */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct synth_opts o = {.arch = "llama", .flat_logits = true, .eos = cases[i].eos};
+        struct synth s;
+        synth_build(&s, &o);
+        char path[512];
+        synth_path(path, sizeof(path));
+        synth_write(&s, path);
+        free(s.pool);
+        const char *args[] = {"generate",
+                              "--model",
+                              path,
+                              "--prompt-tokens",
+                              "1,2,3",
+                              "--max-tokens",
+                              "5",
+                              "--temperature",
+                              "0",
+                              "--output-ids",
+                              "--threads",
+                              "1",
+                              "--log-level",
+                              "error",
+                              cases[i].ignore ? "--ignore-eos" : "--no-ignore-eos",
+                              NULL};
+        char out[256];
+        ck_assert_int_eq(run_generate(args, out, sizeof(out)), 0);
+        ck_assert_msg(strcmp(out, cases[i].want) == 0, "case %zu: printed \"%s\", want \"%s\"", i,
+                      out, cases[i].want);
+        /* Without a vocabulary, text output is refused (exit 1), ids are the only output. */
+        const char *text_args[] = {"generate", "--model",     path,    "--prompt-tokens",
+                                   "1",        "--log-level", "error", NULL};
+        ck_assert_int_eq(run_generate(text_args, out, sizeof(out)), 1);
+        ck_assert_str_eq(out, "");
+        unlink(path);
+    }
+}
+END_TEST
+
 Suite *model_golden_suite(void);
 Suite *model_golden_suite(void)
 {
@@ -676,6 +762,7 @@ Suite *model_golden_suite(void)
     tcase_add_test(load, test_model_load_hparams_and_defaults);
     tcase_add_test(load, test_model_load_rejects_bad_models);
     tcase_add_loop_test(load, test_model_forward_matches_reference, 0, 4);
+    tcase_add_test(load, test_generate_stops_at_eos);
     suite_add_tcase(s, load);
     return s;
 }
