@@ -74,26 +74,31 @@ static int arch_float(const struct gguf *g, const char *arch, const char *key, f
     return 0;
 }
 
+/* Rope scaling as llama.cpp reads it: the type defaults to linear, the factor comes from
+ * rope.scaling.factor (or the older rope.scale_linear), 0 or absent meaning none, and
+ * freq_scale = 1 / factor. Types other than none/linear (yarn, longrope) are refused. */
 static int parse_rope_scaling(const struct gguf *g, struct model_hparams *hp, char *err,
                               size_t errlen)
 {
-    char key[128], type[32] = "none";
+    char key[128], type[32] = "linear";
     snprintf(key, sizeof(key), "%s.rope.scaling.type", hp->arch_name);
     int rc = gguf_get_cstr(g, key, type, sizeof(type));
     if (rc && rc != ERR_NOT_FOUND) return fail(err, errlen, ERR_INVAL, "key %s: not a string", key);
-    float factor = 1.0f;
-    snprintf(key, sizeof(key), "%s.rope.scaling.factor", hp->arch_name);
-    rc = gguf_get_f32(g, key, &factor);
-    if (rc == ERR_NOT_FOUND)
-        factor = 1.0f;
-    else if (rc || !isfinite(factor) || factor <= 0.0f)
-        return fail(err, errlen, ERR_INVAL, "key %s: not a positive finite float", key);
-    hp->rope_freq_scale = 1.0f;
-    if (strcmp(type, "linear") == 0)
-        hp->rope_freq_scale = 1.0f / factor;
-    else if (strcmp(type, "none") != 0)
+    if (strcmp(type, "linear") != 0 && strcmp(type, "none") != 0)
         return fail(err, errlen, ERR_UNSUPPORTED,
                     "rope scaling type \"%s\" is not supported (none, linear)", type);
+    float factor = 0.0f;
+    snprintf(key, sizeof(key), "%s.rope.scaling.factor", hp->arch_name);
+    rc = gguf_get_f32(g, key, &factor);
+    if (rc == ERR_NOT_FOUND) {
+        snprintf(key, sizeof(key), "%s.rope.scale_linear", hp->arch_name);
+        rc = gguf_get_f32(g, key, &factor);
+    }
+    if (rc == ERR_NOT_FOUND)
+        factor = 0.0f;
+    else if (rc || !isfinite(factor) || factor < 0.0f)
+        return fail(err, errlen, ERR_INVAL, "key %s: not a finite float >= 0", key);
+    hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     return 0;
 }
 
