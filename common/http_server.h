@@ -156,29 +156,34 @@ int http_respond_error(struct http_req *req, int status, const char *type, const
  * producer acts; the request has no timeout meanwhile. */
 struct http_stream *http_req_defer(struct http_req *req);
 
-/* ---- Streams: any thread unless noted ----------------------------------------------------------- */
+/* ---- Streams: any thread unless noted ----------------------------------------------------------- *
+ * Lifecycle: defer -> (respond | begin -> write/sse ... -> end) or abort at any point. Calls out of
+ * that order (write before begin, begin twice, respond after begin, any call after the handle was
+ * released) are programmer errors: ASSERTed where detectable. */
 
 /* Completes a deferred request with a whole response (arguments as http_respond, copied) and
- * releases the handle. Returns 0, ERR_CANCELLED (client gone; handle released all the same),
- * ERR_STATE (already begun) or ERR_NOMEM. */
+ * releases the handle. Returns 0, ERR_CANCELLED (client gone; handle released all the same) or
+ * ERR_NOMEM (the connection is closed; handle released). */
 int http_stream_respond(struct http_stream *s, int status, const char *content_type,
                         const void *body, size_t len, const struct http_header *headers,
                         size_t n_headers);
 
 /* Starts a streamed response: status line and headers with "Transfer-Encoding: chunked", no
  * Content-Length. For Server-Sent Events pass content_type "text/event-stream" ("Cache-Control:
- * no-cache" is added). Returns 0, ERR_CANCELLED, ERR_STATE (begun twice) or ERR_NOMEM. */
+ * no-cache" is added). Returns 0, ERR_CANCELLED, ERR_INVAL (bad header or status) or ERR_NOMEM;
+ * the handle stays owned by the caller either way (end or abort it). */
 int http_stream_begin(struct http_stream *s, int status, const char *content_type,
                       const struct http_header *headers, size_t n_headers);
 
 /* Queues `len` bytes (borrowed; copied) as one chunk. When the queue lacks room it waits up to
  * `timeout_ms` for the socket to drain (0: no wait; must be 0 on the service thread). Returns 0,
  * ERR_AGAIN (queue full: nothing queued), ERR_CANCELLED (client gone or server stopping: stop
- * producing), ERR_TOO_BIG (len exceeds the whole queue bound), ERR_STATE (not begun / ended). */
+ * producing), ERR_TOO_BIG (len exceeds the whole queue bound) or ERR_NOMEM. */
 int http_stream_write(struct http_stream *s, const void *data, size_t len, int timeout_ms);
 
 /* Queues one SSE event: optional "event: <event>" line, then `data` (borrowed) split on newlines into
- * "data: " lines, then a blank line. Same returns as http_stream_write. */
+ * "data: " lines, then a blank line. Same returns as http_stream_write, plus ERR_INVAL for an event
+ * name with a line break. */
 int http_stream_sse(struct http_stream *s, const char *event, const char *data, int timeout_ms);
 
 /* Finishes a begun stream (the queued bytes and the terminating chunk are still sent) and releases

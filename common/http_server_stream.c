@@ -169,7 +169,7 @@ int http_stream_begin(struct http_stream *s, int status, const char *content_typ
         all[n++] = (struct http_header){"Cache-Control", "no-cache"};
     for (size_t i = 0; i < n_headers; i++) all[n++] = headers[i];
     struct http_resp *r = http_resp_new(status, content_type, NULL, 0, all, n);
-    if (!r) return ERR_NOMEM;
+    if (!r) return ERR_INVAL; /* logged; or out of memory */
     int rc = 0;
     pthread_mutex_lock(&s->mu);
     ASSERT(!s->begun && !s->ended && !s->aborted);
