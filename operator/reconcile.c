@@ -141,17 +141,25 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
     json_decref(svc);
 
     int rc = 0;
+    const char *apply_reason = NULL;
+    char apply_msg[K8S_STATUS_MSG_MAX + 64] = "";
     if (!spec_reason) {
         rc = apply(c, &k8s_resource_deployments, ns, name, dep_desired);
         if (rc) {
-            fail(out, rc, "apply Deployment", k8s_client_errmsg(c));
-            goto out;
+            apply_reason = "DeploymentApplyFailed";
+        } else {
+            rc = desired_service(isvc, &svc_desired);
+            if (!rc) rc = apply(c, &k8s_resource_services, ns, name, svc_desired);
+            if (rc) apply_reason = "ServiceApplyFailed";
         }
-        rc = desired_service(isvc, &svc_desired);
-        if (!rc) rc = apply(c, &k8s_resource_services, ns, name, svc_desired);
         if (rc) {
-            fail(out, rc, "apply Service", k8s_client_errmsg(c));
-            goto out;
+            fail(out, rc, apply_reason, k8s_client_errmsg(c));
+            /* Transient failures (conflicts, API down) just retry; anything the API server
+             * refused is also reported in status so that `kubectl describe` says what is wrong. */
+            if (rc == ERR_CONFLICT || rc == ERR_IO || rc == ERR_TIMEOUT || rc == ERR_CANCELLED ||
+                k8s_client_status(c)->code == 0)
+                goto out;
+            snprintf(apply_msg, sizeof(apply_msg), "%s", k8s_client_status(c)->message);
         }
     }
 
@@ -162,6 +170,8 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
                               .pods = pods,
                               .spec_error_reason = spec_reason,
                               .spec_error_message = spec_msg,
+                              .apply_error_reason = apply_reason,
+                              .apply_error_message = apply_msg,
                               .now = now};
     status = status_compute(&in);
     if (!status) {
@@ -170,8 +180,9 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
     }
     const json_t *old = json_object_get(isvc, "status");
     if (!json_equal((json_t *)old, status)) {
-        rc = write_status(c, isvc, status);
-        if (rc) {
+        int src = write_status(c, isvc, status);
+        if (src) {
+            rc = src;
             /* 409: the object changed since our cache saw it; the watch brings the new one. */
             fail(out, rc, "update status", k8s_client_errmsg(c));
             goto out;

@@ -164,7 +164,11 @@ json_t *status_compute(const struct status_input *in)
                      want, ready);
             prog_c = (struct condition){"Progressing", true, why, prog_msg};
         }
-        if (pod_failing) {
+        if (in->apply_error_reason) {
+            /* The operator itself cannot bring the objects to the spec (quota, RBAC, IP range). */
+            degr_c = (struct condition){"Degraded", true, in->apply_error_reason,
+                                        in->apply_error_message};
+        } else if (pod_failing) {
             degr_c = (struct condition){"Degraded", true, problem.reason, problem.message};
         } else if (replica_failure) {
             const char *r = json_string_value(json_object_get(replica_failure, "reason"));

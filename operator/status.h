@@ -13,8 +13,10 @@ struct status_input {
     const json_t *isvc;       /* the InferenceService as read (status.conditions feed merging) */
     const json_t *deployment; /* observed Deployment, NULL when it does not exist (yet) */
     const json_t *pods;       /* observed engine pods (array) or NULL */
-    const char *spec_error_reason;  /* CamelCase reason when the spec is unusable, else NULL */
-    const char *spec_error_message; /* what is wrong with it, naming the field */
+    const char *spec_error_reason;   /* CamelCase reason when the spec is unusable, else NULL */
+    const char *spec_error_message;  /* what is wrong with it, naming the field */
+    const char *apply_error_reason;  /* CamelCase reason when writing owned objects failed */
+    const char *apply_error_message; /* the API server's answer */
     time_t now;
 };
 

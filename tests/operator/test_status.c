@@ -225,6 +225,26 @@ START_TEST(test_status_transition_time_changes_only_on_flip)
 }
 END_TEST
 
+START_TEST(test_status_apply_error_is_degraded)
+{
+    json_t *isvc = isvc_with(1, NULL), *dep = deployment(1, 1, 1, 1, 1);
+    struct status_input in = {.isvc = isvc,
+                              .deployment = dep,
+                              .apply_error_reason = "ServiceApplyFailed",
+                              .apply_error_message =
+                                  "failed to allocate a serviceIP: range is full",
+                              .now = T0};
+    json_t *st = status_compute(&in);
+    expect(st, "Degraded", "True", "ServiceApplyFailed");
+    expect(st, "Ready", "True", "Serving"); /* the pods that exist still serve */
+    ck_assert_ptr_nonnull(strstr(
+        json_string_value(json_object_get(cond(st, "Degraded"), "message")), "range is full"));
+    json_decref(st);
+    json_decref(dep);
+    json_decref(isvc);
+}
+END_TEST
+
 Suite *status_suite(void)
 {
     Suite *s = suite_create("status");
@@ -235,6 +255,7 @@ Suite *status_suite(void)
     tcase_add_test(tc, test_status_unschedulable_and_deadline);
     tcase_add_test(tc, test_status_spec_error_missing_deployment_and_zero);
     tcase_add_test(tc, test_status_transition_time_changes_only_on_flip);
+    tcase_add_test(tc, test_status_apply_error_is_degraded);
     suite_add_tcase(s, tc);
     return s;
 }
