@@ -404,6 +404,35 @@ static void h_sse_inline(struct http_req *req, void *ud)
     ck_assert_int_eq(http_stream_end(s), 0);
 }
 
+/* Many concurrent streams, each fed by its own producer thread. */
+#define N_STREAMS 16
+#define N_EVENTS  200
+static pthread_t multi_th[N_STREAMS];
+static atomic_int multi_n;
+
+static void *multi_producer(void *arg)
+{
+    struct http_stream *s = arg;
+    int rc = http_stream_begin(s, 200, "text/event-stream", NULL, 0);
+    for (int i = 0; i < N_EVENTS && rc == 0; i++) {
+        char data[32];
+        snprintf(data, sizeof(data), "%d", i);
+        rc = http_stream_sse(s, NULL, data, 5000);
+    }
+    http_stream_end(s);
+    return NULL;
+}
+
+static void h_multi(struct http_req *req, void *ud)
+{
+    (void)ud;
+    int k = atomic_fetch_add(&multi_n, 1);
+    struct http_stream *s = http_req_defer(req);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_int_lt(k, N_STREAMS);
+    ck_assert_int_eq(pthread_create(&multi_th[k], NULL, multi_producer, s), 0);
+}
+
 static const struct http_route routes[] = {
     {HTTP_GET, "/hello", h_hello, NULL},
     {HTTP_GET, "/echo", h_echo, NULL},
@@ -412,6 +441,7 @@ static const struct http_route routes[] = {
     {HTTP_POST, "/json", h_json, NULL},
     {HTTP_GET, "/silent", h_silent, NULL},
     {HTTP_GET, "/big", h_big, NULL},
+    {HTTP_GET, "/multi", h_multi, NULL},
     {HTTP_GET, "/badheader", h_bad_header, NULL},
     {HTTP_GET, "/chunked", h_chunked, (void *)0},
     {HTTP_GET, "/sse", h_chunked, (void *)1},
@@ -757,6 +787,40 @@ START_TEST(test_http_server_many_concurrent_connections)
         close(fds[i]);
     }
     free(rd);
+}
+END_TEST
+
+START_TEST(test_http_server_concurrent_streams_from_threads)
+{
+    atomic_store(&multi_n, 0);
+    int fds[N_STREAMS];
+    for (int i = 0; i < N_STREAMS; i++) {
+        fds[i] = tc_connect(port);
+        const char *req = "GET /multi HTTP/1.1\r\nHost: t\r\n\r\n";
+        ck_assert(tc_send(fds[i], req, strlen(req)));
+    }
+    struct trd *rd = calloc(1, sizeof(*rd));
+    for (int i = 0; i < N_STREAMS; i++) {
+        memset(rd, 0, sizeof(*rd));
+        rd->fd = fds[i];
+        struct tresp r;
+        ck_assert(tc_read_response(rd, &r));
+        ck_assert_int_eq(r.status, 200);
+        /* Every event, in order, nothing interleaved from another stream. */
+        const char *p = r.body;
+        for (int e = 0; e < N_EVENTS; e++) {
+            char want[32];
+            int n = snprintf(want, sizeof(want), "data: %d\n\n", e);
+            ck_assert_msg(strncmp(p, want, (size_t)n) == 0, "stream %d event %d", i, e);
+            p += n;
+        }
+        ck_assert_int_eq(*p, 0);
+        tresp_fini(&r);
+        close(fds[i]);
+    }
+    free(rd);
+    ck_assert_int_eq(atomic_load(&multi_n), N_STREAMS);
+    for (int i = 0; i < N_STREAMS; i++) pthread_join(multi_th[i], NULL);
 }
 END_TEST
 
@@ -1121,6 +1185,7 @@ Suite *http_server_suite(void)
     tcase_add_test(tc, test_http_server_deferred_whole_response);
     tcase_add_test(tc, test_http_server_sse_disconnect_detected);
     tcase_add_test(tc, test_http_server_many_concurrent_connections);
+    tcase_add_test(tc, test_http_server_concurrent_streams_from_threads);
     tcase_add_test(tc, test_http_server_slowloris_does_not_block);
     tcase_add_test(tc, test_http_server_malformed_input_survives);
     tcase_add_test(tc, test_http_server_pipelined_after_body);
