@@ -824,6 +824,30 @@ START_TEST(test_http_server_concurrent_streams_from_threads)
 }
 END_TEST
 
+START_TEST(test_http_server_deferred_outlives_request_timeout)
+{
+    /* A deferred answer may take longer than request_timeout_s (2 s here): generation is slow. */
+    int fd = tc_connect(port);
+    const char *req = "GET /hold HTTP/1.1\r\nHost: t\r\n\r\n";
+    ck_assert(tc_send(fd, req, strlen(req)));
+    sleep(4);
+    ck_assert(!http_stream_cancelled(prod.s));
+    prod.release = 1;
+    struct trd *rd = calloc(1, sizeof(*rd));
+    rd->fd = fd;
+    struct tresp r;
+    ck_assert(tc_read_response(rd, &r));
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "data: hello\n\ndata: bye\n\n");
+    tresp_fini(&r);
+    free(rd);
+    close(fd);
+    pthread_join(prod.th, NULL);
+    prod.s = NULL;
+    ck_assert_int_eq(prod.end_rc, 0);
+}
+END_TEST
+
 START_TEST(test_http_server_slowloris_does_not_block)
 {
     /* Several connections send part of a request head, one a part of a body, and stall. */
@@ -1186,6 +1210,7 @@ Suite *http_server_suite(void)
     tcase_add_test(tc, test_http_server_sse_disconnect_detected);
     tcase_add_test(tc, test_http_server_many_concurrent_connections);
     tcase_add_test(tc, test_http_server_concurrent_streams_from_threads);
+    tcase_add_test(tc, test_http_server_deferred_outlives_request_timeout);
     tcase_add_test(tc, test_http_server_slowloris_does_not_block);
     tcase_add_test(tc, test_http_server_malformed_input_survives);
     tcase_add_test(tc, test_http_server_pipelined_after_body);
