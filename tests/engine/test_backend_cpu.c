@@ -5,6 +5,7 @@
 #include "common/err.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_bench.h"
 #include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/cpu_pool.h"
 #include "engine/quant.h"
@@ -985,6 +986,21 @@ START_TEST(test_pool_claims_every_item_once)
 }
 END_TEST
 
+START_TEST(test_bench_rejects_bad_arguments)
+{
+    char *a1[] = {"bench-kernels", "--threads", "x"};
+    char *a2[] = {"bench-kernels", "--threads", "-3"};
+    char *a3[] = {"bench-kernels", "--bogus"};
+    char *a4[] = {"bench-kernels", "--threads"};
+    char *a5[] = {"bench-kernels", "--isa", "sse9"};
+    ck_assert_int_eq(cpu_bench_main(3, a1), 2);
+    ck_assert_int_eq(cpu_bench_main(3, a2), 2);
+    ck_assert_int_eq(cpu_bench_main(2, a3), 2);
+    ck_assert_int_eq(cpu_bench_main(2, a4), 2);
+    ck_assert_int_eq(cpu_bench_main(3, a5), 1);
+}
+END_TEST
+
 START_TEST(test_isa_parse)
 {
     enum cpu_isa isa;
@@ -1004,6 +1020,7 @@ Suite *backend_cpu_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_backend_create_names_and_options);
     tcase_add_test(tc, test_isa_parse);
+    tcase_add_test(tc, test_bench_rejects_bad_arguments);
     tcase_add_test(tc, test_pool_claims_every_item_once);
     tcase_add_test(tc, test_fp16_conversions_match_quant);
     tcase_add_test(tc, test_weight_prepare_rejects_bad_desc);
