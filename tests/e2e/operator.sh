@@ -62,6 +62,15 @@ for bad in "$e2e_root"/tests/testdata/crd-invalid/*.yaml; do
 	fi
 done
 
+# --- reconcile against the live API server: 409 on a stale cache is reported, then converges ----
+live_test="$e2e_root/${CINFER_BUILD:-build}/tests/operator/test_reconcile_live"
+if out="$(CINFER_K8S_LIVE_KUBECONFIG="$KUBECONFIG" "$live_test" 2>&1)" &&
+	grep -q "100%: Checks: 1, Failures: 0, Errors: 0" <<<"$out"; then
+	ok "reconcile: stale-cache status write gets 409 Conflict and is retried"
+else
+	not_ok "reconcile: stale-cache conflict: $out"
+fi
+
 # --- operator reconciles the examples ----------------------------------------------------------
 port1="$(free_port)"
 start_operator op1 "$port1" --identity op1
@@ -156,6 +165,8 @@ start_operator op2 "$port2" --identity op2
 sleep 3
 check "second replica is not ready while the first leads" bash -c "! curl -sf http://127.0.0.1:$port2/readyz"
 check "lease held by the first replica" jp_is lease/cinfer-operator '{.spec.holderIdentity}' op1
+check "follower waits without starting its controller" bash -c \
+	"grep -q 'waiting for leadership' $logdir/op2.log && ! grep -q 'controller started' $logdir/op2.log"
 kill -TERM "${op_pids[0]}"
 wait "${op_pids[0]}"
 check "first replica exits 0 on SIGTERM" [ $? -eq 0 ]
