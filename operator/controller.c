@@ -84,6 +84,7 @@ static double now_seconds(void)
 struct worker_arg {
     struct controller *ctl;
     int id;
+    unsigned long long count; /* reconciles done by this worker, for reconcile ids */
 };
 
 static void *worker_main(void *arg)
@@ -102,19 +103,26 @@ static void *worker_main(void *arg)
         }
         double t0 = now_seconds();
         struct reconcile_outcome res;
+        /* A reconcile id ties together the log lines of one pass over one key. */
+        char rid[32];
+        snprintf(rid, sizeof(rid), "w%d-%llu", wa->id, ++wa->count);
         reconcile_key(c, &ctl->caches, &ctl->cfg->desired, key, time(NULL), &res);
-        prom_histogram_observe(ctl->duration, now_seconds() - t0);
+        double took = now_seconds() - t0;
+        prom_histogram_observe(ctl->duration, took);
         if (res.result == RECONCILE_DONE) {
             prom_counter_inc(ctl->reconcile_ok, 1);
             workqueue_forget(ctl->queue, key);
+            log_debug("reconciled", LOG_S("key", key), LOG_S("reconcile_id", rid),
+                      LOG_F("seconds", took));
         } else {
             prom_counter_inc(ctl->reconcile_err, 1);
             /* Conflicts are routine (a newer version is on its way through the watch). */
             if (res.rc == ERR_CONFLICT)
-                log_debug("reconcile conflict; retrying", LOG_S("key", key));
+                log_debug("reconcile conflict; retrying", LOG_S("key", key),
+                          LOG_S("reconcile_id", rid));
             else
                 log_warn("reconcile failed; retrying", LOG_S("key", key),
-                         LOG_S("error", res.message),
+                         LOG_S("reconcile_id", rid), LOG_S("error", res.message),
                          LOG_I("attempt", workqueue_failures(ctl->queue, key) + 1));
             workqueue_add_rate_limited(ctl->queue, key);
         }
@@ -287,7 +295,7 @@ int controller_run(const struct controller_cfg *cfg)
              LOG_S("namespace", cfg->ns && *cfg->ns ? cfg->ns : "(all)"));
 
     for (; n_workers < cfg->workers && n_workers < MAX_WORKERS; n_workers++) {
-        args[n_workers] = (struct worker_arg){&ctl, n_workers};
+        args[n_workers] = (struct worker_arg){&ctl, n_workers, 0};
         if (pthread_create(&workers[n_workers], NULL, worker_main, &args[n_workers]) != 0) {
             rc = ERR_NOMEM;
             break;
