@@ -1,0 +1,362 @@
+/* Reactive policy against tables mirroring the HPA's own tests (replica_calculator_test.go,
+ * horizontal_test.go): tolerance, min/max, missing and unready pods, stabilisation windows and
+ * rate policies; then the predictive half (capacity override, learning, forecast never lowers). */
+#include "autoscaler/policy.h"
+
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+/* Queue-depth metric only (target 1/replica), no windows, no rate limits unless a case sets them. */
+static void plain_spec(struct policy_spec *sp)
+{
+    policy_spec_defaults(sp, POLICY_REACTIVE);
+    sp->min_replicas = 1;
+    sp->max_replicas = 20;
+    sp->target_queue_depth = 1;
+    sp->target_kv_usage = 0;
+    sp->scale_down_window_s = 0;
+    sp->up_pods_per_period = 1000;
+    sp->down_percent_per_period = 100;
+}
+
+static struct policy_signals sig_q(double t, int ready, int unready, double waiting_per_ready)
+{
+    struct policy_signals s = {0};
+    s.time_s = t;
+    s.ready_pods = ready;
+    s.unready_pods = unready;
+    s.metrics_ok = true;
+    s.waiting = waiting_per_ready * ready;
+    s.ttft_p99_s = -1;
+    return s;
+}
+
+struct calc_case {
+    const char *name;
+    int current, ready, unready;
+    double ratio; /* waiting per ready pod over the target */
+    int min, max;
+    int want;
+};
+
+START_TEST(test_policy_decide_replica_calculator_table)
+{
+    static const struct calc_case cases[] = {
+        {"inside tolerance up", 3, 3, 0, 1.09, 1, 20, 3},
+        {"inside tolerance down", 3, 3, 0, 0.91, 1, 20, 3},
+        {"just outside tolerance", 10, 10, 0, 1.11, 1, 20, 12},
+        {"scale up ceil", 3, 3, 0, 1.5, 1, 20, 5},
+        {"scale down ceil", 3, 3, 0, 0.5, 1, 20, 2},
+        {"exact ratio is not rounded up by float error", 10, 10, 0, 0.3, 1, 20, 3},
+        {"idle clamps to min", 4, 4, 0, 0.0, 2, 20, 2},
+        {"overload clamps to max", 4, 4, 0, 10.0, 1, 7, 7},
+        {"unready count as 0 on scale-up: adjusted ratio 1 holds", 4, 2, 2, 2.0, 1, 20, 4},
+        {"unready count as 0 on scale-up", 4, 2, 2, 3.0, 1, 20, 6},
+        {"missing count as target on scale-down", 4, 2, 2, 0.5, 1, 20, 3},
+        {"missing on scale-down never scales up", 5, 3, 2, 0.8, 1, 20, 5},
+        {"current above max goes to max", 25, 25, 0, 1.0, 1, 20, 20},
+        {"current below min goes to min", 1, 1, 0, 1.0, 3, 20, 3},
+        {"zero replicas: autoscaling disabled", 0, 0, 0, 5.0, 1, 20, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct calc_case *c = &cases[i];
+        struct policy_spec sp;
+        plain_spec(&sp);
+        sp.min_replicas = c->min;
+        sp.max_replicas = c->max;
+        struct policy_state *st = policy_state_new(&sp);
+        ck_assert_ptr_nonnull(st);
+        struct policy_signals s = sig_q(100, c->ready, c->unready, c->ratio);
+        struct policy_decision d;
+        policy_decide(st, &s, c->current, &d);
+        ck_assert_msg(d.desired == c->want, "%s: desired %d, want %d (%s)", c->name, d.desired,
+                      c->want, d.reason);
+        ck_assert(strlen(d.reason) > 0);
+        policy_state_free(st);
+    }
+}
+END_TEST
+
+START_TEST(test_policy_decide_missing_metrics_hold)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_signals s = sig_q(0, 4, 0, 0.0);
+    s.metrics_ok = false;
+    struct policy_decision d;
+    policy_decide(st, &s, 6, &d);
+    ck_assert_int_eq(d.desired, 6);
+    ck_assert_ptr_nonnull(strstr(d.reason, "metrics unavailable"));
+    s = sig_q(15, 0, 6, 0.0); /* no ready pod scraped */
+    policy_decide(st, &s, 6, &d);
+    ck_assert_int_eq(d.desired, 6);
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_max_over_metrics)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.target_kv_usage = 0.5;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_signals s = sig_q(0, 4, 0, 0.5); /* queue says 2 */
+    s.kv_usage = 0.75;                             /* KV says ceil(4 * 1.5) = 6 */
+    struct policy_decision d;
+    policy_decide(st, &s, 4, &d);
+    ck_assert_int_eq(d.desired, 6);
+    ck_assert_ptr_nonnull(strstr(d.reason, "KV usage"));
+    s.kv_usage = 0.1; /* both say down: the larger of ceil(0.8)=1 and 2 */
+    s.time_s = 15;
+    policy_decide(st, &s, 6, &d);
+    ck_assert_int_eq(d.desired, 2);
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_scale_down_stabilisation_window)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.scale_down_window_s = 300;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    struct policy_signals s = sig_q(0, 10, 0, 1.0);
+    policy_decide(st, &s, 10, &d);
+    ck_assert_int_eq(d.desired, 10);
+    for (double t = 15; t < 300; t += 15) {
+        s = sig_q(t, 10, 0, 0.5); /* raw 5, but 10 is in the window */
+        policy_decide(st, &s, 10, &d);
+        ck_assert_int_eq(d.reactive, 5);
+        ck_assert_msg(d.desired == 10, "t=%g desired %d", t, d.desired);
+    }
+    s = sig_q(300, 10, 0, 0.5); /* the t=0 sample left the window (strictly after now - 300) */
+    policy_decide(st, &s, 10, &d);
+    ck_assert_int_eq(d.desired, 5);
+    ck_assert_ptr_nonnull(strstr(d.reason, "queue depth"));
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_scale_up_stabilisation_window)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.scale_up_window_s = 60;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    struct policy_signals s = sig_q(0, 4, 0, 1.0);
+    policy_decide(st, &s, 4, &d);
+    for (double t = 15; t < 60; t += 15) {
+        s = sig_q(t, 4, 0, 2.0);
+        policy_decide(st, &s, 4, &d);
+        ck_assert_msg(d.desired == 4, "t=%g desired %d", t, d.desired);
+    }
+    s = sig_q(60, 4, 0, 2.0); /* min over (0, 60] is 8 */
+    policy_decide(st, &s, 4, &d);
+    ck_assert_int_eq(d.desired, 8);
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_default_scale_up_rate)
+{
+    /* HPA default: max(4 pods, 100%) per 15 s, counted from the period's starting replicas. */
+    struct policy_spec sp;
+    policy_spec_defaults(&sp, POLICY_REACTIVE);
+    sp.target_kv_usage = 0;
+    sp.target_queue_depth = 1;
+    sp.max_replicas = 100;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    struct policy_signals s = sig_q(0, 2, 0, 20.0);
+    policy_decide(st, &s, 2, &d);
+    ck_assert_int_eq(d.desired, 6); /* 2 + 4 > 2 * 2 */
+    ck_assert_ptr_nonnull(strstr(d.reason, "rate limit"));
+    s = sig_q(5, 6, 0, 20.0); /* same period: starts at 2, limit still 6 */
+    policy_decide(st, &s, 6, &d);
+    ck_assert_int_eq(d.desired, 6);
+    s = sig_q(16, 6, 0, 20.0); /* new period: max(6 + 4, 12) */
+    policy_decide(st, &s, 6, &d);
+    ck_assert_int_eq(d.desired, 12);
+    s = sig_q(32, 12, 0, 20.0);
+    policy_decide(st, &s, 12, &d);
+    ck_assert_int_eq(d.desired, 24);
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_scale_down_rate_pods)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.down_pods_per_period = 1;
+    sp.down_percent_per_period = 0;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    struct policy_signals s = sig_q(0, 5, 0, 0.1);
+    policy_decide(st, &s, 5, &d);
+    ck_assert_int_eq(d.desired, 4);
+    s = sig_q(10, 4, 0, 0.1);
+    policy_decide(st, &s, 4, &d);
+    ck_assert_int_eq(d.desired, 4);
+    s = sig_q(16, 4, 0, 0.1);
+    policy_decide(st, &s, 4, &d);
+    ck_assert_int_eq(d.desired, 3);
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_scale_down_rate_percent)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.down_percent_per_period = 50;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    struct policy_signals s = sig_q(0, 9, 0, 0.0);
+    policy_decide(st, &s, 9, &d);
+    ck_assert_int_eq(d.desired, 4); /* int(9 * 0.5) truncates like the HPA */
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_decide_static_keeps_replicas)
+{
+    struct policy_spec sp;
+    policy_spec_defaults(&sp, POLICY_STATIC);
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_signals s = sig_q(0, 3, 0, 50.0);
+    struct policy_decision d;
+    policy_decide(st, &s, 3, &d);
+    ck_assert_int_eq(d.desired, 3);
+    policy_state_free(st);
+    ck_assert_ptr_null(policy_state_new(NULL));
+    sp.min_replicas = 5;
+    sp.max_replicas = 2;
+    ck_assert_ptr_null(policy_state_new(&sp));
+    policy_state_free(NULL);
+}
+END_TEST
+
+/* Predictive: arrivals ramp 1 req/s per interval; capacity fixed at 2 req/s per replica. The
+ * reactive metric sits at target (hold), so any rise comes from the forecast. */
+START_TEST(test_policy_predictive_ramp_scales_ahead)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.kind = POLICY_PREDICTIVE;
+    sp.capacity_rps = 2;
+    sp.headroom = 1;
+    sp.startup_s = 60;
+    sp.interval_s = 15;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    int current = 1;
+    for (int i = 0; i < 20; i++) {
+        struct policy_signals s = sig_q(15.0 * i, current, 0, 1.0);
+        s.arrival_rate = 1 + i;
+        policy_decide(st, &s, current, &d);
+        ck_assert_int_ge(d.desired, current);
+        current = d.desired;
+    }
+    /* At step 19 the rate is 20 req/s and 25 five steps ahead; the damped trend (defaults, only
+     * 20 samples) lands between: above the rate now, so 11+ replicas against 10. */
+    ck_assert_double_gt(d.forecast_rps, 20);
+    ck_assert_double_lt(d.forecast_rps, 26);
+    ck_assert_double_eq(d.capacity_rps, 2);
+    ck_assert_int_ge(d.predictive, 11);
+    ck_assert_int_eq(d.desired, d.predictive);
+    ck_assert_int_lt(d.reactive, d.desired);
+    ck_assert_ptr_nonnull(strstr(d.reason, "forecast"));
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_predictive_never_scales_down_on_forecast)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.kind = POLICY_PREDICTIVE;
+    sp.capacity_rps = 10;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    for (int i = 0; i < 20; i++) {
+        struct policy_signals s = sig_q(15.0 * i, 8, 0, 1.0); /* reactive: hold at 8 */
+        s.arrival_rate = 40 - 2 * i;                          /* forecast falls to ~1 replica */
+        policy_decide(st, &s, 8, &d);
+        ck_assert_int_eq(d.desired, 8);
+    }
+    ck_assert_int_lt(d.predictive, 8);
+    policy_state_free(st);
+}
+END_TEST
+
+START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
+{
+    struct policy_spec sp;
+    plain_spec(&sp);
+    sp.kind = POLICY_PREDICTIVE;
+    sp.slo_ttft_s = 1;
+    sp.prefill_cost_ratio = 0.5;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    /* 4 replicas meet the objective at 8 req/s of 100 prompt + 10 generated tokens each: work per
+     * request 60, per replica 120/s, i.e. 2 req/s per replica. */
+    for (int i = 0; i < 40; i++) {
+        struct policy_signals s = sig_q(15.0 * i, 4, 0, 0.5);
+        s.arrival_rate = 8;
+        s.prompt_tok_rate = 800;
+        s.gen_tok_rate = 80;
+        s.ttft_p99_s = 0.5;
+        policy_decide(st, &s, 4, &d);
+    }
+    ck_assert_double_eq_tol(d.capacity_rps, 2.0, 1e-6);
+    ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.8)) */
+    /* The same traffic with half its prompt tokens cached: 35 work per request, ~3.4 req/s. */
+    for (int i = 40; i < 80; i++) {
+        struct policy_signals s = sig_q(15.0 * i, 4, 0, 0.5);
+        s.arrival_rate = 8;
+        s.prompt_tok_rate = 800;
+        s.gen_tok_rate = 80;
+        s.prefix_hit_rate = 0.5;
+        s.ttft_p99_s = 0.5;
+        policy_decide(st, &s, 4, &d);
+    }
+    ck_assert_double_gt(d.capacity_rps, 3.0);
+    /* A saturated interval (objective missed, queue long) pulls capacity down to throughput. */
+    for (int i = 80; i < 120; i++) {
+        struct policy_signals s = sig_q(15.0 * i, 4, 0, 5.0);
+        s.arrival_rate = 8;
+        s.prompt_tok_rate = 400;
+        s.gen_tok_rate = 40;
+        s.prefix_hit_rate = 0.5;
+        s.ttft_p99_s = 3;
+        policy_decide(st, &s, 4, &d);
+    }
+    ck_assert_double_lt(d.capacity_rps, 2.0);
+    policy_state_free(st);
+}
+END_TEST
+
+Suite *policy_suite(void)
+{
+    Suite *s = suite_create("policy");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_policy_decide_replica_calculator_table);
+    tcase_add_test(tc, test_policy_decide_missing_metrics_hold);
+    tcase_add_test(tc, test_policy_decide_max_over_metrics);
+    tcase_add_test(tc, test_policy_decide_scale_down_stabilisation_window);
+    tcase_add_test(tc, test_policy_decide_scale_up_stabilisation_window);
+    tcase_add_test(tc, test_policy_decide_default_scale_up_rate);
+    tcase_add_test(tc, test_policy_decide_scale_down_rate_pods);
+    tcase_add_test(tc, test_policy_decide_scale_down_rate_percent);
+    tcase_add_test(tc, test_policy_decide_static_keeps_replicas);
+    tcase_add_test(tc, test_policy_predictive_ramp_scales_ahead);
+    tcase_add_test(tc, test_policy_predictive_never_scales_down_on_forecast);
+    tcase_add_test(tc, test_policy_predictive_learns_capacity_and_hit_rate_raises_it);
+    suite_add_tcase(s, tc);
+    return s;
+}
