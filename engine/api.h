@@ -1,0 +1,221 @@
+/* The OpenAI-compatible API layer of `cinfer-engine serve`: request JSON -> struct api_request,
+ * results -> completion / chat.completion objects and SSE chunks, and the OpenAI error shape.
+ * Pure code: no sockets, no clock, no scheduler. It runs on the HTTP service thread, so the
+ * inference thread only ever sees the structs below (STYLE.md "Concurrency").
+ * Reference: https://platform.openai.com/docs/api-reference/completions and .../chat. */
+#ifndef CINFER_ENGINE_API_H
+#define CINFER_ENGINE_API_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+
+struct sampler_params;
+
+#define API_MAX_STOP                 4       /* OpenAI: up to 4 stop sequences */
+#define API_MAX_STOP_LEN             256     /* bytes per stop sequence */
+#define API_MAX_N                    8       /* choices per request */
+#define API_MAX_LOGPROBS_COMPL       5       /* completions: logprobs 0..5 */
+#define API_MAX_TOP_LOGPROBS         20      /* chat: top_logprobs 0..20 (= SAMPLER_MAX_LOGPROBS) */
+#define API_MAX_MESSAGES             4096    /* chat messages per request */
+#define API_MAX_PROMPT_TOKENS        1048576 /* token ids in a pre-tokenized prompt */
+#define API_MAX_SHORT_STR            256     /* model, user, cache_salt */
+#define API_COMPL_DEFAULT_MAX_TOKENS 16      /* OpenAI's default for /v1/completions */
+
+enum api_kind { API_KIND_COMPLETION = 0, API_KIND_CHAT };
+
+enum api_role { API_ROLE_SYSTEM = 0, API_ROLE_USER, API_ROLE_ASSISTANT, API_ROLE_TOOL };
+
+/* Returns "system", "user", "assistant" or "tool"; static. */
+const char *api_role_name(enum api_role r);
+
+struct api_message {
+    enum api_role role;
+    char *content; /* owned; text parts joined with "\n"; never NULL ("" when absent) */
+};
+
+/* ---------------------------------------------------------------- errors (api_error.c) */
+
+enum api_error_kind {
+    API_ERR_INVALID = 0,     /* 400 invalid_request_error */
+    API_ERR_NOT_FOUND,       /* 404 invalid_request_error (route) */
+    API_ERR_MODEL_NOT_FOUND, /* 404 invalid_request_error, code model_not_found */
+    API_ERR_METHOD,          /* 405 invalid_request_error, code method_not_allowed */
+    API_ERR_TOO_LARGE,       /* 413 invalid_request_error, code request_too_large */
+    API_ERR_RATE_LIMIT,      /* 429 rate_limit_error, code rate_limit_exceeded (queue full) */
+    API_ERR_OVERLOADED,      /* 503 server_error, code server_overloaded (overload, draining) */
+    API_ERR_INTERNAL,        /* 500 server_error */
+};
+
+/* A request-level failure, ready to be written as OpenAI's error object. Plain value, no heap. */
+struct api_error {
+    int status;        /* HTTP status */
+    const char *type;  /* static: "invalid_request_error", "rate_limit_error", "server_error" */
+    const char *code;  /* static or NULL (JSON null) */
+    char param[96];    /* "" -> JSON null; else the offending parameter ("messages[2].role") */
+    char message[512]; /* human-readable, always NUL-terminated */
+    int retry_after_s; /* > 0: the caller adds a Retry-After header */
+};
+
+/* Fills `e` for `kind`; `param` (borrowed, may be NULL) is copied, the message is formatted
+ * (truncated to fit). Any thread. */
+void api_error_set(struct api_error *e, enum api_error_kind kind, const char *param,
+                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Returns a new {"error":{"message","type","param","code"}} object, or NULL on ERR_NOMEM. */
+json_t *api_error_json(const struct api_error *e);
+
+/* Appends the compact JSON body to `out` (borrowed). Returns 0, ERR_TOO_BIG or ERR_NOMEM. */
+int api_error_body(const struct api_error *e, struct buf *out);
+
+/* Writes the Retry-After value ("5") into `dst` when e->retry_after_s > 0 and returns 1; returns 0
+ * (nothing written) when no header is due. */
+int api_error_retry_after(const struct api_error *e, char *dst, size_t dstlen);
+
+/* ---------------------------------------------------------------- requests (api_request.c) */
+
+/* Server-side limits the parser enforces. Zero fields mean "no extra limit". */
+struct api_limits {
+    int n_vocab;     /* token ids in a prompt must be < n_vocab */
+    long max_tokens; /* largest max_tokens accepted (usually the context length) */
+};
+
+struct api_request {
+    enum api_kind kind;
+    char *model; /* owned; NULL when the client sent none */
+
+    /* /v1/completions: exactly one of prompt (owned text) or prompt_tokens (owned ids). */
+    char *prompt;
+    int32_t *prompt_tokens;
+    size_t n_prompt_tokens;
+
+    /* /v1/chat/completions */
+    struct api_message *messages; /* owned array of n_messages */
+    size_t n_messages;
+
+    long max_tokens; /* > 0; -1: until the context is full (chat default) */
+    int n;           /* 1..API_MAX_N */
+
+    /* Sampling (api_request_sampler_params converts). Defaults are OpenAI's. */
+    float temperature;        /* 0..2, default 1 */
+    float top_p;              /* (0, 1], default 1 */
+    int top_k;                /* 0 (off) or > 0 */
+    float min_p;              /* 0..1, default 0 */
+    float presence_penalty;   /* -2..2 */
+    float frequency_penalty;  /* -2..2 */
+    float repetition_penalty; /* (0, 2], default 1 (off) */
+    bool has_seed;
+    uint64_t seed;
+
+    /* Stop sequences: owned strings, none empty. */
+    char *stop[API_MAX_STOP];
+    size_t n_stop;
+
+    /* Log-probabilities: completions `logprobs: k` -> logprobs true, top_logprobs k;
+     * chat `logprobs: true, top_logprobs: k` -> the same. */
+    bool logprobs;
+    int top_logprobs;
+
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+
+    char *user;       /* owned or NULL */
+    int priority;     /* default 0; lower runs first (vLLM's convention) */
+    char *cache_salt; /* owned or NULL */
+};
+
+/* Parses a request body of `len` bytes (borrowed; need not be NUL-terminated) for the endpoint
+ * `kind`, enforcing `lim` (borrowed, may be NULL). On success writes a new request to *out
+ * (api_request_free) and returns 0. On failure fills `err` (a 400 naming the parameter, or 500 on
+ * allocation failure) and returns ERR_INVAL or ERR_NOMEM; *out untouched. Never crashes on any
+ * input; allocation is bounded by the body size. Any thread. */
+int api_request_parse(const char *body, size_t len, enum api_kind kind,
+                      const struct api_limits *lim, struct api_request **out,
+                      struct api_error *err);
+
+void api_request_free(struct api_request *r); /* NULL-safe */
+
+/* Fills `out` (borrowed) from the request's sampling fields: defaults from sampler_params_default,
+ * then temperature, top_k, top_p, min_p, penalties (repeat_last_n -1 when a penalty is on), seed
+ * (`fallback_seed` when the client sent none) and n_logprobs. */
+void api_request_sampler_params(const struct api_request *r, uint64_t fallback_seed,
+                                struct sampler_params *out);
+
+/* ---------------------------------------------------------------- responses (api_response.c) */
+
+enum api_finish { API_FINISH_NONE = 0, API_FINISH_STOP, API_FINISH_LENGTH };
+
+/* Returns "stop", "length" or NULL (JSON null) for API_FINISH_NONE; static. */
+const char *api_finish_name(enum api_finish f);
+
+/* One alternative in a top-logprobs list. Text is raw decoded bytes (may be partial UTF-8). */
+struct api_top_logprob {
+    const char *text; /* borrowed */
+    size_t len;
+    float logprob;
+};
+
+/* One generated token with its log-probability and the alternatives (all borrowed). */
+struct api_token_logprob {
+    const char *text; /* borrowed, raw decoded bytes of the token */
+    size_t len;
+    float logprob;
+    int n_top;
+    const struct api_top_logprob *top;
+};
+
+/* One choice (or a streamed delta of it). Everything borrowed for the duration of the call. */
+struct api_choice {
+    int index;
+    const char *text; /* completion text / message content / delta content; may be NULL */
+    size_t len;
+    enum api_finish finish;
+    const struct api_token_logprob *logprobs; /* NULL: "logprobs": null */
+    size_t n_logprobs;
+    size_t text_offset; /* completions: characters before `text` (for streamed chunks) */
+};
+
+struct api_usage {
+    long prompt_tokens;
+    long completion_tokens;
+    long cached_tokens; /* prompt tokens served from the prefix cache */
+};
+
+/* Identity shared by every object of one response. */
+struct api_response_meta {
+    enum api_kind kind;
+    const char *id;     /* borrowed: from api_response_id */
+    const char *model;  /* borrowed */
+    long long created;  /* Unix seconds, passed in (no clock here) */
+    bool include_usage; /* streaming: chunks carry "usage": null, and a usage chunk comes last */
+};
+
+/* Writes "cmpl-<16 hex>" / "chatcmpl-<16 hex>" from `rnd` into dst (>= 32 bytes). Returns 0 or
+ * ERR_INVAL (dst too small). */
+int api_response_id(enum api_kind kind, uint64_t rnd, char *dst, size_t dstlen);
+
+/* Non-streaming: a new "text_completion" or "chat.completion" object with n choices and usage, or
+ * NULL on ERR_NOMEM. Invalid UTF-8 in texts becomes U+FFFD (raw bytes survive in chat "bytes"). */
+json_t *api_response_json(const struct api_response_meta *m, const struct api_choice *choices,
+                          size_t n, const struct api_usage *u);
+
+/* Streaming chunk for one choice. Chat: `role_only` makes the opening delta {"role":"assistant",
+ * "content":""}; otherwise the delta is {"content": text} when text is non-empty and {} when
+ * not (the final chunk, carrying finish_reason). Completions ignore role_only. New or NULL. */
+json_t *api_response_chunk(const struct api_response_meta *m, const struct api_choice *c,
+                           bool role_only);
+
+/* The last chunk when include_usage: "choices": [] and "usage": {...}. New or NULL. */
+json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u);
+
+/* Appends "data: <compact json>\n\n" to `out`. Returns 0, ERR_INVAL (NULL j), ERR_TOO_BIG or
+ * ERR_NOMEM; on failure `out` keeps its previous length. */
+int api_response_sse(const json_t *j, struct buf *out);
+
+/* Appends the terminal "data: [DONE]\n\n". Returns 0, ERR_TOO_BIG or ERR_NOMEM. */
+int api_response_sse_done(struct buf *out);
+
+#endif
