@@ -1,7 +1,9 @@
-/* cinfer-autoscaler: starts, serves its probes (/healthz, /readyz, /metrics on --probe-addr) and
- * exits cleanly on SIGTERM. The control loop arrives with its issue; this main stays thin and only
- * wires configuration to modules. */
+/* cinfer-autoscaler: parses its flag table, serves probes (/healthz, /readyz, /metrics on
+ * --probe-addr) and runs the control loop (autoscaler/loop.h) until SIGTERM (exit 0) or loss of
+ * leadership (exit 1). Thin: every module it wires links into the tests. */
+#include "autoscaler/loop.h"
 #include "common/cli.h"
+#include "common/err.h"
 #include "common/log.h"
 #include "common/probe_server.h"
 #include "common/prom.h"
@@ -11,16 +13,40 @@
 #include <stdio.h>
 
 struct autoscaler_cfg {
-    const char *kubeconfig;
+    const char *kubeconfig, *ns;
+    double interval, scrape_timeout;
+    bool leader_elect;
+    const char *lease_ns, *identity;
+    const char *targets;
     const char *probe_addr;
     const char *log_level, *log_format;
 };
 
+#define OPT(name, type, field, def, lo, hi, help)                                                  \
+    {                                                                                              \
+        name, type, offsetof(struct autoscaler_cfg, field), def, lo, hi, help, NULL, 0             \
+    }
+
 static const struct cfg_opt opts[] = {
-    {"kubeconfig", CFG_STRING, offsetof(struct autoscaler_cfg, kubeconfig), NULL, 1, 0,
-     "Path to a kubeconfig; in-cluster service-account credentials when unset", NULL, 0},
-    {"probe-addr", CFG_STRING, offsetof(struct autoscaler_cfg, probe_addr), "127.0.0.1:8081", 1, 0,
-     "Address for /healthz, /readyz and /metrics", NULL, 0},
+    OPT("kubeconfig", CFG_STRING, kubeconfig, NULL, 1, 0,
+        "Path to a kubeconfig; default $KUBECONFIG, in-cluster credentials, ~/.kube/config"),
+    OPT("namespace", CFG_STRING, ns, "", 1, 0,
+        "Manage InferenceServices in one namespace; empty manages all"),
+    OPT("interval", CFG_DOUBLE, interval, "5", 0.1, 3600,
+        "Seconds between decision rounds (scrape, decide, scale)"),
+    OPT("scrape-timeout", CFG_DOUBLE, scrape_timeout, "2", 0.05, 600,
+        "Seconds one engine /metrics scrape may take"),
+    OPT("leader-elect", CFG_BOOL, leader_elect, "true", 1, 0,
+        "Elect a leader on the Lease cinfer-autoscaler so only one replica scales"),
+    OPT("leader-election-namespace", CFG_STRING, lease_ns, NULL, 1, 0,
+        "Namespace of the Lease (default: the namespace the autoscaler runs in)"),
+    OPT("identity", CFG_STRING, identity, NULL, 1, 0,
+        "Leader-election identity (default: hostname_pid_random)"),
+    OPT("target", CFG_STRING, targets, NULL, 1, 0,
+        "Out-of-cluster mode: name=url,... scrapes InferenceService <name> at these URLs instead "
+        "of its pods (repeat a name for several engines)"),
+    OPT("probe-addr", CFG_STRING, probe_addr, "127.0.0.1:8081", 1, 0,
+        "Address for /healthz, /readyz and /metrics"),
     CLI_LOG_OPTS(struct autoscaler_cfg),
 };
 
@@ -32,6 +58,11 @@ static const struct cfg_spec spec = {
     .n_opts = sizeof(opts) / sizeof(opts[0]),
 };
 
+static void set_ready(void *ctx, bool ready)
+{
+    probe_server_set_ready(ctx, ready);
+}
+
 int main(int argc, char **argv)
 {
     struct autoscaler_cfg cfg;
@@ -39,6 +70,13 @@ int main(int argc, char **argv)
     enum cli_parse_result pr = cli_parse(&spec, &cfg, argc, argv, &res);
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("autoscaler", cfg.log_level, cfg.log_format);
+    struct loop_targets check = {0};
+    char err[256] = "";
+    if (loop_targets_parse(cfg.targets, &check, err, sizeof(err)) != 0) {
+        fprintf(stderr, "cinfer-autoscaler: %s\n", err);
+        return 2;
+    }
+    loop_targets_fini(&check);
     if (shutdown_install() != 0) {
         log_error("cannot install signal handlers");
         return 1;
@@ -54,14 +92,28 @@ int main(int argc, char **argv)
         log_error("cannot serve probes", LOG_S("probe_addr", cfg.probe_addr));
         goto out;
     }
-    log_info("started", LOG_S("kubeconfig", cfg.kubeconfig), LOG_S("probe_addr", cfg.probe_addr),
+    log_info("started", LOG_S("probe_addr", cfg.probe_addr),
              LOG_I("probe_port", probe_server_port(probe)));
-    /* Ready as soon as the probes serve; the control loop marks readiness itself once it lands. */
-    probe_server_set_ready(probe, true);
-    while (!shutdown_wait(1000)) {
+    struct loop_cfg lc = {
+        .kubeconfig = cfg.kubeconfig,
+        .ns = cfg.ns,
+        .interval_s = cfg.interval,
+        .scrape_timeout_s = cfg.scrape_timeout,
+        .leader_elect = cfg.leader_elect,
+        .lease_ns = cfg.lease_ns,
+        .identity = cfg.identity,
+        .targets = cfg.targets,
+        .metrics = metrics,
+        .set_ready = set_ready,
+        .ready_ctx = probe,
+    };
+    int rc = loop_run(&lc);
+    if (rc == 0) {
+        log_info("shutting down", LOG_S("reason", "signal"));
+        status = 0;
+    } else if (rc != ERR_STATE) {
+        log_error("control loop failed", LOG_S("error", err_str(rc)));
     }
-    log_info("shutting down", LOG_S("reason", "signal"));
-    status = 0;
 out:
     probe_server_free(probe);
     prom_registry_free(metrics);

@@ -1,0 +1,99 @@
+/* The autoscaler's API writes and their JSON (see actuate.h). */
+#include "autoscaler/actuate.h"
+
+#include "common/err.h"
+
+#include <math.h>
+#include <stdio.h>
+
+const struct k8s_resource actuate_resource_isvcs = {"serving.cinfer.io", "v1alpha1",
+                                                    "inferenceservices", true};
+
+void actuate_format_time(time_t t, char *out, size_t outlen)
+{
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        if (outlen) out[0] = '\0';
+    }
+}
+
+/* A finite number, or JSON null (NaN and infinities are not JSON). */
+static json_t *num(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *actuate_status_patch(const struct actuate_status *st)
+{
+    const struct policy_signals *s = st->sig;
+    json_t *sig = json_pack(
+        "{s:b, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "metricsOk", s->metrics_ok,
+        "readyPods", s->ready_pods, "unreadyPods", s->unready_pods, "waiting", num(s->waiting),
+        "running", num(s->running), "kvCacheUsage", num(s->kv_usage), "prefixHitRate",
+        num(s->prefix_hit_rate), "arrivalRate", num(s->arrival_rate), "promptTokenRate",
+        num(s->prompt_tok_rate), "generationTokenRate", num(s->gen_tok_rate), "ttftP99Seconds",
+        s->ttft_p99_s >= 0 ? num(s->ttft_p99_s) : json_null());
+    if (!sig) return NULL;
+    json_t *as = json_pack("{s:i, s:s, s:o}", "desiredReplicas", st->desired, "reason",
+                           st->reason ? st->reason : "", "signals", sig);
+    if (!as) return NULL;
+    if (st->last_scale) {
+        char ts[32];
+        actuate_format_time(st->last_scale, ts, sizeof(ts));
+        if (json_object_set_new(as, "lastScaleTime", json_string(ts)) != 0) {
+            json_decref(as);
+            return NULL;
+        }
+    }
+    return json_pack("{s:{s:o}}", "status", "autoscaling", as);
+}
+
+json_t *actuate_event_new(const char *ns, const char *name, const char *uid, const char *reason,
+                          const char *message, time_t now)
+{
+    char ts[32], gen_name[300];
+    actuate_format_time(now, ts, sizeof(ts));
+    snprintf(gen_name, sizeof(gen_name), "%s.", name);
+    return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s*}, s:s, s:s, s:s, "
+                     "s:{s:s}, s:s, s:s, s:i, s:s}",
+                     "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen_name,
+                     "namespace", ns, "involvedObject", "apiVersion", "serving.cinfer.io/v1alpha1",
+                     "kind", "InferenceService", "name", name, "namespace", ns, "uid", uid, "type",
+                     "Normal", "reason", reason, "message", message ? message : "", "source",
+                     "component", ACTUATE_FIELD_MANAGER, "firstTimestamp", ts, "lastTimestamp", ts,
+                     "count", 1, "reportingComponent", ACTUATE_FIELD_MANAGER);
+}
+
+int actuate_scale(struct k8s_client *c, const char *ns, const char *name, int replicas)
+{
+    struct k8s_ref ref = {&actuate_resource_isvcs, ns, name, "scale"};
+    json_t *patch = json_pack("{s:{s:i}}", "spec", "replicas", replicas);
+    if (!patch) return ERR_NOMEM;
+    int rc = k8s_client_patch(c, &ref, K8S_PATCH_MERGE, patch, NULL, NULL);
+    json_decref(patch);
+    return rc;
+}
+
+int actuate_status_write(struct k8s_client *c, const char *ns, const char *name,
+                         const json_t *patch)
+{
+    struct k8s_ref ref = {&actuate_resource_isvcs, ns, name, "status"};
+    return k8s_client_patch(c, &ref, K8S_PATCH_MERGE, patch, NULL, NULL);
+}
+
+int actuate_event_record(struct k8s_client *c, const char *ns, const json_t *event)
+{
+    struct k8s_ref ref = {&k8s_resource_events, ns, NULL, NULL};
+    return k8s_client_create(c, &ref, event, NULL);
+}
+
+int actuate_deletion_cost(struct k8s_client *c, const char *ns, const char *pod, const char *cost)
+{
+    struct k8s_ref ref = {&k8s_resource_pods, ns, pod, NULL};
+    json_t *patch =
+        json_pack("{s:{s:{s:s}}}", "metadata", "annotations", ACTUATE_DELETION_COST, cost);
+    if (!patch) return ERR_NOMEM;
+    int rc = k8s_client_patch(c, &ref, K8S_PATCH_MERGE, patch, NULL, NULL);
+    json_decref(patch);
+    return rc;
+}

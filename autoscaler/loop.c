@@ -1,0 +1,753 @@
+/* The control loop (see loop.h): informer for InferenceServices, leader election, and per round
+ * discover -> scrape (all services in parallel) -> signals -> policy -> actuate. State per
+ * service (policy history, the previous scrape round) lives here and is dropped when the service
+ * stops being managed. */
+#include "autoscaler/loop.h"
+
+#include "autoscaler/actuate.h"
+#include "autoscaler/scrape.h"
+#include "autoscaler/signals.h"
+#include "autoscaler/victims.h"
+#include "common/err.h"
+#include "common/informer.h"
+#include "common/k8s/client.h"
+#include "common/leader.h"
+#include "common/log.h"
+#include "common/shutdown.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEY_MAX              520 /* "ns/name" or a pod UID or a URL (up to 511 bytes) */
+#define REASON_MAX           (sizeof(((struct policy_decision *)0)->reason) + 64)
+#define STATUS_REFRESH_S     30 /* rewrite status.autoscaling at least this often */
+#define MAX_PODS_PER_SERVICE 1024
+
+/* ------------------------------------------------------------------------------------------------
+ * Pure helpers (loop.h)
+ * ---------------------------------------------------------------------------------------------- */
+
+void loop_targets_fini(struct loop_targets *t)
+{
+    if (!t) return;
+    free(t->v);
+    t->v = NULL;
+    t->n = 0;
+}
+
+int loop_targets_parse(const char *text, struct loop_targets *out, char *err, size_t errlen)
+{
+    struct loop_targets t = {0};
+    int rc = ERR_INVAL;
+    const char *p = text ? text : "";
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (len == 0) {
+            snprintf(err, errlen, "--target: empty entry");
+            goto out;
+        }
+        if (!eq || eq == p) {
+            snprintf(err, errlen, "--target: entry %.*s is not name=url", (int)len, p);
+            goto out;
+        }
+        size_t nlen = (size_t)(eq - p), ulen = len - nlen - 1;
+        struct loop_target *v = realloc(t.v, (t.n + 1) * sizeof(*v));
+        if (!v) {
+            rc = ERR_NOMEM;
+            goto out;
+        }
+        t.v = v;
+        struct loop_target *e = &t.v[t.n];
+        if (nlen >= sizeof(e->name) || ulen >= sizeof(e->url)) {
+            snprintf(err, errlen, "--target: entry %.*s is too long", (int)(len > 80 ? 80 : len),
+                     p);
+            goto out;
+        }
+        memcpy(e->name, p, nlen);
+        e->name[nlen] = '\0';
+        memcpy(e->url, eq + 1, ulen);
+        e->url[ulen] = '\0';
+        if (strncmp(e->url, "http://", 7) != 0 && strncmp(e->url, "https://", 8) != 0) {
+            snprintf(err, errlen, "--target: URL %s for %s must start with http:// or https://",
+                     e->url, e->name);
+            goto out;
+        }
+        t.n++;
+        p = end ? end + 1 : p + len;
+        if (end && !*p) {
+            snprintf(err, errlen, "--target: trailing comma");
+            goto out;
+        }
+    }
+    *out = t;
+    t.v = NULL;
+    rc = 0;
+out:
+    free(t.v);
+    return rc;
+}
+
+static const char *str_at(const json_t *o, const char *a, const char *b)
+{
+    const json_t *x = json_object_get(o, a);
+    return json_string_value(b ? json_object_get(x, b) : x);
+}
+
+bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_spec *out)
+{
+    const json_t *sc = json_object_get(json_object_get(isvc, "spec"), "scaling");
+    const char *policy = json_string_value(json_object_get(sc, "policy"));
+    enum policy_kind kind;
+    if (!json_is_object(sc)) return false;
+    /* The CRD defaults policy to reactive; an object that predates defaulting has none. */
+    if (!policy || strcmp(policy, "reactive") == 0)
+        kind = POLICY_REACTIVE;
+    else if (strcmp(policy, "predictive") == 0)
+        kind = POLICY_PREDICTIVE;
+    else
+        return false;
+    policy_spec_defaults(out, kind);
+    json_t *v;
+    if (json_is_integer(v = json_object_get(sc, "minReplicas")))
+        out->min_replicas = (int)json_integer_value(v);
+    if (json_is_integer(v = json_object_get(sc, "maxReplicas")))
+        out->max_replicas = (int)json_integer_value(v);
+    if (json_is_number(v = json_object_get(sc, "targetQueueDepth")))
+        out->target_queue_depth = json_number_value(v);
+    if (json_is_number(v = json_object_get(sc, "targetKVCacheUsage")))
+        out->target_kv_usage = json_number_value(v);
+    if (json_is_integer(v = json_object_get(sc, "scaleDownDelaySeconds")))
+        out->scale_down_window_s = (double)json_integer_value(v);
+    if (out->min_replicas < 0) out->min_replicas = 0;
+    if (out->max_replicas < out->min_replicas) out->max_replicas = out->min_replicas;
+    out->interval_s = interval_s;
+    return true;
+}
+
+bool loop_pod_endpoint(const json_t *pod, char *url, size_t urllen)
+{
+    const json_t *status = json_object_get(pod, "status");
+    const char *ip = json_string_value(json_object_get(status, "podIP"));
+    const char *phase = json_string_value(json_object_get(status, "phase"));
+    if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp")) return false;
+    if (!ip || !*ip || !phase || strcmp(phase, "Running") != 0) return false;
+    bool ready = false;
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(status, "conditions"), i, c)
+    {
+        const char *type = str_at(c, "type", NULL), *st = str_at(c, "status", NULL);
+        if (type && st && strcmp(type, "Ready") == 0) ready = strcmp(st, "True") == 0;
+    }
+    if (!ready) return false;
+    int n = strchr(ip, ':') ? snprintf(url, urllen, "http://[%s]:%d/metrics", ip, LOOP_ENGINE_PORT)
+                            : snprintf(url, urllen, "http://%s:%d/metrics", ip, LOOP_ENGINE_PORT);
+    return n > 0 && (size_t)n < urllen;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Per-service state
+ * ---------------------------------------------------------------------------------------------- */
+
+struct svc {
+    char key[KEY_MAX]; /* ns/name */
+    struct policy_spec spec;
+    struct policy_state *st;
+    struct signals_pod *prev; /* last round's scrapes; keys point into prev_keys */
+    char (*prev_keys)[KEY_MAX];
+    size_t n_prev;
+    int last_desired;
+    char last_reason[REASON_MAX];
+    time_t last_status_write, last_scale;
+    struct prom_series *desired_gauge;
+    bool seen;
+};
+
+static void svc_free(struct svc *s)
+{
+    if (!s) return;
+    policy_state_free(s->st);
+    free(s->prev);
+    free(s->prev_keys);
+    free(s);
+}
+
+/* The fields of a policy_spec read from the InferenceService; a change restarts the history. */
+static bool spec_same(const struct policy_spec *a, const struct policy_spec *b)
+{
+    return a->kind == b->kind && a->min_replicas == b->min_replicas &&
+           a->max_replicas == b->max_replicas && a->target_queue_depth == b->target_queue_depth &&
+           a->target_kv_usage == b->target_kv_usage &&
+           a->scale_down_window_s == b->scale_down_window_s && a->interval_s == b->interval_s;
+}
+
+/* One pod (or --target URL) of one service in the current round. */
+struct round_pod {
+    char key[KEY_MAX];
+    char pod[254];               /* pod name; "" in --target mode */
+    char cost[VICTIMS_COST_LEN]; /* its pod-deletion-cost annotation now, or "" */
+    char url[512];
+};
+
+struct round_svc {
+    struct svc *svc;
+    json_t *isvc; /* borrowed from the round's list */
+    size_t first, n;
+    int not_ready;
+};
+
+struct loop {
+    const struct loop_cfg *cfg;
+    struct loop_targets targets;
+    struct informer *isvcs;
+    struct leader *leader;
+    struct k8s_client *client; /* the loop thread's own */
+    struct svc **svcs;
+    size_t n_svcs, cap_svcs;
+    atomic_bool leading, lost;
+    struct prom_metric *desired_metric;
+    struct prom_series *rounds, *scrapes_ok, *scrapes_err, *scale_up, *scale_down, *holds,
+        *api_errors, *round_duration, *is_leader;
+};
+
+static int new_client(void *ctx, struct k8s_client **out)
+{
+    const struct loop_cfg *cfg = ctx;
+    struct k8s_config *kc = NULL;
+    char err[K8S_ERRMSG_MAX];
+    int rc = cfg->kubeconfig && *cfg->kubeconfig
+                 ? k8s_config_load_kubeconfig(cfg->kubeconfig, NULL, &kc, err, sizeof(err))
+                 : k8s_config_load_default(NULL, &kc, err, sizeof(err));
+    if (!rc) {
+        struct k8s_client_opts o = {.user_agent = "cinfer-autoscaler",
+                                    .field_manager = ACTUATE_FIELD_MANAGER};
+        rc = k8s_client_new(kc, &o, out, err, sizeof(err));
+    }
+    if (rc) log_error("cannot create Kubernetes client", LOG_S("error", err));
+    return rc;
+}
+
+static struct svc *svc_get(struct loop *l, const char *key)
+{
+    for (size_t i = 0; i < l->n_svcs; i++)
+        if (strcmp(l->svcs[i]->key, key) == 0) return l->svcs[i];
+    if (l->n_svcs == l->cap_svcs) {
+        size_t cap = l->cap_svcs ? 2 * l->cap_svcs : 8;
+        struct svc **v = realloc(l->svcs, cap * sizeof(*v));
+        if (!v) return NULL;
+        l->svcs = v;
+        l->cap_svcs = cap;
+    }
+    struct svc *s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    snprintf(s->key, sizeof(s->key), "%s", key);
+    s->last_desired = -1;
+    l->svcs[l->n_svcs++] = s;
+    return s;
+}
+
+/* Drops the state of services not seen this round (deleted, or no longer managed). */
+static void svc_sweep(struct loop *l)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < l->n_svcs; i++) {
+        if (l->svcs[i]->seen) {
+            l->svcs[i]->seen = false;
+            l->svcs[j++] = l->svcs[i];
+        } else {
+            log_info("stopped managing", LOG_S("inferenceservice", l->svcs[i]->key));
+            svc_free(l->svcs[i]);
+        }
+    }
+    l->n_svcs = j;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Metrics
+ * ---------------------------------------------------------------------------------------------- */
+
+static int add_series(struct prom_registry *r, enum prom_type type, const char *name,
+                      const char *help, const char *label, const char *value,
+                      struct prom_series **out)
+{
+    static const double buckets[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+    const char *const labels[] = {label};
+    struct prom_desc d = {type,
+                          name,
+                          help,
+                          label ? labels : NULL,
+                          label ? 1 : 0,
+                          type == PROM_HISTOGRAM ? buckets : NULL,
+                          type == PROM_HISTOGRAM ? sizeof(buckets) / sizeof(buckets[0]) : 0};
+    struct prom_metric *m;
+    int rc = prom_registry_add(r, &d, &m);
+    if (!rc)
+        rc = prom_series_get(m, label ? (const char *const[]){value} : NULL, label ? 1 : 0, out);
+    return rc;
+}
+
+static int register_metrics(struct loop *l, struct prom_registry *r)
+{
+    static const char *const svc_labels[] = {"namespace", "inferenceservice"};
+    struct prom_desc desired = {PROM_GAUGE,
+                                "cinfer_autoscaler_desired_replicas",
+                                "Replicas the autoscaler last decided, per InferenceService",
+                                svc_labels,
+                                2,
+                                NULL,
+                                0};
+    struct prom_metric *m;
+    int rc = prom_registry_add(r, &desired, &l->desired_metric);
+    if (!rc)
+        rc = add_series(r, PROM_COUNTER, "cinfer_autoscaler_rounds_total", "Decision rounds run",
+                        NULL, NULL, &l->rounds);
+    if (!rc)
+        rc = add_series(r, PROM_HISTOGRAM, "cinfer_autoscaler_round_duration_seconds",
+                        "Time for one round (discover, scrape, decide, actuate)", NULL, NULL,
+                        &l->round_duration);
+    if (!rc) {
+        struct prom_desc d = {PROM_COUNTER,
+                              "cinfer_autoscaler_scrapes_total",
+                              "Engine /metrics scrapes by result",
+                              (const char *const[]){"result"},
+                              1,
+                              NULL,
+                              0};
+        rc = prom_registry_add(r, &d, &m);
+        if (!rc) rc = prom_series_get(m, (const char *const[]){"success"}, 1, &l->scrapes_ok);
+        if (!rc) rc = prom_series_get(m, (const char *const[]){"error"}, 1, &l->scrapes_err);
+    }
+    if (!rc) {
+        struct prom_desc d = {PROM_COUNTER,
+                              "cinfer_autoscaler_scale_total",
+                              "Replica changes written through /scale, by direction",
+                              (const char *const[]){"direction"},
+                              1,
+                              NULL,
+                              0};
+        rc = prom_registry_add(r, &d, &m);
+        if (!rc) rc = prom_series_get(m, (const char *const[]){"up"}, 1, &l->scale_up);
+        if (!rc) rc = prom_series_get(m, (const char *const[]){"down"}, 1, &l->scale_down);
+    }
+    if (!rc)
+        rc = add_series(r, PROM_COUNTER, "cinfer_autoscaler_scale_down_held_total",
+                        "Scale-downs withheld because an engine's metrics were missing", NULL, NULL,
+                        &l->holds);
+    if (!rc)
+        rc = add_series(r, PROM_COUNTER, "cinfer_autoscaler_api_errors_total",
+                        "Failed API server writes (scale, status, events, annotations)", NULL, NULL,
+                        &l->api_errors);
+    if (!rc)
+        rc = add_series(r, PROM_GAUGE, "cinfer_autoscaler_leader",
+                        "1 while this replica holds the leader lease", NULL, NULL, &l->is_leader);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * One round
+ * ---------------------------------------------------------------------------------------------- */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int json_int_at(const json_t *o, const char *a, const char *b, int def)
+{
+    const json_t *v = json_object_get(json_object_get(o, a), b);
+    return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+/* Appends the pods (or --target URLs) of one service to `pods`; grows it as needed. */
+static int discover(struct loop *l, const json_t *isvc, struct round_pod **pods, size_t *n,
+                    size_t *cap, int *not_ready)
+{
+    const char *ns = str_at(isvc, "metadata", "namespace"),
+               *name = str_at(isvc, "metadata", "name");
+    json_t *list = NULL;
+    size_t want = 0;
+    bool by_target = false;
+    for (size_t i = 0; i < l->targets.n; i++)
+        if (strcmp(l->targets.v[i].name, name) == 0) want++, by_target = true;
+    if (!by_target) {
+        const char *sel = str_at(isvc, "status", "selector");
+        if (!sel || !*sel) return 0; /* the operator has not published the selector yet */
+        struct k8s_ref ref = {&k8s_resource_pods, ns, NULL, NULL};
+        struct k8s_list_opts lo = {.label_selector = sel};
+        int rc = k8s_client_list(l->client, &ref, &lo, &list);
+        if (rc) {
+            log_warn("cannot list pods", LOG_S("inferenceservice", name),
+                     LOG_S("error", k8s_client_errmsg(l->client)));
+            return rc;
+        }
+        want = json_array_size(json_object_get(list, "items"));
+        if (want > MAX_PODS_PER_SERVICE) want = MAX_PODS_PER_SERVICE;
+    }
+    if (*n + want > *cap) {
+        size_t nc = (*n + want) * 2;
+        struct round_pod *v = realloc(*pods, nc * sizeof(*v));
+        if (!v) {
+            json_decref(list);
+            return ERR_NOMEM;
+        }
+        *pods = v;
+        *cap = nc;
+    }
+    if (by_target) {
+        for (size_t i = 0; i < l->targets.n; i++) {
+            if (strcmp(l->targets.v[i].name, name) != 0) continue;
+            struct round_pod *p = &(*pods)[(*n)++];
+            snprintf(p->key, sizeof(p->key), "%s", l->targets.v[i].url);
+            p->pod[0] = '\0';
+            p->cost[0] = '\0';
+            snprintf(p->url, sizeof(p->url), "%s", l->targets.v[i].url);
+        }
+        return 0;
+    }
+    size_t i;
+    json_t *pod;
+    json_array_foreach(json_object_get(list, "items"), i, pod)
+    {
+        if (i >= want) break;
+        struct round_pod *p = &(*pods)[*n];
+        if (!loop_pod_endpoint(pod, p->url, sizeof(p->url))) {
+            if (!json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+                (*not_ready)++;
+            continue;
+        }
+        const char *uid = str_at(pod, "metadata", "uid"), *pname = str_at(pod, "metadata", "name");
+        snprintf(p->key, sizeof(p->key), "%s", uid ? uid : pname ? pname : p->url);
+        snprintf(p->pod, sizeof(p->pod), "%s", pname ? pname : "");
+        const char *cost = json_string_value(json_object_get(
+            json_object_get(json_object_get(pod, "metadata"), "annotations"), VICTIMS_ANNOTATION));
+        snprintf(p->cost, sizeof(p->cost), "%s",
+                 cost && strlen(cost) < sizeof(p->cost) ? cost : "");
+        (*n)++;
+    }
+    json_decref(list);
+    return 0;
+}
+
+/* Before a scale-down: ranks the pods with victims.h (unready first, then least prefix-cache
+ * value, fewest in-flight requests) and writes the resulting controller.kubernetes.io/
+ * pod-deletion-cost where it differs from the pod's current annotation, so the ReplicaSet
+ * controller removes the cheapest pods. Failures are logged: the scale-down proceeds anyway. */
+static void annotate_victims(struct loop *l, const char *ns, const struct round_pod *pods,
+                             const struct scrape_target *t, size_t n)
+{
+    struct victims_pod *v = n ? calloc(n, sizeof(*v)) : NULL;
+    char(*costs)[VICTIMS_COST_LEN] = n ? calloc(n, sizeof(*costs)) : NULL;
+    if (!v || !costs) goto out;
+    for (size_t i = 0; i < n; i++) {
+        const struct scrape_metrics *m = &t[i].metrics;
+        bool ok = t[i].rc == 0;
+        v[i] = (struct victims_pod){
+            .name = pods[i].pod,
+            .cache_value = ok && m->prefix_queries > 0 ? m->prefix_hits / m->prefix_queries : 0,
+            .in_flight = ok ? (int)fmin(m->running + m->waiting, 1e9) : 0,
+            .ready = ok,
+        };
+    }
+    if (victims_costs(v, n, costs) != 0) goto out;
+    for (size_t i = 0; i < n; i++) {
+        if (!pods[i].pod[0] || strcmp(pods[i].cost, costs[i]) == 0) continue;
+        if (actuate_deletion_cost(l->client, ns, pods[i].pod, costs[i]) != 0) {
+            prom_counter_inc(l->api_errors, 1);
+            log_warn("cannot annotate pod deletion cost", LOG_S("pod", pods[i].pod),
+                     LOG_S("error", k8s_client_errmsg(l->client)));
+        }
+    }
+out:
+    free(v);
+    free(costs);
+}
+
+/* Replaces the service's previous round with this one. */
+static int keep_round(struct svc *s, const struct signals_pod *cur, const struct round_pod *pods,
+                      size_t n)
+{
+    struct signals_pod *p = n ? calloc(n, sizeof(*p)) : NULL;
+    char(*k)[KEY_MAX] = n ? calloc(n, sizeof(*k)) : NULL;
+    if (n && (!p || !k)) {
+        free(p);
+        free(k);
+        return ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        p[i] = cur[i];
+        snprintf(k[i], KEY_MAX, "%s", pods[i].key);
+        p[i].key = k[i];
+    }
+    free(s->prev);
+    free(s->prev_keys);
+    s->prev = p;
+    s->prev_keys = k;
+    s->n_prev = n;
+    return 0;
+}
+
+static void decide(struct loop *l, struct round_svc *rs, const struct round_pod *pods,
+                   const struct scrape_target *t, double now_mono)
+{
+    struct svc *s = rs->svc;
+    const json_t *isvc = rs->isvc;
+    const char *ns = str_at(isvc, "metadata", "namespace"),
+               *name = str_at(isvc, "metadata", "name");
+    struct signals_pod *cur = rs->n ? calloc(rs->n, sizeof(*cur)) : NULL;
+    if (rs->n && !cur) return;
+    int failed = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        cur[i] = (struct signals_pod){
+            .key = pods[i].key, .time_s = now_mono, .ok = t[i].rc == 0, .m = t[i].metrics};
+        if (t[i].rc == 0) {
+            prom_counter_inc(l->scrapes_ok, 1);
+        } else {
+            failed++;
+            prom_counter_inc(l->scrapes_err, 1);
+            log_warn("scrape failed", LOG_S("inferenceservice", s->key), LOG_S("url", pods[i].url),
+                     LOG_S("error", t[i].error));
+        }
+    }
+    struct policy_signals sig;
+    signals_compute(s->prev, s->n_prev, cur, rs->n, rs->not_ready, now_mono, &sig);
+    if (keep_round(s, cur, pods, rs->n) != 0) log_warn("out of memory keeping the scrape round");
+    free(cur);
+
+    int current = json_int_at(isvc, "spec", "replicas", 1);
+    struct policy_decision d;
+    policy_decide(s->st, &sig, current, &d);
+    int desired = d.desired;
+    char reason[REASON_MAX];
+    snprintf(reason, sizeof(reason), "%s", d.reason);
+    /* Missing metrics never cause a scale-down: with no usable metrics, or with an engine that
+     * is ready but did not answer, a lower recommendation may only reflect what we cannot see. */
+    if (desired < current && (!sig.metrics_ok || failed > 0)) {
+        prom_counter_inc(l->holds, 1);
+        snprintf(reason, sizeof(reason), "holding %d replicas: metrics missing from %d engine(s)",
+                 current,
+                 failed > 0 ? failed
+                 : rs->n    ? (int)rs->n
+                            : 1);
+        desired = current;
+    }
+    time_t now = time(NULL);
+    if (desired != current) {
+        if (desired < current) annotate_victims(l, ns, pods, t, rs->n);
+        if (actuate_scale(l->client, ns, name, desired) != 0) {
+            prom_counter_inc(l->api_errors, 1);
+            log_warn("cannot write /scale", LOG_S("inferenceservice", s->key),
+                     LOG_S("error", k8s_client_errmsg(l->client)));
+            return;
+        }
+        s->last_scale = now;
+        prom_counter_inc(desired > current ? l->scale_up : l->scale_down, 1);
+        char msg[sizeof(reason) + 64];
+        snprintf(msg, sizeof(msg), "Scaled from %d to %d replicas: %s", current, desired, reason);
+        log_info("scaled", LOG_S("inferenceservice", s->key), LOG_I("from", current),
+                 LOG_I("to", desired), LOG_S("reason", reason));
+        json_t *ev = actuate_event_new(ns, name, str_at(isvc, "metadata", "uid"),
+                                       desired > current ? "ScaledUp" : "ScaledDown", msg, now);
+        if (!ev || actuate_event_record(l->client, ns, ev) != 0) {
+            prom_counter_inc(l->api_errors, 1);
+            log_warn("cannot record event", LOG_S("inferenceservice", s->key),
+                     LOG_S("error", k8s_client_errmsg(l->client)));
+        }
+        json_decref(ev);
+    }
+    prom_gauge_set(s->desired_gauge, desired);
+    bool changed =
+        desired != s->last_desired || strcmp(reason, s->last_reason) != 0 || s->last_scale == now;
+    if (changed || now - s->last_status_write >= STATUS_REFRESH_S) {
+        struct actuate_status st = {desired, reason, s->last_scale, &sig};
+        json_t *patch = actuate_status_patch(&st);
+        if (!patch || actuate_status_write(l->client, ns, name, patch) != 0) {
+            prom_counter_inc(l->api_errors, 1);
+            log_warn("cannot write status.autoscaling", LOG_S("inferenceservice", s->key),
+                     LOG_S("error", k8s_client_errmsg(l->client)));
+        } else {
+            s->last_status_write = now;
+            s->last_desired = desired;
+            snprintf(s->last_reason, sizeof(s->last_reason), "%s", reason);
+        }
+        json_decref(patch);
+    }
+    log_debug("decided", LOG_S("inferenceservice", s->key), LOG_I("current", current),
+              LOG_I("desired", desired), LOG_B("metrics_ok", sig.metrics_ok),
+              LOG_F("waiting", sig.waiting), LOG_F("running", sig.running),
+              LOG_F("arrival_rate", sig.arrival_rate), LOG_S("reason", reason));
+}
+
+/* Looks up the service state for `isvc` (creating it, or resetting it when the spec changed). */
+static struct svc *svc_for(struct loop *l, const json_t *isvc, const struct policy_spec *spec)
+{
+    char key[KEY_MAX];
+    const char *ns = str_at(isvc, "metadata", "namespace"),
+               *name = str_at(isvc, "metadata", "name");
+    if (!ns || !name) return NULL;
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    struct svc *s = svc_get(l, key);
+    if (!s) return NULL;
+    if (!s->st || !spec_same(&s->spec, spec)) {
+        policy_state_free(s->st);
+        s->spec = *spec;
+        s->st = policy_state_new(spec);
+        if (!s->st) return NULL;
+        log_info("managing", LOG_S("inferenceservice", key), LOG_I("min", spec->min_replicas),
+                 LOG_I("max", spec->max_replicas),
+                 LOG_S("policy", spec->kind == POLICY_PREDICTIVE ? "predictive" : "reactive"));
+    }
+    if (!s->desired_gauge &&
+        prom_series_get(l->desired_metric, (const char *const[]){ns, name}, 2, &s->desired_gauge))
+        return NULL;
+    s->seen = true;
+    return s;
+}
+
+static void round_run(struct loop *l)
+{
+    const struct loop_cfg *cfg = l->cfg;
+    double t0 = mono_s();
+    json_t *all = informer_list(l->isvcs, NULL, NULL);
+    struct round_svc *rsv = calloc(json_array_size(all) + 1, sizeof(*rsv));
+    struct round_pod *pods = NULL;
+    struct scrape_target *targets = NULL;
+    size_t n_rs = 0, n_pods = 0, cap_pods = 0;
+    if (!all || !rsv) goto out;
+    size_t i;
+    json_t *isvc;
+    json_array_foreach(all, i, isvc)
+    {
+        struct policy_spec spec;
+        if (!loop_spec_from_isvc(isvc, cfg->interval_s, &spec)) continue;
+        struct svc *s = svc_for(l, isvc, &spec);
+        if (!s) continue;
+        struct round_svc *rs = &rsv[n_rs];
+        *rs = (struct round_svc){.svc = s, .isvc = isvc, .first = n_pods};
+        if (discover(l, isvc, &pods, &n_pods, &cap_pods, &rs->not_ready) != 0) continue;
+        rs->n = n_pods - rs->first;
+        n_rs++;
+    }
+    svc_sweep(l);
+    targets = n_pods ? calloc(n_pods, sizeof(*targets)) : NULL;
+    if (n_pods && !targets) goto out;
+    for (i = 0; i < n_pods; i++) targets[i].url = pods[i].url;
+    struct scrape_opts so = {.timeout_ms = (long)(cfg->scrape_timeout_s * 1000)};
+    if (scrape_run(targets, n_pods, &so) != 0) goto out;
+    double now = mono_s();
+    for (i = 0; i < n_rs && !shutdown_requested(); i++)
+        decide(l, &rsv[i], pods + rsv[i].first, targets + rsv[i].first, now);
+    prom_counter_inc(l->rounds, 1);
+    prom_histogram_observe(l->round_duration, mono_s() - t0);
+out:
+    free(targets);
+    free(pods);
+    free(rsv);
+    json_decref(all);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Run
+ * ---------------------------------------------------------------------------------------------- */
+
+static void on_started_leading(void *ctx)
+{
+    struct loop *l = ctx;
+    atomic_store(&l->leading, true);
+    prom_gauge_set(l->is_leader, 1);
+}
+
+static void on_stopped_leading(void *ctx)
+{
+    struct loop *l = ctx;
+    prom_gauge_set(l->is_leader, 0);
+    if (atomic_exchange(&l->leading, false) && !shutdown_requested()) {
+        atomic_store(&l->lost, true);
+        shutdown_request(); /* a follower must not keep scaling */
+    }
+}
+
+static int elect(struct loop *l)
+{
+    const struct loop_cfg *cfg = l->cfg;
+    char lease_ns[254];
+    snprintf(lease_ns, sizeof(lease_ns), "%s",
+             cfg->lease_ns && *cfg->lease_ns ? cfg->lease_ns : k8s_client_config(l->client)->ns);
+    struct leader_opts lo = {.ns = lease_ns,
+                             .name = "cinfer-autoscaler",
+                             .identity = cfg->identity,
+                             .new_client = new_client,
+                             .client_ctx = (void *)cfg,
+                             .on_started = on_started_leading,
+                             .on_stopped = on_stopped_leading,
+                             .cb_ctx = l};
+    int rc = leader_start(&lo, &l->leader);
+    if (rc) return rc;
+    log_info("waiting for leadership", LOG_S("lease", "cinfer-autoscaler"),
+             LOG_S("namespace", lease_ns), LOG_S("identity", leader_identity(l->leader)));
+    while (!atomic_load(&l->leading) && !shutdown_wait(100)) {
+    }
+    return 0;
+}
+
+int loop_run(const struct loop_cfg *cfg)
+{
+    struct loop l = {.cfg = cfg};
+    char err[256] = "";
+    int rc = loop_targets_parse(cfg->targets, &l.targets, err, sizeof(err));
+    if (rc) {
+        log_error("invalid --target", LOG_S("error", err));
+        return rc;
+    }
+    rc = register_metrics(&l, cfg->metrics);
+    if (!rc) rc = new_client((void *)cfg, &l.client);
+    if (rc) goto out;
+    if (cfg->leader_elect) {
+        rc = elect(&l);
+        if (rc || shutdown_requested()) goto out;
+    } else {
+        atomic_store(&l.leading, true);
+    }
+    struct informer_opts io = {.name = "inferenceservices",
+                               .res = &actuate_resource_isvcs,
+                               .ns = cfg->ns && *cfg->ns ? cfg->ns : NULL,
+                               .new_client = new_client,
+                               .client_ctx = (void *)cfg};
+    rc = informer_start(&io, &l.isvcs);
+    if (rc) goto out;
+    while (!informer_has_synced(l.isvcs) && !shutdown_wait(50)) {
+    }
+    if (shutdown_requested()) goto out;
+    if (cfg->set_ready) cfg->set_ready(cfg->ready_ctx, true);
+    log_info("control loop started", LOG_F("interval_s", cfg->interval_s),
+             LOG_S("namespace", cfg->ns && *cfg->ns ? cfg->ns : "(all)"),
+             LOG_I("targets", l.targets.n));
+    int interval_ms = (int)(cfg->interval_s * 1000);
+    while (!shutdown_requested()) {
+        double t0 = mono_s();
+        round_run(&l);
+        int spent = (int)((mono_s() - t0) * 1000);
+        if (shutdown_wait(spent < interval_ms ? interval_ms - spent : 0)) break;
+    }
+out:
+    if (cfg->set_ready) cfg->set_ready(cfg->ready_ctx, false);
+    informer_free(l.isvcs);
+    bool lost = atomic_load(&l.lost);
+    leader_free(l.leader);
+    for (size_t i = 0; i < l.n_svcs; i++) svc_free(l.svcs[i]);
+    free(l.svcs);
+    k8s_client_free(l.client);
+    loop_targets_fini(&l.targets);
+    if (lost) {
+        log_error("leadership lost; exiting so that a new leader takes over");
+        return ERR_STATE;
+    }
+    return rc;
+}

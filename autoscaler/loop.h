@@ -1,0 +1,65 @@
+/* The autoscaler's control loop: every interval, for each InferenceService whose
+ * spec.scaling.policy is reactive or predictive, scrape its engines, compute signals
+ * (signals.h), decide through the shared policy (policy.h) and actuate through /scale
+ * (actuate.h). InferenceServices come from an informer cache; pods are listed per round through
+ * status.selector, or replaced by fixed URLs (--target, out-of-cluster mode). One scrape round
+ * covers every managed service in parallel. Leader election on the Lease cinfer-autoscaler. */
+#ifndef CINFER_AUTOSCALER_LOOP_H
+#define CINFER_AUTOSCALER_LOOP_H
+
+#include "autoscaler/policy.h"
+#include "common/prom.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define LOOP_ENGINE_PORT 8000 /* ARCHITECTURE.md: the engine's one HTTP port */
+
+struct loop_cfg {
+    const char *kubeconfig;        /* NULL/"" = default discovery */
+    const char *ns;                /* watch one namespace; NULL/"" = all */
+    double interval_s;             /* decision interval */
+    double scrape_timeout_s;       /* per scrape */
+    bool leader_elect;             /* campaign on the Lease cinfer-autoscaler first */
+    const char *lease_ns;          /* NULL/"" = the client's namespace */
+    const char *identity;          /* leader identity; NULL = generated */
+    const char *targets;           /* --target text or NULL; parsed by loop_targets_parse */
+    struct prom_registry *metrics; /* where the loop registers its own metrics (borrowed) */
+    void (*set_ready)(void *ctx, bool ready);
+    void *ready_ctx;
+};
+
+/* Runs until shutdown (returns 0), loss of leadership (ERR_STATE) or a setup failure (err.h
+ * code, logged). `cfg` borrowed for the duration. Main thread. */
+int loop_run(const struct loop_cfg *cfg);
+
+/* --target: "name=url,name=url,...", a name repeated for several engines. */
+struct loop_target {
+    char name[254];
+    char url[512];
+};
+struct loop_targets {
+    struct loop_target *v; /* owned */
+    size_t n;
+};
+
+/* Parses `text` (borrowed; NULL or "" gives no targets) into *out (free with loop_targets_fini).
+ * URLs must start with http:// or https:// and cannot contain ','. Returns 0, ERR_INVAL with a
+ * message in `err`, or ERR_NOMEM. Pure. */
+int loop_targets_parse(const char *text, struct loop_targets *out, char *err, size_t errlen);
+void loop_targets_fini(struct loop_targets *t); /* NULL-safe */
+
+/* Reads the scaling fields of InferenceService `isvc` (borrowed) into *out (policy_spec_defaults
+ * for the kind, then minReplicas, maxReplicas, targetQueueDepth, targetKVCacheUsage,
+ * scaleDownDelaySeconds and `interval_s`). Returns true when the autoscaler owns spec.replicas
+ * (policy reactive or predictive); false for external, no spec.scaling, or an unknown policy.
+ * Pure. */
+bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_spec *out);
+
+/* For a pod object (borrowed): writes its metrics URL (http://IP:8000/metrics, IPv6 in brackets)
+ * into `url` and returns true when it is ready (phase Running, condition Ready True, podIP set,
+ * not being deleted); false otherwise. Pure. */
+bool loop_pod_endpoint(const json_t *pod, char *url, size_t urllen);
+
+#endif
