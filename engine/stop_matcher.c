@@ -51,15 +51,20 @@ void stop_matcher_free(struct stop_matcher *m)
     free(m);
 }
 
-/* Earliest position in s[0..len) where any stop string starts; writes its index to *which.
- * Returns len when none occurs. Stops are short (<= 1 KiB) and so is len in practice. */
+/* Start of the stop occurrence in s[0..len) that COMPLETES first (smallest end; on a tie the
+ * longer one, i.e. the earlier start); writes its index to *which. Returns len when none occurs.
+ * Deciding by the end makes the result independent of how the text was split into pieces: it is
+ * what byte-by-byte streaming would give. Per stop, the first occurrence also ends first. */
 static size_t stop_find(const struct stop_matcher *m, const char *s, size_t len, int *which)
 {
-    size_t best = len;
+    size_t best = len, best_end = (size_t)-1;
     for (size_t i = 0; i < m->n; i++) {
         const char *hit = memmem(s, len, m->stops[i], m->lens[i]);
-        if (hit && (size_t)(hit - s) < best) {
-            best = (size_t)(hit - s);
+        if (!hit) continue;
+        size_t at = (size_t)(hit - s), end = at + m->lens[i];
+        if (end < best_end || (end == best_end && at < best)) {
+            best = at;
+            best_end = end;
             *which = (int)i;
         }
     }

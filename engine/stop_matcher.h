@@ -2,6 +2,8 @@
  * any of up to API_MAX_STOP stop strings even when split across pieces, never lets any byte of a
  * matched stop string out, and holds back only the shortest tail that could still begin one (plus
  * an incomplete UTF-8 character, so every emitted chunk ends on a character boundary).
+ * A stop ends the text as soon as it is complete, whatever the split: with stops "abcd" and "bc",
+ * "xabcd" stops at "xa" because "bc" completes first.
  * Byte-exact matching; no normalisation. One matcher per sequence; not thread-safe. */
 #ifndef CINFER_ENGINE_STOP_MATCHER_H
 #define CINFER_ENGINE_STOP_MATCHER_H
