@@ -1,0 +1,58 @@
+/* LLM request traces for the simulator: the Azure LLM inference trace (CSV: TIMESTAMP
+ * "YYYY-MM-DD HH:MM:SS.fffffff", ContextTokens, GeneratedTokens) and Mooncake's JSONL
+ * ({"timestamp": ms, "input_length", "output_length", "hash_ids": [prefix block hashes]}), see
+ * /work/shared/traces/SOURCE.md. Parsing is bounded (line, token, hash and request limits below)
+ * and every malformed line is an error naming the line; nothing here reads the clock. */
+#ifndef CINFER_AUTOSCALER_TRACE_H
+#define CINFER_AUTOSCALER_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TRACE_MAX_BYTES    (512u << 20) /* whole file */
+#define TRACE_MAX_LINE     (1u << 20)   /* one CSV or JSONL line */
+#define TRACE_MAX_TOKENS   10000000u    /* prompt or output tokens of one request */
+#define TRACE_MAX_HASHES   65536u       /* hash_ids of one request */
+#define TRACE_MAX_REQUESTS 20000000u
+#define TRACE_MAX_SECONDS  (400.0 * 86400) /* span of arrival times */
+#define TRACE_BLOCK_TOKENS 512             /* Mooncake's prefix block size */
+
+enum trace_format { TRACE_AZURE = 0, TRACE_MOONCAKE };
+
+struct trace_req {
+    double t_s;             /* arrival, seconds after the first request (sorted ascending) */
+    uint32_t prompt_tokens; /* ContextTokens / input_length */
+    uint32_t output_tokens; /* GeneratedTokens / output_length */
+    uint32_t hash_off;      /* first of this request's block hashes in trace.hashes */
+    uint32_t n_hash;        /* 0 for Azure */
+};
+
+struct trace {
+    enum trace_format format;
+    struct trace_req *reqs; /* n requests, sorted by t_s (stable: file order for ties) */
+    size_t n;
+    uint64_t *hashes; /* n_hashes block hashes, referenced by the requests */
+    size_t n_hashes;
+};
+
+/* Parses "azure" or "mooncake"; returns 0 or ERR_INVAL. */
+int trace_format_parse(const char *s, enum trace_format *out);
+
+/* Parses `data[0..len)` (borrowed; need not be NUL-terminated). On success returns 0 and a new
+ * trace in *out (free with trace_free); otherwise ERR_PARSE / ERR_RANGE / ERR_TOO_BIG / ERR_NOMEM
+ * with a message naming the line in `err` (size `errlen`). An empty trace is ERR_PARSE. */
+int trace_parse(const char *data, size_t len, enum trace_format fmt, struct trace **out, char *err,
+                size_t errlen);
+
+/* Reads `path` (at most TRACE_MAX_BYTES) and parses it like trace_parse (ERR_IO when unreadable). */
+int trace_load(const char *path, enum trace_format fmt, struct trace **out, char *err,
+               size_t errlen);
+
+void trace_free(struct trace *t); /* NULL-safe */
+
+/* Spreads each run of requests sharing one timestamp uniformly at random (seeded, deterministic)
+ * over the gap to the next distinct timestamp (the last run over the median gap), keeping order.
+ * Mooncake's conversation trace is quantised to ~3 s ticks; without this every tick is a burst. */
+void trace_spread_ties(struct trace *t, uint64_t seed);
+
+#endif
