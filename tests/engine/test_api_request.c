@@ -1,0 +1,455 @@
+/* Unit tests of request parsing (engine/api_request.c) and error objects (engine/api_error.c):
+ * every accepted form of each parameter, the defaults, and a table of malformed requests that
+ * asserts status, type and param of the error each one gets. */
+#include "engine/api.h"
+
+#include "common/err.h"
+#include "engine/sampler.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct api_limits lim = {.n_vocab = 32000, .max_tokens = 4096};
+
+static struct api_request *parse_ok(enum api_kind kind, const char *body)
+{
+    struct api_request *r = NULL;
+    struct api_error e;
+    memset(&e, 0, sizeof(e));
+    int rc = api_request_parse(body, strlen(body), kind, &lim, &r, &e);
+    ck_assert_msg(rc == 0, "%s -> %d %s (param %s)", body, rc, e.message, e.param);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+START_TEST(test_api_request_parse_completion_all_params)
+{
+    struct api_request *r = parse_ok(
+        API_KIND_COMPLETION,
+        "{\"model\":\"m\",\"prompt\":\"Once upon\",\"max_tokens\":32,\"temperature\":0.5,"
+        "\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"seed\":-1,\"stop\":[\"\\n\",\"END\"],\"n\":2,"
+        "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,"
+        "\"logprobs\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"user\":\"u1\",\"priority\":-5,\"cache_salt\":\"salt\",\"echo\":false,\"best_of\":1}");
+    ck_assert_int_eq(r->kind, API_KIND_COMPLETION);
+    ck_assert_str_eq(r->model, "m");
+    ck_assert_str_eq(r->prompt, "Once upon");
+    ck_assert_ptr_null(r->prompt_tokens);
+    ck_assert_int_eq(r->max_tokens, 32);
+    ck_assert_float_eq(r->temperature, 0.5f);
+    ck_assert_float_eq_tol(r->top_p, 0.9f, 1e-6);
+    ck_assert_int_eq(r->top_k, 40);
+    ck_assert_float_eq_tol(r->min_p, 0.05f, 1e-6);
+    ck_assert(r->has_seed);
+    ck_assert_uint_eq(r->seed, UINT64_MAX);
+    ck_assert_uint_eq(r->n_stop, 2);
+    ck_assert_str_eq(r->stop[0], "\n");
+    ck_assert_str_eq(r->stop[1], "END");
+    ck_assert_int_eq(r->n, 2);
+    ck_assert_float_eq(r->presence_penalty, 0.5f);
+    ck_assert_float_eq(r->frequency_penalty, -0.5f);
+    ck_assert_float_eq_tol(r->repetition_penalty, 1.1f, 1e-6);
+    ck_assert(r->logprobs);
+    ck_assert_int_eq(r->top_logprobs, 3);
+    ck_assert(r->stream);
+    ck_assert(r->include_usage);
+    ck_assert_str_eq(r->user, "u1");
+    ck_assert_int_eq(r->priority, -5);
+    ck_assert_str_eq(r->cache_salt, "salt");
+
+    struct sampler_params sp;
+    api_request_sampler_params(r, 7, &sp);
+    ck_assert_float_eq(sp.temperature, 0.5f);
+    ck_assert_int_eq(sp.top_k, 40);
+    ck_assert_float_eq_tol(sp.top_p, 0.9f, 1e-6);
+    ck_assert_float_eq_tol(sp.repeat_penalty, 1.1f, 1e-6);
+    ck_assert_int_eq(sp.repeat_last_n, -1);
+    ck_assert_uint_eq(sp.seed, UINT64_MAX);
+    ck_assert_int_eq(sp.n_logprobs, 3);
+    api_request_free(r);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_defaults)
+{
+    struct api_request *r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":\"\"}");
+    ck_assert_ptr_null(r->model);
+    ck_assert_str_eq(r->prompt, "");
+    ck_assert_int_eq(r->max_tokens, API_COMPL_DEFAULT_MAX_TOKENS);
+    ck_assert_int_eq(r->n, 1);
+    ck_assert_float_eq(r->temperature, 1.0f);
+    ck_assert_float_eq(r->top_p, 1.0f);
+    ck_assert_int_eq(r->top_k, 0);
+    ck_assert_float_eq(r->repetition_penalty, 1.0f);
+    ck_assert(!r->has_seed && !r->logprobs && !r->stream && !r->include_usage);
+    ck_assert_uint_eq(r->n_stop, 0);
+    struct sampler_params sp;
+    api_request_sampler_params(r, 1234, &sp);
+    ck_assert_uint_eq(sp.seed, 1234);
+    ck_assert_int_eq(sp.n_logprobs, 0);
+    ck_assert_int_eq(sp.repeat_last_n, 64);
+    api_request_free(r);
+
+    r = parse_ok(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+    ck_assert_int_eq(r->max_tokens, -1); /* chat: until the context is full */
+    api_request_free(r);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_nulls_mean_default_and_unknown_ignored)
+{
+    struct api_request *r = parse_ok(
+        API_KIND_COMPLETION,
+        "{\"prompt\":\"x\",\"temperature\":null,\"stop\":null,\"max_tokens\":null,\"seed\":null,"
+        "\"logprobs\":null,\"stream_options\":null,\"frobnicate\":{\"deep\":[1,2,{}]},"
+        "\"metadata\":\"x\",\"tools\":[],\"logit_bias\":{},\"suffix\":\"\","
+        "\"response_format\":{\"type\":\"text\"}}");
+    ck_assert_float_eq(r->temperature, 1.0f);
+    ck_assert_uint_eq(r->n_stop, 0);
+    ck_assert_int_eq(r->max_tokens, API_COMPL_DEFAULT_MAX_TOKENS);
+    ck_assert(!r->has_seed);
+    api_request_free(r);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_prompt_forms)
+{
+    struct api_request *r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[1,2,31999]}");
+    ck_assert_ptr_null(r->prompt);
+    ck_assert_uint_eq(r->n_prompt_tokens, 3);
+    ck_assert_int_eq(r->prompt_tokens[0], 1);
+    ck_assert_int_eq(r->prompt_tokens[2], 31999);
+    api_request_free(r);
+
+    r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[\"only one\"],\"stop\":\"x\"}");
+    ck_assert_str_eq(r->prompt, "only one");
+    ck_assert_uint_eq(r->n_stop, 1);
+    ck_assert_str_eq(r->stop[0], "x");
+    api_request_free(r);
+
+    r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[[5,6]]}");
+    ck_assert_uint_eq(r->n_prompt_tokens, 2);
+    ck_assert_int_eq(r->prompt_tokens[1], 6);
+    api_request_free(r);
+
+    /* Without limits any int32 id is accepted (the scheduler checks the vocabulary). */
+    struct api_error e;
+    ck_assert_int_eq(
+        api_request_parse("{\"prompt\":[2147483647]}", 23, API_KIND_COMPLETION, NULL, &r, &e), 0);
+    ck_assert_int_eq(r->prompt_tokens[0], 2147483647);
+    api_request_free(r);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_chat_messages)
+{
+    struct api_request *r = parse_ok(
+        API_KIND_CHAT,
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"developer\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"name\":\"bob\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+        "{\"type\":\"text\",\"text\":\"b\"}]},{\"role\":\"assistant\",\"content\":null,"
+        "\"tool_calls\":[]},{\"role\":\"tool\",\"tool_call_id\":\"1\",\"content\":\"42\"},"
+        "{\"role\":\"user\",\"content\":[]}],"
+        "\"max_completion_tokens\":100,\"max_tokens\":5,\"logprobs\":true,\"top_logprobs\":20}");
+    ck_assert_uint_eq(r->n_messages, 5);
+    ck_assert_int_eq(r->messages[0].role, API_ROLE_SYSTEM);
+    ck_assert_str_eq(r->messages[0].content, "be brief");
+    ck_assert_int_eq(r->messages[1].role, API_ROLE_USER);
+    ck_assert_str_eq(r->messages[1].content, "a\nb");
+    ck_assert_int_eq(r->messages[2].role, API_ROLE_ASSISTANT);
+    ck_assert_str_eq(r->messages[2].content, "");
+    ck_assert_int_eq(r->messages[3].role, API_ROLE_TOOL);
+    ck_assert_str_eq(r->messages[4].content, "");
+    ck_assert_int_eq(r->max_tokens, 100); /* max_completion_tokens wins */
+    ck_assert(r->logprobs);
+    ck_assert_int_eq(r->top_logprobs, 20);
+    ck_assert_str_eq(api_role_name(r->messages[3].role), "tool");
+    api_request_free(r);
+}
+END_TEST
+
+struct bad_case {
+    enum api_kind kind;
+    const char *body;
+    const char *param; /* NULL: JSON null */
+    const char *msg;   /* a substring the message must contain */
+};
+
+#define C    API_KIND_COMPLETION
+#define H    API_KIND_CHAT
+#define MSGS "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
+
+static const struct bad_case bad_cases[] = {
+    /* Not a usable JSON object. */
+    {C, "", NULL, "could not parse the JSON body"},
+    {C, "{\"prompt\":", NULL, "could not parse the JSON body"},
+    {C, "[]", NULL, "must be a JSON object, got an array"},
+    {C, "42", NULL, "must be a JSON object"},
+    {C, "\"str\"", NULL, "must be a JSON object"},
+    {C, "null", NULL, "must be a JSON object"},
+    {C, "{\"prompt\":\"a\",\"prompt\":\"b\"}", NULL, "duplicate"},
+    {C, "{\"prompt\":\"\xff\"}", NULL, "not valid UTF-8 (bad byte 0xff at offset 11)"},
+    {C, "{\"prompt\":\"\xc0\xaf\"}", NULL, "not valid UTF-8"},     /* overlong "/" */
+    {C, "{\"prompt\":\"\xed\xa0\x80\"}", NULL, "not valid UTF-8"}, /* surrogate */
+    {C, "{\"prompt\":\"x\",\"max_tokens\":123456789012345678901234567890}", NULL, "too big"},
+    {C, "{\"prompt\":\"x\",\"temperature\":1e999}", NULL, "overflow"},
+    {C, "{\"prompt\":\"x\\u0000y\"}", NULL, "could not parse"},
+    /* prompt */
+    {C, "{}", "prompt", "'prompt' is required"},
+    {C, "{\"prompt\":5}", "prompt", "must be a string or an array of token ids"},
+    {C, "{\"prompt\":[]}", "prompt", "must not be an empty array"},
+    {C, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batched prompts are not supported"},
+    {C, "{\"prompt\":[[1],[2]]}", "prompt", "batched prompts"},
+    {C, "{\"prompt\":[1,\"a\"]}", "prompt", "array of token ids"},
+    {C, "{\"prompt\":[1,2.5]}", "prompt", "array of token ids"},
+    {C, "{\"prompt\":[-1]}", "prompt", "outside the vocabulary"},
+    {C, "{\"prompt\":[32000]}", "prompt", "outside the vocabulary (0..31999)"},
+    {C, "{\"prompt\":[{}]}", "prompt", "a string or an array of token ids"},
+    /* numbers */
+    {C, "{\"prompt\":\"x\",\"max_tokens\":\"10\"}", "max_tokens",
+     "must be an integer, got a string"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":0}", "max_tokens", "between 1 and 4096, got 0"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":4097}", "max_tokens", "between 1 and 4096"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":2.0}", "max_tokens", "must be an integer, got a number"},
+    {H, "{" MSGS ",\"max_completion_tokens\":-1}", "max_completion_tokens", "between 1"},
+    {C, "{\"prompt\":\"x\",\"temperature\":2.5}", "temperature", "between 0 and 2, got 2.5"},
+    {C, "{\"prompt\":\"x\",\"temperature\":-0.1}", "temperature", "between 0 and 2"},
+    {C, "{\"prompt\":\"x\",\"temperature\":\"hot\"}", "temperature", "must be a number"},
+    {C, "{\"prompt\":\"x\",\"top_p\":0}", "top_p", "greater than 0 and at most 1"},
+    {C, "{\"prompt\":\"x\",\"top_p\":1.5}", "top_p", "at most 1"},
+    {C, "{\"prompt\":\"x\",\"top_k\":-2}", "top_k", "between -1"},
+    {C, "{\"prompt\":\"x\",\"top_k\":true}", "top_k", "must be an integer, got a boolean"},
+    {C, "{\"prompt\":\"x\",\"min_p\":1.5}", "min_p", "between 0 and 1"},
+    {C, "{\"prompt\":\"x\",\"presence_penalty\":-2.5}", "presence_penalty", "between -2 and 2"},
+    {C, "{\"prompt\":\"x\",\"frequency_penalty\":3}", "frequency_penalty", "between -2 and 2"},
+    {C, "{\"prompt\":\"x\",\"repetition_penalty\":0}", "repetition_penalty", "greater than 0"},
+    {C, "{\"prompt\":\"x\",\"n\":0}", "n", "between 1 and 8"},
+    {C, "{\"prompt\":\"x\",\"n\":9}", "n", "between 1 and 8"},
+    {C, "{\"prompt\":\"x\",\"seed\":1.5}", "seed", "must be an integer"},
+    {C, "{\"prompt\":\"x\",\"priority\":\"high\"}", "priority", "must be an integer"},
+    {C, "{\"prompt\":\"x\",\"priority\":4294967296}", "priority", "between"},
+    /* stop */
+    {C, "{\"prompt\":\"x\",\"stop\":42}", "stop", "a string or an array of strings"},
+    {C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop", "at most 4"},
+    {C, "{\"prompt\":\"x\",\"stop\":[\"\"]}", "stop", "must not be empty"},
+    {C, "{\"prompt\":\"x\",\"stop\":\"\"}", "stop", "must not be empty"},
+    {C, "{\"prompt\":\"x\",\"stop\":[\"a\",1]}", "stop", "a string or an array of strings"},
+    /* logprobs */
+    {C, "{\"prompt\":\"x\",\"logprobs\":6}", "logprobs", "between 0 and 5"},
+    {C, "{\"prompt\":\"x\",\"logprobs\":true}", "logprobs", "must be an integer, got a boolean"},
+    {H, "{" MSGS ",\"logprobs\":1}", "logprobs", "must be a boolean"},
+    {H, "{" MSGS ",\"logprobs\":true,\"top_logprobs\":21}", "top_logprobs", "between 0 and 20"},
+    {H, "{" MSGS ",\"top_logprobs\":2}", "top_logprobs", "requires 'logprobs' to be true"},
+    /* streaming */
+    {C, "{\"prompt\":\"x\",\"stream\":\"yes\"}", "stream", "must be a boolean"},
+    {C, "{\"prompt\":\"x\",\"stream_options\":{\"include_usage\":true}}", "stream_options",
+     "only allowed when 'stream' is true"},
+    {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":[]}", "stream_options",
+     "must be an object"},
+    {H, "{" MSGS ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
+     "stream_options.include_usage", "must be a boolean"},
+    /* strings */
+    {C, "{\"prompt\":\"x\",\"model\":7}", "model", "must be a string, got an integer"},
+    {C, "{\"prompt\":\"x\",\"user\":[]}", "user", "must be a string"},
+    {C, "{\"prompt\":\"x\",\"cache_salt\":{}}", "cache_salt", "must be a string"},
+    /* known but unsupported */
+    {C, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported"},
+    {C, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix", "not supported"},
+    {C, "{\"prompt\":\"x\",\"best_of\":3}", "best_of", "not supported"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100}}", "logit_bias", "not supported"},
+    {H, "{" MSGS ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
+    /* messages */
+    {H, "{}", "messages", "'messages' is required"},
+    {H, "{\"messages\":{}}", "messages", "must be an array"},
+    {H, "{\"messages\":[]}", "messages", "must not be empty"},
+    {H, "{\"messages\":[1]}", "messages[0]", "must be an object"},
+    {H, "{\"messages\":[{\"content\":\"hi\"}]}", "messages[0].role", "needs a 'role'"},
+    {H, "{\"messages\":[{\"role\":5,\"content\":\"hi\"}]}", "messages[0].role", "must be a string"},
+    {H, "{\"messages\":[{\"role\":\"wizard\",\"content\":\"hi\"}]}", "messages[0].role",
+     "unknown role 'wizard'"},
+    {H, "{\"messages\":[{\"role\":\"user\"}]}", "messages[0].content", "is required"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":null}]}", "messages[0].content",
+     "is required"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"},{\"role\":\"user\",\"content\":5}]}",
+     "messages[1].content", "a string or an array of parts"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":[\"a\"]}]}", "messages[0].content[0]",
+     "must be an object"},
+    {H,
+     "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{}}]}]}",
+     "messages[0].content[0].type", "only content parts of type 'text'"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
+     "messages[0].content[0].text", "must be a string, got null"},
+    {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}",
+     "messages[0].content[0].text", "must be a string"},
+};
+
+START_TEST(test_api_request_parse_rejects_malformed)
+{
+    const struct bad_case *c = &bad_cases[_i];
+    struct api_request *r = NULL;
+    struct api_error e;
+    memset(&e, 0, sizeof(e));
+    int rc = api_request_parse(c->body, strlen(c->body), c->kind, &lim, &r, &e);
+    ck_assert_msg(rc == ERR_INVAL, "case %d (%s): rc %d", _i, c->body, rc);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(e.status, 400);
+    ck_assert_str_eq(e.type, "invalid_request_error");
+    ck_assert_msg(strcmp(e.param, c->param ? c->param : "") == 0, "case %d: param '%s', want '%s'",
+                  _i, e.param, c->param ? c->param : "");
+    ck_assert_msg(strstr(e.message, c->msg) != NULL, "case %d: message '%s' lacks '%s'", _i,
+                  e.message, c->msg);
+    /* Every error renders as valid JSON. */
+    struct buf b;
+    buf_init(&b, 4096);
+    ck_assert_int_eq(api_error_body(&e, &b), 0);
+    json_error_t je;
+    json_t *j = json_loads(buf_cstr(&b), 0, &je);
+    ck_assert_ptr_nonnull(j);
+    json_decref(j);
+    buf_fini(&b);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_rejects_deep_nesting)
+{
+    size_t depth = 100000;
+    char *body = malloc(depth * 2 + 32);
+    ck_assert_ptr_nonnull(body);
+    size_t n = (size_t)snprintf(body, 32, "{\"prompt\":\"x\",\"junk\":");
+    memset(body + n, '[', depth);
+    memset(body + n + depth, ']', depth);
+    body[n + 2 * depth] = '}';
+    struct api_request *r = NULL;
+    struct api_error e;
+    ck_assert_int_eq(api_request_parse(body, n + 2 * depth + 1, C, &lim, &r, &e), ERR_INVAL);
+    ck_assert_int_eq(e.status, 400);
+    ck_assert_ptr_nonnull(strstr(e.message, "depth"));
+    free(body);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_bounds_lengths)
+{
+    /* A 257-byte model name and a 257-byte stop sequence are refused. */
+    char body[1024];
+    char longs[258];
+    memset(longs, 'm', 257);
+    longs[257] = '\0';
+    struct api_request *r = NULL;
+    struct api_error e;
+    snprintf(body, sizeof(body), "{\"prompt\":\"x\",\"model\":\"%s\"}", longs);
+    ck_assert_int_eq(api_request_parse(body, strlen(body), C, &lim, &r, &e), ERR_INVAL);
+    ck_assert_str_eq(e.param, "model");
+    snprintf(body, sizeof(body), "{\"prompt\":\"x\",\"stop\":\"%s\"}", longs);
+    ck_assert_int_eq(api_request_parse(body, strlen(body), C, &lim, &r, &e), ERR_INVAL);
+    ck_assert_str_eq(e.param, "stop");
+    /* Body need not be NUL-terminated: the parser reads exactly len bytes. */
+    const char *two = "{\"prompt\":\"ab\"}GARBAGE";
+    ck_assert_int_eq(api_request_parse(two, 15, C, &lim, &r, &e), 0);
+    ck_assert_str_eq(r->prompt, "ab");
+    api_request_free(r);
+    api_request_free(NULL);
+}
+END_TEST
+
+START_TEST(test_api_error_body_shape)
+{
+    struct api_error e;
+    struct buf b;
+    buf_init(&b, 4096);
+    api_error_set(&e, API_ERR_INVALID, "temperature", "'%s' must be between 0 and 2",
+                  "temperature");
+    ck_assert_int_eq(api_error_body(&e, &b), 0);
+    ck_assert_str_eq(buf_cstr(&b), "{\"error\":{\"message\":\"'temperature' must be between 0 and "
+                                   "2\",\"type\":\"invalid_request_error\",\"param\":"
+                                   "\"temperature\",\"code\":null}}");
+    buf_reset(&b);
+    api_error_set(&e, API_ERR_MODEL_NOT_FOUND, "model", "The model 'x' does not exist");
+    ck_assert_int_eq(e.status, 404);
+    ck_assert_int_eq(api_error_body(&e, &b), 0);
+    ck_assert_str_eq(buf_cstr(&b), "{\"error\":{\"message\":\"The model 'x' does not exist\","
+                                   "\"type\":\"invalid_request_error\",\"param\":\"model\","
+                                   "\"code\":\"model_not_found\"}}");
+    char ra[16];
+    ck_assert_int_eq(api_error_retry_after(&e, ra, sizeof(ra)), 0);
+    buf_reset(&b);
+    api_error_set(&e, API_ERR_RATE_LIMIT, NULL, "queue full");
+    e.retry_after_s = 2;
+    ck_assert_int_eq(e.status, 429);
+    ck_assert_int_eq(api_error_retry_after(&e, ra, sizeof(ra)), 1);
+    ck_assert_str_eq(ra, "2");
+    ck_assert_int_eq(api_error_body(&e, &b), 0);
+    ck_assert_str_eq(buf_cstr(&b), "{\"error\":{\"message\":\"queue full\",\"type\":"
+                                   "\"rate_limit_error\",\"param\":null,\"code\":"
+                                   "\"rate_limit_exceeded\"}}");
+}
+END_TEST
+
+START_TEST(test_api_error_set_status_per_kind)
+{
+    static const struct {
+        enum api_error_kind kind;
+        int status;
+        const char *type;
+        const char *code;
+    } want[] = {
+        {API_ERR_INVALID, 400, "invalid_request_error", NULL},
+        {API_ERR_NOT_FOUND, 404, "invalid_request_error", "not_found"},
+        {API_ERR_MODEL_NOT_FOUND, 404, "invalid_request_error", "model_not_found"},
+        {API_ERR_METHOD, 405, "invalid_request_error", "method_not_allowed"},
+        {API_ERR_TOO_LARGE, 413, "invalid_request_error", "request_too_large"},
+        {API_ERR_RATE_LIMIT, 429, "rate_limit_error", "rate_limit_exceeded"},
+        {API_ERR_OVERLOADED, 503, "server_error", "server_overloaded"},
+        {API_ERR_INTERNAL, 500, "server_error", NULL},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        struct api_error e;
+        api_error_set(&e, want[i].kind, NULL, "m");
+        ck_assert_int_eq(e.status, want[i].status);
+        ck_assert_str_eq(e.type, want[i].type);
+        if (want[i].code)
+            ck_assert_str_eq(e.code, want[i].code);
+        else
+            ck_assert_ptr_null(e.code);
+    }
+}
+END_TEST
+
+START_TEST(test_api_error_set_truncates_on_character_boundary)
+{
+    /* 600 copies of "é" (2 bytes) overflow the 512-byte message; the cut must not split one. */
+    char big[1201];
+    for (int i = 0; i < 600; i++) big[2 * i] = (char)0xC3, big[2 * i + 1] = (char)0xA9;
+    big[1200] = '\0';
+    struct api_error e;
+    api_error_set(&e, API_ERR_INVALID, "p", "%s", big); /* 511 bytes fit: 255 "é" and a lead */
+    ck_assert_uint_eq(strlen(e.message), 510);
+    json_t *j = api_error_json(&e);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "message")),
+                     e.message);
+    json_decref(j);
+}
+END_TEST
+
+Suite *api_request_suite(void)
+{
+    Suite *s = suite_create("api_request");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_api_request_parse_completion_all_params);
+    tcase_add_test(tc, test_api_request_parse_defaults);
+    tcase_add_test(tc, test_api_request_parse_nulls_mean_default_and_unknown_ignored);
+    tcase_add_test(tc, test_api_request_parse_prompt_forms);
+    tcase_add_test(tc, test_api_request_parse_chat_messages);
+    tcase_add_loop_test(tc, test_api_request_parse_rejects_malformed, 0,
+                        (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+    tcase_add_test(tc, test_api_request_parse_rejects_deep_nesting);
+    tcase_add_test(tc, test_api_request_parse_bounds_lengths);
+    tcase_add_test(tc, test_api_error_body_shape);
+    tcase_add_test(tc, test_api_error_set_status_per_kind);
+    tcase_add_test(tc, test_api_error_set_truncates_on_character_boundary);
+    suite_add_tcase(s, tc);
+    return s;
+}
