@@ -384,6 +384,7 @@ START_TEST(test_api_error_body_shape)
     ck_assert_str_eq(buf_cstr(&b), "{\"error\":{\"message\":\"queue full\",\"type\":"
                                    "\"rate_limit_error\",\"param\":null,\"code\":"
                                    "\"rate_limit_exceeded\"}}");
+    buf_fini(&b);
 }
 END_TEST
 
