@@ -436,6 +436,7 @@ static int run_loop(struct sim *s)
     if (!rc) rc = push(s, s->cfg->spec.interval_s, EV_SCRAPE, -1, 0);
     while (!rc && s->n_heap) {
         struct ev e = pop(s);
+        if (e.kind == EV_SCRAPE && s->done == s->n_req) continue; /* over: no more intervals */
         account(s, e.t);
         switch (e.kind) {
         case EV_ARRIVAL: {
@@ -459,7 +460,6 @@ static int run_loop(struct sim *s)
             while (!rc && s->pending.n) rc = dispatch(s, sim_fifo_pop(&s->pending), e.t);
             break;
         case EV_SCRAPE:
-            if (s->done == s->n_req) break; /* the run is over: no more intervals */
             rc = scrape(s, e.t);
             if (!rc) rc = push(s, e.t + s->cfg->spec.interval_s, EV_SCRAPE, -1, 0);
             break;

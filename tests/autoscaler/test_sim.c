@@ -1,0 +1,334 @@
+/* Simulator: the replica service model on hand-computable cases, the prefix cache, determinism,
+ * sanity of policies on synthetic loads (static at peak meets the objective; a long start-up hurts
+ * reactive scaling; predictive scaling runs the real policy), the PNG writer and the subcommand. */
+#include "autoscaler/cmd_simulate.h"
+#include "autoscaler/plot.h"
+#include "autoscaler/sim.h"
+#include "autoscaler/sim_cache.h"
+#include "autoscaler/trace.h"
+
+#include "common/err.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Mooncake-format trace text: `n` requests at `rps` (constant), or a step to `rps2` after `t_step`
+ * seconds; prompt/output tokens fixed; hashes [0, i % groups + 1] when groups > 0. */
+static struct trace *synth(size_t n, double rps, double t_step, double rps2, unsigned prompt,
+                           unsigned output, unsigned groups)
+{
+    size_t cap = n * 128 + 64, len = 0;
+    char *s = malloc(cap);
+    double t = 0;
+    for (size_t i = 0; i < n; i++) {
+        len += (size_t)snprintf(s + len, cap - len,
+                                "{\"timestamp\":%.3f,\"input_length\":%u,\"output_length\":%u",
+                                t * 1000, prompt, output);
+        if (groups)
+            len += (size_t)snprintf(s + len, cap - len, ",\"hash_ids\":[0,%u]",
+                                    (unsigned)(i % groups) + 1);
+        len += (size_t)snprintf(s + len, cap - len, "}\n");
+        t += 1.0 / (t < t_step ? rps : rps2);
+    }
+    struct trace *tr = NULL;
+    char err[256];
+    int rc = trace_parse(s, len, TRACE_MOONCAKE, &tr, err, sizeof(err));
+    free(s);
+    ck_assert_msg(rc == 0, "%s", err);
+    return tr;
+}
+
+START_TEST(test_sim_run_single_request_exact_times)
+{
+    /* 2000 prompt tokens at 2000 tok/s: TTFT 1 s; then 60 tokens at 60 tok/s: done at 2 s. */
+    struct trace *tr = synth(1, 1, 1e9, 1, 2000, 61, 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.replicas = 1;
+    struct sim_result r;
+    char err[256];
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_uint_eq(r.requests, 1);
+    ck_assert_double_eq_tol(r.ttft_p50_s, 1.0, 1e-9);
+    ck_assert_double_eq_tol(r.duration_s, 2.0, 1e-6);
+    ck_assert_double_eq_tol(r.replica_seconds, 2.0, 1e-6);
+    ck_assert_double_eq(r.slo_violation_rate, 0);
+    ck_assert_str_eq(r.policy, "static");
+    sim_result_fini(&r);
+    trace_free(tr);
+}
+END_TEST
+
+START_TEST(test_sim_run_prefill_queues_fifo_and_batches_decode)
+{
+    /* Two simultaneous 1000-token prompts on one replica: TTFTs 0.5 s and 1.0 s (prefill is one
+     * at a time); with 2 decoding, each runs at 60 / (1 + k) tok/s. */
+    const char *s = "{\"timestamp\":0,\"input_length\":1000,\"output_length\":1}\n"
+                    "{\"timestamp\":0,\"input_length\":1000,\"output_length\":1}\n";
+    struct trace *tr = NULL;
+    char err[256];
+    ck_assert_int_eq(trace_parse(s, strlen(s), TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.spread_ties = false;
+    struct sim_result r;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq_tol(r.ttft_p50_s, 0.5, 1e-9);
+    ck_assert_double_eq_tol(r.ttft_p99_s, 1.0, 1e-9);
+    ck_assert_double_eq_tol(r.ttft_mean_s, 0.75, 1e-9);
+    sim_result_fini(&r);
+    trace_free(tr);
+}
+END_TEST
+
+START_TEST(test_sim_run_prefix_cache_hits)
+{
+    /* Same 2-block prefix (1024 tokens of 1024) twice, 10 s apart: the second prefill is cached
+     * except its last position, so half the prompt tokens hit. */
+    const char *s =
+        "{\"timestamp\":0,\"input_length\":1024,\"output_length\":2,\"hash_ids\":[5,6]}\n"
+        "{\"timestamp\":10000,\"input_length\":1024,\"output_length\":2,"
+        "\"hash_ids\":[5,6]}\n";
+    struct trace *tr = NULL;
+    char err[256];
+    ck_assert_int_eq(trace_parse(s, strlen(s), TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    struct sim_result r;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq_tol(r.prefix_hit_rate, 0.5, 1e-9);
+    ck_assert_double_eq_tol(r.ttft_p50_s, 1.0 / 2000, 1e-9); /* one token to compute */
+    cfg.model.cache_tokens = 0;                              /* disabled: no hits */
+    sim_result_fini(&r);
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq(r.prefix_hit_rate, 0);
+    sim_result_fini(&r);
+    trace_free(tr);
+}
+END_TEST
+
+START_TEST(test_sim_cache_lru_eviction_keeps_leading_blocks)
+{
+    struct sim_cache c;
+    ck_assert_int_eq(sim_cache_init(&c, 3), 0);
+    const uint64_t a[] = {1, 2, 3}, b[] = {1, 9};
+    sim_cache_insert(&c, a, 3);
+    ck_assert_uint_eq(sim_cache_match(&c, a, 3), 3);
+    sim_cache_insert(&c, b, 2); /* evicts 3, the least recently used (tail block of a) */
+    ck_assert_uint_eq(sim_cache_match(&c, a, 3), 2);
+    ck_assert_uint_eq(sim_cache_match(&c, b, 2), 2);
+    const uint64_t d[] = {7};
+    ck_assert_uint_eq(sim_cache_match(&c, d, 1), 0);
+    for (uint64_t k = 100; k < 1000; k++) sim_cache_insert(&c, &k, 1);
+    ck_assert_uint_eq(c.n, 3);
+    sim_cache_fini(&c);
+    ck_assert_int_eq(sim_cache_init(&c, 0), 0); /* holds nothing */
+    sim_cache_insert(&c, a, 3);
+    ck_assert_uint_eq(sim_cache_match(&c, a, 3), 0);
+    sim_cache_fini(&c);
+}
+END_TEST
+
+START_TEST(test_sim_run_same_seed_identical_json)
+{
+    struct trace *tr = synth(3000, 4, 300, 12, 800, 60, 50);
+    char j1[512], j2[512], err[256];
+    for (int pass = 0; pass < 2; pass++) {
+        struct sim_config cfg;
+        sim_config_defaults(&cfg, POLICY_PREDICTIVE);
+        cfg.spec.startup_s = 30;
+        cfg.seed = 7;
+        struct sim_result r;
+        ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+        sim_result_json(&r, pass == 0 ? j1 : j2, sizeof(j1));
+        sim_result_fini(&r);
+    }
+    ck_assert_str_eq(j1, j2);
+    ck_assert_ptr_nonnull(strstr(j1, "{\"policy\":\"predictive\",\"requests\":3000,"));
+    ck_assert_ptr_nonnull(strstr(j1, "\"prefix_hit_rate\":"));
+    trace_free(tr);
+}
+END_TEST
+
+/* A step from 2 to 8 req/s (prefill 0.25 s each: one replica serves ~4 req/s). */
+START_TEST(test_sim_run_policy_sanity_on_step)
+{
+    struct trace *tr = synth(6000, 2, 300, 8, 500, 20, 0);
+    char err[256];
+    struct sim_config cfg;
+    struct sim_result st, fast, slow, pred;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.replicas = 4; /* at peak: 8 req/s x 0.25 s = 2 busy replicas + headroom */
+    ck_assert_int_eq(sim_run(tr, &cfg, &st, err, sizeof(err)), 0);
+    ck_assert_double_lt(st.slo_violation_rate, 0.001);
+    sim_config_defaults(&cfg, POLICY_REACTIVE);
+    cfg.spec.target_kv_usage = 0.05;
+    cfg.spec.startup_s = 5;
+    ck_assert_int_eq(sim_run(tr, &cfg, &fast, err, sizeof(err)), 0);
+    cfg.spec.startup_s = 600;
+    ck_assert_int_eq(sim_run(tr, &cfg, &slow, err, sizeof(err)), 0);
+    ck_assert_msg(slow.slo_violation_rate > fast.slo_violation_rate + 0.05,
+                  "slow start-up %g vs fast %g", slow.slo_violation_rate, fast.slo_violation_rate);
+    ck_assert_int_gt(fast.scale_events, 0);
+    ck_assert_int_gt(fast.max_replicas_seen, 1);
+    cfg.spec.kind = POLICY_PREDICTIVE;
+    cfg.spec.startup_s = 5;
+    ck_assert_int_eq(sim_run(tr, &cfg, &pred, err, sizeof(err)), 0);
+    ck_assert_str_eq(pred.policy, "predictive");
+    ck_assert_int_gt(pred.scale_events, 0);
+    ck_assert_uint_gt(pred.n_samples, 10);
+    sim_result_fini(&st);
+    sim_result_fini(&fast);
+    sim_result_fini(&slow);
+    sim_result_fini(&pred);
+    trace_free(tr);
+}
+END_TEST
+
+START_TEST(test_sim_run_rejects_bad_config)
+{
+    struct trace *tr = synth(2, 1, 1e9, 1, 10, 10, 0);
+    struct sim_config cfg;
+    struct sim_result r;
+    char err[256];
+    sim_config_defaults(&cfg, POLICY_REACTIVE);
+    cfg.spec.min_replicas = 0;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "min replicas"));
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.model.decode_batch_tps = 10000; /* more than 16 x 60 */
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.time_scale = 0;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
+    trace_free(tr);
+}
+END_TEST
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+START_TEST(test_plot_png_encode_structure)
+{
+    struct plot_canvas c;
+    ck_assert_int_eq(plot_canvas_init(&c, 300, 200), 0);
+    plot_line(&c, 0, 0, 299, 199, PLOT_RED);
+    plot_text(&c, 10, 10, "TTFT 1.5", PLOT_BLACK);
+    ck_assert_int_eq(c.px[0], PLOT_RED);
+    ck_assert_int_eq(c.px[199 * 300 + 299], PLOT_RED);
+    uint8_t *png;
+    size_t len;
+    ck_assert_int_eq(plot_png_encode(&c, &png, &len), 0);
+    ck_assert_int_eq(memcmp(png, "\x89PNG\r\n\x1a\n", 8), 0);
+    ck_assert_int_eq(memcmp(png + 12, "IHDR", 4), 0);
+    ck_assert_uint_eq(rd32(png + 16), 300);
+    ck_assert_uint_eq(rd32(png + 20), 200);
+    ck_assert_int_eq(memcmp(png + len - 8, "IEND", 4), 0);
+    ck_assert_uint_eq(rd32(png + len - 4), 0xAE426082u); /* the well-known CRC of IEND */
+    free(png);
+    plot_canvas_fini(&c);
+    ck_assert_int_eq(plot_canvas_init(&c, 0, 10), ERR_RANGE);
+}
+END_TEST
+
+START_TEST(test_cmd_simulate_main_prints_one_json_line_and_plot)
+{
+    char trace[512], png[512], out[512];
+    snprintf(trace, sizeof(trace), "%s/cinfer_test_sim_%d.jsonl", test_tmpdir(), (int)getpid());
+    snprintf(png, sizeof(png), "%s/cinfer_test_sim_%d.png", test_tmpdir(), (int)getpid());
+    snprintf(out, sizeof(out), "%s/cinfer_test_sim_%d.out", test_tmpdir(), (int)getpid());
+    FILE *f = fopen(trace, "w");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 400; i++)
+        fprintf(f, "{\"timestamp\":%d,\"input_length\":300,\"output_length\":10}\n", i * 250);
+    fclose(f);
+    char *argv[] = {"simulate", "--trace", trace, "--policy",     "reactive", "--interval",
+                    "5",        "--plot",  png,   "--log-format", "text",     NULL};
+    fflush(stdout);
+    FILE *saved = fdopen(dup(fileno(stdout)), "w");
+    ck_assert_ptr_nonnull(freopen(out, "w", stdout));
+    int rc = cmd_simulate_main(11, argv);
+    fflush(stdout);
+    dup2(fileno(saved), fileno(stdout));
+    fclose(saved);
+    ck_assert_int_eq(rc, 0);
+    f = fopen(out, "r");
+    char line[1024];
+    int json_lines = 0;
+    while (fgets(line, sizeof(line), f))
+        if (line[0] == '{') {
+            json_lines++;
+            ck_assert_ptr_nonnull(strstr(line, "\"policy\":\"reactive\",\"requests\":400"));
+        }
+    fclose(f);
+    ck_assert_int_eq(json_lines, 1);
+    f = fopen(png, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char sig[8];
+    ck_assert_uint_eq(fread(sig, 1, 8, f), 8);
+    ck_assert_int_eq(memcmp(sig, "\x89PNG", 4), 0);
+    fclose(f);
+    char *bad[] = {"simulate", "--trace", "/nonexistent.csv", "--log-level", "error", NULL};
+    ck_assert_int_eq(cmd_simulate_main(5, bad), 1);
+    char *usage[] = {"simulate", "--policy", "magic", "--trace", trace, NULL};
+    ck_assert_int_eq(cmd_simulate_main(5, usage), 2);
+    remove(trace);
+    remove(png);
+    remove(out);
+}
+END_TEST
+
+/* The real Azure trace under every policy: runs, deterministic, static-at-peak near the floor. */
+START_TEST(test_sim_run_shared_azure_trace)
+{
+    const char *p = test_shared_path("traces/AzureLLMInferenceTrace_conv.csv");
+    if (!p) return;
+    struct trace *tr = NULL;
+    char err[256], a[512], b[512];
+    ck_assert_int_eq(trace_load(p, TRACE_AZURE, &tr, err, sizeof(err)), 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.replicas = 14;
+    cfg.spec.slo_ttft_s = 3;
+    struct sim_result r;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_uint_eq(r.requests, 19366);
+    /* 1% of prompts alone take > 3 s to prefill at 2000 tok/s: that is the floor. */
+    ck_assert_double_lt(r.slo_violation_rate, 0.02);
+    sim_result_fini(&r);
+    sim_config_defaults(&cfg, POLICY_PREDICTIVE);
+    cfg.spec.slo_ttft_s = 3;
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+        sim_result_json(&r, k ? b : a, sizeof(a));
+        sim_result_fini(&r);
+    }
+    ck_assert_str_eq(a, b);
+    trace_free(tr);
+}
+END_TEST
+
+Suite *sim_suite(void)
+{
+    Suite *s = suite_create("sim");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_sim_run_single_request_exact_times);
+    tcase_add_test(tc, test_sim_run_prefill_queues_fifo_and_batches_decode);
+    tcase_add_test(tc, test_sim_run_prefix_cache_hits);
+    tcase_add_test(tc, test_sim_cache_lru_eviction_keeps_leading_blocks);
+    tcase_add_test(tc, test_sim_run_same_seed_identical_json);
+    tcase_add_test(tc, test_sim_run_policy_sanity_on_step);
+    tcase_add_test(tc, test_sim_run_rejects_bad_config);
+    tcase_add_test(tc, test_plot_png_encode_structure);
+    tcase_add_test(tc, test_cmd_simulate_main_prints_one_json_line_and_plot);
+    tcase_add_test(tc, test_sim_run_shared_azure_trace);
+    suite_add_tcase(s, tc);
+    return s;
+}
