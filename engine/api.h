@@ -1,7 +1,8 @@
 /* The OpenAI-compatible API layer of `cinfer-engine serve`: request JSON -> struct api_request,
  * results -> completion / chat.completion objects and SSE chunks, and the OpenAI error shape.
  * Pure code: no sockets, no clock, no scheduler. It runs on the HTTP service thread, so the
- * inference thread only ever sees the structs below (STYLE.md "Concurrency").
+ * inference thread only ever sees the structs below (STYLE.md "Concurrency"). Every function is
+ * reentrant and may be called from any thread on values that thread owns.
  * Reference: https://platform.openai.com/docs/api-reference/completions and .../chat. */
 #ifndef CINFER_ENGINE_API_H
 #define CINFER_ENGINE_API_H
