@@ -104,6 +104,7 @@ static const struct glyph font[] = {
     {'U', {0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E}},
     {'V', {0x11, 0x11, 0x11, 0x11, 0x11, 0x0A, 0x04}},
     {'W', {0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0A}},
+    {'Z', {0x1F, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1F}},
     {'Y', {0x11, 0x11, 0x0A, 0x04, 0x04, 0x04, 0x04}},
 };
 
@@ -277,6 +278,10 @@ static double v_ttft(const struct sim_sample *s)
 {
     return s->ttft_p99_s;
 }
+static double v_forecast(const struct sim_sample *s)
+{
+    return s->forecast_rps > 0 ? s->forecast_rps : -1;
+}
 
 static void series(struct plot_canvas *c, const struct panel *p, const struct sim_result *r,
                    sample_value f, enum plot_color col, bool steps)
@@ -317,7 +322,7 @@ int plot_sim_png(const char *path, const struct sim_result *r, double slo_s, cha
     if (rc) goto out;
     double tmax = r->samples[r->n_samples - 1].t_s, lmax = 0, rmax = 0, ymax = slo_s * 2;
     for (size_t i = 0; i < r->n_samples; i++) {
-        lmax = fmax(lmax, r->samples[i].arrival_rps);
+        lmax = fmax(lmax, fmax(r->samples[i].arrival_rps, r->samples[i].forecast_rps));
         rmax = fmax(rmax, r->samples[i].replicas);
         ymax = fmax(ymax, fmin(r->samples[i].ttft_p99_s, slo_s * 10));
     }
@@ -326,10 +331,11 @@ int plot_sim_png(const char *path, const struct sim_result *r, double slo_s, cha
     struct panel load = {left, 30, width, ph, tmax, nice_max(lmax)};
     struct panel reps = {left, 260, width, ph, tmax, nice_max(rmax + 1)};
     struct panel ttft = {left, 490, width, ph, tmax, nice_max(ymax)};
-    frame(&c, &load, "ARRIVALS (REQ/S)");
+    frame(&c, &load, "ARRIVALS (REQ/S, ORANGE); FORECAST AT THE HORIZON (BLUE)");
     frame(&c, &reps, "REPLICAS: DESIRED (BLUE), READY (GREEN)");
     frame(&c, &ttft, "TTFT P99 PER INTERVAL (S); OBJECTIVE (RED)");
     series(&c, &load, r, v_load, PLOT_ORANGE, false);
+    series(&c, &load, r, v_forecast, PLOT_BLUE, false);
     series(&c, &reps, r, v_ready, PLOT_GREEN, true);
     series(&c, &reps, r, v_replicas, PLOT_BLUE, true);
     int ys = px_y(&ttft, slo_s);

@@ -11,6 +11,7 @@
 #include "autoscaler/policy_priv.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +239,15 @@ static int rate_limit(const struct policy_state *st, double now, int want, int c
     return want;
 }
 
+/* Truncation of the reason is fine (it is one human line); vsnprintf keeps it bounded. */
+static void reasonf(struct policy_decision *out, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->reason, sizeof(out->reason), fmt, ap);
+    va_end(ap);
+}
+
 static void record_event(struct policy_state *st, double now, int from, int to)
 {
     double cut = now - st->spec.period_s;
@@ -254,8 +264,8 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     double now = sig->time_s;
     if (sp->kind == POLICY_STATIC || sp->kind == POLICY_EXTERNAL) {
         out->desired = out->reactive = current;
-        snprintf(out->reason, sizeof(out->reason), "%s policy: replicas left at %d",
-                 sp->kind == POLICY_STATIC ? "static" : "external", current);
+        reasonf(out, "%s policy: replicas left at %d",
+                sp->kind == POLICY_STATIC ? "static" : "external", current);
         return;
     }
     /* Predictive learning sees every interval, even those decided by the guards below. */
@@ -263,21 +273,21 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     out->predictive = pred;
     if (current <= 0) {
         out->desired = out->reactive = 0;
-        snprintf(out->reason, sizeof(out->reason), "scaled to zero: autoscaling disabled");
+        reasonf(out, "scaled to zero: autoscaling disabled");
         return;
     }
     if (current > sp->max_replicas || current < sp->min_replicas) {
         int d = current > sp->max_replicas ? sp->max_replicas : sp->min_replicas;
         out->desired = out->reactive = d;
         record_event(st, now, current, d);
-        snprintf(out->reason, sizeof(out->reason), "%d replicas outside [%d, %d]: set to %d",
-                 current, sp->min_replicas, sp->max_replicas, d);
+        reasonf(out, "%d replicas outside [%d, %d]: set to %d", current, sp->min_replicas,
+                sp->max_replicas, d);
         return;
     }
     int reactive = reactive_replicas(sp, sig, current, why, sizeof(why));
     if (reactive < 0) { /* the HPA skips the whole reconcile on a metrics error */
         out->desired = out->reactive = current;
-        snprintf(out->reason, sizeof(out->reason), "%s", why);
+        reasonf(out, "%s", why);
         return;
     }
     out->reactive = reactive;
@@ -293,14 +303,13 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     out->desired = desired;
     record_event(st, now, current, desired);
     if (from_forecast)
-        snprintf(out->reason, sizeof(out->reason),
-                 "forecast %.2f req/s at %.0fs over %.2f req/s/replica -> %d (reactive: %s)%s%s",
-                 out->forecast_rps, sp->startup_s + sp->interval_s, out->capacity_rps, pred, why,
-                 limited ? "; " : "", limited ? limited : "");
+        reasonf(out,
+                "forecast %.2f req/s at %.0fs over %.2f req/s/replica -> %d (reactive: %s)%s%s",
+                out->forecast_rps, sp->startup_s + sp->interval_s, out->capacity_rps, pred, why,
+                limited ? "; " : "", limited ? limited : "");
     else if (stable != raw)
-        snprintf(out->reason, sizeof(out->reason), "%s; stabilised at %d%s%s", why, stable,
-                 limited ? "; " : "", limited ? limited : "");
+        reasonf(out, "%s; stabilised at %d%s%s", why, stable, limited ? "; " : "",
+                limited ? limited : "");
     else
-        snprintf(out->reason, sizeof(out->reason), "%s%s%s", why, limited ? "; " : "",
-                 limited ? limited : "");
+        reasonf(out, "%s%s%s", why, limited ? "; " : "", limited ? limited : "");
 }

@@ -9,7 +9,11 @@
  * cap_work is learned from the engine's token counters (throughput) per ready replica:
  *  - in intervals where the objective holds (ttft_p99 <= slo, waiting per replica <= the queue
  *    target) the observed throughput is a lower bound of capacity: cap_work rises towards it
- *    (EWMA, alpha 0.2) and never falls;
+ *    (EWMA, alpha 0.2) and never falls; when the replicas already carry >= 70% of the estimate
+ *    and the objective still holds, the estimate is probably low (the forecast sized the fleet
+ *    from it, so observed load can never exceed it): it grows 2% per such interval. Without
+ *    this probe an early low estimate over-provisions forever, since an over-provisioned fleet
+ *    never shows a higher per-replica throughput;
  *  - in saturated intervals (ttft_p99 > slo and waiting per replica above the target) the replicas
  *    run flat out, so throughput is the capacity itself: cap_work moves towards it either way.
  * The recommendation plans for `headroom` (0.8) of capacity. spec->capacity_rps > 0 overrides the
@@ -24,6 +28,8 @@
 
 #define LEARN_ALPHA 0.2
 #define MIX_ALPHA   0.1
+#define PROBE_LOAD  0.7  /* fraction of cap_work a good interval must carry to probe upwards */
+#define PROBE_STEP  0.02 /* upward probe per such interval */
 
 int policy_predictor_init(struct policy_predictor *p, const struct policy_spec *spec)
 {
@@ -68,6 +74,8 @@ static void learn(struct policy_predictor *p, const struct policy_spec *spec,
     if (slo_ok && waiting_per_pod <= qtarget) {
         if (per_pod > p->cap_work)
             p->cap_work = ewma(p->cap_work, per_pod, LEARN_ALPHA, p->cap_work <= 0);
+        else if (per_pod >= PROBE_LOAD * p->cap_work)
+            p->cap_work *= 1 + PROBE_STEP; /* loaded near the estimate and fine: probe upwards */
     } else if (!slo_ok && waiting_per_pod > qtarget) {
         p->cap_work = ewma(p->cap_work, per_pod, LEARN_ALPHA, p->cap_work <= 0);
     }

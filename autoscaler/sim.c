@@ -297,8 +297,8 @@ static int scrape(struct sim *s, double now)
     s->n_ttft_iv = 0;
     int current = count_spec(s, NULL);
     int desired = current;
+    struct policy_decision d = {0};
     if (s->policy) {
-        struct policy_decision d;
         policy_decide(s->policy, &sig, current, &d);
         desired = d.desired;
     }
@@ -318,8 +318,8 @@ static int scrape(struct sim *s, double now)
             s->res->samples = a;
             s->cap_samples = cap;
         }
-        s->res->samples[s->res->n_samples++] =
-            (struct sim_sample){now, sig.arrival_rate, spec_n, ready, sig.ttft_p99_s};
+        s->res->samples[s->res->n_samples++] = (struct sim_sample){
+            now, sig.arrival_rate, spec_n, ready, sig.ttft_p99_s, d.forecast_rps, d.capacity_rps};
     }
     return 0;
 }

@@ -51,7 +51,9 @@ struct sim_sample {
     double arrival_rps;
     int replicas; /* desired (ready + starting) after the decision */
     int ready;
-    double ttft_p99_s; /* < 0 when no first token in the interval */
+    double ttft_p99_s;   /* < 0 when no first token in the interval */
+    double forecast_rps; /* predictive: forecast at the horizon; 0 otherwise */
+    double capacity_rps; /* predictive: per-replica capacity in use; 0 while unknown */
 };
 
 struct sim_result {

@@ -304,7 +304,8 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
     struct policy_state *st = policy_state_new(&sp);
     struct policy_decision d;
     /* 4 replicas meet the objective at 8 req/s of 100 prompt + 10 generated tokens each: work per
-     * request 60, per replica 120/s, i.e. 2 req/s per replica. */
+     * request 60, per replica 120/s, i.e. 2 req/s per replica after the first interval. */
+    double cap1 = 0;
     for (int i = 0; i < 40; i++) {
         struct policy_signals s = sig_q(15.0 * i, 4, 0, 0.5);
         s.arrival_rate = 8;
@@ -312,9 +313,16 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
         s.gen_tok_rate = 80;
         s.ttft_p99_s = 0.5;
         policy_decide(st, &s, 4, &d);
+        if (i == 0) {
+            ck_assert_double_eq_tol(d.capacity_rps, 2.0, 1e-9);
+            ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.8)) */
+        }
     }
-    ck_assert_double_eq_tol(d.capacity_rps, 2.0, 1e-6);
-    ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.8)) */
+    /* Loaded near the estimate and fine: the estimate probes upwards, 2% per interval, until the
+     * observed load falls under 70% of it (2 / 0.7 = 2.86 req/s). */
+    cap1 = d.capacity_rps;
+    ck_assert_double_gt(cap1, 2.5);
+    ck_assert_double_le(cap1, 2.0 / 0.7 * 1.02);
     /* The same traffic with half its prompt tokens cached: 35 work per request, ~3.4 req/s. */
     for (int i = 40; i < 80; i++) {
         struct policy_signals s = sig_q(15.0 * i, 4, 0, 0.5);
@@ -325,7 +333,7 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
         s.ttft_p99_s = 0.5;
         policy_decide(st, &s, 4, &d);
     }
-    ck_assert_double_gt(d.capacity_rps, 3.0);
+    ck_assert_double_gt(d.capacity_rps, cap1 * 1.5); /* 60 -> 35 work per request */
     /* A saturated interval (objective missed, queue long) pulls capacity down to throughput. */
     for (int i = 80; i < 120; i++) {
         struct policy_signals s = sig_q(15.0 * i, 4, 0, 5.0);
