@@ -131,7 +131,7 @@ struct backend {
 };
 
 struct backend_options {
-    int n_threads; /* CPU worker threads; 0 = number of online cores */
+    int n_threads; /* CPU compute threads; 0 = the CPUs this process may run on (affinity mask) */
     int device;    /* CUDA device index */
     /* CPU kernel level: "scalar", "avx2", "avx512", or NULL/"auto" = best the CPU supports; NULL
      * also consults the CINFER_CPU_ISA environment variable. Tests force each level with it. */

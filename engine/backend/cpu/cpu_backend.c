@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/log.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -204,7 +205,10 @@ int cpu_backend_create(const struct backend_options *opt, struct backend **out)
     int n_threads = opt ? opt->n_threads : 0;
     if (n_threads < 0 || n_threads > CPU_MAX_THREADS) return ERR_RANGE;
     if (n_threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        /* the CPUs this process may run on (a container's cpuset), else the online ones */
+        cpu_set_t set;
+        long n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                              : sysconf(_SC_NPROCESSORS_ONLN);
         n_threads = n < 1 ? 1 : n > CPU_MAX_THREADS ? CPU_MAX_THREADS : (int)n;
     }
     const char *isa_name = opt && opt->cpu_isa ? opt->cpu_isa : getenv("CINFER_CPU_ISA");
