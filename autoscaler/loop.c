@@ -114,6 +114,11 @@ bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_sp
         return false;
     policy_spec_defaults(out, kind);
     json_t *v;
+    /* As in an HPA spec, only the metrics listed are used: naming one target disables the other
+     * (its policy default applies only when the spec names neither). */
+    if (json_is_number(json_object_get(sc, "targetQueueDepth")) ||
+        json_is_number(json_object_get(sc, "targetKVCacheUsage")))
+        out->target_queue_depth = out->target_kv_usage = 0;
     if (json_is_integer(v = json_object_get(sc, "minReplicas")))
         out->min_replicas = (int)json_integer_value(v);
     if (json_is_integer(v = json_object_get(sc, "maxReplicas")))

@@ -1,6 +1,8 @@
 /* cinfer-autoscaler: parses its flag table, serves probes (/healthz, /readyz, /metrics on
  * --probe-addr) and runs the control loop (autoscaler/loop.h) until SIGTERM (exit 0) or loss of
- * leadership (exit 1). Thin: every module it wires links into the tests. */
+ * leadership (exit 1); `cinfer-autoscaler simulate` runs the offline simulator instead
+ * (autoscaler/cmd_simulate.h). Thin: every module it wires links into the tests. */
+#include "autoscaler/cmd_simulate.h"
 #include "autoscaler/loop.h"
 #include "common/cli.h"
 #include "common/err.h"
@@ -11,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 struct autoscaler_cfg {
     const char *kubeconfig, *ns;
@@ -65,6 +68,8 @@ static void set_ready(void *ctx, bool ready)
 
 int main(int argc, char **argv)
 {
+    /* `cinfer-autoscaler simulate ...` replays a trace offline; everything else runs the loop. */
+    if (argc > 1 && strcmp(argv[1], "simulate") == 0) return cmd_simulate_main(argc - 1, argv + 1);
     struct autoscaler_cfg cfg;
     struct cfg_result res;
     enum cli_parse_result pr = cli_parse(&spec, &cfg, argc, argv, &res);
