@@ -26,10 +26,11 @@
 #include <math.h>
 #include <string.h>
 
-#define LEARN_ALPHA 0.2
-#define MIX_ALPHA   0.1
-#define PROBE_LOAD  0.7  /* fraction of cap_work a good interval must carry to probe upwards */
-#define PROBE_STEP  0.02 /* upward probe per such interval */
+#define LEARN_ALPHA   0.2
+#define MIX_ALPHA     0.1
+#define TYPICAL_ALPHA 0.05 /* EWMA of the interval p99 while the reactive targets hold */
+#define PROBE_LOAD    0.7  /* fraction of cap_work a good interval must carry to probe upwards */
+#define PROBE_STEP    0.02 /* upward probe per such interval */
 
 int policy_predictor_init(struct policy_predictor *p, const struct policy_spec *spec)
 {
@@ -69,14 +70,21 @@ static void learn(struct policy_predictor *p, const struct policy_spec *spec,
     if (sig->ready_pods <= 0 || sig->ttft_p99_s < 0) return;
     double per_pod = work / sig->ready_pods;
     double qtarget = spec->target_queue_depth > 0 ? spec->target_queue_depth : 1;
-    double waiting_per_pod = sig->waiting / sig->ready_pods;
-    bool slo_ok = sig->ttft_p99_s <= spec->slo_ttft_s;
-    if (slo_ok && waiting_per_pod <= qtarget) {
+    bool content = sig->waiting / sig->ready_pods <= qtarget &&
+                   (spec->target_kv_usage <= 0 || sig->kv_usage <= spec->target_kv_usage);
+    /* The p99 of the intervals where the reactive targets hold: when the prompts alone put it
+     * above the objective (long prompts prefill longer than the objective at any load), that
+     * level, not the objective, is what "the objective holds" can mean for capacity. */
+    if (content)
+        p->p99_typical = ewma(p->p99_typical, sig->ttft_p99_s, TYPICAL_ALPHA, p->p99_typical <= 0);
+    double objective = fmax(spec->slo_ttft_s, p->p99_typical);
+    bool slo_ok = sig->ttft_p99_s <= objective;
+    if (slo_ok && content) {
         if (per_pod > p->cap_work)
             p->cap_work = ewma(p->cap_work, per_pod, LEARN_ALPHA, p->cap_work <= 0);
         else if (per_pod >= PROBE_LOAD * p->cap_work)
             p->cap_work *= 1 + PROBE_STEP; /* loaded near the estimate and fine: probe upwards */
-    } else if (!slo_ok && waiting_per_pod > qtarget) {
+    } else if (!slo_ok && !content) {
         p->cap_work = ewma(p->cap_work, per_pod, LEARN_ALPHA, p->cap_work <= 0);
     }
 }

@@ -17,6 +17,7 @@ struct policy_predictor {
     double work_per_req;  /* EWMA of work per arriving request; 0 until seen */
     double hit_rate;      /* EWMA of the prefix-cache hit rate */
     bool hit_seen;
+    double p99_typical; /* EWMA of TTFT p99 over intervals inside the reactive targets */
 };
 
 int policy_predictor_init(struct policy_predictor *p, const struct policy_spec *spec);

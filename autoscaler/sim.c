@@ -184,8 +184,13 @@ static int route(struct sim *s, uint32_t id)
         }
     }
     if (least < 0) return -1;
-    /* Affinity unless that replica is overloaded: a full batch more than the least loaded. */
-    if (best >= 0 && best_out <= least_out + s->cfg->model.max_running) return best;
+    /* Cache-aware routing as SGLang's router does it: affinity only when the best match covers at
+     * least half the prompt's blocks (a prefix every request shares, such as Mooncake's block 0,
+     * must not pull all traffic to the warm replicas) and that replica is not overloaded (more
+     * than half a batch beyond the least loaded); least outstanding requests otherwise. */
+    if (best >= 0 && 2 * best_match >= q->n_hash &&
+        best_out <= least_out + s->cfg->model.max_running / 2)
+        return best;
     return least;
 }
 

@@ -37,7 +37,8 @@ struct sim_config {
     int replicas;        /* static: the fixed count; others: the initial count (min) */
     double time_scale;   /* simulated time = trace time * time_scale (1) */
     double token_scale;  /* token counts (and the 512-token hash block) scaled by it (1) */
-    bool prefix_routing; /* route to the longest cached prefix unless overloaded (true) */
+    bool prefix_routing; /* route to the longest cached prefix (>= half the prompt) unless
+                          * overloaded (true) */
     bool spread_ties;    /* spread equal timestamps over their tick (Mooncake) */
     uint64_t seed;       /* tie spreading; nothing else is random */
 };
