@@ -50,8 +50,8 @@ struct backend_batch {
     const int32_t *block_tables; /* (n_seqs, max_blocks) physical KV block ids */
     int n_seqs;
     int max_blocks;
-    const int64_t
-        *slots; /* (n_tokens) KV slot to write: block_id * block_size + pos % block_size */
+    /* (n_tokens) KV slot to write: block_id * block_size + pos % block_size */
+    const int64_t *slots;
 };
 
 /* Paged KV cache geometry; one cache per layer holds K and V for n_blocks * block_size tokens. */
@@ -113,7 +113,8 @@ struct backend_ops {
      * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head).
      * Every position 0..pos of each token's sequence must already be stored (kv_store this batch
      * first). With an F16 cache, q and the normalized probabilities are rounded to f16 before they
-     * meet K and V, as llama.cpp's CPU backend does, so logits track its reference outputs. ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
+     * meet K and V, as llama.cpp's CPU backend does, so logits track its reference outputs.
+     * ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
     int (*attention)(struct backend *b, int layer, const float *q, float *out,
                      const struct backend_batch *batch, int n_heads, float scale);
     /* dst (n, dim) = rows `idx_host` of src (n_src, dim); selects the positions whose logits we need.
