@@ -145,7 +145,7 @@ static void finish(struct transfer *x, CURLcode cc, size_t max_body)
 {
     struct scrape_target *t = x->t;
     curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &t->http_status);
-    if (x->too_big) {
+    if (x->too_big || cc == CURLE_FILESIZE_EXCEEDED) {
         snprintf(t->error, sizeof(t->error), "body exceeds %zu bytes", max_body);
         t->rc = ERR_TOO_BIG;
         return;
