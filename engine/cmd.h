@@ -6,9 +6,10 @@
 
 int cmd_serve_main(int argc, char **argv);
 int cmd_tokenize_main(int argc, char **argv);
-int cmd_generate_main(int argc, char **argv);
-int cmd_bench_main(int argc, char **argv);
 int cmd_gen_model_main(int argc, char **argv);
 int cmd_quantize_main(int argc, char **argv);
+int cmd_generate_main(int argc, char **argv);
+int cmd_bench_main(int argc, char **argv);
+int cmd_fetch_model_main(int argc, char **argv);
 
 #endif

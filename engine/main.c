@@ -1,4 +1,5 @@
 /* cinfer-engine: dispatches to a subcommand. Everything else lives in modules that link into tests. */
+#include "engine/backend/cpu/cpu_bench.h"
 #include "engine/cmd.h"
 
 #include <stdio.h>
@@ -15,10 +16,13 @@ static const struct {
 } commands[] = {
     {"serve", cmd_serve_main, "Serve a GGUF model over an OpenAI-compatible HTTP API"},
     {"tokenize", cmd_tokenize_main, "Print the token ids of a text for a GGUF model's tokenizer"},
-    {"generate", cmd_generate_main, "Generate a continuation of a prompt (text to stdout)"},
-    {"bench", cmd_bench_main, "Measure prefill and decode throughput of a GGUF model"},
     {"gen-model", cmd_gen_model_main, "Write a random-weight llama GGUF model (tests, benchmarks)"},
     {"quantize", cmd_quantize_main, "Quantize a GGUF model's weights to q8_0 or q4_0"},
+    {"generate", cmd_generate_main, "Generate a continuation of a prompt (text to stdout)"},
+    {"bench", cmd_bench_main, "Measure prefill and decode throughput of a GGUF model"},
+    {"fetch-model", cmd_fetch_model_main,
+     "Download a model (https://, hf://) with resume and sha256"},
+    {"bench-kernels", cpu_bench_main, "CPU kernel microbenchmarks (GFLOP/s, GB/s per weight type)"},
 };
 
 static void usage(FILE *f)
