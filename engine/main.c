@@ -29,8 +29,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "Usage: cinfer-engine COMMAND [options]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
-    fprintf(f, "  %-12s %s\n", "version", "Print the version and exit");
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "  %-14s %s\n", "version", "Print the version and exit");
     fprintf(f, "\nRun 'cinfer-engine COMMAND --help' for a command's options.\n");
 }
 
