@@ -1,0 +1,250 @@
+/* The control loop's pure parts: --target parsing, which InferenceServices are managed and with
+ * what spec, pod endpoints, and the JSON of status.autoscaling and of scale Events. */
+#include "autoscaler/actuate.h"
+#include "autoscaler/loop.h"
+
+#include "common/err.h"
+
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+START_TEST(test_loop_targets_parse_valid)
+{
+    struct loop_targets t;
+    char err[256] = "";
+    ck_assert_int_eq(loop_targets_parse("chat=http://127.0.0.1:1/metrics,chat=http://h:2/m,"
+                                        "other=https://x/metrics?a=b",
+                                        &t, err, sizeof(err)),
+                     0);
+    ck_assert_uint_eq(t.n, 3);
+    ck_assert_str_eq(t.v[0].name, "chat");
+    ck_assert_str_eq(t.v[0].url, "http://127.0.0.1:1/metrics");
+    ck_assert_str_eq(t.v[1].url, "http://h:2/m");
+    ck_assert_str_eq(t.v[2].name, "other");
+    ck_assert_str_eq(t.v[2].url, "https://x/metrics?a=b"); /* '=' inside the URL is kept */
+    loop_targets_fini(&t);
+    ck_assert_ptr_null(t.v);
+    loop_targets_fini(NULL);
+
+    ck_assert_int_eq(loop_targets_parse(NULL, &t, err, sizeof(err)), 0);
+    ck_assert_uint_eq(t.n, 0);
+    ck_assert_int_eq(loop_targets_parse("", &t, err, sizeof(err)), 0);
+    ck_assert_uint_eq(t.n, 0);
+}
+END_TEST
+
+START_TEST(test_loop_targets_parse_invalid)
+{
+    struct {
+        const char *text, *msg;
+    } cases[] = {
+        {"chat", "is not name=url"},
+        {"=http://x/", "is not name=url"},
+        {"chat=http://x/,", "trailing comma"},
+        {",chat=http://x/", "empty entry"},
+        {"a=http://x/,,b=http://y/", "empty entry"},
+        {"chat=ftp://x/", "must start with http"},
+        {"chat=", "must start with http"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct loop_targets t = {0};
+        char err[256] = "";
+        ck_assert_int_eq(loop_targets_parse(cases[i].text, &t, err, sizeof(err)), ERR_INVAL);
+        ck_assert_msg(strstr(err, cases[i].msg) != NULL, "%s: %s", cases[i].text, err);
+        ck_assert_ptr_null(t.v);
+    }
+    char long_name[400];
+    memset(long_name, 'a', sizeof(long_name));
+    memcpy(long_name + 300, "=http://x/", 11);
+    struct loop_targets t = {0};
+    char err[256] = "";
+    ck_assert_int_eq(loop_targets_parse(long_name, &t, err, sizeof(err)), ERR_INVAL);
+    ck_assert_msg(strstr(err, "too long") != NULL, "%s", err);
+}
+END_TEST
+
+static json_t *isvc(const char *scaling_json)
+{
+    json_error_t e;
+    json_t *sc = scaling_json ? json_loads(scaling_json, 0, &e) : NULL;
+    ck_assert(!scaling_json || sc);
+    json_t *o = json_pack("{s:{s:s, s:s}, s:{s:i}}", "metadata", "name", "chat", "namespace", "ml",
+                          "spec", "replicas", 2);
+    if (sc) json_object_set_new(json_object_get(o, "spec"), "scaling", sc);
+    return o;
+}
+
+START_TEST(test_loop_spec_from_isvc_policies)
+{
+    struct policy_spec sp;
+    json_t *o = isvc(NULL);
+    ck_assert(!loop_spec_from_isvc(o, 5, &sp)); /* no spec.scaling: someone else owns replicas */
+    json_decref(o);
+    o = isvc("{\"policy\":\"external\"}");
+    ck_assert(!loop_spec_from_isvc(o, 5, &sp));
+    json_decref(o);
+    o = isvc("{\"policy\":\"bogus\"}");
+    ck_assert(!loop_spec_from_isvc(o, 5, &sp));
+    json_decref(o);
+    o = isvc("{\"minReplicas\":2}"); /* policy omitted: the CRD default, reactive */
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert_int_eq(sp.kind, POLICY_REACTIVE);
+    ck_assert_int_eq(sp.min_replicas, 2);
+    ck_assert(sp.target_queue_depth > 0 || sp.target_kv_usage > 0); /* policy defaults kept */
+    json_decref(o);
+    o = isvc("{\"policy\":\"predictive\"}");
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert_int_eq(sp.kind, POLICY_PREDICTIVE);
+    json_decref(o);
+}
+END_TEST
+
+START_TEST(test_loop_spec_from_isvc_fields)
+{
+    struct policy_spec sp;
+    json_t *o = isvc("{\"policy\":\"reactive\",\"minReplicas\":1,\"maxReplicas\":5,"
+                     "\"targetQueueDepth\":2,\"scaleDownDelaySeconds\":10}");
+    ck_assert(loop_spec_from_isvc(o, 1.5, &sp));
+    ck_assert_int_eq(sp.min_replicas, 1);
+    ck_assert_int_eq(sp.max_replicas, 5);
+    ck_assert_double_eq(sp.target_queue_depth, 2);
+    ck_assert_double_eq(sp.target_kv_usage, 0); /* only the listed metric is used */
+    ck_assert_double_eq(sp.scale_down_window_s, 10);
+    ck_assert_double_eq(sp.interval_s, 1.5);
+    json_decref(o);
+    o = isvc("{\"targetKVCacheUsage\":0.8,\"targetQueueDepth\":4}");
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert_double_eq(sp.target_kv_usage, 0.8);
+    ck_assert_double_eq(sp.target_queue_depth, 4);
+    json_decref(o);
+    /* Values the API server would refuse still give a usable spec (max raised to min). */
+    o = isvc("{\"minReplicas\":-3,\"maxReplicas\":-5,\"targetQueueDepth\":\"x\"}");
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert_int_eq(sp.min_replicas, 0);
+    ck_assert_int_eq(sp.max_replicas, 0);
+    json_decref(o);
+}
+END_TEST
+
+static json_t *pod_obj(const char *ip, const char *phase, const char *ready, bool deleting)
+{
+    json_t *p = json_pack("{s:{s:s}, s:{s:s, s:[{s:s, s:s}]}}", "metadata", "name", "chat-1",
+                          "status", "phase", phase, "conditions", "type", "Ready", "status", ready);
+    if (ip) json_object_set_new(json_object_get(p, "status"), "podIP", json_string(ip));
+    if (deleting)
+        json_object_set_new(json_object_get(p, "metadata"), "deletionTimestamp",
+                            json_string("2026-01-01T00:00:00Z"));
+    return p;
+}
+
+START_TEST(test_loop_pod_endpoint)
+{
+    char url[128];
+    json_t *p = pod_obj("10.1.2.3", "Running", "True", false);
+    ck_assert(loop_pod_endpoint(p, url, sizeof(url)));
+    ck_assert_str_eq(url, "http://10.1.2.3:8000/metrics");
+    json_decref(p);
+    p = pod_obj("fd00::7", "Running", "True", false);
+    ck_assert(loop_pod_endpoint(p, url, sizeof(url)));
+    ck_assert_str_eq(url, "http://[fd00::7]:8000/metrics");
+    json_decref(p);
+    p = pod_obj("10.1.2.3", "Running", "False", false);
+    ck_assert(!loop_pod_endpoint(p, url, sizeof(url)));
+    json_decref(p);
+    p = pod_obj(NULL, "Running", "True", false);
+    ck_assert(!loop_pod_endpoint(p, url, sizeof(url)));
+    json_decref(p);
+    p = pod_obj("10.1.2.3", "Pending", "True", false);
+    ck_assert(!loop_pod_endpoint(p, url, sizeof(url)));
+    json_decref(p);
+    p = pod_obj("10.1.2.3", "Running", "True", true);
+    ck_assert(!loop_pod_endpoint(p, url, sizeof(url)));
+    json_decref(p);
+    p = pod_obj("10.1.2.3", "Running", "True", false);
+    char small[10];
+    ck_assert(!loop_pod_endpoint(p, small, sizeof(small))); /* never truncated silently */
+    json_decref(p);
+    json_t *junk = json_pack("{s:i}", "status", 3);
+    ck_assert(!loop_pod_endpoint(junk, url, sizeof(url)));
+    json_decref(junk);
+}
+END_TEST
+
+START_TEST(test_actuate_status_patch)
+{
+    struct policy_signals sig = {.ready_pods = 3,
+                                 .unready_pods = 1,
+                                 .metrics_ok = true,
+                                 .waiting = 9,
+                                 .running = 3,
+                                 .kv_usage = 0.25,
+                                 .prefix_hit_rate = 0.5,
+                                 .arrival_rate = 1.5,
+                                 .prompt_tok_rate = 100,
+                                 .gen_tok_rate = NAN,
+                                 .ttft_p99_s = -1};
+    struct actuate_status st = {5, "queue depth 3.00/replica", 1796000000, &sig};
+    json_t *p = actuate_status_patch(&st);
+    ck_assert_ptr_nonnull(p);
+    char *s = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
+    ck_assert_str_eq(
+        s, "{\"status\":{\"autoscaling\":{\"desiredReplicas\":5,\"lastScaleTime\":"
+           "\"2026-11-30T00:53:20Z\",\"reason\":\"queue depth 3.00/replica\",\"signals\":{"
+           "\"arrivalRate\":1.5,\"generationTokenRate\":null,\"kvCacheUsage\":0.25,\"metricsOk\":"
+           "true,\"prefixHitRate\":0.5,\"promptTokenRate\":100.0,\"readyPods\":3,\"running\":3.0,"
+           "\"ttftP99Seconds\":null,\"unreadyPods\":1,\"waiting\":9.0}}}}");
+    free(s);
+    json_decref(p);
+    /* No scale yet: lastScaleTime is left out so the stored value stays. */
+    st.last_scale = 0;
+    sig.ttft_p99_s = 0.25;
+    p = actuate_status_patch(&st);
+    json_t *as = json_object_get(json_object_get(p, "status"), "autoscaling");
+    ck_assert_ptr_null(json_object_get(as, "lastScaleTime"));
+    ck_assert_double_eq(
+        json_real_value(json_object_get(json_object_get(as, "signals"), "ttftP99Seconds")), 0.25);
+    json_decref(p);
+}
+END_TEST
+
+START_TEST(test_actuate_event_new)
+{
+    json_t *ev = actuate_event_new("ml", "chat", "uid-1", "ScaledUp", "Scaled from 1 to 5", 0);
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_str_eq(json_string_value(json_object_get(ev, "reason")), "ScaledUp");
+    ck_assert_str_eq(json_string_value(json_object_get(ev, "type")), "Normal");
+    ck_assert_str_eq(json_string_value(json_object_get(ev, "message")), "Scaled from 1 to 5");
+    ck_assert_str_eq(json_string_value(json_object_get(ev, "firstTimestamp")),
+                     "1970-01-01T00:00:00Z");
+    json_t *io = json_object_get(ev, "involvedObject");
+    ck_assert_str_eq(json_string_value(json_object_get(io, "kind")), "InferenceService");
+    ck_assert_str_eq(json_string_value(json_object_get(io, "apiVersion")),
+                     "serving.cinfer.io/v1alpha1");
+    ck_assert_str_eq(json_string_value(json_object_get(io, "uid")), "uid-1");
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(ev, "metadata"), "generateName")),
+        "chat.");
+    json_decref(ev);
+    /* A missing uid (not yet known) leaves the field out instead of failing. */
+    ev = actuate_event_new("ml", "chat", NULL, "ScaledDown", NULL, 0);
+    ck_assert_ptr_nonnull(ev);
+    ck_assert_ptr_null(json_object_get(json_object_get(ev, "involvedObject"), "uid"));
+    json_decref(ev);
+}
+END_TEST
+
+Suite *loop_suite(void)
+{
+    Suite *s = suite_create("loop");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_loop_targets_parse_valid);
+    tcase_add_test(tc, test_loop_targets_parse_invalid);
+    tcase_add_test(tc, test_loop_spec_from_isvc_policies);
+    tcase_add_test(tc, test_loop_spec_from_isvc_fields);
+    tcase_add_test(tc, test_loop_pod_endpoint);
+    tcase_add_test(tc, test_actuate_status_patch);
+    tcase_add_test(tc, test_actuate_event_new);
+    suite_add_tcase(s, tc);
+    return s;
+}
