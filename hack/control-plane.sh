@@ -34,13 +34,19 @@ usage() {
 	exit 2
 }
 
-# Resolve the state dir for env/status/down. Prints nothing if none is known.
+# Resolve the state dir for env/status/down, as an absolute path (the pid
+# check matches it against command lines). Prints nothing if none is known.
 state_dir_lookup() {
+	local dir=""
 	if [[ -n "${CINFER_CP_DIR:-}" ]]; then
-		echo "$CINFER_CP_DIR"
+		dir="$CINFER_CP_DIR"
 	elif [[ -f "$pointer" ]]; then
-		cat "$pointer"
+		dir="$(cat "$pointer")"
 	fi
+	if [[ -n "$dir" && -d "$dir" ]]; then
+		dir="$(cd "$dir" && pwd)"
+	fi
+	echo "$dir"
 }
 
 # pid_alive DIR NAME: the component's pid file names a live process that was
@@ -63,26 +69,31 @@ any_alive() {
 	return 1
 }
 
-# stop_all DIR: TERM, wait up to 15 s, then KILL; in reverse start order.
+# stop_all DIR: TERM to all at once (the state is thrown away, so there is no
+# order to respect; in sequence it takes ~7 s, at once ~2 s), wait up to 15 s,
+# then KILL what is left.
 stop_all() {
-	local dir="$1" c pid i
-	for c in kube-controller-manager kube-apiserver etcd; do
+	local dir="$1" c pid i pids=()
+	for c in "${components[@]}"; do
 		pid="$(pid_alive "$dir" "$c")" || continue
 		kill -TERM "$pid" 2>/dev/null || true
+		pids+=("$pid")
+	done
+	for pid in "${pids[@]}"; do
 		for ((i = 0; i < 150; i++)); do
 			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
 		if kill -0 "$pid" 2>/dev/null; then
-			log "$c (pid $pid) ignored SIGTERM; sending SIGKILL"
+			log "pid $pid ignored SIGTERM; sending SIGKILL"
 			kill -KILL "$pid" 2>/dev/null || true
 			for ((i = 0; i < 50; i++)); do
 				kill -0 "$pid" 2>/dev/null || break
 				sleep 0.1
 			done
 		fi
-		rm -f "$dir/pids/$c"
 	done
+	rm -f "$dir/pids/"*
 }
 
 # pick_ports N: N distinct free loopback TCP ports, one a line. They come from
@@ -116,25 +127,30 @@ gen_pki() {
 			-subj "/CN=cinfer-test-ca" 2>/dev/null
 		openssl genrsa -out sa.key 2048 2>/dev/null
 		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-		# name CN O EXT
+		# The aggregation layer's request-header CA is a separate CA, as in
+		# kubeadm: a cert it signs is trusted to assert any user name.
+		openssl req -x509 -newkey rsa:2048 -nodes -keyout front-proxy-ca.key -out front-proxy-ca.crt \
+			-days 3650 -subj "/CN=cinfer-test-front-proxy-ca" 2>/dev/null
+		# sign NAME CN O EXT [CA]
 		sign() {
-			local subj="/CN=$2"
+			local subj="/CN=$2" ca="${5:-ca}"
 			[[ -n "$3" ]] && subj="/O=$3$subj"
 			openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$subj" 2>/dev/null
 			printf '%s\n' "$4" >"$1.ext"
-			openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+			openssl x509 -req -in "$1.csr" -CA "$ca.crt" -CAkey "$ca.key" -CAcreateserial \
 				-days 3650 -out "$1.crt" -extfile "$1.ext" 2>/dev/null
 			rm -f "$1.csr" "$1.ext"
 		}
 		sign apiserver kube-apiserver "" \
 			"$(printf '%s\n' 'basicConstraints=CA:FALSE' 'keyUsage=critical,digitalSignature,keyEncipherment' \
 				'extendedKeyUsage=serverAuth' \
-				'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local')"
+				'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local')"
 		client_ext="$(printf '%s\n' 'basicConstraints=CA:FALSE' \
 			'keyUsage=critical,digitalSignature,keyEncipherment' 'extendedKeyUsage=clientAuth')"
 		sign admin cinfer-admin system:masters "$client_ext"
 		sign kcm system:kube-controller-manager "" "$client_ext"
-		rm -f ca.srl
+		sign front-proxy-client front-proxy-client "" "$client_ext" front-proxy-ca
+		rm -f ./*.srl
 	)
 }
 
@@ -172,7 +188,8 @@ EOF
 start() {
 	local dir="$1" name="$2"
 	shift 2
-	setsid "$bin_dir/$name" "$@" </dev/null >"$dir/logs/$name.log" 2>&1 &
+	# 8>&-: the flock on DIR/.lock is ours; a daemon must not inherit it.
+	setsid "$bin_dir/$name" "$@" </dev/null >"$dir/logs/$name.log" 2>&1 8>&- &
 	echo $! >"$dir/pids/$name"
 }
 
@@ -188,9 +205,43 @@ fail_with_logs() {
 	tail -n 25 "$1/logs/$2.log" >&2 || true
 }
 
-# up_once DIR: 0 = ready, 3 = port taken (retry with new ports), 1 = failure.
+# wait_ready DIR DEADLINE WHAT PROBE...: poll PROBE until it succeeds. Every
+# component started so far must stay alive. Returns 0 when ready, 3 when a
+# component lost its port to someone else (retry with new ports), 1 otherwise.
+wait_ready() {
+	local dir="$1" deadline="$2" what="$3" c
+	shift 3
+	while :; do
+		"$@" && return 0
+		for c in "${components[@]}"; do
+			[[ -f "$dir/pids/$c" ]] || continue
+			pid_alive "$dir" "$c" >/dev/null && continue
+			if grep -q 'address already in use' "$dir/logs/$c.log" 2>/dev/null; then
+				log "$c: port taken by another process; retrying with new ports"
+				return 3
+			fi
+			fail_with_logs "$dir" "$c" "$c exited during start-up"
+			return 1
+		done
+		if ((SECONDS >= deadline)); then
+			fail_with_logs "$dir" "$what" "$what not ready after ${ready_timeout}s"
+			return 1
+		fi
+		sleep 0.3
+	done
+}
+
+etcd_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$1/health" 2>/dev/null | grep -q '"health":"true"'; }
+apiserver_ready() {
+	[[ "$(kubectl --kubeconfig="$1/admin.kubeconfig" --request-timeout=5s get --raw /readyz 2>/dev/null)" == ok ]]
+}
+kcm_healthy() { curl -skf --max-time 2 "https://127.0.0.1:$1/healthz" >/dev/null 2>&1; }
+
+# up_once DIR: start the three components in order, each once the one it
+# needs is ready (kube-controller-manager exits if the RBAC bootstrap roles do
+# not exist yet). 0 = ready, 3 = port clash (retry), 1 = failure.
 up_once() {
-	local dir="$1" p_etcd p_peer p_api p_kcm c deadline ports
+	local dir="$1" p_etcd p_peer p_api p_kcm deadline ports
 	mapfile -t ports < <(pick_ports 4)
 	[[ ${#ports[@]} -eq 4 ]] || { log "error: could not pick free ports"; return 1; }
 	p_etcd=${ports[0]} p_peer=${ports[1]} p_api=${ports[2]} p_kcm=${ports[3]}
@@ -202,24 +253,38 @@ KCM_PORT=$p_kcm
 EOF
 	write_kubeconfig "$dir/admin.kubeconfig" "https://127.0.0.1:$p_api" admin cinfer-admin
 	write_kubeconfig "$dir/kcm.kubeconfig" "https://127.0.0.1:$p_api" kcm system:kube-controller-manager
-	rm -rf "$dir/etcd"
+	rm -rf "${dir:?}/etcd"
+	rm -f "${dir:?}/pids/"*
+	deadline=$((SECONDS + ready_timeout))
 
 	start "$dir" etcd --name=cinfer-test --data-dir="$dir/etcd" \
 		--listen-client-urls="http://127.0.0.1:$p_etcd" --advertise-client-urls="http://127.0.0.1:$p_etcd" \
 		--listen-peer-urls="http://127.0.0.1:$p_peer" --initial-advertise-peer-urls="http://127.0.0.1:$p_peer" \
 		--initial-cluster="cinfer-test=http://127.0.0.1:$p_peer" --initial-cluster-state=new \
 		--unsafe-no-fsync --log-level=warn
+	wait_ready "$dir" "$deadline" etcd etcd_healthy "$p_etcd" || return
 
+	# --endpoint-reconciler-type=none: the default reconciler would publish
+	# 127.0.0.1 as the endpoint of service/kubernetes, which validation rejects
+	# (loopback) and logs as an error every 10 s. Nothing here runs pods.
 	start "$dir" kube-apiserver \
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$p_api" \
 		--cert-dir="$dir/pki" --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" \
 		--client-ca-file="$dir/pki/ca.crt" \
 		--etcd-servers="http://127.0.0.1:$p_etcd" \
 		--authorization-mode=Node,RBAC --allow-privileged=true \
-		--service-cluster-ip-range=10.0.0.0/24 \
+		--service-cluster-ip-range=10.96.0.0/16 \
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
-		--service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key"
+		--service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \
+		--requestheader-client-ca-file="$dir/pki/front-proxy-ca.crt" --requestheader-allowed-names=front-proxy-client \
+		--requestheader-username-headers=X-Remote-User --requestheader-group-headers=X-Remote-Group \
+		--requestheader-extra-headers-prefix=X-Remote-Extra- \
+		--proxy-client-cert-file="$dir/pki/front-proxy-client.crt" --proxy-client-key-file="$dir/pki/front-proxy-client.key" \
+		--endpoint-reconciler-type=none
+	wait_ready "$dir" "$deadline" kube-apiserver apiserver_ready "$dir" || return
 
+	# --flex-volume-plugin-dir: the default is under /usr/libexec, which it
+	# would create; keep every file this run writes inside DIR.
 	start "$dir" kube-controller-manager \
 		--bind-address=127.0.0.1 --secure-port="$p_kcm" \
 		--kubeconfig="$dir/kcm.kubeconfig" \
@@ -227,37 +292,8 @@ EOF
 		--controllers='*' --use-service-account-credentials=true --leader-elect=false \
 		--root-ca-file="$dir/pki/ca.crt" --service-account-private-key-file="$dir/pki/sa.key" \
 		--cluster-signing-cert-file="$dir/pki/ca.crt" --cluster-signing-key-file="$dir/pki/ca.key" \
-		--service-cluster-ip-range=10.0.0.0/24
-
-	deadline=$((SECONDS + ready_timeout))
-	while :; do
-		for c in "${components[@]}"; do
-			if ! pid_alive "$dir" "$c" >/dev/null; then
-				if grep -q 'address already in use' "$dir/logs/$c.log" 2>/dev/null; then
-					log "$c: port taken by someone else; retrying with new ports"
-					stop_all "$dir"
-					return 3
-				fi
-				fail_with_logs "$dir" "$c" "$c exited during start-up"
-				return 1
-			fi
-		done
-		if [[ "$(kubectl --kubeconfig="$dir/admin.kubeconfig" --request-timeout=5s get --raw /readyz 2>/dev/null)" == ok ]] &&
-			curl -skf --max-time 5 "https://127.0.0.1:$p_kcm/healthz" >/dev/null 2>&1; then
-			return 0
-		fi
-		if ((SECONDS >= deadline)); then
-			if ! kubectl --kubeconfig="$dir/admin.kubeconfig" --request-timeout=5s get --raw /readyz >/dev/null 2>&1; then
-				fail_with_logs "$dir" kube-apiserver "kube-apiserver not ready after ${ready_timeout}s"
-				kubectl --kubeconfig="$dir/admin.kubeconfig" --request-timeout=5s get --raw '/readyz?verbose' 2>&1 |
-					grep -v '\[+\]' >&2 || true
-			else
-				fail_with_logs "$dir" kube-controller-manager "kube-controller-manager not healthy after ${ready_timeout}s"
-			fi
-			return 1
-		fi
-		sleep 0.5
-	done
+		--service-cluster-ip-range=10.96.0.0/16 --flex-volume-plugin-dir="$dir/flexvolume"
+	wait_ready "$dir" "$deadline" kube-controller-manager kcm_healthy "$p_kcm"
 }
 
 cmd_up() {
@@ -271,16 +307,25 @@ cmd_up() {
 		dir="$CINFER_CP_DIR"
 		mkdir -p "$dir"
 		dir="$(cd "$dir" && pwd)"
+		if [[ ! -f "$dir/$marker" && -n "$(find "$dir" -mindepth 1 -maxdepth 1 ! -name .lock -print -quit)" ]]; then
+			die "CINFER_CP_DIR=$dir is not empty and is not a control-plane state dir"
+		fi
 		exec 8>>"$dir/.lock"
 		flock -n 8 || die "another 'up' or 'down' is running on $dir"
 		if [[ -f "$dir/$marker" ]]; then
 			any_alive "$dir" && die "a control plane is already up in $dir (run: CINFER_CP_DIR=$dir $0 down)"
 			log "removing the stopped control plane left in $dir"
 			find "$dir" -mindepth 1 -maxdepth 1 ! -name .lock -exec rm -rf {} +
-		elif [[ -n "$(find "$dir" -mindepth 1 -maxdepth 1 ! -name .lock -print -quit)" ]]; then
-			die "CINFER_CP_DIR=$dir is not empty and is not a control-plane state dir"
 		fi
 	else
+		# Without CINFER_CP_DIR there is one "current" control plane per
+		# CINFER_CACHE; starting a second would orphan the first.
+		if [[ -f "$pointer" ]]; then
+			dir="$(cat "$pointer")"
+			if [[ -f "$dir/$marker" ]] && any_alive "$dir"; then
+				die "a control plane is already up in $dir (run '$0 down' first, or set CINFER_CP_DIR for another one)"
+			fi
+		fi
 		dir="$(mktemp -d /tmp/cinfer-cp.XXXXXX)"
 		exec 8>>"$dir/.lock"
 		flock -n 8
@@ -289,6 +334,8 @@ cmd_up() {
 	fi
 	touch "$dir/$marker"
 	mkdir -p "$dir/logs" "$dir/pids"
+	# Interrupted (^C reaches us, not the setsid'ed daemons): stop what started.
+	trap 'log "interrupted; stopping"; stop_all "$dir"; exit 130' INT TERM
 	gen_pki "$dir"
 
 	for attempt in 1 2 3; do
@@ -296,6 +343,7 @@ cmd_up() {
 		up_once "$dir" || rc=$?
 		[[ $rc -eq 3 ]] || break
 		log "attempt $attempt: port clash"
+		stop_all "$dir"
 	done
 	if [[ $rc -ne 0 ]]; then
 		log "stopping what was started; logs stay in $dir/logs"
@@ -318,7 +366,9 @@ cmd_down() {
 		die "$dir is not a control-plane state dir; not touching it"
 	fi
 	exec 8>>"$dir/.lock"
-	flock -w 120 8 || die "timed out waiting for another up/down on $dir"
+	# Wait for a concurrent up/down on DIR, but not forever: down must work
+	# even if the lock holder is stuck (or is an `up` that a ^C interrupted).
+	flock -w 30 8 || log "warning: $dir is locked by another up/down; stopping it anyway"
 	stop_all "$dir"
 	rm -rf "$dir"
 	if [[ -f "$pointer" && "$(cat "$pointer")" == "$dir" ]]; then

@@ -1,7 +1,7 @@
 // Pins the real Kubernetes control plane used by tests (hack/control-plane.sh).
 // k8s.io/kubernetes requires its staging modules as v0.0.0 and replaces them
 // with ./staging/...; a consumer must replace them with the published v0.32.x
-// tags itself. Keep KUBE_VERSION and the v0.32.x below in step.
+// tags itself. Keep k8s.io/kubernetes v1.32.N and every v0.32.N below in step.
 module cinfer.io/hack/controlplane
 
 go 1.23.0

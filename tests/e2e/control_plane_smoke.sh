@@ -20,11 +20,16 @@ not_ok() {
 	failed=$((failed + 1))
 	echo "not ok - $*"
 }
-# check NAME CMD...: one test case.
+# check NAME CMD...: one test case; CMD's output is shown only if it fails.
 check() {
-	local name="$1"
+	local name="$1" out
 	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
+	if out="$("$@" 2>&1)"; then
+		ok "$name"
+	else
+		not_ok "$name"
+		[[ -z "$out" ]] || printf '%s\n' "$out" | sed 's/^/    /'
+	fi
 }
 # wait_for SECONDS CMD...: poll CMD every 0.5 s until it succeeds.
 wait_for() {
@@ -45,7 +50,7 @@ cleanup() {
 	"$cp_sh" down >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'not_ok "interrupted"; summary; exit 130' INT TERM
 
 t0=$SECONDS
 if env_lines="$("$cp_sh" up)"; then
