@@ -165,7 +165,7 @@ static int reactive_replicas(const struct policy_spec *sp, const struct policy_s
                      sp->target_kv_usage, n);
         }
     }
-    if (best < 0) snprintf(why, whylen, "no metric configured: holding at %d", current);
+    if (best < 0) snprintf(why, whylen, "no usable metric: holding at %d", current);
     return best;
 }
 

@@ -92,6 +92,11 @@ START_TEST(test_policy_decide_missing_metrics_hold)
     s = sig_q(15, 0, 6, 0.0); /* no ready pod scraped */
     policy_decide(st, &s, 6, &d);
     ck_assert_int_eq(d.desired, 6);
+    s = sig_q(30, 6, 0, 0.0); /* a garbage value is no metric either */
+    s.waiting = NAN;
+    policy_decide(st, &s, 6, &d);
+    ck_assert_int_eq(d.desired, 6);
+    ck_assert_ptr_nonnull(strstr(d.reason, "no usable metric"));
     policy_state_free(st);
 }
 END_TEST

@@ -314,6 +314,38 @@ START_TEST(test_sim_run_shared_azure_trace)
 }
 END_TEST
 
+/* Mooncake with block hashes: prefix hits happen, runs repeat exactly, and the seed (which spreads
+ * the 3 s timestamp ticks) changes the replay. */
+START_TEST(test_sim_run_shared_mooncake_trace)
+{
+    const char *p = test_shared_path("traces/mooncake_conversation_trace.jsonl");
+    if (!p) return;
+    struct trace *tr = NULL;
+    char err[256], a[512], b[512], c[512];
+    ck_assert_int_eq(trace_load(p, TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_PREDICTIVE);
+    cfg.token_scale = 0.1;
+    cfg.time_scale = 0.5;
+    cfg.replicas = 10;
+    cfg.spec.slo_ttft_s = 3;
+    cfg.spec.target_kv_usage = 0.15;
+    struct sim_result r;
+    for (int k = 0; k < 3; k++) {
+        cfg.seed = k < 2 ? 1 : 2;
+        ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+        ck_assert_uint_eq(r.requests, 12031);
+        ck_assert_double_gt(r.prefix_hit_rate, 0.05);
+        ck_assert_double_lt(r.prefix_hit_rate, 0.374); /* the infinite-cache bound (SOURCE.md) */
+        sim_result_json(&r, k == 0 ? a : k == 1 ? b : c, sizeof(a));
+        sim_result_fini(&r);
+    }
+    ck_assert_str_eq(a, b);
+    ck_assert_str_ne(a, c);
+    trace_free(tr);
+}
+END_TEST
+
 Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -329,6 +361,7 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_plot_png_encode_structure);
     tcase_add_test(tc, test_cmd_simulate_main_prints_one_json_line_and_plot);
     tcase_add_test(tc, test_sim_run_shared_azure_trace);
+    tcase_add_test(tc, test_sim_run_shared_mooncake_trace);
     suite_add_tcase(s, tc);
     return s;
 }
