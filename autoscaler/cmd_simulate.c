@@ -15,7 +15,7 @@
 
 struct simulate_cfg {
     const char *trace, *format, *policy, *plot;
-    int replicas, min_replicas, max_replicas, seed, max_running;
+    int replicas, min_replicas, max_replicas, seed, max_running, fit_intervals;
     double time_scale, token_scale, startup_s, slo_s, interval_s;
     double target_queue, target_kv, down_window_s, capacity_rps, headroom, season_s;
     double prefill_tps, decode_tps, decode_batch_tps, kv_tokens, cache_tokens;
@@ -60,6 +60,9 @@ static const struct cfg_opt opts[] = {
      "Predictive: plan for this fraction of capacity", NULL, 0},
     {"season-seconds", CFG_DOUBLE, F(season_s), "0", 0, 1e7,
      "Predictive: Holt-Winters season (0 = damped Holt)", NULL, 0},
+    {"forecast-fit-intervals", CFG_INT, F(fit_intervals), "0", 0, 100000,
+     "Predictive: refit the forecast by grid search after this many intervals (0 = defaults)", NULL,
+     0},
     {"prefill-tps", CFG_DOUBLE, F(prefill_tps), "2000", 1e-3, 1e9, "Replica prefill tokens/s", NULL,
      0},
     {"decode-tps", CFG_DOUBLE, F(decode_tps), "60", 1e-3, 1e9, "Single-stream decode tokens/s",
@@ -108,6 +111,7 @@ static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
     sp->capacity_rps = c->capacity_rps;
     sp->headroom = c->headroom;
     sp->season_s = c->season_s;
+    sp->forecast_fit_intervals = c->fit_intervals;
     sc->replicas = c->replicas;
     sc->time_scale = c->time_scale;
     sc->token_scale = c->token_scale;

@@ -74,8 +74,8 @@ struct policy_state *policy_state_new(const struct policy_spec *spec)
     st->downs.a = calloc(EVENT_MAX, sizeof(struct timed));
     if (!st->recs.a || !st->ups.a || !st->downs.a) goto fail;
     if (spec->kind == POLICY_PREDICTIVE) {
+        st->pred_on = true; /* fini also undoes a partial init */
         if (policy_predictor_init(&st->pred, spec) != 0) goto fail;
-        st->pred_on = true;
     }
     return st;
 fail:

@@ -56,9 +56,12 @@ struct policy_spec {
     double slo_ttft_s;   /* latency objective used to learn capacity */
     double capacity_rps; /* configured per-replica request capacity; 0 = learn it */
     /* Added with policy.c (defaults in policy_spec_defaults): */
-    double headroom;           /* predictive plans for this fraction of learned capacity (0.8) */
-    double prefill_cost_ratio; /* cost of one uncached prompt token relative to one generated
+    double headroom;            /* predictive plans for this fraction of learned capacity (0.8) */
+    double prefill_cost_ratio;  /* cost of one uncached prompt token relative to one generated
                                   * token (0.35 = 700 decode tok/s / 2000 prefill tok/s) */
+    int forecast_fit_intervals; /* > 0: after this many intervals, refit the forecast's
+                                 * parameters by grid search over them (forecast_fit); 0 keeps
+                                 * the fixed defaults of forecast.h (0) */
 };
 
 /* Fills `spec` with the defaults above for `kind`. */

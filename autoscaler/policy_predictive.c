@@ -24,6 +24,7 @@
 #include "common/err.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LEARN_ALPHA   0.2
@@ -42,13 +43,44 @@ int policy_predictor_init(struct policy_predictor *p, const struct policy_spec *
     if (season > FORECAST_MAX_SEASON) return ERR_RANGE;
     forecast_params_defaults(&fp, season);
     p->rps = forecast_new(&fp);
-    return p->rps ? 0 : ERR_NOMEM;
+    if (!p->rps) return ERR_NOMEM;
+    if (spec->forecast_fit_intervals > 0) {
+        if (spec->forecast_fit_intervals > 100000) return ERR_RANGE;
+        p->history = calloc((size_t)spec->forecast_fit_intervals, sizeof(double));
+        if (!p->history) return ERR_NOMEM;
+    }
+    return 0;
 }
 
 void policy_predictor_fini(struct policy_predictor *p)
 {
     forecast_free(p->rps);
     p->rps = NULL;
+    free(p->history);
+    p->history = NULL;
+}
+
+/* Keeps the warm-up window; once full, refits alpha/beta/phi(/gamma) on it and replays it into a
+ * model with the fitted parameters. A failed fit keeps the defaults. */
+static void maybe_fit(struct policy_predictor *p, const struct policy_spec *spec, double y)
+{
+    if (!p->history || p->fitted) return;
+    p->history[p->n_history++] = y;
+    if (p->n_history < (size_t)spec->forecast_fit_intervals) return;
+    p->fitted = true;
+    struct forecast_params fp;
+    int season = 0;
+    if (spec->season_s > 0 && spec->interval_s > 0)
+        season = (int)lround(spec->season_s / spec->interval_s);
+    forecast_params_defaults(&fp, season);
+    struct forecast *f = NULL;
+    if (forecast_fit(p->history, p->n_history, &fp) == 0 && (f = forecast_new(&fp)) != NULL) {
+        for (size_t i = 0; i < p->n_history; i++) forecast_update(f, p->history[i]);
+        forecast_free(p->rps);
+        p->rps = f;
+    }
+    free(p->history);
+    p->history = NULL;
 }
 
 static double ewma(double old, double x, double a, bool first)
@@ -94,6 +126,7 @@ int policy_predictor_step(struct policy_predictor *p, const struct policy_spec *
 {
     if (sig->metrics_ok && isfinite(sig->arrival_rate) && sig->arrival_rate >= 0) {
         forecast_update(p->rps, sig->arrival_rate);
+        maybe_fit(p, spec, sig->arrival_rate);
         learn(p, spec, sig);
     }
     if (forecast_count(p->rps) == 0) return 0;

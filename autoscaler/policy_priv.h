@@ -18,6 +18,9 @@ struct policy_predictor {
     double hit_rate;      /* EWMA of the prefix-cache hit rate */
     bool hit_seen;
     double p99_typical; /* EWMA of TTFT p99 over intervals inside the reactive targets */
+    double *history;    /* arrival rates until the one-time fit (forecast_fit_intervals) */
+    size_t n_history;
+    bool fitted;
 };
 
 int policy_predictor_init(struct policy_predictor *p, const struct policy_spec *spec);

@@ -354,6 +354,34 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
 }
 END_TEST
 
+/* With forecast_fit_intervals the forecast refits on its warm-up window: on a clean ramp the fitted
+ * model extrapolates closer to the truth than the fixed defaults. */
+START_TEST(test_policy_predictive_forecast_fit_tracks_ramp_better)
+{
+    double fc[2];
+    for (int fit = 0; fit < 2; fit++) {
+        struct policy_spec sp;
+        plain_spec(&sp);
+        sp.kind = POLICY_PREDICTIVE;
+        sp.capacity_rps = 1;
+        sp.forecast_fit_intervals = fit ? 20 : 0;
+        struct policy_state *st = policy_state_new(&sp);
+        ck_assert_ptr_nonnull(st);
+        struct policy_decision d;
+        for (int i = 0; i < 40; i++) {
+            struct policy_signals s = sig_q(15.0 * i, 4, 0, 1.0);
+            s.arrival_rate = 10 + i;
+            policy_decide(st, &s, 4, &d);
+        }
+        fc[fit] = d.forecast_rps;
+        policy_state_free(st);
+    }
+    double truth = 10 + 39 + 5; /* horizon (60 + 15) / 15 = 5 intervals */
+    ck_assert_msg(fabs(fc[1] - truth) < fabs(fc[0] - truth), "fitted %g, default %g", fc[1], fc[0]);
+    ck_assert_double_eq_tol(fc[1], truth, 1.0);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -370,6 +398,7 @@ Suite *policy_suite(void)
     tcase_add_test(tc, test_policy_predictive_ramp_scales_ahead);
     tcase_add_test(tc, test_policy_predictive_never_scales_down_on_forecast);
     tcase_add_test(tc, test_policy_predictive_learns_capacity_and_hit_rate_raises_it);
+    tcase_add_test(tc, test_policy_predictive_forecast_fit_tracks_ramp_better);
     suite_add_tcase(s, tc);
     return s;
 }
