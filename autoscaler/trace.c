@@ -327,7 +327,11 @@ int trace_load(const char *path, enum trace_format fmt, struct trace **out, char
                size_t errlen)
 {
     int rc = ERR_IO;
-    char *data = NULL;
+    char *data = NULL, scratch[1];
+    if (!err || !errlen) { /* messages are optional */
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -336,6 +340,7 @@ int trace_load(const char *path, enum trace_format fmt, struct trace **out, char
     size_t cap = 1 << 20, len = 0;
     data = malloc(cap);
     if (!data) {
+        snprintf(err, errlen, "%s: out of memory", path);
         rc = ERR_NOMEM;
         goto out;
     }
@@ -349,6 +354,7 @@ int trace_load(const char *path, enum trace_format fmt, struct trace **out, char
             size_t ncap = cap * 2 > TRACE_MAX_BYTES + 1 ? TRACE_MAX_BYTES + 1 : cap * 2;
             char *p = realloc(data, ncap);
             if (!p) {
+                snprintf(err, errlen, "%s: out of memory", path);
                 rc = ERR_NOMEM;
                 goto out;
             }

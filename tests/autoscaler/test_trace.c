@@ -231,6 +231,7 @@ START_TEST(test_trace_load_missing_file)
     ck_assert_int_eq(trace_load("/nonexistent/trace.csv", TRACE_AZURE, &t, err, sizeof(err)),
                      ERR_IO);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/trace.csv"));
+    ck_assert_int_eq(trace_load("/nonexistent/trace.csv", TRACE_AZURE, &t, NULL, 0), ERR_IO);
     enum trace_format f;
     ck_assert_int_eq(trace_format_parse("mooncake", &f), 0);
     ck_assert_int_eq(f, TRACE_MOONCAKE);
