@@ -4,7 +4,8 @@
 # text with the contract metric names, values from a control file) reached through --target, so no
 # pods or operator are needed. Covers: leader election on the Lease, scale-up through /scale on
 # queue depth, status.autoscaling, ScaledUp/ScaledDown Events, scale-down only after the window,
-# no scale-down while an engine's metrics are missing, hands off for policy external, an
+# no scale-down while an engine's metrics are missing, pod discovery through status.selector with
+# pod-deletion-cost annotations before a scale-down, hands off for policy external, an
 # autoscaling/v2 HPA accepted against the InferenceService's scale subresource, the autoscaler's own
 # /metrics, a follower taking over, and a clean SIGTERM.
 set -uo pipefail
@@ -142,6 +143,76 @@ set_load 2 0
 start_engine 2
 check "engine 2 back" wait_for 10 engine_up 2
 check "all metrics back: scale-down to 1" wait_for 40 replicas_is 1
+
+# --- in-cluster discovery: pods through status.selector, deletion costs before a scale-down ------
+# No kubelet runs here, so the test writes pod status as a kubelet would; the "pods" are two fake
+# engines on their own loopback addresses at the contract port 8000.
+pod_ip=(127.0.0.42 127.0.0.43)
+port_free() { python3 -c "import socket; s=socket.socket(); s.bind(('$1', 8000))" 2>/dev/null; }
+cost() { jp "pod/pods-$1" '{.metadata.annotations.controller\.kubernetes\.io/pod-deletion-cost}'; }
+if port_free "${pod_ip[0]}" && port_free "${pod_ip[1]}"; then
+	for j in 0 1; do
+		printf '{"waiting": 0, "running": 1}\n' >"$work/pod$j.json"
+		python3 "$e2e_root/tests/testdata/autoscaler/fake_engine.py" 8000 "$work/pod$j.json" \
+			"${pod_ip[j]}" 2>>"$work/pod$j.log" &
+		engine_pids+=($!)
+	done
+	cat <<EOF | kn apply -f - >/dev/null
+apiVersion: serving.cinfer.io/v1alpha1
+kind: InferenceService
+metadata:
+  name: pods
+spec:
+  replicas: 1
+  model:
+    uri: https://models.example.com/m.gguf
+  scaling:
+    policy: reactive
+    minReplicas: 1
+    maxReplicas: 4
+    targetQueueDepth: 2
+    scaleDownDelaySeconds: 5
+EOF
+	check "selector published in status (as the operator does)" kn patch cisvc pods \
+		--subresource=status --type merge \
+		-p '{"status":{"selector":"serving.cinfer.io/inferenceservice=pods"}}'
+	for j in 0 1 2; do
+		cat <<EOF | kn apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata:
+  name: pods-$j
+  labels: {serving.cinfer.io/inferenceservice: pods}
+spec:
+  containers: [{name: engine, image: "cinfer-engine:e2e"}]
+EOF
+	done
+	for j in 0 1; do
+		check "pod $j reported Running and Ready at ${pod_ip[j]}" kn patch pod "pods-$j" \
+			--subresource=status --type merge -p "{\"status\":{\"phase\":\"Running\",
+			\"podIP\":\"${pod_ip[j]}\",\"podIPs\":[{\"ip\":\"${pod_ip[j]}\"}],
+			\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"}]}}"
+	done
+	# pods-2 stays Pending: counted as not ready, never scraped.
+	printf '{"waiting": 8, "running": 1}\n' >"$work/pod0.json"
+	printf '{"waiting": 4, "running": 1}\n' >"$work/pod1.json"
+	check "pods: queue depth scales up to max 4" wait_for 30 jp_is cisvc/pods '{.spec.replicas}' 4
+	check "pods: signals see 2 ready, 1 not ready" wait_for 10 jp_is cisvc/pods \
+		'{.status.autoscaling.signals.readyPods}/{.status.autoscaling.signals.unreadyPods}' 2/1
+	printf '{"waiting": 0, "running": 1}\n' >"$work/pod0.json"
+	printf '{"waiting": 1, "running": 1}\n' >"$work/pod1.json"
+	check "pods: load gone, scale-down after the window" wait_for 40 bash -c \
+		"[ \"\$(kubectl -n $ns get cisvc pods -o jsonpath='{.spec.replicas}')\" -lt 4 ]"
+	c0="$(cost 0)"
+	c1="$(cost 1)"
+	check "pod-deletion-cost annotated on both ready pods ($c0, $c1)" [ -n "$c0" -a -n "$c1" ]
+	check "the idler pod is the cheaper victim" [ "${c0:-0}" -lt "${c1:-0}" ]
+	check "the Pending pod is not annotated (the ReplicaSet removes it first anyway)" \
+		[ -z "$(cost 2)" ]
+	kn delete cisvc pods --wait=false >/dev/null
+else
+	echo "SKIP: port 8000 on ${pod_ip[*]} is in use; in-cluster discovery not tested this run"
+fi
 
 # --- the autoscaler's own metrics ---------------------------------------------------------------
 metrics="$(curl -sf "http://127.0.0.1:$port1/metrics")"

@@ -4,13 +4,14 @@ with the contract metric names (common/metric_names.h), reading the values on ev
 JSON control file the test rewrites: {"running": 0, "waiting": 3, "kv": 0.2}. Finished requests grow
 by `finish_per_scrape` (default 1) per scrape so that counters move like a serving engine's.
 
-Usage: fake_engine.py PORT CONTROL_FILE"""
+Usage: fake_engine.py PORT CONTROL_FILE [HOST]   (HOST defaults to 127.0.0.1)"""
 import http.server
 import json
 import sys
 
 PORT = int(sys.argv[1])
 CONTROL = sys.argv[2]
+HOST = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
 state = {"requests": 0.0, "prompt": 0.0, "gen": 0.0, "ttft": [0, 0, 0]}
 
 
@@ -69,4 +70,4 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-http.server.HTTPServer(("127.0.0.1", PORT), Handler).serve_forever()
+http.server.HTTPServer((HOST, PORT), Handler).serve_forever()
