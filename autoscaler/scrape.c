@@ -17,6 +17,8 @@
 
 #define SCRAPE_DEFAULT_TIMEOUT_MS 2000
 #define SCRAPE_DEFAULT_MAX_BODY   (4u << 20)
+/* Open connections at once: bounds file descriptors with thousands of pods; curl queues the rest. */
+#define SCRAPE_MAX_CONNECTIONS 128L
 
 /* ------------------------------------------------------------------------------------------------
  * Extraction
@@ -193,6 +195,7 @@ int scrape_run(struct scrape_target *targets, size_t n, const struct scrape_opts
     struct transfer *xs = calloc(n, sizeof(*xs));
     CURLM *multi = curl_multi_init();
     if (!xs || !multi) goto out;
+    curl_multi_setopt(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, SCRAPE_MAX_CONNECTIONS);
     for (size_t i = 0; i < n; i++) {
         struct transfer *x = &xs[i];
         x->t = &targets[i];

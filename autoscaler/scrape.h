@@ -63,7 +63,8 @@ struct scrape_opts {
     size_t max_body; /* per body; 0 = 4 MiB */
 };
 
-/* Scrapes every target in parallel (one libcurl multi handle, at most `n` connections) and writes
+/* Scrapes every target in parallel (one libcurl multi handle, at most 128 connections open at
+ * once; the rest wait for a free one within their own timeout) and writes
  * each target's results. Returns 0 when the scrape round ran (individual targets may have failed:
  * see their rc), or ERR_NOMEM / ERR_INTERNAL when libcurl could not be set up. Returns early with
  * ERR_CANCELLED on shutdown. Any thread (uses no shared state; curl_global_init must have run, as

@@ -332,6 +332,26 @@ START_TEST(test_scrape_run_mixed_targets)
 }
 END_TEST
 
+START_TEST(test_scrape_run_many_targets)
+{
+    /* More targets than open connections at once: every one is scraped, none starves. */
+    server_start();
+    enum { N = 300 };
+    static char urls[N][64];
+    static struct scrape_target t[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(urls[i], sizeof(urls[i]), "http://127.0.0.1:%d/ok", srv_port);
+        t[i] = (struct scrape_target){.url = urls[i]};
+    }
+    struct scrape_opts o = {.timeout_ms = 10000};
+    ck_assert_int_eq(scrape_run(t, N, &o), 0);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(t[i].rc == 0, "target %d: %s", i, t[i].error);
+        ck_assert_double_eq(t[i].metrics.waiting, 4);
+    }
+}
+END_TEST
+
 START_TEST(test_scrape_run_empty_and_bad_url)
 {
     ck_assert_int_eq(scrape_run(NULL, 0, NULL), 0);
@@ -356,6 +376,7 @@ Suite *scrape_suite(void)
     TCase *net = tcase_create("fetch");
     tcase_set_timeout(net, 30);
     tcase_add_test(net, test_scrape_run_mixed_targets);
+    tcase_add_test(net, test_scrape_run_many_targets);
     tcase_add_test(net, test_scrape_run_empty_and_bad_url);
     suite_add_tcase(s, net);
     return s;
