@@ -123,16 +123,59 @@ AVX512_INLINE void wgemm_512(const void *w, size_t ldw, int nr, const float *x, 
         TILE_BY_ROWS(wtile_512, nr, 1, w, ldw, x + t * ldx, ldx, k, y + t * ldy, ldy, f16);
 }
 
+/* One dot product in the order of ggml's ggml_vec_dot_f32 on AVX-512 (4 accumulators over 64-element
+ * steps, pairwise reduction, then a scalar tail). ggml uses it for F32 rows whose length is not a
+ * multiple of 16, where llamafile's tinyBLAS (whose order wtile_512 already follows) declines. The
+ * same order keeps F32 models within llama.cpp's rounding: a different summation order changes
+ * results by an ulp, which an F16 KV cache can turn into a visible flip. */
+AVX512_INLINE float dot_ggml_order_512(const void *w, size_t off, const float *x, int k,
+                                       const int f16)
+{
+    __m512 sum[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    int np = k & ~63;
+    for (int i = 0; i < np; i += 64) {
+        UNROLL
+        for (int j = 0; j < 4; j++)
+            sum[j] = _mm512_fmadd_ps(wload_512(w, off + i + 16 * j, f16),
+                                     _mm512_loadu_ps(x + i + 16 * j), sum[j]);
+    }
+    sum[0] = _mm512_add_ps(sum[0], sum[2]);
+    sum[1] = _mm512_add_ps(sum[1], sum[3]);
+    sum[0] = _mm512_add_ps(sum[0], sum[1]);
+    float s = hsum512(sum[0]);
+    for (int i = np; i < k; i++)
+        s += (f16 ? f16_512((const uint16_t *)w + off + i) : ((const float *)w)[off + i]) * x[i];
+    return s;
+}
+
+/* F16 weights go through the F32 kernel after conversion in large batches, so both must use the
+ * same order for odd row lengths too: a token must get the same result alone and in a batch. */
+AVX512_INLINE void gemm_ggml_order_512(const void *w, size_t ldw, int nr, const float *x,
+                                       size_t ldx, int nt, int k, float *y, size_t ldy,
+                                       const int f16)
+{
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++)
+            y[t * ldy + r] = dot_ggml_order_512(w, (size_t)r * ldw, x + t * ldx, k, f16);
+}
+
 static AVX512 void gemm_f32_512(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
                                 int nt, int k, float *y, size_t ldy)
 {
-    wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 0);
+    if (k % 16)
+        gemm_ggml_order_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 0);
+    else
+        wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 0);
 }
 
 static AVX512 void gemm_f16_512(const uint16_t *w, size_t ldw, int nr, const float *x, size_t ldx,
                                 int nt, int k, float *y, size_t ldy)
 {
-    wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 1);
+    if (k % 16)
+        gemm_ggml_order_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 1);
+    else
+        wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 1);
 }
 
 /* Bytes ahead that decode-sized tiles prefetch their weight rows: the ROB covers only a few hundred
