@@ -158,23 +158,22 @@ static void svc_sweep(struct loop *l)
  * Metrics
  * ---------------------------------------------------------------------------------------------- */
 
+/* Registers an unlabelled metric and returns its one series. */
 static int add_series(struct prom_registry *r, enum prom_type type, const char *name,
-                      const char *help, const char *label, const char *value,
-                      struct prom_series **out)
+                      const char *help, struct prom_series **out)
 {
     static const double buckets[] = {0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-    const char *const labels[] = {label};
+    bool hist = type == PROM_HISTOGRAM;
     struct prom_desc d = {type,
                           name,
                           help,
-                          label ? labels : NULL,
-                          label ? 1 : 0,
-                          type == PROM_HISTOGRAM ? buckets : NULL,
-                          type == PROM_HISTOGRAM ? sizeof(buckets) / sizeof(buckets[0]) : 0};
+                          NULL,
+                          0,
+                          hist ? buckets : NULL,
+                          hist ? sizeof(buckets) / sizeof(buckets[0]) : 0};
     struct prom_metric *m;
     int rc = prom_registry_add(r, &d, &m);
-    if (!rc)
-        rc = prom_series_get(m, label ? (const char *const[]){value} : NULL, label ? 1 : 0, out);
+    if (!rc) rc = prom_series_get(m, NULL, 0, out);
     return rc;
 }
 
@@ -192,10 +191,10 @@ static int register_metrics(struct loop *l, struct prom_registry *r)
     int rc = prom_registry_add(r, &desired, &l->desired_metric);
     if (!rc)
         rc = add_series(r, PROM_COUNTER, "cinfer_autoscaler_rounds_total", "Decision rounds run",
-                        NULL, NULL, &l->rounds);
+                        &l->rounds);
     if (!rc)
         rc = add_series(r, PROM_HISTOGRAM, "cinfer_autoscaler_round_duration_seconds",
-                        "Time for one round (discover, scrape, decide, actuate)", NULL, NULL,
+                        "Time for one round (discover, scrape, decide, actuate)",
                         &l->round_duration);
     if (!rc) {
         struct prom_desc d = {PROM_COUNTER,
@@ -223,15 +222,14 @@ static int register_metrics(struct loop *l, struct prom_registry *r)
     }
     if (!rc)
         rc = add_series(r, PROM_COUNTER, "cinfer_autoscaler_scale_down_held_total",
-                        "Scale-downs withheld because an engine's metrics were missing", NULL, NULL,
-                        &l->holds);
+                        "Scale-downs withheld because an engine's metrics were missing", &l->holds);
     if (!rc)
         rc = add_series(r, PROM_COUNTER, "cinfer_autoscaler_api_errors_total",
-                        "Failed API server writes (scale, status, events, annotations)", NULL, NULL,
+                        "Failed API server writes (scale, status, events, annotations)",
                         &l->api_errors);
     if (!rc)
         rc = add_series(r, PROM_GAUGE, "cinfer_autoscaler_leader",
-                        "1 while this replica holds the leader lease", NULL, NULL, &l->is_leader);
+                        "1 while this replica holds the leader lease", &l->is_leader);
     return rc;
 }
 
@@ -422,11 +420,12 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
      * is ready but did not answer, a lower recommendation may only reflect what we cannot see. */
     if (desired < current && (!sig.metrics_ok || failed > 0)) {
         prom_counter_inc(l->holds, 1);
-        snprintf(reason, sizeof(reason), "holding %d replicas: metrics missing from %d engine(s)",
-                 current,
-                 failed > 0 ? failed
-                 : rs->n    ? (int)rs->n
-                            : 1);
+        if (failed > 0)
+            snprintf(reason, sizeof(reason),
+                     "holding %d replicas: metrics missing from %d of %zu engines", current, failed,
+                     rs->n);
+        else
+            snprintf(reason, sizeof(reason), "holding %d replicas: no engine metrics", current);
         desired = current;
     }
     time_t now = time(NULL);
