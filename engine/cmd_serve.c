@@ -18,7 +18,7 @@ struct serve_cfg {
     uint64_t max_body_bytes;
     const char *served_model_name;
     int shutdown_delay_s;
-    int shutdown_grace_s;
+    int shutdown_timeout_s;
     const char *log_level, *log_format;
 };
 
@@ -34,7 +34,7 @@ static const struct cfg_opt serve_opts[] = {
     {"shutdown-delay-seconds", CFG_INT, offsetof(struct serve_cfg, shutdown_delay_s), "0", 0, 600,
      "After SIGTERM, keep serving (with /health at 503) this long before refusing new requests",
      NULL, 0},
-    {"shutdown-grace-seconds", CFG_INT, offsetof(struct serve_cfg, shutdown_grace_s), "30", 0, 3600,
+    {"shutdown-timeout", CFG_INT, offsetof(struct serve_cfg, shutdown_timeout_s), "30", 0, 3600,
      "After that, how long in-flight requests may take to finish before they are cancelled", NULL,
      0},
     CLI_LOG_OPTS(struct serve_cfg),
@@ -82,12 +82,12 @@ int cmd_serve_main(int argc, char **argv)
      * then refuse new requests and let in-flight ones finish. */
     http_api_set_state(api, HTTP_API_DRAINING);
     log_info("draining", LOG_I("delay_s", cfg.shutdown_delay_s),
-             LOG_I("grace_s", cfg.shutdown_grace_s));
+             LOG_I("grace_s", cfg.shutdown_timeout_s));
     for (int i = 0; i < cfg.shutdown_delay_s * 10; i++) {
         struct timespec ts = {0, 100000000L};
         nanosleep(&ts, NULL);
     }
-    rc = http_api_shutdown(api, cfg.shutdown_grace_s * 1000);
+    rc = http_api_shutdown(api, cfg.shutdown_timeout_s * 1000);
     if (rc) log_warn("in-flight requests cancelled at the end of the grace period");
     http_api_free(api);
     log_info("stopped");
