@@ -80,6 +80,10 @@ EOF
 }
 check "InferenceService with policy reactive created" bash -c "$(declare -f isvc); isvc | kubectl -n $ns apply -f - >/dev/null"
 
+# Fields the operator owns in status; the autoscaler's merge patch must leave them alone.
+check "operator-owned status fields written" kn patch cisvc chat --subresource=status --type merge \
+	-p '{"status":{"replicas":1,"selector":"serving.cinfer.io/inferenceservice=chat"}}'
+
 # --- autoscaler ---------------------------------------------------------------------------------
 # start_autoscaler NAME PORT: runs it in the background, logging to $work/NAME.log
 start_autoscaler() {
@@ -125,6 +129,8 @@ check "status.autoscaling.signals.waiting is the queue" wait_for 10 \
 	jp_is cisvc/chat '{.status.autoscaling.signals.waiting}' 9
 check "status.autoscaling.signals.readyPods" jp_is cisvc/chat '{.status.autoscaling.signals.readyPods}' 3
 check "ScaledUp Event" wait_for 10 has_event ScaledUp
+check "operator-owned status fields untouched" jp_is cisvc/chat '{.status.replicas}/{.status.selector}' \
+	"1/serving.cinfer.io/inferenceservice=chat"
 check "Event message names from and to" bash -c \
 	"kubectl -n $ns get events --field-selector involvedObject.name=chat,reason=ScaledUp -o jsonpath='{.items[*].message}' | grep -q 'from 1 to 5'"
 
