@@ -8,41 +8,8 @@ set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cp_sh="$root/hack/control-plane.sh"
-passed=0
-failed=0
 suffix="$$-$RANDOM"
-
-ok() {
-	passed=$((passed + 1))
-	echo "ok - $*"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "not ok - $*"
-}
-# check NAME CMD...: one test case; CMD's output is shown only if it fails.
-check() {
-	local name="$1" out
-	shift
-	if out="$("$@" 2>&1)"; then
-		ok "$name"
-	else
-		not_ok "$name"
-		[[ -z "$out" ]] || printf '%s\n' "$out" | sed 's/^/    /'
-	fi
-}
-# wait_for SECONDS CMD...: poll CMD every 0.5 s until it succeeds.
-wait_for() {
-	local deadline=$((SECONDS + $1))
-	shift
-	until "$@" >/dev/null 2>&1; do
-		((SECONDS < deadline)) || return 1
-		sleep 0.5
-	done
-}
-summary() {
-	echo "control_plane_smoke: $passed passed, $failed failed"
-}
+source "$root/tests/e2e/lib.sh"
 
 state="$(mktemp -d /tmp/cinfer-cp-smoke.XXXXXX)"
 export CINFER_CP_DIR="$state"

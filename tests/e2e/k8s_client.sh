@@ -18,20 +18,7 @@ cd "$root"
 cp_sh="$root/hack/control-plane.sh"
 build="${CINFER_BUILD:-build}"
 bin="${K8S_LIVE_BIN:-$build/tests/common/test_k8s_live}"
-passed=0
-failed=0
-
-ok() {
-	passed=$((passed + 1))
-	echo "ok - $*"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "not ok - $*"
-}
-summary() {
-	echo "k8s_client: $passed passed, $failed failed"
-}
+source "$root/tests/e2e/lib.sh"
 
 if [[ ! -x "$bin" ]]; then
 	make --no-print-directory -s "$bin" >/dev/null || {

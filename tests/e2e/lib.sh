@@ -16,11 +16,17 @@ not_ok() {
 	failed=$((failed + 1))
 	echo "not ok - $*"
 }
-# check NAME CMD...: one test case that passes when CMD succeeds.
+# check NAME CMD...: one test case that passes when CMD succeeds; CMD's output is shown only if it
+# fails. CMD runs in a subshell, so it cannot set variables of the script.
 check() {
-	local name="$1"
+	local name="$1" out
 	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
+	if out="$("$@" 2>&1)"; then
+		ok "$name"
+	else
+		not_ok "$name"
+		[[ -z "$out" ]] || printf '%s\n' "$out" | sed 's/^/    /'
+	fi
 }
 # wait_for SECONDS CMD...: polls CMD every 0.3 s until it succeeds; fails after SECONDS.
 wait_for() {

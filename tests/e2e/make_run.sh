@@ -10,9 +10,8 @@ build="${CINFER_BUILD:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 bin="$build/bin/cinfer-engine"
 tmp="$(mktemp -d)"
-passed=0
-failed=0
 pid=""
+source "$root/tests/e2e/lib.sh"
 
 cleanup() {
 	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
@@ -20,22 +19,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() {
-	passed=$((passed + 1))
-	echo "ok - $*"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "not ok - $*"
-}
-check() {
-	local name="$1"
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name"; fi
-}
 finish() {
-	echo "make_run: $passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
+	summary
 	exit
 }
 
