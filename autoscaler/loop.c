@@ -639,7 +639,7 @@ out:
     loop_targets_fini(&l.targets);
     if (lost) {
         log_error("leadership lost; exiting so that a new leader takes over");
-        return ERR_STATE;
+        return ERR_BAD_STATE;
     }
     return rc;
 }

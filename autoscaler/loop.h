@@ -30,7 +30,7 @@ struct loop_cfg {
     void *ready_ctx;
 };
 
-/* Runs until shutdown (returns 0), loss of leadership (ERR_STATE) or a setup failure (err.h
+/* Runs until shutdown (returns 0), loss of leadership (ERR_BAD_STATE) or a setup failure (err.h
  * code, logged). `cfg` borrowed for the duration. Main thread. */
 int loop_run(const struct loop_cfg *cfg);
 

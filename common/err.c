@@ -15,7 +15,7 @@ const char *err_str(int code)
     case ERR_TIMEOUT: return "timed out";
     case ERR_PARSE: return "parse error";
     case ERR_UNSUPPORTED: return "unsupported";
-    case ERR_STATE: return "invalid state";
+    case ERR_BAD_STATE: return "invalid state";
     case ERR_AGAIN: return "temporarily unavailable";
     case ERR_HTTP: return "http error";
     case ERR_AUTH: return "unauthorized";

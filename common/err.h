@@ -1,4 +1,5 @@
-/* Error codes shared by every cinfer module.
+/* Error codes shared by every cinfer module. (ERR_BAD_STATE, not ERR_STATE: OpenSSL, which
+ * libwebsockets and libcurl headers pull in, has a typedef of that name.)
  * Fallible functions return 0 on success or one of these negative codes; err_str() names it for logs
  * and messages. Codes say what kind of failure happened; the detail goes in the log line or an
  * error-message buffer next to the call. */
@@ -17,7 +18,7 @@ enum err_code {
     ERR_TIMEOUT = -8,      /* deadline passed */
     ERR_PARSE = -9,        /* syntax error in a text format (JSON, Prometheus, YAML, ...) */
     ERR_UNSUPPORTED = -10, /* well-formed but not supported (architecture, tensor type, ...) */
-    ERR_STATE = -11,       /* operation not allowed in the current state (draining, not loaded) */
+    ERR_BAD_STATE = -11,   /* operation not allowed in the current state (draining, not loaded) */
     ERR_AGAIN = -12,       /* temporary condition; retry later (queue full, no KV blocks) */
     ERR_HTTP = -13,        /* HTTP exchange failed or returned an unexpected status */
     ERR_AUTH = -14,        /* authentication / authorization failure (401, 403, bad credentials) */

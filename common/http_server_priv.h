@@ -3,11 +3,7 @@
 #ifndef CINFER_COMMON_HTTP_SERVER_PRIV_H
 #define CINFER_COMMON_HTTP_SERVER_PRIV_H
 
-/* libwebsockets.h pulls in OpenSSL, whose `typedef ... ERR_STATE` collides with common/err.h's
- * ERR_STATE: rename OpenSSL's for this translation unit. Include this header before common/err.h. */
-#define ERR_STATE http_openssl_err_state
 #include <libwebsockets.h>
-#undef ERR_STATE
 
 #include "common/buf.h"
 #include "common/err.h"

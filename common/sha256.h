@@ -1,5 +1,5 @@
-/* SHA-256 of files and buffers as lowercase hex, on OpenSSL's EVP interface. Kept apart from
- * common/err.h on purpose: OpenSSL's headers claim the ERR_ prefix (ERR_STATE, ERR_get_error). */
+/* SHA-256 of files and buffers as lowercase hex, on OpenSSL's EVP interface; the one module that
+ * includes OpenSSL's headers directly. Errors are -1 with errno, like the stdio calls it wraps. */
 #ifndef CINFER_COMMON_SHA256_H
 #define CINFER_COMMON_SHA256_H
 

@@ -270,7 +270,7 @@ int model_fetch(const struct model_fetch_opts *o, char *err, size_t errlen)
         if (strcmp(hex, o->sha256) != 0) {
             snprintf(err, errlen, "sha256 mismatch: expected %s, got %s", o->sha256, hex);
             unlink(part); /* a corrupt prefix must not be resumed */
-            rc = ERR_STATE;
+            rc = ERR_BAD_STATE;
             goto out;
         }
     }

@@ -30,7 +30,7 @@ int model_fetch_resolve(const char *uri, const char *hf_endpoint, char *out, siz
 
 /* Downloads as described above. Returns 0; ERR_INVAL (bad URI or options); ERR_HTTP (a 4xx/5xx
  * answer that retries did not fix; `err` has the status); ERR_IO (network or file error after all
- * retries); ERR_AUTH (TLS verification or 401/403); ERR_STATE (SHA-256 mismatch: the partial file
+ * retries); ERR_AUTH (TLS verification or 401/403); ERR_BAD_STATE (SHA-256 mismatch: the partial file
  * is deleted so the next attempt starts clean). `err` says what happened in one line. */
 int model_fetch(const struct model_fetch_opts *opts, char *err, size_t errlen);
 

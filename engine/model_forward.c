@@ -223,7 +223,8 @@ int model_forward(struct model *m, const struct kv_cache *kv,
                   const struct model_batch_entry *entries, int n_entries, const float **logits,
                   int *n_rows)
 {
-    if (!m->kv_ready || n_entries <= 0 || !entries) return n_entries <= 0 ? ERR_INVAL : ERR_STATE;
+    if (!m->kv_ready || n_entries <= 0 || !entries)
+        return n_entries <= 0 ? ERR_INVAL : ERR_BAD_STATE;
     struct backend_batch b;
     int n_out = 0;
     int rc = step_build(m, kv, entries, n_entries, &b, &n_out);

@@ -420,6 +420,6 @@ int model_kv_init(struct model *m, const struct kv_cache *kv)
 
 int model_kv_copy_block(struct model *m, int32_t src, int32_t dst)
 {
-    if (!m->kv_ready || !m->be->ops->kv_copy_block) return ERR_STATE;
+    if (!m->kv_ready || !m->be->ops->kv_copy_block) return ERR_BAD_STATE;
     return m->be->ops->kv_copy_block(m->be, src, dst);
 }

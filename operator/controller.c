@@ -322,7 +322,7 @@ out:
     workqueue_free(ctl.queue);
     if (lost) {
         log_error("leadership lost; exiting so that a new leader takes over");
-        return ERR_STATE;
+        return ERR_BAD_STATE;
     }
     return rc;
 }

@@ -26,7 +26,7 @@ struct controller_cfg {
     void *ready_ctx;
 };
 
-/* Runs until shutdown is requested (returns 0) or leadership is lost (returns ERR_STATE: the
+/* Runs until shutdown is requested (returns 0) or leadership is lost (returns ERR_BAD_STATE: the
  * process should exit non-zero so that it restarts as a follower). Other errors on start-up. */
 int controller_run(const struct controller_cfg *cfg);
 

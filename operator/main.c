@@ -110,7 +110,7 @@ int main(int argc, char **argv)
     if (rc == 0) {
         log_info("shutting down", LOG_S("reason", "signal"));
         status = 0;
-    } else if (rc != ERR_STATE) {
+    } else if (rc != ERR_BAD_STATE) {
         log_error("controller failed", LOG_S("error", err_str(rc)));
     }
 out:

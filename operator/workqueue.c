@@ -218,7 +218,7 @@ int workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ms)
     pthread_mutex_lock(&q->mu);
     struct wq_entry *e = q->shutdown ? NULL : entry_get(q, key);
     if (q->shutdown)
-        rc = ERR_STATE;
+        rc = ERR_BAD_STATE;
     else if (!e)
         rc = ERR_NOMEM;
     else if (delay_ms <= 0)
@@ -249,7 +249,7 @@ int workqueue_add_rate_limited(struct workqueue *q, const char *key)
         e->failures++;
     }
     pthread_mutex_unlock(&q->mu);
-    if (!e) return q->shutdown ? ERR_STATE : ERR_NOMEM;
+    if (!e) return q->shutdown ? ERR_BAD_STATE : ERR_NOMEM;
     return workqueue_add_after(q, key, delay);
 }
 

@@ -25,7 +25,7 @@ struct workqueue *workqueue_new(const struct workqueue_opts *opts);
 /* Frees the queue; no thread may be using it. NULL-safe. */
 void workqueue_free(struct workqueue *q);
 
-/* Queues `key` (copied) now. Returns 0 or ERR_NOMEM; ERR_STATE after shutdown. */
+/* Queues `key` (copied) now. Returns 0 or ERR_NOMEM; ERR_BAD_STATE after shutdown. */
 int workqueue_add(struct workqueue *q, const char *key);
 /* Queues `key` after `delay_ms` (the earliest pending delay wins). */
 int workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ms);

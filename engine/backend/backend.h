@@ -106,7 +106,7 @@ struct backend_ops {
     /* gate (n) = silu(gate) * up */
     int (*silu_mul)(struct backend *b, float *gate, const float *up, size_t n);
     /* Writes k, v (n_tokens, n_kv_heads * head_dim) of `layer` into the cache slots of `batch`.
-     * ERR_STATE before kv_alloc, ERR_RANGE for a slot outside the cache (nothing is written then). */
+     * ERR_BAD_STATE before kv_alloc, ERR_RANGE for a slot outside the cache (nothing is written then). */
     int (*kv_store)(struct backend *b, int layer, const float *k, const float *v,
                     const struct backend_batch *batch);
     /* out (n_tokens, n_heads, head_dim) = softmax(q K^T * scale) V over each token's causal

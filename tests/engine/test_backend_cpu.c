@@ -889,8 +889,8 @@ START_TEST(test_attention_rejects_bad_batches)
     int32_t pos[] = {3}, seq[] = {0}, tab[] = {0, 1};
     int64_t slots[] = {3};
     struct backend_batch bt = {1, pos, seq, tab, 1, 2, slots};
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_STATE);
-    ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_STATE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_BAD_STATE);
+    ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_BAD_STATE);
     struct backend_kv_desc kd = {1, 4, 4, 2, 16, QUANT_F32};
     ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), 0);

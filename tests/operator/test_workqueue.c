@@ -127,7 +127,7 @@ START_TEST(test_workqueue_shutdown_wakes_blocked_workers)
         pthread_join(t[i], &r);
         ck_assert_ptr_null(r);
     }
-    ck_assert_int_eq(workqueue_add(q, "ns/a"), ERR_STATE);
+    ck_assert_int_eq(workqueue_add(q, "ns/a"), ERR_BAD_STATE);
     ck_assert(workqueue_is_shutdown(q));
     workqueue_free(q);
 }

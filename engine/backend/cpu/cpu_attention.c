@@ -64,7 +64,7 @@ int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const f
                            const struct backend_batch *batch)
 {
     struct cpu_backend *cb = cpu_backend_of(b);
-    if (!cb->kv_ready) return ERR_STATE;
+    if (!cb->kv_ready) return ERR_BAD_STATE;
     if (layer < 0 || layer >= cb->kv.n_layers || !k || !v || !batch) return ERR_INVAL;
     if (batch->n_tokens > 0 && !batch->slots) return ERR_INVAL;
     int64_t n_slots = (int64_t)cb->kv.n_blocks * cb->kv.block_size;
@@ -215,7 +215,7 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
                       const struct backend_batch *batch, int n_heads, float scale)
 {
     struct cpu_backend *cb = cpu_backend_of(b);
-    if (!cb->kv_ready) return ERR_STATE;
+    if (!cb->kv_ready) return ERR_BAD_STATE;
     if (layer < 0 || layer >= cb->kv.n_layers || !q || !out || !batch) return ERR_INVAL;
     if (n_heads <= 0 || n_heads % cb->kv.n_kv_heads != 0) return ERR_INVAL;
     int rc = attn_batch_check(cb, batch);

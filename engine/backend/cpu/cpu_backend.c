@@ -143,7 +143,7 @@ static int cpu_kv_alloc(struct backend *b, const struct backend_kv_desc *d)
 static int cpu_kv_copy_block(struct backend *b, int src_block, int dst_block)
 {
     struct cpu_backend *cb = cpu_backend_of(b);
-    if (!cb->kv_ready) return ERR_STATE;
+    if (!cb->kv_ready) return ERR_BAD_STATE;
     if (src_block < 0 || src_block >= cb->kv.n_blocks || dst_block < 0 ||
         dst_block >= cb->kv.n_blocks)
         return ERR_RANGE;
