@@ -134,7 +134,9 @@ bench: $(BUILD)/bin/cinfer-engine
 
 # libFuzzer: every source is compiled again with clang into build-fuzz/ (coverage instrumentation
 # plus ASan/UBSan), and each target links only what it uses from the libraries. Then run e.g.
-#   build-fuzz/fuzz/fuzz_prom tests/fuzz/corpus/prom -max_total_time=60
+#   mkdir -p /tmp/new && build-fuzz/fuzz/fuzz_prom /tmp/new tests/fuzz/corpus/prom -max_total_time=60
+# (libFuzzer writes new inputs into the first directory: keep it out of the checked-in corpus and
+# copy only inputs worth keeping, such as crashers once fixed.)
 ifeq ($(FUZZ),1)
 CC       := clang
 WARN     := $(filter-out -Werror,$(WARN))
