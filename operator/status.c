@@ -52,7 +52,10 @@ static bool container_problem(const char *pod, const json_t *statuses, bool init
                 reason = "CrashLoopBackOff";
         }
         if (!is_failing_reason(reason)) continue;
-        bool fetch = init && name && strcmp(name, "fetch-model") == 0;
+        /* The download itself failed (it ran and exited non-zero); an image that cannot be
+         * pulled keeps its own reason, whichever container it is for. */
+        bool fetch = init && name && strcmp(name, "fetch-model") == 0 &&
+                     strcmp(reason, "CrashLoopBackOff") == 0;
         p->reason = fetch ? "ModelFetchFailed" : reason;
         snprintf(p->message, sizeof(p->message), "pod %s: container %s: %s%s%s", pod,
                  name ? name : "?", reason, msg ? ": " : "", msg ? msg : "");

@@ -153,11 +153,26 @@ kn patch "$p" --subresource=status --type merge -p '{"status":{"phase":"Pending"
   "initContainerStatuses":[{"name":"fetch-model","ready":false,"restartCount":0,"image":"x","imageID":"",
     "state":{"waiting":{"reason":"ImagePullBackOff","message":"Back-off pulling image \"cinfer-engine:e2e\""}}}]}}' \
 	>/dev/null
-check "ImagePullBackOff surfaces as Degraded" wait_for 30 cond_is chat Degraded "True/ModelFetchFailed"
+check "ImagePullBackOff surfaces as Degraded" wait_for 30 cond_is chat Degraded "True/ImagePullBackOff"
 check "Degraded message names the pod" jp_has cisvc/chat \
 	'{.status.conditions[?(@.type=="Degraded")].message}' "${p#pod/}"
 check "Warning event recorded" wait_for 30 sh -c \
 	"kubectl -n $ns get events --field-selector involvedObject.name=chat,type=Warning -o name | grep -q ."
+# The download runs and fails: the init container crash-loops.
+kn patch "$p" --subresource=status --type merge -p '{"status":{"phase":"Pending",
+  "initContainerStatuses":[{"name":"fetch-model","ready":false,"restartCount":3,"image":"x","imageID":"",
+    "lastState":{"terminated":{"exitCode":1,"reason":"Error"}},
+    "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 40s restarting failed container"}}}]}}' \
+	>/dev/null
+check "failing download surfaces as ModelFetchFailed" wait_for 30 cond_is chat Degraded "True/ModelFetchFailed"
+check "pod still not ready: Ready names the cause" cond_is chat Ready "False/ModelFetchFailed"
+check "llama-pvc pod created" wait_for 60 have_pods llama-pvc 1
+p2="$(pods_of llama-pvc | head -1)"
+kn patch "$p2" --subresource=status --type merge -p '{"status":{"phase":"Running",
+  "containerStatuses":[{"name":"engine","ready":false,"restartCount":5,"image":"x","imageID":"",
+    "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off 5m0s restarting failed container"}}}]}}' \
+	>/dev/null
+check "CrashLoopBackOff surfaces as Degraded" wait_for 30 cond_is llama-pvc Degraded "True/CrashLoopBackOff"
 
 # --- leader election: a second replica waits, then takes over ------------------------------------
 port2="$(free_port)"

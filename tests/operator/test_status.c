@@ -118,6 +118,7 @@ START_TEST(test_status_degraded_pod_failures_name_the_pod)
         {"containerStatuses", "engine", "ErrImagePull", "ErrImagePull"},
         {"containerStatuses", "engine", "CrashLoopBackOff", "CrashLoopBackOff"},
         {"initContainerStatuses", "fetch-model", "CrashLoopBackOff", "ModelFetchFailed"},
+        {"initContainerStatuses", "fetch-model", "ImagePullBackOff", "ImagePullBackOff"},
         {"containerStatuses", "engine", "CreateContainerConfigError", "CreateContainerConfigError"},
     };
     json_t *isvc = isvc_with(1, NULL), *dep = deployment(1, 1, 1, 1, 0);
