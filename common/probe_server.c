@@ -130,6 +130,27 @@ int probe_server_start(const char *addr, probe_metrics_fn metrics, void *ud,
     return 0;
 }
 
+int probe_server_start_standard(const char *addr, struct prom_registry **metrics,
+                                struct probe_server **probe)
+{
+    struct prom_registry *reg = prom_registry_new();
+    struct probe_server *p = NULL;
+    int rc = reg ? probe_register_process_metrics(reg) : ERR_NOMEM;
+    if (rc) {
+        log_error("cannot create metrics registry", LOG_S("error", err_str(rc)));
+    } else if ((rc = probe_server_start(addr, probe_metrics_prom, reg, &p)) != 0) {
+        log_error("cannot serve probes", LOG_S("probe_addr", addr), LOG_S("error", err_str(rc)));
+    }
+    if (rc) {
+        prom_registry_free(reg);
+        return rc;
+    }
+    log_info("started", LOG_S("probe_addr", addr), LOG_I("probe_port", probe_server_port(p)));
+    *metrics = reg;
+    *probe = p;
+    return 0;
+}
+
 void probe_server_set_ready(struct probe_server *p, bool ready)
 {
     atomic_store(&p->ready, ready);

@@ -35,6 +35,13 @@ int probe_addr_parse(const char *addr, char *host, size_t hostlen, int *port);
 int probe_server_start(const char *addr, probe_metrics_fn metrics, void *ud,
                        struct probe_server **out);
 
+/* What every cinfer controller's main does: a new metrics registry with the process metrics,
+ * served with /healthz and /readyz on `addr`, and a "started" log line naming the bound port. On
+ * success *metrics and *probe are new (free with probe_server_free, then prom_registry_free). Returns
+ * 0 or an err.h code, after logging why. Owning thread. */
+int probe_server_start_standard(const char *addr, struct prom_registry **metrics,
+                                struct probe_server **probe);
+
 /* Sets what /readyz answers. Any thread. */
 void probe_server_set_ready(struct probe_server *p, bool ready);
 

@@ -77,19 +77,10 @@ int main(int argc, char **argv)
         log_error("cannot install signal handlers");
         return 1;
     }
-    struct prom_registry *metrics = prom_registry_new();
+    struct prom_registry *metrics = NULL;
     struct probe_server *probe = NULL;
     int status = 1;
-    if (!metrics || probe_register_process_metrics(metrics) != 0) {
-        log_error("cannot create metrics registry");
-        goto out;
-    }
-    if (probe_server_start(cfg.probe_addr, probe_metrics_prom, metrics, &probe) != 0) {
-        log_error("cannot serve probes", LOG_S("probe_addr", cfg.probe_addr));
-        goto out;
-    }
-    log_info("started", LOG_S("probe_addr", cfg.probe_addr),
-             LOG_I("probe_port", probe_server_port(probe)));
+    if (probe_server_start_standard(cfg.probe_addr, &metrics, &probe) != 0) goto out;
     struct controller_cfg cc = {
         .kubeconfig = cfg.kubeconfig,
         .context = cfg.context,
