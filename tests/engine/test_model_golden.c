@@ -125,13 +125,11 @@ struct tolerance {
 };
 
 static const struct tolerance tolerances[] = {
-    /* F32 would be 1e-3, and is on three of the four prompts (max 5e-5, 5e-5, 2.4e-4). On p3 one
-     * position differs by 4.7e-3: with llama.cpp's F16 KV cache, an ulp of difference in summation
-     * order or in the exp approximation of softmax (ggml's vectorised expf) can round a cached K/V
-     * value or a probability to the neighbouring f16, and every later logit of that position
-     * moves. The Q8_0/Q4_0 rows show the model itself agrees to 5e-5 once activations are
-     * quantized the same way; mean_tol below keeps the F32 check tight on average. */
-    {"F32", "stories260K.gguf", 5e-3, true, 5e-4},
+    /* F32: the spec's 1e-3 (measured: 5e-5, 5e-5, 2.4e-4, 1e-4). With llama.cpp's F16 KV cache an ulp
+     * of difference can round a cached K/V value or a probability to the neighbouring f16 and move
+     * every later logit of a position, so the CPU attention reproduces ggml's arithmetic for F16
+     * caches (cpu_attention.c). */
+    {"F32", "stories260K.gguf", 1e-3, true, 5e-4},
     {"F16", "stories260K-F16.gguf", 2e-2, true, 5e-3},
     {"Q8_0", "stories260K-Q8_0.gguf", 0.3, false, 0.01},
     {"Q4_0", "stories260K-Q4_0.gguf", 0.3, false, 0.01},

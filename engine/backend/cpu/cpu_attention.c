@@ -4,7 +4,8 @@
  * KV head (GQA), so every K and V row loaded serves all of them. Queries are transposed so scores are
  * computed 16 rows at a time without horizontal sums; softmax subtracts each row's maximum and masks
  * positions after the row's own (causal). Threads claim items from a shared counter because causal
- * contexts make later tokens more expensive. */
+ * contexts make later tokens more expensive. F16 caches with short heads follow llama.cpp's CPU
+ * arithmetic instead (attn_item_run_ggml), so cached values round to the same f16s as there. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
@@ -16,6 +17,11 @@
 /* Items with at most this many query rows (decode) use dot-product scores: the 16-row transposed
  * kernel would compute mostly padding. */
 #define ATTN_DOT_ROWS 4
+
+/* F16 caches with heads shorter than this take attn_item_run_ggml: there ggml's f16 dot product is
+ * its scalar loop (its SIMD loop covers multiples of 64), which that function reproduces, and the
+ * scalar cost is small. Longer heads keep the vector kernels. */
+#define ATTN_GGML_MAX_HD 64
 
 /* One work item: up to CPU_ATTN_ROWS query rows (nt consecutive batch tokens of one sequence times
  * ng query heads g0.. of KV head h). */
@@ -180,6 +186,100 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     }
 }
 
+/* llama.cpp's CPU exp for softmax (ggml_v_expf on AVX-512, lane by lane): x = n ln2 + b with n
+ * rounded by the 1.5 * 2^23 shift, exp(b) by a degree-5 polynomial, then scaled by 2^n; |n| > 192
+ * saturates to 0 or infinity. fmaf is fused by definition, so this matches the vector form bit for
+ * bit. */
+static float attn_ggml_expf(float x)
+{
+    const float shift = 0x1.8p23f;
+    float z = fmaf(x, 0x1.715476p+0f, shift);
+    float n = z - shift;
+    if (isnan(n)) return n;
+    if (fabsf(n) > 192.0f) return n <= 0.0f ? 0.0f : INFINITY;
+    float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    float u = b * b;
+    float j = fmaf(
+        fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+        u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
+
+/* Sum of 16 lanes in the order of _mm512_reduce_add_ps: halves, quarters, then pairs. */
+static float attn_reduce16(const float *v)
+{
+    float h[8], q[4];
+    for (int i = 0; i < 8; i++) h[i] = v[i] + v[i + 8];
+    for (int i = 0; i < 4; i++) q[i] = h[i] + h[i + 4];
+    return (q[0] + q[2]) + (q[1] + q[3]);
+}
+
+static float attn_f16_round(float v)
+{
+    return cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(v));
+}
+
+/* One item with an F16 cache, in the arithmetic of llama.cpp's CPU path (non-flash attention):
+ * - scores: q rounded to f16, q.k summed in double over exact f16 products, rounded to float, then
+ *   multiplied by the scale;
+ * - softmax: exp as attn_ggml_expf over 16-position chunks from position 0, each chunk summed as one
+ *   vector reduction and accumulated in double, probabilities scaled by (float)(1 / sum) and rounded
+ *   to f16;
+ * - P @ V: per output element, 16 lanes (position p on lane p % 16) accumulate fused products chunk
+ *   by chunk, then one vector reduction (the tinyBLAS kernel ggml uses when the context is a multiple
+ *   of 16, which llama.cpp's padding of the KV length to 32 guarantees).
+ * Positions after a row's own contribute exact zeros there, so they are skipped here. Every row is
+ * computed on its own, so results do not depend on the batch. */
+static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item *it, float *scratch)
+{
+    const struct cpu_backend *cb = j->cb;
+    const struct backend_batch *bt = j->batch;
+    int hd = cb->kv.head_dim, group = j->n_heads / cb->kv.n_kv_heads;
+    float *qh = scratch;               /* (hd) */
+    float *acc = qh + hd;              /* (hd, 16) lane accumulators of P @ V */
+    float *pr = acc + (size_t)hd * 16; /* (max_ctx) scores, then probabilities */
+    /* (17 hd + max_ctx floats: well inside the thread_floats sized for attn_item_run) */
+    const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
+    int nq = it->nt * it->ng;
+
+    for (int r = 0; r < nq; r++) {
+        int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
+        const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
+        int np = bt->pos[t] + 1;
+        for (int i = 0; i < hd; i++) qh[i] = attn_f16_round(qr[i]);
+
+        float mx = -INFINITY;
+        for (int p = 0; p < np; p++) {
+            const uint16_t *kp = (const uint16_t *)attn_row(j, j->k_base, tab, p, it->h);
+            double dot = 0.0;
+            for (int i = 0; i < hd; i++) dot += (double)(qh[i] * cpu_quant_f16_to_f32(kp[i]));
+            pr[p] = (float)dot * j->scale;
+            mx = pr[p] > mx ? pr[p] : mx;
+        }
+        double sum = 0.0;
+        for (int c = 0; c < np; c += 16) {
+            float lane[16] = {0};
+            for (int l = 0; l < 16 && c + l < np; l++) {
+                pr[c + l] = attn_ggml_expf(pr[c + l] - mx);
+                lane[l] = pr[c + l];
+            }
+            sum += (double)attn_reduce16(lane);
+        }
+        float inv = (float)(1.0 / sum);
+        for (int p = 0; p < np; p++) pr[p] = attn_f16_round(pr[p] * inv);
+
+        memset(acc, 0, sizeof(float) * (size_t)hd * 16);
+        for (int p = 0; p < np; p++) {
+            const uint16_t *vp = (const uint16_t *)attn_row(j, j->v_base, tab, p, it->h);
+            float *a = acc + (p % 16);
+            for (int i = 0; i < hd; i++)
+                a[i * 16] = fmaf(pr[p], cpu_quant_f16_to_f32(vp[i]), a[i * 16]);
+        }
+        float *dst = j->out + ((size_t)t * j->n_heads + head) * hd;
+        for (int i = 0; i < hd; i++) dst[i] = attn_reduce16(acc + (size_t)i * 16);
+    }
+}
+
 static void attn_task(void *ctx, int ith, int nth)
 {
     struct attn_job *j = ctx;
@@ -188,7 +288,10 @@ static void attn_task(void *ctx, int ith, int nth)
     for (;;) {
         int i = atomic_fetch_add_explicit(&j->next_item, 1, memory_order_relaxed);
         if (i >= j->n_items) break;
-        attn_item_run(j, &j->items[i], scratch);
+        if (j->cb->kv.type == QUANT_F16 && j->cb->kv.head_dim < ATTN_GGML_MAX_HD)
+            attn_item_run_ggml(j, &j->items[i], scratch);
+        else
+            attn_item_run(j, &j->items[i], scratch);
     }
 }
 

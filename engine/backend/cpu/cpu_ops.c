@@ -65,11 +65,11 @@ int cpu_ops_add(struct backend *b, float *y, const float *x, size_t n)
     return 0;
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * g over one row; the sum of squares in double, as ggml. */
+/* y = x / sqrt(mean(x^2) + eps) * g over one row; as ggml, the float squares summed in double. */
 static void rmsnorm_row(const float *x, const float *g, float *y, int n, float eps)
 {
     double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
     float scale = 1.0f / sqrtf((float)(ss / n) + eps);
     for (int i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
 }
