@@ -1,0 +1,480 @@
+#!/usr/bin/env bash
+# The Helm chart charts/cinfer with a real helm (hack/build-helm.sh, pinned in hack/helm/go.mod) and a
+# real API server (hack/control-plane.sh): lint, rendering with every values file in
+# tests/testdata/helm/, bad values rejected by values.schema.json naming the field, the chart's CRD
+# identical to crds/, server-side dry runs, `helm install`, the installed RBAC checked verb by verb
+# with the ServiceAccounts' own tokens (what they may do and what they must not), cinfer-operator and
+# cinfer-autoscaler run out of cluster with only those tokens (the operator reconciles an example
+# InferenceService into a Deployment), and `helm uninstall` removing everything but the CRD.
+set -uo pipefail
+source "$(dirname "$0")/lib.sh"
+
+chart="$e2e_root/charts/cinfer"
+testdata="$e2e_root/tests/testdata/helm"
+ns=cinfer-system  # release namespace
+wns=models        # namespace the InferenceServices live in
+proc_pids=()
+cleanup_extra() {
+	local p
+	for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	[[ -z "${work:-}" ]] || rm -rf "$work"
+}
+work="$(mktemp -d /tmp/cinfer-helm-e2e.XXXXXX)"
+trap cleanup_extra EXIT
+
+# --- helm ----------------------------------------------------------------------------------------
+if ! helm_dir="$("$e2e_root/hack/build-helm.sh" --print-bin-dir)"; then
+	not_ok "build helm (hack/build-helm.sh)"
+	summary
+	exit 1
+fi
+helm_bin="$helm_dir/helm"
+ok "helm built: $("$helm_bin" version --short 2>&1)"
+# Keep helm's own state (repositories, cache, registry config) out of $HOME.
+export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
+h() { "$helm_bin" "$@"; }
+
+# render NAME [VALUES_FILE...]: helm template into $work/NAME.yaml
+render() {
+	local name="$1" args=() f
+	shift
+	for f in "$@"; do args+=(-f "$f"); done
+	h template r1 "$chart" -n "$ns" "${args[@]}" >"$work/$name.yaml"
+}
+# has NAME TEXT...: every TEXT occurs (as a fixed string) in rendering NAME
+has() {
+	local name="$1" t
+	shift
+	for t in "$@"; do
+		grep -qF -- "$t" "$work/$name.yaml" || {
+			echo "missing in $name: $t"
+			return 1
+		}
+	done
+}
+# lacks NAME TEXT...: no TEXT occurs in rendering NAME
+lacks() {
+	local name="$1" t
+	shift
+	for t in "$@"; do
+		if grep -qF -- "$t" "$work/$name.yaml"; then
+			echo "unexpected in $name: $t"
+			return 1
+		fi
+	done
+}
+# kinds NAME: "count kind" per kind in rendering NAME, one line
+kinds() { grep '^kind: ' "$work/$1.yaml" | sort | uniq -c | awk '{printf "%s%s=%s", sep, $3, $1; sep=" "}'; }
+kinds_are() {
+	local name="$1" got
+	got="$(kinds "$name")"
+	[ "$got" = "$2" ] || {
+		echo "kinds of $name: got '$got', want '$2'"
+		return 1
+	}
+}
+
+check "helm lint" h lint --strict "$chart"
+for f in "$testdata"/*.yaml; do
+	check "helm lint with $(basename "$f")" h lint --strict "$chart" -f "$f"
+done
+
+# --- rendering: defaults -------------------------------------------------------------------------
+check "template: default values" render default
+check "default: objects" kinds_are default \
+	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2"
+check "default: operator flags" has default '"--engine-image=ghcr.io/cinfer/cinfer-engine:0.1.0"' \
+	'"--engine-image-pull-policy=IfNotPresent"' '"--workers=2"' '"--leader-elect=true"' \
+	"\"--leader-election-namespace=$ns\"" '"--probe-addr=0.0.0.0:8081"' '"--log-format=json"'
+check "default: images follow appVersion" has default '"ghcr.io/cinfer/cinfer-operator:0.1.0"' \
+	'"ghcr.io/cinfer/cinfer-autoscaler:0.1.0"'
+check "default: no --namespace (all namespaces)" lacks default '"--namespace='
+check "default: probes on /healthz and /readyz" has default 'path: /healthz' 'path: /readyz' \
+	'port: http-metrics' 'containerPort: 8081'
+check "default: hardened securityContext" has default 'runAsNonRoot: true' \
+	'readOnlyRootFilesystem: true' 'allowPrivilegeEscalation: false' 'drop: ["ALL"]' \
+	'type: RuntimeDefault'
+check "default: standard labels" has default 'app.kubernetes.io/name: cinfer' \
+	'app.kubernetes.io/instance: r1' 'app.kubernetes.io/version: "0.1.0"' \
+	'app.kubernetes.io/component: operator' 'app.kubernetes.io/component: autoscaler' \
+	'app.kubernetes.io/managed-by: Helm' 'helm.sh/chart: cinfer-0.1.0'
+check "default: Lease Roles name their Lease" has default 'resourceNames: ["cinfer-operator"]' \
+	'resourceNames: ["cinfer-autoscaler"]'
+check "default: no wildcard RBAC" lacks default '"*"' "- '*'" '- "*"'
+check "default: optional objects off" lacks default 'kind: ServiceMonitor' \
+	'kind: PodDisruptionBudget' 'kind: ConfigMap'
+# --- rendering: each values file -----------------------------------------------------------------
+check "template: watch-namespace.yaml" render watch "$testdata/watch-namespace.yaml"
+check "watch-namespace: Roles only, no cluster-wide RBAC" kinds_are watch \
+	"Deployment=2 Role=4 RoleBinding=4 Service=2 ServiceAccount=2"
+check "watch-namespace: --namespace=models, Roles in models" has watch '"--namespace=models"' \
+	"namespace: $wns"
+
+check "template: monitoring.yaml" render mon "$testdata/monitoring.yaml"
+check "monitoring: ServiceMonitors, PDBs, dashboard" kinds_are mon \
+	"ClusterRole=2 ClusterRoleBinding=2 ConfigMap=1 Deployment=2 PodDisruptionBudget=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2 ServiceMonitor=2"
+check "monitoring: ServiceMonitor settings" has mon 'apiVersion: monitoring.coreos.com/v1' \
+	'interval: 15s' 'release: prometheus' 'port: http-metrics' 'minAvailable: 50%' \
+	'grafana_dashboard: "1"'
+check "dashboard: engine metrics panels" has mon cinfer_requests_waiting cinfer_requests_running \
+	cinfer_kv_cache_usage_ratio cinfer_prefix_cache_hits_total cinfer_prefix_cache_queries_total \
+	cinfer_time_to_first_token_seconds_bucket cinfer_inter_token_latency_seconds_bucket \
+	cinfer_generation_tokens_total cinfer_prompt_tokens_total histogram_quantile \
+	cinfer_autoscaler_desired_replicas
+check "dashboard: valid JSON" python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d["panels"]) >= 7' \
+	"$chart/dashboards/cinfer-engines.json"
+
+check "template: replicas-2.yaml" render rep2 "$testdata/replicas-2.yaml"
+check "replicas-2: two replicas with leader election" has rep2 'replicas: 2' '"--leader-elect=true"'
+check "replicas-2: no single replica left" lacks rep2 'replicas: 1'
+# leaderElect=false is honoured with one replica, forced back on with more.
+check "leaderElect=false, 1 replica" bash -c '"$0" template r1 "$1" --set operator.leaderElect=false \
+	--show-only templates/operator.yaml | grep -qF -- "\"--leader-elect=false\""' "$helm_bin" "$chart"
+check "leaderElect=false, 2 replicas: still elects" bash -c '"$0" template r1 "$1" \
+	--set operator.leaderElect=false,operator.replicas=2 --show-only templates/operator.yaml |
+	grep -qF -- "\"--leader-elect=true\""' "$helm_bin" "$chart"
+
+check "template: overrides.yaml" render over "$testdata/overrides.yaml"
+check "overrides: names, images, flags" has over 'name: llm-operator' 'name: llm-autoscaler' \
+	'"registry.example.com/cinfer/operator:0.2.0-rc1"' \
+	'"--engine-image=registry.example.com/cinfer/engine:0.2.0-rc1"' \
+	'"--engine-image-pull-policy=Always"' '"--engine-shutdown-timeout=120"' '"--workers=8"' \
+	'"--log-level=debug"' '"--log-format=text"' '"--identity=fixed"' '"--interval=2.5"' \
+	'"--probe-addr=0.0.0.0:9090"' 'name: CINFER_OPERATOR_RESYNC_PERIOD'
+check "overrides: scheduling, pull secrets, ServiceAccounts" has over 'kubernetes.io/os: linux' \
+	'key: dedicated' 'key: kubernetes.io/arch' 'priorityClassName: system-cluster-critical' \
+	'- name: regcred' 'serviceAccountName: cinfer-op' 'serviceAccountName: cinfer-as' \
+	'example.com/role: operator'
+check "overrides: no default names left" lacks over 'r1-cinfer'
+
+check "template: autoscaler-disabled.yaml" render noas "$testdata/autoscaler-disabled.yaml"
+check "autoscaler-disabled: operator objects only" kinds_are noas \
+	"ClusterRole=1 ClusterRoleBinding=1 Deployment=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1"
+check "autoscaler-disabled: nothing of the autoscaler" lacks noas autoscaler
+
+# --- bad values: the schema rejects them, naming the field ---------------------------------------
+for f in "$testdata"/bad/*.yaml; do
+	want="$(sed -n 's/^# expect: //p' "$f")"
+	if [ -z "$want" ]; then
+		not_ok "bad $(basename "$f"): no '# expect: ' line"
+		continue
+	fi
+	if out="$(h template r1 "$chart" -f "$f" 2>&1)"; then
+		not_ok "bad $(basename "$f") rendered: it should fail"
+	elif grep -qF -- "$want" <<<"$out" && grep -qF 'values don'"'"'t meet the specifications of the schema' <<<"$out"; then
+		ok "bad $(basename "$f") rejected naming $want"
+	else
+		not_ok "bad $(basename "$f") rejected but not naming $want: $out"
+	fi
+done
+
+# --- CRD ---------------------------------------------------------------------------------------
+check "chart CRD identical to crds/" cmp "$e2e_root/crds/serving.cinfer.io_inferenceservices.yaml" \
+	"$chart/crds/serving.cinfer.io_inferenceservices.yaml"
+check "chart carries exactly one CRD" test "$(find "$chart/crds" -type f | wc -l)" -eq 1
+
+# --- against the control plane -------------------------------------------------------------------
+if ! control_plane_up; then
+	not_ok "control plane up"
+	summary
+	exit 1
+fi
+k() { kubectl --request-timeout=20s "$@"; }
+k create namespace "$ns" >/dev/null
+k create namespace "$wns" >/dev/null
+check "CRD applies from the chart" k apply -f "$chart/crds/serving.cinfer.io_inferenceservices.yaml"
+check "CRD established" k wait --for=condition=Established --timeout=30s \
+	crd/inferenceservices.serving.cinfer.io
+
+# server-side dry run of every rendering; ServiceMonitor needs the Prometheus Operator's CRD, which
+# this control plane does not have, so those documents are left out of the dry run.
+if k get crd servicemonitors.monitoring.coreos.com >/dev/null 2>&1; then
+	sm_installed=1
+else
+	sm_installed=0
+	echo "# ServiceMonitor CRD not installed: ServiceMonitor documents skipped in the server dry runs"
+fi
+# drop_kind KIND < multi-document YAML: the documents that are not of KIND
+drop_kind() {
+	awk -v kind="$1" '
+		function flush() { if (doc != "" && !skip) printf "---\n%s", doc; doc = ""; skip = 0 }
+		/^---/ { flush(); next }
+		$0 == "kind: " kind { skip = 1 }
+		{ doc = doc $0 "\n" }
+		END { flush() }'
+}
+dry_run() {
+	local f="$work/$1.yaml"
+	if ((sm_installed)); then
+		k apply --dry-run=server -f "$f"
+	else
+		drop_kind ServiceMonitor <"$f" | k apply --dry-run=server -f -
+	fi
+}
+for r in default watch mon rep2 over noas; do
+	check "kubectl apply --dry-run=server: $r" dry_run "$r"
+done
+if [ "$(drop_kind ServiceMonitor <"$work/mon.yaml" | grep -c '^kind: \(PodDisruptionBudget\|ConfigMap\|ServiceMonitor\)')" = 3 ]; then
+	ok "ServiceMonitor filter keeps the PDBs and the dashboard, drops only ServiceMonitors"
+else
+	not_ok "ServiceMonitor filter keeps the PDBs and the dashboard, drops only ServiceMonitors"
+fi
+
+# --- helm install --------------------------------------------------------------------------------
+if out="$(h install r1 "$chart" -n "$ns" --kubeconfig "$KUBECONFIG" 2>&1)"; then
+	ok "helm install (cluster-wide)"
+else
+	not_ok "helm install (cluster-wide): $out"
+fi
+if grep -q 'kubectl get cisvc' <<<"$out" && grep -q 'crds/examples/minimal.yaml' <<<"$out"; then
+	ok "NOTES: apply an example, kubectl get cisvc"
+else
+	not_ok "NOTES: apply an example, kubectl get cisvc: $out"
+fi
+check "helm list shows r1 deployed" bash -c '"$0" list -n "$1" --kubeconfig "$2" -o json |
+	grep -q "\"name\":\"r1\".*\"status\":\"deployed\""' "$helm_bin" "$ns" "$KUBECONFIG"
+for o in deploy/r1-cinfer-operator deploy/r1-cinfer-autoscaler sa/r1-cinfer-operator \
+	sa/r1-cinfer-autoscaler svc/r1-cinfer-operator-metrics svc/r1-cinfer-autoscaler-metrics \
+	role/r1-cinfer-operator-leader-election role/r1-cinfer-autoscaler-leader-election \
+	rolebinding/r1-cinfer-operator-leader-election rolebinding/r1-cinfer-autoscaler-leader-election; do
+	check "installed: $o" k -n "$ns" get "$o"
+done
+for o in clusterrole/r1-cinfer-operator clusterrole/r1-cinfer-autoscaler \
+	clusterrolebinding/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler; do
+	check "installed: $o" k get "$o"
+done
+check "operator Deployment creates its ReplicaSet and pod (Pending: no kubelet)" wait_for 30 \
+	bash -c '[ -n "$(kubectl -n "$0" get pods -l app.kubernetes.io/component=operator,app.kubernetes.io/instance=r1 -o name)" ]' "$ns"
+
+# token_kubeconfig SA NS FILE: a kubeconfig that authenticates with SA's token (kubectl create token),
+# server and CA taken from the admin kubeconfig.
+token_kubeconfig() {
+	local sa="$1" sans="$2" file="$3" token server ca
+	token="$(k -n "$sans" create token "$sa" --duration=1h)" || return 1
+	server="$(k config view --minify --raw -o jsonpath='{.clusters[0].cluster.server}')"
+	ca="$(k config view --minify --raw --flatten -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')"
+	[ -n "$token" ] && [ -n "$server" ] && [ -n "$ca" ] || return 1
+	cat >"$file" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+  - name: cp
+    cluster:
+      server: $server
+      certificate-authority-data: $ca
+users:
+  - name: $sa
+    user:
+      token: $token
+contexts:
+  - name: $sa
+    context: {cluster: cp, user: $sa, namespace: $sans}
+current-context: $sa
+EOF
+	chmod 600 "$file"
+}
+# can KUBECONFIG yes|no VERB RESOURCE [ARGS...]: kubectl auth can-i as that kubeconfig's user
+can() {
+	local kc="$1" want="$2" got
+	shift 2
+	got="$(kubectl --kubeconfig "$kc" --request-timeout=20s auth can-i "$@" 2>/dev/null)"
+	[ "$got" = "$want" ] || {
+		echo "auth can-i $*: got '$got', want '$want'"
+		return 1
+	}
+}
+# can_list KUBECONFIG WANT NAMESPACE_ARGS WHO < LINES: one check per "verb resource[/name]
+# [subresource]" line
+can_list() {
+	local kc="$1" want="$2" nsargs="$3" who="$4" verb res sub sargs
+	while read -r verb res sub; do
+		[ -n "$verb" ] || continue
+		sargs=()
+		[ -z "$sub" ] || sargs=(--subresource="$sub")
+		# shellcheck disable=SC2086
+		check "$who $want: $verb $res${sub:+ $sub} $nsargs" can "$kc" "$want" "$verb" "$res" \
+			"${sargs[@]}" $nsargs
+	done
+}
+
+op_kc="$work/operator.kubeconfig"
+as_kc="$work/autoscaler.kubeconfig"
+check "operator ServiceAccount token kubeconfig" token_kubeconfig r1-cinfer-operator "$ns" "$op_kc"
+check "autoscaler ServiceAccount token kubeconfig" token_kubeconfig r1-cinfer-autoscaler "$ns" "$as_kc"
+check "operator token authenticates as its ServiceAccount" bash -c \
+	'kubectl --kubeconfig "$0" auth whoami -o jsonpath="{.status.userInfo.username}" |
+	grep -qx "system:serviceaccount:$1:r1-cinfer-operator"' "$op_kc" "$ns"
+
+can_list "$op_kc" yes "-n $wns" operator <<'EOF'
+get inferenceservices.serving.cinfer.io
+list inferenceservices.serving.cinfer.io
+watch inferenceservices.serving.cinfer.io
+update inferenceservices.serving.cinfer.io status
+patch inferenceservices.serving.cinfer.io status
+get deployments.apps
+list deployments.apps
+watch deployments.apps
+create deployments.apps
+update deployments.apps
+patch deployments.apps
+delete deployments.apps
+get services
+create services
+patch services
+delete services
+list pods
+watch pods
+create events
+patch events
+EOF
+can_list "$op_kc" yes "-A" operator <<'EOF'
+list inferenceservices.serving.cinfer.io
+watch deployments.apps
+EOF
+can_list "$op_kc" yes "-n $ns" operator <<'EOF'
+create leases.coordination.k8s.io
+get leases.coordination.k8s.io/cinfer-operator
+update leases.coordination.k8s.io/cinfer-operator
+EOF
+can_list "$op_kc" no "-n $wns" operator <<'EOF'
+delete pods
+create pods
+get secrets
+list secrets
+get configmaps
+update inferenceservices.serving.cinfer.io
+delete inferenceservices.serving.cinfer.io
+update inferenceservices.serving.cinfer.io scale
+create clusterrolebindings.rbac.authorization.k8s.io
+create rolebindings.rbac.authorization.k8s.io
+delete namespaces
+EOF
+can_list "$op_kc" no "-n $ns" operator <<'EOF'
+update leases.coordination.k8s.io/cinfer-autoscaler
+delete leases.coordination.k8s.io/cinfer-operator
+list leases.coordination.k8s.io
+EOF
+can_list "$as_kc" yes "-n $wns" autoscaler <<'EOF'
+get inferenceservices.serving.cinfer.io
+list inferenceservices.serving.cinfer.io
+watch inferenceservices.serving.cinfer.io
+get inferenceservices.serving.cinfer.io scale
+update inferenceservices.serving.cinfer.io scale
+patch inferenceservices.serving.cinfer.io scale
+patch inferenceservices.serving.cinfer.io status
+get pods
+list pods
+watch pods
+patch pods
+create events
+patch events
+EOF
+can_list "$as_kc" yes "-n $ns" autoscaler <<'EOF'
+create leases.coordination.k8s.io
+get leases.coordination.k8s.io/cinfer-autoscaler
+update leases.coordination.k8s.io/cinfer-autoscaler
+EOF
+can_list "$as_kc" no "-n $wns" autoscaler <<'EOF'
+delete pods
+create pods
+get secrets
+update inferenceservices.serving.cinfer.io
+update inferenceservices.serving.cinfer.io status
+create deployments.apps
+patch deployments.apps
+delete services
+create clusterrolebindings.rbac.authorization.k8s.io
+EOF
+can_list "$as_kc" no "-n $ns" autoscaler <<'EOF'
+update leases.coordination.k8s.io/cinfer-operator
+EOF
+# The same answers through impersonation from the admin kubeconfig.
+check "impersonated operator: yes create deployments" can "$KUBECONFIG" yes create deployments.apps \
+	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-operator"
+check "impersonated operator: no get secrets" can "$KUBECONFIG" no get secrets \
+	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-operator"
+check "impersonated autoscaler: no delete pods" can "$KUBECONFIG" no delete pods \
+	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-autoscaler"
+
+# --- the programs run with nothing but these tokens ----------------------------------------------
+readyz() { curl -sf "http://127.0.0.1:$1/readyz" >/dev/null; }
+jp() { k -n "$wns" get "$1" -o "jsonpath=$2" 2>/dev/null; }
+# chart_args COMPONENT PORT: the container args the chart renders by default (one per line), with
+# the probe address moved to 127.0.0.1:PORT; the programs run with exactly these flags.
+chart_args() {
+	h template r1 "$chart" -n "$ns" --show-only "templates/$1.yaml" |
+		sed -n 's/^            - "\(--.*\)"$/\1/p' |
+		sed "s/^--probe-addr=.*/--probe-addr=127.0.0.1:$2/"
+}
+op_port="$(free_port)"
+mapfile -t op_args < <(chart_args operator "$op_port")
+as_port="$(free_port)"
+mapfile -t as_args < <(chart_args autoscaler "$as_port")
+check "chart's operator args extracted" test "${#op_args[@]}" -ge 8
+check "chart's autoscaler args extracted" test "${#as_args[@]}" -ge 6
+"$e2e_bin/cinfer-operator" --kubeconfig "$op_kc" "${op_args[@]}" >"$work/operator.log" 2>&1 &
+proc_pids+=($!)
+"$e2e_bin/cinfer-autoscaler" --kubeconfig "$as_kc" "${as_args[@]}" >"$work/autoscaler.log" 2>&1 &
+proc_pids+=($!)
+check "operator with its token and the chart's args: ready (Lease taken, caches synced)" wait_for 30 readyz "$op_port"
+check "autoscaler with its token and the chart's args: ready (Lease taken)" wait_for 30 readyz "$as_port"
+check "example InferenceService applies" k -n "$wns" apply -f "$e2e_root/crds/examples/minimal.yaml"
+check "operator reconciles it into a Deployment" wait_for 30 k -n "$wns" get deploy/stories
+check "operator creates its Service" wait_for 30 k -n "$wns" get svc/stories
+check "operator writes its status" wait_for 30 bash -c \
+	'[ -n "$(kubectl -n "$0" get cisvc/stories -o jsonpath="{.status.conditions}")" ]' "$wns"
+check "Deployment uses the operator's engine image" wait_for 10 bash -c \
+	'kubectl -n "$0" get deploy/stories -o jsonpath="{.spec.template.spec.containers[*].image}" |
+	grep -qF ghcr.io/cinfer/cinfer-engine:0.1.0' "$wns"
+check "Leases held in the release namespace" bash -c \
+	'kubectl -n "$0" get lease cinfer-operator && kubectl -n "$0" get lease cinfer-autoscaler' "$ns"
+check "no RBAC denials in the operator log" bash -c '! grep -qiE "forbidden|403" "$0"' "$work/operator.log"
+check "no RBAC denials in the autoscaler log" bash -c '! grep -qiE "forbidden|403" "$0"' "$work/autoscaler.log"
+for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
+wait 2>/dev/null
+proc_pids=()
+
+# --- a namespaced install: RBAC confined to watchNamespace -----------------------------------------
+sns=cinfer-scoped
+k create namespace "$sns" >/dev/null
+check "helm install (watchNamespace=$wns)" h install r2 "$chart" -n "$sns" --kubeconfig "$KUBECONFIG" \
+	-f "$testdata/watch-namespace.yaml"
+check "scoped: no ClusterRole" bash -c '! kubectl get clusterrole r2-cinfer-operator 2>/dev/null'
+check "scoped: Role in $wns" k -n "$wns" get role/r2-cinfer-operator rolebinding/r2-cinfer-operator
+sc_kc="$work/scoped.kubeconfig"
+check "scoped operator token kubeconfig" token_kubeconfig r2-cinfer-operator "$sns" "$sc_kc"
+can_list "$sc_kc" yes "-n $wns" "scoped operator" <<'EOF'
+list inferenceservices.serving.cinfer.io
+create deployments.apps
+EOF
+can_list "$sc_kc" yes "-n $sns" "scoped operator" <<'EOF'
+create leases.coordination.k8s.io
+EOF
+can_list "$sc_kc" no "-n default" "scoped operator" <<'EOF'
+list inferenceservices.serving.cinfer.io
+create deployments.apps
+EOF
+can_list "$sc_kc" no "-A" "scoped operator" <<'EOF'
+list inferenceservices.serving.cinfer.io
+EOF
+check "helm uninstall r2" h uninstall r2 -n "$sns" --kubeconfig "$KUBECONFIG"
+check "r2 Role in $wns removed" wait_for 30 bash -c '! kubectl -n "$0" get role/r2-cinfer-operator 2>/dev/null' "$wns"
+
+# --- helm uninstall ------------------------------------------------------------------------------
+check "helm uninstall r1" h uninstall r1 -n "$ns" --kubeconfig "$KUBECONFIG"
+gone() { ! k "$@" >/dev/null 2>&1; }
+for o in deploy/r1-cinfer-operator deploy/r1-cinfer-autoscaler sa/r1-cinfer-operator \
+	sa/r1-cinfer-autoscaler svc/r1-cinfer-operator-metrics role/r1-cinfer-operator-leader-election \
+	rolebinding/r1-cinfer-autoscaler-leader-election; do
+	check "uninstalled: $o" wait_for 30 gone -n "$ns" get "$o"
+done
+for o in clusterrole/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler; do
+	check "uninstalled: $o" wait_for 30 gone get "$o"
+done
+check "no objects of the release left" bash -c \
+	'[ -z "$(kubectl -n "$0" get all,sa,role,rolebinding -l app.kubernetes.io/instance=r1 -o name 2>/dev/null)" ]' "$ns"
+check "CRD kept after uninstall" k get crd inferenceservices.serving.cinfer.io
+check "InferenceServices kept after uninstall" k -n "$wns" get cisvc/stories
+
+summary
