@@ -178,13 +178,19 @@ static AVX512 void gemm_f16_512(const uint16_t *w, size_t ldw, int nr, const flo
         wgemm_512(w, ldw, nr, x, ldx, nt, k, y, ldy, 1);
 }
 
-/* Bytes ahead that decode-sized tiles prefetch their weight rows: the ROB covers only a few hundred
- * bytes of a quantized row, far less than DRAM latency times bandwidth. Tuned on Zen 4. */
+/* At least this many bytes ahead, the pass that first reads a row tile prefetches the tiles after it:
+ * the ROB covers only a few hundred bytes of a quantized row, far less than DRAM latency times
+ * bandwidth, and the hardware prefetchers stop at 4 KiB pages (the weights are a file mapping).
+ * Tuned on Zen 4. */
 #define QINT_PREFETCH 4096
 
-/* Integer tile for Q8_0 (q4 = 0) or Q4_0 (q4 = 1) weights, R rows x T tokens. */
+/* Integer tile for Q8_0 (q4 = 0) or Q4_0 (q4 = 1) weights, R rows x T tokens. With pf != 0 it also
+ * sweeps the 4-row tile that starts pf bytes past w into L1 in address order, a 1/nb of it per
+ * block step: one sequential stream (which the hardware prefetcher extends) instead of four
+ * interleaved row streams, each line requested about once. */
 AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_q8 *xq, int t0,
-                                 float *y, size_t ldy, const int q4, const int R, const int T)
+                                 float *y, size_t ldy, size_t pf, const int q4, const int R,
+                                 const int T)
 {
     int nb = xq->nb;
     const size_t bsz = q4 ? 18 : 34;
@@ -209,9 +215,12 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
                 u[r] = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 2)), flip);
             }
             dw[r] = _mm256_set1_ps(f16_512(blk));
-            /* decode streams rows from DRAM: ask for them well ahead (the ROB covers little of a
-             * short quantized row) */
-            if (T == 1 && b % 2 == 0) _mm_prefetch(blk + QINT_PREFETCH, _MM_HINT_T0);
+        }
+        if (pf) {
+            const char *p = w + pf + (size_t)b * CPU_GEMM_ROWS * bsz;
+            _mm_prefetch(p, _MM_HINT_T0);
+            _mm_prefetch(p + 64, _MM_HINT_T0);
+            if (!q4) _mm_prefetch(p + 128, _MM_HINT_T0);
         }
         UNROLL
         for (int t = 0; t < T; t++) {
@@ -235,15 +244,20 @@ AVX512_INLINE void qint_tile_512(const char *w, size_t rb, const struct cpu_act_
     }
 }
 
+/* The first token tile streams the row tile from memory and prefetches a later one (whole tiles
+ * ahead, at least QINT_PREFETCH bytes); the other token tiles find the rows in L1, so each weight
+ * block is loaded from memory once per call. Prefetches past the matrix end are harmless hints. */
 AVX512_INLINE void qint_gemm_512(const void *w, size_t row_bytes, int nr,
                                  const struct cpu_act_q8 *xq, int t0, int nt, float *y, size_t ldy,
                                  const int q4)
 {
+    size_t tile = (size_t)CPU_GEMM_ROWS * row_bytes;
+    size_t pf = (QINT_PREFETCH + tile - 1) / tile * tile;
     int t = 0;
-    for (; t + 4 <= nt; t += 4)
-        TILE_BY_ROWS(qint_tile_512, nr, 4, w, row_bytes, xq, t0 + t, y + t * ldy, ldy, q4);
-    for (; t < nt; t++)
-        TILE_BY_ROWS(qint_tile_512, nr, 1, w, row_bytes, xq, t0 + t, y + t * ldy, ldy, q4);
+    for (; t + 4 <= nt; t += 4, pf = 0)
+        TILE_BY_ROWS(qint_tile_512, nr, 4, w, row_bytes, xq, t0 + t, y + t * ldy, ldy, pf, q4);
+    for (; t < nt; t++, pf = 0)
+        TILE_BY_ROWS(qint_tile_512, nr, 1, w, row_bytes, xq, t0 + t, y + t * ldy, ldy, pf, q4);
 }
 
 static AVX512 void gemm_q8_0_512(const void *w, size_t row_bytes, int nr,
