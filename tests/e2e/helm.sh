@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # the bash -c scripts below take their arguments as $0, $1, ...
 # The Helm chart charts/cinfer with a real helm (hack/build-helm.sh, pinned in hack/helm/go.mod) and a
 # real API server (hack/control-plane.sh): lint, rendering with every values file in
 # tests/testdata/helm/, bad values rejected by values.schema.json naming the field, the chart's CRD
@@ -7,6 +8,7 @@
 # cinfer-autoscaler run out of cluster with only those tokens (the operator reconciles an example
 # InferenceService into a Deployment), and `helm uninstall` removing everything but the CRD.
 set -uo pipefail
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
 
 chart="$e2e_root/charts/cinfer"
