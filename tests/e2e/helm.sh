@@ -429,10 +429,15 @@ check "operator writes its status" wait_for 30 bash -c \
 check "Deployment uses the operator's engine image" wait_for 10 bash -c \
 	'kubectl -n "$0" get deploy/stories -o jsonpath="{.spec.template.spec.containers[*].image}" |
 	grep -qF ghcr.io/cinfer/cinfer-engine:0.1.0' "$wns"
+# The autoscaler reads the InferenceService, finds its (Pending) pods through status.selector and
+# records its decision in status.autoscaling: list pods and patch status under its RBAC.
+check "autoscaled example applies" k -n "$wns" apply -f "$e2e_root/crds/examples/autoscaled.yaml"
+check "autoscaler records its decision in status.autoscaling" wait_for 40 bash -c \
+	'[ -n "$(kubectl -n "$0" get cisvc/chat -o jsonpath="{.status.autoscaling.reason}")" ]' "$wns"
 check "Leases held in the release namespace" bash -c \
 	'kubectl -n "$0" get lease cinfer-operator && kubectl -n "$0" get lease cinfer-autoscaler' "$ns"
-check "no RBAC denials in the operator log" bash -c '! grep -qiE "forbidden|403" "$0"' "$work/operator.log"
-check "no RBAC denials in the autoscaler log" bash -c '! grep -qiE "forbidden|403" "$0"' "$work/autoscaler.log"
+check "no RBAC denials in the operator log" bash -c '! grep -qiE "forbidden|unauthorized|403" "$0"' "$work/operator.log"
+check "no RBAC denials in the autoscaler log" bash -c '! grep -qiE "forbidden|unauthorized|403" "$0"' "$work/autoscaler.log"
 for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 proc_pids=()
