@@ -150,6 +150,14 @@ check "overrides: scheduling, pull secrets, ServiceAccounts" has over 'kubernete
 	'example.com/role: operator'
 check "overrides: no default names left" lacks over 'r1-cinfer'
 
+check "template: existing-serviceaccounts.yaml" render exsa "$testdata/existing-serviceaccounts.yaml"
+check "existing-serviceaccounts: no ServiceAccounts, autoscaler RBAC only" kinds_are exsa \
+	"ClusterRole=1 ClusterRoleBinding=1 Deployment=2 Role=1 RoleBinding=1 Service=2"
+check "existing-serviceaccounts: pods and bindings use them" has exsa \
+	'serviceAccountName: cinfer-op-existing' 'serviceAccountName: cinfer-as-existing' \
+	'name: cinfer-as-existing'
+check "existing-serviceaccounts: no operator RBAC" lacks exsa 'name: r1-cinfer-operator-leader-election'
+
 check "template: autoscaler-disabled.yaml" render noas "$testdata/autoscaler-disabled.yaml"
 check "autoscaler-disabled: operator objects only" kinds_are noas \
 	"ClusterRole=1 ClusterRoleBinding=1 Deployment=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1"
@@ -214,7 +222,7 @@ dry_run() {
 		drop_kind ServiceMonitor <"$f" | k apply --dry-run=server -f -
 	fi
 }
-for r in default watch mon rep2 over noas; do
+for r in default watch mon rep2 over exsa noas; do
 	check "kubectl apply --dry-run=server: $r" dry_run "$r"
 done
 if [ "$(drop_kind ServiceMonitor <"$work/mon.yaml" | grep -c '^kind: \(PodDisruptionBudget\|ConfigMap\|ServiceMonitor\)')" = 3 ]; then
@@ -429,11 +437,17 @@ check "operator writes its status" wait_for 30 bash -c \
 check "Deployment uses the operator's engine image" wait_for 10 bash -c \
 	'kubectl -n "$0" get deploy/stories -o jsonpath="{.spec.template.spec.containers[*].image}" |
 	grep -qF ghcr.io/cinfer/cinfer-engine:0.1.0' "$wns"
-# The autoscaler reads the InferenceService, finds its (Pending) pods through status.selector and
-# records its decision in status.autoscaling: list pods and patch status under its RBAC.
+# The autoscaler sees the autoscaled example through its InferenceService informer (list/watch
+# under its ClusterRole). Whether it writes status.autoscaling without engine metrics depends on
+# its policy timing, so that is left to tests/e2e/autoscaler.sh; the verbs it needs for it are
+# checked above with auth can-i.
 check "autoscaled example applies" k -n "$wns" apply -f "$e2e_root/crds/examples/autoscaled.yaml"
-check "autoscaler records its decision in status.autoscaling" wait_for 40 bash -c \
-	'[ -n "$(kubectl -n "$0" get cisvc/chat -o jsonpath="{.status.autoscaling.reason}")" ]' "$wns"
+if wait_for 30 grep -q '"msg":"managing","inferenceservice":"models/chat"' "$work/autoscaler.log"; then
+	ok "autoscaler manages the autoscaled example"
+else
+	not_ok "autoscaler manages the autoscaled example"
+	tail -n 20 "$work/autoscaler.log" | sed 's/^/    /'
+fi
 check "Leases held in the release namespace" bash -c \
 	'kubectl -n "$0" get lease cinfer-operator && kubectl -n "$0" get lease cinfer-autoscaler' "$ns"
 check "no RBAC denials in the operator log" bash -c '! grep -qiE "forbidden|unauthorized|403" "$0"' "$work/operator.log"
