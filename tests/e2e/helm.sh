@@ -450,8 +450,26 @@ else
 fi
 check "Leases held in the release namespace" bash -c \
 	'kubectl -n "$0" get lease cinfer-operator && kubectl -n "$0" get lease cinfer-autoscaler' "$ns"
-check "no RBAC denials in the operator log" bash -c '! grep -qiE "forbidden|unauthorized|403" "$0"' "$work/operator.log"
-check "no RBAC denials in the autoscaler log" bash -c '! grep -qiE "forbidden|unauthorized|403" "$0"' "$work/autoscaler.log"
+# A 403 is logged as "unauthorized" with the API server's "... is forbidden: ..." message.
+check "no RBAC denials in the operator log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' "$work/operator.log"
+check "no RBAC denials in the autoscaler log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' "$work/autoscaler.log"
+for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
+wait 2>/dev/null
+proc_pids=()
+
+# Control: with the token of a ServiceAccount the chart did not bind, the same operator is denied,
+# says so in its log (what the two checks above look for) and never becomes ready.
+nobody_kc="$work/nobody.kubeconfig"
+k -n "$ns" create serviceaccount nobody >/dev/null
+check "unbound ServiceAccount token kubeconfig" token_kubeconfig nobody "$ns" "$nobody_kc"
+nb_port="$(free_port)"
+mapfile -t nb_args < <(chart_args operator "$nb_port")
+"$e2e_bin/cinfer-operator" --kubeconfig "$nobody_kc" "${nb_args[@]}" >"$work/nobody.log" 2>&1 &
+proc_pids+=($!)
+check "control: unbound ServiceAccount is denied and the log says so" wait_for 20 \
+	grep -qiE "forbidden|unauthorized" "$work/nobody.log"
+check "control: its operator is alive (/healthz) but not ready (/readyz)" bash -c \
+	'curl -sf "http://127.0.0.1:$0/healthz" >/dev/null && ! curl -sf "http://127.0.0.1:$0/readyz"' "$nb_port"
 for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 proc_pids=()
