@@ -18,6 +18,8 @@
 #define MM_TOKEN_BLOCK_INT 16
 /* About this many chunks per thread: enough to absorb a late thread, few enough to stream rows. */
 #define MM_CHUNKS_PER_THREAD 4
+/* Integer path: bytes at the start of a claimed chunk requested before its first tile. */
+#define MM_CHUNK_WARM_BYTES 8192
 /* Tokens per claimed activation-quantization chunk. */
 #define MM_QUANT_TOKENS 8
 /* Up to this many tokens, F16 weights are widened inside the GEMM kernel (decode: one pass over the
@@ -83,6 +85,14 @@ static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *
     cpu_gemm_q_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0 : k->gemm_q4_0;
     int tb = mm_is_integer(w->desc.type) ? MM_TOKEN_BLOCK_INT : MM_TOKEN_BLOCK;
 
+    if (mm_is_integer(w->desc.type)) {
+        /* the kernels prefetch a few KiB ahead of the tile they work on, which is not yet under
+         * way at a chunk's start (dynamic claiming puts another thread's rows before it) */
+        const char *c0 = (const char *)w->desc.data + (size_t)r0 * w->row_bytes;
+        size_t n = (size_t)(r1 - r0) * w->row_bytes;
+        n = n < MM_CHUNK_WARM_BYTES ? n : MM_CHUNK_WARM_BYTES;
+        for (size_t o = 0; o < n; o += 64) __builtin_prefetch(c0 + o, 0, 2);
+    }
     for (int t0 = 0; t0 < j->n_tokens; t0 += tb) {
         int nt = j->n_tokens - t0 < tb ? j->n_tokens - t0 : tb;
         for (int64_t r = r0; r < r1; r += CPU_GEMM_ROWS) {
