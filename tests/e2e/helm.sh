@@ -410,12 +410,15 @@ check "impersonated autoscaler: no delete pods" can "$KUBECONFIG" no delete pods
 # --- the programs run with nothing but these tokens ----------------------------------------------
 readyz() { curl -sf "http://127.0.0.1:$1/readyz" >/dev/null; }
 jp() { k -n "$wns" get "$1" -o "jsonpath=$2" 2>/dev/null; }
-# chart_args COMPONENT PORT: the container args the chart renders by default (one per line), with
-# the probe address moved to 127.0.0.1:PORT; the programs run with exactly these flags.
+# chart_args COMPONENT PORT [RELEASE NAMESPACE HELM_ARGS...]: the container args the chart renders
+# (default: release r1 in $ns, default values), one per line, with the probe address moved to
+# 127.0.0.1:PORT; the programs run with exactly these flags.
 chart_args() {
-	h template r1 "$chart" -n "$ns" --show-only "templates/$1.yaml" |
+	local comp="$1" port="$2" rel="${3:-r1}" rns="${4:-$ns}"
+	shift $(($# < 4 ? $# : 4))
+	h template "$rel" "$chart" -n "$rns" "$@" --show-only "templates/$comp.yaml" |
 		sed -n 's/^            - "\(--.*\)"$/\1/p' |
-		sed "s/^--probe-addr=.*/--probe-addr=127.0.0.1:$2/"
+		sed "s/^--probe-addr=.*/--probe-addr=127.0.0.1:$port/"
 }
 op_port="$(free_port)"
 mapfile -t op_args < <(chart_args operator "$op_port")
@@ -497,6 +500,22 @@ EOF
 can_list "$sc_kc" no "-A" "scoped operator" <<'EOF'
 list inferenceservices.serving.cinfer.io
 EOF
+# The scoped operator, with its token and the chart's args (--namespace=models), reconciles.
+sc_port="$(free_port)"
+mapfile -t sc_args < <(chart_args operator "$sc_port" r2 "$sns" -f "$testdata/watch-namespace.yaml")
+check "scoped operator args carry --namespace=$wns" bash -c 'printf "%s\n" "$@" | grep -qx -- "--namespace=$0"' \
+	"$wns" "${sc_args[@]}"
+"$e2e_bin/cinfer-operator" --kubeconfig "$sc_kc" "${sc_args[@]}" >"$work/scoped.log" 2>&1 &
+proc_pids+=($!)
+check "scoped operator with its token: ready" wait_for 30 readyz "$sc_port"
+check "second example applies" bash -c 'sed "s/name: stories/name: scoped/" "$0" |
+	kubectl -n "$1" apply -f -' "$e2e_root/crds/examples/minimal.yaml" "$wns"
+check "scoped operator reconciles it into a Deployment" wait_for 30 k -n "$wns" get deploy/scoped
+check "no RBAC denials in the scoped operator log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' \
+	"$work/scoped.log"
+for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
+wait 2>/dev/null
+proc_pids=()
 check "helm uninstall r2" h uninstall r2 -n "$sns" --kubeconfig "$KUBECONFIG"
 check "r2 Role in $wns removed" wait_for 30 bash -c '! kubectl -n "$0" get role/r2-cinfer-operator 2>/dev/null' "$wns"
 
