@@ -21,6 +21,30 @@ static inline const char *test_shared_path(const char *rel)
     return path;
 }
 
+/* Reads the whole file at `path` (NULL allowed) into a new NUL-terminated buffer (caller frees)
+ * and stores its length in *len when `len` is not NULL. NULL when it cannot be read. */
+static inline char *test_read_file(const char *path, size_t *len)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0, r;
+    char *b = malloc(cap + 1);
+    while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *nb = realloc(b, cap * 2 + 1);
+            if (!nb) free(b);
+            b = nb;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!b) return NULL;
+    b[n] = '\0';
+    if (len) *len = n;
+    return b;
+}
+
 /* Directory for temporary files of this test run (TMPDIR or /tmp). */
 static inline const char *test_tmpdir(void)
 {

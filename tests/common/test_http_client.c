@@ -33,17 +33,6 @@ static const char *tmp_path(const char *name)
     return path[i];
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *data = calloc(1, 65536);
-    size_t n = data ? fread(data, 1, 65535, f) : 0;
-    (void)n;
-    fclose(f);
-    return data;
-}
-
 static void srv_start(void)
 {
     char cmd[2048];
@@ -136,7 +125,7 @@ END_TEST
 
 START_TEST(test_http_client_do_ca_pem_ok)
 {
-    char *pem = read_file(tmp_path("ca.crt"));
+    char *pem = test_read_file(tmp_path("ca.crt"), NULL);
     ck_assert_ptr_nonnull(pem);
     struct http_client *c = client_with((struct http_client_opts){.tls.ca_pem = pem});
     free(pem); /* the client keeps its own copy */
@@ -281,7 +270,8 @@ START_TEST(test_http_client_do_client_cert)
     ck_assert_str_eq(buf_cstr(&r.body), "cinfer-test-client");
     http_client_free(c);
 
-    char *cert = read_file(tmp_path("client.crt")), *key = read_file(tmp_path("client.key"));
+    char *cert = test_read_file(tmp_path("client.crt"), NULL),
+         *key = test_read_file(tmp_path("client.key"), NULL);
     ck_assert_ptr_nonnull(cert);
     ck_assert_ptr_nonnull(key);
     c = client_with((struct http_client_opts){

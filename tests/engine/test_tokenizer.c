@@ -19,28 +19,6 @@ static const char *const vocabs[] = {
     "llama-spm", "phi-3", "gpt-2", "starcoder", "falcon", "deepseek-coder", "deepseek-llm",
 };
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0, r;
-    char *b = malloc(cap + 1);
-    while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2 + 1);
-            if (!nb) free(b);
-            b = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!b) return NULL;
-    b[n] = '\0';
-    *len = n;
-    return b;
-}
-
 /* Loads shared vocabulary `name`; NULL (after a SKIP line) when the shared data is absent. */
 static struct tokenizer *load_vocab(const char *name)
 {
@@ -73,9 +51,9 @@ START_TEST(test_tokenizer_encode_matches_llama_cpp_vectors)
     char rel[256];
     size_t n_inp, n_out;
     snprintf(rel, sizeof(rel), "testdata/tokenizer/ggml-vocab-%s.gguf.inp", name);
-    char *inp = slurp(test_shared_path(rel), &n_inp);
+    char *inp = test_read_file(test_shared_path(rel), &n_inp);
     snprintf(rel, sizeof(rel), "testdata/tokenizer/ggml-vocab-%s.gguf.out", name);
-    char *out = slurp(test_shared_path(rel), &n_out);
+    char *out = test_read_file(test_shared_path(rel), &n_out);
     ck_assert_ptr_nonnull(inp);
     ck_assert_ptr_nonnull(out);
 

@@ -70,28 +70,6 @@ START_TEST(test_tokenizer_token_piece_maps_back_to_bytes)
 }
 END_TEST
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = path ? fopen(path, "rb") : NULL;
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0, r;
-    char *b = malloc(cap + 1);
-    while (b && (r = fread(b + n, 1, cap - n, f)) > 0) {
-        n += r;
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2 + 1);
-            if (!nb) free(b);
-            b = nb;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (!b) return NULL;
-    b[n] = '\0';
-    *len = n;
-    return b;
-}
-
 /* Streams ids through a detokenizer, checking after every token that the output so far is valid
  * UTF-8; returns the flushed text in `out`. */
 static void stream_all(const struct tokenizer *t, const int32_t *ids, size_t n, struct buf *out)
@@ -116,7 +94,7 @@ START_TEST(test_tokenizer_decode_round_trips_every_test_string)
     char rel[256];
     size_t n_inp;
     snprintf(rel, sizeof(rel), "testdata/tokenizer/ggml-vocab-%s.gguf.inp", name);
-    char *inp = slurp(test_shared_path(rel), &n_inp);
+    char *inp = test_read_file(test_shared_path(rel), &n_inp);
     ck_assert_ptr_nonnull(inp);
     static const char sep[] = "\n__ggml_vocab_test__\n";
     int n_cases = 0;
