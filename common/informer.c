@@ -24,7 +24,7 @@ struct informer {
     bool started;
     atomic_bool stop;
     atomic_bool synced;
-    atomic_uint relists, watches;
+    atomic_uint relists;
     pthread_mutex_t mu;
     pthread_cond_t synced_cv;
     json_t *store;             /* "ns/name" -> object; guarded by mu */
@@ -181,7 +181,6 @@ static void *informer_main(void *arg)
                 .allow_bookmarks = true,
                 .timeout_seconds = inf->opts.watch_timeout_s ? inf->opts.watch_timeout_s : 300,
             };
-            atomic_fetch_add(&inf->watches, 1);
             rc = k8s_client_watch(c, &ref, &wo, on_watch_event, inf);
             if (rc == 0) {
                 backoff = BACKOFF_MIN_MS; /* server closed a healthy watch: resume at once */
@@ -321,9 +320,4 @@ size_t informer_len(struct informer *inf)
 unsigned informer_relists(struct informer *inf)
 {
     return atomic_load(&inf->relists);
-}
-
-unsigned informer_watches(struct informer *inf)
-{
-    return atomic_load(&inf->watches);
 }

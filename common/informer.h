@@ -53,8 +53,7 @@ json_t *informer_get(struct informer *inf, const char *ns, const char *name);
 json_t *informer_list(struct informer *inf, const char *ns, const json_t *match_labels);
 /* Number of cached objects. */
 size_t informer_len(struct informer *inf);
-/* Completed relists (1 after the first sync) and watch (re)starts, for tests and metrics. */
+/* Completed relists (1 after the first sync), for tests. */
 unsigned informer_relists(struct informer *inf);
-unsigned informer_watches(struct informer *inf);
 
 #endif
