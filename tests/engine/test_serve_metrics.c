@@ -369,9 +369,10 @@ START_TEST(test_set_load_gauges_and_kv_range)
         serve_metrics_set_load(f.m, (int)i, 2 * (int)i + 1, kv[i].in);
         struct prom_exposition *e = scrape(f.reg);
         double got = sample_value(e, METRIC_KV_CACHE_USAGE, NULL);
-        ck_assert_msg(got >= 0 && got <= 1, "kv usage %g outside 0..1 for input %g", got, kv[i].in);
-        ck_assert_msg(got == kv[i].want, "kv usage %g for input %g, want %g", got, kv[i].in,
-                      kv[i].want);
+        ck_assert_msg(got >= 0 && got <= 1, "kv usage %.17g outside 0..1 for input %.17g", got,
+                      kv[i].in);
+        ck_assert_msg(got == kv[i].want, "kv usage %.17g for input %.17g, want %.17g", got,
+                      kv[i].in, kv[i].want);
         ck_assert(sample_value(e, METRIC_VLLM_KV_CACHE_USAGE, NULL) == got);
         ck_assert(sample_value(e, METRIC_REQUESTS_RUNNING, NULL) == (double)i);
         ck_assert(sample_value(e, METRIC_REQUESTS_WAITING, NULL) == 2.0 * (double)i + 1);
