@@ -123,6 +123,8 @@ struct api_request {
     bool stream;
     bool include_usage; /* stream_options.include_usage */
 
+    bool ignore_eos; /* vLLM extension: keep generating past end-of-generation tokens */
+
     char *user;       /* owned or NULL */
     int priority;     /* default 0; lower runs first (vLLM's convention) */
     char *cache_salt; /* owned or NULL */

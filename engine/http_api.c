@@ -9,6 +9,8 @@
 #include "common/metric_names.h"
 #include "common/probe_server.h"
 #include "common/prom.h"
+#include "engine/serve_api.h"
+#include "engine/serve_metrics.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -18,8 +20,11 @@
 struct http_api {
     struct http_server *srv;
     struct prom_registry *reg;
+    struct serve_metrics *metrics;
+    const char *model_name;
     atomic_int state;
-    struct http_route routes[3];
+    _Atomic(const struct serve_api *) serve;
+    struct http_route routes[6];
 };
 
 static void http_api_health(struct http_req *req, void *ud)
@@ -32,6 +37,7 @@ static void http_api_health(struct http_req *req, void *ud)
     case HTTP_API_STARTING:
         http_respond(req, 503, "application/json", "{\"status\":\"starting\"}", 21, NULL, 0);
         break;
+    case HTTP_API_UNREADY:
     case HTTP_API_DRAINING:
         http_respond(req, 503, "application/json", "{\"status\":\"draining\"}", 21, NULL, 0);
         break;
@@ -44,7 +50,7 @@ static void http_api_live(struct http_req *req, void *ud)
     http_respond(req, 200, "application/json", "{\"status\":\"alive\"}", 18, NULL, 0);
 }
 
-static void http_api_metrics(struct http_req *req, void *ud)
+static void http_api_render_metrics(struct http_req *req, void *ud)
 {
     struct http_api *a = ud;
     struct buf b;
@@ -59,37 +65,33 @@ static void http_api_metrics(struct http_req *req, void *ud)
     buf_fini(&b);
 }
 
-/* Registers one gauge under its native and vLLM names with the model_name series at 0. */
-static int http_api_gauge(struct prom_registry *reg, const char *name, const char *vllm,
-                          const char *help, const char *model)
+static enum serve_api_gate http_api_gate(const struct http_api *a)
 {
-    static const char *const labels[] = {METRIC_LABEL_MODEL_NAME};
-    struct prom_metric *m = NULL;
-    struct prom_series *s = NULL;
-    int rc = prom_registry_add(
-        reg,
-        &(struct prom_desc){
-            .type = PROM_GAUGE, .name = name, .help = help, .labels = labels, .n_labels = 1},
-        &m);
-    if (!rc) rc = prom_metric_alias(m, vllm, NULL);
-    if (!rc) rc = prom_series_get(m, (const char *const[]){model}, 1, &s);
-    if (!rc) prom_gauge_set(s, 0);
-    return rc;
+    switch (http_api_state(a)) {
+    case HTTP_API_SERVING:
+    case HTTP_API_UNREADY: return SERVE_API_OPEN;
+    case HTTP_API_DRAINING: return SERVE_API_DRAINING;
+    case HTTP_API_STARTING: break;
+    }
+    return SERVE_API_LOADING;
 }
 
-static int http_api_register_metrics(struct prom_registry *reg, const char *model)
+static void http_api_completions(struct http_req *req, void *ud)
 {
-    int rc = probe_register_process_metrics(reg);
-    if (!rc)
-        rc = http_api_gauge(reg, METRIC_REQUESTS_RUNNING, METRIC_VLLM_REQUESTS_RUNNING,
-                            METRIC_HELP_REQUESTS_RUNNING, model);
-    if (!rc)
-        rc = http_api_gauge(reg, METRIC_REQUESTS_WAITING, METRIC_VLLM_REQUESTS_WAITING,
-                            METRIC_HELP_REQUESTS_WAITING, model);
-    if (!rc)
-        rc = http_api_gauge(reg, METRIC_KV_CACHE_USAGE, METRIC_VLLM_KV_CACHE_USAGE,
-                            METRIC_HELP_KV_CACHE_USAGE, model);
-    return rc;
+    struct http_api *a = ud;
+    serve_api_completions(atomic_load(&a->serve), http_api_gate(a), req);
+}
+
+static void http_api_chat(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_api_chat(atomic_load(&a->serve), http_api_gate(a), req);
+}
+
+static void http_api_models(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_api_models(atomic_load(&a->serve), a->model_name, req);
 }
 
 int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
@@ -98,12 +100,19 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     struct http_api *a = calloc(1, sizeof(*a));
     if (!a) return ERR_NOMEM;
     int rc = ERR_NOMEM;
+    a->model_name = cfg->model_name;
+    atomic_init(&a->serve, NULL);
     a->reg = prom_registry_new();
     if (!a->reg) goto fail;
-    if ((rc = http_api_register_metrics(a->reg, cfg->model_name)) != 0) goto fail;
+    if ((rc = probe_register_process_metrics(a->reg)) != 0 ||
+        (rc = serve_metrics_new(a->reg, cfg->model_name, cfg->vllm_compat, &a->metrics)) != 0)
+        goto fail;
     a->routes[0] = (struct http_route){HTTP_GET, "/health", http_api_health, a};
     a->routes[1] = (struct http_route){HTTP_GET, "/live", http_api_live, a};
-    a->routes[2] = (struct http_route){HTTP_GET, "/metrics", http_api_metrics, a};
+    a->routes[2] = (struct http_route){HTTP_GET, "/metrics", http_api_render_metrics, a};
+    a->routes[3] = (struct http_route){HTTP_POST, "/v1/completions", http_api_completions, a};
+    a->routes[4] = (struct http_route){HTTP_POST, "/v1/chat/completions", http_api_chat, a};
+    a->routes[5] = (struct http_route){HTTP_GET, "/v1/models", http_api_models, a};
     struct http_server_cfg hc = HTTP_SERVER_CFG_DEFAULT;
     hc.host = cfg->host;
     hc.port = cfg->port;
@@ -114,6 +123,7 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     *out = a;
     return 0;
 fail:
+    serve_metrics_free(a->metrics);
     prom_registry_free(a->reg);
     free(a);
     return rc;
@@ -139,6 +149,16 @@ struct prom_registry *http_api_registry(struct http_api *a)
     return a->reg;
 }
 
+struct serve_metrics *http_api_metrics(struct http_api *a)
+{
+    return a->metrics;
+}
+
+void http_api_attach(struct http_api *a, const struct serve_api *api)
+{
+    atomic_store(&a->serve, api);
+}
+
 int http_api_shutdown(struct http_api *a, int grace_ms)
 {
     http_api_set_state(a, HTTP_API_DRAINING);
@@ -150,6 +170,7 @@ void http_api_free(struct http_api *a)
     if (!a) return;
     http_api_set_state(a, HTTP_API_DRAINING);
     http_server_free(a->srv);
+    serve_metrics_free(a->metrics);
     prom_registry_free(a->reg);
     free(a);
 }

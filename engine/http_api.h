@@ -1,16 +1,21 @@
-/* The engine's HTTP surface (ARCHITECTURE.md "Engine ports and paths"): /health, /live and /metrics
- * now; the OpenAI routes (/v1/completions, /v1/chat/completions, /v1/models) plug into the same route
- * table when inference lands. Owns the HTTP server and the metrics registry; JSON stays in this layer
- * and the inference thread only ever sees structs (STYLE.md "Concurrency"). */
+/* The engine's HTTP surface (ARCHITECTURE.md "Engine ports and paths"): /health, /live, /metrics and
+ * the OpenAI routes (/v1/completions, /v1/chat/completions, /v1/models, engine/serve_api.h), which
+ * answer 503 until a model is attached. Owns the HTTP server, the metrics registry and the engine
+ * metrics (engine/serve_metrics.h); JSON stays in this layer and the inference thread only ever
+ * sees structs (STYLE.md "Concurrency"). */
 #ifndef CINFER_ENGINE_HTTP_API_H
 #define CINFER_ENGINE_HTTP_API_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct prom_registry;
+struct serve_api;
+struct serve_metrics;
 
-/* /health answers 200 only while SERVING. */
-enum http_api_state { HTTP_API_STARTING = 0, HTTP_API_SERVING, HTTP_API_DRAINING };
+/* /health answers 200 only while SERVING. UNREADY (the shutdown delay) still serves requests so
+ * that load balancers can take the pod out first; DRAINING refuses new ones with 503. */
+enum http_api_state { HTTP_API_STARTING = 0, HTTP_API_SERVING, HTTP_API_UNREADY, HTTP_API_DRAINING };
 
 struct http_api_cfg {
     const char *host;       /* borrowed for http_api_start only */
@@ -18,6 +23,7 @@ struct http_api_cfg {
     size_t max_body_bytes;  /* request bodies above get 413 */
     const char *model_name; /* the model_name label on every engine metric; borrowed, must
                                  outlive the api */
+    bool vllm_compat;       /* also expose each engine metric under its vLLM name */
 };
 
 struct http_api; /* opaque */
@@ -34,9 +40,14 @@ enum http_api_state http_api_state(const struct http_api *a);
 /* The bound port. Any thread. */
 int http_api_port(const struct http_api *a);
 
-/* The metrics registry (borrowed; lives until http_api_free) for the scheduler to register and update
- * its series. Any thread (the registry locks). */
+/* The metrics registry and the engine metrics on it (borrowed; live until http_api_free). Any
+ * thread (the registry locks). */
 struct prom_registry *http_api_registry(struct http_api *a);
+struct serve_metrics *http_api_metrics(struct http_api *a);
+
+/* Attaches the OpenAI handlers' context (borrowed; must stay valid until http_api_shutdown) once
+ * the model is loaded; until then the /v1 routes answer 503. Main thread, once. */
+void http_api_attach(struct http_api *a, const struct serve_api *api);
 
 /* Marks DRAINING, refuses new requests and waits up to grace_ms for in-flight ones; returns 0 or
  * ERR_TIMEOUT (the rest were cancelled). Main thread. */

@@ -31,8 +31,10 @@ START_TEST(test_api_request_parse_completion_all_params)
         "\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"seed\":-1,\"stop\":[\"\\n\",\"END\"],\"n\":2,"
         "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,"
         "\"logprobs\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-        "\"user\":\"u1\",\"priority\":-5,\"cache_salt\":\"salt\",\"echo\":false,\"best_of\":1}");
+        "\"user\":\"u1\",\"priority\":-5,\"cache_salt\":\"salt\",\"echo\":false,\"best_of\":1,"
+        "\"ignore_eos\":true}");
     ck_assert_int_eq(r->kind, API_KIND_COMPLETION);
+    ck_assert(r->ignore_eos);
     ck_assert_str_eq(r->model, "m");
     ck_assert_str_eq(r->prompt, "Once upon");
     ck_assert_ptr_null(r->prompt_tokens);
@@ -229,6 +231,7 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"seed\":1.5}", "seed", "must be an integer"},
     {C, "{\"prompt\":\"x\",\"priority\":\"high\"}", "priority", "must be an integer"},
     {C, "{\"prompt\":\"x\",\"priority\":4294967296}", "priority", "between"},
+    {C, "{\"prompt\":\"x\",\"ignore_eos\":1}", "ignore_eos", "must be a boolean"},
     /* stop */
     {C, "{\"prompt\":\"x\",\"stop\":42}", "stop", "a string or an array of strings"},
     {C, "{\"prompt\":\"x\",\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop", "at most 4"},

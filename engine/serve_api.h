@@ -1,0 +1,52 @@
+/* The OpenAI routes of `cinfer-engine serve` (/v1/completions, /v1/chat/completions, /v1/models):
+ * on the HTTP service thread they parse and validate the request (engine/api.h), render the chat
+ * template, tokenize, enforce the context length and the queue bound, then hand the request to the
+ * responder and the inference loop. Nothing here blocks or touches the model. */
+#ifndef CINFER_ENGINE_SERVE_API_H
+#define CINFER_ENGINE_SERVE_API_H
+
+#include "engine/chat_template.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct http_req;
+struct tokenizer;
+struct serve_loop;
+struct serve_respond;
+
+/* Everything the handlers need, borrowed for as long as the routes are served. */
+struct serve_api {
+    const char *model_name;      /* served model name ("model" must match it when sent) */
+    const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
+    enum chat_template_kind chat_template;
+    int n_vocab;
+    int max_context; /* prompt + generated tokens per sequence */
+    int max_queue;   /* waiting requests beyond which new ones get 429 */
+    long long created; /* Unix time the model was loaded (/v1/models) */
+    struct serve_loop *loop;
+    struct serve_respond *resp;
+};
+
+enum serve_api_gate {
+    SERVE_API_OPEN = 0, /* serving */
+    SERVE_API_LOADING,  /* 503 "loading", Retry-After */
+    SERVE_API_DRAINING, /* 503 "shutting down", Retry-After */
+};
+
+/* Route handlers; `api` may be NULL while the model loads (the gate then says LOADING). Service
+ * thread. Each answers exactly once, errors in OpenAI's shape. */
+void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate,
+                           struct http_req *req);
+void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req);
+void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
+
+/* The request's prompt as token ids: the text tokenized (BOS as the model asks, special tokens in
+ * the text recognised), the ids as sent, or for chat the rendered template tokenized. Pure
+ * apart from allocation; any thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
+struct api_request;
+struct api_error;
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
+                         int *n, struct api_error *err);
+
+#endif

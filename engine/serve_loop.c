@@ -1,0 +1,322 @@
+/* The inference thread: inbox -> scheduler -> events -> responder, plus the metrics the scheduler's
+ * state and events feed. */
+#include "engine/serve_loop.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "engine/serve_metrics.h"
+#include "engine/serve_req.h"
+#include "engine/serve_respond.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct serve_loop {
+    struct serve_loop_cfg cfg;
+    struct sched *sched;
+    struct serve_metrics *metrics;
+    struct serve_respond *resp;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct serve_req **inbox; /* submitted, each holding the loop's reference */
+    size_t n_inbox, cap_inbox;
+    bool wake;     /* something to look at (a cancellation) */
+    bool stopping; /* end everything and exit */
+    atomic_int inflight;
+    atomic_int waiting; /* published after each step */
+
+    /* Loop thread only. */
+    struct serve_req **live; /* requests with sequences in the scheduler */
+    size_t n_live, cap_live;
+    struct sched_stats last; /* counters at the previous metrics update */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static enum serve_finish metric_finish(enum sched_finish f)
+{
+    return f == SCHED_FINISH_STOP     ? SERVE_FINISH_STOP
+           : f == SCHED_FINISH_LENGTH ? SERVE_FINISH_LENGTH
+                                      : SERVE_FINISH_ABORT;
+}
+
+static void live_remove(struct serve_loop *l, const struct serve_req *r)
+{
+    for (size_t i = 0; i < l->n_live; i++)
+        if (l->live[i] == r) {
+            l->live[i] = l->live[--l->n_live];
+            return;
+        }
+}
+
+/* A request's last sequence ended: metrics, and the loop's reference goes. */
+static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_finish f)
+{
+    serve_metrics_request_done(l->metrics, metric_finish(f), now_s() - r->arrival);
+    live_remove(l, r);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+/* Scheduler callback (loop thread). */
+static void on_event(void *ctx, const struct sched_event *ev)
+{
+    struct serve_loop *l = ctx;
+    struct serve_seq_ud *u = ev->ud;
+    struct serve_req *r = u->req;
+    double t = now_s();
+    if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
+        if (u->choice == 0) serve_metrics_observe_queue_time(l->metrics, t - r->arrival);
+        return;
+    }
+    if (ev->has_token) {
+        if (!r->first_token_seen) {
+            r->first_token_seen = true;
+            serve_metrics_observe_ttft(l->metrics, t - r->arrival);
+        } else if (r->last_token_at[u->choice] > 0) {
+            serve_metrics_observe_itl(l->metrics, t - r->last_token_at[u->choice]);
+        }
+        r->last_token_at[u->choice] = t;
+    }
+    if (serve_req_push(r, u->choice, ev) != 0) {
+        log_error("out of memory queueing output; failing the request", LOG_S("id", r->id));
+        atomic_store(&r->failed, true);
+        r->fail_status = 500;
+    }
+    if (ev->finish != SCHED_FINISH_NONE) {
+        r->seqs[u->choice] = NULL;
+        if (--r->n_live == 0) {
+            serve_respond_post(l->resp, r);
+            request_done(l, r, ev->finish);
+            return;
+        }
+    }
+    serve_respond_post(l->resp, r);
+}
+
+/* Puts a new request's choices into the scheduler. */
+static void admit_request(struct serve_loop *l, struct serve_req *r)
+{
+    const struct api_request *a = r->api;
+    const char *stops[API_MAX_STOP];
+    for (size_t i = 0; i < a->n_stop; i++) stops[i] = a->stop[i];
+    if (l->n_live == l->cap_live) {
+        size_t cap = l->cap_live ? l->cap_live * 2 : 64;
+        struct serve_req **g = realloc(l->live, cap * sizeof(*g));
+        if (!g) goto fail;
+        l->live = g;
+        l->cap_live = cap;
+    }
+    l->live[l->n_live++] = r;
+    for (int c = 0; c < r->n_choices; c++) {
+        struct sched_request sr = {
+            .prompt = r->prompt,
+            .n_prompt = r->n_prompt,
+            .max_tokens = a->max_tokens,
+            .stops = stops,
+            .n_stops = a->n_stop,
+            .ignore_eos = a->ignore_eos,
+            .priority = a->priority,
+            .cache_salt = a->cache_salt,
+            .ud = &r->uds[c],
+        };
+        api_request_sampler_params(a, r->seed + (uint64_t)c, &sr.sampling);
+        if (a->has_seed) sr.sampling.seed = a->seed + (uint64_t)c;
+        int rc = sched_add(l->sched, &sr, &r->seqs[c]);
+        if (rc) {
+            /* Choices already queued keep running; this one ends at once as failed. */
+            log_error("cannot queue a request", LOG_S("err", err_str(rc)), LOG_S("id", r->id));
+            atomic_store(&r->failed, true);
+            r->fail_status = 500;
+            r->seqs[c] = NULL;
+            for (int k = 0; k < c; k++)
+                if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k]);
+            if (c == 0) {
+                live_remove(l, r);
+                serve_respond_post(l->resp, r);
+                atomic_fetch_sub(&l->inflight, 1);
+                serve_req_unref(r);
+            }
+            return;
+        }
+        r->n_live++;
+    }
+    return;
+fail:
+    atomic_store(&r->failed, true);
+    r->fail_status = 500;
+    serve_respond_post(l->resp, r);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+static void cancel_requests(struct serve_loop *l)
+{
+    for (size_t i = 0; i < l->n_live; i++) {
+        struct serve_req *r = l->live[i];
+        if (!atomic_load(&r->cancelled)) continue;
+        for (int c = 0; c < r->n_choices; c++)
+            if (r->seqs[c]) sched_cancel(l->sched, r->seqs[c]);
+    }
+}
+
+static void update_metrics(struct serve_loop *l)
+{
+    struct sched_stats st;
+    sched_stats(l->sched, &st);
+    serve_metrics_set_load(l->metrics, st.running, st.waiting, st.kv_usage);
+    serve_metrics_add_prefix(l->metrics, (long)(st.prefix_queries - l->last.prefix_queries),
+                             (long)(st.prefix_hits - l->last.prefix_hits));
+    serve_metrics_add_tokens(l->metrics, (long)(st.prompt_tokens - l->last.prompt_tokens),
+                             (long)(st.generation_tokens - l->last.generation_tokens));
+    serve_metrics_add_preemptions(l->metrics, (long)(st.preemptions - l->last.preemptions));
+    l->last = st;
+    atomic_store(&l->waiting, st.waiting);
+}
+
+static void *loop_main(void *arg)
+{
+    struct serve_loop *l = arg;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        while (!l->stopping && !l->n_inbox && !l->wake && sched_idle(l->sched))
+            pthread_cond_wait(&l->cv, &l->mu);
+        struct serve_req **in = l->inbox;
+        size_t n_in = l->n_inbox;
+        l->inbox = NULL;
+        l->n_inbox = l->cap_inbox = 0;
+        l->wake = false;
+        bool stopping = l->stopping;
+        pthread_mutex_unlock(&l->mu);
+
+        for (size_t i = 0; i < n_in; i++) admit_request(l, in[i]);
+        free(in);
+        if (stopping) break;
+        cancel_requests(l);
+        int rc = sched_step(l->sched);
+        if (rc) log_error("inference step failed", LOG_S("err", err_str(rc)));
+        update_metrics(l);
+    }
+    /* Drain timeout or shutdown: end what is left; clients get what was generated so far. */
+    if (!sched_idle(l->sched)) {
+        log_warn("ending requests still in flight at shutdown",
+                 LOG_I("requests", (long long)l->n_live));
+        sched_stop_all(l->sched, SCHED_FINISH_LENGTH);
+    }
+    update_metrics(l);
+    return NULL;
+}
+
+int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
+                     const struct tokenizer *tok, struct serve_metrics *metrics,
+                     struct serve_respond *resp, struct serve_loop **out)
+{
+    if (!metrics || !resp || cfg->max_queue < 1) return ERR_INVAL;
+    struct serve_loop *l = calloc(1, sizeof(*l));
+    if (!l) return ERR_NOMEM;
+    l->cfg = *cfg;
+    l->metrics = metrics;
+    l->resp = resp;
+    atomic_init(&l->inflight, 0);
+    atomic_init(&l->waiting, 0);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
+    if (rc) goto fail;
+    if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        rc = ERR_IO;
+        goto fail;
+    }
+    l->started = true;
+    *out = l;
+    return 0;
+fail:
+    serve_loop_free(l);
+    return rc;
+}
+
+int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
+{
+    pthread_mutex_lock(&l->mu);
+    int rc = 0;
+    if (l->stopping || !l->started)
+        rc = ERR_BAD_STATE;
+    else if (atomic_load(&l->waiting) + (int)l->n_inbox >= l->cfg.max_queue)
+        rc = ERR_AGAIN;
+    else if (l->n_inbox == l->cap_inbox) {
+        size_t cap = l->cap_inbox ? l->cap_inbox * 2 : 32;
+        struct serve_req **g = realloc(l->inbox, cap * sizeof(*g));
+        if (!g)
+            rc = ERR_NOMEM;
+        else {
+            l->inbox = g;
+            l->cap_inbox = cap;
+        }
+    }
+    if (!rc) {
+        serve_req_ref(r);
+        l->inbox[l->n_inbox++] = r;
+        atomic_fetch_add(&l->inflight, 1);
+        pthread_cond_signal(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+void serve_loop_wake(struct serve_loop *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->wake = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int serve_loop_inflight(const struct serve_loop *l)
+{
+    return atomic_load(&l->inflight);
+}
+
+int serve_loop_waiting(const struct serve_loop *l)
+{
+    return atomic_load(&l->waiting);
+}
+
+void serve_loop_stop(struct serve_loop *l)
+{
+    if (!l->started) return;
+    pthread_mutex_lock(&l->mu);
+    l->stopping = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    l->started = false;
+}
+
+void serve_loop_free(struct serve_loop *l)
+{
+    if (!l) return;
+    serve_loop_stop(l);
+    for (size_t i = 0; i < l->n_inbox; i++) {
+        atomic_store(&l->inbox[i]->failed, true);
+        l->inbox[i]->fail_status = 503;
+        serve_respond_post(l->resp, l->inbox[i]);
+        serve_req_unref(l->inbox[i]);
+    }
+    sched_free(l->sched);
+    free(l->inbox);
+    free(l->live);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}

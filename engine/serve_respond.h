@@ -1,0 +1,33 @@
+/* The responder thread of `cinfer-engine serve`: turns the events of each request into OpenAI JSON
+ * (whole responses, or Server-Sent Event chunks flushed per token) on the client's stream. It keeps
+ * JSON and socket back-pressure off the inference thread: a client that reads slowly only delays
+ * its own request, and one whose unsent output grows past a bound is cancelled. */
+#ifndef CINFER_ENGINE_SERVE_RESPOND_H
+#define CINFER_ENGINE_SERVE_RESPOND_H
+
+struct tokenizer;
+struct serve_req;
+struct serve_respond;
+
+/* Starts the thread. `tok` (may be NULL) and `model_name` are borrowed for its life. `on_cancel`
+ * (with `cancel_ud`) is called from the responder when it finds a client gone, so the inference
+ * loop can stop the request. ERR_NOMEM / ERR_IO. */
+int serve_respond_start(const struct tokenizer *tok, const char *model_name,
+                        void (*on_cancel)(void *ud), void *cancel_ud, struct serve_respond **out);
+
+/* Marks `r` as having new events (or a failure) to process. Any thread. */
+void serve_respond_post(struct serve_respond *p, struct serve_req *r);
+
+/* Hands a freshly submitted request to the responder, which takes over the request's initial
+ * reference and its stream, and answers when all its choices finish. Any thread. */
+void serve_respond_adopt(struct serve_respond *p, struct serve_req *r);
+
+/* Requests adopted and not yet answered. Any thread. */
+int serve_respond_pending(const struct serve_respond *p);
+
+/* Processes what is posted until every adopted request is answered or `grace_ms` passes, then
+ * aborts the remaining streams and joins the thread. Main thread. */
+void serve_respond_stop(struct serve_respond *p, int grace_ms);
+void serve_respond_free(struct serve_respond *p); /* NULL-safe; stops with no grace */
+
+#endif
