@@ -308,9 +308,13 @@ START_TEST(test_prefix_cache_evict_lru_order)
     const int32_t chain[12] = {5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7};
     int s = seq_new(kv, 12);
     offer_all(pc, kv, s, root, chain);
+    int32_t tail = seq_block(kv, s, 2);
     kv_cache_seq_close(kv, s);
+    ck_assert_int_eq(prefix_cache_evict(pc, 1), 1); /* straight after insertion, too */
+    ck_assert_int_eq(kv_cache_block_refcount(kv, tail), 0);
     int32_t three[3];
-    for (int left = 3; left > 0; left--) {
+    ck_assert_int_eq(prefix_cache_lookup(pc, root, chain, 3, three), 2);
+    for (int left = 2; left > 0; left--) {
         ck_assert_int_eq(prefix_cache_lookup(pc, root, chain, 3, three), left);
         ck_assert_int_eq(prefix_cache_evict(pc, 1), 1);
         ck_assert_int_eq(prefix_cache_size(pc), left - 1);
