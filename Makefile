@@ -1,7 +1,7 @@
 # cinfer: one non-recursive Makefile; everything builds into $(BUILD)/.
 #
 #   make            build the three programs into build/bin/
-#   make run        start the engine's HTTP server on 127.0.0.1:8000
+#   make run        serve a model on 127.0.0.1:8000 (MODEL=path.gguf; default: a small random one)
 #   make test       build and run every test suite (Check unit tests, corpus tests, e2e scripts)
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      engine benchmarks (see engine/BENCHMARKS.md)
@@ -77,7 +77,7 @@ FUZZ_SRC   := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(FUZZ_SRC))
 CORPUS_BINS := $(patsubst %,$(BUILD)/tests/fuzz/corpus_%,$(FUZZ_NAMES))
 
-.PHONY: all test asan run bench fuzz fuzz-targets lint fmt clean
+.PHONY: all test asan run bench fuzz fuzz-targets lint fmt clean venv
 .SECONDARY:
 all: $(BINS)
 
@@ -120,14 +120,28 @@ $(BUILD)/tests/fuzz/corpus_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(BUILD)/obj/test
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(ALL_LIBS) $(CUDA_OBJS) $(LDLIBS) $(CUDA_LDLIBS)
 
-test: $(BINS) $(TEST_BINS) $(CORPUS_BINS)
-	$(Q)CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) ./hack/run-tests.sh $(TEST_BINS) $(CORPUS_BINS)
+# Python clients the e2e tests drive the engine with (the official OpenAI SDK), in a virtualenv
+# shared by every build directory; rebuilt when the pinned requirements change.
+VENV     ?= build/venv
+PYTHON   ?= python3
+
+$(VENV)/.installed: hack/requirements-test.txt
+	@echo "  VENV    $(VENV)"
+	$(Q)rm -rf $(VENV) && $(PYTHON) -m venv $(VENV) && \
+	  $(VENV)/bin/pip install --quiet --disable-pip-version-check -r hack/requirements-test.txt && \
+	  touch $@
+
+venv: $(VENV)/.installed
+
+test: $(BINS) $(TEST_BINS) $(CORPUS_BINS) $(VENV)/.installed
+	$(Q)CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) CINFER_VENV=$(abspath $(VENV)) \
+	  ./hack/run-tests.sh $(TEST_BINS) $(CORPUS_BINS)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SANITIZE=1 OPT=-O1 test
 
 run: $(BUILD)/bin/cinfer-engine
-	$(Q)./hack/run-engine.sh $(BUILD)/bin/cinfer-engine
+	$(Q)MODEL="$(MODEL)" ./hack/run-engine.sh $(BUILD)/bin/cinfer-engine
 
 bench: $(BUILD)/bin/cinfer-engine
 	$(Q)./hack/bench.sh $(BUILD)/bin/cinfer-engine
