@@ -347,8 +347,7 @@ static int api_parse_misc(struct api_parse *p)
     rc = api_get_int(p, "priority", INT_MIN, INT_MAX, &v);
     if (rc == 0) p->r->priority = (int)v;
     if ((rc = api_opt(rc))) return rc;
-    return api_opt(
-        api_get_bool_at(p, p->root, "ignore_eos", "ignore_eos", &p->r->ignore_eos));
+    return api_opt(api_get_bool_at(p, p->root, "ignore_eos", "ignore_eos", &p->r->ignore_eos));
 }
 
 static void api_request_defaults(struct api_request *r, enum api_kind kind)

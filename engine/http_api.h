@@ -15,7 +15,12 @@ struct serve_metrics;
 
 /* /health answers 200 only while SERVING. UNREADY (the shutdown delay) still serves requests so
  * that load balancers can take the pod out first; DRAINING refuses new ones with 503. */
-enum http_api_state { HTTP_API_STARTING = 0, HTTP_API_SERVING, HTTP_API_UNREADY, HTTP_API_DRAINING };
+enum http_api_state {
+    HTTP_API_STARTING = 0,
+    HTTP_API_SERVING,
+    HTTP_API_UNREADY,
+    HTTP_API_DRAINING
+};
 
 struct http_api_cfg {
     const char *host;       /* borrowed for http_api_start only */

@@ -34,15 +34,15 @@ struct sched_seq {
     int n_prompt;
     int n_computed; /* tokens whose K/V is in the cache */
     int n_generated;
-    int n_cached;     /* prompt tokens attached from the prefix cache at first admission */
+    int n_cached; /* prompt tokens attached from the prefix cache at first admission */
     bool ever_admitted;
     long max_tokens; /* -1: until max_context */
     bool ignore_eos;
 
-    int kv_seq; /* -1 while waiting */
-    int chunk;  /* tokens scheduled in the current step (0: not in it) */
-    uint64_t root;      /* prefix-cache chain root (from the salt) */
-    uint64_t *hashes;   /* chained hash of each full computed block */
+    int kv_seq;       /* -1 while waiting */
+    int chunk;        /* tokens scheduled in the current step (0: not in it) */
+    uint64_t root;    /* prefix-cache chain root (from the salt) */
+    uint64_t *hashes; /* chained hash of each full computed block */
     int n_hashed;
 
     struct sampler *smp;
@@ -217,13 +217,13 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
         int rc = tokenizer_detok_push(&q->detok, r->token, &s->piece);
         if (rc == 0 && s->piece.len)
             rc = stop_matcher_feed(q->stop, s->piece.data, s->piece.len, &s->text);
-        if (rc == 1) f = SCHED_FINISH_STOP;
+        if (rc == 1)
+            f = SCHED_FINISH_STOP;
         else if (rc < 0)
             log_warn("dropping generated text", LOG_S("err", err_str(rc)));
     }
-    if (f == SCHED_FINISH_NONE &&
-        ((q->max_tokens > 0 && q->n_generated >= q->max_tokens) ||
-         q->n_tokens >= s->cfg.max_context)) {
+    if (f == SCHED_FINISH_NONE && ((q->max_tokens > 0 && q->n_generated >= q->max_tokens) ||
+                                   q->n_tokens >= s->cfg.max_context)) {
         f = SCHED_FINISH_LENGTH;
         seq_flush_text(s, q);
     }
@@ -261,9 +261,9 @@ static void seq_attach_prefix(struct sched *s, struct sched_seq *q)
     if (!s->pc) return;
     int bs = s->block_size;
     int max_blocks = (q->n_tokens - 1) / bs;
-    int k = max_blocks ? prefix_cache_lookup(s->pc, q->root, q->tokens, max_blocks,
-                                             s->scratch_blocks)
-                       : 0;
+    int k = max_blocks
+                ? prefix_cache_lookup(s->pc, q->root, q->tokens, max_blocks, s->scratch_blocks)
+                : 0;
     if (k > 0 && kv_cache_seq_attach(s->kv, q->kv_seq, s->scratch_blocks, k) != 0) k = 0;
     uint64_t parent = q->root;
     for (int b = 0; b < k; b++) {
@@ -353,7 +353,7 @@ static int chunk_size(const struct sched *s, int need, int budget, int n_entries
 
 static void schedule_running(struct sched *s, int *n_entries, int *budget)
 {
-    for (int i = 0; i < s->n_running && *budget > 0; i++) {
+    for (int i = 0; i<s->n_running && * budget> 0; i++) {
         struct sched_seq *q = s->running[i];
         int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
         if (chunk == 0) continue;
@@ -376,7 +376,7 @@ static void schedule_running(struct sched *s, int *n_entries, int *budget)
 
 static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
 {
-    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && *budget > 0) {
+    while (s->n_waiting > 0 && s->n_running<s->cfg.max_num_seqs && * budget> 0) {
         struct sched_seq *q = s->waiting[0];
         if (kv_cache_seq_open(s->kv, &q->kv_seq) != 0) {
             q->kv_seq = -1;
@@ -483,8 +483,8 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
     s->n_vocab = model_hparams(m)->n_vocab;
     s->block_size = bs;
     uint32_t eos = 0;
-    s->eos = gguf_get_u32(model_gguf(m), "tokenizer.ggml.eos_token_id", &eos) == 0 ? (int32_t)eos
-                                                                                    : -1;
+    s->eos =
+        gguf_get_u32(model_gguf(m), "tokenizer.ggml.eos_token_id", &eos) == 0 ? (int32_t)eos : -1;
     buf_init(&s->piece, SCHED_TEXT_MAX);
     buf_init(&s->text, SCHED_TEXT_MAX);
     int rc = ERR_NOMEM;

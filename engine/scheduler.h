@@ -70,10 +70,10 @@ struct sched_request {
  * is first admitted to the running batch (its queue time ends there). */
 struct sched_event {
     void *ud;
-    bool has_token;                /* false only for a finish without a new token */
-    int32_t token;                 /* the generated token (when has_token) */
+    bool has_token;                      /* false only for a finish without a new token */
+    int32_t token;                       /* the generated token (when has_token) */
     const struct sampler_result *sample; /* logprob and alternatives of `token` (when has_token) */
-    const char *text;              /* text now safe to emit (may be empty) */
+    const char *text;                    /* text now safe to emit (may be empty) */
     size_t len;
     enum sched_finish finish; /* NONE until the last event of the sequence */
     int n_prompt;             /* prompt tokens */
@@ -88,13 +88,13 @@ typedef void (*sched_emit_fn)(void *ctx, const struct sched_event *ev);
 /* Counters since creation; gauges of the last step. Plain values. */
 struct sched_stats {
     int running, waiting;
-    double kv_usage;             /* blocks used by sequences / all blocks (cache-only blocks excluded) */
-    uint64_t preemptions;        /* total */
-    uint64_t prefix_queries;     /* prompt tokens looked up at first admission */
-    uint64_t prefix_hits;        /* of those, served from the prefix cache */
-    uint64_t prompt_tokens;      /* prompt tokens of admitted requests (first admission) */
-    uint64_t generation_tokens;  /* tokens generated */
-    uint64_t steps;              /* forward steps run */
+    double kv_usage;      /* blocks used by sequences / all blocks (cache-only blocks excluded) */
+    uint64_t preemptions; /* total */
+    uint64_t prefix_queries;    /* prompt tokens looked up at first admission */
+    uint64_t prefix_hits;       /* of those, served from the prefix cache */
+    uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */
+    uint64_t generation_tokens; /* tokens generated */
+    uint64_t steps;             /* forward steps run */
 };
 
 /* Creates a scheduler over `m`, `kv` (its K/V storage must be initialised with model_kv_init) and

@@ -233,10 +233,10 @@ void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struc
 
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req)
 {
-    json_t *j = json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id",
-                          model_name, "object", "model", "created",
-                          (json_int_t)(api ? api->created : 0), "owned_by", "cinfer",
-                          "max_model_len", api ? api->max_context : 0);
+    json_t *j =
+        json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id", model_name,
+                  "object", "model", "created", (json_int_t)(api ? api->created : 0), "owned_by",
+                  "cinfer", "max_model_len", api ? api->max_context : 0);
     if (!j) {
         http_respond_error(req, 500, "server_error", "out of memory");
         return;

@@ -21,8 +21,8 @@ struct serve_api {
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
     enum chat_template_kind chat_template;
     int n_vocab;
-    int max_context; /* prompt + generated tokens per sequence */
-    int max_queue;   /* waiting requests beyond which new ones get 429 */
+    int max_context;   /* prompt + generated tokens per sequence */
+    int max_queue;     /* waiting requests beyond which new ones get 429 */
     long long created; /* Unix time the model was loaded (/v1/models) */
     struct serve_loop *loop;
     struct serve_respond *resp;

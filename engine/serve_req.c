@@ -18,7 +18,8 @@ struct serve_req *serve_req_new(struct api_request *api, int32_t *prompt, int n_
     r->acc = calloc((size_t)n, sizeof(*r->acc));
     r->role_sent = calloc((size_t)n, sizeof(*r->role_sent));
     r->text_chars = calloc((size_t)n, sizeof(*r->text_chars));
-    if (!r->uds || !r->seqs || !r->last_token_at || !r->acc || !r->role_sent || !r->text_chars) goto fail;
+    if (!r->uds || !r->seqs || !r->last_token_at || !r->acc || !r->role_sent || !r->text_chars)
+        goto fail;
     if (pthread_mutex_init(&r->mu, NULL) != 0) goto fail;
     for (int i = 0; i < n; i++) {
         buf_init(&r->acc[i].text, 0);

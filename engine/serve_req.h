@@ -55,19 +55,19 @@ struct serve_req {
     uint64_t seed; /* choice i samples with seed + i */
     char id[40];   /* "cmpl-..." */
     long long created;
-    double arrival; /* monotonic seconds */
+    double arrival;             /* monotonic seconds */
     struct http_stream *stream; /* owned by the responder once submitted */
     struct serve_loop *loop;    /* woken when the client goes away */
 
-    atomic_bool cancelled;   /* client gone or deadline: the loop cancels its sequences */
-    atomic_bool in_ready;    /* queued on the responder's ready list */
+    atomic_bool cancelled; /* client gone or deadline: the loop cancels its sequences */
+    atomic_bool in_ready;  /* queued on the responder's ready list */
 
     pthread_mutex_t mu; /* guards the event queue */
     struct serve_event *events;
     size_t n_events, cap_events;
 
-    atomic_bool failed;      /* an event could not be queued, or submission failed */
-    int fail_status;         /* with failed before any output: 429, 503 or 500 (set before posting) */
+    atomic_bool failed; /* an event could not be queued, or submission failed */
+    int fail_status;    /* with failed before any output: 429, 503 or 500 (set before posting) */
 
     /* Inference thread only. */
     struct serve_seq_ud *uds; /* per choice: the scheduler's cookie */
@@ -84,8 +84,8 @@ struct serve_req {
     bool began;                   /* stream headers sent */
     bool *role_sent;              /* chat streaming: opening delta sent per choice */
     long usage_completion, usage_cached;
-    size_t *text_chars;           /* completions streaming: characters sent per choice */
-    struct buf pending;           /* formatted bytes the client's stream had no room for yet */
+    size_t *text_chars; /* completions streaming: characters sent per choice */
+    struct buf pending; /* formatted bytes the client's stream had no room for yet */
 };
 
 /* The scheduler cookie of one choice. */

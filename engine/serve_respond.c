@@ -290,8 +290,8 @@ static bool flush_pending(struct serve_respond *p, struct serve_req *r)
     }
     if (rc == ERR_AGAIN && r->pending.len <= RESPOND_PENDING_MAX) return true;
     if (rc == ERR_AGAIN || rc == ERR_TOO_BIG)
-        log_warn("client is not reading its stream; cancelling the request",
-                 LOG_S("id", r->id), LOG_I("unsent_bytes", (long long)r->pending.len));
+        log_warn("client is not reading its stream; cancelling the request", LOG_S("id", r->id),
+                 LOG_I("unsent_bytes", (long long)r->pending.len));
     abandon(p, r);
     return false;
 }

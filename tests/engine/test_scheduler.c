@@ -1,0 +1,491 @@
+/* The serving scheduler on the real stories260K model (skipped without ../shared): continuous
+ * batching gives each sequence exactly the greedy tokens it gets alone; chunked and unchunked
+ * prefill, preemption under a tiny KV pool, the prefix cache, cancellation, priorities, stop strings
+ * and length limits; and no KV block outlives its sequence. */
+#include "engine/scheduler.h"
+
+#include "common/err.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_REQ   8
+#define MAX_GEN 40
+#define BS      16
+
+struct out {
+    int32_t tokens[256];
+    int n_tokens;
+    char text[2048];
+    size_t len;
+    enum sched_finish finish;
+    int n_cached;
+    int events_after_finish;
+    bool admitted;
+};
+
+struct env {
+    struct model *m;
+    struct tokenizer *tok;
+    struct kv_cache *kv;
+    struct sched *s;
+    struct out out[N_REQ];
+};
+
+static void on_event(void *ctx, const struct sched_event *ev)
+{
+    struct out *o = ev->ud;
+    (void)ctx;
+    if (o->finish != SCHED_FINISH_NONE) o->events_after_finish++;
+    if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
+        o->admitted = true;
+        return;
+    }
+    if (ev->has_token) {
+        ck_assert_int_lt(o->n_tokens, 256);
+        o->tokens[o->n_tokens++] = ev->token;
+        ck_assert_int_eq(ev->n_generated, o->n_tokens);
+    }
+    ck_assert_uint_lt(o->len + ev->len, sizeof(o->text));
+    memcpy(o->text + o->len, ev->text, ev->len);
+    o->len += ev->len;
+    o->finish = ev->finish;
+    o->n_cached = ev->n_cached;
+}
+
+/* Opens the model and a KV pool of n_blocks; false (skip) without ../shared. */
+static bool env_open(struct env *e, int n_blocks, int max_seqs, int max_ctx)
+{
+    memset(e, 0, sizeof(*e));
+    const char *path = test_shared_path("models/tinyllamas/stories260K.gguf");
+    if (!path) return false;
+    struct model_options o;
+    model_options_default(&o);
+    o.n_threads = 2;
+    char err[256];
+    ck_assert_msg(model_load(path, &o, &e->m, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(tokenizer_load(model_gguf(e->m), &e->tok, err, sizeof(err)), 0);
+    struct kv_cache_config kc = {n_blocks, BS, max_seqs, (max_ctx + BS - 1) / BS};
+    ck_assert_int_eq(kv_cache_new(&kc, &e->kv), 0);
+    ck_assert_int_eq(model_kv_init(e->m, e->kv), 0);
+    return true;
+}
+
+static void env_sched(struct env *e, int max_seqs, int max_tokens, bool chunked, bool prefix,
+                      int max_ctx)
+{
+    struct sched_config c = {max_seqs, max_tokens, chunked, prefix, max_ctx};
+    ck_assert_int_eq(sched_new(&c, e->m, e->kv, e->tok, on_event, e, &e->s), 0);
+    memset(e->out, 0, sizeof(e->out));
+}
+
+static void env_close(struct env *e)
+{
+    sched_free(e->s);
+    e->s = NULL;
+    if (e->kv) ck_assert_int_eq(kv_cache_blocks_used(e->kv), 0);
+    kv_cache_free(e->kv);
+    tokenizer_free(e->tok);
+    model_free(e->m);
+}
+
+/* Deterministic prompt r: BOS then 5..60 ids. */
+static int make_prompt(int r, int32_t *ids)
+{
+    int n = 6 + (r * 13) % 55;
+    unsigned x = 2463534242u + (unsigned)r * 7919u;
+    ids[0] = 1;
+    for (int i = 1; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        ids[i] = (int32_t)(3 + x % 500);
+    }
+    return n;
+}
+
+static struct sched_seq *add(struct env *e, int r, const int32_t *ids, int n, int max_tokens,
+                             int priority)
+{
+    struct sched_request q = {.prompt = ids,
+                              .n_prompt = n,
+                              .max_tokens = max_tokens,
+                              .ignore_eos = true,
+                              .priority = priority,
+                              .ud = &e->out[r]};
+    sampler_params_default(&q.sampling);
+    q.sampling.temperature = 0;
+    struct sched_seq *seq = NULL;
+    ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+    return seq;
+}
+
+static void run_to_idle(struct env *e)
+{
+    for (int i = 0; i < 10000 && !sched_idle(e->s); i++) ck_assert_int_eq(sched_step(e->s), 0);
+    ck_assert(sched_idle(e->s));
+}
+
+/* The reference: each request alone, in its own scheduler. */
+static void reference(struct env *e, struct out *ref, int n_req, int max_ctx)
+{
+    int32_t ids[64];
+    for (int r = 0; r < n_req; r++) {
+        env_sched(e, 1, 2048, true, false, max_ctx);
+        int n = make_prompt(r, ids);
+        add(e, r, ids, n, MAX_GEN - r, 0);
+        run_to_idle(e);
+        ref[r] = e->out[r];
+        ck_assert_int_eq(ref[r].finish, SCHED_FINISH_LENGTH);
+        ck_assert_int_eq(ref[r].n_tokens, MAX_GEN - r);
+        sched_free(e->s);
+        e->s = NULL;
+    }
+}
+
+static void expect_same(const struct env *e, const struct out *ref, int n_req)
+{
+    for (int r = 0; r < n_req; r++) {
+        ck_assert_int_eq(e->out[r].finish, SCHED_FINISH_LENGTH);
+        ck_assert_int_eq(e->out[r].n_tokens, ref[r].n_tokens);
+        ck_assert_msg(
+            memcmp(e->out[r].tokens, ref[r].tokens, (size_t)ref[r].n_tokens * sizeof(int32_t)) == 0,
+            "request %d: tokens differ from running alone", r);
+        ck_assert_int_eq((int)e->out[r].len, (int)ref[r].len);
+        ck_assert(memcmp(e->out[r].text, ref[r].text, ref[r].len) == 0);
+        ck_assert_int_eq(e->out[r].events_after_finish, 0);
+        ck_assert(e->out[r].admitted);
+    }
+}
+
+/* Runs all requests together under `cfg` and compares with the reference. */
+static void batched_equals_alone(int n_blocks, int max_seqs, int max_tokens, bool chunked,
+                                 bool prefix, uint64_t *preemptions)
+{
+    struct env e;
+    if (!env_open(&e, n_blocks, max_seqs > 1 ? max_seqs : 1, 128)) return;
+    struct out ref[N_REQ];
+    reference(&e, ref, N_REQ, 128);
+    env_sched(&e, max_seqs, max_tokens, chunked, prefix, 128);
+    int32_t ids[N_REQ][64];
+    for (int r = 0; r < N_REQ; r++) add(&e, r, ids[r], make_prompt(r, ids[r]), MAX_GEN - r, 0);
+    run_to_idle(&e);
+    expect_same(&e, ref, N_REQ);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_int_eq(st.running, 0);
+    ck_assert_int_eq(st.waiting, 0);
+    ck_assert(st.kv_usage == 0.0);
+    ck_assert_uint_eq(st.generation_tokens, (uint64_t)(N_REQ * MAX_GEN - N_REQ * (N_REQ - 1) / 2));
+    if (preemptions) *preemptions = st.preemptions;
+    env_close(&e);
+}
+
+START_TEST(test_sched_batched_equals_alone)
+{
+    uint64_t pre = 0;
+    batched_equals_alone(N_REQ * 8, N_REQ, 2048, true, false, &pre);
+    ck_assert_uint_eq(pre, 0);
+}
+END_TEST
+
+START_TEST(test_sched_chunked_prefill_equals_alone)
+{
+    /* 7 tokens per step: prompts are split across steps and mixed with decodes. */
+    batched_equals_alone(N_REQ * 8, N_REQ, 7, true, false, NULL);
+}
+END_TEST
+
+START_TEST(test_sched_unchunked_prefill_equals_alone)
+{
+    batched_equals_alone(N_REQ * 8, N_REQ, 16, false, false, NULL);
+}
+END_TEST
+
+START_TEST(test_sched_preemption_equals_alone)
+{
+    /* 12 blocks (192 tokens) for 8 sequences of up to 100 tokens: the newest get preempted and
+     * recomputed, and still produce exactly their tokens. */
+    uint64_t pre = 0;
+    batched_equals_alone(12, N_REQ, 2048, true, false, &pre);
+    ck_assert_uint_gt(pre, 0);
+}
+END_TEST
+
+START_TEST(test_sched_preemption_with_prefix_cache)
+{
+    uint64_t pre = 0;
+    batched_equals_alone(12, N_REQ, 64, true, true, &pre);
+    ck_assert_uint_gt(pre, 0);
+}
+END_TEST
+
+START_TEST(test_sched_max_num_seqs_one)
+{
+    batched_equals_alone(N_REQ * 8, 1, 2048, true, true, NULL);
+}
+END_TEST
+
+START_TEST(test_sched_prefix_cache_reuses_blocks)
+{
+    struct env e;
+    if (!env_open(&e, 64, 4, 256)) return;
+    int32_t ids[80];
+    ids[0] = 1;
+    for (int i = 1; i < 80; i++) ids[i] = 3 + (i * 37) % 500;
+    /* Reference without the cache. */
+    env_sched(&e, 4, 2048, true, false, 256);
+    add(&e, 0, ids, 80, 10, 0);
+    run_to_idle(&e);
+    struct out ref = e.out[0];
+    sched_free(e.s);
+    e.s = NULL;
+
+    env_sched(&e, 4, 2048, true, true, 256);
+    add(&e, 0, ids, 80, 10, 0);
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[0].n_cached, 0);
+    add(&e, 1, ids, 80, 10, 0); /* the same prompt: 4 full blocks cached (never the last token) */
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[1].n_cached, 64);
+    int32_t other[80];
+    memcpy(other, ids, sizeof(other));
+    other[40] = 7; /* diverges inside block 2: blocks 0 and 1 are shared */
+    add(&e, 2, other, 80, 10, 0);
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[2].n_cached, 32);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(e.out[r].n_tokens, ref.n_tokens);
+        ck_assert(memcmp(e.out[r].tokens, ref.tokens, (size_t)ref.n_tokens * 4) == 0);
+    }
+    struct sched_stats st;
+    sched_stats(&*e.s, &st);
+    ck_assert_uint_eq(st.prefix_queries, 240);
+    ck_assert_uint_eq(st.prefix_hits, 96);
+    ck_assert(st.kv_usage == 0.0); /* cached blocks are not "in use" */
+    ck_assert_int_gt(kv_cache_blocks_used(e.kv), 0);
+    env_close(&e); /* sched_free releases the cache: every block free */
+}
+END_TEST
+
+START_TEST(test_sched_cache_salt_isolates)
+{
+    struct env e;
+    if (!env_open(&e, 64, 4, 256)) return;
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++) ids[i] = i ? 3 + i : 1;
+    env_sched(&e, 4, 2048, true, true, 256);
+    const char *salts[3] = {"tenant-a", "tenant-b", "tenant-a"};
+    for (int r = 0; r < 3; r++) {
+        struct sched_request q = {.prompt = ids,
+                                  .n_prompt = 40,
+                                  .max_tokens = 2,
+                                  .cache_salt = salts[r],
+                                  .ud = &e.out[r]};
+        sampler_params_default(&q.sampling);
+        q.sampling.temperature = 0;
+        struct sched_seq *seq;
+        ck_assert_int_eq(sched_add(e.s, &q, &seq), 0);
+        run_to_idle(&e);
+    }
+    ck_assert_int_eq(e.out[0].n_cached, 0);
+    ck_assert_int_eq(e.out[1].n_cached, 0);
+    ck_assert_int_eq(e.out[2].n_cached, 32);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_sched_cancel_frees_blocks)
+{
+    struct env e;
+    if (!env_open(&e, 64, 4, 256)) return;
+    env_sched(&e, 4, 2048, true, false, 256);
+    int32_t ids[N_REQ][64];
+    struct sched_seq *a = add(&e, 0, ids[0], make_prompt(0, ids[0]), 30, 0);
+    add(&e, 1, ids[1], make_prompt(1, ids[1]), 30, 0);
+    for (int i = 0; i < 5; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_eq(e.out[0].n_tokens, 5);
+    int used = kv_cache_blocks_used(e.kv);
+    sched_cancel(e.s, a);
+    sched_cancel(e.s, a); /* idempotent */
+    ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_eq(e.out[0].finish, SCHED_FINISH_ABORT);
+    ck_assert_int_eq(e.out[0].n_tokens, 5);
+    ck_assert_int_lt(kv_cache_blocks_used(e.kv), used);
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[1].finish, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(e.out[0].events_after_finish, 0);
+    /* A waiting sequence can be cancelled before it ever runs. */
+    struct sched_seq *w = add(&e, 2, ids[2], make_prompt(2, ids[2]), 5, 0);
+    sched_cancel(e.s, w);
+    ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_eq(e.out[2].finish, SCHED_FINISH_ABORT);
+    ck_assert(!e.out[2].admitted);
+    ck_assert(sched_idle(e.s));
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_sched_priority_orders_waiting)
+{
+    struct env e;
+    if (!env_open(&e, 64, 1, 256)) return;
+    env_sched(&e, 1, 2048, true, false, 256);
+    int32_t ids[4][64];
+    int order[4], n_order = 0;
+    int prio[4] = {5, 0, -3, 0}; /* expected run order: 2, 1, 3, 0 (FCFS within 0) */
+    for (int r = 0; r < 4; r++) add(&e, r, ids[r], make_prompt(r, ids[r]), 2, prio[r]);
+    bool seen[4] = {false};
+    for (int i = 0; i < 100 && !sched_idle(e.s); i++) {
+        ck_assert_int_eq(sched_step(e.s), 0);
+        for (int r = 0; r < 4; r++)
+            if (e.out[r].admitted && !seen[r]) seen[r] = true, order[n_order++] = r;
+    }
+    ck_assert_int_eq(n_order, 4);
+    ck_assert_int_eq(order[0], 2);
+    ck_assert_int_eq(order[1], 1);
+    ck_assert_int_eq(order[2], 3);
+    ck_assert_int_eq(order[3], 0);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_sched_stop_string_and_eos)
+{
+    struct env e;
+    if (!env_open(&e, 64, 2, 256)) return;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    const char *prompt = "Once upon a time";
+    ck_assert_int_eq(tokenizer_encode(e.tok, prompt, strlen(prompt), true, true, &ids, &n), 0);
+    /* Greedy continuation without stops first. */
+    env_sched(&e, 2, 2048, true, false, 256);
+    add(&e, 0, ids, (int)n, 30, 0);
+    run_to_idle(&e);
+    struct out full = e.out[0];
+    ck_assert_uint_gt(full.len, 10);
+    /* Stop at a word from the middle of it: the text ends right before it. */
+    const char *mid = full.text + full.len / 2;
+    char stop[8];
+    memcpy(stop, mid, 4);
+    stop[4] = '\0';
+    const char *stops[1] = {stop};
+    struct sched_request q = {.prompt = ids,
+                              .n_prompt = (int)n,
+                              .max_tokens = 30,
+                              .stops = stops,
+                              .n_stops = 1,
+                              .ud = &e.out[1]};
+    sampler_params_default(&q.sampling);
+    q.sampling.temperature = 0;
+    struct sched_seq *seq;
+    ck_assert_int_eq(sched_add(e.s, &q, &seq), 0);
+    run_to_idle(&e);
+    const char *first = strstr(full.text, stop);
+    ck_assert_ptr_nonnull(first);
+    ck_assert_int_eq(e.out[1].finish, SCHED_FINISH_STOP);
+    ck_assert_int_eq((int)e.out[1].len, (int)(first - full.text));
+    ck_assert(memcmp(e.out[1].text, full.text, e.out[1].len) == 0);
+    /* Without ignore_eos the model's own end (stories end with EOS) finishes with "stop". */
+    struct sched_request q2 = {
+        .prompt = ids, .n_prompt = (int)n, .max_tokens = -1, .ud = &e.out[2]};
+    sampler_params_default(&q2.sampling);
+    q2.sampling.temperature = 0;
+    ck_assert_int_eq(sched_add(e.s, &q2, &seq), 0);
+    run_to_idle(&e);
+    ck_assert(e.out[2].finish == SCHED_FINISH_STOP || e.out[2].finish == SCHED_FINISH_LENGTH);
+    if (e.out[2].finish == SCHED_FINISH_LENGTH)
+        ck_assert_int_eq(e.out[2].n_tokens + (int)n, 256); /* ran to the context end */
+    free(ids);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_sched_context_limit_and_bad_requests)
+{
+    struct env e;
+    if (!env_open(&e, 64, 2, 64)) return;
+    env_sched(&e, 2, 2048, true, false, 64);
+    int32_t ids[64];
+    int n = make_prompt(3, ids); /* 45 tokens */
+    add(&e, 0, ids, n, -1, 0);   /* until the context (64) is full */
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[0].finish, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(e.out[0].n_tokens, 64 - n);
+    struct sched_seq *seq;
+    struct sched_request bad = {.prompt = ids, .n_prompt = 64, .max_tokens = 1};
+    sampler_params_default(&bad.sampling);
+    ck_assert_int_eq(sched_add(e.s, &bad, &seq), ERR_INVAL); /* no room for one token */
+    bad.n_prompt = 0;
+    ck_assert_int_eq(sched_add(e.s, &bad, &seq), ERR_INVAL);
+    bad.n_prompt = 3;
+    ids[1] = 512; /* outside the vocabulary */
+    ck_assert_int_eq(sched_add(e.s, &bad, &seq), ERR_INVAL);
+    ids[1] = 5;
+    bad.max_tokens = 0;
+    ck_assert_int_eq(sched_add(e.s, &bad, &seq), ERR_INVAL);
+    ck_assert(sched_idle(e.s));
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_sched_stop_all_ends_everything)
+{
+    struct env e;
+    if (!env_open(&e, 64, 2, 256)) return;
+    env_sched(&e, 2, 2048, true, false, 256);
+    int32_t ids[4][64];
+    for (int r = 0; r < 4; r++) add(&e, r, ids[r], make_prompt(r, ids[r]), 30, 0);
+    for (int i = 0; i < 3; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    sched_stop_all(e.s, SCHED_FINISH_LENGTH);
+    ck_assert(sched_idle(e.s));
+    for (int r = 0; r < 4; r++) ck_assert_int_eq(e.out[r].finish, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(e.out[0].n_tokens, 3);
+    ck_assert_int_eq(e.out[3].n_tokens, 0); /* never admitted */
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_sched_bad_config)
+{
+    struct env e;
+    if (!env_open(&e, 8, 2, 64)) return;
+    struct sched_config c = {2, 64, true, true, 128}; /* context beyond the block tables */
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    c = (struct sched_config){4, 64, true, true, 64}; /* more seqs than the pool's ids */
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    c = (struct sched_config){2, 0, true, true, 64};
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    e.s = NULL;
+    env_close(&e);
+}
+END_TEST
+
+Suite *scheduler_suite(void)
+{
+    Suite *s = suite_create("scheduler");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_sched_batched_equals_alone);
+    tcase_add_test(tc, test_sched_chunked_prefill_equals_alone);
+    tcase_add_test(tc, test_sched_unchunked_prefill_equals_alone);
+    tcase_add_test(tc, test_sched_preemption_equals_alone);
+    tcase_add_test(tc, test_sched_preemption_with_prefix_cache);
+    tcase_add_test(tc, test_sched_max_num_seqs_one);
+    tcase_add_test(tc, test_sched_prefix_cache_reuses_blocks);
+    tcase_add_test(tc, test_sched_cache_salt_isolates);
+    tcase_add_test(tc, test_sched_cancel_frees_blocks);
+    tcase_add_test(tc, test_sched_priority_orders_waiting);
+    tcase_add_test(tc, test_sched_stop_string_and_eos);
+    tcase_add_test(tc, test_sched_context_limit_and_bad_requests);
+    tcase_add_test(tc, test_sched_stop_all_ends_everything);
+    tcase_add_test(tc, test_sched_bad_config);
+    suite_add_tcase(s, tc);
+    return s;
+}
