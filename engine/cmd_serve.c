@@ -245,7 +245,7 @@ static int serve_load(struct serve_state *s)
         .max_queue = c->max_queue,
         .created = (long long)time(NULL),
     };
-    if ((rc = serve_respond_start(s->tok, s->model_name, NULL, NULL, &s->resp)) != 0) return rc;
+    if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
     struct serve_loop_cfg lc = {
         .sched =
             {

@@ -6,6 +6,7 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "engine/serve_loop.h"
 #include "engine/serve_req.h"
 #include "engine/tokenizer.h"
 
@@ -22,8 +23,6 @@
 struct serve_respond {
     const struct tokenizer *tok;
     const char *model;
-    void (*on_cancel)(void *ud);
-    void *cancel_ud;
 
     pthread_t thread;
     bool started;
@@ -101,6 +100,12 @@ static void finish_request(struct serve_respond *p, struct serve_req *r)
     serve_req_unref(r);
 }
 
+/* Tells the inference loop to stop generating for r. */
+static void cancel_request(struct serve_req *r)
+{
+    if (!atomic_exchange(&r->cancelled, true) && r->loop) serve_loop_wake(r->loop);
+}
+
 /* The client is gone (or unanswerable): give up the stream; the request is finished for us once
  * the loop has ended its sequences, which it does after r->cancelled. */
 static void abandon(struct serve_respond *p, struct serve_req *r)
@@ -108,7 +113,7 @@ static void abandon(struct serve_respond *p, struct serve_req *r)
     if (r->stream) http_stream_abort(r->stream);
     r->stream = NULL;
     buf_reset(&r->pending);
-    if (!atomic_exchange(&r->cancelled, true) && p->on_cancel) p->on_cancel(p->cancel_ud);
+    cancel_request(r);
 }
 
 static void respond_error(struct serve_req *r, enum api_error_kind kind, const char *msg)
@@ -344,7 +349,7 @@ static void process(struct serve_respond *p, struct serve_req *r)
                 r->stream = NULL;
             }
         }
-        if (!atomic_exchange(&r->cancelled, true) && p->on_cancel) p->on_cancel(p->cancel_ud);
+        cancel_request(r);
     }
     if (!answered(r) && all_done && atomic_load(&r->cancelled)) abandon(p, r);
     if (!answered(r) && all_done) {
@@ -423,14 +428,12 @@ static void *respond_main(void *arg)
 }
 
 int serve_respond_start(const struct tokenizer *tok, const char *model_name,
-                        void (*on_cancel)(void *ud), void *cancel_ud, struct serve_respond **out)
+                        struct serve_respond **out)
 {
     struct serve_respond *p = calloc(1, sizeof(*p));
     if (!p) return ERR_NOMEM;
     p->tok = tok;
     p->model = model_name;
-    p->on_cancel = on_cancel;
-    p->cancel_ud = cancel_ud;
     atomic_init(&p->pending, 0);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);

@@ -9,11 +9,11 @@ struct tokenizer;
 struct serve_req;
 struct serve_respond;
 
-/* Starts the thread. `tok` (may be NULL) and `model_name` are borrowed for its life. `on_cancel`
- * (with `cancel_ud`) is called from the responder when it finds a client gone, so the inference
- * loop can stop the request. ERR_NOMEM / ERR_IO. */
+/* Starts the thread. `tok` (may be NULL) and `model_name` are borrowed for its life. When it finds
+ * a client gone it marks the request cancelled and wakes the request's inference loop.
+ * ERR_NOMEM / ERR_IO. */
 int serve_respond_start(const struct tokenizer *tok, const char *model_name,
-                        void (*on_cancel)(void *ud), void *cancel_ud, struct serve_respond **out);
+                        struct serve_respond **out);
 
 /* Marks `r` as having new events (or a failure) to process. Any thread. */
 void serve_respond_post(struct serve_respond *p, struct serve_req *r);
