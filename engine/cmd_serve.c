@@ -44,6 +44,7 @@ struct serve_cfg {
     bool no_prefix_caching;
     bool no_chunked_prefill;
     int max_queue;
+    int request_timeout_s;
     const char *metrics_compat;
     const char *chat_template;
     const char *backend;
@@ -81,6 +82,10 @@ static const struct cfg_opt serve_opts[] = {
      "Prefill each prompt in one step instead of chunks between decodes", NULL, 0},
     {"max-queue", CFG_INT, O(max_queue), "1024", 1, 1 << 20,
      "Requests waiting for admission beyond which new ones get 429", NULL, 0},
+    {"request-timeout", CFG_INT, O(request_timeout_s), "0", 0, 86400,
+     "Seconds a request may take from arrival; then it ends with what it generated (finish_reason "
+     "length); 0 = no limit",
+     NULL, 0},
     {"metrics-compat", CFG_STRING, O(metrics_compat), "vllm", 1, 0,
      "Also expose every engine metric under vLLM's name", "vllm|none", 0},
     {"chat-template", CFG_STRING, O(chat_template), NULL, 1, 0,
@@ -256,6 +261,7 @@ static int serve_load(struct serve_state *s)
                 .max_context = ctx,
             },
         .max_queue = c->max_queue,
+        .request_timeout_s = c->request_timeout_s,
     };
     rc = serve_loop_start(&lc, s->m, s->kv, s->tok, http_api_metrics(s->http), s->resp, &s->loop);
     if (rc) {

@@ -25,7 +25,7 @@ enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING };
 struct sched_seq {
     void *ud;
     enum seq_state state;
-    bool cancelled;
+    enum sched_finish cancelled; /* NONE, or how to end at the next step (sched_cancel) */
     int priority;
     uint64_t arrival; /* sched_add order: FCFS within a priority, and a preempted seq's place */
 
@@ -330,7 +330,7 @@ static void process_cancellations(struct sched *s)
             continue;
         }
         waiting_remove_at(s, i);
-        seq_finish(s, q, SCHED_FINISH_ABORT);
+        seq_finish(s, q, q->cancelled);
     }
     for (int i = 0; i < s->n_running;) {
         struct sched_seq *q = s->running[i];
@@ -339,7 +339,7 @@ static void process_cancellations(struct sched *s)
             continue;
         }
         running_remove_at(s, i);
-        seq_finish(s, q, SCHED_FINISH_ABORT);
+        seq_finish(s, q, q->cancelled);
     }
 }
 
@@ -554,10 +554,11 @@ fail:
     return rc;
 }
 
-void sched_cancel(struct sched *s, struct sched_seq *seq)
+void sched_cancel(struct sched *s, struct sched_seq *seq, enum sched_finish reason)
 {
     (void)s;
-    seq->cancelled = true;
+    ASSERT(reason != SCHED_FINISH_NONE);
+    if (seq->cancelled == SCHED_FINISH_NONE) seq->cancelled = reason;
 }
 
 bool sched_idle(const struct sched *s)

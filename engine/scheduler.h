@@ -109,9 +109,10 @@ void sched_free(struct sched *s);
  * final event). ERR_INVAL (bad prompt, params or stops; nothing queued), ERR_NOMEM. */
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out);
 
-/* Asks the sequence to stop: at the start of the next step it finishes with SCHED_FINISH_ABORT and
- * its blocks are freed. Idempotent. */
-void sched_cancel(struct sched *s, struct sched_seq *seq);
+/* Asks the sequence to stop: at the start of the next step it finishes with `reason` (ABORT for a
+ * client gone; LENGTH for a deadline: the text so far is flushed) and its blocks are freed. The
+ * first reason given wins. */
+void sched_cancel(struct sched *s, struct sched_seq *seq, enum sched_finish reason);
 
 /* Runs one step: cancellations, scheduling, one forward pass, sampling and events. Returns 0 (also
  * when idle), or an error of the forward pass (every sequence in the step is then finished with

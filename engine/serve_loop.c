@@ -141,7 +141,7 @@ static void admit_request(struct serve_loop *l, struct serve_req *r)
             r->fail_status = 500;
             r->seqs[c] = NULL;
             for (int k = 0; k < c; k++)
-                if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k]);
+                if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k], SCHED_FINISH_ABORT);
             if (c == 0) {
                 live_remove(l, r);
                 serve_respond_post(l->resp, r);
@@ -161,13 +161,25 @@ fail:
     serve_req_unref(r);
 }
 
+/* Client gone: abort. Past the request timeout: end with what was generated ("length"). */
 static void cancel_requests(struct serve_loop *l)
 {
+    double now = l->cfg.request_timeout_s > 0 ? now_s() : 0;
     for (size_t i = 0; i < l->n_live; i++) {
         struct serve_req *r = l->live[i];
-        if (!atomic_load(&r->cancelled)) continue;
+        enum sched_finish why = SCHED_FINISH_NONE;
+        if (atomic_load(&r->cancelled))
+            why = SCHED_FINISH_ABORT;
+        else if (l->cfg.request_timeout_s > 0 && now - r->arrival > l->cfg.request_timeout_s) {
+            why = SCHED_FINISH_LENGTH;
+            if (!r->timed_out)
+                log_warn("request timeout reached; ending the request", LOG_S("id", r->id),
+                         LOG_F("timeout_s", l->cfg.request_timeout_s));
+            r->timed_out = true;
+        }
+        if (why == SCHED_FINISH_NONE) continue;
         for (int c = 0; c < r->n_choices; c++)
-            if (r->seqs[c]) sched_cancel(l->sched, r->seqs[c]);
+            if (r->seqs[c]) sched_cancel(l->sched, r->seqs[c], why);
     }
 }
 

@@ -21,7 +21,8 @@ struct serve_loop;
 
 struct serve_loop_cfg {
     struct sched_config sched;
-    int max_queue; /* requests waiting for admission beyond which submit refuses (429) */
+    int max_queue;            /* requests waiting for admission beyond which submit refuses (429) */
+    double request_timeout_s; /* > 0: a request older than this is ended ("length") */
 };
 
 /* Creates the scheduler over the borrowed model, KV cache (initialised) and tokenizer, and starts

@@ -75,6 +75,7 @@ struct serve_req {
     int n_live;
     double *last_token_at; /* per choice, for inter-token latency */
     bool first_token_seen;
+    bool timed_out;
 
     /* Responder thread only (adopt_pending is handed over under the responder's lock). */
     bool adopt_pending;

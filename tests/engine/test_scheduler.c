@@ -312,8 +312,8 @@ START_TEST(test_sched_cancel_frees_blocks)
     for (int i = 0; i < 5; i++) ck_assert_int_eq(sched_step(e.s), 0);
     ck_assert_int_eq(e.out[0].n_tokens, 5);
     int used = kv_cache_blocks_used(e.kv);
-    sched_cancel(e.s, a);
-    sched_cancel(e.s, a); /* idempotent */
+    sched_cancel(e.s, a, SCHED_FINISH_ABORT);
+    sched_cancel(e.s, a, SCHED_FINISH_LENGTH); /* the first reason wins */
     ck_assert_int_eq(sched_step(e.s), 0);
     ck_assert_int_eq(e.out[0].finish, SCHED_FINISH_ABORT);
     ck_assert_int_eq(e.out[0].n_tokens, 5);
@@ -323,10 +323,18 @@ START_TEST(test_sched_cancel_frees_blocks)
     ck_assert_int_eq(e.out[0].events_after_finish, 0);
     /* A waiting sequence can be cancelled before it ever runs. */
     struct sched_seq *w = add(&e, 2, ids[2], make_prompt(2, ids[2]), 5, 0);
-    sched_cancel(e.s, w);
+    sched_cancel(e.s, w, SCHED_FINISH_ABORT);
     ck_assert_int_eq(sched_step(e.s), 0);
     ck_assert_int_eq(e.out[2].finish, SCHED_FINISH_ABORT);
     ck_assert(!e.out[2].admitted);
+    ck_assert(sched_idle(e.s));
+    /* A deadline ends a running sequence with "length" and keeps its text. */
+    struct sched_seq *d = add(&e, 3, ids[3], make_prompt(3, ids[3]), 30, 0);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    sched_cancel(e.s, d, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_eq(e.out[3].finish, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(e.out[3].n_tokens, 4);
     ck_assert(sched_idle(e.s));
     env_close(&e);
 }
