@@ -65,8 +65,9 @@ class HttpTests(unittest.TestCase):
         self.assertEqual(headers, {"retry-after": "3", "x-a": "1, 2"})
 
     def test_head_malformed(self):
-        for raw in (b"HTTX/1.1 200 OK\r\n\r\n", b"HTTP/1.1 20 OK\r\n\r\n", b"\r\n\r\n", b"HTTP/1.1 200\r\nNoColon\r\n\r\n",
-                    b"HTTP/1.1 200 OK\r\n: empty name\r\n\r\n", b"HTTP/1.1 200 OK\r\nSpace : x\r\n\r\n"):
+        for raw in (b"HTTX/1.1 200 OK\r\n\r\n", b"HTTP/1.1 20 OK\r\n\r\n", b"\r\n\r\n",
+                    b"HTTP/1.1 200\r\nNoColon\r\n\r\n", b"HTTP/1.1 200 OK\r\n: empty name\r\n\r\n",
+                    b"HTTP/1.1 200 OK\r\nSpace : x\r\n\r\n"):
             with self.subTest(raw=raw), self.assertRaises(lg.RequestError) as cm:
                 lg.parse_head(raw)
             self.assertEqual(cm.exception.kind, "bad response head")
@@ -244,7 +245,7 @@ class TraceTests(unittest.TestCase):
         b = lg.parse_azure_time("2023-11-16 18:15:46.6805901")
         self.assertEqual(b - a, 100)
         self.assertEqual(lg.parse_azure_time("2023-11-16 18:15:47") - a, 319_410_000)
-        for bad in ("2023-11-16T18:15:46", "yesterday", "2023-13-16 18:15:46.1", ""):
+        for bad in ("2023-11-16T18:15:46", "yesterday", "2023-13-16 18:15:46.1", "2023-11-16 24:00:00", ""):
             with self.subTest(bad=bad), self.assertRaises(ValueError):
                 lg.parse_azure_time(bad)
 
