@@ -10,6 +10,7 @@
 #include "common/probe_server.h"
 #include "common/prom.h"
 #include "engine/serve_api.h"
+#include "engine/serve_loop.h"
 #include "engine/serve_metrics.h"
 
 #include <stdatomic.h>
@@ -30,6 +31,11 @@ struct http_api {
 static void http_api_health(struct http_req *req, void *ud)
 {
     struct http_api *a = ud;
+    const struct serve_api *api = atomic_load(&a->serve);
+    if (api && api->loop && serve_loop_faulted(api->loop)) {
+        http_respond(req, 503, "application/json", "{\"status\":\"faulted\"}", 20, NULL, 0);
+        return;
+    }
     switch (http_api_state(a)) {
     case HTTP_API_SERVING:
         http_respond(req, 200, "application/json", "{\"status\":\"ok\"}", 15, NULL, 0);

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 
+#define SERVE_LOOP_FAULT_AFTER 3 /* consecutive failed steps that mark the engine faulted */
+
 struct serve_loop {
     struct serve_loop_cfg cfg;
     struct sched *sched;
@@ -29,7 +31,8 @@ struct serve_loop {
     bool wake;     /* something to look at (a cancellation) */
     bool stopping; /* end everything and exit */
     atomic_int inflight;
-    atomic_int waiting; /* published after each step */
+    atomic_int waiting;  /* published after each step */
+    atomic_bool faulted; /* forward steps keep failing: /health reports it */
 
     /* Loop thread only. */
     struct serve_req **live; /* requests with sequences in the scheduler */
@@ -200,6 +203,7 @@ static void update_metrics(struct serve_loop *l)
 static void *loop_main(void *arg)
 {
     struct serve_loop *l = arg;
+    int failures = 0; /* consecutive failed steps */
     for (;;) {
         pthread_mutex_lock(&l->mu);
         while (!l->stopping && !l->n_inbox && !l->wake && sched_idle(l->sched))
@@ -217,7 +221,13 @@ static void *loop_main(void *arg)
         if (stopping) break;
         cancel_requests(l);
         int rc = sched_step(l->sched);
-        if (rc) log_error("inference step failed", LOG_S("err", err_str(rc)));
+        if (rc) {
+            log_error("inference step failed", LOG_S("err", err_str(rc)));
+            if (++failures == SERVE_LOOP_FAULT_AFTER && !atomic_exchange(&l->faulted, true))
+                log_error("the engine is faulted: forward steps keep failing; /health now 503");
+        } else {
+            failures = 0;
+        }
         update_metrics(l);
     }
     /* Drain timeout or shutdown: end what is left; clients get what was generated so far. */
@@ -242,6 +252,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     l->resp = resp;
     atomic_init(&l->inflight, 0);
     atomic_init(&l->waiting, 0);
+    atomic_init(&l->faulted, false);
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
@@ -297,6 +308,11 @@ void serve_loop_wake(struct serve_loop *l)
 int serve_loop_inflight(const struct serve_loop *l)
 {
     return atomic_load(&l->inflight);
+}
+
+bool serve_loop_faulted(const struct serve_loop *l)
+{
+    return atomic_load(&l->faulted);
 }
 
 int serve_loop_waiting(const struct serve_loop *l)

@@ -44,6 +44,10 @@ int serve_loop_inflight(const struct serve_loop *l);
 /* Requests waiting for admission (as last published by the loop). Any thread. */
 int serve_loop_waiting(const struct serve_loop *l);
 
+/* True once forward steps failed several times in a row (a broken backend): the engine should
+ * report itself unhealthy. It stays faulted. Any thread. */
+bool serve_loop_faulted(const struct serve_loop *l);
+
 /* Ends every request still in flight now (finish_reason "length") and joins the thread. Idempotent.
  * Main thread. */
 void serve_loop_stop(struct serve_loop *l);
