@@ -70,29 +70,29 @@ pkg_of_file() {
 	return 1
 }
 
-# derive BINARY: one package per line (sorted) that owns a DT_NEEDED library of BINARY. Libraries
+# derive BINARY [NAME]: one package per line (sorted) that owns a DT_NEEDED library of BINARY. Libraries
 # of the NVIDIA CUDA toolkit (/usr/local/cuda*) and the driver's libcuda.so.1 (injected into the
 # container by the NVIDIA container toolkit) come with the nvidia/cuda runtime base, not from apt.
 derive() {
-	local bin="$1" needed lib path pkg ldd_out
-	[[ -f "$bin" ]] || die "$bin: no such file"
+	local bin="$1" name="${2:-$1}" needed lib path pkg ldd_out
+	[[ -f "$bin" ]] || die "$name: no such file"
 	needed="$(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')" ||
-		die "$bin: readelf failed"
-	[[ -n "$needed" ]] || die "$bin: no DT_NEEDED entries (static or not an ELF executable?)"
-	ldd_out="$(ldd "$bin")" || die "$bin: ldd failed"
+		die "$name: readelf failed"
+	[[ -n "$needed" ]] || die "$name: no DT_NEEDED entries (static or not an ELF executable?)"
+	ldd_out="$(ldd "$bin")" || die "$name: ldd failed"
 	for lib in $needed; do
 		case "$lib" in
 		libasan.* | libubsan.* | libtsan.* | liblsan.*)
-			die "$bin links $lib: a sanitizer build; images need a release build (BUILD=build)"
+			die "$name links $lib: a sanitizer build; images need a release build (BUILD=build)"
 			;;
 		esac
 		path="$(awk -v l="$lib" '$1 == l && $2 == "=>" { print $3; exit }' <<<"$ldd_out")"
 		if [[ -z "$path" || "$path" == not ]]; then
 			[[ "$lib" == libcuda.so.1 ]] && continue
-			die "$bin: $lib not found by ldd"
+			die "$name: $lib not found by ldd"
 		fi
 		case "$(readlink -f "$path")" in /usr/local/cuda*) continue ;; esac
-		pkg="$(pkg_of_file "$path")" || die "$bin: no Debian package owns $path ($lib)"
+		pkg="$(pkg_of_file "$path")" || die "$name: no Debian package owns $path ($lib)"
 		echo "$pkg"
 	done | sort -u
 }
@@ -140,7 +140,12 @@ stage() {
 	fi
 	[[ -x "$bin" ]] || die "$bin not built (run make, or drop --no-make)"
 
-	derived="$(derive "$bin")"
+	# Work on one copy: a make running elsewhere in the same tree may relink $bin meanwhile.
+	mkdir -p "$dest/usr/local/bin" "$dest/usr/share/cinfer"
+	full="$dest/.cinfer-$prog.unstripped" # global: the EXIT trap removes it
+	cp "$bin" "$full"
+	trap 'rm -f "$full"' EXIT
+	derived="$(derive "$full" "$bin")"
 	if is_debian12 && [[ "${CUDA:-0}" != 1 ]]; then
 		# shellcheck disable=SC2086
 		committed="$(printf '%s\n' ${runtime_libs[$prog]} | sort -u)"
@@ -160,8 +165,7 @@ stage() {
 		) | sort -u)"
 	fi
 
-	mkdir -p "$dest/usr/local/bin" "$dest/usr/share/cinfer"
-	strip --strip-unneeded -o "$dest/usr/local/bin/cinfer-$prog" "$bin"
+	strip --strip-unneeded -o "$dest/usr/local/bin/cinfer-$prog" "$full"
 	chmod 0755 "$dest/usr/local/bin/cinfer-$prog"
 	echo "$list" >"$dest/usr/share/cinfer/runtime-packages"
 
