@@ -160,6 +160,8 @@ check "shared prefix longer than the prompt: exit 2" usage_error u3 "cannot exce
 check "--url ftp://: exit 2" usage_error u4 "expected http://" --url ftp://x:1 --requests 1
 check "--time-scale -1: exit 2" usage_error u5 "positive number" --trace x.csv --time-scale -1
 check "trace flag without --trace: exit 2" usage_error u6 "only apply with --trace" --max-requests 3
+check "closed-loop flag with --trace: exit 2" usage_error u6b "only apply to the closed loop" \
+	--trace x.csv --requests 3
 check "missing trace file: exit 2" usage_error u7 "No such file" --trace "$tmp/none.csv" --dry-run
 printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:00:00.1,10,2\n2023-11-16 18:00:01,ten,2\n' \
 	>"$tmp/bad.csv"
@@ -341,6 +343,12 @@ jcheck "fixture replay: equal hash ids gave equal blocks (hit rate 112/272)" "$t
 	 and abs(r["metrics"]["prefix_hit_rate"] - 112 / 272) < 1e-9'
 jcheck "fixture replay: sent on schedule (wall >= 0.4 s, send lag reported)" "$tmp/mini.json" \
 	'r["wall_s"] >= 0.4 and r["send_lag_ms"]["count"] == 5'
+# --concurrency 1 in trace mode: one request in flight, so the later ones leave late (by at least the
+# four requests before them, 9 ms each at the server's delays) and the lag says so.
+lg miniserial --url "$good_url" --trace "$mini" --token-scale 0.03125 --time-scale 1000 --concurrency 1 \
+	--json "$tmp/miniserial.json"
+jcheck "trace --concurrency 1: all ok, the wait shows as send lag" "$tmp/miniserial.json" \
+	'r["requests_ok"] == 5 and r["send_lag_ms"]["max"] >= 30 and r["config"]["concurrency"] == 1'
 lg minicap --trace "$mini" --token-scale 0.03125 --max-tokens 2 --max-prompt-tokens 40 --dry-run \
 	--json "$tmp/minicap.json"
 jcheck "fixture: --max-tokens caps outputs, --max-prompt-tokens caps prompts" "$tmp/minicap.json" \
