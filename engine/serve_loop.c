@@ -223,30 +223,29 @@ static void *loop_main(void *arg)
         if (stopping) break;
         cancel_requests(l);
         int rc = sched_step(l->sched);
-X, LOG_S("err", err_str(rc)));
-if (++failures == SERVE_LOOP_FAULT_AFTER && !atomic_exchange(&l->faulted, true))
-    log_error("the engine is faulted: forward steps keep failing; /health now 503");
-    }
-    else
-    {
-        failures = 0;
-    }
-    /* The gauges need a scan of the prefix cache: refresh them every few steps, and always
+        if (rc) {
+            log_error("inference step failed", LOG_S("err", err_str(rc)));
+            if (++failures == SERVE_LOOP_FAULT_AFTER && !atomic_exchange(&l->faulted, true))
+                log_error("the engine is faulted: forward steps keep failing; /health now 503");
+        } else {
+            failures = 0;
+        }
+        /* The gauges need a scan of the prefix cache: refresh them every few steps, and always
          * when the engine goes idle so that scrapes then see exact zeros. */
-    double t = now_s();
-    if (t - last_update >= SERVE_LOOP_METRICS_PERIOD_S || sched_idle(l->sched)) {
-        update_metrics(l);
-        last_update = t;
+        double t = now_s();
+        if (t - last_update >= SERVE_LOOP_METRICS_PERIOD_S || sched_idle(l->sched)) {
+            update_metrics(l);
+            last_update = t;
+        }
     }
-}
-/* Drain timeout or shutdown: end what is left; clients get what was generated so far. */
-if (!sched_idle(l->sched)) {
-    log_warn("ending requests still in flight at shutdown",
-             LOG_I("requests", (long long)l->n_live));
-    sched_stop_all(l->sched, SCHED_FINISH_LENGTH);
-}
-update_metrics(l);
-return NULL;
+    /* Drain timeout or shutdown: end what is left; clients get what was generated so far. */
+    if (!sched_idle(l->sched)) {
+        log_warn("ending requests still in flight at shutdown",
+                 LOG_I("requests", (long long)l->n_live));
+        sched_stop_all(l->sched, SCHED_FINISH_LENGTH);
+    }
+    update_metrics(l);
+    return NULL;
 }
 
 int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
