@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# End-to-end checks of `cinfer-engine serve` on stories260K with real clients: the official OpenAI
+# Python SDK (engine_serve_sdk.py) and raw sockets (engine_serve_behaviour.py): greedy outputs equal
+# to `cinfer-engine generate`, 64 concurrent streams, prefix caching, preemption, disconnects,
+# SIGTERM draining, malformed input and the /metrics page. Every engine runs on a kernel-chosen port
+# (--port 0, read from its "serving ... port=N" log line) with its log in a temp dir, and is killed on
+# exit. The Python checks print `ok - NAME` / `not ok - NAME: DETAIL`; this script counts them with
+# its own. Skips (passing nothing) when the shared model is absent. Ends with exactly one line:
+# engine_serve: N passed, M failed
+set -uo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+root="$e2e_root"
+here="$root/tests/e2e"
+bin="${CINFER_ENGINE_BIN:-$e2e_bin/cinfer-engine}"
+shared="${CINFER_SHARED:-$root/../shared}"
+model="$shared/models/tinyllamas/stories260K.gguf"
+venv="${CINFER_VENV:-$root/build/venv}"
+py="$venv/bin/python"
+name="stories-e2e"
+# The sanitized binary is several times slower: stretch every timeout by this factor.
+slow=1
+[[ "${CINFER_BUILD:-build}" == *-asan ]] && slow=4
+export ENGINE_SERVE_SLOW="$slow" ENGINE_SERVE_MODEL="$model" ENGINE_SERVE_BIN="$bin"
+export ENGINE_SERVE_ROOT="$root" ENGINE_SERVE_MODEL_NAME="$name"
+export PYTHONDONTWRITEBYTECODE=1
+
+tmp="$(mktemp -d /tmp/cinfer-engine-serve.XXXXXX)"
+declare -A pids=() ports=()
+
+finish() {
+	summary
+	exit
+}
+cleanup() {
+	local n
+	for n in "${!pids[@]}"; do
+		kill -KILL "${pids[$n]}" 2>/dev/null
+	done
+	wait 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+if [ ! -r "$model" ]; then
+	echo "SKIP: $model not present (shared test data is optional)"
+	finish
+fi
+if [ ! -x "$bin" ]; then
+	not_ok "binary $bin not built"
+	finish
+fi
+if ! "$py" -c 'import openai' 2>/dev/null; then
+	not_ok "no OpenAI SDK in $venv (run make venv)"
+	finish
+fi
+# 1000 concurrent connections in the malformed-input suite: client and servers need the descriptors.
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# start_engine NAME [serve flags...]: starts a server, waits for its port; failure is a failed check.
+start_engine() {
+	local n="$1" port
+	shift
+	"$bin" serve --model "$model" --port 0 --log-format text --threads 2 --served-model-name "$name" \
+		"$@" >"$tmp/$n.log" 2>&1 &
+	pids[$n]=$!
+	if ! wait_for $((20 * slow)) grep -qaE 'serving .*port=[0-9]+' "$tmp/$n.log"; then
+		not_ok "server $n started ($*): $(tail -n 3 "$tmp/$n.log" | tr '\n' ' ')"
+		return 1
+	fi
+	port="$(grep -aoE 'serving .*port=[0-9]+' "$tmp/$n.log" | head -n 1 | grep -oE '[0-9]+$')"
+	ports[$n]="$port"
+}
+
+# run_py FILE ARGS...: runs one Python check file and adds its ok/not ok lines to the counts. A file
+# that dies without reporting a failure (a traceback, a timeout) counts as one failure.
+run_py() {
+	local f="$1" rc out n_ok n_bad
+	shift
+	timeout --kill-after=5 $((240 * slow)) "$py" "$here/$f" "$@" >"$tmp/py.out" 2>&1
+	rc=$?
+	cat "$tmp/py.out"
+	n_ok="$(grep -c '^ok - ' "$tmp/py.out")"
+	n_bad="$(grep -c '^not ok - ' "$tmp/py.out")"
+	passed=$((passed + n_ok))
+	failed=$((failed + n_bad))
+	if [ "$rc" -ne 0 ] && [ "$n_bad" -eq 0 ]; then
+		not_ok "$f $* exited $rc without a failed check"
+	fi
+}
+
+# stop_engine NAME WANT_RC: SIGTERM, then the exit status must be WANT_RC within the drain timeout
+# (under ASan this is also where leaks are reported).
+stop_engine() {
+	local n="$1" want="$2" pid="${pids[$1]}" rc
+	if ! kill -0 "$pid" 2>/dev/null; then
+		wait "$pid"
+		not_ok "server $n alive until the end (died with status $?): $(tail -n 5 "$tmp/$n.log" | tr '\n' ' ')"
+		unset "pids[$n]"
+		return
+	fi
+	kill -TERM "$pid"
+	reap_engine "$n" "$want" $((30 * slow))
+}
+
+# reap_engine NAME WANT_RC SECONDS: waits for a server that was told to stop.
+reap_engine() {
+	local n="$1" want="$2" pid="${pids[$1]}" rc
+	if ! wait_for "$3" sh -c "! kill -0 $pid 2>/dev/null || grep -q '^State:.*Z' /proc/$pid/status"; then
+		not_ok "server $n exits within $3 s of SIGTERM"
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	wait "$pid"
+	rc=$?
+	unset "pids[$n]"
+	if [ "$rc" -eq "$want" ]; then
+		ok "server $n exits with status $want after SIGTERM"
+	else
+		not_ok "server $n exit status $rc, want $want: $(grep -aE 'ERROR|Sanitizer|leak' "$tmp/$n.log" | head -n 5 | tr '\n' ' ')"
+	fi
+}
+
+# The main server: small context (prompts over it are rejected), prefix caching on.
+start_engine main --context-length 256 || finish
+start_engine nocache --context-length 256 --no-prefix-caching
+# One sequence at a time, one waiting: the rest of a burst must get 429.
+start_engine queue --context-length 256 --max-num-seqs 1 --max-queue 1
+# KV for 1.5 contexts of 256 tokens (640 bytes a token in f16 for stories260K): 16 requests of ~160
+# tokens each cannot all fit, so the scheduler must preempt.
+start_engine preempt --context-length 256 --block-size 16 --kv-cache-bytes $((384 * 640))
+start_engine nocompat --context-length 256 --metrics-compat none
+start_engine bad --context-length 256 --max-body-bytes 65536
+
+run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}"
+run_py engine_serve_behaviour.py metrics "main=${ports[main]}" "nocompat=${ports[nocompat]}"
+run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
+run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"
+run_py engine_serve_behaviour.py prefix "main=${ports[main]}" "nocache=${ports[nocache]}"
+run_py engine_serve_behaviour.py preemption "preempt=${ports[preempt]}"
+run_py engine_serve_behaviour.py disconnect "main=${ports[main]}"
+run_py engine_serve_behaviour.py malformed "bad=${ports[bad]}"
+
+# Every long-lived server survived all of the above and drains cleanly.
+for n in main nocache queue preempt nocompat bad; do
+	[ -n "${pids[$n]:-}" ] && stop_engine "$n" 0
+done
+
+# SIGTERM under load: the Python side sends the signal and watches the drain; the process is ours
+# to reap, so the exit status is checked here.
+if start_engine drain --context-length 512; then
+	run_py engine_serve_behaviour.py sigterm "drain=${ports[drain]}:${pids[drain]}"
+	reap_engine drain 0 $((40 * slow))
+fi
+# --shutdown-timeout 1 with requests that need far longer: they are cut at the deadline.
+if start_engine cut --shutdown-timeout 1; then
+	run_py engine_serve_behaviour.py shutdown_timeout "cut=${ports[cut]}:${pids[cut]}"
+	reap_engine cut 0 $((15 * slow))
+fi
+
+finish

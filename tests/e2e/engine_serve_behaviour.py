@@ -1,0 +1,686 @@
+"""Behaviour of `cinfer-engine serve` seen from raw HTTP clients (run by engine_serve.sh).
+
+Usage: engine_serve_behaviour.py SECTION NAME=PORT[:PID]...
+Sections (the servers each needs and the flags engine_serve.sh gives them):
+  metrics           main, nocompat (--metrics-compat none)
+  greedy            main (outputs vs `cinfer-engine generate`)
+  concurrency       main (64 concurrent streams vs the same requests one at a time)
+  prefix            main, nocache (--no-prefix-caching)
+  preemption        preempt (--kv-cache-bytes for 1.5 contexts of 256 tokens)
+  disconnect        main
+  malformed         bad (--max-body-bytes 65536)
+  sigterm           drain:PID (the script reaps it and checks the exit status)
+  shutdown_timeout  cut:PID (--shutdown-timeout 1)
+Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
+"""
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+from engine_serve_lib import (
+    SLOW,
+    Checks,
+    completion_text,
+    error_shape,
+    finish,
+    idle_detail,
+    metric_names,
+    metrics,
+    post,
+    raw_exchange,
+    parse_response,
+    request,
+    servers_from_argv,
+    stream_result,
+    token_prompt,
+    wait_idle,
+)
+
+checks = Checks()
+MODEL = os.environ["ENGINE_SERVE_MODEL_NAME"]
+
+PROMPTS = [
+    "Once upon a time",
+    "The little dog",
+    "Lily and Tom went to the park",
+    "One day, a big bird",
+    "The sun was hot and",
+    "Sam had a red ball.",
+    "In the forest there lived",
+    "Mom said",
+]
+
+
+def run_parallel(fn, items):
+    """fn(item) for every item on its own thread; returns the results in order (an exception is
+    returned in place of its result)."""
+    results = [None] * len(items)
+
+    def one(i, item):
+        try:
+            results[i] = fn(item)
+        except Exception as e:  # noqa: BLE001 - reported by the caller
+            results[i] = e
+
+    threads = [threading.Thread(target=one, args=(i, it)) for i, it in enumerate(items)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def check_idle(port, what):
+    m, idle = wait_idle(port)
+    checks.check(
+        f"{what}: afterwards no request running or waiting and KV usage 0 (native and vLLM names)",
+        idle and m.get("vllm:num_requests_running") == 0 and m.get("vllm:kv_cache_usage_perc") == 0,
+        idle_detail(m),
+    )
+    return m
+
+
+# ---- 9. /metrics ----
+
+
+def section_metrics(s):
+    native, vllm = metric_names(os.environ["ENGINE_SERVE_ROOT"])
+    checks.check("metric_names.h lists native and vLLM names", len(native) >= 10 and len(vllm) >= 10, f"{native} {vllm}")
+    for name, port, want_vllm in (("vllm", s["main"][0], True), ("none", s["nocompat"][0], False)):
+        text = request(port, "GET", "/metrics").body.decode("utf-8")
+        try:
+            m = metrics(port)
+        except ValueError as e:
+            checks.not_ok(f"--metrics-compat {name}: /metrics is valid exposition format", e)
+            continue
+        checks.ok(f"--metrics-compat {name}: /metrics is valid exposition format")
+        bare = sorted(f for f in m.families_of_samples if f not in m.help or f not in m.type)
+        checks.check(f"--metrics-compat {name}: every family has HELP and TYPE", not bare, f"missing for {bare}")
+        missing = [n for n in native if n not in m.type]
+        checks.check(f"--metrics-compat {name}: every native metric present", not missing, f"missing {missing}")
+        vnames = sorted({n for n in list(m.type) + list(m.help) + list(m.names()) if n.startswith("vllm:")})
+        if want_vllm:
+            missing = [n for n in vllm if n not in m.type]
+            checks.check("--metrics-compat vllm: every vLLM twin present", not missing, f"missing {missing}")
+            checks.check(
+                "--metrics-compat vllm: twins have the same values",
+                m.get("vllm:num_requests_running") == m.get("cinfer_requests_running")
+                and m.get("vllm:prompt_tokens_total") == m.get("cinfer_prompt_tokens_total"),
+                "values differ",
+            )
+            checks.check(
+                "/metrics: requests_total has stop, length and abort series with the model_name label",
+                all(
+                    m.get("cinfer_requests_total", model_name=MODEL, finished_reason=r) is not None
+                    for r in ("stop", "length", "abort")
+                ),
+                text[:200],
+            )
+        else:
+            checks.check("--metrics-compat none: no vllm: name anywhere", not vnames and "vllm:" not in text, f"{vnames}")
+
+
+# ---- 2. greedy outputs equal `cinfer-engine generate` ----
+
+
+def section_greedy(s):
+    port = s["main"][0]
+    binary, model = os.environ["ENGINE_SERVE_BIN"], os.environ["ENGINE_SERVE_MODEL"]
+    for i, (prompt, n) in enumerate(zip(PROMPTS[:5], (40, 25, 60, 33, 50))):
+        gen = subprocess.run(
+            [binary, "generate", "--model", model, "--prompt", prompt, "--max-tokens", str(n), "--temperature", "0",
+             "--threads", "1", "--log-format", "text"],
+            capture_output=True,
+            timeout=60 * SLOW,
+        )
+        if gen.returncode != 0:
+            checks.not_ok(f"greedy p{i}: generate ran", gen.stderr.decode(errors="replace")[-300:])
+            continue
+        want = gen.stdout.decode("utf-8")
+        text, fin = completion_text(port, {"model": MODEL, "prompt": prompt, "max_tokens": n, "temperature": 0})
+        checks.check(f"greedy p{i} ({n} tokens): HTTP text == generate", text == want and fin == "length",
+                     f"http {text!r} ({fin}) vs generate {want!r}")
+        text, fin = completion_text(
+            port, {"model": MODEL, "prompt": prompt, "max_tokens": n, "temperature": 0, "stream": True}
+        )
+        checks.check(f"greedy p{i} streamed: text == generate", text == want, f"http {text!r} vs {want!r}")
+
+
+# ---- 3. 64 concurrent streams ----
+
+
+def stream_body(i):
+    return {
+        "model": MODEL,
+        "prompt": PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS) % 2) + ("and" if i >= 32 else ""),
+        "max_tokens": 6 + (i * 7) % 30,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def stream_one(port, body, timeout=120.0):
+    r = stream_result(post(port, "/v1/completions", body, timeout))
+    if not r["done"]:
+        raise ValueError("no [DONE]")
+    return r["texts"].get(0, ""), r["finish"].get(0), (r["usage"] or {}).get("completion_tokens")
+
+
+def section_concurrency(s):
+    port = s["main"][0]
+    bodies = [stream_body(i) for i in range(64)]
+    alone = [stream_one(port, b) for b in bodies]
+    together = run_parallel(lambda b: stream_one(port, b), bodies)
+    errors = [r for r in together if isinstance(r, Exception)]
+    checks.check("64 concurrent streams: all complete with [DONE]", not errors, f"{len(errors)} failed: {errors[:3]}")
+    diff = [i for i, (a, t) in enumerate(zip(alone, together)) if a != t]
+    checks.check(
+        "64 concurrent streams: every output identical to the same request alone",
+        not diff,
+        f"{len(diff)} differ, first #{diff[0] if diff else ''}: "
+        f"{alone[diff[0]] if diff else ''} vs {together[diff[0]] if diff else ''}",
+    )
+    lengths_ok = all(a[1] == "length" and a[2] == b["max_tokens"] for a, b in zip(alone, bodies))
+    checks.check("streams: finish_reason length and usage.completion_tokens == max_tokens", lengths_ok,
+                 f"{[(a[1], a[2], b['max_tokens']) for a, b in zip(alone, bodies)][:5]}")
+    check_idle(port, "64 concurrent streams")
+
+
+# ---- 4. prefix cache ----
+
+
+def usage_of(port, body):
+    resp = post(port, "/v1/completions", body)
+    if resp.status != 200:
+        raise ValueError(f"status {resp.status}: {resp.body[:300]!r}")
+    j = resp.json()
+    return j["choices"][0]["text"], j["usage"]["prompt_tokens_details"]["cached_tokens"], j["usage"]
+
+
+def section_prefix(s):
+    port, nocache = s["main"][0], s["nocache"][0]
+    prefix = token_prompt(7, 80)
+
+    def body(suffix_seed, **kw):
+        return dict(model=MODEL, prompt=prefix + token_prompt(suffix_seed, 5), max_tokens=12, temperature=0, **kw)
+
+    hits0 = metrics(port).get("cinfer_prefix_cache_hits_total")
+    t1, c1, _ = usage_of(port, body(101))
+    checks.check("prefix: first request of a new 80-token prefix has cached_tokens 0", c1 == 0, f"cached {c1}")
+    t2, c2, u2 = usage_of(port, body(102))
+    checks.check(
+        "prefix: a request sharing the 80-token prefix reports cached_tokens >= 64 (< prompt)",
+        64 <= c2 < u2["prompt_tokens"],
+        f"cached {c2} of {u2['prompt_tokens']}",
+    )
+    t2b, c2b, u2b = usage_of(port, body(102))
+    checks.check(
+        "prefix: an identical repeat is cached up to (not including) its last token",
+        c2b >= c2 and c2b < u2b["prompt_tokens"] and t2b == t2,
+        f"cached {c2b} of {u2b['prompt_tokens']}, text {t2b!r} vs {t2!r}",
+    )
+    m = metrics(port)
+    hits1 = m.get("cinfer_prefix_cache_hits_total")
+    checks.check(
+        "prefix: cinfer_prefix_cache_hits_total rose by the cached tokens (and its vLLM twin with it)",
+        hits1 - hits0 >= c2 + c2b and m.get("vllm:prefix_cache_hits_total") == hits1,
+        f"hits {hits0} -> {hits1}, cached {c2}+{c2b}",
+    )
+    ref1, n1, _ = usage_of(nocache, body(101))
+    ref2, n2, _ = usage_of(nocache, body(102))
+    _, n2b, _ = usage_of(nocache, body(102))
+    checks.check("prefix: outputs equal the --no-prefix-caching server's", (t1, t2) == (ref1, ref2),
+                 f"{(t1, t2)} vs {(ref1, ref2)}")
+    checks.check("--no-prefix-caching: cached_tokens always 0", n1 == n2 == n2b == 0, f"{(n1, n2, n2b)}")
+    # cache_salt: a salt sees only blocks cached under the same salt.
+    ta, ca, _ = usage_of(port, body(103, cache_salt="alpha"))
+    checks.check("cache_salt: first use of a salt gets cached_tokens 0 on a cached prefix", ca == 0, f"cached {ca}")
+    tb, cb, _ = usage_of(port, body(104, cache_salt="alpha"))
+    checks.check("cache_salt: the same salt then hits", cb >= 64, f"cached {cb}")
+    _, cc, _ = usage_of(port, body(105, cache_salt="beta"))
+    checks.check("cache_salt: another salt is isolated (cached_tokens 0)", cc == 0, f"cached {cc}")
+    ref_a, _, _ = usage_of(nocache, body(103))
+    checks.check("cache_salt: a salted output equals the unsalted one", ta == ref_a, f"{ta!r} vs {ref_a!r}")
+    check_idle(port, "prefix cache")
+
+
+# ---- 5. preemption ----
+
+
+def section_preemption(s):
+    port = s["preempt"][0]
+    bodies = [
+        {"model": MODEL, "prompt": PROMPTS[i % len(PROMPTS)] + (" big" if i >= 8 else ""), "max_tokens": 150,
+         "temperature": 0, "ignore_eos": True, "stream": i % 2 == 0}
+        for i in range(16)
+    ]
+    p0 = metrics(port).get("cinfer_preemptions_total")
+    alone = [completion_text(port, b, 120) for b in bodies]
+    p1 = metrics(port).get("cinfer_preemptions_total")
+    checks.check("preemption server: one request at a time is never preempted", p1 == p0, f"{p0} -> {p1}")
+    together = run_parallel(lambda b: completion_text(port, b, 240), bodies)
+    errors = [r for r in together if isinstance(r, Exception)]
+    checks.check("preemption: 16 concurrent requests over the KV budget all complete", not errors, f"{errors[:3]}")
+    diff = [i for i in range(16) if alone[i] != together[i]]
+    checks.check("preemption: every output identical to the same request alone", not diff,
+                 f"{len(diff)} differ, e.g. #{diff[0] if diff else ''}: "
+                 f"{alone[diff[0]] if diff else ''} vs {together[diff[0]] if diff else ''}")
+    checks.check("preemption: every request ran to max_tokens (finish_reason length)",
+                 all(a[1] == "length" for a in alone), f"{[a[1] for a in alone]}")
+    m = metrics(port)
+    p2 = m.get("cinfer_preemptions_total")
+    checks.check(
+        "preemption: cinfer_preemptions_total > 0 and vllm:num_preemptions_total equal",
+        p2 > p1 and m.get("vllm:num_preemptions_total") == p2,
+        f"native {p1} -> {p2}, vllm {m.get('vllm:num_preemptions_total')}",
+    )
+    check_idle(port, "preemption")
+
+
+# ---- 6. disconnects ----
+
+
+def raw_stream_socket(port, body):
+    data = json.dumps(body).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=30 * SLOW)
+    s.sendall(
+        b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(data)
+        + data
+    )
+    return s
+
+
+def read_until(s, marker):
+    got = b""
+    while marker not in got:
+        b = s.recv(4096)
+        if not b:
+            raise ValueError(f"closed before {marker!r}: {got[:200]!r}")
+        got += b
+    return got
+
+
+def section_disconnect(s):
+    port = s["main"][0]
+    aborts0 = metrics(port).get("cinfer_requests_total", finished_reason="abort")
+    long_body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 200, "temperature": 0,
+                 "ignore_eos": True, "stream": True}
+    socks = [raw_stream_socket(port, dict(long_body, prompt=PROMPTS[i])) for i in range(6)]
+    for s_ in socks:
+        read_until(s_, b"data: ")
+    for i, s_ in enumerate(socks):
+        if i % 2:  # half of them reset the connection instead of closing it politely
+            s_.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s_.close()
+    # Gone before any byte of the answer: streamed and not.
+    for stream in (True, False):
+        s_ = raw_stream_socket(port, dict(long_body, stream=stream))
+        s_.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s_.close()
+    m = check_idle(port, "client disconnects")
+    aborts1 = m.get("cinfer_requests_total", finished_reason="abort")
+    checks.check(
+        "disconnects: requests_total{finished_reason=abort} rose by the 6 streams cut mid-way",
+        aborts1 - aborts0 >= 6 and m.get("vllm:request_success_total", finished_reason="abort") == aborts1,
+        f"abort {aborts0} -> {aborts1}",
+    )
+    text, fin = completion_text(port, {"model": MODEL, "prompt": "Mom said", "max_tokens": 5, "temperature": 0})
+    checks.check("disconnects: the server still answers", fin == "length" and text, f"{text!r} {fin}")
+
+
+# ---- 8. malformed input ----
+
+CT = b"Content-Type: application/json\r\n"
+
+
+def post_raw(path, body, extra=b""):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n" + CT + extra
+            + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+
+
+def expect(name, port, data, status, param=None, timeout=15.0):
+    """One raw exchange that must get `status` with an OpenAI-shaped JSON error (naming `param`)."""
+    try:
+        raw = raw_exchange(port, data, timeout)
+    except OSError as e:
+        checks.not_ok(name, f"{type(e).__name__}: {e}")
+        return
+    if not raw:
+        checks.not_ok(name, f"connection closed without a response (want {status})")
+        return
+    try:
+        resp = parse_response(raw)
+    except ValueError as e:
+        checks.not_ok(name, f"unparseable response: {e}")
+        return
+    problems = []
+    if resp.status != status:
+        problems.append(f"status {resp.status}, want {status}")
+    shape = error_shape(resp)
+    if shape:
+        problems.append(shape)
+    elif param is not None:
+        e = resp.json()["error"]
+        if not str(e.get("param") or "").startswith(param) and param not in e["message"]:
+            problems.append(f"error does not name {param!r}: {e}")
+    if status in (429, 503) and not resp.headers.get("retry-after", "").isdigit():
+        problems.append("no Retry-After")
+    checks.check(name, not problems, "; ".join(problems) + f" body {resp.body[:200]!r}")
+    return resp
+
+
+def slowloris(port, result):
+    """Trickles a request head one byte every 0.3 s for ~5 s, then stalls; records how long the
+    server took to close the connection (None: never within the limit)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    start = time.monotonic()
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000
+    try:
+        for i in range(16):
+            s.send(head[i : i + 1])
+            time.sleep(0.3)
+        result["trickled"] = True
+        s.settimeout(60 * SLOW)
+        while s.recv(4096):
+            pass
+        result["closed_after"] = time.monotonic() - start
+    except (OSError, socket.timeout) as e:
+        result["error"] = f"{type(e).__name__}: {e} after {time.monotonic() - start:.1f}s"
+    finally:
+        s.close()
+
+
+def section_malformed(s):
+    port = s["bad"][0]
+    slow_result = {}
+    slow_thread = threading.Thread(target=slowloris, args=(port, slow_result))
+    slow_thread.start()
+    stalled_body = {}
+
+    def stalled():  # a body that stops short of its Content-Length and never finishes
+        c = socket.create_connection(("127.0.0.1", port))
+        start = time.monotonic()
+        c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + CT + b"Content-Length: 100\r\n\r\n{\"prompt\"")
+        c.settimeout(60 * SLOW)
+        try:
+            got = c.recv(4096)
+            stalled_body["after"] = time.monotonic() - start
+            stalled_body["got"] = got
+        except OSError as e:
+            stalled_body["error"] = str(e)
+        c.close()
+
+    stall_thread = threading.Thread(target=stalled)
+    stall_thread.start()
+
+    P = b"/v1/completions"
+    C = b"/v1/chat/completions"
+    cases = [
+        ("bad JSON", post_raw(P, b'{"prompt": "x",'), 400, None),
+        ("JSON not an object", post_raw(P, b"[1, 2]"), 400, None),
+        ("empty body", post_raw(P, b""), 400, None),
+        ("prompt of a wrong type", post_raw(P, b'{"prompt": {"a": 1}}'), 400, "prompt"),
+        ("prompt missing", post_raw(P, b'{"max_tokens": 3}'), 400, "prompt"),
+        ("max_tokens as a string", post_raw(P, b'{"prompt": "x", "max_tokens": "5"}'), 400, "max_tokens"),
+        ("temperature as a string", post_raw(P, b'{"prompt": "x", "temperature": "hot"}'), 400, "temperature"),
+        ("stop as a number", post_raw(P, b'{"prompt": "x", "stop": 5}'), 400, "stop"),
+        ("n as a string", post_raw(P, b'{"prompt": "x", "n": "3"}'), 400, "n"),
+        ("stream as a string", post_raw(P, b'{"prompt": "x", "stream": "yes"}'), 400, "stream"),
+        ("seed as a float", post_raw(P, b'{"prompt": "x", "seed": 1.5}'), 400, "seed"),
+        ("max_tokens 1e30", post_raw(P, b'{"prompt": "x", "max_tokens": 1e30}'), 400, "max_tokens"),
+        ("max_tokens beyond int64", post_raw(P, b'{"prompt": "x", "max_tokens": 99999999999999999999999}'), 400, None),
+        ("max_tokens negative", post_raw(P, b'{"prompt": "x", "max_tokens": -1}'), 400, "max_tokens"),
+        ("n 1e9", post_raw(P, b'{"prompt": "x", "n": 1e9}'), 400, "n"),
+        ("n 1000000000", post_raw(P, b'{"prompt": "x", "n": 1000000000}'), 400, "n"),
+        ("n 0", post_raw(P, b'{"prompt": "x", "n": 0}'), 400, "n"),
+        ("top_logprobs 1e9", post_raw(C, b'{"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 1000000000}'), 400, "top_logprobs"),
+        ("token id out of the vocabulary", post_raw(P, b'{"prompt": [1, 99999]}'), 400, "prompt"),
+        ("negative token id", post_raw(P, b'{"prompt": [1, -5]}'), 400, "prompt"),
+        ("token ids of a wrong type", post_raw(P, b'{"prompt": [1, "a"]}'), 400, "prompt"),
+        ("invalid UTF-8 in prompt", post_raw(P, b'{"prompt": "ab\xff\xfe"}'), 400, None),
+        ("overlong UTF-8 in prompt", post_raw(P, b'{"prompt": "\xc0\xaf"}'), 400, None),
+        ("lone surrogate escape", post_raw(P, b'{"prompt": "\\ud800x"}'), 400, None),
+        ("NUL byte in the JSON", post_raw(P, b'{"prompt": "a\x00b"}'), 400, None),
+        ("escaped NUL in prompt", post_raw(P, b'{"prompt": "a\\u0000b"}'), 400, None),
+        ("NUL after the JSON", post_raw(P, b'{"prompt": "x"}\x00'), 400, None),
+        ("messages not an array", post_raw(C, b'{"messages": "hi"}'), 400, "messages"),
+        ("message without content", post_raw(C, b'{"messages": [{"role": "user"}]}'), 400, "messages"),
+        ("message with a bad role", post_raw(C, b'{"messages": [{"role": "wizard", "content": "x"}]}'), 400, "role"),
+        ("empty messages", post_raw(C, b'{"messages": []}'), 400, "messages"),
+        ("unknown model", post_raw(P, b'{"model": "other", "prompt": "x"}'), 404, "model"),
+        ("body over --max-body-bytes", post_raw(P, b'{"prompt": "' + b"a" * 70000 + b'"}'), 413, None),
+        ("Content-Length far over the limit, no body",
+         b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + CT + b"Content-Length: 1000000000000\r\n\r\n", 413, None),
+        ("unknown route", b"GET /v2/nothing HTTP/1.1\r\nHost: x\r\n\r\n", 404, None),
+        ("unknown route (POST)", post_raw(b"/v1/embeddings", b"{}"), 404, None),
+        ("wrong method on /v1/completions", b"GET /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n", 405, None),
+        ("wrong method on /v1/chat/completions", b"DELETE /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n", 405, None),
+        ("wrong method on /v1/models", post_raw(b"/v1/models", b"{}"), 405, None),
+        ("wrong method on /health", post_raw(b"/health", b"{}"), 405, None),
+        ("POST without Content-Length",
+         b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + CT + b"\r\n" + b'{"prompt": "x", "max_tokens": 2}', 411, None),
+        ("garbage request line", b"HELLO\r\n\r\n", 400, None),
+    ]
+    for name, data, status, param in cases:
+        expect(f"malformed: {name} -> {status}", port, data, status, param)
+
+    # A chunked body: decoded and served, or refused with a JSON error, never dropped silently.
+    body = b'{"prompt": "Once", "max_tokens": 2, "temperature": 0}'
+    data = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + CT + b"Transfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % 10 + body[:10] + b"\r\n" + b"%x\r\n" % (len(body) - 10) + body[10:] + b"\r\n0\r\n\r\n")
+    raw = raw_exchange(port, data)
+    try:
+        resp = parse_response(raw)
+        good = resp.status == 200 and resp.json()["choices"][0]["finish_reason"] == "length"
+        good = good or (resp.status in (400, 411, 501) and error_shape(resp) is None)
+        checks.check("malformed: chunked request body served or refused with a JSON error", good, repr(resp))
+    except ValueError as e:
+        checks.not_ok("malformed: chunked request body served or refused with a JSON error", f"{e} ({raw[:100]!r})")
+
+    # A request head over the header limit.
+    big = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n"
+    try:
+        raw = raw_exchange(port, big)
+        st = parse_response(raw).status if raw else None
+        checks.check("malformed: 40 kB header refused (4xx or closed)", st is None or 400 <= st < 500, f"status {st}")
+    except OSError as e:  # the server may reset while we are still sending: also a refusal
+        checks.ok(f"malformed: 40 kB header refused (connection reset: {type(e).__name__})")
+
+    # While the slow client trickles, others are served.
+    t0 = time.monotonic()
+    text, fin = completion_text(port, {"model": MODEL, "prompt": "Once", "max_tokens": 4, "temperature": 0})
+    checks.check("malformed: a normal request is served while a slowloris client trickles",
+                 fin == "length" and not slow_result.get("trickled"),
+                 f"fin {fin}, trickle finished first: {slow_result} ({time.monotonic() - t0:.1f}s)")
+
+    # 1000 connections at once, some with half a request, all dropped (half of them reset).
+    conns = []
+    try:
+        for i in range(1000):
+            c = socket.create_connection(("127.0.0.1", port), timeout=10 * SLOW)
+            if i % 3 == 0:
+                c.send(b"POST /v1/completions HTTP/1.1\r\nContent-Le")
+            elif i % 3 == 1:
+                c.send(post_raw(P, b'{"prompt": "x", "max_tokens": 3}')[:-5])
+            conns.append(c)
+        checks.ok("malformed: 1000 concurrent connections accepted")
+    except OSError as e:
+        checks.not_ok("malformed: 1000 concurrent connections accepted", f"after {len(conns)}: {e}")
+    for i, c in enumerate(conns):
+        if i % 2:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+
+    slow_thread.join()
+    stall_thread.join()
+    limit = 45 * SLOW
+    after = slow_result.get("closed_after")
+    checks.check(f"malformed: the slowloris connection is eventually closed by the server (after {after or 0:.1f}s)",
+                 after is not None and after < limit, f"{slow_result}")
+    after = stalled_body.get("after")
+    checks.check(
+        f"malformed: a body stalled short of its Content-Length is closed (or refused) by the server "
+        f"(after {after or 0:.1f}s)",
+        after is not None and after < limit and (not stalled_body["got"] or b" 400 " in stalled_body["got"][:20]
+                                                  or b" 408 " in stalled_body["got"][:20]),
+        f"{stalled_body}",
+    )
+
+    resp = request(port, "GET", "/health")
+    checks.check("malformed: /health is 200 after all of it", resp.status == 200, repr(resp))
+    text, fin = completion_text(port, {"model": MODEL, "prompt": "Once", "max_tokens": 4, "temperature": 0})
+    checks.check("malformed: a normal request still works", fin == "length" and text, f"{text!r} {fin}")
+    check_idle(port, "malformed input")
+
+
+# ---- 7. SIGTERM under load ----
+
+
+def process_gone(pid):
+    """True when pid has exited (gone, or a zombie waiting for the shell to reap it)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            return any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except FileNotFoundError:
+        return True
+
+
+def wait_gone(pid, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process_gone(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+class Streamer(threading.Thread):
+    """One raw streaming request read to the end; `started` is set at the first data event."""
+
+    def __init__(self, port, body):
+        super().__init__()
+        self.port, self.body = port, body
+        self.started = threading.Event()
+        self.result = None
+        self.error = None
+
+    def run(self):
+        try:
+            s = raw_stream_socket(self.port, self.body)
+            s.settimeout(120 * SLOW)
+            got = read_until(s, b"data: ")
+            self.started.set()
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+            s.close()
+            self.result = stream_result(parse_response(got))
+        except Exception as e:  # noqa: BLE001 - reported by the section
+            self.error = e
+        finally:
+            self.started.set()
+
+
+def streams_in_flight(port, n, max_tokens):
+    ts = [
+        Streamer(port, {"model": MODEL, "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": max_tokens,
+                        "temperature": 0, "ignore_eos": True, "stream": True,
+                        "stream_options": {"include_usage": True}})
+        for i in range(n)
+    ]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.started.wait(60 * SLOW)
+    return ts
+
+
+def section_sigterm(s):
+    port, pid = s["drain"]
+    ts = streams_in_flight(port, 8, 200)
+    running = [t for t in ts if t.error is None and t.is_alive()]
+    checks.check("sigterm: 8 streams in flight before the signal", len(running) == 8,
+                 f"{len(running)} running, errors {[t.error for t in ts if t.error]}")
+    os.kill(pid, signal.SIGTERM)
+    time.sleep(0.2)
+    h = request(port, "GET", "/health")
+    checks.check("sigterm: /health is 503 at once", h.status == 503, repr(h))
+    live = request(port, "GET", "/live")
+    checks.check("sigterm: /live stays 200 while draining", live.status == 200, repr(live))
+    r = post(port, "/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 2})
+    problems = error_shape(r) if r.status == 503 else f"status {r.status}"
+    if not problems and not r.headers.get("retry-after", "").isdigit():
+        problems = f"no Retry-After in {r.headers}"
+    checks.check("sigterm: a new request gets 503 with Retry-After and a JSON error", not problems,
+                 f"{problems}: {r!r}")
+    still = sum(1 for t in ts if t.is_alive())
+    for t in ts:
+        t.join(120 * SLOW)
+    bad = [
+        (t.error, t.result and (t.result["done"], t.result["finish"], t.result["usage"]))
+        for t in ts
+        if t.error or not t.result["done"] or t.result["finish"].get(0) != "length"
+        or (t.result["usage"] or {}).get("completion_tokens") != 200
+    ]
+    checks.check(
+        f"sigterm: every in-flight stream ({still} still running at the 503 checks) completes: "
+        "all 200 tokens, finish_reason length, [DONE]",
+        not bad and still > 0,
+        f"{bad[:3]}",
+    )
+    checks.check("sigterm: the process exits within the drain timeout", wait_gone(pid, 35 * SLOW), f"pid {pid}")
+
+
+def section_shutdown_timeout(s):
+    port, pid = s["cut"]
+    ts = streams_in_flight(port, 3, 1800)
+    checks.check("shutdown-timeout: 3 long streams in flight", all(t.is_alive() for t in ts),
+                 f"errors {[t.error for t in ts if t.error]}")
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGTERM)
+    for t in ts:
+        t.join(60 * SLOW)
+    took = time.monotonic() - t0
+    bad = [
+        (t.error, t.result and (t.result["done"], t.result["finish"], t.result["usage"]))
+        for t in ts
+        if t.error or not t.result["done"] or t.result["finish"].get(0) != "length"
+        or not 0 < (t.result["usage"] or {}).get("completion_tokens", 0) < 1800
+    ]
+    checks.check(
+        "shutdown-timeout 1: long streams are cut with finish_reason length, usage and [DONE]",
+        not bad,
+        f"{bad[:3]} after {took:.1f}s",
+    )
+    checks.check("shutdown-timeout 1: the streams end within a few seconds of SIGTERM", took < 10 * SLOW,
+                 f"{took:.1f}s")
+    checks.check("shutdown-timeout 1: the process exits", wait_gone(pid, 15 * SLOW), f"pid {pid}")
+
+
+SECTIONS = {
+    "metrics": section_metrics,
+    "greedy": section_greedy,
+    "concurrency": section_concurrency,
+    "prefix": section_prefix,
+    "preemption": section_preemption,
+    "disconnect": section_disconnect,
+    "malformed": section_malformed,
+    "sigterm": section_sigterm,
+    "shutdown_timeout": section_shutdown_timeout,
+}
+
+if __name__ == "__main__":
+    section = sys.argv[1]
+    checks.run(section, SECTIONS[section], servers_from_argv(sys.argv[2:]))
+    sys.exit(finish(checks))
