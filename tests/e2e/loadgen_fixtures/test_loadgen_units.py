@@ -120,6 +120,7 @@ class HttpTests(unittest.TestCase):
         self.assertEqual(lg.parse_error_body(b'{"error": "flat"}'), ("", '{"error": "flat"}'))
         self.assertEqual(lg.parse_error_body(b'{"error": {"type": 5}}'), ("", ""))
         self.assertEqual(lg.parse_error_body(b"\xff\xfe"), ("", "\ufffd\ufffd"))
+        self.assertEqual(lg.parse_error_body(b"[" * 50_000)[0], "")  # too deep: no crash
 
     def test_target_parse(self):
         t = lg.Target.parse("http://127.0.0.1:8000/")
@@ -127,7 +128,8 @@ class HttpTests(unittest.TestCase):
         self.assertEqual(lg.Target.parse("https://example.com/api").port, 443)
         self.assertEqual(lg.Target.parse("https://example.com/api").base_path, "/api")
         self.assertEqual(lg.Target.parse("http://[::1]:9/").host_header(), "[::1]:9")
-        for bad in ("ftp://x:1", "127.0.0.1:8000", "http://:80", "http://h:99999", "http://h:port"):
+        for bad in ("ftp://x:1", "127.0.0.1:8000", "http://:80", "http://h:99999", "http://h:port",
+                    "http://h:1/a b", "http://h\u00e9:1/", "http://h:1/\r\nX: y"):
             with self.subTest(url=bad), self.assertRaises(lg.UsageError):
                 lg.Target.parse(bad)
 
@@ -201,6 +203,7 @@ class EventTests(unittest.TestCase):
             '{"choices": [], "usage": {"prompt_tokens_details": {"cached_tokens": 1.5}}}': "bad usage",
             '{"error": {"message": "boom", "type": "server_error"}}': "stream error server_error",
             '{"error": "flat"}': "stream error",
+            "[" * 100_000 + "]" * 100_000: "bad SSE event",  # deeper than the decoder's recursion limit
         }
         for data, kind in cases.items():
             with self.subTest(data=data), self.assertRaises(lg.RequestError) as cm:
@@ -289,6 +292,7 @@ class TraceTests(unittest.TestCase):
             '{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [1.5]}': "'hash_ids' must be",
             '{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": 3}': "'hash_ids' must be",
             "\n\n": "no requests",
+            "[" * 100_000: ":1: JSON nested too deeply",
         }
         for text, message in cases.items():
             with self.subTest(text=text), self.assertRaises(lg.UsageError) as cm:
