@@ -169,6 +169,61 @@ df_version="$(sed -n 's/^ARG VERSION=//p' "$dockerfile")"
 check "Dockerfile VERSION ($df_version) is the chart's appVersion ($chart_version)" \
 	test -n "$df_version" -a "$df_version" = "$chart_version"
 
+copy_sources_exist() {
+	local src bad=0
+	for src in $(stage_lines build | awk '$1 == "COPY" && $2 !~ /^--/ { for (i = 2; i < NF; i++) print $i }'); do
+		[[ -e "$src" ]] || {
+			echo "COPY source $src does not exist"
+			bad=1
+		}
+	done
+	# Every directory the Makefile compiles sources from must be in the build context.
+	while read -r src; do
+		stage_lines build | grep -q "^COPY $src $src\$" || {
+			echo "the Makefile builds from $src/, which the build stage does not COPY"
+			bad=1
+		}
+	done < <(sed -n 's/.*[$](call find_c,\([a-z_/]*\).*/\1/p' Makefile)
+	return $bad
+}
+check "build stage COPYs existing paths, including every source directory the Makefile builds" copy_sources_exist
+
+# Each check above must reject a Dockerfile that breaks its rule: run it on edited copies.
+# mutant DESCRIPTION SED_SCRIPT CHECK [ARGS]: CHECK must fail on the Dockerfile edited by SED_SCRIPT.
+mutant() {
+	local what="$1" script="$2" saved="$dockerfile" saved_all="$df_all" saved_stages="$stages" rejected=0
+	shift 2
+	sed -e "$script" "$saved" >"$tmp/Dockerfile.mutant"
+	if cmp -s "$saved" "$tmp/Dockerfile.mutant"; then
+		not_ok "mutant '$what': the edit changed nothing (stale test?)"
+		return
+	fi
+	dockerfile="$tmp/Dockerfile.mutant"
+	df_all="$(df_lines)"
+	stages="$(awk -F'\t' '{ print $1 }' <<<"$df_all" | grep -v '^-$' | sort -u)"
+	"$@" >/dev/null 2>&1 || rejected=1
+	dockerfile="$saved" df_all="$saved_all" stages="$saved_stages"
+	if ((rejected)); then ok "rejects a Dockerfile with $what"; else not_ok "accepts a Dockerfile with $what"; fi
+}
+mutant "the operator running as root" 's/^USER 65532:65532$/USER root/' runtime_stage_ok operator
+mutant "a USER 0 after the engine's ENTRYPOINT" '/^ENTRYPOINT \["\/usr\/local\/bin\/cinfer-engine"\]/a USER 0' \
+	runtime_stage_ok engine
+mutant "USER root split over a continuation line" \
+	'/^ENTRYPOINT \["\/usr\/local\/bin\/cinfer-autoscaler"\]/a USER \\\n    root' runtime_stage_ok autoscaler
+mutant "an untagged base" 's/^FROM debian:12-slim AS operator/FROM debian AS operator/' pinned_bases
+mutant "a :latest base" 's/^FROM debian:12 AS build/FROM debian:latest AS build/' pinned_bases
+mutant "an ADD of a URL" '/^FROM debian:12-slim AS engine/a ADD https://example.com/m.gguf /models/m.gguf' no_url_add
+mutant "a model baked in" '/^FROM debian:12-slim AS engine/a COPY models/ /models/' no_models
+mutant "CUDA devel and runtime bases that differ" 's/-runtime-ubuntu24.04/-runtime-ubuntu22.04/' cuda_bases_match
+mutant "a shell-form ENTRYPOINT" \
+	's|^ENTRYPOINT \["/usr/local/bin/cinfer-operator"\]|ENTRYPOINT /usr/local/bin/cinfer-operator|' \
+	runtime_stage_ok operator
+mutant "the wrong probe port" 's/^EXPOSE 8081$/EXPOSE 8080/' runtime_stage_ok autoscaler
+mutant "an extra package installed" '/^FROM debian:12-slim AS autoscaler/a RUN apt-get update \&\& apt-get install -y gdb' \
+	runtime_stage_ok autoscaler
+mutant "no revision label" 's/org.opencontainers.image.revision=/org.example.revision=/' runtime_stage_ok engine
+mutant "a source directory left out" '/^COPY operator operator$/d' copy_sources_exist
+
 # ---- .dockerignore ------------------------------------------------------------------------------------
 ignores() { grep -qxF -- "$1" "$root/.dockerignore"; }
 check ".dockerignore excludes .git, build, build-*, *.gguf" \
@@ -407,6 +462,56 @@ env_documented() {
 	return $bad
 }
 check "the runtime stages' ENV are documented flag variables; probe addresses use the EXPOSEd port" env_documented
+
+# ---- opt-in: the build stage in a fresh copy of its build context (a full compile) ------------------
+# Proves the build needs nothing the stage does not COPY. CINFER_IMAGES_FULL=1 (about 2-3 min on 2 cores).
+if [[ "${CINFER_IMAGES_FULL:-0}" == 1 ]]; then
+	full_build() {
+		local ctx="$tmp/context" src dst run
+		mkdir -p "$ctx"
+		while read -r src dst; do
+			if [[ -d "$src" ]]; then
+				mkdir -p "$ctx/$dst" && cp -a "$src/." "$ctx/$dst/"
+			elif [[ "$dst" == */ ]]; then
+				mkdir -p "$ctx/$dst" && cp -a "$src" "$ctx/$dst"
+			else
+				mkdir -p "$(dirname "$ctx/$dst")" && cp -a "$src" "$ctx/$dst"
+			fi
+		done < <(stage_lines build | awk '$1 == "COPY" && $2 !~ /^--/ && NF == 3 { print $2, $3 }')
+		run="$(stage_lines build | grep 'hack/build-image-rootfs.sh' | sed 's/^RUN //; s|/out/|'"$tmp"'/full-out/|g')"
+		(cd "$ctx" && VERSION="$df_version" JOBS=2 bash -c "$run") || return 1
+		for p in "${programs[@]}"; do "$tmp/full-out/$p/usr/local/bin/cinfer-$p" --help >/dev/null || return 1; done
+	}
+	check "full: the build stage's RUN in a fresh copy of its COPYs builds and stages all three programs" full_build
+else
+	skip "full build of the build stage in a fresh context: set CINFER_IMAGES_FULL=1"
+fi
+
+# ---- the stager rejects what it must -----------------------------------------------------------------
+unknown_program() {
+	local out
+	out="$("$stager" --no-make nosuch "$tmp/n" 2>&1)" && return 1
+	grep -q "unknown program 'nosuch'" <<<"$out"
+}
+check "stager: an unknown program is an error naming it" unknown_program
+refuses_nonempty() {
+	mkdir -p "$tmp/nonempty" && touch "$tmp/nonempty/stale"
+	! BUILD="$build_dir" "$stager" --no-make engine "$tmp/nonempty" 2>"$tmp/nonempty.err" &&
+		grep -q 'is not empty' "$tmp/nonempty.err"
+}
+check "stager: refuses a non-empty DESTDIR (nothing stale ships)" refuses_nonempty
+detects_drift() {
+	# A copy of the stager whose committed engine list lacks libjansson4: staging must fail, naming it.
+	mkdir -p "$tmp/drift/hack"
+	sed 's/^\t\[engine\]="libc6 libcurl4 libjansson4 /\t[engine]="libc6 libcurl4 /' "$stager" >"$tmp/drift/hack/build-image-rootfs.sh"
+	chmod +x "$tmp/drift/hack/build-image-rootfs.sh"
+	! cmp -s "$stager" "$tmp/drift/hack/build-image-rootfs.sh" || return 1
+	! BUILD="$root/$build_dir" "$tmp/drift/hack/build-image-rootfs.sh" --no-make engine "$tmp/drift/out" \
+		2>"$tmp/drift.err" && grep -q 'differ from runtime_libs\[engine\].*libjansson4' "$tmp/drift.err"
+}
+check "stager: a library missing from the committed list fails the staging and is named" detects_drift
+check "stager: --derive of a file that is not a dynamic ELF executable is an error" \
+	eval "! '$stager' --derive '$dockerfile' >/dev/null 2>&1"
 
 # ---- engine-cuda: honest about what cannot be built yet ----------------------------------------------
 if [[ ! -e engine/backend/cuda/cuda.mk ]]; then
