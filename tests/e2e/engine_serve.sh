@@ -9,6 +9,7 @@
 # engine_serve: N passed, M failed
 set -uo pipefail
 
+# shellcheck source=tests/e2e/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 root="$e2e_root"
@@ -33,6 +34,7 @@ finish() {
 	summary
 	exit
 }
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	local n
 	for n in "${!pids[@]}"; do
@@ -76,7 +78,7 @@ start_engine() {
 # run_py FILE ARGS...: runs one Python check file and adds its ok/not ok lines to the counts. A file
 # that dies without reporting a failure (a traceback, a timeout) counts as one failure.
 run_py() {
-	local f="$1" rc out n_ok n_bad
+	local f="$1" rc n_ok n_bad
 	shift
 	timeout --kill-after=5 $((240 * slow)) "$py" "$here/$f" "$@" >"$tmp/py.out" 2>&1
 	rc=$?
@@ -93,7 +95,7 @@ run_py() {
 # stop_engine NAME WANT_RC: SIGTERM, then the exit status must be WANT_RC within the drain timeout
 # (under ASan this is also where leaks are reported).
 stop_engine() {
-	local n="$1" want="$2" pid="${pids[$1]}" rc
+	local n="$1" want="$2" pid="${pids[$1]}"
 	if ! kill -0 "$pid" 2>/dev/null; then
 		wait "$pid"
 		not_ok "server $n alive until the end (died with status $?): $(tail -n 5 "$tmp/$n.log" | tr '\n' ' ')"
