@@ -36,10 +36,11 @@ op_pid=""
 as_pid=""
 engine_pid=""
 lg_pid=""
+watch_pid=""
 work=""
 cleanup_extra() {
 	local p
-	for p in $op_pid $as_pid $engine_pid $lg_pid; do kill "$p" 2>/dev/null; done
+	for p in $op_pid $as_pid $engine_pid $lg_pid $watch_pid; do kill "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	[[ -z "$work" ]] || rm -rf "$work"
 }
@@ -311,6 +312,10 @@ as_pid=$!
 check "autoscaler ready (Lease)" wait_for 60 readyz "$as_port"
 sleep 2
 check "idle: spec.replicas 1" jp_is cisvc/stories '{.spec.replicas}' 1
+# Every version of the InferenceService from here on, for the status.autoscaling diagnosis below.
+kw get cisvc stories -w -o jsonpath='{.metadata.resourceVersion} autoscaling={.status.autoscaling.desiredReplicas}{"\n"}' \
+	>"$work/cisvc.watch" 2>&1 &
+watch_pid=$!
 "$e2e_root/hack/loadgen" --url "http://127.0.0.1:$engine_port" --concurrency 8 --requests 1000000 \
 	--prompt-tokens 16 --max-tokens 256 --ignore-eos --timeout 600 >"$work/loadgen.log" 2>&1 &
 lg_pid=$!
@@ -324,20 +329,20 @@ desired_above_1() { [ "$(jp cisvc/stories '{.status.autoscaling.desiredReplicas}
 check "status.autoscaling.desiredReplicas > 1 (seen at least once)" wait_for 20 desired_above_1
 # status.autoscaling belongs to the autoscaler; the operator's status writes must keep it.
 autoscaling_kept() {
-	local i rv0 rv1
-	rv0="$(jp cisvc/stories '{.metadata.resourceVersion}')"
+	local i
 	for i in 1 2 3 4 5 6 7 8 9 10; do
 		if [ -z "$(jp cisvc/stories '{.status.autoscaling.desiredReplicas}')" ]; then
-			echo "sample $i: status.autoscaling missing; status is $(jp cisvc/stories '{.status}')"
-			echo "resourceVersion $rv0 -> $(jp cisvc/stories '{.metadata.resourceVersion}')"
+			echo "sample $i: status.autoscaling missing"
+			echo "versions seen by a watch (resourceVersion autoscaling=desiredReplicas):"
+			sed 's/^/  /' "$work/cisvc.watch"
 			return 1
 		fi
 		sleep 0.5
 	done
-	rv1="$(jp cisvc/stories '{.metadata.resourceVersion}')"
-	echo "# measured: InferenceService resourceVersion $rv0 -> $rv1 over 5 s" >&2
 }
 check "status.autoscaling kept across the operator's status writes (10 samples, 5 s)" autoscaling_kept
+kill "$watch_pid" 2>/dev/null
+wait "$watch_pid" 2>/dev/null
 deploy_follows() {
 	local want
 	want="$(jp cisvc/stories '{.spec.replicas}')"
@@ -355,6 +360,8 @@ kill -TERM "$as_pid" 2>/dev/null
 wait "$as_pid"
 check "autoscaler exits 0 on SIGTERM" [ $? -eq 0 ]
 as_pid=""
+check "autoscaler released its Lease on SIGTERM (holderIdentity cleared)" bash -c \
+	'[ -z "$(kubectl -n "$0" get lease cinfer-autoscaler -o jsonpath="{.spec.holderIdentity}")" ]' "$ns"
 
 # --- helm upgrade ------------------------------------------------------------------------------------
 step "helm upgrade: operator.logLevel=debug, engine.shutdownTimeout=45"
@@ -373,6 +380,8 @@ check "autoscaler Deployment unchanged (generation 1)" bash -c \
 # The rollout a kubelet would do: the operator restarts with the new args.
 stop_operator
 check "operator exits 0 on SIGTERM" [ $? -eq 0 ]
+check "operator released its Lease on SIGTERM (holderIdentity cleared)" bash -c \
+	'[ -z "$(kubectl -n "$0" get lease cinfer-operator -o jsonpath="{.spec.holderIdentity}")" ]' "$ns"
 if start_operator; then ok "operator restarted with the upgraded args"; else not_ok "operator restarted with the upgraded args"; fi
 check "restarted operator runs with --log-level=debug" grep -qx -- --log-level=debug "$work/operator.args"
 check "restarted operator ready" wait_for 60 readyz "$op_port"
