@@ -34,6 +34,7 @@ from engine_serve_lib import (
     metric_names,
     metrics,
     post,
+    quiet_metrics,
     raw_exchange,
     parse_response,
     request,
@@ -41,6 +42,7 @@ from engine_serve_lib import (
     stream_result,
     token_prompt,
     wait_idle,
+    wait_metrics,
 )
 
 checks = Checks()
@@ -103,6 +105,22 @@ def section_metrics(s):
         checks.ok(f"--metrics-compat {name}: /metrics is valid exposition format")
         bare = sorted(f for f in m.families_of_samples if f not in m.help or f not in m.type)
         checks.check(f"--metrics-compat {name}: every family has HELP and TYPE", not bare, f"missing for {bare}")
+        hist_bad = []
+        for fam in (f for f, t in m.type.items() if t == "histogram"):
+            series = {}
+            for (n, ls), v in m.samples.items():
+                if n == fam + "_bucket":
+                    d = dict(ls)
+                    le = d.pop("le")
+                    series.setdefault(frozenset(d.items()), []).append((float(le), v))
+            for labels, buckets in series.items():
+                buckets.sort()
+                counts = [v for _, v in buckets]
+                total = m.samples.get((fam + "_count", labels))
+                if buckets[-1][0] != float("inf") or counts != sorted(counts) or counts[-1] != total:
+                    hist_bad.append((fam, dict(labels), buckets[-3:], total))
+        checks.check(f"--metrics-compat {name}: histogram buckets cumulative, +Inf bucket == _count",
+                     not hist_bad, f"{hist_bad[:2]}")
         missing = [n for n in native if n not in m.type]
         checks.check(f"--metrics-compat {name}: every native metric present", not missing, f"missing {missing}")
         vnames = sorted({n for n in list(m.type) + list(m.help) + list(m.names()) if n.startswith("vllm:")})
@@ -157,18 +175,25 @@ def section_greedy(s):
 
 
 def stream_body(i):
-    return {
+    """Request i of the concurrency test: every third one a chat request, the rest completions."""
+    body = {
         "model": MODEL,
-        "prompt": PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS) % 2) + ("and" if i >= 32 else ""),
         "max_tokens": 6 + (i * 7) % 30,
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    text = PROMPTS[i % len(PROMPTS)] + " " * (i // len(PROMPTS) % 2) + ("and" if i >= 32 else "")
+    if i % 3 == 2:
+        body["messages"] = [{"role": "user", "content": text}]
+    else:
+        body["prompt"] = text
+    return body
 
 
 def stream_one(port, body, timeout=120.0):
-    r = stream_result(post(port, "/v1/completions", body, timeout))
+    path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
+    r = stream_result(post(port, path, body, timeout))
     if not r["done"]:
         raise ValueError("no [DONE]")
     return r["texts"].get(0, ""), r["finish"].get(0), (r["usage"] or {}).get("completion_tokens")
@@ -178,6 +203,7 @@ def section_concurrency(s):
     port = s["main"][0]
     bodies = [stream_body(i) for i in range(64)]
     alone = [stream_one(port, b) for b in bodies]
+    m0 = quiet_metrics(port)
     together = run_parallel(lambda b: stream_one(port, b), bodies)
     errors = [r for r in together if isinstance(r, Exception)]
     checks.check("64 concurrent streams: all complete with [DONE]", not errors, f"{len(errors)} failed: {errors[:3]}")
@@ -192,6 +218,27 @@ def section_concurrency(s):
     checks.check("streams: finish_reason length and usage.completion_tokens == max_tokens", lengths_ok,
                  f"{[(a[1], a[2], b['max_tokens']) for a, b in zip(alone, bodies)][:5]}")
     check_idle(port, "64 concurrent streams")
+    gen = sum(b["max_tokens"] for b in bodies)
+    want = {"generation_tokens": gen, "length": 64, "abort": 0, "e2e_count": 64, "ttft_count": 64,
+            "queue_count": 64, "itl_count": gen - 64}
+
+    def accounted(m1):
+        def delta(name, **labels):
+            return m1.get(name, **labels) - m0.get(name, **labels)
+
+        return {
+            "generation_tokens": delta("cinfer_generation_tokens_total"),
+            "length": delta("cinfer_requests_total", finished_reason="length"),
+            "abort": delta("cinfer_requests_total", finished_reason="abort"),
+            "e2e_count": delta("cinfer_e2e_request_latency_seconds_count"),
+            "ttft_count": delta("cinfer_time_to_first_token_seconds_count"),
+            "queue_count": delta("cinfer_request_queue_time_seconds_count"),
+            "itl_count": delta("cinfer_inter_token_latency_seconds_count"),
+        }
+
+    m1, _ = wait_metrics(port, lambda m1: accounted(m1) == want, timeout=5)
+    checks.check("64 concurrent streams: metrics account for exactly these requests and tokens",
+                 accounted(m1) == want, f"got {accounted(m1)}, want {want}")
 
 
 # ---- 4. prefix cache ----
@@ -212,7 +259,7 @@ def section_prefix(s):
     def body(suffix_seed, **kw):
         return dict(model=MODEL, prompt=prefix + token_prompt(suffix_seed, 5), max_tokens=12, temperature=0, **kw)
 
-    hits0 = metrics(port).get("cinfer_prefix_cache_hits_total")
+    hits0 = quiet_metrics(port).get("cinfer_prefix_cache_hits_total")
     t1, c1, _ = usage_of(port, body(101))
     checks.check("prefix: first request of a new 80-token prefix has cached_tokens 0", c1 == 0, f"cached {c1}")
     t2, c2, u2 = usage_of(port, body(102))
@@ -227,7 +274,7 @@ def section_prefix(s):
         c2b >= c2 and c2b < u2b["prompt_tokens"] and t2b == t2,
         f"cached {c2b} of {u2b['prompt_tokens']}, text {t2b!r} vs {t2!r}",
     )
-    m = metrics(port)
+    m, _ = wait_metrics(port, lambda m: m.get("cinfer_prefix_cache_hits_total") - hits0 >= c2 + c2b)
     hits1 = m.get("cinfer_prefix_cache_hits_total")
     checks.check(
         "prefix: cinfer_prefix_cache_hits_total rose by the cached tokens (and its vLLM twin with it)",
@@ -262,9 +309,9 @@ def section_preemption(s):
          "temperature": 0, "ignore_eos": True, "stream": i % 2 == 0}
         for i in range(16)
     ]
-    p0 = metrics(port).get("cinfer_preemptions_total")
+    p0 = quiet_metrics(port).get("cinfer_preemptions_total")
     alone = [completion_text(port, b, 120) for b in bodies]
-    p1 = metrics(port).get("cinfer_preemptions_total")
+    p1 = quiet_metrics(port).get("cinfer_preemptions_total")
     checks.check("preemption server: one request at a time is never preempted", p1 == p0, f"{p0} -> {p1}")
     together = run_parallel(lambda b: completion_text(port, b, 240), bodies)
     errors = [r for r in together if isinstance(r, Exception)]
@@ -275,7 +322,7 @@ def section_preemption(s):
                  f"{alone[diff[0]] if diff else ''} vs {together[diff[0]] if diff else ''}")
     checks.check("preemption: every request ran to max_tokens (finish_reason length)",
                  all(a[1] == "length" for a in alone), f"{[a[1] for a in alone]}")
-    m = metrics(port)
+    m, _ = wait_metrics(port, lambda m: m.get("cinfer_preemptions_total") > p1, timeout=3)
     p2 = m.get("cinfer_preemptions_total")
     checks.check(
         "preemption: cinfer_preemptions_total > 0 and vllm:num_preemptions_total equal",
@@ -311,7 +358,7 @@ def read_until(s, marker):
 
 def section_disconnect(s):
     port = s["main"][0]
-    aborts0 = metrics(port).get("cinfer_requests_total", finished_reason="abort")
+    aborts0 = quiet_metrics(port).get("cinfer_requests_total", finished_reason="abort")
     long_body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 200, "temperature": 0,
                  "ignore_eos": True, "stream": True}
     socks = [raw_stream_socket(port, dict(long_body, prompt=PROMPTS[i])) for i in range(6)]
@@ -326,7 +373,8 @@ def section_disconnect(s):
         s_ = raw_stream_socket(port, dict(long_body, stream=stream))
         s_.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s_.close()
-    m = check_idle(port, "client disconnects")
+    check_idle(port, "client disconnects")
+    m, _ = wait_metrics(port, lambda m: m.get("cinfer_requests_total", finished_reason="abort") - aborts0 >= 6)
     aborts1 = m.get("cinfer_requests_total", finished_reason="abort")
     checks.check(
         "disconnects: requests_total{finished_reason=abort} rose by the 6 streams cut mid-way",
@@ -628,6 +676,22 @@ def section_sigterm(s):
     running = [t for t in ts if t.error is None and t.is_alive()]
     checks.check("sigterm: 8 streams in flight before the signal", len(running) == 8,
                  f"{len(running)} running, errors {[t.error for t in ts if t.error]}")
+    # Four more wait for admission (the server runs --max-num-seqs 8): accepted requests that have
+    # not started must be served too.
+    queued = [
+        Streamer(port, {"model": MODEL, "prompt": PROMPTS[i], "max_tokens": 200, "temperature": 0,
+                        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+        for i in range(4)
+    ]
+    for t in queued:
+        t.start()
+    deadline = time.monotonic() + 10 * SLOW
+    while metrics(port).get("cinfer_requests_waiting") != 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    waiting = metrics(port).get("cinfer_requests_waiting")
+    checks.check("sigterm: 4 more requests waiting for admission before the signal", waiting == 4,
+                 f"waiting {waiting}")
+    ts += queued
     os.kill(pid, signal.SIGTERM)
     time.sleep(0.2)
     h = request(port, "GET", "/health")
@@ -650,7 +714,7 @@ def section_sigterm(s):
         or (t.result["usage"] or {}).get("completion_tokens") != 200
     ]
     checks.check(
-        f"sigterm: every in-flight stream ({still} still running at the 503 checks) completes: "
+        f"sigterm: every accepted stream (running or waiting; {still} of 12 unfinished at the 503 checks) completes: "
         "all 200 tokens, finish_reason length, [DONE]",
         not bad and still > 0,
         f"{bad[:3]}",

@@ -258,6 +258,34 @@ def metrics(port):
     return Metrics(resp.body.decode("utf-8"))
 
 
+def wait_metrics(port, pred, timeout=10.0):
+    """Polls /metrics until pred(Metrics) holds (the inference thread updates the series just after
+    it hands a response over, so a scrape right after a response may not show it yet). Returns the
+    last Metrics and whether pred held."""
+    deadline = time.monotonic() + timeout * SLOW
+    while True:
+        m = metrics(port)
+        if pred(m):
+            return m, True
+        if time.monotonic() > deadline:
+            return m, False
+        time.sleep(0.05)
+
+
+def quiet_metrics(port, timeout=10.0):
+    """/metrics once the engine is idle and its cinfer_* series have stopped changing (two scrapes
+    0.2 s apart agree), so that deltas from here count only what comes next."""
+    deadline = time.monotonic() + timeout * SLOW
+    prev = None
+    while True:
+        m = metrics(port)
+        own = {k: v for k, v in m.samples.items() if k[0].startswith("cinfer_")}
+        if prev == own and m.get("cinfer_requests_running") == 0 or time.monotonic() > deadline:
+            return m
+        prev = own
+        time.sleep(0.2)
+
+
 def wait_idle(port, timeout=20.0):
     """Polls /metrics until no request runs or waits and the KV usage is 0. Returns the last
     Metrics and whether it got there."""
