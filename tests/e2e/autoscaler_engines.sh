@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016 # the bash -c scripts below take their arguments as $0, $1, ...
 # cinfer-autoscaler driving an InferenceService from REAL engines: three `cinfer-engine serve`
 # processes on stories260K (loopback ports, --max-num-seqs 2 so requests queue), a real API server and
 # kube-controller-manager (hack/control-plane.sh), the autoscaler out of cluster with --target, and
