@@ -126,8 +126,9 @@ reap_engine() {
 # The main server: small context (prompts over it are rejected), prefix caching on.
 start_engine main --context-length 256 || finish
 start_engine nocache --context-length 256 --no-prefix-caching
-# One sequence at a time, one waiting: the rest of a burst must get 429.
-start_engine queue --context-length 256 --max-num-seqs 1 --max-queue 1
+# One sequence at a time, one waiting: the rest of a burst must get 429. A long context, so one
+# request can keep the only slot busy for seconds.
+start_engine queue --context-length 2048 --max-num-seqs 1 --max-queue 1
 # KV for 1.5 contexts of 256 tokens (640 bytes a token in f16 for stories260K): 16 requests of ~160
 # tokens each cannot all fit, so the scheduler must preempt.
 start_engine preempt --context-length 256 --block-size 16 --kv-cache-bytes $((384 * 640))
@@ -140,7 +141,7 @@ run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"
 run_py engine_serve_behaviour.py prefix "main=${ports[main]}" "nocache=${ports[nocache]}"
 run_py engine_serve_behaviour.py preemption "preempt=${ports[preempt]}"
-run_py engine_serve_behaviour.py disconnect "main=${ports[main]}"
+run_py engine_serve_behaviour.py disconnect "main=${ports[main]}" "queue=${ports[queue]}"
 run_py engine_serve_behaviour.py malformed "bad=${ports[bad]}"
 
 # Every long-lived server survived all of the above and drains cleanly.

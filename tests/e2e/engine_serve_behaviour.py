@@ -7,7 +7,7 @@ Sections (the servers each needs and the flags engine_serve.sh gives them):
   concurrency       main (64 concurrent streams vs the same requests one at a time)
   prefix            main, nocache (--no-prefix-caching)
   preemption        preempt (--kv-cache-bytes for 1.5 contexts of 256 tokens)
-  disconnect        main
+  disconnect        main, queue (--max-num-seqs 1 --max-queue 1)
   malformed         bad (--max-body-bytes 65536)
   sigterm           drain:PID (the script reaps it and checks the exit status)
   shutdown_timeout  cut:PID (--shutdown-timeout 1)
@@ -383,6 +383,63 @@ def section_disconnect(s):
     )
     text, fin = completion_text(port, {"model": MODEL, "prompt": "Mom said", "max_tokens": 5, "temperature": 0})
     checks.check("disconnects: the server still answers", fin == "length" and text, f"{text!r} {fin}")
+
+    # A client that stops reading a large stream (8 choices with logprobs) for a while: others are
+    # served meanwhile, and the stream is still complete when it reads again.
+    slow = raw_stream_socket(port, dict(long_body, max_tokens=240, n=8, logprobs=5, temperature=1.0, seed=5))
+    got = read_until(slow, b"data: ")
+    text, fin = completion_text(port, {"model": MODEL, "prompt": "Mom said", "max_tokens": 5, "temperature": 0})
+    checks.check("slow reader: another request is served while a stream is not being read", fin == "length",
+                 f"{text!r} {fin}")
+    time.sleep(1)
+    slow.settimeout(60 * SLOW)
+    while True:
+        b = slow.recv(65536)
+        if not b:
+            break
+        got += b
+    slow.close()
+    r = stream_result(parse_response(got))
+    checks.check("slow reader: the stream is complete when it reads again (8 choices to length, [DONE])",
+                 r["done"] and r["finish"] == {i: "length" for i in range(8)},
+                 f"{len(got)} bytes, done {r['done']}, finishes {r['finish']}")
+
+    # A client that leaves while its request waits for admission (--max-num-seqs 1 server).
+    q = s["queue"][0]
+    aborts0 = quiet_metrics(q).get("cinfer_requests_total", finished_reason="abort")
+    running = raw_stream_socket(q, dict(long_body, max_tokens=2000))
+    read_until(running, b"data: ")
+
+    def drain():  # keep reading so the running stream is never held up by its client
+        try:
+            while running.recv(65536):
+                pass
+        except OSError:
+            pass
+
+    drainer = threading.Thread(target=drain)
+    drainer.start()
+    for stream in (True, False):
+        waiting = raw_stream_socket(q, dict(long_body, stream=stream, max_tokens=20))
+        m, ok = wait_metrics(q, lambda m: m.get("cinfer_requests_waiting") == 1, timeout=5)
+        checks.check(f"disconnects: a {'streamed' if stream else 'plain'} request waits behind the running one",
+                     ok, idle_detail(m))
+        waiting.close()
+        m, ok = wait_metrics(q, lambda m: m.get("cinfer_requests_waiting") == 0, timeout=5)
+        checks.check(
+            f"disconnects: the {'streamed' if stream else 'plain'} request that left while waiting is dropped "
+            "from the queue",
+            ok and m.get("cinfer_requests_running") == 1,
+            idle_detail(m),
+        )
+    running.shutdown(socket.SHUT_RDWR)
+    drainer.join()
+    running.close()
+    check_idle(q, "disconnects while queued")
+    m, _ = wait_metrics(q, lambda m: m.get("cinfer_requests_total", finished_reason="abort") - aborts0 >= 3)
+    aborts1 = m.get("cinfer_requests_total", finished_reason="abort")
+    checks.check("disconnects while queued: the two queued requests and the running one count as abort",
+                 aborts1 - aborts0 == 3, f"abort {aborts0} -> {aborts1}")
 
 
 # ---- 8. malformed input ----
