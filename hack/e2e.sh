@@ -71,6 +71,10 @@ if ! control_plane_up; then
 	exit 1
 fi
 work="$(mktemp -d /tmp/cinfer-system-e2e.XXXXXX)"
+# A timeout's SIGTERM (hack/run-tests.sh) or ^C still runs the EXIT trap: processes stopped, control
+# plane down.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 export HELM_CACHE_HOME="$work/helm/cache" HELM_CONFIG_HOME="$work/helm/config" HELM_DATA_HOME="$work/helm/data"
 h() { "$helm_dir/helm" --kubeconfig "$KUBECONFIG" "$@"; }
 k() { kubectl --request-timeout=20s "$@"; }

@@ -45,6 +45,10 @@ if ! control_plane_up; then
 	exit 1
 fi
 work="$(mktemp -d /tmp/cinfer-ase-e2e.XXXXXX)"
+# A timeout's SIGTERM (hack/run-tests.sh) or ^C still runs the EXIT trap: processes stopped, control
+# plane down.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 k() { kubectl --request-timeout=20s "$@"; }
 kn() { k -n "$ns" "$@"; }
 jp() { kn get "$1" -o "jsonpath=$2" 2>/dev/null; }

@@ -9,6 +9,7 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 out="$(mktemp /tmp/cinfer-system-e2e-out.XXXXXX)"
 trap 'rm -f "$out"' EXIT
+trap 'exit 143' TERM
 
 bash "$root/hack/e2e.sh" 2>&1 | tee "$out"
 rc=${PIPESTATUS[0]}
