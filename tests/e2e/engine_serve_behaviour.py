@@ -534,6 +534,14 @@ def section_malformed(s):
 
     stall_thread = threading.Thread(target=stalled)
     stall_thread.start()
+    time.sleep(1)  # a few bytes trickled
+    # While the slow client trickles, others are served.
+    t0 = time.monotonic()
+    text, fin = completion_text(port, {"model": MODEL, "prompt": "Once", "max_tokens": 4, "temperature": 0})
+    checks.check("malformed: a normal request is served while a slowloris client trickles",
+                 fin == "length" and slow_thread.is_alive() and "closed_after" not in slow_result,
+                 f"fin {fin}, slowloris {slow_result} ({time.monotonic() - t0:.1f}s)")
+    stop_trickle.set()
 
     P = b"/v1/completions"
     C = b"/v1/chat/completions"
@@ -614,14 +622,6 @@ def section_malformed(s):
         checks.check("malformed: 40 kB header refused (4xx or closed)", st is None or 400 <= st < 500, f"status {st}")
     except OSError as e:  # the server may reset while we are still sending: also a refusal
         checks.ok(f"malformed: 40 kB header refused (connection reset: {type(e).__name__})")
-
-    # While the slow client trickles, others are served.
-    t0 = time.monotonic()
-    text, fin = completion_text(port, {"model": MODEL, "prompt": "Once", "max_tokens": 4, "temperature": 0})
-    checks.check("malformed: a normal request is served while a slowloris client trickles",
-                 fin == "length" and slow_thread.is_alive() and "closed_after" not in slow_result,
-                 f"fin {fin}, slowloris {slow_result} ({time.monotonic() - t0:.1f}s)")
-    stop_trickle.set()
 
     # 1000 connections at once, some with half a request, all dropped (half of them reset).
     conns = []
