@@ -94,7 +94,8 @@ def check_idle(port, what):
 
 def section_metrics(s):
     native, vllm = metric_names(os.environ["ENGINE_SERVE_ROOT"])
-    checks.check("metric_names.h lists native and vLLM names", len(native) >= 10 and len(vllm) >= 10, f"{native} {vllm}")
+    checks.check("metric_names.h lists native and vLLM names", len(native) >= 10 and len(vllm) >= 10,
+                 f"{native} {vllm}")
     for name, port, want_vllm in (("vllm", s["main"][0], True), ("none", s["nocompat"][0], False)):
         text = request(port, "GET", "/metrics").body.decode("utf-8")
         try:
@@ -142,7 +143,8 @@ def section_metrics(s):
                 text[:200],
             )
         else:
-            checks.check("--metrics-compat none: no vllm: name anywhere", not vnames and "vllm:" not in text, f"{vnames}")
+            checks.check("--metrics-compat none: no vllm: name anywhere", not vnames and "vllm:" not in text,
+                         f"{vnames}")
 
 
 # ---- 2. greedy outputs equal `cinfer-engine generate` ----
@@ -563,7 +565,10 @@ def section_malformed(s):
         ("n 1e9", post_raw(P, b'{"prompt": "x", "n": 1e9}'), 400, "n"),
         ("n 1000000000", post_raw(P, b'{"prompt": "x", "n": 1000000000}'), 400, "n"),
         ("n 0", post_raw(P, b'{"prompt": "x", "n": 0}'), 400, "n"),
-        ("top_logprobs 1e9", post_raw(C, b'{"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 1000000000}'), 400, "top_logprobs"),
+        ("top_logprobs 1e9",
+         post_raw(C, b'{"messages": [{"role": "user", "content": "x"}], "logprobs": true, '
+                     b'"top_logprobs": 1000000000}'),
+         400, "top_logprobs"),
         ("token id out of the vocabulary", post_raw(P, b'{"prompt": [1, 99999]}'), 400, "prompt"),
         ("negative token id", post_raw(P, b'{"prompt": [1, -5]}'), 400, "prompt"),
         ("token ids of a wrong type", post_raw(P, b'{"prompt": [1, "a"]}'), 400, "prompt"),
