@@ -269,6 +269,9 @@ check "InferenceService status: readyReplicas 1, url" jp_is cisvc/stories \
 check "status.observedGeneration is the current generation" bash -c \
 	'[ "$(kubectl -n "$0" get cisvc stories -o jsonpath="{.metadata.generation}")" = \
 	"$(kubectl -n "$0" get cisvc stories -o jsonpath="{.status.observedGeneration}")" ]' "$wns"
+check "operator records a Normal Event 'Serving' for the Ready transition" wait_for 30 bash -c \
+	'kubectl -n "$0" get events --field-selector involvedObject.name=stories,reason=Serving \
+	-o jsonpath="{.items[*].type}" | grep -qw Normal' "$wns"
 check "kubectl get cisvc: READY 1" bash -c \
 	'kubectl -n "$0" get cisvc stories --no-headers -o custom-columns=READY:.status.readyReplicas | grep -qx 1' "$wns"
 

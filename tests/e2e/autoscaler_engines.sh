@@ -137,11 +137,13 @@ waiting_above() { local w; w="$(metric 0 cinfer_requests_waiting)"; [ "${w%.*}" 
 waiting_is_zero() { local w; w="$(metric 0 cinfer_requests_waiting)"; [ "${w%.*}" = 0 ]; }
 
 step "load on engine 0"
+t_load=$SECONDS
 start_load 1
 check "load queues requests on engine 0 (cinfer_requests_waiting >= 3)" wait_for 60 waiting_above 3
 check "engine 0 runs at most --max-num-seqs 2" bash -c \
 	"[ \"\$(curl -sf http://127.0.0.1:${engine_ports[0]}/metrics | awk '/^cinfer_requests_running\\{/ {print \$2; exit}')\" -le 2 ]"
 check "queue depth raises spec.replicas to maxReplicas 3" wait_for 60 replicas_is 3
+echo "# measured: spec.replicas 1 -> 3 $((SECONDS - t_load)) s after the load started (interval 1 s)"
 check "kubectl get cisvc: REPLICAS column shows 3" bash -c \
 	"kubectl -n $ns get cisvc stories --no-headers -o custom-columns=R:.spec.replicas | grep -qx 3"
 check "kubectl get cisvc: default table has the REPLICAS and READY columns" bash -c \
