@@ -188,7 +188,16 @@ json_t *status_compute(const struct status_input *in)
     desired_selector(name ? name : "", selector, sizeof(selector));
     snprintf(url, sizeof(url), "http://%s.%s.svc.cluster.local", name ? name : "",
              ns ? ns : "default");
-    return json_pack("{s:I, s:I, s:I, s:s, s:s, s:o}", "observedGeneration", (json_int_t)generation,
-                     "replicas", (json_int_t)have, "readyReplicas", (json_int_t)ready, "selector",
-                     selector, "url", url, "conditions", conds);
+    json_t *st =
+        json_pack("{s:I, s:I, s:I, s:s, s:s, s:o}", "observedGeneration", (json_int_t)generation,
+                  "replicas", (json_int_t)have, "readyReplicas", (json_int_t)ready, "selector",
+                  selector, "url", url, "conditions", conds);
+    /* status.autoscaling belongs to the autoscaler: the status write replaces the whole status, so
+     * carry it over or every reconcile would erase the autoscaler's record. */
+    const json_t *as = json_object_get(json_object_get(in->isvc, "status"), "autoscaling");
+    if (st && as && json_object_set(st, "autoscaling", (json_t *)as) != 0) {
+        json_decref(st);
+        return NULL;
+    }
+    return st;
 }

@@ -20,7 +20,8 @@ struct status_input {
     time_t now;
 };
 
-/* Returns the new status object (new reference), or NULL on ERR_NOMEM. */
+/* Returns the new status object (new reference), or NULL on ERR_NOMEM. Fields other writers own
+ * (status.autoscaling, the autoscaler's) are copied unchanged from in->isvc. */
 json_t *status_compute(const struct status_input *in);
 
 #endif

@@ -246,6 +246,25 @@ START_TEST(test_status_apply_error_is_degraded)
 }
 END_TEST
 
+START_TEST(test_status_keeps_the_autoscalers_record)
+{
+    json_t *isvc = isvc_with(3, NULL), *dep = deployment(2, 2, 3, 3, 3);
+    json_t *as = json_pack("{s:i, s:s, s:s}", "desiredReplicas", 3, "reason",
+                           "queue depth 6.0 > target 1.0", "lastScaleTime", "2026-11-29T10:00:00Z");
+    json_object_set_new(isvc, "status", json_pack("{s:o}", "autoscaling", as));
+    json_t *st = compute(isvc, dep, NULL);
+    ck_assert(json_equal(json_object_get(st, "autoscaling"), as));
+    json_decref(st);
+    /* Without one, none is invented. */
+    json_object_del(isvc, "status");
+    st = compute(isvc, dep, NULL);
+    ck_assert_ptr_null(json_object_get(st, "autoscaling"));
+    json_decref(st);
+    json_decref(dep);
+    json_decref(isvc);
+}
+END_TEST
+
 Suite *status_suite(void)
 {
     Suite *s = suite_create("status");
@@ -257,6 +276,7 @@ Suite *status_suite(void)
     tcase_add_test(tc, test_status_spec_error_missing_deployment_and_zero);
     tcase_add_test(tc, test_status_transition_time_changes_only_on_flip);
     tcase_add_test(tc, test_status_apply_error_is_degraded);
+    tcase_add_test(tc, test_status_keeps_the_autoscalers_record);
     suite_add_tcase(s, tc);
     return s;
 }
