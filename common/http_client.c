@@ -28,6 +28,7 @@ struct http_client {
     char *ca_file, *cert_file, *key_file; /* owned copies or NULL */
     struct buf ca_pem, cert_pem, key_pem; /* owned copies; len 0 = not set */
     bool insecure;
+    bool ignore_shutdown; /* requests run to completion (or timeout) even during shutdown */
     long connect_timeout_ms, timeout_ms;
     size_t max_response;
     char *user_agent;
@@ -193,7 +194,7 @@ static int http_on_progress(void *arg, curl_off_t dltotal, curl_off_t dlnow, cur
                             curl_off_t ulnow)
 {
     struct http_xfer *x = arg;
-    if (!shutdown_requested()) return 0;
+    if (!shutdown_requested() || x->c->ignore_shutdown) return 0;
     x->rc = ERR_CANCELLED;
     return 1;
 }
@@ -389,4 +390,9 @@ int http_client_stream(struct http_client *c, const struct http_request *req, ht
 {
     ASSERT(fn);
     return http_perform(c, req, resp, fn, ctx);
+}
+
+void http_client_ignore_shutdown(struct http_client *c, bool ignore)
+{
+    c->ignore_shutdown = ignore;
 }

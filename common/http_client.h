@@ -69,6 +69,11 @@ int http_client_new(const struct http_client_opts *opts, struct http_client **ou
 /* Frees the client and its connection cache. NULL-safe. */
 void http_client_free(struct http_client *c);
 
+/* By default a process shutdown (common/shutdown.h) aborts a client's requests within a second, so
+ * nothing blocks a SIGTERM. `ignore` lets them run to completion or their timeout instead: for the
+ * few requests made on the way out (releasing a leader lease). Not thread-safe with requests. */
+void http_client_ignore_shutdown(struct http_client *c, bool ignore);
+
 /* Initialises / releases a response. http_response_init sets an empty body with no limit (the
  * request's limit is applied when it runs). */
 void http_response_init(struct http_response *r);

@@ -130,7 +130,13 @@ static void release(struct leader *l, struct k8s_client *c)
 {
     struct k8s_ref ref = {&k8s_resource_leases, l->ns, l->name, NULL};
     json_t *lease = NULL;
-    if (k8s_client_get(c, &ref, &lease)) return;
+    /* Usually called because of a SIGTERM, which otherwise aborts every request at once. */
+    k8s_client_ignore_shutdown(c, true);
+    if (k8s_client_get(c, &ref, &lease)) {
+        log_warn("cannot read the leader lease to release it", LOG_S("lease", l->name),
+                 LOG_S("error", k8s_client_errmsg(c)));
+        return;
+    }
     const char *holder = spec_str(lease, "holderIdentity");
     if (holder && strcmp(holder, l->identity) == 0) {
         json_t *spec = json_object_get(lease, "spec");
@@ -138,6 +144,9 @@ static void release(struct leader *l, struct k8s_client *c)
         json_object_set_new(spec, "leaseDurationSeconds", json_integer(1));
         if (k8s_client_update(c, &ref, lease, NULL) == 0)
             log_info("released leader lease", LOG_S("lease", l->name));
+        else
+            log_warn("cannot release the leader lease", LOG_S("lease", l->name),
+                     LOG_S("error", k8s_client_errmsg(c)));
     }
     json_decref(lease);
 }

@@ -423,3 +423,8 @@ int k8s_client_watch(struct k8s_client *c, const struct k8s_ref *ref,
     k8s_watch_lines_fini(&w.lines);
     return rc;
 }
+
+void k8s_client_ignore_shutdown(struct k8s_client *c, bool ignore)
+{
+    http_client_ignore_shutdown(c->http, ignore);
+}

@@ -86,6 +86,9 @@ struct k8s_client;
 int k8s_client_new(struct k8s_config *cfg, const struct k8s_client_opts *opts,
                    struct k8s_client **out, char *err, size_t errlen);
 void k8s_client_free(struct k8s_client *c); /* NULL-safe */
+/* Lets this client's requests run during a process shutdown instead of being aborted (see
+ * http_client_ignore_shutdown): for the requests made on the way out. */
+void k8s_client_ignore_shutdown(struct k8s_client *c, bool ignore);
 
 /* The config in use (borrowed; e.g. ->ns for the default namespace). */
 const struct k8s_config *k8s_client_config(const struct k8s_client *c);
