@@ -55,6 +55,16 @@ int loop_targets_parse(const char *text, struct loop_targets *out, char *err, si
                      e->url, e->name);
             goto out;
         }
+        /* Like a Prometheus scrape config: a bare http://host:port means its /metrics. */
+        const char *host = strstr(e->url, "://") + 3;
+        if (!strchr(host, '/')) {
+            size_t ul = strlen(e->url);
+            if (ul + sizeof("/metrics") > sizeof(e->url)) {
+                snprintf(err, errlen, "--target: URL %s for %s is too long", e->url, e->name);
+                goto out;
+            }
+            memcpy(e->url + ul, "/metrics", sizeof("/metrics"));
+        }
         t.n++;
         p = end ? end + 1 : p + len;
         if (end && !*p) {

@@ -47,7 +47,7 @@ static const struct cfg_opt opts[] = {
         "Leader-election identity (default: hostname_pid_random)"),
     OPT("target", CFG_STRING, targets, NULL, 1, 0,
         "Out-of-cluster mode: name=url,... scrapes InferenceService <name> at these URLs instead "
-        "of its pods (repeat a name for several engines)"),
+        "of its pods (repeat a name for several engines; a URL without a path means its /metrics)"),
     OPT("probe-addr", CFG_STRING, probe_addr, "127.0.0.1:8081", 1, 0,
         "Address for /healthz, /readyz and /metrics"),
     CLI_LOG_OPTS(struct autoscaler_cfg),

@@ -24,6 +24,10 @@ START_TEST(test_loop_targets_parse_valid)
     ck_assert_str_eq(t.v[2].name, "other");
     ck_assert_str_eq(t.v[2].url, "https://x/metrics?a=b"); /* '=' inside the URL is kept */
     loop_targets_fini(&t);
+    /* A bare base URL scrapes /metrics, as Prometheus would. */
+    ck_assert_int_eq(loop_targets_parse("chat=http://127.0.0.1:8000", &t, err, sizeof(err)), 0);
+    ck_assert_str_eq(t.v[0].url, "http://127.0.0.1:8000/metrics");
+    loop_targets_fini(&t);
     ck_assert_ptr_null(t.v);
     loop_targets_fini(NULL);
 
