@@ -116,10 +116,12 @@ static void abandon(struct serve_respond *p, struct serve_req *r)
     cancel_request(r);
 }
 
-static void respond_error(struct serve_req *r, enum api_error_kind kind, const char *msg)
+static void respond_error(struct serve_req *r, enum api_error_kind kind, const char *msg,
+                          int retry_after_s)
 {
     struct api_error e;
     api_error_set(&e, kind, NULL, "%s", msg);
+    e.retry_after_s = retry_after_s;
     struct buf b;
     buf_init(&b, 1 << 16);
     char ra[16];
@@ -268,7 +270,7 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body) {
-        respond_error(r, API_ERR_INTERNAL, "out of memory formatting the response");
+        respond_error(r, API_ERR_INTERNAL, "out of memory formatting the response", 0);
         return;
     }
     (void)http_stream_respond(r->stream, 200, "application/json", body, strlen(body), NULL, 0);
@@ -338,8 +340,9 @@ static void process(struct serve_respond *p, struct serve_req *r)
                           : st == 503 ? API_ERR_OVERLOADED
                                       : API_ERR_INTERNAL,
                           st == 429   ? "too many requests are waiting; retry later"
-                          : st == 503 ? "the server is shutting down"
-                                      : "the engine failed while generating this response");
+                          : st == 503 ? "the server is shutting down; retry on another replica"
+                                      : "the engine failed while generating this response",
+                          st == 429 || st == 503 ? 1 : 0);
         } else {
             (void)sse_add(r, json_pack("{s:{s:s,s:s}}", "error", "message",
                                        "the engine failed while generating this response", "type",
