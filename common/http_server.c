@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 struct http_req {
@@ -231,6 +232,15 @@ static void http_conn_clear(struct http_conn *c, bool completed)
     c->state = CONN_IDLE;
 }
 
+/* An early answer is written while the request body is still being discarded: half-close (RFC 9112
+ * section 9.6) so that a client reading to the end of the connection sees the end of the answer at
+ * once, while the body it is still sending is read and dropped until the linger timeout. */
+static void http_conn_half_close(struct http_conn *c)
+{
+    int fd = (int)lws_get_socket_fd(c->wsi);
+    if (fd >= 0) shutdown(fd, SHUT_WR);
+}
+
 /* The response is written: close the connection once lws has flushed it.
  *
  * One request per connection (every answer says "Connection: close"): lws 4.1 mishandles requests
@@ -248,6 +258,10 @@ static int http_conn_complete(struct http_conn *c)
         c->resp = NULL;
         c->resp_done = true;
         lws_set_timeout(c->wsi, PENDING_TIMEOUT_HTTP_CONTENT, HTTP_DISCARD_LINGER_S);
+        if (lws_partial_buffered(c->wsi))
+            lws_callback_on_writable(c->wsi); /* half-closed once lws has drained its buffer */
+        else
+            http_conn_half_close(c);
         return 0;
     }
     http_conn_clear(c, true);
@@ -434,6 +448,19 @@ static long long http_parse_length(const char *s)
     return v;
 }
 
+/* Whether lws 4.1 reads a request body after LWS_CALLBACK_HTTP, i.e. calls HTTP_BODY and then
+ * HTTP_BODY_COMPLETION (lws_http_action in roles/http/server/server.c): with a positive
+ * Content-Length; with an explicit zero one on POST (an empty HTTP_BODY and HTTP_BODY_COMPLETION
+ * at once, right after LWS_CALLBACK_HTTP returns); and without a Content-Length on POST, PUT and
+ * PATCH, whatever the framing (lws does not decode chunked uploads: it assumes a 100 MB body that
+ * only the end of the connection ends). `clen` is -1 for a malformed header, which lws reads with
+ * atoll(): a body may then follow or not, so this says yes and the caller lingers. */
+static bool http_lws_reads_body(enum http_method m, bool has_clen, long long clen)
+{
+    if (!has_clen) return m == HTTP_POST || m == HTTP_PUT || m == HTTP_PATCH;
+    return clen != 0 || m == HTTP_POST;
+}
+
 static int http_on_request(struct http_server *srv, struct http_conn *c, struct lws *wsi,
                            const char *in, size_t len)
 {
@@ -451,22 +478,22 @@ static int http_on_request(struct http_server *srv, struct http_conn *c, struct 
 
     char cl[32] = "";
     long long clen = 0;
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0) {
-        if (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0 ||
-            (clen = http_parse_length(cl)) < 0) {
-            c->body_done = true; /* nothing is read: close after answering */
-            return http_conn_reject(c, 400, "invalid Content-Length", NULL, 0, true);
-        }
-    }
-    c->body_done = clen == 0;
-    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
-        c->body_done = true;
-        return http_conn_reject(c, 411, "request bodies need a Content-Length", NULL, 0, true);
-    }
+    bool has_clen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0;
+    if (has_clen && (lws_hdr_copy(wsi, cl, sizeof(cl), WSI_TOKEN_HTTP_CONTENT_LENGTH) < 0 ||
+                     (clen = http_parse_length(cl)) < 0))
+        clen = -1;
+    /* Every early answer below closes the connection after it; while lws still reads a body, the
+     * answer first lingers, discarding it (CONN_DISCARD; see http_conn_complete). */
+    c->body_done = !http_lws_reads_body(c->method, has_clen, clen);
+    if (clen < 0) return http_conn_reject(c, 400, "invalid Content-Length", NULL, 0, true);
+    if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0)
+        return http_conn_reject(c, 411,
+                                "Transfer-Encoding is not supported: send the request body with "
+                                "a Content-Length",
+                                NULL, 0, true);
     if (atomic_load(&srv->draining))
         return http_conn_reject(c, 503, "server is shutting down", NULL, 0, true);
-    if (c->method == 0)
-        return http_conn_reject(c, 405, "method not supported", NULL, 0, !c->body_done);
+    if (c->method == 0) return http_conn_reject(c, 405, "method not supported", NULL, 0, true);
 
     const struct http_route *match = NULL;
     bool path_known = false;
@@ -481,15 +508,19 @@ static int http_on_request(struct http_server *srv, struct http_conn *c, struct 
                          http_method_str(r->method));
         if (w > 0 && (size_t)w < sizeof(allow) - alen) alen += (size_t)w;
     }
-    if (!match && !path_known) return http_conn_reject(c, 404, "not found", NULL, 0, !c->body_done);
+    if (!match && !path_known) return http_conn_reject(c, 404, "not found", NULL, 0, true);
     if (!match) {
         struct http_header h = {"Allow", allow};
-        return http_conn_reject(c, 405, "method not allowed", &h, 1, !c->body_done);
+        return http_conn_reject(c, 405, "method not allowed", &h, 1, true);
     }
-    c->route = match;
+    /* lws would read everything up to the end of the connection as the body (RFC 9112 section 6.3
+     * makes it empty, but a client that sends one anyway would see its JSON as a next request). */
+    if (!has_clen && !c->body_done)
+        return http_conn_reject(c, 411, "a request body needs a Content-Length", NULL, 0, true);
     if ((unsigned long long)clen > srv->cfg.max_body_bytes)
         return http_conn_reject(c, 413, "request body too large", NULL, 0, true);
-    if (clen > 0) {
+    c->route = match;
+    if (!c->body_done) { /* dispatched on HTTP_BODY_COMPLETION, even for an empty POST body */
         c->state = CONN_BODY;
         return 0;
     }
@@ -499,7 +530,7 @@ static int http_on_request(struct http_server *srv, struct http_conn *c, struct 
 static int http_on_body(struct http_conn *c, const void *in, size_t len)
 {
     if (c->closing) return -1;
-    if (c->state == CONN_DISCARD) return 0;
+    if (c->state == CONN_DISCARD || len == 0) return 0; /* len 0: lws's empty POST body */
     if (c->state != CONN_BODY) return -1;
     if (buf_append(&c->body, in, len) != 0) /* more than Content-Length promised, or no memory */
         return http_conn_reject(c, 413, "request body too large", NULL, 0, true);
@@ -526,6 +557,10 @@ static int http_on_writable(struct http_conn *c)
 {
     int rc = 0;
     if (c->closing) return -1;
+    if (c->state == CONN_DISCARD && c->resp_done) {
+        if (!lws_partial_buffered(c->wsi)) http_conn_half_close(c);
+        return 0;
+    }
     if (c->resp)
         rc = http_conn_write_resp(c);
     else if (c->state == CONN_DEFERRED && c->stream)
@@ -569,12 +604,89 @@ static int http_callback(struct lws *wsi, enum lws_callback_reasons reason, void
     return lws_callback_http_dummy(wsi, reason, user, in, len);
 }
 
+/* ---- Requests lws cannot parse ----------------------------------------------------------------- *
+ * A request line whose method lws does not know ("HELLO", binary junk, a TLS ClientHello) would get
+ * lws's own "403 Forbidden" text/html answer from inside its parser, before any callback. With
+ * LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG lws instead hands such a connection to
+ * the listen-accept protocol below as a raw socket, which answers 400 in the OpenAI error shape.
+ *
+ * Not covered, because lws 4.1 answers them inside lws_parse() with no hook (lws_return_http_status
+ * writes directly; roles/http/parsers.c, label "forbid"): a known method with a bad %-escape in the
+ * URI ("GET /%zz"), or one that leaves an escape unfinished at '?', CR or the end of the head. Those
+ * still get lws's "HTTP/1.0 403 Forbidden" text/html. Other parse failures (a duplicated method
+ * token, an over-long head) close the connection without an answer. */
+
+struct http_raw {
+    bool written; /* the 400 was handed to lws */
+};
+
+static int http_raw_write(struct lws *wsi, struct http_raw *r)
+{
+    struct http_resp *resp =
+        http_error_resp(400, "invalid_request_error",
+                        "malformed HTTP request: unknown method or not HTTP/1.x", NULL, 0);
+    if (!resp) return -1;
+    unsigned char out[LWS_PRE + 512];
+    char *p = (char *)out + LWS_PRE;
+    size_t cap = sizeof(out) - LWS_PRE;
+    int n =
+        snprintf(p, cap,
+                 "HTTP/1.1 400 Bad Request\r\nserver: cinfer\r\ncontent-type: application/json\r\n"
+                 "content-length: %zu\r\nconnection: close\r\n\r\n",
+                 resp->body.len);
+    int rc = -1;
+    if (n <= 0 || (size_t)n + resp->body.len > cap) goto out;
+    memcpy(p + n, resp->body.data, resp->body.len);
+    size_t total = (size_t)n + resp->body.len;
+    if (lws_write(wsi, (unsigned char *)p, total, LWS_WRITE_RAW) < (int)total) goto out;
+    r->written = true;
+    rc = 0;
+out:
+    http_resp_free(resp);
+    return rc;
+}
+
+static int http_raw_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user,
+                             void *in, size_t len)
+{
+    struct http_raw *r = user;
+    (void)in;
+    (void)len;
+    switch (reason) {
+    case LWS_CALLBACK_RAW_ADOPT:
+        if (!r) return -1;
+        /* Bounds the whole exchange: answer, then read and drop until the client closes. */
+        lws_set_timeout(wsi, PENDING_TIMEOUT_HTTP_CONTENT, HTTP_DISCARD_LINGER_S);
+        lws_callback_on_writable(wsi);
+        return 0;
+    case LWS_CALLBACK_RAW_RX: return 0; /* the rest of whatever this is: dropped */
+    case LWS_CALLBACK_RAW_WRITEABLE:
+        if (!r) return -1;
+        if (!r->written && http_raw_write(wsi, r)) return -1;
+        if (lws_partial_buffered(wsi)) {
+            lws_callback_on_writable(wsi); /* half-close once lws has drained it */
+            return 0;
+        }
+        /* Half-close (as http_conn_half_close): the client sees the end of the answer at once. */
+        if (lws_get_socket_fd(wsi) >= 0) shutdown((int)lws_get_socket_fd(wsi), SHUT_WR);
+        return 0;
+    default: return 0;
+    }
+}
+
 /* ---- Server lifecycle -------------------------------------------------------------------------- */
+
+#define HTTP_RAW_PROTOCOL "cinfer-raw"
 
 static const struct lws_protocols http_protocols[] = {
     {"cinfer-http", http_callback, sizeof(struct http_conn), 0, 0, NULL, 0},
+    {HTTP_RAW_PROTOCOL, http_raw_callback, sizeof(struct http_raw), 0, 0, NULL, 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
+
+static const struct lws_protocol_vhost_options http_raw_pvo_raw = {NULL, NULL, "raw", ""};
+static const struct lws_protocol_vhost_options http_raw_pvo = {NULL, &http_raw_pvo_raw,
+                                                               HTTP_RAW_PROTOCOL, ""};
 
 /* lws log lines go through common/log at warn level; lws's notices and below are silenced. */
 static void http_lws_log(int level, const char *line)
@@ -677,6 +789,11 @@ int http_server_start(const struct http_server_cfg *cfg, const struct http_route
     info.iface = any ? NULL : host;
     info.protocols = http_protocols;
     info.vhost_name = "default";
+    /* Unparseable request lines go to the raw-skt role, bound to the protocol that the per-vhost
+     * option "raw" names. Not through .listen_accept_protocol: lws 4.1 would also bind every
+     * accepted HTTP connection's user space to that protocol (adopt.c), the wrong size. */
+    info.options |= LWS_SERVER_OPTION_FALLBACK_TO_APPLY_LISTEN_ACCEPT_CONFIG;
+    info.pvo = &http_raw_pvo;
     srv->vhost = lws_create_vhost(srv->ctx, &info);
     if (!srv->vhost) {
         log_error("cannot listen", LOG_S("server", cfg->name), LOG_S("host", cfg->host),
