@@ -1145,6 +1145,12 @@ START_TEST(test_http_server_post_without_length_411)
 }
 END_TEST
 
+/* A string literal and its length, embedded NULs included. */
+#define RAW_REQ(s)                                                                                 \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+
 START_TEST(test_http_server_garbage_request_line_400)
 {
     /* Request lines lws cannot parse as HTTP (unknown method, binary junk, a TLS ClientHello)
@@ -1153,13 +1159,13 @@ START_TEST(test_http_server_garbage_request_line_400)
         const char *data;
         size_t len;
     } reqs[] = {
-        {"HELLO\r\n\r\n", 9},
-        {"GARBAGE / HTTP/1.1\r\nHost: t\r\n\r\n", 33},
-        {"BREW /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc", 56},
-        {"GET\r\n\r\n", 7},
-        {"\x00\x01\x02\x03\r\n\r\n", 8},
-        {"\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00", 10},
-        {"hello", 5}, /* no line end at all: the method alone decides */
+        RAW_REQ("HELLO\r\n\r\n"),
+        RAW_REQ("GARBAGE / HTTP/1.1\r\nHost: t\r\n\r\n"),
+        RAW_REQ("BREW /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"),
+        RAW_REQ("GET\r\n\r\n"),
+        RAW_REQ("\x00\x01\x02\x03\r\n\r\n"),
+        RAW_REQ("\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00"),
+        RAW_REQ("hello"), /* no line end at all: the method alone decides */
     };
     for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++) {
         struct tresp r;
