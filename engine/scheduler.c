@@ -423,8 +423,16 @@ int sched_step(struct sched *s)
 {
     process_cancellations(s);
     int n_entries = 0, budget = s->cfg.max_num_batched_tokens;
-    schedule_running(s, &n_entries, &budget);
-    schedule_waiting(s, &n_entries, &budget);
+    if (s->cfg.chunked_prefill) {
+        /* Decodes first, then prompt chunks into what is left: decodes never stall. */
+        schedule_running(s, &n_entries, &budget);
+        schedule_waiting(s, &n_entries, &budget);
+    } else {
+        /* Whole prompts first (vLLM without chunked prefill): a step that prefills runs no
+         * decodes, or long prompts would wait behind decodes for ever. */
+        schedule_waiting(s, &n_entries, &budget);
+        if (n_entries == 0) schedule_running(s, &n_entries, &budget);
+    }
     if (n_entries == 0) return 0;
 
     const float *logits = NULL;

@@ -39,7 +39,8 @@ struct sched_seq;
 struct sched_config {
     int max_num_seqs;           /* sequences running at once (>= 1) */
     int max_num_batched_tokens; /* tokens per forward step (>= 1) */
-    bool chunked_prefill;       /* false: a prompt is prefilled in one step (alone if need be) */
+    bool chunked_prefill;       /* false: a prompt is prefilled whole, in a step without decodes
+                                   (alone if it exceeds the budget) */
     bool prefix_caching;
     int max_context; /* tokens per sequence, prompt + generated (<= KV block-table capacity) */
 };

@@ -226,6 +226,28 @@ START_TEST(test_sched_preemption_with_prefix_cache)
 }
 END_TEST
 
+START_TEST(test_sched_unchunked_long_prompt_is_not_starved)
+{
+    /* Without chunking, a prompt larger than the step budget runs alone in a step; decodes must
+     * not keep it waiting until they all finish. */
+    struct env e;
+    if (!env_open(&e, 64, 4, 256)) return;
+    env_sched(&e, 4, 8, false, false, 256);
+    int32_t ids[3][64];
+    add(&e, 0, ids[0], make_prompt(0, ids[0]), 30, 0); /* 6-token prompts: fit the budget */
+    add(&e, 1, ids[1], make_prompt(0, ids[1]), 30, 0);
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    add(&e, 2, ids[2], make_prompt(4, ids[2]), 5, 0); /* 58 tokens > 8 */
+    ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert(e.out[2].admitted);
+    ck_assert_int_eq(e.out[2].n_tokens, 1); /* its whole prompt ran in that step */
+    ck_assert_int_lt(e.out[0].n_tokens, 30);
+    run_to_idle(&e);
+    for (int r = 0; r < 3; r++) ck_assert_int_eq(e.out[r].finish, SCHED_FINISH_LENGTH);
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(test_sched_max_num_seqs_one)
 {
     batched_equals_alone(N_REQ * 8, 1, 2048, true, true, NULL);
@@ -485,6 +507,7 @@ Suite *scheduler_suite(void)
     tcase_add_test(tc, test_sched_unchunked_prefill_equals_alone);
     tcase_add_test(tc, test_sched_preemption_equals_alone);
     tcase_add_test(tc, test_sched_preemption_with_prefix_cache);
+    tcase_add_test(tc, test_sched_unchunked_long_prompt_is_not_starved);
     tcase_add_test(tc, test_sched_max_num_seqs_one);
     tcase_add_test(tc, test_sched_prefix_cache_reuses_blocks);
     tcase_add_test(tc, test_sched_cache_salt_isolates);
