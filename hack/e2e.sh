@@ -420,6 +420,16 @@ check "no objects of the release left" bash -c \
 check "CRD kept (Helm never deletes crds/)" k get crd inferenceservices.serving.cinfer.io
 check "InferenceService kept" kw get cisvc/stories
 step "CRD deleted"
+# kube-controller-manager's garbage collector starts watching a new resource type on its discovery
+# resync (every 30 s). Only if it watched InferenceServices does it see them deleted with the CRD
+# and collect their Deployments and Services; an owner kind it never watched leaves dependents it
+# can no longer resolve. So the CRD must have existed for one resync before it is deleted.
+crd_created="$(kubectl get crd inferenceservices.serving.cinfer.io -o jsonpath='{.metadata.creationTimestamp}')"
+crd_age=$(($(date +%s) - $(date -d "$crd_created" +%s 2>/dev/null || date +%s)))
+if [ "$crd_age" -lt 40 ]; then
+	echo "# waiting $((40 - crd_age)) s: the garbage collector must have watched the CRD's kind"
+	sleep $((40 - crd_age))
+fi
 check "kubectl delete crd" k delete crd inferenceservices.serving.cinfer.io --timeout=60s
 check "InferenceServices gone with the CRD" wait_for 30 bash -c \
 	'! kubectl api-resources --api-group=serving.cinfer.io -o name | grep -q inferenceservices &&
