@@ -42,6 +42,7 @@ struct api_message {
 
 enum api_error_kind {
     API_ERR_INVALID = 0,     /* 400 invalid_request_error */
+    API_ERR_UNAUTHORIZED,    /* 401 invalid_request_error, code invalid_api_key */
     API_ERR_NOT_FOUND,       /* 404 invalid_request_error (route) */
     API_ERR_MODEL_NOT_FOUND, /* 404 invalid_request_error, code model_not_found */
     API_ERR_METHOD,          /* 405 invalid_request_error, code method_not_allowed */

@@ -18,6 +18,7 @@ struct api_error_info {
 
 static const struct api_error_info api_error_infos[] = {
     [API_ERR_INVALID] = {400, "invalid_request_error", NULL},
+    [API_ERR_UNAUTHORIZED] = {401, "invalid_request_error", "invalid_api_key"},
     [API_ERR_NOT_FOUND] = {404, "invalid_request_error", "not_found"},
     [API_ERR_MODEL_NOT_FOUND] = {404, "invalid_request_error", "model_not_found"},
     [API_ERR_METHOD] = {405, "invalid_request_error", "method_not_allowed"},

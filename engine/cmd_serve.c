@@ -47,6 +47,7 @@ struct serve_cfg {
     int request_timeout_s;
     const char *metrics_compat;
     const char *chat_template;
+    const char *api_key;
     const char *backend;
     const char *log_level, *log_format;
 };
@@ -91,6 +92,10 @@ static const struct cfg_opt serve_opts[] = {
     {"chat-template", CFG_STRING, O(chat_template), NULL, 1, 0,
      "Chat template family to use instead of the model's (llama2, llama3, chatml, mistral-v7, "
      "zephyr, ...)",
+     NULL, 0},
+    {"api-key", CFG_STRING, O(api_key), NULL, 1, 0,
+     "Require \"Authorization: Bearer <key>\" on /v1 routes (prefer the environment variable "
+     "CINFER_ENGINE_API_KEY: flags show in ps)",
      NULL, 0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
@@ -249,6 +254,7 @@ static int serve_load(struct serve_state *s)
         .max_context = ctx,
         .max_queue = c->max_queue,
         .created = (long long)time(NULL),
+        .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
     };
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
     struct serve_loop_cfg lc = {

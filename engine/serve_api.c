@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -36,6 +37,34 @@ static void respond_api_error(struct http_req *req, const struct api_error *e)
     else
         http_respond_error(req, 500, "server_error", "cannot format the error");
     buf_fini(&b);
+}
+
+bool serve_api_authorized(const char *key, const char *header)
+{
+    if (!key) return true;
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return false;
+    const char *got = header + 7;
+    while (*got == ' ') got++;
+    size_t kl = strlen(key), gl = strlen(got);
+    /* Compare every byte of the key whatever matches, so timing does not reveal a prefix. */
+    unsigned char diff = (unsigned char)(kl != gl);
+    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(key[i] ^ (i < gl ? got[i] : 0));
+    return diff == 0;
+}
+
+/* OpenAI answers a missing or wrong key with 401 before looking at the request. */
+static bool authorized(const struct serve_api *api, struct http_req *req)
+{
+    if (!api || !api->api_key) return true;
+    char value[1024];
+    int n = http_req_header(req, "Authorization", value, sizeof(value));
+    if (serve_api_authorized(api->api_key, n >= 0 ? value : NULL)) return true;
+    struct api_error e;
+    api_error_set(&e, API_ERR_UNAUTHORIZED, NULL,
+                  n >= 0 ? "Incorrect API key provided"
+                         : "You didn't provide an API key: send \"Authorization: Bearer <key>\"");
+    respond_api_error(req, &e);
+    return false;
 }
 
 static bool gate_open(enum serve_api_gate gate, struct http_req *req)
@@ -164,7 +193,7 @@ static double now_mono(void)
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
                    enum api_kind kind)
 {
-    if (!gate_open(gate, req)) return;
+    if (!authorized(api, req) || !gate_open(gate, req)) return;
     double arrival = now_mono();
     size_t len = 0;
     const char *body = http_req_body(req, &len);
@@ -233,6 +262,7 @@ void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struc
 
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req)
 {
+    if (!authorized(api, req)) return;
     json_t *j =
         json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id", model_name,
                   "object", "model", "created", (json_int_t)(api ? api->created : 0), "owned_by",

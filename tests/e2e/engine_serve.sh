@@ -141,8 +141,10 @@ start_engine queue --context-length 2048 --max-num-seqs 1 --max-queue 1
 start_engine preempt --context-length 256 --block-size 16 --kv-cache-bytes $((384 * 640))
 start_engine nocompat --context-length 256 --metrics-compat none
 start_engine bad --context-length 256 --max-body-bytes 65536
+# The API key from the environment, as a Secret would provide it.
+CINFER_ENGINE_API_KEY=s3cret-key start_engine auth --context-length 256
 
-run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}"
+run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}" "auth=${ports[auth]}"
 run_py engine_serve_behaviour.py metrics "main=${ports[main]}" "nocompat=${ports[nocompat]}"
 run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"
@@ -152,7 +154,7 @@ run_py engine_serve_behaviour.py disconnect "main=${ports[main]}" "queue=${ports
 run_py engine_serve_behaviour.py malformed "bad=${ports[bad]}"
 
 # Every long-lived server survived all of the above and drains cleanly.
-for n in main nocache queue preempt nocompat bad; do
+for n in main nocache queue preempt nocompat bad auth; do
 	[ -n "${pids[$n]:-}" ] && stop_engine "$n" 0
 done
 

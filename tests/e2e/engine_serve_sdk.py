@@ -1,8 +1,9 @@
 """`cinfer-engine serve` through the official OpenAI Python SDK (run by engine_serve.sh).
 
-Usage: engine_serve_sdk.py main=PORT queue=PORT
+Usage: engine_serve_sdk.py main=PORT queue=PORT auth=PORT
   main:  --context-length 256, served as $ENGINE_SERVE_MODEL_NAME
   queue: --max-num-seqs 1 --max-queue 1 (a burst must get 429)
+  auth:  CINFER_ENGINE_API_KEY=s3cret-key (the /v1 routes need it)
 Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
 """
 
@@ -290,7 +291,7 @@ def expect_error(name, exc_type, param, fn):
         msg = str(e)
         checks.check(
             name,
-            e.status_code in (400, 404, 429) and (param is None or param in msg),
+            e.status_code in (400, 401, 404, 429) and (param is None or param in msg),
             f"status {e.status_code} message {msg!r} (want it to name {param!r})",
         )
         return e
@@ -392,6 +393,30 @@ def test_rate_limit():
     checks.check("queue server serves again after the burst", r.choices[0].finish_reason == "length", f"{r}")
 
 
+def test_api_key():
+    import urllib.request
+
+    port = servers["auth"][0]
+    expect_error(
+        "wrong API key: AuthenticationError (401, invalid_api_key)",
+        openai.AuthenticationError,
+        "Incorrect API key",
+        lambda: client(port).completions.create(model=MODEL, prompt=PROMPT, max_tokens=4),
+    )
+    expect_error(
+        "wrong API key on models.list: AuthenticationError",
+        openai.AuthenticationError,
+        None,
+        lambda: client(port).models.list(),
+    )
+    good = OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="s3cret-key", max_retries=0)
+    r = good.completions.create(model=MODEL, prompt=PROMPT, max_tokens=4, temperature=0)
+    checks.check("the right API key is served", r.choices[0].finish_reason == "length", f"{r}")
+    for path in ("/health", "/live", "/metrics"):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10 * SLOW) as resp:
+            checks.check(f"{path} needs no API key", resp.status == 200, f"status {resp.status}")
+
+
 for name, fn in [
     ("models", test_models),
     ("completions", test_completions),
@@ -403,6 +428,7 @@ for name, fn in [
     ("logprobs", test_logprobs),
     ("errors", test_errors),
     ("rate limit", test_rate_limit),
+    ("api key", test_api_key),
 ]:
     checks.run(name, fn)
 

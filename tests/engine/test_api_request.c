@@ -400,6 +400,7 @@ START_TEST(test_api_error_set_status_per_kind)
         const char *code;
     } want[] = {
         {API_ERR_INVALID, 400, "invalid_request_error", NULL},
+        {API_ERR_UNAUTHORIZED, 401, "invalid_request_error", "invalid_api_key"},
         {API_ERR_NOT_FOUND, 404, "invalid_request_error", "not_found"},
         {API_ERR_MODEL_NOT_FOUND, 404, "invalid_request_error", "model_not_found"},
         {API_ERR_METHOD, 405, "invalid_request_error", "method_not_allowed"},
