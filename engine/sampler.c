@@ -32,14 +32,17 @@ void sampler_params_default(struct sampler_params *p)
     p->repeat_last_n = 64;
 }
 
+bool sampler_params_valid(const struct sampler_params *p)
+{
+    return p && p->n_logprobs >= 0 && p->n_logprobs <= SAMPLER_MAX_LOGPROBS && p->top_p >= 0.0f &&
+           p->min_p <= 1.0f && p->repeat_penalty > 0.0f && p->repeat_last_n >= -1 &&
+           !isnan(p->temperature) && isfinite(p->presence_penalty) &&
+           isfinite(p->frequency_penalty);
+}
+
 int sampler_new(const struct sampler_params *params, int n_vocab, struct sampler **out)
 {
-    if (!params || n_vocab <= 0 || params->n_logprobs < 0 ||
-        params->n_logprobs > SAMPLER_MAX_LOGPROBS || !(params->top_p >= 0.0f) ||
-        !(params->min_p <= 1.0f) || !(params->repeat_penalty > 0.0f) ||
-        params->repeat_last_n < -1 || isnan(params->temperature) ||
-        !isfinite(params->presence_penalty) || !isfinite(params->frequency_penalty))
-        return ERR_INVAL;
+    if (n_vocab <= 0 || !sampler_params_valid(params)) return ERR_INVAL;
     int rc = ERR_NOMEM;
     struct sampler *s = calloc(1, sizeof(*s));
     if (!s) goto out;

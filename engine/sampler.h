@@ -47,6 +47,9 @@ struct sampler_result {
 
 struct sampler;
 
+/* True when every parameter is in range (what sampler_new accepts). Pure. */
+bool sampler_params_valid(const struct sampler_params *p);
+
 /* Creates a sampler for a vocabulary of n_vocab tokens; params are copied. ERR_INVAL on out-of-range
  * params (negative temperature is fine: greedy), ERR_NOMEM. *out is new (sampler_free). */
 int sampler_new(const struct sampler_params *params, int n_vocab, struct sampler **out);

@@ -45,7 +45,8 @@ struct sched_seq {
     uint64_t *hashes; /* chained hash of each full computed block */
     int n_hashed;
 
-    struct sampler *smp;
+    struct sampler_params sampling;
+    struct sampler *smp; /* created at first admission: its scratch is O(vocabulary) */
     struct stop_matcher *stop;
     struct tokenizer_detok detok;
 };
@@ -254,6 +255,15 @@ static int seq_reserve(struct sched *s, struct sched_seq *q, int n)
     return rc;
 }
 
+/* Creates q's sampler and feeds it the prompt (the penalties' history). */
+static int seq_make_sampler(struct sched *s, struct sched_seq *q)
+{
+    int rc = sampler_new(&q->sampling, s->n_vocab, &q->smp);
+    if (rc) return rc;
+    for (int i = 0; i < q->n_prompt; i++) sampler_accept(q->smp, q->tokens[i]);
+    return 0;
+}
+
 /* Attaches the longest cached prefix of q's tokens (never the last token: it must be computed to
  * give logits). */
 static void seq_attach_prefix(struct sched *s, struct sched_seq *q)
@@ -376,11 +386,18 @@ static void schedule_running(struct sched *s, int *n_entries, int *budget)
 
 static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
 {
-    while (s->n_waiting > 0 && s->n_running<s->cfg.max_num_seqs && * budget> 0) {
+    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && (*budget) > 0) {
         struct sched_seq *q = s->waiting[0];
         if (kv_cache_seq_open(s->kv, &q->kv_seq) != 0) {
             q->kv_seq = -1;
             return;
+        }
+        if (!q->smp && seq_make_sampler(s, q) != 0) {
+            log_error("out of memory creating a sampler; aborting the request");
+            seq_release_kv(s, q);
+            waiting_remove_at(s, 0);
+            seq_finish(s, q, SCHED_FINISH_ABORT);
+            continue;
         }
         seq_attach_prefix(s, q);
         int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
@@ -549,8 +566,13 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
     q->ud = r->ud;
     q->kv_seq = -1;
     q->root = prefix_cache_root(r->cache_salt, r->cache_salt ? strlen(r->cache_salt) : 0);
-    if ((rc = sampler_new(&r->sampling, s->n_vocab, &q->smp)) != 0) goto fail;
-    for (int i = 0; i < r->n_prompt; i++) sampler_accept(q->smp, r->prompt[i]);
+    /* The sampler itself waits for admission: a long waiting queue must not hold a vocabulary-
+     * sized scratch per request. */
+    if (!sampler_params_valid(&r->sampling)) {
+        rc = ERR_INVAL;
+        goto fail;
+    }
+    q->sampling = r->sampling;
     if ((rc = stop_matcher_new(r->stops, r->n_stops, &q->stop)) != 0) goto fail;
     if (s->tok) tokenizer_detok_init(&q->detok, s->tok, false);
     q->arrival = s->next_arrival++;
