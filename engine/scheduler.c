@@ -18,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHED_TEXT_MAX (1u << 20) /* bytes one event may carry (a flush of held text) */
+#define SCHED_TEXT_MAX       (1u << 20) /* bytes one event may carry (a flush of held text) */
+#define SCHED_TOKENS_INITIAL 256        /* output tokens a sequence has room for before growing */
 
 enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING };
 
@@ -78,6 +79,22 @@ struct sched {
 };
 
 /* ---------------------------------------------------------------- sequences */
+
+/* Makes room for `want` tokens (capped at max_context) in the token and block-hash arrays. */
+static int seq_grow(const struct sched *s, struct sched_seq *q, int want)
+{
+    if (want > s->cfg.max_context) want = s->cfg.max_context;
+    if (want <= q->cap_tokens) return 0;
+    int32_t *t = realloc(q->tokens, (size_t)want * sizeof(int32_t));
+    if (!t) return ERR_NOMEM;
+    q->tokens = t;
+    size_t nh = (size_t)want / (size_t)s->block_size + 1;
+    uint64_t *h = realloc(q->hashes, nh * sizeof(uint64_t));
+    if (!h) return ERR_NOMEM;
+    q->hashes = h;
+    q->cap_tokens = want;
+    return 0;
+}
 
 static void seq_free(struct sched_seq *q)
 {
@@ -206,8 +223,13 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
         seq_emit(s, q, NULL, SCHED_FINISH_STOP);
         return SCHED_FINISH_STOP;
     }
-    sampler_accept(q->smp, r->token);
+    if (q->n_tokens == q->cap_tokens && seq_grow(s, q, q->cap_tokens * 2) != 0) {
+        log_error("out of memory growing a sequence; aborting the request");
+        seq_emit(s, q, NULL, SCHED_FINISH_ABORT);
+        return SCHED_FINISH_ABORT;
+    }
     ASSERT(q->n_tokens < q->cap_tokens);
+    sampler_accept(q->smp, r->token);
     q->tokens[q->n_tokens++] = r->token;
     q->n_generated++;
     s->st.generation_tokens++;
@@ -551,13 +573,10 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) return ERR_INVAL;
     struct sched_seq *q = calloc(1, sizeof(*q));
     if (!q) return ERR_NOMEM;
-    long room = s->cfg.max_context - r->n_prompt;
-    long gen = r->max_tokens > 0 && r->max_tokens < room ? r->max_tokens : room;
-    q->cap_tokens = r->n_prompt + (int)gen;
-    q->tokens = malloc((size_t)q->cap_tokens * sizeof(int32_t));
-    q->hashes = calloc((size_t)(q->cap_tokens / s->block_size + 1), sizeof(uint64_t));
-    int rc = ERR_NOMEM;
-    if (!q->tokens || !q->hashes) goto fail;
+    /* Room for the prompt and a first stretch of output; seq_grow adds more as it comes, so a
+     * queued request costs its prompt, not its whole possible context. */
+    int rc = seq_grow(s, q, r->n_prompt + SCHED_TOKENS_INITIAL);
+    if (rc) goto fail;
     memcpy(q->tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
     q->n_tokens = q->n_prompt = r->n_prompt;
     q->max_tokens = r->max_tokens;

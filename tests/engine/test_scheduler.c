@@ -20,7 +20,7 @@
 #define BS      16
 
 struct out {
-    int32_t tokens[256];
+    int32_t tokens[1024];
     int n_tokens;
     char text[2048];
     size_t len;
@@ -48,7 +48,7 @@ static void on_event(void *ctx, const struct sched_event *ev)
         return;
     }
     if (ev->has_token) {
-        ck_assert_int_lt(o->n_tokens, 256);
+        ck_assert_int_lt(o->n_tokens, 1024);
         o->tokens[o->n_tokens++] = ev->token;
         ck_assert_int_eq(ev->n_generated, o->n_tokens);
     }
@@ -465,6 +465,29 @@ START_TEST(test_sched_context_limit_and_bad_requests)
 }
 END_TEST
 
+START_TEST(test_sched_long_output_grows)
+{
+    /* 700 generated tokens: the token and hash arrays grow past their first stretch (256), and
+     * the prefix cache keeps chaining the blocks written after the growth. */
+    struct env e;
+    if (!env_open(&e, 64, 1, 1024)) return;
+    env_sched(&e, 1, 2048, true, true, 1024);
+    int32_t ids[64];
+    int n = make_prompt(0, ids);
+    add(&e, 0, ids, n, 700, 0);
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[0].finish, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(e.out[0].n_tokens, 700);
+    struct out first = e.out[0];
+    /* The same request again gives the same tokens. */
+    add(&e, 1, ids, n, 700, 0);
+    run_to_idle(&e);
+    ck_assert_int_eq(e.out[1].n_tokens, 700);
+    ck_assert(memcmp(e.out[1].tokens, first.tokens, 700 * sizeof(int32_t)) == 0);
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(test_sched_stop_all_ends_everything)
 {
     struct env e;
@@ -515,6 +538,7 @@ Suite *scheduler_suite(void)
     tcase_add_test(tc, test_sched_priority_orders_waiting);
     tcase_add_test(tc, test_sched_stop_string_and_eos);
     tcase_add_test(tc, test_sched_context_limit_and_bad_requests);
+    tcase_add_test(tc, test_sched_long_output_grows);
     tcase_add_test(tc, test_sched_stop_all_ends_everything);
     tcase_add_test(tc, test_sched_bad_config);
     suite_add_tcase(s, tc);
