@@ -64,10 +64,23 @@ static void live_remove(struct serve_loop *l, const struct serve_req *r)
         }
 }
 
-/* A request's last sequence ended: metrics, and the loop's reference goes. */
+static const char *finish_name(enum sched_finish f)
+{
+    return f == SCHED_FINISH_STOP ? "stop" : f == SCHED_FINISH_LENGTH ? "length" : "abort";
+}
+
+/* A request's last sequence ended: metrics, one access-log line (never the prompt or the text), and
+ * the loop's reference goes. */
 static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_finish f)
 {
-    serve_metrics_request_done(l->metrics, metric_finish(f), now_s() - r->arrival);
+    double e2e = now_s() - r->arrival;
+    serve_metrics_request_done(l->metrics, metric_finish(f), e2e);
+    log_info("request finished", LOG_S("id", r->id), LOG_I("choices", r->n_choices),
+             LOG_I("prompt_tokens", r->n_prompt), LOG_I("cached_tokens", r->loop_cached),
+             LOG_I("completion_tokens", r->loop_generated), LOG_S("finish_reason", finish_name(f)),
+             LOG_B("stream", r->api->stream),
+             LOG_F("ttft_s", r->first_token_seen ? r->first_token_at - r->arrival : -1.0),
+             LOG_F("e2e_s", e2e));
     live_remove(l, r);
     atomic_fetch_sub(&l->inflight, 1);
     serve_req_unref(r);
@@ -84,9 +97,12 @@ static void on_event(void *ctx, const struct sched_event *ev)
         if (u->choice == 0) serve_metrics_observe_queue_time(l->metrics, t - r->arrival);
         return;
     }
+    if (u->choice == 0 && ev->n_cached > r->loop_cached) r->loop_cached = ev->n_cached;
     if (ev->has_token) {
+        r->loop_generated++;
         if (!r->first_token_seen) {
             r->first_token_seen = true;
+            r->first_token_at = t;
             serve_metrics_observe_ttft(l->metrics, t - r->arrival);
         } else if (r->last_token_at[u->choice] > 0) {
             serve_metrics_observe_itl(l->metrics, t - r->last_token_at[u->choice]);

@@ -75,6 +75,8 @@ struct serve_req {
     int n_live;
     double *last_token_at; /* per choice, for inter-token latency */
     bool first_token_seen;
+    double first_token_at;
+    long loop_generated, loop_cached; /* for the access log */
     bool timed_out;
 
     /* Responder thread only (adopt_pending is handed over under the responder's lock). */
