@@ -711,13 +711,24 @@ static void *http_service_main(void *arg)
     struct http_server *srv = arg;
     while (!atomic_load(&srv->stopping))
         if (lws_service(srv->ctx, 0) < 0) break;
-    /* Producers must no longer wake the loop: detach every stream before the context goes. */
+    /* Producers must no longer wake the loop: detach every stream before the context goes. A
+     * stream cancelled here gets its cancel callback now, on this (the service) thread: its
+     * producer may see the flag and end the stream before lws_context_destroy reaches it, and the
+     * callback is owed to every stream cancelled before it ended. */
     for (struct http_stream *s = srv->streams; s; s = s->next) {
+        void (*fn)(void *) = NULL;
+        void *ud = NULL;
         pthread_mutex_lock(&s->mu);
         s->srv = NULL;
-        if (!s->ended && !s->aborted) s->cancelled = true;
+        if (!s->ended && !s->aborted) {
+            s->cancelled = true;
+            fn = s->on_cancel;
+            ud = s->cancel_ud;
+            s->on_cancel = NULL;
+        }
         pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
+        if (fn) fn(ud);
     }
     pthread_mutex_lock(&srv->mu);
     srv->ctx_alive = false;
