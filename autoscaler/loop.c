@@ -8,6 +8,7 @@
 #include "autoscaler/scrape.h"
 #include "autoscaler/signals.h"
 #include "autoscaler/victims.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/informer.h"
 #include "common/k8s/client.h"
@@ -236,13 +237,6 @@ static int register_metrics(struct loop *l, struct prom_registry *r)
 /* ------------------------------------------------------------------------------------------------
  * One round
  * ---------------------------------------------------------------------------------------------- */
-
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int json_int_at(const json_t *o, const char *a, const char *b, int def)
 {
@@ -506,7 +500,7 @@ static struct svc *svc_for(struct loop *l, const json_t *isvc, const struct poli
 static void round_run(struct loop *l)
 {
     const struct loop_cfg *cfg = l->cfg;
-    double t0 = mono_s();
+    double t0 = clock_mono_s();
     json_t *all = informer_list(l->isvcs, NULL, NULL);
     struct round_svc *rsv = calloc(json_array_size(all) + 1, sizeof(*rsv));
     struct round_pod *pods = NULL;
@@ -533,11 +527,11 @@ static void round_run(struct loop *l)
     for (i = 0; i < n_pods; i++) targets[i].url = pods[i].url;
     struct scrape_opts so = {.timeout_ms = (long)(cfg->scrape_timeout_s * 1000)};
     if (scrape_run(targets, n_pods, &so) != 0) goto out;
-    double now = mono_s();
+    double now = clock_mono_s();
     for (i = 0; i < n_rs && !shutdown_requested(); i++)
         decide(l, &rsv[i], pods + rsv[i].first, targets + rsv[i].first, now);
     prom_counter_inc(l->rounds, 1);
-    prom_histogram_observe(l->round_duration, mono_s() - t0);
+    prom_histogram_observe(l->round_duration, clock_mono_s() - t0);
 out:
     free(targets);
     free(pods);
@@ -623,9 +617,9 @@ int loop_run(const struct loop_cfg *cfg)
              LOG_I("targets", l.targets.n));
     int interval_ms = (int)(cfg->interval_s * 1000);
     while (!shutdown_requested()) {
-        double t0 = mono_s();
+        double t0 = clock_mono_s();
         round_run(&l);
-        int spent = (int)((mono_s() - t0) * 1000);
+        int spent = (int)((clock_mono_s() - t0) * 1000);
         if (shutdown_wait(spent < interval_ms ? interval_ms - spent : 0)) break;
     }
 out:

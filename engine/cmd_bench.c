@@ -5,6 +5,7 @@
  * and one JSON line per configuration on stdout. Synthetic token ids: no tokenizer involved. */
 #include "engine/cmd.h"
 
+#include "common/clock.h"
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -53,13 +54,6 @@ static const struct cfg_spec bench_spec = {
     .opts = bench_opts,
     .n_opts = sizeof(bench_opts) / sizeof(bench_opts[0]),
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* CPU seconds used by all threads of this process. */
 static double cpu_s(void)
@@ -146,9 +140,9 @@ static double bench_pp(struct bench *b, int n)
     struct model_batch_entry e = {seq, 0, n, b->ids, MODEL_LOGITS_LAST};
     const float *logits;
     int rows;
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = clock_mono_s(), c0 = cpu_s();
     rc = model_forward(b->m, b->kv, &e, 1, &logits, &rows);
-    dt = now_s() - t0;
+    dt = clock_mono_s() - t0;
     b->last_cpu = cpu_s() - c0;
 out:
     kv_cache_seq_close(b->kv, seq);
@@ -163,7 +157,7 @@ static double bench_tg(struct bench *b, int n_seq, int n_gen)
     for (; opened < n_seq; opened++)
         if ((rc = kv_cache_seq_open(b->kv, &b->seqs[opened]))) goto out;
     for (int s = 0; s < n_seq; s++) b->ids[s] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
-    t0 = now_s();
+    t0 = clock_mono_s();
     c0 = cpu_s();
     for (int step = 0; step < n_gen; step++) {
         for (int s = 0; s < n_seq; s++) {
@@ -178,7 +172,7 @@ static double bench_tg(struct bench *b, int n_seq, int n_gen)
         for (int s = 0; s < n_seq; s++)
             b->ids[s] = (int32_t)argmax(logits + (size_t)s * b->n_vocab, b->n_vocab);
     }
-    dt = now_s() - t0;
+    dt = clock_mono_s() - t0;
     b->last_cpu = cpu_s() - c0;
 out:
     for (int s = 0; s < opened; s++) kv_cache_seq_close(b->kv, b->seqs[s]);

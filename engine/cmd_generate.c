@@ -3,6 +3,7 @@
  * end-of-generation tokens, --max-tokens or the model's context length. Not the HTTP server. */
 #include "engine/cmd.h"
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/cli.h"
 #include "common/err.h"
@@ -82,13 +83,6 @@ static const struct cfg_spec gen_spec = {
     .opts = gen_opts,
     .n_opts = sizeof(gen_opts) / sizeof(gen_opts[0]),
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Parses "1, 2,3" into a new array (free()). ERR_INVAL with a message for anything else. */
 static int parse_ids(const char *s, int n_vocab, int32_t **out, size_t *n_out)
@@ -189,13 +183,13 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
     const struct gen_cfg *c = g->cfg;
     const float *logits = NULL;
     int rc = 0;
-    double t0 = now_s();
+    double t0 = clock_mono_s();
     for (int i = 0; i < n_prompt; i += c->n_batch) {
         int n = n_prompt - i < c->n_batch ? n_prompt - i : c->n_batch;
         if ((rc = gen_step(g, prompt + i, n, i + n == n_prompt, &logits))) return rc;
         if (shutdown_requested()) return ERR_CANCELLED;
     }
-    double t1 = now_s();
+    double t1 = clock_mono_s();
 
     struct tokenizer_detok dt;
     memset(&dt, 0, sizeof(dt));
@@ -232,7 +226,7 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
         if (out.len && fwrite(out.data, 1, out.len, stdout) != out.len) rc = ERR_IO;
         fflush(stdout);
     }
-    double t2 = now_s();
+    double t2 = clock_mono_s();
     log_info("generation finished", LOG_I("prompt_tokens", n_prompt), LOG_F("prefill_s", t1 - t0),
              LOG_F("prefill_tok_s", n_prompt / (t1 - t0)), LOG_I("generated_tokens", n_gen),
              LOG_F("decode_s", t2 - t1),

@@ -2,6 +2,7 @@
  * (starting -> serving -> draining -> stopped). The HTTP surface is engine/http_api.c, the OpenAI
  * handlers engine/serve_api.c, the inference thread engine/serve_loop.c and the responder
  * engine/serve_respond.c; this file wires them together and owns their order of start and stop. */
+#include "common/clock.h"
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -138,13 +139,6 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* "path/to/stories260K.gguf" -> "stories260K". */
 static void default_model_name(const char *path, char *out, size_t outlen)
 {
@@ -229,7 +223,7 @@ static int serve_load(struct serve_state *s)
     mo.backend = c->backend;
     mo.n_threads = c->threads;
     mo.kv_type = strcmp(c->kv_type, "f32") == 0 ? QUANT_F32 : QUANT_F16;
-    double t0 = now_s();
+    double t0 = clock_mono_s();
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {
         log_error("cannot load the model", LOG_S("path", c->model), LOG_S("err", err));
@@ -279,7 +273,7 @@ static int serve_load(struct serve_state *s)
     s->api.resp = s->resp;
     log_info("model loaded", LOG_S("path", c->model), LOG_S("arch", hp->arch_name),
              LOG_I("context_length", ctx), LOG_I("vocab", hp->n_vocab),
-             LOG_F("load_s", now_s() - t0));
+             LOG_F("load_s", clock_mono_s() - t0));
     return 0;
 }
 
@@ -293,8 +287,8 @@ static void serve_drain(struct serve_state *s)
              LOG_I("timeout_s", c->shutdown_timeout_s));
     for (int i = 0; i < c->shutdown_delay_s * 10; i++) sleep_ms(100);
     http_api_set_state(s->http, HTTP_API_DRAINING);
-    double end = now_s() + c->shutdown_timeout_s;
-    while (s->loop && now_s() < end &&
+    double end = clock_mono_s() + c->shutdown_timeout_s;
+    while (s->loop && clock_mono_s() < end &&
            (serve_loop_inflight(s->loop) > 0 || serve_respond_pending(s->resp) > 0))
         sleep_ms(20);
     if (s->loop && serve_loop_inflight(s->loop) > 0)

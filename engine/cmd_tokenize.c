@@ -4,6 +4,7 @@
  * --repeat N times the encoder (best of N, on stderr) for benchmarks. */
 #include "engine/cmd.h"
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/cli.h"
 #include "common/err.h"
@@ -83,13 +84,6 @@ static int read_file(const char *path, struct buf *out)
     return rc;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 int cmd_tokenize_main(int argc, char **argv)
 {
     struct tokenize_cfg c;
@@ -138,12 +132,12 @@ int cmd_tokenize_main(int argc, char **argv)
     for (int r = 0; r < c.repeat; r++) {
         free(ids);
         ids = NULL;
-        double t0 = now_s();
+        double t0 = clock_mono_s();
         if ((rc = tokenizer_encode(t, text, text_len, c.bos, c.parse_special, &ids, &n))) {
             fprintf(stderr, "cinfer-engine tokenize: %s\n", err_str(rc));
             goto out;
         }
-        double dt = now_s() - t0;
+        double dt = clock_mono_s() - t0;
         if (r == 0 || dt < best) best = dt;
     }
     if (c.repeat > 1)

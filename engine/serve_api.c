@@ -2,6 +2,7 @@
  * to the responder and the inference loop. */
 #include "engine/serve_api.h"
 
+#include "common/clock.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/http_server.h"
@@ -24,19 +25,32 @@
 #define SERVE_API_RETRY_QUEUE_S    1
 #define SERVE_API_PROMPT_TEXT_MAX  (64u << 20) /* rendered chat prompt */
 
+#define SERVE_ERROR_BODY_MAX (1u << 16)
+
+int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e)
+{
+    buf_init(&x->body, SERVE_ERROR_BODY_MAX);
+    x->retry_after_header = (struct http_header){"Retry-After", x->retry_after};
+    bool has_ra = api_error_retry_after(e, x->retry_after, sizeof(x->retry_after)) == 1;
+    x->headers = has_ra ? &x->retry_after_header : NULL;
+    x->n_headers = has_ra ? 1 : 0;
+    return api_error_body(e, &x->body);
+}
+
+void serve_error_reply_fini(struct serve_error_reply *x)
+{
+    buf_fini(&x->body);
+}
+
 static void respond_api_error(struct http_req *req, const struct api_error *e)
 {
-    struct buf b;
-    buf_init(&b, 1 << 16);
-    char ra[16];
-    struct http_header h = {"Retry-After", ra};
-    bool has_ra = api_error_retry_after(e, ra, sizeof(ra)) == 1;
-    if (api_error_body(e, &b) == 0)
-        http_respond(req, e->status, "application/json", b.data, b.len, has_ra ? &h : NULL,
-                     has_ra ? 1 : 0);
+    struct serve_error_reply x;
+    if (serve_error_reply_init(&x, e) == 0)
+        http_respond(req, e->status, "application/json", x.body.data, x.body.len, x.headers,
+                     x.n_headers);
     else
         http_respond_error(req, 500, "server_error", "cannot format the error");
-    buf_fini(&b);
+    serve_error_reply_fini(&x);
 }
 
 bool serve_api_authorized(const char *key, const char *header)
@@ -183,18 +197,11 @@ static uint64_t random_u64(void)
     return v;
 }
 
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
                    enum api_kind kind)
 {
     if (!authorized(api, req) || !gate_open(gate, req)) return;
-    double arrival = now_mono();
+    double arrival = clock_mono_s();
     size_t len = 0;
     const char *body = http_req_body(req, &len);
     struct api_limits lim = {.n_vocab = api->n_vocab, .max_tokens = api->max_context};

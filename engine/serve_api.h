@@ -5,12 +5,13 @@
 #ifndef CINFER_ENGINE_SERVE_API_H
 #define CINFER_ENGINE_SERVE_API_H
 
+#include "common/buf.h"
+#include "common/http_server.h"
 #include "engine/chat_template.h"
 
 #include <stdbool.h>
 #include <stdint.h>
 
-struct http_req;
 struct tokenizer;
 struct serve_loop;
 struct serve_respond;
@@ -41,6 +42,21 @@ void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate
                            struct http_req *req);
 void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req);
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
+
+/* An OpenAI error ready to send, on a request or on a deferred stream: the JSON body and, when the
+ * error asks for one, the Retry-After header (headers/n_headers point into the struct). */
+struct serve_error_reply {
+    struct buf body;
+    char retry_after[16];
+    struct http_header retry_after_header;
+    const struct http_header *headers; /* NULL or &retry_after_header */
+    size_t n_headers;
+};
+
+/* Formats `e` (borrowed) into `x`. Returns 0, or ERR_NOMEM / ERR_TOO_BIG (x is still finalisable).
+ * Any thread. */
+int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e);
+void serve_error_reply_fini(struct serve_error_reply *x);
 
 /* True when `header` (the Authorization header's value, NULL when absent) carries the bearer
  * token `key` (NULL: no key configured, everything passes). Constant time in the key's length.

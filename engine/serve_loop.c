@@ -2,8 +2,10 @@
  * state and events feed. */
 #include "engine/serve_loop.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/metric_names.h"
 #include "engine/serve_metrics.h"
 #include "engine/serve_req.h"
 #include "engine/serve_respond.h"
@@ -27,26 +29,17 @@ struct serve_loop {
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct serve_req **inbox; /* submitted, each holding the loop's reference */
-    size_t n_inbox, cap_inbox;
-    bool wake;     /* something to look at (a cancellation) */
-    bool stopping; /* end everything and exit */
+    struct serve_req_list inbox; /* submitted, each holding the loop's reference */
+    bool wake;                   /* something to look at (a cancellation) */
+    bool stopping;               /* end everything and exit */
     atomic_int inflight;
     atomic_int waiting;  /* published after each step */
     atomic_bool faulted; /* forward steps keep failing: /health reports it */
 
     /* Loop thread only. */
-    struct serve_req **live; /* requests with sequences in the scheduler */
-    size_t n_live, cap_live;
-    struct sched_stats last; /* counters at the previous metrics update */
+    struct serve_req_list live; /* requests with sequences in the scheduler */
+    struct sched_stats last;    /* counters at the previous metrics update */
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static enum serve_finish metric_finish(enum sched_finish f)
 {
@@ -55,25 +48,19 @@ static enum serve_finish metric_finish(enum sched_finish f)
                                       : SERVE_FINISH_ABORT;
 }
 
-static void live_remove(struct serve_loop *l, const struct serve_req *r)
-{
-    for (size_t i = 0; i < l->n_live; i++)
-        if (l->live[i] == r) {
-            l->live[i] = l->live[--l->n_live];
-            return;
-        }
-}
-
+/* The finish reason as OpenAI and the metrics spell it. */
 static const char *finish_name(enum sched_finish f)
 {
-    return f == SCHED_FINISH_STOP ? "stop" : f == SCHED_FINISH_LENGTH ? "length" : "abort";
+    return f == SCHED_FINISH_STOP     ? METRIC_FINISHED_STOP
+           : f == SCHED_FINISH_LENGTH ? METRIC_FINISHED_LENGTH
+                                      : METRIC_FINISHED_ABORT;
 }
 
 /* A request's last sequence ended: metrics, one access-log line (never the prompt or the text), and
  * the loop's reference goes. */
 static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_finish f)
 {
-    double e2e = now_s() - r->arrival;
+    double e2e = clock_mono_s() - r->arrival;
     serve_metrics_request_done(l->metrics, metric_finish(f), e2e);
     log_info("request finished", LOG_S("id", r->id), LOG_I("choices", r->n_choices),
              LOG_I("prompt_tokens", r->n_prompt), LOG_I("cached_tokens", r->loop_cached),
@@ -81,7 +68,7 @@ static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_f
              LOG_B("stream", r->api->stream),
              LOG_F("ttft_s", r->first_token_seen ? r->first_token_at - r->arrival : -1.0),
              LOG_F("e2e_s", e2e));
-    live_remove(l, r);
+    serve_req_list_remove(&l->live, r);
     atomic_fetch_sub(&l->inflight, 1);
     serve_req_unref(r);
 }
@@ -92,7 +79,7 @@ static void on_event(void *ctx, const struct sched_event *ev)
     struct serve_loop *l = ctx;
     struct serve_seq_ud *u = ev->ud;
     struct serve_req *r = u->req;
-    double t = now_s();
+    double t = clock_mono_s();
     if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
         if (u->choice == 0) serve_metrics_observe_queue_time(l->metrics, t - r->arrival);
         return;
@@ -131,14 +118,7 @@ static void admit_request(struct serve_loop *l, struct serve_req *r)
     const struct api_request *a = r->api;
     const char *stops[API_MAX_STOP];
     for (size_t i = 0; i < a->n_stop; i++) stops[i] = a->stop[i];
-    if (l->n_live == l->cap_live) {
-        size_t cap = l->cap_live ? l->cap_live * 2 : 64;
-        struct serve_req **g = realloc(l->live, cap * sizeof(*g));
-        if (!g) goto fail;
-        l->live = g;
-        l->cap_live = cap;
-    }
-    l->live[l->n_live++] = r;
+    if (serve_req_list_push(&l->live, r) != 0) goto fail;
     for (int c = 0; c < r->n_choices; c++) {
         struct sched_request sr = {
             .prompt = r->prompt,
@@ -163,7 +143,7 @@ static void admit_request(struct serve_loop *l, struct serve_req *r)
             for (int k = 0; k < c; k++)
                 if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k], SCHED_FINISH_ABORT);
             if (c == 0) {
-                live_remove(l, r);
+                serve_req_list_remove(&l->live, r);
                 serve_respond_post(l->resp, r);
                 atomic_fetch_sub(&l->inflight, 1);
                 serve_req_unref(r);
@@ -184,9 +164,9 @@ fail:
 /* Client gone: abort. Past the request timeout: end with what was generated ("length"). */
 static void cancel_requests(struct serve_loop *l)
 {
-    double now = l->cfg.request_timeout_s > 0 ? now_s() : 0;
-    for (size_t i = 0; i < l->n_live; i++) {
-        struct serve_req *r = l->live[i];
+    double now = l->cfg.request_timeout_s > 0 ? clock_mono_s() : 0;
+    for (size_t i = 0; i < l->live.n; i++) {
+        struct serve_req *r = l->live.v[i];
         enum sched_finish why = SCHED_FINISH_NONE;
         if (atomic_load(&r->cancelled))
             why = SCHED_FINISH_ABORT;
@@ -224,18 +204,16 @@ static void *loop_main(void *arg)
     double last_update = 0;
     for (;;) {
         pthread_mutex_lock(&l->mu);
-        while (!l->stopping && !l->n_inbox && !l->wake && sched_idle(l->sched))
+        while (!l->stopping && !l->inbox.n && !l->wake && sched_idle(l->sched))
             pthread_cond_wait(&l->cv, &l->mu);
-        struct serve_req **in = l->inbox;
-        size_t n_in = l->n_inbox;
-        l->inbox = NULL;
-        l->n_inbox = l->cap_inbox = 0;
+        struct serve_req_list in = l->inbox;
+        l->inbox = (struct serve_req_list){0};
         l->wake = false;
         bool stopping = l->stopping;
         pthread_mutex_unlock(&l->mu);
 
-        for (size_t i = 0; i < n_in; i++) admit_request(l, in[i]);
-        free(in);
+        for (size_t i = 0; i < in.n; i++) admit_request(l, in.v[i]);
+        serve_req_list_fini(&in);
         if (stopping) break;
         cancel_requests(l);
         int rc = sched_step(l->sched);
@@ -248,7 +226,7 @@ static void *loop_main(void *arg)
         }
         /* The gauges need a scan of the prefix cache: refresh them every few steps, and always
          * when the engine goes idle so that scrapes then see exact zeros. */
-        double t = now_s();
+        double t = clock_mono_s();
         if (t - last_update >= SERVE_LOOP_METRICS_PERIOD_S || sched_idle(l->sched)) {
             update_metrics(l);
             last_update = t;
@@ -257,7 +235,7 @@ static void *loop_main(void *arg)
     /* Drain timeout or shutdown: end what is left; clients get what was generated so far. */
     if (!sched_idle(l->sched)) {
         log_warn("ending requests still in flight at shutdown",
-                 LOG_I("requests", (long long)l->n_live));
+                 LOG_I("requests", (long long)l->live.n));
         sched_stop_all(l->sched, SCHED_FINISH_LENGTH);
     }
     update_metrics(l);
@@ -299,21 +277,12 @@ int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
     int rc = 0;
     if (l->stopping || !l->started)
         rc = ERR_BAD_STATE;
-    else if (atomic_load(&l->waiting) + (int)l->n_inbox >= l->cfg.max_queue)
+    else if (atomic_load(&l->waiting) + (int)l->inbox.n >= l->cfg.max_queue)
         rc = ERR_AGAIN;
-    else if (l->n_inbox == l->cap_inbox) {
-        size_t cap = l->cap_inbox ? l->cap_inbox * 2 : 32;
-        struct serve_req **g = realloc(l->inbox, cap * sizeof(*g));
-        if (!g)
-            rc = ERR_NOMEM;
-        else {
-            l->inbox = g;
-            l->cap_inbox = cap;
-        }
-    }
+    else
+        rc = serve_req_list_push(&l->inbox, r);
     if (!rc) {
         serve_req_ref(r);
-        l->inbox[l->n_inbox++] = r;
         atomic_fetch_add(&l->inflight, 1);
         pthread_cond_signal(&l->cv);
     }
@@ -359,15 +328,16 @@ void serve_loop_free(struct serve_loop *l)
 {
     if (!l) return;
     serve_loop_stop(l);
-    for (size_t i = 0; i < l->n_inbox; i++) {
-        atomic_store(&l->inbox[i]->failed, true);
-        l->inbox[i]->fail_status = 503;
-        serve_respond_post(l->resp, l->inbox[i]);
-        serve_req_unref(l->inbox[i]);
+    for (size_t i = 0; i < l->inbox.n; i++) {
+        struct serve_req *r = l->inbox.v[i];
+        atomic_store(&r->failed, true);
+        r->fail_status = 503;
+        serve_respond_post(l->resp, r);
+        serve_req_unref(r);
     }
     sched_free(l->sched);
-    free(l->inbox);
-    free(l->live);
+    serve_req_list_fini(&l->inbox);
+    serve_req_list_fini(&l->live);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv);
     free(l);

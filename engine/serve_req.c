@@ -136,3 +136,38 @@ void serve_req_events_free(struct serve_event *ev, size_t n)
     for (size_t i = 0; i < n; i++) free(ev[i].text);
     free(ev);
 }
+
+int serve_req_list_push(struct serve_req_list *l, struct serve_req *r)
+{
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        struct serve_req **g = realloc(l->v, cap * sizeof(*g));
+        if (!g) return ERR_NOMEM;
+        l->v = g;
+        l->cap = cap;
+    }
+    l->v[l->n++] = r;
+    return 0;
+}
+
+void serve_req_list_remove(struct serve_req_list *l, const struct serve_req *r)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == r) {
+            l->v[i] = l->v[--l->n];
+            return;
+        }
+}
+
+bool serve_req_list_has(const struct serve_req_list *l, const struct serve_req *r)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i] == r) return true;
+    return false;
+}
+
+void serve_req_list_fini(struct serve_req_list *l)
+{
+    free(l->v);
+    *l = (struct serve_req_list){0};
+}

@@ -91,6 +91,22 @@ struct serve_req {
     struct buf pending; /* formatted bytes the client's stream had no room for yet */
 };
 
+/* A growable array of request pointers (it holds no references itself), owned by whoever guards
+ * it. Zero-initialised is empty. */
+struct serve_req_list {
+    struct serve_req **v;
+    size_t n, cap;
+};
+
+/* Appends r. 0 or ERR_NOMEM (nothing changed). */
+int serve_req_list_push(struct serve_req_list *l, struct serve_req *r);
+/* Removes one occurrence of r, if any; the order of the others may change. */
+void serve_req_list_remove(struct serve_req_list *l, const struct serve_req *r);
+/* True when r is in the list. */
+bool serve_req_list_has(const struct serve_req_list *l, const struct serve_req *r);
+/* Frees the array (not the requests) and empties the list. */
+void serve_req_list_fini(struct serve_req_list *l);
+
 /* The scheduler cookie of one choice. */
 struct serve_seq_ud {
     struct serve_req *req;

@@ -3,9 +3,11 @@
  * and a pending buffer for output the socket queue had no room for. */
 #include "engine/serve_respond.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "engine/serve_api.h"
 #include "engine/serve_loop.h"
 #include "engine/serve_req.h"
 #include "engine/tokenizer.h"
@@ -28,49 +30,17 @@ struct serve_respond {
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct serve_req **ready; /* posted, each holding a reference */
-    size_t n_ready, cap_ready;
+    struct serve_req_list ready; /* posted, each holding a reference */
     bool stopping;
     atomic_int pending; /* adopted, not yet answered */
 
     /* Responder thread only. */
-    struct serve_req **backlog; /* answered partially: output waiting for socket room */
-    size_t n_backlog, cap_backlog;
-    struct serve_req **adopted; /* every request not yet answered (for the final abort) */
-    size_t n_adopted, cap_adopted;
+    struct serve_req_list backlog; /* answered partially: output waiting for socket room */
+    struct serve_req_list adopted; /* every request not yet answered (for the final abort) */
 };
 
 /* Per-request responder flags live in serve_req's responder-only fields; `began` doubles as "the
  * SSE headers went out". A request is answered when its stream handle is released. */
-
-static int ptr_push(struct serve_req ***arr, size_t *n, size_t *cap, struct serve_req *r)
-{
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 32;
-        struct serve_req **g = realloc(*arr, c * sizeof(*g));
-        if (!g) return ERR_NOMEM;
-        *arr = g;
-        *cap = c;
-    }
-    (*arr)[(*n)++] = r;
-    return 0;
-}
-
-static void ptr_remove(struct serve_req **arr, size_t *n, const struct serve_req *r)
-{
-    for (size_t i = 0; i < *n; i++)
-        if (arr[i] == r) {
-            arr[i] = arr[--*n];
-            return;
-        }
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- answering */
 
@@ -94,8 +64,8 @@ static bool answered(const struct serve_req *r)
 /* Releases the stream after a whole answer and drops the responder's reference. */
 static void finish_request(struct serve_respond *p, struct serve_req *r)
 {
-    ptr_remove(p->backlog, &p->n_backlog, r);
-    ptr_remove(p->adopted, &p->n_adopted, r);
+    serve_req_list_remove(&p->backlog, r);
+    serve_req_list_remove(&p->adopted, r);
     atomic_fetch_sub(&p->pending, 1);
     serve_req_unref(r);
 }
@@ -122,18 +92,14 @@ static void respond_error(struct serve_req *r, enum api_error_kind kind, const c
     struct api_error e;
     api_error_set(&e, kind, NULL, "%s", msg);
     e.retry_after_s = retry_after_s;
-    struct buf b;
-    buf_init(&b, 1 << 16);
-    char ra[16];
-    struct http_header h = {"Retry-After", ra};
-    bool has_ra = api_error_retry_after(&e, ra, sizeof(ra)) == 1;
-    if (api_error_body(&e, &b) == 0)
-        (void)http_stream_respond(r->stream, e.status, "application/json", b.data, b.len,
-                                  has_ra ? &h : NULL, has_ra ? 1 : 0);
+    struct serve_error_reply x;
+    if (serve_error_reply_init(&x, &e) == 0)
+        (void)http_stream_respond(r->stream, e.status, "application/json", x.body.data, x.body.len,
+                                  x.headers, x.n_headers);
     else
         http_stream_abort(r->stream);
     r->stream = NULL;
-    buf_fini(&b);
+    serve_error_reply_fini(&x);
 }
 
 /* Appends one SSE event for `j` (consumed) to the pending output. */
@@ -308,7 +274,7 @@ static void process(struct serve_respond *p, struct serve_req *r)
 {
     if (r->adopt_pending) {
         r->adopt_pending = false;
-        if (ptr_push(&p->adopted, &p->n_adopted, &p->cap_adopted, r) != 0)
+        if (serve_req_list_push(&p->adopted, r) != 0)
             atomic_store(&r->failed, true); /* cannot track it: answer 500 now */
     }
     struct serve_event *ev;
@@ -371,11 +337,9 @@ static void process(struct serve_respond *p, struct serve_req *r)
         (void)http_stream_end(r->stream);
         r->stream = NULL;
     }
-    bool in_backlog = false;
-    for (size_t i = 0; i < p->n_backlog; i++) in_backlog |= p->backlog[i] == r;
-    if (!answered(r) && r->pending.len && !in_backlog)
-        (void)ptr_push(&p->backlog, &p->n_backlog, &p->cap_backlog, r);
-    if (answered(r) && in_backlog) ptr_remove(p->backlog, &p->n_backlog, r);
+    bool in_backlog = serve_req_list_has(&p->backlog, r);
+    if (!answered(r) && r->pending.len && !in_backlog) (void)serve_req_list_push(&p->backlog, r);
+    if (answered(r) && in_backlog) serve_req_list_remove(&p->backlog, r);
     /* Finished for us once the stream is released and the loop has ended every sequence (or we
      * gave up because the loop could not reach it). */
     if (answered(r) && (all_done || atomic_load(&r->failed)) && !r->resp_done) {
@@ -391,8 +355,8 @@ static void *respond_main(void *arg)
     struct serve_respond *p = arg;
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->n_ready && !p->n_backlog && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
-        if (!p->n_ready && p->n_backlog) {
+        while (!p->ready.n && !p->backlog.n && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->ready.n && p->backlog.n) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += RESPOND_RETRY_MS * 1000000L;
@@ -402,29 +366,27 @@ static void *respond_main(void *arg)
             }
             (void)pthread_cond_timedwait(&p->cv, &p->mu, &ts);
         }
-        if (p->stopping && !p->n_ready && !p->n_backlog) break;
-        struct serve_req **batch = p->ready;
-        size_t nb = p->n_ready;
-        p->ready = NULL;
-        p->n_ready = p->cap_ready = 0;
+        if (p->stopping && !p->ready.n && !p->backlog.n) break;
+        struct serve_req_list batch = p->ready;
+        p->ready = (struct serve_req_list){0};
         pthread_mutex_unlock(&p->mu);
 
-        for (size_t i = 0; i < nb; i++) {
-            atomic_store(&batch[i]->in_ready, false);
-            process(p, batch[i]);
-            serve_req_unref(batch[i]);
+        for (size_t i = 0; i < batch.n; i++) {
+            atomic_store(&batch.v[i]->in_ready, false);
+            process(p, batch.v[i]);
+            serve_req_unref(batch.v[i]);
         }
-        free(batch);
-        for (size_t i = 0; i < p->n_backlog;) {
-            struct serve_req *r = p->backlog[i];
-            size_t before = p->n_backlog;
+        serve_req_list_fini(&batch);
+        for (size_t i = 0; i < p->backlog.n;) {
+            struct serve_req *r = p->backlog.v[i];
+            size_t before = p->backlog.n;
             serve_req_ref(r);
             process(p, r);
             serve_req_unref(r);
-            if (p->n_backlog == before && p->backlog[i] == r) i++;
+            if (p->backlog.n == before && p->backlog.v[i] == r) i++;
         }
         pthread_mutex_lock(&p->mu);
-        if (p->stopping && !p->n_ready && !p->n_backlog) break;
+        if (p->stopping && !p->ready.n && !p->backlog.n) break;
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -454,7 +416,7 @@ void serve_respond_post(struct serve_respond *p, struct serve_req *r)
     if (atomic_exchange(&r->in_ready, true)) return;
     serve_req_ref(r);
     pthread_mutex_lock(&p->mu);
-    int rc = ptr_push(&p->ready, &p->n_ready, &p->cap_ready, r);
+    int rc = serve_req_list_push(&p->ready, r);
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     if (rc) {
@@ -483,8 +445,8 @@ int serve_respond_pending(const struct serve_respond *p)
 void serve_respond_stop(struct serve_respond *p, int grace_ms)
 {
     if (!p->started) return;
-    double end = now_s() + grace_ms / 1000.0;
-    while (serve_respond_pending(p) > 0 && now_s() < end) {
+    double end = clock_mono_s() + grace_ms / 1000.0;
+    while (serve_respond_pending(p) > 0 && clock_mono_s() < end) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
@@ -495,18 +457,18 @@ void serve_respond_stop(struct serve_respond *p, int grace_ms)
     pthread_join(p->thread, NULL);
     p->started = false;
     /* Whatever is still unanswered is cut off. */
-    for (size_t i = 0; i < p->n_adopted; i++) {
-        struct serve_req *r = p->adopted[i];
+    for (size_t i = 0; i < p->adopted.n; i++) {
+        struct serve_req *r = p->adopted.v[i];
         if (r->stream) http_stream_abort(r->stream);
         r->stream = NULL;
         serve_req_unref(r);
     }
-    p->n_adopted = 0;
-    for (size_t i = 0; i < p->n_ready; i++) {
-        atomic_store(&p->ready[i]->in_ready, false);
-        serve_req_unref(p->ready[i]);
+    p->adopted.n = 0;
+    for (size_t i = 0; i < p->ready.n; i++) {
+        atomic_store(&p->ready.v[i]->in_ready, false);
+        serve_req_unref(p->ready.v[i]);
     }
-    p->n_ready = 0;
+    p->ready.n = 0;
 }
 
 void serve_respond_free(struct serve_respond *p)
@@ -515,8 +477,8 @@ void serve_respond_free(struct serve_respond *p)
     serve_respond_stop(p, 0);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
-    free(p->ready);
-    free(p->backlog);
-    free(p->adopted);
+    serve_req_list_fini(&p->ready);
+    serve_req_list_fini(&p->backlog);
+    serve_req_list_fini(&p->adopted);
     free(p);
 }

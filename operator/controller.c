@@ -1,6 +1,7 @@
 /* Informers + work queue + workers + leader election for InferenceServices (see controller.h). */
 #include "operator/controller.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/informer.h"
 #include "common/k8s/client.h"
@@ -74,13 +75,6 @@ static void on_owned(void *ctx, enum k8s_watch_type type, const json_t *obj)
     enqueue_isvc(ctx, json_string_value(json_object_get(meta, "namespace")), owner);
 }
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 struct worker_arg {
     struct controller *ctl;
     int id;
@@ -101,13 +95,13 @@ static void *worker_main(void *arg)
             shutdown_wait(1000);
             continue;
         }
-        double t0 = now_seconds();
+        double t0 = clock_mono_s();
         struct reconcile_outcome res;
         /* A reconcile id ties together the log lines of one pass over one key. */
         char rid[32];
         snprintf(rid, sizeof(rid), "w%d-%llu", wa->id, ++wa->count);
         reconcile_key(c, &ctl->caches, &ctl->cfg->desired, key, time(NULL), &res);
-        double took = now_seconds() - t0;
+        double took = clock_mono_s() - t0;
         prom_histogram_observe(ctl->duration, took);
         if (res.result == RECONCILE_DONE) {
             prom_counter_inc(ctl->reconcile_ok, 1);
