@@ -30,7 +30,8 @@ if [ ! -x "$bin" ]; then
 	finish
 fi
 
-# start LOGFILE [serve flags...]: starts the engine on a free port; sets pid and port.
+# start LOGFILE [serve flags...]: starts the engine on a free port and waits until it serves (the
+# port opens before the model is loaded, with /health at 503); sets pid and port.
 start() {
 	local log="$1"
 	shift
@@ -39,7 +40,7 @@ start() {
 	pid=$!
 	port=""
 	for _ in $(seq 1 100); do
-		port="$(sed -n 's/.*http server listening.*port=\([0-9][0-9]*\).*/\1/p' "$log" | head -n1)"
+		port="$(sed -n 's/.*engine: serving .*port=\([0-9][0-9]*\).*/\1/p' "$log" | head -n1)"
 		[ -n "$port" ] && return 0
 		kill -0 "$pid" 2>/dev/null || return 1
 		sleep 0.1
