@@ -186,11 +186,18 @@ static void format_shape(const struct gguf_tensor *t, char *buf, size_t len)
     }
 }
 
+/* How load_weight treats a tensor. */
+enum {
+    WEIGHT_OPTIONAL = 1,    /* a missing tensor leaves *out NULL */
+    WEIGHT_LOOKUP_ONLY = 2, /* only read by get_rows (see backend_weight_desc) */
+};
+
 /* Validates tensor `name` as (rows, cols) with ne[0] = cols (a 1-D tensor when rows == 1) and
- * prepares it. A missing optional tensor leaves *out NULL. */
-static int load_weight(struct model *m, const char *name, int64_t rows, int64_t cols, bool optional,
-                       struct backend_weight **out, char *err, size_t errlen)
+ * prepares it; `flags` are WEIGHT_* bits. */
+static int load_weight(struct model *m, const char *name, int64_t rows, int64_t cols,
+                       unsigned flags, struct backend_weight **out, char *err, size_t errlen)
 {
+    bool optional = flags & WEIGHT_OPTIONAL;
     *out = NULL;
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t && optional) return 0;
@@ -218,7 +225,8 @@ static int load_weight(struct model *m, const char *name, int64_t rows, int64_t 
     if (!t->data || t->size != (uint64_t)rows * row_bytes)
         return fail(err, errlen, ERR_INVAL, "tensor %s: %llu bytes of data, expected %llu", name,
                     (unsigned long long)t->size, (unsigned long long)rows * row_bytes);
-    struct backend_weight_desc d = {t->type, rows, cols, t->data};
+    struct backend_weight_desc d = {t->type, rows, cols, t->data,
+                                    (flags & WEIGHT_LOOKUP_ONLY) != 0};
     int rc = m->be->ops->weight_prepare(m->be, &d, out);
     if (rc)
         return fail(err, errlen, rc, "tensor %s: backend cannot prepare it (%s)", name,
@@ -262,8 +270,8 @@ static int load_layer(struct model *m, int il, char *err, size_t errlen)
         if (spec[i].need == 0) continue;
         char name[96];
         snprintf(name, sizeof(name), "blk.%d.%s", il, spec[i].suffix);
-        int rc = load_weight(m, name, spec[i].rows, spec[i].cols, spec[i].need == 2, spec[i].dst,
-                             err, errlen);
+        int rc = load_weight(m, name, spec[i].rows, spec[i].cols,
+                             spec[i].need == 2 ? WEIGHT_OPTIONAL : 0, spec[i].dst, err, errlen);
         if (rc) return rc;
     }
     return 0;
@@ -338,12 +346,11 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         rc = fail(err, errlen, ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = load_weight(m, "token_embd.weight", hp->n_vocab, hp->n_embd, false, &m->tok_embd, err,
-                          errlen)) ||
-        (rc = load_weight(m, "output_norm.weight", 1, hp->n_embd, false, &m->out_norm, err,
-                          errlen)) ||
-        (rc = load_weight(m, "output.weight", hp->n_vocab, hp->n_embd, true, &m->output, err,
-                          errlen)))
+    if ((rc = load_weight(m, "token_embd.weight", hp->n_vocab, hp->n_embd,
+                          hp->tied_output ? 0 : WEIGHT_LOOKUP_ONLY, &m->tok_embd, err, errlen)) ||
+        (rc = load_weight(m, "output_norm.weight", 1, hp->n_embd, 0, &m->out_norm, err, errlen)) ||
+        (rc = load_weight(m, "output.weight", hp->n_vocab, hp->n_embd, WEIGHT_OPTIONAL, &m->output,
+                          err, errlen)))
         goto out;
     if (!m->output) m->output = m->tok_embd;
     for (int il = 0; il < hp->n_layer; il++)

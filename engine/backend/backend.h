@@ -6,7 +6,8 @@
  * Memory: activations and the KV cache live in backend memory obtained from ops->alloc (host memory for
  * the CPU, device memory for CUDA). The model never dereferences them; it moves data in and out with
  * upload/download. Weights are described by host pointers into the GGUF mapping and "prepared" once
- * (the CPU may repack them; CUDA copies them to the device).
+ * (the CPU repacks Q8_0/Q4_0 matrices for its VNNI kernels and advises the kernel to drop the
+ * mapped originals' pages, so memory stays about the file size; CUDA copies them to the device).
  *
  * Shapes are row-major, tokens outermost: x (n_tokens, dim) means x[t*dim + i].
  * All ops are called from the one inference thread; the backend may use its own worker threads.
@@ -16,17 +17,22 @@
 
 #include "engine/quant.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct backend;
 
 /* A weight matrix (rows, cols): y = W x computes `rows` outputs from `cols` inputs. A 1-D weight
- * (norm gains, biases) has rows = 1. `data` borrows the GGUF mapping in the file's type. */
+ * (norm gains, biases) has rows = 1. `data` borrows the GGUF mapping in the file's type.
+ * lookup_only: the weight is only ever read by get_rows (an untied embedding table), so the
+ * backend need not prepare it for matmul (the CPU backend then does not repack it); matmul on
+ * it still works. */
 struct backend_weight_desc {
     enum quant_type type;
     int64_t rows, cols;
     const void *data;
+    bool lookup_only;
 };
 
 struct backend_weight; /* prepared weight, opaque; owned by the backend, freed by weight_free */

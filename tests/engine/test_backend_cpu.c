@@ -207,7 +207,8 @@ static void check_matmul_type(enum quant_type type, int64_t block)
 {
     /* odd row counts (tile remainders), n_tokens 1 and > 1 (token tile remainders, > one block) */
     const int64_t rows[] = {1, 7, 33};
-    const int n_tokens[] = {1, 3, 70};
+    /* 27 = packed token tiles of 16 + 8 + 2 + 1; 70 = 4 x 16 + 4 + 2 */
+    const int n_tokens[] = {1, 3, 27, 70};
     int64_t cols_list[] = {block == 1 ? 37 : block, block == 1 ? 96 : 3 * block};
     for (size_t r = 0; r < ARRAY_LEN(rows); r++)
         for (size_t c = 0; c < ARRAY_LEN(cols_list); c++)
@@ -271,7 +272,7 @@ START_TEST(test_matmul_batch_invariant)
     for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
         int64_t cols = cols_for[ti];
         void *wd = random_weights(types[ti], rows, cols);
-        struct backend_weight_desc d = {types[ti], rows, cols, wd};
+        struct backend_weight_desc d = {types[ti], rows, cols, wd, false};
         float *x = malloc(sizeof(float) * nt * cols);
         fill_f(x, (size_t)nt * cols);
         for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
@@ -283,6 +284,14 @@ START_TEST(test_matmul_batch_invariant)
                 float *one = run_matmul(isa_levels[li], 1, &d, x + (size_t)t * cols, 1);
                 float *three =
                     run_matmul(isa_levels[li], 1, &d, x + (size_t)(t > 2 ? t - 2 : 0) * cols, 3);
+                /* 9 tokens: the 8-token tile of the packed kernels */
+                float *nine =
+                    run_matmul(isa_levels[li], 1, &d, x + (size_t)(t > 8 ? t - 8 : 0) * cols, 9);
+                ck_assert_msg(memcmp(nine + (size_t)(t > 8 ? 8 : t) * rows, all + (size_t)t * rows,
+                                     sizeof(float) * rows) == 0,
+                              "type %d isa %s token %d: 9-token batch differs", types[ti],
+                              isa_levels[li], t);
+                free(nine);
                 ck_assert_msg(memcmp(one, all + (size_t)t * rows, sizeof(float) * rows) == 0,
                               "type %d isa %s token %d: alone differs from batch", types[ti],
                               isa_levels[li], t);
@@ -296,6 +305,42 @@ START_TEST(test_matmul_batch_invariant)
             free(all);
         }
         free(x);
+        free(wd);
+    }
+}
+END_TEST
+
+/* A weight marked lookup_only is not repacked, yet matmul on it still agrees with the repacked one,
+ * get_rows reads it, and preparing (which repacks and advises the kernel to drop the original's
+ * pages) never changes the caller's data. */
+START_TEST(test_weight_lookup_only_and_source_untouched)
+{
+    const enum quant_type types[] = {QUANT_Q8_0, QUANT_Q4_0};
+    int64_t rows = 40, cols = 256;
+    int nt = 5;
+    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+        size_t bytes = type_row_bytes(types[ti], cols) * (size_t)rows;
+        void *wd = random_weights(types[ti], rows, cols);
+        void *copy = malloc(bytes);
+        memcpy(copy, wd, bytes);
+        float *x = malloc(sizeof(float) * nt * cols);
+        fill_f(x, (size_t)nt * cols);
+        for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+            struct backend_weight_desc d = {types[ti], rows, cols, wd, false};
+            float *packed = run_matmul(isa_levels[li], 2, &d, x, nt);
+            if (!packed) continue;
+            d.lookup_only = true;
+            float *plain = run_matmul(isa_levels[li], 2, &d, x, nt);
+            for (int i = 0; i < nt * rows; i++)
+                ck_assert_msg(fabs(packed[i] - plain[i]) <= 1e-4 * (fabs(plain[i]) + 1.0),
+                              "type %d isa %s [%d]: %g vs %g", types[ti], isa_levels[li], i,
+                              packed[i], plain[i]);
+            ck_assert_int_eq(memcmp(wd, copy, bytes), 0);
+            free(packed);
+            free(plain);
+        }
+        free(x);
+        free(copy);
         free(wd);
     }
 }
@@ -383,7 +428,7 @@ START_TEST(test_get_rows_every_type)
     for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
         int64_t rows = 9, cols = 512;
         void *data = random_weights(types[ti], rows, cols);
-        struct backend_weight_desc d = {types[ti], rows, cols, data};
+        struct backend_weight_desc d = {types[ti], rows, cols, data, false};
         struct backend_weight *w;
         ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
         const int32_t ids[] = {8, 0, 3, 3};
@@ -432,7 +477,7 @@ END_TEST
 
 static struct backend_weight *f32_weight(struct backend *b, const float *data, int64_t cols)
 {
-    struct backend_weight_desc d = {QUANT_F32, 1, cols, data};
+    struct backend_weight_desc d = {QUANT_F32, 1, cols, data, false};
     struct backend_weight *w = NULL;
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
     return w;
@@ -527,7 +572,7 @@ START_TEST(test_rmsnorm_heads_per_row_and_f16_gain)
         g16[i] = quant_f32_to_f16(rng_f());
         g[i] = quant_f16_to_f32(g16[i]);
     }
-    struct backend_weight_desc d = {QUANT_F16, 1, hd, g16};
+    struct backend_weight_desc d = {QUANT_F16, 1, hd, g16, false};
     struct backend_weight *w;
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
     ck_assert_int_eq(b->ops->rmsnorm_heads(b, x, w, rows, hd, 1e-6f), 0);
@@ -1040,6 +1085,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_matmul_q4_k);
     tcase_add_test(tc, test_matmul_q6_k);
     tcase_add_test(tc, test_matmul_model_shapes);
+    tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
     tcase_add_test(tc, test_matmul_batch_invariant);
     tcase_add_test(tc, test_attention_gqa_ratios);
     tcase_add_test(tc, test_attention_f16_cache);

@@ -9,9 +9,12 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define CPU_MAX_THREADS 256
+/* Packed weights are streamed once per step: 2 MiB pages spare the TLB misses of 4 KiB ones. */
+#define CPU_HUGE_PAGE ((size_t)2 << 20)
 
 static size_t cpu_round64(size_t n)
 {
@@ -55,10 +58,39 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
+/* Packs a Q8_0/Q4_0 matrix for the level's packed kernels (see cpu_qpack.c), then tells the kernel
+ * that the original's whole pages are not needed: matmul never reads them again, so without this the
+ * process would hold the weights twice. MADV_PAGEOUT only reclaims (file pages are dropped, anonymous
+ * ones swapped or kept), never changes contents; get_rows on the same weight faults them back.
+ * 0 (also when the level has no packed kernel for the type), or ERR_NOMEM. */
+static int cpu_weight_pack(const struct cpu_backend *cb, struct backend_weight *w)
+{
+    const struct backend_weight_desc *d = &w->desc;
+    if (!cpu_qpack_supported(d->type) || d->lookup_only) return 0;
+    if ((d->type == QUANT_Q8_0 ? cb->kern.gemm_q8_0_packed : cb->kern.gemm_q4_0_packed) == NULL)
+        return 0;
+    size_t bytes = cpu_qpack_bytes(d->type, d->rows, d->cols);
+    void *p = NULL;
+    if (posix_memalign(&p, CPU_HUGE_PAGE, bytes) != 0) return ERR_NOMEM;
+#ifdef MADV_HUGEPAGE
+    if (bytes >= CPU_HUGE_PAGE)
+        (void)madvise(p, bytes & ~(size_t)(CPU_HUGE_PAGE - 1), MADV_HUGEPAGE);
+#endif
+    cpu_qpack_weights(d->type, d->data, w->row_bytes, d->rows, d->cols, p);
+    w->packed = p;
+    w->packed_group_bytes = cpu_qpack_group_bytes(d->type, d->cols);
+#ifdef MADV_PAGEOUT
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)d->data + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)d->data + w->row_bytes * (size_t)d->rows) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+#endif
+    return 0;
+}
+
 static int cpu_weight_prepare(struct backend *b, const struct backend_weight_desc *desc,
                               struct backend_weight **out)
 {
-    (void)b;
     if (!desc || !out || !desc->data || desc->rows <= 0 || desc->cols <= 0) return ERR_INVAL;
     size_t row_bytes = cpu_quant_row_bytes(desc->type, desc->cols);
     if (row_bytes == 0) {
@@ -89,6 +121,9 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
         }
         cpu_quant_dequant_row(desc->type, desc->data, w->owned, desc->cols);
         w->f32 = w->owned;
+    } else if (cpu_weight_pack(cpu_backend_of(b), w) != 0) {
+        free(w);
+        return ERR_NOMEM;
     }
     *out = w;
     return 0;
@@ -99,6 +134,7 @@ static void cpu_weight_free(struct backend *b, struct backend_weight *w)
     (void)b;
     if (!w) return;
     free(w->owned);
+    free(w->packed);
     free(w);
 }
 

@@ -33,12 +33,22 @@ typedef void (*cpu_gemm_f16_fn)(const uint16_t *w, size_t ldw, int nr, const flo
 /* W rows are raw Q8_0 or Q4_0 blocks, `row_bytes` apart; activations are tokens t0..t0+nt-1 of xq. */
 typedef void (*cpu_gemm_q_fn)(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
                               int t0, int nt, float *y, size_t ldy);
+/* The same over packed rows (cpu_qpack.c's layout): `groups` is the first group of CPU_QPACK_ROWS
+ * rows, group_bytes apart, nr rows in all. `warm` asks the kernel to prefetch ahead of the groups
+ * (set on the first pass over them). */
+#define CPU_QPACK_ROWS 16
+typedef void (*cpu_gemm_qpack_fn)(const void *groups, size_t group_bytes, int nr,
+                                  const struct cpu_act_q8 *xq, int t0, int nt, float *y, size_t ldy,
+                                  int warm);
 
 struct cpu_kernels {
     cpu_gemm_f32_fn gemm_f32;
     cpu_gemm_f16_fn gemm_f16;
     cpu_gemm_q_fn gemm_q8_0;
     cpu_gemm_q_fn gemm_q4_0;
+    /* Packed-weight kernels; NULL at levels without them (weights then stay row-major). */
+    cpu_gemm_qpack_fn gemm_q8_0_packed;
+    cpu_gemm_qpack_fn gemm_q4_0_packed;
     /* Activation quantization for the integer GEMMs; same results as cpu_quant_q8_0_row. */
     void (*quantize_q8_0)(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
     /* gate (n) = silu(gate) * up */
@@ -70,13 +80,26 @@ void cpu_kernels_avx2(struct cpu_kernels *k);
 void cpu_kernels_avx512(struct cpu_kernels *k);
 
 /* A prepared weight: the descriptor (borrowing the mapping), plus an owned F32 copy for 1-D weights
- * (norm gains, biases) stored in another type, so elementwise ops always read floats. */
+ * (norm gains, biases) stored in another type, so elementwise ops always read floats, and for
+ * Q8_0/Q4_0 matrices at a level with packed kernels an owned packed copy that matmul reads instead
+ * of desc.data (get_rows still reads desc.data). */
 struct backend_weight {
     struct backend_weight_desc desc;
     size_t row_bytes; /* bytes of one row in desc.type */
     const float *f32; /* desc.data when F32, else `owned` for 1-D weights, else NULL */
     float *owned;
+    void *packed;              /* cpu_qpack layout, or NULL */
+    size_t packed_group_bytes; /* bytes from one packed group of rows to the next */
 };
+
+/* Packing (cpu_qpack.c). Whether `type` has a packed layout; bytes of one group of CPU_QPACK_ROWS
+ * rows and of a whole (rows, cols) matrix; and the conversion of row-major blocks (`row_bytes`
+ * apart) into `dst`, which must hold cpu_qpack_bytes. cols is a multiple of 32. */
+int cpu_qpack_supported(enum quant_type type);
+size_t cpu_qpack_group_bytes(enum quant_type type, int64_t cols);
+size_t cpu_qpack_bytes(enum quant_type type, int64_t rows, int64_t cols);
+void cpu_qpack_weights(enum quant_type type, const void *src, size_t row_bytes, int64_t rows,
+                       int64_t cols, void *dst);
 
 struct cpu_backend {
     struct backend base; /* first member: (struct backend *) casts to and from */

@@ -125,7 +125,7 @@ static int bench_matmul_type(struct backend *b, const struct bench_opts *o, cons
             rc = ERR_NOMEM;
             goto out;
         }
-        struct backend_weight_desc d = {type, rows, cols, data};
+        struct backend_weight_desc d = {type, rows, cols, data, false};
         struct backend_weight *w = NULL;
         rc = b->ops->weight_prepare(b, &d, &w);
         if (rc != 0) {
@@ -178,7 +178,8 @@ static int bench_model_type(struct backend *b, const struct bench_opts *o, const
         size_t bytes;
         data[i] = bench_weights(type, bench_shapes[si][0], bench_shapes[si][1], &bytes);
         if (!data[i]) goto out;
-        struct backend_weight_desc d = {type, bench_shapes[si][0], bench_shapes[si][1], data[i]};
+        struct backend_weight_desc d = {type, bench_shapes[si][0], bench_shapes[si][1], data[i],
+                                        false};
         rc = b->ops->weight_prepare(b, &d, &w[i]);
         if (rc != 0) goto out;
     }
@@ -272,7 +273,7 @@ static int bench_small_ops(struct backend *b)
     for (int i = 0; i < n * ffn; i++) x[i] = y[i] = sinf((float)i * 0.01f);
     for (int i = 0; i < dim; i++) g[i] = 1.0f;
     for (int i = 0; i < n; i++) pos[i] = i;
-    struct backend_weight_desc d = {QUANT_F32, 1, dim, g};
+    struct backend_weight_desc d = {QUANT_F32, 1, dim, g, false};
     rc = b->ops->weight_prepare(b, &d, &w);
     if (rc != 0) goto out;
     struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, hd, 10000.0f, 1.0f};

@@ -3,7 +3,8 @@
  * streams its rows once per token block. Two kernel families:
  *  - float: F32 rows are used in place; F16/BF16/Q4_K/Q6_K rows are converted into a per-thread scratch
  *    tile of CPU_GEMM_ROWS rows, once per token block, and reused across every token of the block;
- *  - integer: Q8_0/Q4_0 weights against activations quantized to Q8_0 once per call (as ggml does).
+ *  - integer: Q8_0/Q4_0 weights against activations quantized to Q8_0 once per call (as ggml does),
+ *    from the weight's packed copy (groups of CPU_QPACK_ROWS interleaved rows) when it has one.
  * Tokens are processed in blocks of MM_TOKEN_BLOCK so the activations stay in L2 while the weights
  * stream past. */
 #include "engine/backend/cpu/cpu_backend.h"
@@ -76,6 +77,32 @@ static const float *mm_rows_f32(const struct mm_job *j, int64_t row, int nr, flo
     return tile;
 }
 
+/* Requests the first bytes of a claimed chunk: the kernels prefetch a few KiB ahead of the tile they
+ * work on, which is not yet under way at a chunk's start (dynamic claiming puts another thread's
+ * rows before it). */
+static void mm_warm(const char *p, size_t n)
+{
+    n = n < MM_CHUNK_WARM_BYTES ? n : MM_CHUNK_WARM_BYTES;
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
+}
+
+/* Packed rows [r0, r1) (r0 a multiple of CPU_QPACK_ROWS) against every token. */
+static void mm_gemm_packed(const struct mm_job *j, int64_t r0, int64_t r1)
+{
+    const struct backend_weight *w = j->w;
+    const struct cpu_kernels *k = &j->cb->kern;
+    cpu_gemm_qpack_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0_packed : k->gemm_q4_0_packed;
+    int64_t rows = w->desc.rows, g0 = r0 / CPU_QPACK_ROWS;
+    size_t gb = w->packed_group_bytes;
+    const char *base = (const char *)w->packed;
+    mm_warm(base + (size_t)g0 * gb, (size_t)((r1 - r0 + CPU_QPACK_ROWS - 1) / CPU_QPACK_ROWS) * gb);
+    for (int t0 = 0; t0 < j->n_tokens; t0 += MM_TOKEN_BLOCK_INT) {
+        int nt = j->n_tokens - t0 < MM_TOKEN_BLOCK_INT ? j->n_tokens - t0 : MM_TOKEN_BLOCK_INT;
+        gq(base + (size_t)g0 * gb, gb, (int)(r1 - r0), &j->xq, t0, nt,
+           j->y + (size_t)t0 * rows + r0, (size_t)rows, t0 == 0);
+    }
+}
+
 /* Rows [r0, r1) against every token: token blocks outside, row tiles inside. */
 static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *tile)
 {
@@ -85,14 +112,13 @@ static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *
     cpu_gemm_q_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0 : k->gemm_q4_0;
     int tb = mm_is_integer(w->desc.type) ? MM_TOKEN_BLOCK_INT : MM_TOKEN_BLOCK;
 
-    if (mm_is_integer(w->desc.type)) {
-        /* the kernels prefetch a few KiB ahead of the tile they work on, which is not yet under
-         * way at a chunk's start (dynamic claiming puts another thread's rows before it) */
-        const char *c0 = (const char *)w->desc.data + (size_t)r0 * w->row_bytes;
-        size_t n = (size_t)(r1 - r0) * w->row_bytes;
-        n = n < MM_CHUNK_WARM_BYTES ? n : MM_CHUNK_WARM_BYTES;
-        for (size_t o = 0; o < n; o += 64) __builtin_prefetch(c0 + o, 0, 2);
+    if (w->packed) {
+        mm_gemm_packed(j, r0, r1);
+        return;
     }
+    if (mm_is_integer(w->desc.type))
+        mm_warm((const char *)w->desc.data + (size_t)r0 * w->row_bytes,
+                (size_t)(r1 - r0) * w->row_bytes);
     for (int t0 = 0; t0 < j->n_tokens; t0 += tb) {
         int nt = j->n_tokens - t0 < tb ? j->n_tokens - t0 : tb;
         for (int64_t r = r0; r < r1; r += CPU_GEMM_ROWS) {
@@ -164,9 +190,10 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
         j.tiles = (float *)s;
     }
     int64_t per = (int64_t)cb->n_threads * MM_CHUNKS_PER_THREAD;
+    int64_t tile_rows = w->packed ? CPU_QPACK_ROWS : CPU_GEMM_ROWS;
     j.chunk_rows = (w->desc.rows + per - 1) / per;
-    j.chunk_rows = (j.chunk_rows + CPU_GEMM_ROWS - 1) / CPU_GEMM_ROWS * CPU_GEMM_ROWS;
-    if (j.chunk_rows < 4 * CPU_GEMM_ROWS) j.chunk_rows = 4 * CPU_GEMM_ROWS;
+    j.chunk_rows = (j.chunk_rows + tile_rows - 1) / tile_rows * tile_rows;
+    if (j.chunk_rows < 16) j.chunk_rows = 16;
     atomic_init(&j.next_chunk, 0);
     cpu_pool_run(cb->pool, mm_gemm_task, &j);
     return 0;
