@@ -359,6 +359,46 @@ START_TEST(test_matmul_model_shapes)
 }
 END_TEST
 
+/* The attention kernels that read F16 rows directly (decode) give exactly what widening the rows
+ * first and running the float kernels gives, at every level that has them. */
+START_TEST(test_attention_f16_kernels_match_widening)
+{
+    enum { NP = 37, LD = 3 * 80 };
+    const int hds[] = {64, 80, 128};
+    uint16_t *kv16 = malloc(sizeof(uint16_t) * NP * 3 * 128);
+    float *kv32 = malloc(sizeof(float) * NP * 128);
+    float q[4 * 128], s_ref[NP * 16], s_got[NP * 16], o_ref[4 * 128], o_got[4 * 128];
+    for (int i = 0; i < NP * 3 * 128; i++) kv16[i] = quant_f32_to_f16(2.0f * rng_f() - 1.0f);
+    fill_f(q, 4 * 128);
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        if (!k.attn_scores_dot_f16) continue;
+        for (size_t hi = 0; hi < ARRAY_LEN(hds); hi++) {
+            int hd = hds[hi];
+            size_t ld = hd == 128 ? 2 * 128 : LD;
+            for (int p = 0; p < NP; p++)
+                k.f16_to_f32(kv16 + (size_t)p * ld, kv32 + (size_t)p * hd, hd);
+            for (int nq = 1; nq <= ATTN_DOT_MAX_ROWS; nq++) {
+                memset(s_ref, 0, sizeof(s_ref));
+                memset(s_got, 0, sizeof(s_got));
+                k.attn_scores_dot(q, nq, hd, kv32, (size_t)hd, NP, s_ref);
+                k.attn_scores_dot_f16(q, nq, hd, kv16, ld, NP, s_got);
+                ck_assert_mem_eq(s_got, s_ref, sizeof(s_ref));
+                for (int i = 0; i < NP * 16; i++) s_ref[i] = rng_f();
+                memset(o_ref, 0, sizeof(o_ref));
+                memset(o_got, 0, sizeof(o_got));
+                k.attn_pv(s_ref, nq, kv32, (size_t)hd, NP, o_ref, hd);
+                k.attn_pv_f16(s_ref, nq, kv16, ld, NP, o_got, hd);
+                ck_assert_mem_eq(o_got, o_ref, sizeof(float) * (size_t)nq * hd);
+            }
+        }
+    }
+    free(kv16);
+    free(kv32);
+}
+END_TEST
+
 START_TEST(test_quantize_q8_0_levels_agree)
 {
     enum { K = 32 * 12 };
@@ -1077,6 +1117,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
+    tcase_add_test(tc, test_attention_f16_kernels_match_widening);
     tcase_add_test(tc, test_matmul_f32);
     tcase_add_test(tc, test_matmul_f16);
     tcase_add_test(tc, test_matmul_bf16);

@@ -14,9 +14,8 @@
 #include <stdatomic.h>
 #include <string.h>
 
-/* Items with at most this many query rows (decode) use dot-product scores: the 16-row transposed
- * kernel would compute mostly padding. */
-#define ATTN_DOT_ROWS 4
+/* Items with at most ATTN_DOT_MAX_ROWS query rows (decode) use dot-product scores: the 16-row
+ * transposed kernel would compute mostly padding. */
 
 /* F16 caches with heads shorter than this take attn_item_run_ggml: there ggml's f16 dot product is
  * its scalar loop (its SIMD loop covers multiples of 64), which that function reproduces, and the
@@ -77,20 +76,22 @@ int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const f
     for (int t = 0; t < batch->n_tokens; t++)
         if (batch->slots[t] < 0 || batch->slots[t] >= n_slots) return ERR_RANGE;
 
-    size_t row = cb->kv_row_elems, eb = cb->kv_elem_bytes;
+    size_t row = cb->kv_row_elems, eb = cb->kv_elem_bytes, hd = (size_t)cb->kv.head_dim;
     char *kl = (char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_elems * eb;
     char *vl = kl + cb->kv_layer_elems * eb;
     for (int t = 0; t < batch->n_tokens; t++) {
-        size_t off = (size_t)batch->slots[t] * row * eb;
-        const float *ks = k + (size_t)t * row, *vs = v + (size_t)t * row;
-        if (cb->kv.type == QUANT_F32) {
-            memcpy(kl + off, ks, row * sizeof(float));
-            memcpy(vl + off, vs, row * sizeof(float));
-        } else {
-            uint16_t *kd = (uint16_t *)(kl + off), *vd = (uint16_t *)(vl + off);
-            for (size_t i = 0; i < row; i++) {
-                kd[i] = cpu_quant_f32_to_f16(ks[i]);
-                vd[i] = cpu_quant_f32_to_f16(vs[i]);
+        for (int h = 0; h < cb->kv.n_kv_heads; h++) {
+            size_t off = cpu_kv_offset(cb, batch->slots[t], h) * eb;
+            const float *ks = k + (size_t)t * row + h * hd, *vs = v + (size_t)t * row + h * hd;
+            if (cb->kv.type == QUANT_F32) {
+                memcpy(kl + off, ks, hd * sizeof(float));
+                memcpy(vl + off, vs, hd * sizeof(float));
+            } else {
+                uint16_t *kd = (uint16_t *)(kl + off), *vd = (uint16_t *)(vl + off);
+                for (size_t i = 0; i < hd; i++) {
+                    kd[i] = cpu_quant_f32_to_f16(ks[i]);
+                    vd[i] = cpu_quant_f32_to_f16(vs[i]);
+                }
             }
         }
     }
@@ -103,8 +104,8 @@ static const char *attn_row(const struct attn_job *j, const char *base, const in
 {
     const struct cpu_backend *cb = j->cb;
     int bs = cb->kv.block_size;
-    size_t slot = (size_t)tab[p / bs] * bs + (size_t)(p % bs);
-    return base + (slot * cb->kv_row_elems + (size_t)h * cb->kv.head_dim) * cb->kv_elem_bytes;
+    int64_t slot = (int64_t)tab[p / bs] * bs + p % bs;
+    return base + cpu_kv_offset(cb, slot, h) * cb->kv_elem_bytes;
 }
 
 /* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
@@ -118,20 +119,33 @@ static void attn_runs(const struct attn_job *j, const char *base, const int32_t 
     for (int p0 = 0; p0 < np;) {
         int run = bs - p0 % bs;
         if (run > np - p0) run = np - p0;
-        const char *row = attn_row(j, base, tab, p0, h);
+        const char *row = attn_row(j, base, tab, p0, h); /* the run's rows are hd apart */
         const float *rows = (const float *)row;
-        size_t ld = cb->kv_row_elems;
-        if (cb->kv.type == QUANT_F16) {
-            for (int i = 0; i < run; i++)
-                kern->f16_to_f32((const uint16_t *)row + (size_t)i * cb->kv_row_elems,
-                                 conv + (size_t)i * hd, hd);
-            rows = conv;
-            ld = (size_t)hd;
+        if (p0 + run < np) {
+            /* blocks are scattered: request the next one while this one is computed */
+            const char *next = attn_row(j, base, tab, p0 + run, h);
+            size_t n = (size_t)bs * hd * cb->kv_elem_bytes;
+            for (size_t o = 0; o < n; o += 64) __builtin_prefetch(next + o, 0, 3);
         }
+        size_t ld = (size_t)hd;
         float *sp = s + (size_t)p0 * CPU_ATTN_ROWS;
+        if (cb->kv.type == QUANT_F16 && nq <= ATTN_DOT_MAX_ROWS && kern->attn_pv_f16) {
+            /* few rows: widen in registers instead of a conversion pass (same results) */
+            const uint16_t *h16 = (const uint16_t *)row;
+            if (is_v)
+                kern->attn_pv_f16(sp, nq, h16, ld, run, vec, hd);
+            else
+                kern->attn_scores_dot_f16(vec, nq, hd, h16, ld, run, sp);
+            p0 += run;
+            continue;
+        }
+        if (cb->kv.type == QUANT_F16) {
+            kern->f16_to_f32((const uint16_t *)row, conv, (int64_t)run * hd);
+            rows = conv;
+        }
         if (is_v)
             kern->attn_pv(sp, nq, rows, ld, run, vec, hd); /* vec: the (ROWS, hd) output */
-        else if (nq <= ATTN_DOT_ROWS)
+        else if (nq <= ATTN_DOT_MAX_ROWS)
             kern->attn_scores_dot(vec, nq, hd, rows, ld, run, sp); /* vec: (nq, hd) queries */
         else
             kern->attn_scores(vec, hd, rows, ld, run, sp); /* vec: (hd, ROWS) queries */
@@ -154,7 +168,7 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     float inv[CPU_ATTN_ROWS];
     int nq = it->nt * it->ng, np = 0;
 
-    int dot = nq <= ATTN_DOT_ROWS, f16 = cb->kv.type == QUANT_F16;
+    int dot = nq <= ATTN_DOT_MAX_ROWS, f16 = cb->kv.type == QUANT_F16;
     if (!dot) memset(qt, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     memset(o, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     for (int r = 0; r < nq; r++) {

@@ -497,8 +497,29 @@ static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float 
 
 /* o[r] += sum_p s[p][r] v[p] over 64 columns at a time (masked tail), two rows per pass so every V
  * load feeds eight FMA chains. */
-static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ldv, int np, float *o,
-                               int hd)
+/* attn_scores_dot over an F16 cache, widening K in registers: the same operations on the same
+ * values as widening the rows first and calling attn_scores_dot_512, so the results are identical;
+ * decode reads each K row once, and a separate widening pass cost as much as the dot products. */
+static AVX512 void attn_scores_dot_f16_512(const float *q, int nq, int hd, const uint16_t *k,
+                                           size_t ldk, int np, float *s)
+{
+    for (int p = 0; p < np; p++) {
+        const uint16_t *kp = k + p * ldk;
+        __m512 acc[ATTN_DOT_MAX_ROWS];
+        for (int r = 0; r < nq; r++) acc[r] = _mm512_setzero_ps();
+        for (int i = 0; i < hd; i += 16) {
+            __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
+            __m512 kv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, kp + i));
+            for (int r = 0; r < nq; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * hd + i), kv, acc[r]);
+        }
+        for (int r = 0; r < nq; r++) s[p * 16 + r] = hsum512(acc[r]);
+    }
+}
+
+/* P @ V with F32 or (half) F16 V rows, widened in registers: identical results either way. */
+AVX512_INLINE void attn_pv_any_512(const float *s, int nq, const void *v, size_t ldv, int np,
+                                   float *o, int hd, const int half)
 {
     for (int c = 0; c < hd; c += 64) {
         __mmask16 m[4];
@@ -520,10 +541,12 @@ static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ld
             for (int p = 0; p < np; p++) {
                 __m512 w0 = _mm512_set1_ps(s[p * 16 + r]);
                 __m512 w1 = _mm512_set1_ps(two ? s[p * 16 + r + 1] : 0.0f);
-                const float *vp = v + p * ldv + c;
                 UNROLL
                 for (int j = 0; j < 4; j++) {
-                    __m512 vv = _mm512_maskz_loadu_ps(m[j], vp + 16 * j);
+                    size_t e = p * ldv + c + 16 * j;
+                    __m512 vv = half ? _mm512_cvtph_ps(
+                                           _mm256_maskz_loadu_epi16(m[j], (const uint16_t *)v + e))
+                                     : _mm512_maskz_loadu_ps(m[j], (const float *)v + e);
                     a[j] = _mm512_fmadd_ps(w0, vv, a[j]);
                     b[j] = _mm512_fmadd_ps(w1, vv, b[j]);
                 }
@@ -535,6 +558,18 @@ static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ld
             }
         }
     }
+}
+
+static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ldv, int np, float *o,
+                               int hd)
+{
+    attn_pv_any_512(s, nq, v, ldv, np, o, hd, 0);
+}
+
+static AVX512 void attn_pv_f16_512(const float *s, int nq, const uint16_t *v, size_t ldv, int np,
+                                   float *o, int hd)
+{
+    attn_pv_any_512(s, nq, v, ldv, np, o, hd, 1);
 }
 
 /* roundf (half away from zero) exactly: truncate, then step away from zero when the dropped part is
@@ -584,6 +619,8 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
     k->attn_scores_dot = attn_scores_dot_512;
     k->attn_softmax = attn_softmax_512;
     k->attn_pv = attn_pv_512;
+    k->attn_scores_dot_f16 = attn_scores_dot_f16_512;
+    k->attn_pv_f16 = attn_pv_f16_512;
 }
 
 #else
