@@ -439,4 +439,5 @@ void api_request_sampler_params(const struct api_request *r, uint64_t fallback_s
     if (r->presence_penalty != 0 || r->frequency_penalty != 0) out->repeat_last_n = -1;
     out->seed = r->has_seed ? r->seed : fallback_seed;
     out->n_logprobs = r->logprobs ? r->top_logprobs : 0;
+    out->logprobs = r->logprobs;
 }

@@ -266,6 +266,8 @@ int sampler_sample(struct sampler *s, const float *logits, struct sampler_result
         free(probs);
     }
     out->token = chosen;
-    fill_logprobs(s, logits, out);
+    out->logprob = 0.0f;
+    out->n_top = 0;
+    if (p->logprobs) fill_logprobs(s, logits, out);
     return 0;
 }

@@ -27,10 +27,13 @@ struct sampler_params {
     float frequency_penalty; /* 0: off; subtracted per occurrence in the window */
     uint64_t seed;
     int n_logprobs; /* top alternatives to report, 0..SAMPLER_MAX_LOGPROBS */
+    /* Fill sampler_result.logprob and .top. Off, they are left 0: the log-softmax over the whole
+     * vocabulary costs about as much as greedy sampling itself. */
+    bool logprobs;
 };
 
 /* Fills the defaults: temperature 1, top_k 0, top_p 1, min_p 0, penalties off (repeat_last_n 64),
- * seed 0, n_logprobs 0. */
+ * seed 0, n_logprobs 0, logprobs off. */
 void sampler_params_default(struct sampler_params *p);
 
 struct sampler_logprob {

@@ -201,6 +201,7 @@ START_TEST(test_sampler_logprobs_of_raw_distribution)
     sampler_params_default(&p);
     p.temperature = 0.0f;
     p.n_logprobs = 3;
+    p.logprobs = true;
     p.repeat_penalty = 10.0f;
     float logits[5] = {1.0f, 4.0f, 2.0f, 3.0f, -INFINITY};
     struct sampler *s = make(&p, 5);
@@ -217,6 +218,17 @@ START_TEST(test_sampler_logprobs_of_raw_distribution)
     ck_assert_double_eq_tol(r.top[0].logprob, 4.0 - lse, 1e-5);
     ck_assert_double_eq_tol(r.top[2].logprob, 2.0 - lse, 1e-5);
     sampler_free(s);
+
+    /* Not asked for: the same token, no log-softmax. */
+    p.logprobs = false;
+    s = make(&p, 5);
+    sampler_accept(s, 1);
+    ck_assert_int_eq(sampler_sample(s, logits, &r), 0);
+    ck_assert_int_eq(r.token, 3);
+    ck_assert_int_eq(r.n_top, 0);
+    ck_assert_float_eq(r.logprob, 0.0f);
+    sampler_free(s);
+    p.logprobs = true;
 
     /* More alternatives requested than finite tokens exist. */
     p.n_logprobs = 10;
