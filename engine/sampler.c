@@ -204,10 +204,51 @@ static void softmax_sorted(const struct cand *c, int n, float temp, double *prob
     for (int i = 0; i < n; i++) probs[i] /= sum;
 }
 
+/* Fills *out for the chosen token (logprobs only when asked for). */
+static int sampler_finish(const struct sampler *s, const float *logits, int32_t chosen,
+                          struct sampler_result *out)
+{
+    out->token = chosen;
+    out->logprob = 0.0f;
+    out->n_top = 0;
+    if (s->p.logprobs) fill_logprobs(s, logits, out);
+    return 0;
+}
+
+/* Whether apply_penalties would change any logit. */
+static bool penalties_active(const struct sampler *s)
+{
+    const struct sampler_params *p = &s->p;
+    return p->repeat_last_n != 0 && s->n_hist != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+            p->frequency_penalty != 0.0f);
+}
+
+/* Greedy without penalties: the first largest finite logit, as the candidate path picks it, without
+ * copying the vocabulary into candidates. -1 when no logit is finite. */
+static int32_t argmax_finite(const float *logits, int n)
+{
+    int32_t best = -1;
+    float bv = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float v = logits[i];
+        if (isfinite(v) && (best < 0 || v > bv)) {
+            best = i;
+            bv = v;
+        }
+    }
+    return best;
+}
+
 int sampler_sample(struct sampler *s, const float *logits, struct sampler_result *out)
 {
     const struct sampler_params *p = &s->p;
     struct cand *c = s->cands;
+    if (p->temperature <= 0.0f && !penalties_active(s)) {
+        int32_t best = argmax_finite(logits, s->n_vocab);
+        if (best < 0) return ERR_INVAL;
+        return sampler_finish(s, logits, best, out);
+    }
     for (int i = 0; i < s->n_vocab; i++) {
         c[i].id = i;
         c[i].logit = logits[i];
@@ -265,9 +306,5 @@ int sampler_sample(struct sampler *s, const float *logits, struct sampler_result
         }
         free(probs);
     }
-    out->token = chosen;
-    out->logprob = 0.0f;
-    out->n_top = 0;
-    if (p->logprobs) fill_logprobs(s, logits, out);
-    return 0;
+    return sampler_finish(s, logits, chosen, out);
 }
