@@ -17,6 +17,9 @@
 /* Items with at most ATTN_DOT_MAX_ROWS query rows (decode) use dot-product scores: the 16-row
  * transposed kernel would compute mostly padding. */
 
+/* Blocks ahead of the one being read that attention requests (see attn_prefetch_block). */
+#define ATTN_PREFETCH_BLOCKS 2
+
 /* F16 caches with heads shorter than this take attn_item_run_ggml: there ggml's f16 dot product is
  * its scalar loop (its SIMD loop covers multiples of 64), which that function reproduces, and the
  * scalar cost is small. Longer heads keep the vector kernels. */
@@ -108,6 +111,20 @@ static const char *attn_row(const struct attn_job *j, const char *base, const in
     return base + cpu_kv_offset(cb, slot, h) * cb->kv_elem_bytes;
 }
 
+/* Requests block `bi` of the item's table (head h) if it holds any of the positions [0, np): blocks
+ * are scattered through the cache, so the hardware prefetchers cannot find the next one, and one
+ * block's compute is shorter than the memory latency. */
+static void attn_prefetch_block(const struct attn_job *j, const char *base, const int32_t *tab,
+                                int bi, int np, int h)
+{
+    const struct cpu_backend *cb = j->cb;
+    int bs = cb->kv.block_size;
+    if ((int64_t)bi * bs >= np) return;
+    const char *p = attn_row(j, base, tab, bi * bs, h);
+    size_t n = (size_t)bs * (size_t)cb->kv.head_dim * cb->kv_elem_bytes;
+    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 /* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
  * that are contiguous in the cache (within one block), converting F16 rows to floats in `conv`. */
 static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int np, int h,
@@ -121,12 +138,7 @@ static void attn_runs(const struct attn_job *j, const char *base, const int32_t 
         if (run > np - p0) run = np - p0;
         const char *row = attn_row(j, base, tab, p0, h); /* the run's rows are hd apart */
         const float *rows = (const float *)row;
-        if (p0 + run < np) {
-            /* blocks are scattered: request the next one while this one is computed */
-            const char *next = attn_row(j, base, tab, p0 + run, h);
-            size_t n = (size_t)bs * hd * cb->kv_elem_bytes;
-            for (size_t o = 0; o < n; o += 64) __builtin_prefetch(next + o, 0, 3);
-        }
+        attn_prefetch_block(j, base, tab, p0 / bs + ATTN_PREFETCH_BLOCKS, np, h);
         size_t ld = (size_t)hd;
         float *sp = s + (size_t)p0 * CPU_ATTN_ROWS;
         if (cb->kv.type == QUANT_F16 && nq <= ATTN_DOT_MAX_ROWS && kern->attn_pv_f16) {
@@ -185,6 +197,10 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
         np = lim[r] > np ? lim[r] : np;
     }
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
+    for (int bi = 0; bi < ATTN_PREFETCH_BLOCKS; bi++) {
+        attn_prefetch_block(j, j->k_base, tab, bi, np, it->h);
+        attn_prefetch_block(j, j->v_base, tab, bi, np, it->h);
+    }
     attn_runs(j, j->k_base, tab, np, it->h, conv, s, qt, nq, 0);
     cb->kern.attn_softmax(s, np, lim, inv);
     if (f16) {

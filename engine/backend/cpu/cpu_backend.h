@@ -122,7 +122,8 @@ struct cpu_backend {
      * that way). */
     struct backend_kv_desc kv;
     int kv_ready;
-    void *kv_mem;
+    void *kv_mem; /* kv_bytes of huge-page-advised anonymous memory */
+    size_t kv_bytes;
     size_t kv_elem_bytes;  /* 4 (F32) or 2 (F16) */
     size_t kv_row_elems;   /* n_kv_heads * head_dim */
     size_t kv_layer_elems; /* n_blocks * block_size * kv_row_elems */

@@ -150,6 +150,7 @@ static void silu_mul_scalar(float *gate, const float *up, size_t n)
 
 void cpu_kernels_scalar(struct cpu_kernels *k)
 {
+    memset(k, 0, sizeof(*k)); /* optional kernels the scalar level lacks stay NULL */
     k->gemm_f32 = gemm_f32_scalar;
     k->gemm_f16 = gemm_f16_scalar;
     k->gemm_q8_0 = gemm_q8_0_scalar;
