@@ -548,7 +548,7 @@ AVX512_INLINE void attn_pv_any_512(const float *s, int nq, const void *v, size_t
                                            _mm256_maskz_loadu_epi16(m[j], (const uint16_t *)v + e))
                                      : _mm512_maskz_loadu_ps(m[j], (const float *)v + e);
                     a[j] = _mm512_fmadd_ps(w0, vv, a[j]);
-                    b[j] = _mm512_fmadd_ps(w1, vv, b[j]);
+                    if (two) b[j] = _mm512_fmadd_ps(w1, vv, b[j]); /* a lone last row: skip */
                 }
             }
             UNROLL
