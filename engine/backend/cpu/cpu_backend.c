@@ -18,13 +18,20 @@
  * difference to attention there while committing 2 MiB per first touch.) */
 #define CPU_HUGE_PAGE ((size_t)2 << 20)
 
-/* Zeroed anonymous memory of `bytes`, 2 MiB aligned and advised to use huge pages (as far as the
- * kernel grants them; pages are only committed when touched). NULL when out of memory. Free with
- * cpu_unmap_huge(p, bytes). */
+/* Bytes of whole pages holding `bytes`. */
+static size_t cpu_page_round(size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (bytes + page - 1) & ~(page - 1);
+}
+
+/* Zeroed anonymous memory of `bytes`, 2 MiB aligned; its whole 2 MiB pages are advised to be huge
+ * pages (as far as the kernel grants them), the tail stays on small pages so that a small weight does
+ * not occupy a whole huge page. NULL when out of memory. Free with cpu_unmap_huge(p, bytes). */
 static void *cpu_map_huge(size_t bytes)
 {
-    if (bytes > SIZE_MAX - 2 * CPU_HUGE_PAGE) return NULL;
-    size_t used = (bytes + CPU_HUGE_PAGE - 1) & ~(CPU_HUGE_PAGE - 1), len = used + CPU_HUGE_PAGE;
+    if (bytes == 0 || bytes > SIZE_MAX - 2 * CPU_HUGE_PAGE) return NULL;
+    size_t used = cpu_page_round(bytes), len = used + CPU_HUGE_PAGE;
     char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED) return NULL;
     char *p = (char *)(((uintptr_t)m + CPU_HUGE_PAGE - 1) & ~(uintptr_t)(CPU_HUGE_PAGE - 1));
@@ -33,14 +40,15 @@ static void *cpu_map_huge(size_t bytes)
     if (head) munmap(m, head);
     if (len - head > used) munmap(p + used, len - head - used);
 #ifdef MADV_HUGEPAGE
-    (void)madvise(p, used, MADV_HUGEPAGE);
+    size_t huge = bytes & ~(CPU_HUGE_PAGE - 1);
+    if (huge) (void)madvise(p, huge, MADV_HUGEPAGE);
 #endif
     return p;
 }
 
 static void cpu_unmap_huge(void *p, size_t bytes)
 {
-    if (p) munmap(p, (bytes + CPU_HUGE_PAGE - 1) & ~(CPU_HUGE_PAGE - 1));
+    if (p) munmap(p, cpu_page_round(bytes));
 }
 
 static size_t cpu_round64(size_t n)
