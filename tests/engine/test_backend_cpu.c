@@ -492,6 +492,40 @@ START_TEST(test_get_rows_every_type)
 }
 END_TEST
 
+/* Every level's vector f32 -> f16 conversion rounds exactly as the scalar one: random bit patterns
+ * (subnormal, normal, overflowing), ties, the largest finite values, infinities; NaN stays NaN. */
+START_TEST(test_f32_to_f16_levels_match_scalar)
+{
+    enum { N = 4099 }; /* not a multiple of the vector width: the tails run too */
+    float *x = malloc(sizeof(float) * N);
+    uint16_t *got = malloc(sizeof(uint16_t) * N);
+    for (int i = 0; i < N; i++) {
+        uint32_t bits = rng_u32() ^ (rng_u32() << 16);
+        memcpy(&x[i], &bits, 4);
+    }
+    const float special[] = {
+        0.0f, -0.0f,    65504.0f, 65519.99f, 65520.0f, -65520.0f,       INFINITY,        -INFINITY,
+        NAN,  5.96e-8f, 2.98e-8f, 2.99e-8f,  6.1e-5f,  1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 1e-10f};
+    for (size_t i = 0; i < ARRAY_LEN(special); i++) x[i] = special[i];
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        k.f32_to_f16(x, got, N);
+        for (int i = 0; i < N; i++) {
+            uint16_t want = cpu_quant_f32_to_f16(x[i]);
+            if (isnan(x[i]))
+                ck_assert_msg((got[i] & 0x7c00) == 0x7c00 && (got[i] & 0x3ff) != 0,
+                              "level %d: NaN became %#x", lvl, got[i]);
+            else
+                ck_assert_msg(got[i] == want, "level %d x=%a: %#x, scalar %#x", lvl, x[i], got[i],
+                              want);
+        }
+    }
+    free(x);
+    free(got);
+}
+END_TEST
+
 START_TEST(test_fp16_conversions_match_quant)
 {
     for (uint32_t h = 0; h < 65536; h++) {
@@ -1108,6 +1142,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_bench_rejects_bad_arguments);
     tcase_add_test(tc, test_pool_claims_every_item_once);
     tcase_add_test(tc, test_fp16_conversions_match_quant);
+    tcase_add_test(tc, test_f32_to_f16_levels_match_scalar);
     tcase_add_test(tc, test_weight_prepare_rejects_bad_desc);
     tcase_add_test(tc, test_get_rows_every_type);
     tcase_add_test(tc, test_rmsnorm_matches_reference);

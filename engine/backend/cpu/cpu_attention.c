@@ -90,11 +90,8 @@ int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const f
                 memcpy(kl + off, ks, hd * sizeof(float));
                 memcpy(vl + off, vs, hd * sizeof(float));
             } else {
-                uint16_t *kd = (uint16_t *)(kl + off), *vd = (uint16_t *)(vl + off);
-                for (size_t i = 0; i < hd; i++) {
-                    kd[i] = cpu_quant_f32_to_f16(ks[i]);
-                    vd[i] = cpu_quant_f32_to_f16(vs[i]);
-                }
+                cb->kern.f32_to_f16(ks, (uint16_t *)(kl + off), (int64_t)hd);
+                cb->kern.f32_to_f16(vs, (uint16_t *)(vl + off), (int64_t)hd);
             }
         }
     }
@@ -175,7 +172,7 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     float *qt = scratch;                              /* (hd, ROWS) */
     float *o = qt + (size_t)hd * CPU_ATTN_ROWS;       /* (ROWS, hd) */
     float *conv = o + (size_t)hd * CPU_ATTN_ROWS;     /* (block_size, hd) */
-    float *s = conv + (size_t)cb->kv.block_size * hd; /* (max_ctx, ROWS) */
+    float *s = conv + (size_t)cb->kv.block_size * hd; /* (max_ctx, ROWS), then 2 hd for q */
     int32_t lim[CPU_ATTN_ROWS] = {0};
     float inv[CPU_ATTN_ROWS];
     int nq = it->nt * it->ng, np = 0;
@@ -186,8 +183,16 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     for (int r = 0; r < nq; r++) {
         int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
         const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
+        if (f16) {
+            /* q rounded to f16 as llama.cpp does (see attention in backend.h) */
+            float *rounded = s + j->max_ctx * CPU_ATTN_ROWS; /* (hd), then hd halves */
+            uint16_t *h16 = (uint16_t *)(rounded + hd);
+            cb->kern.f32_to_f16(qr, h16, hd);
+            cb->kern.f16_to_f32(h16, rounded, hd);
+            qr = rounded;
+        }
         for (int i = 0; i < hd; i++) {
-            float v = f16 ? cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(qr[i])) : qr[i];
+            float v = qr[i];
             if (dot)
                 qt[r * hd + i] = v * j->scale; /* row-major for the dot kernel */
             else
@@ -362,7 +367,7 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     j.v_base = j.k_base + cb->kv_layer_elems * eb;
     j.max_ctx = (size_t)batch->max_blocks * cb->kv.block_size;
     j.thread_floats = (2 * (size_t)hd * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd +
-                       j.max_ctx * CPU_ATTN_ROWS + 15) &
+                       j.max_ctx * CPU_ATTN_ROWS + 2 * (size_t)hd + 15) &
                       ~(size_t)15;
     size_t max_items =
         (size_t)batch->n_tokens * n_kv * ((group + CPU_ATTN_ROWS - 1) / CPU_ATTN_ROWS);

@@ -59,6 +59,8 @@ struct cpu_kernels {
     void (*dequant_row)(enum quant_type type, const void *src, float *dst, int64_t n);
     /* dst (n) = f16 src (n) converted */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    /* dst (n) = src (n) rounded to f16 as cpu_quant_f32_to_f16 (nearest even; NaN stays NaN) */
+    void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Attention over one (KV head, up to CPU_ATTN_ROWS query rows) item; s is position-major
      * (np, CPU_ATTN_ROWS), qt is the scaled queries transposed (hd, CPU_ATTN_ROWS), o (CPU_ATTN_ROWS, hd).
      * scores: s[p][r] = sum_i qt[i][r] * k[p * ldk + i] for p < np.

@@ -84,6 +84,11 @@ static void f16_to_f32_scalar(const uint16_t *src, float *dst, int64_t n)
     for (int64_t i = 0; i < n; i++) dst[i] = cpu_quant_f16_to_f32(src[i]);
 }
 
+static void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+}
+
 static void attn_scores_scalar(const float *qt, int hd, const float *k, size_t ldk, int np,
                                float *s)
 {
@@ -157,6 +162,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->gemm_q4_0 = gemm_q4_0_scalar;
     k->quantize_q8_0 = cpu_quant_q8_0_row;
     k->f16_to_f32 = f16_to_f32_scalar;
+    k->f32_to_f16 = f32_to_f16_scalar;
     k->silu_mul = silu_mul_scalar;
     k->dequant_row = cpu_quant_dequant_row;
     k->attn_scores = attn_scores_scalar;

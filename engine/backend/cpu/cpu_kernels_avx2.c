@@ -231,6 +231,16 @@ static AVX2 void f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
+/* F16C's conversion rounds to nearest even like cpu_quant_f32_to_f16 (NaN payloads may differ) */
+static AVX2 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(dst + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+}
+
 AVX2_INLINE float dot_f32_avx2(const float *a, const float *b, int n)
 {
     __m256 acc = _mm256_setzero_ps();
@@ -469,6 +479,7 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->gemm_q8_0 = gemm_q8_0_avx2;
     k->gemm_q4_0 = gemm_q4_0_avx2;
     k->f16_to_f32 = f16_to_f32_avx2;
+    k->f32_to_f16 = f32_to_f16_avx2;
     k->silu_mul = silu_mul_avx2;
     k->dequant_row = dequant_row_avx2;
     k->attn_scores = attn_scores_avx2;

@@ -411,6 +411,16 @@ static AVX512 void f16_to_f32_512(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
+/* vcvtps2ph rounds to nearest even like cpu_quant_f32_to_f16 (NaN payloads may differ) */
+static AVX512 void f32_to_f16_512(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm256_storeu_si256((__m256i *)(dst + i),
+                            _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+}
+
 /* exp(x) for softmax inputs (x <= 0): Cephes' reduction and polynomial, 2^n applied with scalef so
  * very negative inputs become exactly 0. */
 AVX512_INLINE __m512 exp_512(__m512 x)
@@ -614,6 +624,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
     k->gemm_q8_0_packed = gemm_q8_0_packed_512;
     k->gemm_q4_0_packed = gemm_q4_0_packed_512;
     k->f16_to_f32 = f16_to_f32_512;
+    k->f32_to_f16 = f32_to_f16_512;
     k->quantize_q8_0 = quantize_q8_0_512;
     k->attn_scores = attn_scores_512;
     k->attn_scores_dot = attn_scores_dot_512;
