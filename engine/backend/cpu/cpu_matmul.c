@@ -193,7 +193,8 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
     int64_t tile_rows = w->packed ? CPU_QPACK_ROWS : CPU_GEMM_ROWS;
     j.chunk_rows = (w->desc.rows + per - 1) / per;
     j.chunk_rows = (j.chunk_rows + tile_rows - 1) / tile_rows * tile_rows;
-    if (j.chunk_rows < 16) j.chunk_rows = 16;
+    /* at least four row tiles per claim (packed claims are whole groups by the rounding above) */
+    if (j.chunk_rows < 4 * CPU_GEMM_ROWS) j.chunk_rows = 4 * CPU_GEMM_ROWS;
     atomic_init(&j.next_chunk, 0);
     cpu_pool_run(cb->pool, mm_gemm_task, &j);
     return 0;
