@@ -28,12 +28,24 @@ struct http_api {
     struct http_route routes[6];
 };
 
+/* True once the inference loop gave up on a broken backend (serve_loop_faulted). */
+static bool http_api_faulted(const struct http_api *a)
+{
+    const struct serve_api *api = atomic_load(&a->serve);
+    return api && api->loop && serve_loop_faulted(api->loop);
+}
+
+static void http_api_respond_faulted(struct http_req *req)
+{
+    static const char body[] = "{\"status\":\"faulted\"}";
+    http_respond(req, 503, "application/json", body, sizeof(body) - 1, NULL, 0);
+}
+
 static void http_api_health(struct http_req *req, void *ud)
 {
     struct http_api *a = ud;
-    const struct serve_api *api = atomic_load(&a->serve);
-    if (api && api->loop && serve_loop_faulted(api->loop)) {
-        http_respond(req, 503, "application/json", "{\"status\":\"faulted\"}", 20, NULL, 0);
+    if (http_api_faulted(a)) {
+        http_api_respond_faulted(req);
         return;
     }
     switch (http_api_state(a)) {
@@ -50,9 +62,16 @@ static void http_api_health(struct http_req *req, void *ud)
     }
 }
 
+/* Liveness: the process answers, unless the engine is faulted for good. A faulted engine cannot
+ * recover by itself, so /live fails too and the kubelet's liveness probe restarts the container
+ * (the operator sets livenessProbe /live, readinessProbe /health: operator/desired.c). */
 static void http_api_live(struct http_req *req, void *ud)
 {
-    (void)ud;
+    struct http_api *a = ud;
+    if (http_api_faulted(a)) {
+        http_api_respond_faulted(req);
+        return;
+    }
     http_respond(req, 200, "application/json", "{\"status\":\"alive\"}", 18, NULL, 0);
 }
 
@@ -73,6 +92,7 @@ static void http_api_render_metrics(struct http_req *req, void *ud)
 
 static enum serve_api_gate http_api_gate(const struct http_api *a)
 {
+    if (http_api_faulted(a)) return SERVE_API_FAULTED;
     switch (http_api_state(a)) {
     case HTTP_API_SERVING:
     case HTTP_API_UNREADY: return SERVE_API_OPEN;

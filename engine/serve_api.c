@@ -1,5 +1,5 @@
-/* OpenAI route handlers: validate, tokenize, gate (loading / draining / queue full), then hand over
- * to the responder and the inference loop. */
+/* OpenAI route handlers: validate, tokenize, gate (loading / draining / faulted / queue full), then
+ * hand over to the responder and the inference loop. */
 #include "engine/serve_api.h"
 
 #include "common/clock.h"
@@ -23,6 +23,7 @@
 #define SERVE_API_RETRY_LOADING_S  5
 #define SERVE_API_RETRY_DRAINING_S 1
 #define SERVE_API_RETRY_QUEUE_S    1
+#define SERVE_API_RETRY_FAULTED_S  1           /* another replica can answer at once */
 #define SERVE_API_PROMPT_TEXT_MAX  (64u << 20) /* rendered chat prompt */
 
 #define SERVE_ERROR_BODY_MAX (1u << 16)
@@ -81,11 +82,28 @@ static bool authorized(const struct serve_api *api, struct http_req *req)
     return false;
 }
 
+void serve_api_error_faulted(struct api_error *e, bool running)
+{
+    if (running) {
+        api_error_set(e, API_ERR_INTERNAL, NULL,
+                      "the engine is faulted (inference steps keep failing) and stopped this "
+                      "response; the pod will be restarted: retry the request");
+    } else {
+        api_error_set(e, API_ERR_OVERLOADED, NULL,
+                      "the engine is faulted (inference steps keep failing); the pod will be "
+                      "restarted: retry on another replica");
+        e->retry_after_s = SERVE_API_RETRY_FAULTED_S;
+    }
+    e->code = "engine_faulted";
+}
+
 static bool gate_open(enum serve_api_gate gate, struct http_req *req)
 {
     if (gate == SERVE_API_OPEN) return true;
     struct api_error e;
-    if (gate == SERVE_API_LOADING) {
+    if (gate == SERVE_API_FAULTED) {
+        serve_api_error_faulted(&e, false);
+    } else if (gate == SERVE_API_LOADING) {
         api_error_set(&e, API_ERR_OVERLOADED, NULL, "the model is still loading; retry shortly");
         e.retry_after_s = SERVE_API_RETRY_LOADING_S;
     } else {
@@ -246,6 +264,9 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     int rc = serve_loop_submit(api->loop, sr);
     if (rc) {
         sr->fail_status = rc == ERR_AGAIN ? 429 : rc == ERR_BAD_STATE ? 503 : 500;
+        /* Faulted since the gate let it through: refused like the requests after it. */
+        if (rc == ERR_BAD_STATE && serve_loop_faulted(api->loop))
+            atomic_store(&sr->fail_faulted, true);
         atomic_store(&sr->failed, true);
         serve_respond_post(api->resp, sr);
     }

@@ -34,6 +34,7 @@ enum serve_api_gate {
     SERVE_API_OPEN = 0, /* serving */
     SERVE_API_LOADING,  /* 503 "loading", Retry-After */
     SERVE_API_DRAINING, /* 503 "shutting down", Retry-After */
+    SERVE_API_FAULTED,  /* 503 code engine_faulted, Retry-After (serve_api_error_faulted) */
 };
 
 /* Route handlers; `api` may be NULL while the model loads (the gate then says LOADING). Service
@@ -57,6 +58,12 @@ struct serve_error_reply {
  * Any thread. */
 int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e);
 void serve_error_reply_fini(struct serve_error_reply *x);
+
+/* Fills `e` with the OpenAI error of a faulted engine (serve_loop_faulted): type "server_error",
+ * code "engine_faulted", a message saying the pod will be restarted. `running`: the request was
+ * being generated when the engine faulted (500); otherwise it was refused before it ran (503 with
+ * Retry-After, so a client retries, through the Service, on another replica). Pure; any thread. */
+void serve_api_error_faulted(struct api_error *e, bool running);
 
 /* True when `header` (the Authorization header's value, NULL when absent) carries the bearer
  * token `key` (NULL: no key configured, everything passes). Constant time in the key's length.

@@ -2,8 +2,10 @@
  * state and events feed. */
 #include "engine/serve_loop.h"
 
+#include "common/assert.h"
 #include "common/clock.h"
 #include "common/err.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "common/metric_names.h"
 #include "engine/serve_metrics.h"
@@ -34,7 +36,7 @@ struct serve_loop {
     bool stopping;               /* end everything and exit */
     atomic_int inflight;
     atomic_int waiting;  /* published after each step */
-    atomic_bool faulted; /* forward steps keep failing: /health reports it */
+    atomic_bool faulted; /* forward steps kept failing: no more steps; written by the loop only */
 
     /* Loop thread only. */
     struct serve_req_list live; /* requests with sequences in the scheduler */
@@ -183,6 +185,36 @@ static void cancel_requests(struct serve_loop *l)
     }
 }
 
+/* A request that arrived after the fault: refused (503 engine_faulted) without running. */
+static void refuse_faulted(struct serve_loop *l, struct serve_req *r)
+{
+    r->fail_status = 503;
+    atomic_store(&r->fail_faulted, true);
+    atomic_store(&r->failed, true);
+    serve_respond_post(l->resp, r);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+/* SERVE_LOOP_FAULT_AFTER steps in a row failed: the backend is broken and retrying only spins.
+ * Stop stepping for good, end every request now so clients are answered at once (engine_faulted),
+ * free their KV blocks, and let the probes report it (/health and /live 503: the kubelet restarts
+ * the pod). Logged once. */
+static void enter_fault(struct serve_loop *l, int rc)
+{
+    struct sched_stats st;
+    sched_stats(l->sched, &st);
+    log_error("engine faulted: inference steps keep failing; ending every request, /health and "
+              "/live now answer 503 so that the pod is restarted",
+              LOG_S("err", err_str(rc)), LOG_I("failed_steps", SERVE_LOOP_FAULT_AFTER),
+              LOG_I("running", st.running), LOG_I("waiting", st.waiting));
+    atomic_store(&l->faulted, true);
+    /* The flag goes before the final events, which the responder reads under the request's lock. */
+    for (size_t i = 0; i < l->live.n; i++) atomic_store(&l->live.v[i]->fail_faulted, true);
+    sched_stop_all(l->sched, SCHED_FINISH_ABORT);
+    ASSERT(l->live.n == 0 && sched_idle(l->sched));
+}
+
 static void update_metrics(struct serve_loop *l)
 {
     struct sched_stats st;
@@ -203,8 +235,10 @@ static void *loop_main(void *arg)
     int failures = 0; /* consecutive failed steps */
     double last_update = 0;
     for (;;) {
+        /* Faulted, the loop only wakes to refuse what raced into the inbox, and to stop. */
         pthread_mutex_lock(&l->mu);
-        while (!l->stopping && !l->inbox.n && !l->wake && sched_idle(l->sched))
+        while (!l->stopping && !l->inbox.n && !l->wake &&
+               (atomic_load(&l->faulted) || sched_idle(l->sched)))
             pthread_cond_wait(&l->cv, &l->mu);
         struct serve_req_list in = l->inbox;
         l->inbox = (struct serve_req_list){0};
@@ -212,15 +246,24 @@ static void *loop_main(void *arg)
         bool stopping = l->stopping;
         pthread_mutex_unlock(&l->mu);
 
-        for (size_t i = 0; i < in.n; i++) admit_request(l, in.v[i]);
+        bool faulted = atomic_load(&l->faulted);
+        for (size_t i = 0; i < in.n; i++) {
+            if (faulted)
+                refuse_faulted(l, in.v[i]);
+            else
+                admit_request(l, in.v[i]);
+        }
         serve_req_list_fini(&in);
         if (stopping) break;
+        if (faulted) continue;
         cancel_requests(l);
-        int rc = sched_step(l->sched);
+        /* Fault injection for tests (common/failpoint.h): a hit is a failed step. Only steps with
+         * work count, so that @N is the Nth step that runs a forward pass. */
+        int rc = sched_idle(l->sched) ? 0 : failpoint_check("serve.step");
+        if (!rc) rc = sched_step(l->sched);
         if (rc) {
             log_error("inference step failed", LOG_S("err", err_str(rc)));
-            if (++failures == SERVE_LOOP_FAULT_AFTER && !atomic_exchange(&l->faulted, true))
-                log_error("the engine is faulted: forward steps keep failing; /health now 503");
+            if (++failures == SERVE_LOOP_FAULT_AFTER) enter_fault(l, rc);
         } else {
             failures = 0;
         }
@@ -247,6 +290,9 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
                      struct serve_respond *resp, struct serve_loop **out)
 {
     if (!metrics || !resp || cfg->max_queue < 1) return ERR_INVAL;
+    /* Reads CINFER_FAILPOINTS now, so that an armed or malformed failpoint is logged at start-up
+     * rather than at the first request. */
+    (void)failpoint_hits("serve.step");
     struct serve_loop *l = calloc(1, sizeof(*l));
     if (!l) return ERR_NOMEM;
     l->cfg = *cfg;
@@ -275,7 +321,7 @@ int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
 {
     pthread_mutex_lock(&l->mu);
     int rc = 0;
-    if (l->stopping || !l->started)
+    if (l->stopping || !l->started || atomic_load(&l->faulted))
         rc = ERR_BAD_STATE;
     else if (atomic_load(&l->waiting) + (int)l->inbox.n >= l->cfg.max_queue)
         rc = ERR_AGAIN;

@@ -32,7 +32,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
                      struct serve_respond *resp, struct serve_loop **out);
 
 /* Queues `r` (the loop takes its own reference). ERR_AGAIN when max_queue requests are already
- * waiting, ERR_BAD_STATE once stopping. Any thread. */
+ * waiting, ERR_BAD_STATE once stopping or faulted (serve_loop_faulted tells which). Any thread. */
 int serve_loop_submit(struct serve_loop *l, struct serve_req *r);
 
 /* Wakes the loop so it notices r->cancelled. Any thread, never blocks for long. */
@@ -44,8 +44,11 @@ int serve_loop_inflight(const struct serve_loop *l);
 /* Requests waiting for admission (as last published by the loop). Any thread. */
 int serve_loop_waiting(const struct serve_loop *l);
 
-/* True once forward steps failed several times in a row (a broken backend): the engine should
- * report itself unhealthy. It stays faulted. Any thread. */
+/* True once forward steps failed several times in a row (a broken backend; the failpoint
+ * "serve.step" of common/failpoint.h simulates one). It stays faulted: the loop runs no more steps,
+ * every request then in flight or queued was ended with an engine_faulted error (its KV blocks
+ * freed), later submissions are refused, and the probes should fail (/health and /live 503) so the
+ * pod is restarted. Any thread. */
 bool serve_loop_faulted(const struct serve_loop *l);
 
 /* Ends every request still in flight now (finish_reason "length") and joins the thread. Idempotent.

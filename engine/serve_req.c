@@ -27,6 +27,7 @@ struct serve_req *serve_req_new(struct api_request *api, int32_t *prompt, int n_
     }
     buf_init(&r->pending, 0);
     atomic_init(&r->failed, false);
+    atomic_init(&r->fail_faulted, false);
     atomic_init(&r->refs, 1);
     atomic_init(&r->cancelled, false);
     atomic_init(&r->in_ready, false);

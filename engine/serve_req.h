@@ -68,6 +68,9 @@ struct serve_req {
 
     atomic_bool failed; /* an event could not be queued, or submission failed */
     int fail_status;    /* with failed before any output: 429, 503 or 500 (set before posting) */
+    /* The engine faulted (serve_loop_faulted): the error is code engine_faulted, 503 when the
+     * request never ran (fail_status 503), 500 otherwise. Set before `failed` or the final events. */
+    atomic_bool fail_faulted;
 
     /* Inference thread only. */
     struct serve_seq_ud *uds; /* per choice: the scheduler's cookie */

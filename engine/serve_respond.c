@@ -86,20 +86,36 @@ static void abandon(struct serve_respond *p, struct serve_req *r)
     cancel_request(r);
 }
 
-static void respond_error(struct serve_req *r, enum api_error_kind kind, const char *msg,
-                          int retry_after_s)
+/* Answers the whole request with `e` (borrowed) and releases the stream. */
+static void respond_error(struct serve_req *r, const struct api_error *e)
 {
-    struct api_error e;
-    api_error_set(&e, kind, NULL, "%s", msg);
-    e.retry_after_s = retry_after_s;
     struct serve_error_reply x;
-    if (serve_error_reply_init(&x, &e) == 0)
-        (void)http_stream_respond(r->stream, e.status, "application/json", x.body.data, x.body.len,
+    if (serve_error_reply_init(&x, e) == 0)
+        (void)http_stream_respond(r->stream, e->status, "application/json", x.body.data, x.body.len,
                                   x.headers, x.n_headers);
     else
         http_stream_abort(r->stream);
     r->stream = NULL;
     serve_error_reply_fini(&x);
+}
+
+/* Why a failed request (r->failed, or an engine abort) gets no normal answer. */
+static void failure_error(const struct serve_req *r, struct api_error *e)
+{
+    int st = r->fail_status;
+    if (atomic_load(&r->fail_faulted)) {
+        serve_api_error_faulted(e, st != 503);
+    } else if (st == 429) {
+        api_error_set(e, API_ERR_RATE_LIMIT, NULL, "too many requests are waiting; retry later");
+        e->retry_after_s = 1;
+    } else if (st == 503) {
+        api_error_set(e, API_ERR_OVERLOADED, NULL,
+                      "the server is shutting down; retry on another replica");
+        e->retry_after_s = 1;
+    } else {
+        api_error_set(e, API_ERR_INTERNAL, NULL,
+                      "the engine failed while generating this response");
+    }
 }
 
 /* Appends one SSE event for `j` (consumed) to the pending output. */
@@ -236,7 +252,9 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!body) {
-        respond_error(r, API_ERR_INTERNAL, "out of memory formatting the response", 0);
+        struct api_error e;
+        api_error_set(&e, API_ERR_INTERNAL, NULL, "out of memory formatting the response");
+        respond_error(r, &e);
         return;
     }
     (void)http_stream_respond(r->stream, 200, "application/json", body, strlen(body), NULL, 0);
@@ -298,21 +316,15 @@ static void process(struct serve_respond *p, struct serve_req *r)
     bool all_done = r->n_finished == r->n_choices;
 
     if (!answered(r) && (engine_error || atomic_load(&r->failed))) {
-        /* Nothing more can be produced correctly for this request. */
+        /* Nothing more can be produced correctly for this request: an HTTP error while nothing
+         * was sent, else (a stream under way) one SSE error event and the end of the stream, as
+         * OpenAI-compatible servers do. */
+        struct api_error e;
+        failure_error(r, &e);
         if (!r->began && !r->pending.len) {
-            int st = r->fail_status;
-            respond_error(r,
-                          st == 429   ? API_ERR_RATE_LIMIT
-                          : st == 503 ? API_ERR_OVERLOADED
-                                      : API_ERR_INTERNAL,
-                          st == 429   ? "too many requests are waiting; retry later"
-                          : st == 503 ? "the server is shutting down; retry on another replica"
-                                      : "the engine failed while generating this response",
-                          st == 429 || st == 503 ? 1 : 0);
+            respond_error(r, &e);
         } else {
-            (void)sse_add(r, json_pack("{s:{s:s,s:s}}", "error", "message",
-                                       "the engine failed while generating this response", "type",
-                                       "server_error"));
+            (void)sse_add(r, api_error_json(&e));
             if (flush_pending(p, r)) {
                 (void)http_stream_end(r->stream);
                 r->stream = NULL;
