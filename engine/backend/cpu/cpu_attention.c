@@ -14,9 +14,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-/* Items with at most ATTN_DOT_MAX_ROWS query rows (decode) use dot-product scores: the 16-row
- * transposed kernel would compute mostly padding. */
-
 /* Blocks ahead of the one being read that attention requests (see attn_prefetch_block). */
 #define ATTN_PREFETCH_BLOCKS 2
 

@@ -25,7 +25,8 @@ struct cpu_act_q8 {
  * whatever nr, nt and the thread split are, so results do not depend on the thread count. */
 #define CPU_GEMM_ROWS 4
 #define CPU_ATTN_ROWS 16
-/* Query rows up to which attention items use the dot-product score kernels (decode). */
+/* Items with at most this many query rows (decode) use the dot-product score kernels: the 16-row
+ * transposed kernel would compute mostly padding. */
 #define ATTN_DOT_MAX_ROWS 4
 typedef void (*cpu_gemm_f32_fn)(const float *w, size_t ldw, int nr, const float *x, size_t ldx,
                                 int nt, int k, float *y, size_t ldy);
@@ -124,8 +125,7 @@ struct cpu_backend {
      * that way). */
     struct backend_kv_desc kv;
     int kv_ready;
-    void *kv_mem; /* kv_bytes of huge-page-advised anonymous memory */
-    size_t kv_bytes;
+    void *kv_mem;
     size_t kv_elem_bytes;  /* 4 (F32) or 2 (F16) */
     size_t kv_row_elems;   /* n_kv_heads * head_dim */
     size_t kv_layer_elems; /* n_blocks * block_size * kv_row_elems */
