@@ -469,23 +469,38 @@ static AVX512 void attn_scores_512(const float *qt, int hd, const float *k, size
     }
 }
 
-/* Few-row scores: one masked FMA chain per (row, position) and a horizontal sum. */
+/* Few-row scores with F32 or (half) F16 K rows, widened in registers: one masked FMA chain per
+ * (row, position) and a horizontal sum. Each K chunk is loaded once for all rows, and the operations
+ * per row are the same either way, so widening an F16 cache here gives exactly what widening it
+ * first gave (decode reads each K row once: a separate widening pass cost as much as the dots). */
+AVX512_INLINE void attn_scores_dot_any_512(const float *q, int nq, int hd, const void *k,
+                                           size_t ldk, int np, float *s, const int half)
+{
+    for (int p = 0; p < np; p++) {
+        __m512 acc[ATTN_DOT_MAX_ROWS];
+        for (int r = 0; r < nq; r++) acc[r] = _mm512_setzero_ps();
+        for (int i = 0; i < hd; i += 16) {
+            __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
+            size_t e = p * ldk + i;
+            __m512 kv = half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)k + e))
+                             : _mm512_maskz_loadu_ps(m, (const float *)k + e);
+            for (int r = 0; r < nq; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * hd + i), kv, acc[r]);
+        }
+        for (int r = 0; r < nq; r++) s[p * 16 + r] = hsum512(acc[r]);
+    }
+}
+
 static AVX512 void attn_scores_dot_512(const float *q, int nq, int hd, const float *k, size_t ldk,
                                        int np, float *s)
 {
-    for (int p = 0; p < np; p++) {
-        const float *kp = k + p * ldk;
-        for (int r = 0; r < nq; r++) {
-            const float *qr = q + r * hd;
-            __m512 acc = _mm512_setzero_ps();
-            for (int i = 0; i < hd; i += 16) {
-                __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
-                acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, qr + i),
-                                      _mm512_maskz_loadu_ps(m, kp + i), acc);
-            }
-            s[p * 16 + r] = hsum512(acc);
-        }
-    }
+    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, 0);
+}
+
+static AVX512 void attn_scores_dot_f16_512(const float *q, int nq, int hd, const uint16_t *k,
+                                           size_t ldk, int np, float *s)
+{
+    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, 1);
 }
 
 static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float *inv)
@@ -506,28 +521,8 @@ static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float 
 }
 
 /* o[r] += sum_p s[p][r] v[p] over 64 columns at a time (masked tail), two rows per pass so every V
- * load feeds eight FMA chains. */
-/* attn_scores_dot over an F16 cache, widening K in registers: the same operations on the same
- * values as widening the rows first and calling attn_scores_dot_512, so the results are identical;
- * decode reads each K row once, and a separate widening pass cost as much as the dot products. */
-static AVX512 void attn_scores_dot_f16_512(const float *q, int nq, int hd, const uint16_t *k,
-                                           size_t ldk, int np, float *s)
-{
-    for (int p = 0; p < np; p++) {
-        const uint16_t *kp = k + p * ldk;
-        __m512 acc[ATTN_DOT_MAX_ROWS];
-        for (int r = 0; r < nq; r++) acc[r] = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i += 16) {
-            __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
-            __m512 kv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, kp + i));
-            for (int r = 0; r < nq; r++)
-                acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * hd + i), kv, acc[r]);
-        }
-        for (int r = 0; r < nq; r++) s[p * 16 + r] = hsum512(acc[r]);
-    }
-}
-
-/* P @ V with F32 or (half) F16 V rows, widened in registers: identical results either way. */
+ * load feeds eight FMA chains; V rows F32 or (half) F16, widened in registers: identical results
+ * either way. */
 AVX512_INLINE void attn_pv_any_512(const float *s, int nq, const void *v, size_t ldv, int np,
                                    float *o, int hd, const int half)
 {
