@@ -171,12 +171,19 @@ static void fill_logprobs(const struct sampler *s, const float *logits, struct s
     out->n_top = have;
 }
 
+/* Whether the penalties would change any logit (a window of history and a penalty set). */
+static bool penalties_active(const struct sampler *s)
+{
+    const struct sampler_params *p = &s->p;
+    return p->repeat_last_n != 0 && s->n_hist != 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+            p->frequency_penalty != 0.0f);
+}
+
 static void apply_penalties(struct sampler *s, struct cand *c)
 {
     const struct sampler_params *p = &s->p;
-    if (p->repeat_last_n == 0 || s->n_hist == 0) return;
-    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f)
-        return;
+    if (!penalties_active(s)) return;
     size_t n = s->n_hist;
     if (p->repeat_last_n > 0 && (size_t)p->repeat_last_n < n) n = (size_t)p->repeat_last_n;
     const int32_t *win = s->hist + (s->n_hist - n);
@@ -213,15 +220,6 @@ static int sampler_finish(const struct sampler *s, const float *logits, int32_t 
     out->n_top = 0;
     if (s->p.logprobs) fill_logprobs(s, logits, out);
     return 0;
-}
-
-/* Whether apply_penalties would change any logit. */
-static bool penalties_active(const struct sampler *s)
-{
-    const struct sampler_params *p = &s->p;
-    return p->repeat_last_n != 0 && s->n_hist != 0 &&
-           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
-            p->frequency_penalty != 0.0f);
 }
 
 /* Greedy without penalties: the first largest finite logit, as the candidate path picks it, without
