@@ -2,6 +2,8 @@
 #ifndef CINFER_TESTS_TESTUTIL_H
 #define CINFER_TESTS_TESTUTIL_H
 
+#include "common/log.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -50,6 +52,41 @@ static inline const char *test_tmpdir(void)
 {
     const char *t = getenv("TMPDIR");
     return t && *t ? t : "/tmp";
+}
+
+/* Log capture: between test_log_capture_start and test_log_capture_end, common/log writes into
+ * memory instead of stderr. start returns the sink, NULL when it cannot be opened (nothing is
+ * redirected then); end restores stderr and returns the text, owned by `c` until
+ * test_log_capture_free (safe to call again, or without a capture). */
+struct test_log_capture {
+    char *text;
+    size_t len;
+    FILE *sink;
+};
+
+static inline FILE *test_log_capture_start(struct test_log_capture *c)
+{
+    c->sink = open_memstream(&c->text, &c->len);
+    if (c->sink) log_set_sink(c->sink);
+    return c->sink;
+}
+
+static inline const char *test_log_capture_end(struct test_log_capture *c)
+{
+    if (c->sink) {
+        fflush(c->sink);
+        fclose(c->sink);
+        c->sink = NULL;
+    }
+    log_set_sink(NULL);
+    return c->text;
+}
+
+static inline void test_log_capture_free(struct test_log_capture *c)
+{
+    free(c->text);
+    c->text = NULL;
+    c->len = 0;
 }
 
 #endif

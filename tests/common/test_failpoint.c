@@ -4,6 +4,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -13,30 +14,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char *captured;
-static size_t captured_len;
-static FILE *sink;
+static struct test_log_capture cap;
 
 static void capture_start(void)
 {
     log_setup("test", LOG_INFO, LOG_FORMAT_TEXT);
-    sink = open_memstream(&captured, &captured_len);
-    ck_assert_ptr_nonnull(sink);
-    log_set_sink(sink);
+    ck_assert_ptr_nonnull(test_log_capture_start(&cap));
 }
 
 static const char *capture_end(void)
 {
-    fflush(sink);
-    fclose(sink);
-    log_set_sink(NULL);
-    return captured;
+    return test_log_capture_end(&cap);
 }
 
 static void teardown(void)
 {
-    free(captured);
-    captured = NULL;
+    test_log_capture_free(&cap);
     (void)failpoint_configure(NULL);
 }
 

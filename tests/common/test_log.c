@@ -1,34 +1,28 @@
 /* Structured logging: JSON validity, escaping, levels, truncation, text mode. */
 #include "common/err.h"
 #include "common/log.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char *captured;
-static size_t captured_len;
-static FILE *sink;
+static struct test_log_capture cap;
 
 static void capture_start(void)
 {
-    sink = open_memstream(&captured, &captured_len);
-    log_set_sink(sink);
+    ck_assert_ptr_nonnull(test_log_capture_start(&cap));
 }
 
 static const char *capture_end(void)
 {
-    fflush(sink);
-    fclose(sink);
-    log_set_sink(NULL);
-    return captured;
+    return test_log_capture_end(&cap);
 }
 
 static void teardown(void)
 {
-    free(captured);
-    captured = NULL;
+    test_log_capture_free(&cap);
     log_setup("cinfer", LOG_INFO, LOG_FORMAT_JSON);
 }
 
