@@ -36,6 +36,7 @@ from engine_serve_lib import (
     post,
     quiet_metrics,
     raw_exchange,
+    read_to_close,
     parse_response,
     request,
     servers_from_argv,
@@ -395,11 +396,7 @@ def section_disconnect(s):
                  f"{text!r} {fin}")
     time.sleep(1)
     slow.settimeout(60 * SLOW)
-    while True:
-        b = slow.recv(65536)
-        if not b:
-            break
-        got += b
+    got += read_to_close(slow)
     slow.close()
     r = stream_result(parse_response(got))
     checks.check("slow reader: the stream is complete when it reads again (8 choices to length, [DONE])",
@@ -705,11 +702,7 @@ class Streamer(threading.Thread):
             s.settimeout(120 * SLOW)
             got = read_until(s, b"data: ")
             self.started.set()
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                got += b
+            got += read_to_close(s)
             s.close()
             self.result = stream_result(parse_response(got))
         except Exception as e:  # noqa: BLE001 - reported by the section

@@ -102,17 +102,23 @@ def parse_response(raw):
     return Response(int(m.group(1)), headers, body)
 
 
+def read_to_close(s):
+    """Everything socket `s` receives until the peer closes it (b"" when nothing came). Raises
+    socket.timeout on a stall."""
+    chunks = []
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
 def raw_exchange(port, data, timeout=10.0):
     """Sends `data` on a new connection and reads until the server closes it. Returns the bytes
     received (b"" when the server closed without answering). Raises socket.timeout on a stall."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW) as s:
         s.sendall(data)
-        chunks = []
-        while True:
-            b = s.recv(65536)
-            if not b:
-                return b"".join(chunks)
-            chunks.append(b)
+        return read_to_close(s)
 
 
 def request(port, method, path, body=None, headers=None, timeout=30.0):
