@@ -1,7 +1,8 @@
 /* cinfer-engine bench: prompt-processing and generation throughput of a model, llama-bench style.
  * For each batch size B: pp = one sequence's prompt of P tokens in one forward step (tokens/s);
  * tg = B sequences decoding G tokens each from an empty context, one token per sequence per step
- * (aggregate generated tokens/s). Medians over --repetitions runs after a warm-up. Prints a table
+ * (aggregate generated tokens/s), after each has prefilled --depth tokens (untimed; llama-bench's -d),
+ * so attention over a realistic context is part of the decode cost. Medians over --repetitions runs after a warm-up. Prints a table
  * and one JSON line per configuration on stdout. Synthetic token ids: no tokenizer involved. */
 #include "engine/cmd.h"
 
@@ -25,7 +26,7 @@
 
 struct bench_cfg {
     const char *model, *batches, *kv_type, *backend, *log_level, *log_format;
-    int prompt_tokens, gen_tokens, threads, reps;
+    int prompt_tokens, gen_tokens, depth, threads, reps;
 };
 
 #define O(f) offsetof(struct bench_cfg, f)
@@ -35,6 +36,8 @@ static const struct cfg_opt bench_opts[] = {
      "Prompt length for the prefill measurement", NULL, 0},
     {"gen-tokens", CFG_INT, O(gen_tokens), "128", 1, 65536, "Tokens generated per sequence", NULL,
      0},
+    {"depth", CFG_INT, O(depth), "0", 0, 65536,
+     "Context each decoding sequence prefills (untimed) before generating", NULL, 0},
     {"batch", CFG_STRING, O(batches), "1,4,16", 1, 0,
      "Comma-separated numbers of sequences decoding together", NULL, 0},
     {"threads", CFG_INT, O(threads), "0", 0, 1024, "Compute threads; 0 = all cores", NULL, 0},
@@ -149,13 +152,30 @@ out:
     return rc ? rc : dt;
 }
 
-/* n_seq sequences decode n_gen tokens each from an empty context; returns seconds or an error. */
-static double bench_tg(struct bench *b, int n_seq, int n_gen)
+/* Prefills `depth` synthetic tokens into sequence s (the untimed context of a decode run). */
+static int bench_fill(struct bench *b, int seq, int s, int depth)
+{
+    struct kv_cache_copy cp;
+    int rc = kv_cache_seq_append(b->kv, seq, depth, &cp);
+    if (rc) return rc;
+    for (int i = 0; i < depth; i++)
+        b->ids[i] = (int32_t)((i * 7919u + (unsigned)s * 104729u + 13u) % (unsigned)b->n_vocab);
+    struct model_batch_entry e = {seq, 0, depth, b->ids, MODEL_LOGITS_LAST};
+    const float *logits;
+    int rows;
+    return model_forward(b->m, b->kv, &e, 1, &logits, &rows);
+}
+
+/* n_seq sequences decode n_gen tokens each after `depth` tokens of context; returns seconds or an
+ * error. */
+static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen)
 {
     int rc = 0, opened = 0;
     double t0 = 0, dt = 0, c0 = 0;
-    for (; opened < n_seq; opened++)
+    for (; opened < n_seq; opened++) {
         if ((rc = kv_cache_seq_open(b->kv, &b->seqs[opened]))) goto out;
+        if (depth > 0 && (rc = bench_fill(b, b->seqs[opened], opened, depth))) goto out;
+    }
     for (int s = 0; s < n_seq; s++) b->ids[s] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
     t0 = clock_mono_s();
     c0 = cpu_s();
@@ -164,7 +184,8 @@ static double bench_tg(struct bench *b, int n_seq, int n_gen)
             struct kv_cache_copy cp;
             if ((rc = kv_cache_seq_append(b->kv, b->seqs[s], 1, &cp))) goto out;
             b->entries[s] =
-                (struct model_batch_entry){b->seqs[s], step, 1, &b->ids[s], MODEL_LOGITS_LAST};
+                (struct model_batch_entry){b->seqs[s], depth + step, 1, &b->ids[s],
+                                           MODEL_LOGITS_LAST};
         }
         const float *logits;
         int rows;
@@ -182,7 +203,8 @@ out:
 /* Sizes the KV pool for this batch: the prefill sequence or n_seq generating ones. */
 static int bench_kv(struct bench *b, int n_seq)
 {
-    int bs = KV_CACHE_DEFAULT_BLOCK_SIZE, P = b->cfg->prompt_tokens, G = b->cfg->gen_tokens;
+    int bs = KV_CACHE_DEFAULT_BLOCK_SIZE, P = b->cfg->prompt_tokens;
+    int G = b->cfg->depth + b->cfg->gen_tokens;
     int per_pp = (P + bs - 1) / bs, per_tg = (G + bs - 1) / bs;
     int n_blocks = per_pp > n_seq * per_tg ? per_pp : n_seq * per_tg;
     struct kv_cache_config kc = {n_blocks, bs, n_seq, per_pp > per_tg ? per_pp : per_tg};
@@ -198,7 +220,7 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     int rc = bench_kv(b, n_seq);
     if (rc) return rc;
     /* Warm-up: fault the weights in and size the scratch buffers. */
-    double w1 = bench_pp(b, c->prompt_tokens), w2 = bench_tg(b, n_seq, 2);
+    double w1 = bench_pp(b, c->prompt_tokens), w2 = bench_tg(b, n_seq, 0, 2);
     if (w1 < 0) return (int)w1;
     if (w2 < 0) return (int)w2;
     /* Wall-clock rates are the result; rates per CPU second x threads estimate what an idle
@@ -207,7 +229,7 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     for (int r = 0; r < c->reps; r++) {
         double a = bench_pp(b, c->prompt_tokens), a_cpu = b->last_cpu;
         if (a < 0) return (int)a;
-        double d = bench_tg(b, n_seq, c->gen_tokens), d_cpu = b->last_cpu;
+        double d = bench_tg(b, n_seq, c->depth, c->gen_tokens), d_cpu = b->last_cpu;
         if (d < 0) return (int)d;
         pp[r] = c->prompt_tokens / a;
         tg[r] = (double)n_seq * c->gen_tokens / d;
@@ -220,9 +242,9 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     printf("%-6s %6d %8d %12.2f %8d %12.2f %10.1f %12.2f %12.2f\n", type_name, n_seq,
            c->prompt_tokens, pp_m, c->gen_tokens, tg_m, (double)rss / (1024.0 * 1024.0), ppc_m,
            tgc_m);
-    printf("{\"batch\":%d,\"prompt_tokens\":%d,\"pp_tok_s\":%.2f,\"tg_tok_s\":%.2f,"
-           "\"rss_bytes\":%llu}\n",
-           n_seq, c->prompt_tokens, pp_m, tg_m, (unsigned long long)rss);
+    printf("{\"batch\":%d,\"prompt_tokens\":%d,\"depth\":%d,\"pp_tok_s\":%.2f,"
+           "\"tg_tok_s\":%.2f,\"rss_bytes\":%llu}\n",
+           n_seq, c->prompt_tokens, c->depth, pp_m, tg_m, (unsigned long long)rss);
     fflush(stdout);
     return 0;
 }
@@ -269,8 +291,9 @@ int cmd_bench_main(int argc, char **argv)
     b.n_vocab = model_hparams(b.m)->n_vocab;
     b.n_threads = c.threads > 0 ? c.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (b.n_threads < 1) b.n_threads = 1;
-    size_t n_ids = (size_t)(c.prompt_tokens > max_b ? c.prompt_tokens : max_b);
-    b.ids = calloc(n_ids, sizeof(*b.ids));
+    int n_ids = c.prompt_tokens > max_b ? c.prompt_tokens : max_b;
+    if (c.depth > n_ids) n_ids = c.depth;
+    b.ids = calloc((size_t)n_ids, sizeof(*b.ids));
     b.entries = calloc((size_t)max_b, sizeof(*b.entries));
     b.seqs = calloc((size_t)max_b, sizeof(*b.seqs));
     if (!b.ids || !b.entries || !b.seqs) {
@@ -279,9 +302,9 @@ int cmd_bench_main(int argc, char **argv)
     }
     const struct model_hparams *hp = model_hparams(b.m);
     printf("# %s: %s, %d layers, dim %d, ffn %d, vocab %d, %.1f MiB of weights per token, "
-           "threads %d\n",
+           "threads %d, decode depth %d\n",
            c.model, model_type_name(b.m), hp->n_layer, hp->n_embd, hp->n_ff, hp->n_vocab,
-           (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), b.n_threads);
+           (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), b.n_threads, c.depth);
     printf("%-6s %6s %8s %12s %8s %12s %10s %12s %12s\n", "type", "batch", "pp", "pp_tok_s", "tg",
            "tg_tok_s", "rss_MiB", "pp_cpu_tok_s", "tg_cpu_tok_s");
     for (int i = 0; i < n_batches; i++) {
