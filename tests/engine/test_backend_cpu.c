@@ -963,6 +963,43 @@ START_TEST(test_attention_gqa_ratios)
 }
 END_TEST
 
+/* A decoding token's attention is bit-identical alone and beside other sequences' tokens: alone, its
+ * KV heads are split one per item (for balance), in the batch one item covers several KV heads. */
+static void check_attention_alone_equals_batched(int n_kv, int group, int hd, int f16)
+{
+    struct att_scene s;
+    scene_init(&s, n_kv, group, hd);
+    int32_t pos[3] = {40, 19, 34}, seq[3] = {0, 1, 2}; /* each sequence's last cached token */
+    int nt = 3, nh = n_kv * group;
+    size_t per_token = (size_t)nh * hd;
+    float *q = malloc(sizeof(float) * nt * per_token);
+    fill_f(q, (size_t)nt * per_token);
+    for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+        float *all = scene_attention(isa_levels[li], 1, &s, f16, q, nt, pos, seq);
+        if (!all) continue;
+        for (int t = 0; t < nt; t++) {
+            float *one = scene_attention(isa_levels[li], 1, &s, f16, q + t * per_token, 1,
+                                         &pos[t], &seq[t]);
+            ck_assert_msg(memcmp(one, all + t * per_token, sizeof(float) * per_token) == 0,
+                          "isa %s kv %d group %d f16 %d: token %d differs alone", isa_levels[li],
+                          n_kv, group, f16, t);
+            free(one);
+        }
+        free(all);
+    }
+    free(q);
+    scene_fini(&s);
+}
+
+START_TEST(test_attention_alone_equals_batched)
+{
+    check_attention_alone_equals_batched(6, 1, 64, 1);
+    check_attention_alone_equals_batched(6, 1, 64, 0);
+    check_attention_alone_equals_batched(4, 2, 96, 1);
+    check_attention_alone_equals_batched(3, 4, 64, 0);
+}
+END_TEST
+
 START_TEST(test_attention_f16_cache)
 {
     check_attention(2, 2, 64, 1, 0);
@@ -1164,6 +1201,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
     tcase_add_test(tc, test_matmul_batch_invariant);
     tcase_add_test(tc, test_attention_gqa_ratios);
+    tcase_add_test(tc, test_attention_alone_equals_batched);
     tcase_add_test(tc, test_attention_f16_cache);
     tcase_add_test(tc, test_kv_copy_block_copies_every_layer);
     tcase_add_test(tc, test_attention_rejects_bad_batches);

@@ -1,7 +1,9 @@
 /* Paged attention and KV stores over the CPU cache. Each token attends to positions 0..pos of its
  * sequence, found block by block through the sequence's block table. A work item is up to 16 query
- * rows sharing one KV head: consecutive tokens of a sequence (prefill) times the query heads of the
- * KV head (GQA), so every K and V row loaded serves all of them. Queries are transposed so scores are
+ * rows: consecutive tokens of a sequence (prefill) times the query heads of one KV head (GQA), so
+ * every K and V row loaded serves all of them; or, for a lone token (decode), the query heads of
+ * several consecutive KV heads, so each block's K and V are read as one contiguous stretch and the
+ * softmax fills its 16 lanes. Queries are transposed so scores are
  * computed 16 rows at a time without horizontal sums; softmax subtracts each row's maximum and masks
  * positions after the row's own (causal). Threads claim items from a shared counter because causal
  * contexts make later tokens more expensive. F16 caches with short heads follow llama.cpp's CPU
@@ -22,11 +24,13 @@
  * scalar cost is small. Longer heads keep the vector kernels. */
 #define ATTN_GGML_MAX_HD 64
 
-/* One work item: up to CPU_ATTN_ROWS query rows (nt consecutive batch tokens of one sequence times
- * ng query heads g0.. of KV head h). */
+/* One work item: up to CPU_ATTN_ROWS query rows, nt consecutive batch tokens of one sequence times
+ * nh KV heads h0.. times their query heads g0..g0+ng-1; nt > 1 only with nh == 1. Row r is token
+ * t0 + r / (nh ng), KV head h0 + (r / ng) % nh, query head g0 + r % ng of that KV head's group. */
 struct attn_item {
     int t0, nt;
-    int h, g0, ng;
+    int h0, nh;
+    int g0, ng;
 };
 
 struct attn_job {
@@ -38,6 +42,7 @@ struct attn_job {
     float scale;
     const char *k_base, *v_base; /* this layer's K and V */
     const struct attn_item *items;
+    int group; /* query heads per KV head */
     int n_items;
     atomic_int next_item; /* items are claimed dynamically: their costs differ a lot */
     float *scratch;       /* per thread: thread_floats floats */
@@ -105,56 +110,77 @@ static const char *attn_row(const struct attn_job *j, const char *base, const in
     return base + cpu_kv_offset(cb, slot, h) * cb->kv_elem_bytes;
 }
 
-/* Requests block `bi` of the item's table (head h) if it holds any of the positions [0, np): blocks
- * are scattered through the cache, so the hardware prefetchers cannot find the next one, and one
- * block's compute is shorter than the memory latency. */
+/* Batch token and query head of row r of item `it`. */
+static void attn_row_of(const struct attn_job *j, const struct attn_item *it, int r, int *t,
+                        int *head)
+{
+    *t = it->t0 + r / (it->nh * it->ng);
+    *head = (it->h0 + (r / it->ng) % it->nh) * j->group + it->g0 + r % it->ng;
+}
+
+/* Requests block `bi` of the item's table (KV heads h0..h0+nh-1, contiguous in the cache) if it
+ * holds any of the positions [0, np): blocks are scattered through the cache, so the hardware
+ * prefetchers cannot find the next one, and one block's compute is shorter than the memory latency. */
 static void attn_prefetch_block(const struct attn_job *j, const char *base, const int32_t *tab,
-                                int bi, int np, int h)
+                                int bi, int np, int h0, int nh)
 {
     const struct cpu_backend *cb = j->cb;
     int bs = cb->kv.block_size;
     if ((int64_t)bi * bs >= np) return;
-    const char *p = attn_row(j, base, tab, bi * bs, h);
-    size_t n = (size_t)bs * (size_t)cb->kv.head_dim * cb->kv_elem_bytes;
+    const char *p = attn_row(j, base, tab, bi * bs, h0);
+    size_t n = (size_t)nh * (size_t)bs * (size_t)cb->kv.head_dim * cb->kv_elem_bytes;
     for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
-/* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
- * that are contiguous in the cache (within one block), converting F16 rows to floats in `conv`. */
-static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int np, int h,
-                      float *conv, float *s, float *vec, int nq, int is_v)
+/* Scores (is_v = 0) or P @ V accumulated (is_v = 1) over the positions [0, np) for one KV head's
+ * nq rows: s and vec point at the head's first row (its lane in s; its queries or outputs in vec). */
+static void attn_head_run(const struct attn_job *j, const char *row, int run, float *conv, float *sp,
+                          float *vec, int nq, int is_v)
 {
     const struct cpu_backend *cb = j->cb;
     const struct cpu_kernels *kern = &cb->kern;
+    int hd = cb->kv.head_dim;
+    const float *rows = (const float *)row; /* the run's rows are hd apart */
+    size_t ld = (size_t)hd;
+    if (cb->kv.type == QUANT_F16 && nq <= ATTN_DOT_MAX_ROWS && kern->attn_pv_f16) {
+            /* few rows: widen in registers instead of a conversion pass (same results) */
+            const uint16_t *h16 = (const uint16_t *)row;
+        if (is_v)
+            kern->attn_pv_f16(sp, nq, h16, ld, run, vec, hd);
+        else
+            kern->attn_scores_dot_f16(vec, nq, hd, h16, ld, run, sp);
+        return;
+    }
+    if (cb->kv.type == QUANT_F16) {
+        kern->f16_to_f32((const uint16_t *)row, conv, (int64_t)run * hd);
+        rows = conv;
+    }
+    if (is_v)
+        kern->attn_pv(sp, nq, rows, ld, run, vec, hd); /* vec: the (nq, hd) output */
+    else if (nq <= ATTN_DOT_MAX_ROWS)
+        kern->attn_scores_dot(vec, nq, hd, rows, ld, run, sp); /* vec: (nq, hd) queries */
+    else
+        kern->attn_scores(vec, hd, rows, ld, run, sp); /* vec: (hd, ROWS) queries */
+}
+
+/* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
+ * that are contiguous in the cache (within one block), KV head by KV head of the item (kq rows
+ * each), converting F16 rows to floats in `conv` where no kernel reads them directly. */
+static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int np,
+                      const struct attn_item *it, int kq, float *conv, float *s, float *vec,
+                      int is_v)
+{
+    const struct cpu_backend *cb = j->cb;
     int bs = cb->kv.block_size, hd = cb->kv.head_dim;
     for (int p0 = 0; p0 < np;) {
         int run = bs - p0 % bs;
         if (run > np - p0) run = np - p0;
-        const char *row = attn_row(j, base, tab, p0, h); /* the run's rows are hd apart */
-        const float *rows = (const float *)row;
-        attn_prefetch_block(j, base, tab, p0 / bs + ATTN_PREFETCH_BLOCKS, np, h);
-        size_t ld = (size_t)hd;
-        float *sp = s + (size_t)p0 * CPU_ATTN_ROWS;
-        if (cb->kv.type == QUANT_F16 && nq <= ATTN_DOT_MAX_ROWS && kern->attn_pv_f16) {
-            /* few rows: widen in registers instead of a conversion pass (same results) */
-            const uint16_t *h16 = (const uint16_t *)row;
-            if (is_v)
-                kern->attn_pv_f16(sp, nq, h16, ld, run, vec, hd);
-            else
-                kern->attn_scores_dot_f16(vec, nq, hd, h16, ld, run, sp);
-            p0 += run;
-            continue;
+        attn_prefetch_block(j, base, tab, p0 / bs + ATTN_PREFETCH_BLOCKS, np, it->h0, it->nh);
+        for (int hi = 0; hi < it->nh; hi++) {
+            const char *row = attn_row(j, base, tab, p0, it->h0 + hi);
+            float *sp = s + (size_t)p0 * CPU_ATTN_ROWS + hi * kq;
+            attn_head_run(j, row, run, conv, sp, vec + (size_t)hi * kq * hd, kq, is_v);
         }
-        if (cb->kv.type == QUANT_F16) {
-            kern->f16_to_f32((const uint16_t *)row, conv, (int64_t)run * hd);
-            rows = conv;
-        }
-        if (is_v)
-            kern->attn_pv(sp, nq, rows, ld, run, vec, hd); /* vec: the (ROWS, hd) output */
-        else if (nq <= ATTN_DOT_MAX_ROWS)
-            kern->attn_scores_dot(vec, nq, hd, rows, ld, run, sp); /* vec: (nq, hd) queries */
-        else
-            kern->attn_scores(vec, hd, rows, ld, run, sp); /* vec: (hd, ROWS) queries */
         p0 += run;
     }
 }
@@ -165,20 +191,22 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
 {
     const struct cpu_backend *cb = j->cb;
     const struct backend_batch *bt = j->batch;
-    int hd = cb->kv.head_dim, group = j->n_heads / cb->kv.n_kv_heads;
+    int hd = cb->kv.head_dim;
     float *qt = scratch;                              /* (hd, ROWS) */
     float *o = qt + (size_t)hd * CPU_ATTN_ROWS;       /* (ROWS, hd) */
     float *conv = o + (size_t)hd * CPU_ATTN_ROWS;     /* (block_size, hd) */
     float *s = conv + (size_t)cb->kv.block_size * hd; /* (max_ctx, ROWS), then 2 hd for q */
     int32_t lim[CPU_ATTN_ROWS] = {0};
     float inv[CPU_ATTN_ROWS];
-    int nq = it->nt * it->ng, np = 0;
+    int nq = it->nt * it->nh * it->ng, np = 0;
+    int kq = it->nt * it->ng; /* rows per KV head */
 
-    int dot = nq <= ATTN_DOT_MAX_ROWS, f16 = cb->kv.type == QUANT_F16;
+    int dot = kq <= ATTN_DOT_MAX_ROWS, f16 = cb->kv.type == QUANT_F16;
     if (!dot) memset(qt, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     memset(o, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     for (int r = 0; r < nq; r++) {
-        int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
+        int t, head;
+        attn_row_of(j, it, r, &t, &head);
         const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
         if (f16) {
             /* q rounded to f16 as llama.cpp does (see attention in backend.h) */
@@ -200,19 +228,20 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     }
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
     for (int bi = 0; bi < ATTN_PREFETCH_BLOCKS; bi++) {
-        attn_prefetch_block(j, j->k_base, tab, bi, np, it->h);
-        attn_prefetch_block(j, j->v_base, tab, bi, np, it->h);
+        attn_prefetch_block(j, j->k_base, tab, bi, np, it->h0, it->nh);
+        attn_prefetch_block(j, j->v_base, tab, bi, np, it->h0, it->nh);
     }
-    attn_runs(j, j->k_base, tab, np, it->h, conv, s, qt, nq, 0);
+    attn_runs(j, j->k_base, tab, np, it, kq, conv, s, qt, 0);
     cb->kern.attn_softmax(s, np, lim, inv);
     if (f16) {
         /* llama.cpp multiplies F16 K/V by F16 copies of q and of the normalized probabilities */
         cb->kern.attn_probs_f16(s, np, inv);
         for (int r = 0; r < CPU_ATTN_ROWS; r++) inv[r] = 1.0f;
     }
-    attn_runs(j, j->v_base, tab, np, it->h, conv, s, o, nq, 1);
+    attn_runs(j, j->v_base, tab, np, it, kq, conv, s, o, 1);
     for (int r = 0; r < nq; r++) {
-        int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
+        int t, head;
+        attn_row_of(j, it, r, &t, &head);
         float *dst = j->out + ((size_t)t * j->n_heads + head) * hd;
         for (int i = 0; i < hd; i++) dst[i] = o[r * hd + i] * inv[r];
     }
@@ -266,23 +295,25 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
 {
     const struct cpu_backend *cb = j->cb;
     const struct backend_batch *bt = j->batch;
-    int hd = cb->kv.head_dim, group = j->n_heads / cb->kv.n_kv_heads;
+    int hd = cb->kv.head_dim;
     float *qh = scratch;               /* (hd) */
     float *acc = qh + hd;              /* (hd, 16) lane accumulators of P @ V */
     float *pr = acc + (size_t)hd * 16; /* (max_ctx) scores, then probabilities */
     /* (17 hd + max_ctx floats: well inside the thread_floats sized for attn_item_run) */
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
-    int nq = it->nt * it->ng;
+    int nq = it->nt * it->nh * it->ng;
 
     for (int r = 0; r < nq; r++) {
-        int t = it->t0 + r / it->ng, head = it->h * group + it->g0 + r % it->ng;
+        int t, head;
+        attn_row_of(j, it, r, &t, &head);
+        int kvh = head / j->group;
         const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
         int np = bt->pos[t] + 1;
         for (int i = 0; i < hd; i++) qh[i] = attn_f16_round(qr[i]);
 
         float mx = -INFINITY;
         for (int p = 0; p < np; p++) {
-            const uint16_t *kp = (const uint16_t *)attn_row(j, j->k_base, tab, p, it->h);
+            const uint16_t *kp = (const uint16_t *)attn_row(j, j->k_base, tab, p, kvh);
             double dot = 0.0;
             for (int i = 0; i < hd; i++) dot += (double)(qh[i] * cpu_quant_f16_to_f32(kp[i]));
             pr[p] = (float)dot * j->scale;
@@ -302,7 +333,7 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
 
         memset(acc, 0, sizeof(float) * (size_t)hd * 16);
         for (int p = 0; p < np; p++) {
-            const uint16_t *vp = (const uint16_t *)attn_row(j, j->v_base, tab, p, it->h);
+            const uint16_t *vp = (const uint16_t *)attn_row(j, j->v_base, tab, p, kvh);
             float *a = acc + (p % 16);
             for (int i = 0; i < hd; i++)
                 a[i * 16] = fmaf(pr[p], cpu_quant_f16_to_f32(vp[i]), a[i * 16]);
@@ -327,20 +358,37 @@ static void attn_task(void *ctx, int ith, int nth)
     }
 }
 
+/* KV heads per item for lone tokens: as many as fill CPU_ATTN_ROWS rows, fewer when the batch would
+ * then give each thread fewer than 4 items to balance (single-sequence decode). */
+static int attn_heads_per_item(int n_tokens, int n_kv, int group, int n_threads)
+{
+    if (group > ATTN_DOT_MAX_ROWS) return 1; /* one KV head's rows take the transposed kernel */
+    int nh = CPU_ATTN_ROWS / group, want = 4 * n_threads;
+    if (nh > n_kv) nh = n_kv;
+    if ((int64_t)n_tokens * ((n_kv + nh - 1) / nh) < want) {
+        nh = (int)((int64_t)n_kv * n_tokens / want);
+        if (nh < 1) nh = 1;
+    }
+    return nh;
+}
+
 /* Splits the batch into items: runs of consecutive tokens of one sequence, times slices of the query
- * heads of each KV head, at most CPU_ATTN_ROWS rows each. Returns the count written to `items`
- * (capacity n_tokens * n_kv * ceil(group / ROWS)). */
+ * heads of each KV head, at most CPU_ATTN_ROWS rows each; a lone token's items take heads_per_item
+ * KV heads at once. Returns the count written to `items` (capacity
+ * n_tokens * n_kv * ceil(group / ROWS)). */
 static int attn_items_build(const struct backend_batch *bt, int n_kv, int group,
-                            struct attn_item *items)
+                            int heads_per_item, struct attn_item *items)
 {
     int ng = group < CPU_ATTN_ROWS ? group : CPU_ATTN_ROWS;
     int max_nt = CPU_ATTN_ROWS / ng, n = 0;
     for (int t0 = 0; t0 < bt->n_tokens;) {
         int nt = 1;
         while (nt < max_nt && t0 + nt < bt->n_tokens && bt->seq[t0 + nt] == bt->seq[t0]) nt++;
-        for (int h = 0; h < n_kv; h++)
+        int step = nt == 1 ? heads_per_item : 1;
+        for (int h = 0; h < n_kv; h += step)
             for (int g0 = 0; g0 < group; g0 += ng)
-                items[n++] = (struct attn_item){t0, nt, h, g0, group - g0 < ng ? group - g0 : ng};
+                items[n++] = (struct attn_item){t0, nt, h, n_kv - h < step ? n_kv - h : step, g0,
+                                                group - g0 < ng ? group - g0 : ng};
         t0 += nt;
     }
     return n;
@@ -372,7 +420,9 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     char *mem = cpu_backend_scratch(cb, items_bytes + (size_t)cb->n_threads * j.thread_floats *
                                                           sizeof(float));
     if (!mem) return ERR_NOMEM;
-    j.n_items = attn_items_build(batch, n_kv, group, (struct attn_item *)mem);
+    j.group = group;
+    int hpi = attn_heads_per_item(batch->n_tokens, n_kv, group, cb->n_threads);
+    j.n_items = attn_items_build(batch, n_kv, group, hpi, (struct attn_item *)mem);
     j.items = (const struct attn_item *)mem;
     j.scratch = (float *)(mem + items_bytes);
     atomic_init(&j.next_item, 0);
