@@ -963,31 +963,44 @@ START_TEST(test_attention_gqa_ratios)
 }
 END_TEST
 
-/* A decoding token's attention is bit-identical alone and beside other sequences' tokens: alone, its
- * KV heads are split one per item (for balance), in the batch one item covers several KV heads. */
-static void check_attention_alone_equals_batched(int n_kv, int group, int hd, int f16)
+/* Every token's attention is bit-identical alone and in a batch, whatever item shape the batch
+ * gives it: alone a decoding token's KV heads are split one per item, beside other sequences' tokens
+ * one item covers several KV heads, and a prefill token shares an item of up to 16 rows with its
+ * neighbours (the transposed score kernel) or, at a chunk's end, takes the few-row kernel. */
+static void check_alone_equals_batched(const struct att_scene *s, int f16, int nt, const int32_t *pos,
+                                       const int32_t *seq)
 {
-    struct att_scene s;
-    scene_init(&s, n_kv, group, hd);
-    int32_t pos[3] = {40, 19, 34}, seq[3] = {0, 1, 2}; /* each sequence's last cached token */
-    int nt = 3, nh = n_kv * group;
-    size_t per_token = (size_t)nh * hd;
+    size_t per_token = (size_t)s->n_kv * s->group * s->hd;
     float *q = malloc(sizeof(float) * nt * per_token);
     fill_f(q, (size_t)nt * per_token);
+    for (size_t i = 0; i < nt * per_token; i++) q[i] *= 3.0f; /* peaky softmax */
     for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
-        float *all = scene_attention(isa_levels[li], 1, &s, f16, q, nt, pos, seq);
+        float *all = scene_attention(isa_levels[li], 1, s, f16, q, nt, pos, seq);
         if (!all) continue;
         for (int t = 0; t < nt; t++) {
-            float *one = scene_attention(isa_levels[li], 1, &s, f16, q + t * per_token, 1,
+            float *one = scene_attention(isa_levels[li], 1, s, f16, q + t * per_token, 1,
                                          &pos[t], &seq[t]);
             ck_assert_msg(memcmp(one, all + t * per_token, sizeof(float) * per_token) == 0,
-                          "isa %s kv %d group %d f16 %d: token %d differs alone", isa_levels[li],
-                          n_kv, group, f16, t);
+                          "isa %s kv %d group %d hd %d f16 %d: token %d (pos %d) differs alone",
+                          isa_levels[li], s->n_kv, s->group, s->hd, f16, t, pos[t]);
             free(one);
         }
         free(all);
     }
     free(q);
+}
+
+static void check_attention_alone_equals_batched(int n_kv, int group, int hd, int f16)
+{
+    struct att_scene s;
+    scene_init(&s, n_kv, group, hd);
+    int32_t dpos[3] = {40, 19, 34}, dseq[3] = {0, 1, 2}; /* each sequence's last cached token */
+    check_alone_equals_batched(&s, f16, 3, dpos, dseq);
+    int32_t pos[32], seq[32];
+    for (int contiguous = 0; contiguous <= 1; contiguous++) {
+        int nt = scene_batch(contiguous, pos, seq);
+        check_alone_equals_batched(&s, f16, nt, pos, seq);
+    }
     scene_fini(&s);
 }
 
@@ -997,6 +1010,8 @@ START_TEST(test_attention_alone_equals_batched)
     check_attention_alone_equals_batched(6, 1, 64, 0);
     check_attention_alone_equals_batched(4, 2, 96, 1);
     check_attention_alone_equals_batched(3, 4, 64, 0);
+    check_attention_alone_equals_batched(2, 1, 40, 0); /* head_dim tails: 40 = 2 x 16 + 8 */
+    check_attention_alone_equals_batched(2, 2, 68, 1); /* 68 = 8 x 8 + 4 (AVX2 scalar tail) */
 }
 END_TEST
 

@@ -67,7 +67,9 @@ struct cpu_kernels {
      * scores: s[p][r] = sum_i qt[i][r] * k[p * ldk + i] for p < np.
      * softmax: for each row r, over p < lim[r]: s[p][r] = exp(s[p][r] - max), 0 for p >= lim[r];
      *          inv[r] = 1 / sum (rows with lim 0 are padding; inv is then unspecified).
-     * pv: o[r][i] += sum_{p < np} s[p][r] * v[p * ldv + i] for r < nq. */
+     * pv: o[r][i] += sum_{p < np} s[p][r] * v[p * ldv + i] for r < nq.
+     * A row's score is bit-identical from attn_scores and attn_scores_dot (the same products
+     * summed in the same order), so results do not depend on which rows share an item. */
     void (*attn_scores)(const float *qt, int hd, const float *k, size_t ldk, int np, float *s);
     /* The same scores for few rows (decode): q is (nq <= 4, hd) row-major, only rows < nq written. */
     void (*attn_scores_dot)(const float *q, int nq, int hd, const float *k, size_t ldk, int np,

@@ -441,32 +441,72 @@ AVX512_INLINE __m512 exp_512(__m512 x)
 }
 
 /* s[p] (16 query rows) = qt^T k[p]: four positions at a time so four FMA chains are in flight. */
+/* Lane partial sums of J positions' scores (rows in lanes): out[j] += sum over chunks c, in order,
+ * of qt[16c + lane] * k_j[16c + lane], fused, where a lane past hd adds the zero that the dot kernel's
+ * masked loads give it. Each qt vector is loaded once for the J positions. */
+AVX512_INLINE void attn_lane_512(const float *qt, int hd, const float *k, size_t ldk, int lane,
+                                 __m512 *out, const int J)
+{
+    __m512 a[4];
+    UNROLL_ALL
+    for (int j = 0; j < J; j++) a[j] = _mm512_setzero_ps();
+    for (int i = lane; i < hd + 15 - (hd + 15) % 16; i += 16) {
+        if (i >= hd) {
+            UNROLL_ALL
+            for (int j = 0; j < J; j++) a[j] = _mm512_add_ps(a[j], _mm512_setzero_ps());
+            break;
+        }
+        __m512 q = _mm512_loadu_ps(qt + (size_t)i * 16);
+        UNROLL_ALL
+        for (int j = 0; j < J; j++) a[j] = _mm512_fmadd_ps(q, _mm512_set1_ps(k[j * ldk + i]), a[j]);
+    }
+    UNROLL_ALL
+    for (int j = 0; j < J; j++) out[j] = a[j];
+}
+
+/* Quarter l (< 4) of hsum512's tree for J positions: (lane l + lane l+8) + (lane l+4 + lane l+12). */
+AVX512_INLINE void attn_quarter_512(const float *qt, int hd, const float *k, size_t ldk, int l,
+                                    __m512 *q, const int J)
+{
+    __m512 x[4], y[4];
+    attn_lane_512(qt, hd, k, ldk, l, x, J);
+    attn_lane_512(qt, hd, k, ldk, l + 8, y, J);
+    UNROLL_ALL
+    for (int j = 0; j < J; j++) x[j] = _mm512_add_ps(x[j], y[j]);
+    __m512 z[4];
+    attn_lane_512(qt, hd, k, ldk, l + 4, z, J);
+    attn_lane_512(qt, hd, k, ldk, l + 12, y, J);
+    UNROLL_ALL
+    for (int j = 0; j < J; j++) q[j] = _mm512_add_ps(x[j], _mm512_add_ps(z[j], y[j]));
+}
+
+/* J positions' scores for 16 rows: hsum512's tree ((q0 + q2) + (q1 + q3)) over the lane partials. */
+AVX512_INLINE void attn_scores_tile_512(const float *qt, int hd, const float *k, size_t ldk,
+                                        float *s, const int J)
+{
+    __m512 q0[4], q1[4], r0[4];
+    attn_quarter_512(qt, hd, k, ldk, 0, q0, J);
+    attn_quarter_512(qt, hd, k, ldk, 2, q1, J);
+    UNROLL_ALL
+    for (int j = 0; j < J; j++) r0[j] = _mm512_add_ps(q0[j], q1[j]);
+    attn_quarter_512(qt, hd, k, ldk, 1, q0, J);
+    attn_quarter_512(qt, hd, k, ldk, 3, q1, J);
+    UNROLL_ALL
+    for (int j = 0; j < J; j++)
+        _mm512_storeu_ps(s + j * 16, _mm512_add_ps(r0[j], _mm512_add_ps(q0[j], q1[j])));
+}
+
+/* Scores for 16 rows (queries transposed: rows in lanes) in exactly the arithmetic of
+ * attn_scores_dot_any_512 for each row, so a token scores the same whichever kernel its item takes
+ * (batch invariance: a prefill chunk's last tokens, a preempted sequence's recompute): lane l of the
+ * dot kernel's accumulator becomes vector l here, then hsum512's halving tree runs across those
+ * vectors. Four positions at a time share the query loads. */
 static AVX512 void attn_scores_512(const float *qt, int hd, const float *k, size_t ldk, int np,
                                    float *s)
 {
     int p = 0;
-    for (; p + 4 <= np; p += 4) {
-        const float *k0 = k + p * ldk, *k1 = k0 + ldk, *k2 = k1 + ldk, *k3 = k2 + ldk;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < hd; i++) {
-            __m512 q = _mm512_loadu_ps(qt + i * 16);
-            a0 = _mm512_fmadd_ps(q, _mm512_set1_ps(k0[i]), a0);
-            a1 = _mm512_fmadd_ps(q, _mm512_set1_ps(k1[i]), a1);
-            a2 = _mm512_fmadd_ps(q, _mm512_set1_ps(k2[i]), a2);
-            a3 = _mm512_fmadd_ps(q, _mm512_set1_ps(k3[i]), a3);
-        }
-        _mm512_storeu_ps(s + p * 16, a0);
-        _mm512_storeu_ps(s + p * 16 + 16, a1);
-        _mm512_storeu_ps(s + p * 16 + 32, a2);
-        _mm512_storeu_ps(s + p * 16 + 48, a3);
-    }
-    for (; p < np; p++) {
-        const float *k0 = k + p * ldk;
-        __m512 a0 = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i++)
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + i * 16), _mm512_set1_ps(k0[i]), a0);
-        _mm512_storeu_ps(s + p * 16, a0);
-    }
+    for (; p + 4 <= np; p += 4) attn_scores_tile_512(qt, hd, k + p * ldk, ldk, s + p * 16, 4);
+    for (; p < np; p++) attn_scores_tile_512(qt, hd, k + p * ldk, ldk, s + p * 16, 1);
 }
 
 /* Few-row scores with F32 or (half) F16 K rows, widened in registers: one masked FMA chain per
