@@ -183,9 +183,8 @@ static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen)
         for (int s = 0; s < n_seq; s++) {
             struct kv_cache_copy cp;
             if ((rc = kv_cache_seq_append(b->kv, b->seqs[s], 1, &cp))) goto out;
-            b->entries[s] =
-                (struct model_batch_entry){b->seqs[s], depth + step, 1, &b->ids[s],
-                                           MODEL_LOGITS_LAST};
+            b->entries[s] = (struct model_batch_entry){b->seqs[s], depth + step, 1, &b->ids[s],
+                                                       MODEL_LOGITS_LAST};
         }
         const float *logits;
         int rows;

@@ -967,8 +967,8 @@ END_TEST
  * gives it: alone a decoding token's KV heads are split one per item, beside other sequences' tokens
  * one item covers several KV heads, and a prefill token shares an item of up to 16 rows with its
  * neighbours (the transposed score kernel) or, at a chunk's end, takes the few-row kernel. */
-static void check_alone_equals_batched(const struct att_scene *s, int f16, int nt, const int32_t *pos,
-                                       const int32_t *seq)
+static void check_alone_equals_batched(const struct att_scene *s, int f16, int nt,
+                                       const int32_t *pos, const int32_t *seq)
 {
     size_t per_token = (size_t)s->n_kv * s->group * s->hd;
     float *q = malloc(sizeof(float) * nt * per_token);
@@ -978,8 +978,8 @@ static void check_alone_equals_batched(const struct att_scene *s, int f16, int n
         float *all = scene_attention(isa_levels[li], 1, s, f16, q, nt, pos, seq);
         if (!all) continue;
         for (int t = 0; t < nt; t++) {
-            float *one = scene_attention(isa_levels[li], 1, s, f16, q + t * per_token, 1,
-                                         &pos[t], &seq[t]);
+            float *one =
+                scene_attention(isa_levels[li], 1, s, f16, q + t * per_token, 1, &pos[t], &seq[t]);
             ck_assert_msg(memcmp(one, all + t * per_token, sizeof(float) * per_token) == 0,
                           "isa %s kv %d group %d hd %d f16 %d: token %d (pos %d) differs alone",
                           isa_levels[li], s->n_kv, s->group, s->hd, f16, t, pos[t]);

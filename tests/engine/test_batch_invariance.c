@@ -68,7 +68,8 @@ struct ctx {
 static const char *gen_model_path(void)
 {
     static char path[512];
-    snprintf(path, sizeof(path), "%s/cinfer_test_batch_inv_%ld.gguf", test_tmpdir(), (long)getpid());
+    snprintf(path, sizeof(path), "%s/cinfer_test_batch_inv_%ld.gguf", test_tmpdir(),
+             (long)getpid());
     struct model_gen_opts g;
     model_gen_defaults(&g);
     g.type = QUANT_F32;

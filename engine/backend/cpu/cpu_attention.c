@@ -134,8 +134,8 @@ static void attn_prefetch_block(const struct attn_job *j, const char *base, cons
 
 /* Scores (is_v = 0) or P @ V accumulated (is_v = 1) over the positions [0, np) for one KV head's
  * nq rows: s and vec point at the head's first row (its lane in s; its queries or outputs in vec). */
-static void attn_head_run(const struct attn_job *j, const char *row, int run, float *conv, float *sp,
-                          float *vec, int nq, int is_v)
+static void attn_head_run(const struct attn_job *j, const char *row, int run, float *conv,
+                          float *sp, float *vec, int nq, int is_v)
 {
     const struct cpu_backend *cb = j->cb;
     const struct cpu_kernels *kern = &cb->kern;
@@ -143,8 +143,8 @@ static void attn_head_run(const struct attn_job *j, const char *row, int run, fl
     const float *rows = (const float *)row; /* the run's rows are hd apart */
     size_t ld = (size_t)hd;
     if (cb->kv.type == QUANT_F16 && nq <= ATTN_DOT_MAX_ROWS && kern->attn_pv_f16) {
-            /* few rows: widen in registers instead of a conversion pass (same results) */
-            const uint16_t *h16 = (const uint16_t *)row;
+        /* few rows: widen in registers instead of a conversion pass (same results) */
+        const uint16_t *h16 = (const uint16_t *)row;
         if (is_v)
             kern->attn_pv_f16(sp, nq, h16, ld, run, vec, hd);
         else
@@ -376,8 +376,8 @@ static int attn_heads_per_item(int n_tokens, int n_kv, int group, int n_threads)
  * heads of each KV head, at most CPU_ATTN_ROWS rows each; a lone token's items take heads_per_item
  * KV heads at once. Returns the count written to `items` (capacity
  * n_tokens * n_kv * ceil(group / ROWS)). */
-static int attn_items_build(const struct backend_batch *bt, int n_kv, int group,
-                            int heads_per_item, struct attn_item *items)
+static int attn_items_build(const struct backend_batch *bt, int n_kv, int group, int heads_per_item,
+                            struct attn_item *items)
 {
     int ng = group < CPU_ATTN_ROWS ? group : CPU_ATTN_ROWS;
     int max_nt = CPU_ATTN_ROWS / ng, n = 0;
@@ -387,8 +387,9 @@ static int attn_items_build(const struct backend_batch *bt, int n_kv, int group,
         int step = nt == 1 ? heads_per_item : 1;
         for (int h = 0; h < n_kv; h += step)
             for (int g0 = 0; g0 < group; g0 += ng)
-                items[n++] = (struct attn_item){t0, nt, h, n_kv - h < step ? n_kv - h : step, g0,
-                                                group - g0 < ng ? group - g0 : ng};
+                items[n++] = (struct attn_item){t0, nt,
+                                                h,  n_kv - h < step ? n_kv - h : step,
+                                                g0, group - g0 < ng ? group - g0 : ng};
         t0 += nt;
     }
     return n;

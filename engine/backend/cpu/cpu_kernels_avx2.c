@@ -292,8 +292,8 @@ static AVX2 void attn_scores_avx2(const float *qt, int hd, const float *k, size_
             for (int l = 0; l < 4; l++) a[l] = _mm256_add_ps(a[l], a[l + 4]);
             __m256 sum = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
             for (int i = body; i < hd; i++)
-                sum = _mm256_add_ps(
-                    sum, _mm256_mul_ps(_mm256_loadu_ps(qt + i * 16 + h), _mm256_broadcast_ss(kp + i)));
+                sum = _mm256_add_ps(sum, _mm256_mul_ps(_mm256_loadu_ps(qt + i * 16 + h),
+                                                       _mm256_broadcast_ss(kp + i)));
             _mm256_storeu_ps(s + p * 16 + h, sum);
         }
     }
