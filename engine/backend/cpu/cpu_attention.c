@@ -176,6 +176,15 @@ static void attn_runs(const struct attn_job *j, const char *base, const int32_t 
         int run = bs - p0 % bs;
         if (run > np - p0) run = np - p0;
         attn_prefetch_block(j, base, tab, p0 / bs + ATTN_PREFETCH_BLOCKS, np, it->h0, it->nh);
+        if (!is_v && kq == 1 && it->nh > 1 && cb->kv.type == QUANT_F16 &&
+            cb->kern.attn_scores_heads_f16) {
+            /* one row per KV head: the item's heads are scored position by position together */
+            const uint16_t *k0 = (const uint16_t *)attn_row(j, base, tab, p0, it->h0);
+            cb->kern.attn_scores_heads_f16(vec, it->nh, hd, k0, (size_t)bs * hd, (size_t)hd, run,
+                                           s + (size_t)p0 * CPU_ATTN_ROWS);
+            p0 += run;
+            continue;
+        }
         for (int hi = 0; hi < it->nh; hi++) {
             const char *row = attn_row(j, base, tab, p0, it->h0 + hi);
             float *sp = s + (size_t)p0 * CPU_ATTN_ROWS + hi * kq;

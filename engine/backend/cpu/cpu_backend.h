@@ -82,6 +82,11 @@ struct cpu_kernels {
                                 int np, float *s);
     void (*attn_pv_f16)(const float *s, int nq, const uint16_t *v, size_t ldv, int np, float *o,
                         int hd);
+    /* Decode scores of nh <= 16 rows with one KV head each (no query heads sharing one): row r's K
+     * rows start at k + r * head_stride; s[p][r] as attn_scores_dot_f16 gives it for that row,
+     * lanes from nh on set to 0. NULL at levels without it (one attn_scores_dot_f16 per head). */
+    void (*attn_scores_heads_f16)(const float *q, int nh, int hd, const uint16_t *k,
+                                  size_t head_stride, size_t ldk, int np, float *s);
     /* F16 caches (llama.cpp's arithmetic): s[p][r] = f16(s[p][r] * inv[r]) for p < np, all rows. */
     void (*attn_probs_f16)(float *s, int np, const float *inv);
 };

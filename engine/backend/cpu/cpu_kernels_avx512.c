@@ -543,6 +543,56 @@ static AVX512 void attn_scores_dot_f16_512(const float *q, int nq, int hd, const
     attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, 1);
 }
 
+/* Sixteen vectors' horizontal sums as one vector, lane r = hsum512(v[r]) bit for bit: hsum512's
+ * halving tree (halves, quarters, pairs, then the last pair) run across the vectors with shuffles,
+ * 46 operations instead of 16 separate reductions and scalar stores. */
+AVX512_INLINE __m512 hsum16_512(const __m512 *v)
+{
+    __m512 c[8], f[4];
+    UNROLL_ALL
+    for (int i = 0; i < 8; i++) /* halves: lanes 0-7 of c[i] from v[2i], 8-15 from v[2i+1] */
+        c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+    UNROLL_ALL
+    for (int i = 0; i < 4; i++) /* quarters: 128-bit chunk j of f[i] from v[4i + j] */
+        f[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    /* pairs (lane 0 + lane 2, lane 1 + lane 3), then the last pair */
+    __m512 i0 = _mm512_add_ps(_mm512_shuffle_ps(f[0], f[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(f[0], f[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 i1 = _mm512_add_ps(_mm512_shuffle_ps(f[2], f[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                              _mm512_shuffle_ps(f[2], f[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(i0, i1, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_ps(i0, i1, _MM_SHUFFLE(3, 1, 3, 1)));
+    /* lane 4c + j now holds vector 4j + c */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, r);
+}
+
+/* Decode scores of nh <= 16 rows, one per KV head, whose F16 K rows lie head_stride elements apart:
+ * per position every row's dot product exactly as attn_scores_dot_any_512 computes it (one masked
+ * FMA chain, then hsum512's tree), the sixteen reductions done together by hsum16_512 and stored
+ * as one vector (lanes from nh on get zeros). */
+static AVX512 void attn_scores_heads_f16_512(const float *q, int nh, int hd, const uint16_t *k,
+                                             size_t head_stride, size_t ldk, int np, float *s)
+{
+    for (int p = 0; p < np; p++) {
+        __m512 acc[16];
+        UNROLL_ALL
+        for (int r = 0; r < 16; r++) {
+            acc[r] = _mm512_setzero_ps();
+            if (r >= nh) continue;
+            const uint16_t *kr = k + r * head_stride + p * ldk;
+            for (int i = 0; i < hd; i += 16) {
+                __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
+                __m512 kv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, kr + i));
+                acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * hd + i), kv, acc[r]);
+            }
+        }
+        _mm512_storeu_ps(s + p * 16, hsum16_512(acc));
+    }
+}
+
 static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float *inv)
 {
     __m512i lv = _mm512_loadu_si512(lim);
@@ -667,6 +717,7 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
     k->attn_pv = attn_pv_512;
     k->attn_scores_dot_f16 = attn_scores_dot_f16_512;
     k->attn_pv_f16 = attn_pv_f16_512;
+    k->attn_scores_heads_f16 = attn_scores_heads_f16_512;
 }
 
 #else
