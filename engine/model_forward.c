@@ -156,6 +156,18 @@ static int step_build(struct model *m, const struct kv_cache *kv,
     return 0;
 }
 
+/* y[i] = x @ W[i]^T for weights sharing the input, as one backend job where the backend offers it. */
+static int matmul_shared_input(struct backend *be, const struct backend_weight *const *w, int n,
+                               const float *x, float *const *y, int T)
+{
+    if (be->ops->matmul_group) return be->ops->matmul_group(be, w, n, x, y, T);
+    for (int i = 0; i < n; i++) {
+        int rc = be->ops->matmul(be, w[i], x, y[i], T);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 /* One layer over the T tokens of the step. In the last layer only the n_out rows whose logits are
  * wanted go on after attention (as llama.cpp does): their attention outputs and residuals are
  * gathered into q and xo, and the layer finishes on those rows, leaving the final hidden states in
@@ -180,9 +192,9 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
 
     /* Attention block: every token's K/V is stored, whatever is wanted afterwards. */
     TRY(op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
-    TRY(op->matmul(be, l->wq, s->xb, s->q, T));
-    TRY(op->matmul(be, l->wk, s->xb, s->k, T));
-    TRY(op->matmul(be, l->wv, s->xb, s->v, T));
+    const struct backend_weight *qkv[3] = {l->wq, l->wk, l->wv};
+    float *qkv_out[3] = {s->q, s->k, s->v};
+    TRY(matmul_shared_input(be, qkv, 3, s->xb, qkv_out, T));
     if (l->bq) TRY(op->add_bias(be, s->q, l->bq, T));
     if (l->bk) TRY(op->add_bias(be, s->k, l->bk, T));
     if (l->bv) TRY(op->add_bias(be, s->v, l->bv, T));
@@ -210,8 +222,9 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
 
     /* Feed-forward block (SwiGLU). */
     TRY(op->rmsnorm(be, x, l->ffn_norm, s->xb, R, E, hp->rms_eps));
-    TRY(op->matmul(be, l->w_gate, s->xb, s->hb, R));
-    TRY(op->matmul(be, l->w_up, s->xb, s->hb2, R));
+    const struct backend_weight *gate_up[2] = {l->w_gate, l->w_up};
+    float *gate_up_out[2] = {s->hb, s->hb2};
+    TRY(matmul_shared_input(be, gate_up, 2, s->xb, gate_up_out, R));
     TRY(op->silu_mul(be, s->hb, s->hb2, (size_t)R * hp->n_ff));
     TRY(op->matmul(be, l->w_down, s->hb, s->xb2, R));
     TRY(op->add(be, x, s->xb2, (size_t)R * E));

@@ -96,6 +96,11 @@ struct backend_ops {
      * elements (as ggml does), so results differ from a float reference by that rounding. */
     int (*matmul)(struct backend *b, const struct backend_weight *w, const float *x, float *y,
                   int n_tokens);
+    /* y[i] = x @ W[i]^T for n weights of equal cols sharing the input (Q/K/V, gate/up), each
+     * exactly as matmul computes it; lets a backend prepare x once and run the n as one job.
+     * Optional: NULL means callers issue n matmuls. */
+    int (*matmul_group)(struct backend *b, const struct backend_weight *const *w, int n,
+                        const float *x, float *const *y, int n_tokens);
     /* y (n_tokens, dim) += bias (1, dim) */
     int (*add_bias)(struct backend *b, float *y, const struct backend_weight *bias, int n_tokens);
     /* y (n) += x (n) */

@@ -310,6 +310,84 @@ START_TEST(test_matmul_batch_invariant)
 }
 END_TEST
 
+/* matmul_group gives each weight exactly what its own matmul gives, whatever the group's mix of
+ * types (runs of integer and float weights become separate jobs), sizes (packed groups and row
+ * tiles of different weights in one claim sequence) and thread count; bad groups are refused. */
+START_TEST(test_matmul_group_matches_single)
+{
+    /* five integer weights in a row (more than one job holds), then float ones */
+    const enum quant_type types[] = {QUANT_Q8_0, QUANT_Q4_0, QUANT_Q8_0, QUANT_Q4_0,
+                                     QUANT_Q8_0, QUANT_F16,  QUANT_F32,  QUANT_Q6_K};
+    const int64_t rows[] = {96, 40, 33, 16, 257, 33, 17, 8};
+    const int64_t cols = 256;
+    const int n_tokens[] = {1, 16, 27};
+    enum { N = 8, F32_WEIGHT = 6 };
+    void *wd[N];
+    struct backend_weight_desc d[N];
+    for (int i = 0; i < N; i++) {
+        wd[i] = random_weights(types[i], rows[i], cols);
+        d[i] = (struct backend_weight_desc){types[i], rows[i], cols, wd[i], false};
+    }
+    for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+        for (int th = 1; th <= 2; th++) {
+            struct backend *b = make_backend(isa_levels[li], th);
+            if (!b) continue;
+            struct backend_weight *w[N];
+            for (int i = 0; i < N; i++)
+                ck_assert_int_eq(b->ops->weight_prepare(b, &d[i], &w[i]), 0);
+            for (size_t ni = 0; ni < ARRAY_LEN(n_tokens); ni++) {
+                int nt = n_tokens[ni];
+                float *x = malloc(sizeof(float) * nt * cols);
+                fill_f(x, (size_t)nt * cols);
+                float *single[N], *grouped[N];
+                for (int i = 0; i < N; i++) {
+                    single[i] = malloc(sizeof(float) * nt * rows[i]);
+                    grouped[i] = malloc(sizeof(float) * nt * rows[i]);
+                    ck_assert_int_eq(b->ops->matmul(b, w[i], x, single[i], nt), 0);
+                }
+                /* every run of consecutive weights */
+                for (int first = 0; first < N; first++)
+                    for (int n = 1; first + n <= N; n++) {
+                        const struct backend_weight *gw[N];
+                        float *gy[N];
+                        for (int i = 0; i < n; i++) {
+                            gw[i] = w[first + i];
+                            gy[i] = grouped[first + i];
+                            memset(gy[i], 0xff, sizeof(float) * nt * rows[first + i]);
+                        }
+                        ck_assert_int_eq(b->ops->matmul_group(b, gw, n, x, gy, nt), 0);
+                        for (int i = 0; i < n; i++)
+                            ck_assert_msg(memcmp(gy[i], single[first + i],
+                                                 sizeof(float) * nt * rows[first + i]) == 0,
+                                          "isa %s threads %d tokens %d: group [%d, %d) weight %d",
+                                          isa_levels[li], th, nt, first, first + n, first + i);
+                    }
+                for (int i = 0; i < N; i++) {
+                    free(single[i]);
+                    free(grouped[i]);
+                }
+                free(x);
+            }
+            /* refused: no weights, a NULL output, different column counts */
+            float x[512] = {0}, y0[1024], y1[1024];
+            float *ys[2] = {y0, y1}, *ynull[2] = {y0, NULL};
+            const struct backend_weight *pair[2] = {w[0], w[1]};
+            ck_assert_int_eq(b->ops->matmul_group(b, pair, 0, x, ys, 1), ERR_INVAL);
+            ck_assert_int_eq(b->ops->matmul_group(b, pair, 2, x, ynull, 1), ERR_INVAL);
+            struct backend_weight_desc narrow = {QUANT_F32, 2, 32, wd[F32_WEIGHT], false};
+            struct backend_weight *wn;
+            ck_assert_int_eq(b->ops->weight_prepare(b, &narrow, &wn), 0);
+            const struct backend_weight *mixed[2] = {w[0], wn};
+            ck_assert_int_eq(b->ops->matmul_group(b, mixed, 2, x, ys, 1), ERR_INVAL);
+            b->ops->weight_free(b, wn);
+            for (int i = 0; i < N; i++) b->ops->weight_free(b, w[i]);
+            b->ops->destroy(b);
+        }
+    }
+    for (int i = 0; i < N; i++) free(wd[i]);
+}
+END_TEST
+
 /* A weight marked lookup_only is not repacked, yet matmul on it still agrees with the repacked one,
  * get_rows reads it, and preparing (which repacks and advises the kernel to drop the original's
  * pages) never changes the caller's data. */
@@ -1215,6 +1293,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_matmul_model_shapes);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
     tcase_add_test(tc, test_matmul_batch_invariant);
+    tcase_add_test(tc, test_matmul_group_matches_single);
     tcase_add_test(tc, test_attention_gqa_ratios);
     tcase_add_test(tc, test_attention_alone_equals_batched);
     tcase_add_test(tc, test_attention_f16_cache);

@@ -255,6 +255,7 @@ static const struct backend_ops cpu_ops_table = {
     .kv_free = cpu_kv_free,
     .get_rows = cpu_ops_get_rows,
     .matmul = cpu_matmul_run,
+    .matmul_group = cpu_matmul_group_run,
     .add_bias = cpu_ops_add_bias,
     .add = cpu_ops_add,
     .rmsnorm = cpu_ops_rmsnorm,

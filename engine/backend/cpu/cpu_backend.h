@@ -174,6 +174,8 @@ void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *su
 /* Ops implemented in separate files (see backend.h for their contracts). */
 int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const float *x, float *y,
                    int n_tokens);
+int cpu_matmul_group_run(struct backend *b, const struct backend_weight *const *w, int n,
+                         const float *x, float *const *y, int n_tokens);
 int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
                       const struct backend_batch *batch, int n_heads, float scale);
 int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const float *v,

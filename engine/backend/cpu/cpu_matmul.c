@@ -6,12 +6,15 @@
  *  - integer: Q8_0/Q4_0 weights against activations quantized to Q8_0 once per call (as ggml does),
  *    from the weight's packed copy (groups of CPU_QPACK_ROWS interleaved rows) when it has one.
  * Tokens are processed in blocks of MM_TOKEN_BLOCK so the activations stay in L2 while the weights
- * stream past. */
+ * stream past. A group of weights sharing one input (Q/K/V, gate/up) is one job: the activations are
+ * quantized once, and threads claim chunks across all the weights' rows, so the step has two thread
+ * hand-offs instead of two per weight. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define MM_TOKEN_BLOCK 64
@@ -27,15 +30,28 @@
  * weights); beyond it a converted tile is reused across the token block. */
 #define MM_F16_DIRECT_TOKENS 8
 
+/* Weights one job multiplies with the same input, at most. */
+#define MM_MAX_PARTS 4
+
+/* One weight of a job and its output. */
+struct mm_part {
+    const struct backend_weight *w;
+    float *y;
+    int64_t chunk_rows; /* rows per claimed chunk, a multiple of the weight's row tile */
+    int64_t
+        first_chunk; /* the job's chunks [first_chunk, first_chunk + its count) are this part's */
+};
+
 struct mm_job {
     struct cpu_backend *cb;
-    const struct backend_weight *w;
     const float *x;
-    float *y;
+    int64_t cols; /* of x and of every part's weight */
     int n_tokens;
+    struct mm_part parts[MM_MAX_PARTS];
+    int n_parts;
+    int64_t n_chunks;
     struct cpu_act_q8 xq; /* integer path only */
     float *tiles;         /* float path: (n_threads, CPU_GEMM_ROWS, cols) conversion tiles */
-    int64_t chunk_rows;   /* rows per claimed chunk, a multiple of CPU_GEMM_ROWS */
     atomic_llong next_chunk;
     atomic_llong next_tokens; /* quantization claims */
 };
@@ -49,7 +65,7 @@ static int mm_is_integer(enum quant_type t)
 static void mm_quantize_task(void *ctx, int ith, int nth)
 {
     struct mm_job *j = ctx;
-    int cols = (int)j->w->desc.cols;
+    int cols = (int)j->cols;
     (void)ith;
     (void)nth;
     for (;;) {
@@ -64,9 +80,9 @@ static void mm_quantize_task(void *ctx, int ith, int nth)
 }
 
 /* Converts nr rows starting at `row` to floats in `tile`, or points into the weight when F32. */
-static const float *mm_rows_f32(const struct mm_job *j, int64_t row, int nr, float *tile)
+static const float *mm_rows_f32(const struct mm_job *j, const struct backend_weight *w, int64_t row,
+                                int nr, float *tile)
 {
-    const struct backend_weight *w = j->w;
     const char *src = (const char *)w->desc.data + (size_t)row * w->row_bytes;
     if (w->desc.type == QUANT_F32) return (const float *)src;
     int64_t cols = w->desc.cols;
@@ -86,10 +102,10 @@ static void mm_warm(const char *p, size_t n)
     for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
 }
 
-/* Packed rows [r0, r1) (r0 a multiple of CPU_QPACK_ROWS) against every token. */
-static void mm_gemm_packed(const struct mm_job *j, int64_t r0, int64_t r1)
+/* Packed rows [r0, r1) (r0 a multiple of CPU_QPACK_ROWS) of part `pt` against every token. */
+static void mm_gemm_packed(const struct mm_job *j, const struct mm_part *pt, int64_t r0, int64_t r1)
 {
-    const struct backend_weight *w = j->w;
+    const struct backend_weight *w = pt->w;
     const struct cpu_kernels *k = &j->cb->kern;
     cpu_gemm_qpack_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0_packed : k->gemm_q4_0_packed;
     int64_t rows = w->desc.rows, g0 = r0 / CPU_QPACK_ROWS;
@@ -99,21 +115,22 @@ static void mm_gemm_packed(const struct mm_job *j, int64_t r0, int64_t r1)
     for (int t0 = 0; t0 < j->n_tokens; t0 += MM_TOKEN_BLOCK_INT) {
         int nt = j->n_tokens - t0 < MM_TOKEN_BLOCK_INT ? j->n_tokens - t0 : MM_TOKEN_BLOCK_INT;
         gq(base + (size_t)g0 * gb, gb, (int)(r1 - r0), &j->xq, t0, nt,
-           j->y + (size_t)t0 * rows + r0, (size_t)rows, t0 == 0);
+           pt->y + (size_t)t0 * rows + r0, (size_t)rows, t0 == 0);
     }
 }
 
-/* Rows [r0, r1) against every token: token blocks outside, row tiles inside. */
-static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *tile)
+/* Rows [r0, r1) of part `pt` against every token: token blocks outside, row tiles inside. */
+static void mm_gemm_rows(const struct mm_job *j, const struct mm_part *pt, int64_t r0, int64_t r1,
+                         float *tile)
 {
-    const struct backend_weight *w = j->w;
+    const struct backend_weight *w = pt->w;
     const struct cpu_kernels *k = &j->cb->kern;
     int64_t rows = w->desc.rows, cols = w->desc.cols;
     cpu_gemm_q_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0 : k->gemm_q4_0;
     int tb = mm_is_integer(w->desc.type) ? MM_TOKEN_BLOCK_INT : MM_TOKEN_BLOCK;
 
     if (w->packed) {
-        mm_gemm_packed(j, r0, r1);
+        mm_gemm_packed(j, pt, r0, r1);
         return;
     }
     if (mm_is_integer(w->desc.type))
@@ -123,7 +140,7 @@ static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *
         int nt = j->n_tokens - t0 < tb ? j->n_tokens - t0 : tb;
         for (int64_t r = r0; r < r1; r += CPU_GEMM_ROWS) {
             int nr = r1 - r < CPU_GEMM_ROWS ? (int)(r1 - r) : CPU_GEMM_ROWS;
-            float *y = j->y + (size_t)t0 * rows + r;
+            float *y = pt->y + (size_t)t0 * rows + r;
             if (mm_is_integer(w->desc.type)) {
                 const char *wr = (const char *)w->desc.data + (size_t)r * w->row_bytes;
                 gq(wr, w->row_bytes, nr, &j->xq, t0, nt, y, (size_t)rows);
@@ -133,7 +150,7 @@ static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *
                 k->gemm_f16(wr, (size_t)cols, nr, j->x + (size_t)t0 * cols, (size_t)cols, nt,
                             (int)cols, y, (size_t)rows);
             } else {
-                const float *wf = mm_rows_f32(j, r, nr, tile);
+                const float *wf = mm_rows_f32(j, w, r, nr, tile);
                 k->gemm_f32(wf, (size_t)cols, nr, j->x + (size_t)t0 * cols, (size_t)cols, nt,
                             (int)cols, y, (size_t)rows);
             }
@@ -144,18 +161,19 @@ static void mm_gemm_rows(const struct mm_job *j, int64_t r0, int64_t r1, float *
 /* Threads claim row chunks from a shared counter, so a thread that starts late (the machine is
  * shared, a worker may be descheduled) costs one chunk, not a fixed share. Chunks are whole row
  * tiles, and each output's arithmetic does not depend on its tile, so results are the same for any
- * thread count and any claiming order. */
+ * thread count, claiming order or grouping of weights. */
 static void mm_gemm_task(void *ctx, int ith, int nth)
 {
     struct mm_job *j = ctx;
     (void)nth;
-    int64_t rows = j->w->desc.rows;
-    float *tile = j->tiles ? j->tiles + (size_t)ith * CPU_GEMM_ROWS * j->w->desc.cols : NULL;
+    float *tile = j->tiles ? j->tiles + (size_t)ith * CPU_GEMM_ROWS * j->cols : NULL;
     for (;;) {
         int64_t c = atomic_fetch_add_explicit(&j->next_chunk, 1, memory_order_relaxed);
-        int64_t r0 = c * j->chunk_rows;
-        if (r0 >= rows) break;
-        mm_gemm_rows(j, r0, r0 + j->chunk_rows < rows ? r0 + j->chunk_rows : rows, tile);
+        if (c >= j->n_chunks) break;
+        const struct mm_part *pt = &j->parts[0];
+        while (pt + 1 < j->parts + j->n_parts && c >= pt[1].first_chunk) pt++;
+        int64_t rows = pt->w->desc.rows, r0 = (c - pt->first_chunk) * pt->chunk_rows;
+        mm_gemm_rows(j, pt, r0, r0 + pt->chunk_rows < rows ? r0 + pt->chunk_rows : rows, tile);
     }
 }
 
@@ -164,16 +182,29 @@ static size_t mm_align(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
-int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const float *x, float *y,
-                   int n_tokens)
+/* Splits part `pt` into chunks of whole row tiles, about MM_CHUNKS_PER_THREAD per thread. */
+static int64_t mm_part_chunks(const struct cpu_backend *cb, struct mm_part *pt)
 {
-    struct cpu_backend *cb = cpu_backend_of(b);
-    if (!w || !x || !y || n_tokens < 0) return ERR_INVAL;
-    if (n_tokens == 0) return 0;
-    struct mm_job j = {.cb = cb, .w = w, .x = x, .y = y, .n_tokens = n_tokens};
-    size_t cols = (size_t)w->desc.cols;
+    const struct backend_weight *w = pt->w;
+    int64_t per = (int64_t)cb->n_threads * MM_CHUNKS_PER_THREAD;
+    int64_t tile_rows = w->packed ? CPU_QPACK_ROWS : CPU_GEMM_ROWS;
+    pt->chunk_rows = (w->desc.rows + per - 1) / per;
+    pt->chunk_rows = (pt->chunk_rows + tile_rows - 1) / tile_rows * tile_rows;
+    /* at least four row tiles per claim (packed claims are whole groups by the rounding above) */
+    if (pt->chunk_rows < 4 * CPU_GEMM_ROWS) pt->chunk_rows = 4 * CPU_GEMM_ROWS;
+    return (w->desc.rows + pt->chunk_rows - 1) / pt->chunk_rows;
+}
+
+/* One job for n weights that all take the integer path or all take the float path. */
+static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const *w, int n,
+                      const float *x, float *const *y, int n_tokens)
+{
+    struct mm_job j = {.cb = cb, .x = x, .cols = w[0]->desc.cols, .n_tokens = n_tokens};
+    size_t cols = (size_t)j.cols;
     char *s;
-    if (mm_is_integer(w->desc.type)) {
+    bool integer = mm_is_integer(w[0]->desc.type), floats = false;
+    for (int i = 0; i < n; i++) floats = floats || w[i]->desc.type != QUANT_F32;
+    if (integer) {
         size_t nb = cols / QUANT_QK8_0, nq = (size_t)n_tokens * nb;
         size_t b_qs = mm_align((size_t)n_tokens * cols), b_d = mm_align(nq * sizeof(float));
         s = cpu_backend_scratch(cb, b_qs + b_d + mm_align(nq * sizeof(int32_t)));
@@ -184,18 +215,43 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
         j.xq.nb = (int)nb;
         atomic_init(&j.next_tokens, 0);
         cpu_pool_run(cb->pool, mm_quantize_task, &j);
-    } else if (w->desc.type != QUANT_F32) {
+    } else if (floats) {
         s = cpu_backend_scratch(cb, (size_t)cb->n_threads * CPU_GEMM_ROWS * cols * sizeof(float));
         if (!s) return ERR_NOMEM;
         j.tiles = (float *)s;
     }
-    int64_t per = (int64_t)cb->n_threads * MM_CHUNKS_PER_THREAD;
-    int64_t tile_rows = w->packed ? CPU_QPACK_ROWS : CPU_GEMM_ROWS;
-    j.chunk_rows = (w->desc.rows + per - 1) / per;
-    j.chunk_rows = (j.chunk_rows + tile_rows - 1) / tile_rows * tile_rows;
-    /* at least four row tiles per claim (packed claims are whole groups by the rounding above) */
-    if (j.chunk_rows < 4 * CPU_GEMM_ROWS) j.chunk_rows = 4 * CPU_GEMM_ROWS;
+    for (int i = 0; i < n; i++) {
+        struct mm_part *pt = &j.parts[j.n_parts++];
+        *pt = (struct mm_part){.w = w[i], .y = y[i], .first_chunk = j.n_chunks};
+        j.n_chunks += mm_part_chunks(cb, pt);
+    }
     atomic_init(&j.next_chunk, 0);
     cpu_pool_run(cb->pool, mm_gemm_task, &j);
     return 0;
+}
+
+int cpu_matmul_group_run(struct backend *b, const struct backend_weight *const *w, int n,
+                         const float *x, float *const *y, int n_tokens)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    if (!w || !y || !x || n < 1 || n_tokens < 0) return ERR_INVAL;
+    for (int i = 0; i < n; i++)
+        if (!w[i] || !y[i] || w[i]->desc.cols != w[0]->desc.cols) return ERR_INVAL;
+    if (n_tokens == 0) return 0;
+    /* Runs of consecutive weights on the same path (integer or float) share a job. */
+    for (int i = 0; i < n;) {
+        int k = 1;
+        bool integer = mm_is_integer(w[i]->desc.type);
+        while (i + k < n && k < MM_MAX_PARTS && mm_is_integer(w[i + k]->desc.type) == integer) k++;
+        int rc = mm_job_run(cb, w + i, k, x, y + i, n_tokens);
+        if (rc) return rc;
+        i += k;
+    }
+    return 0;
+}
+
+int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const float *x, float *y,
+                   int n_tokens)
+{
+    return cpu_matmul_group_run(b, &w, 1, x, &y, n_tokens);
 }
