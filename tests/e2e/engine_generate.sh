@@ -125,4 +125,14 @@ else
 	not_ok "bench failed: $(tail -n 2 "$tmp/err")"
 fi
 
+# bench --depth: decoding sequences start from a prefilled context (reported in the JSON line).
+expect_status 2 "bench: negative depth" bench --model "$models/stories260K.gguf" --depth -1
+if "$bin" bench --model "$models/stories260K.gguf" --prompt-tokens 16 --gen-tokens 8 --batch 2 \
+	--depth 40 --threads 2 --repetitions 1 --log-format text >"$tmp/bench" 2>"$tmp/err"; then
+	good="$(grep '^{' "$tmp/bench" | jq -s 'map(select(.batch == 2 and .depth == 40 and .tg_tok_s > 0)) | length')"
+	if [ "$good" -eq 1 ]; then ok "bench --depth"; else not_ok "bench --depth output: $(cat "$tmp/bench")"; fi
+else
+	not_ok "bench --depth failed: $(tail -n 2 "$tmp/err")"
+fi
+
 finish
