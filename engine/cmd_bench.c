@@ -43,7 +43,8 @@ static const struct cfg_opt bench_opts[] = {
     {"threads", CFG_INT, O(threads), "0", 0, 1024, "Compute threads; 0 = all cores", NULL, 0},
     {"repetitions", CFG_INT, O(reps), "3", 1, BENCH_MAX_REPS, "Runs per configuration (median)",
      NULL, 0},
-    {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV cache element type", "f16|f32", 0},
+    {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV cache element type", MODEL_KV_TYPE_NAMES,
+     0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
     CLI_LOG_OPTS(struct bench_cfg),
@@ -281,7 +282,7 @@ int cmd_bench_main(int argc, char **argv)
     model_options_default(&mo);
     mo.backend = c.backend;
     mo.n_threads = c.threads;
-    mo.kv_type = strcmp(c.kv_type, "f32") == 0 ? QUANT_F32 : QUANT_F16;
+    model_kv_type_parse(c.kv_type, &mo.kv_type); /* the option's choices admit only known names */
     int rc = model_load(c.model, &mo, &b.m, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "cinfer-engine bench: %s: %s\n", c.model, err);

@@ -64,7 +64,8 @@ static const struct cfg_opt gen_opts[] = {
     {"batch-size", CFG_INT, O(n_batch), "512", 1, 65536, "Prompt tokens per forward step", NULL, 0},
     {"ctx-size", CFG_INT, O(n_ctx), "0", 0, INT32_MAX,
      "KV cache tokens; 0 = prompt + max-tokens (capped at the model's context)", NULL, 0},
-    {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV cache element type", "f16|f32", 0},
+    {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV cache element type", MODEL_KV_TYPE_NAMES,
+     0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
     {"output-ids", CFG_BOOL, O(output_ids), "false", 1, 0,
@@ -291,7 +292,7 @@ int cmd_generate_main(int argc, char **argv)
     model_options_default(&mo);
     mo.backend = c.backend;
     mo.n_threads = c.threads;
-    mo.kv_type = strcmp(c.kv_type, "f32") == 0 ? QUANT_F32 : QUANT_F16;
+    model_kv_type_parse(c.kv_type, &mo.kv_type); /* the option's choices admit only known names */
     int rc = model_load(c.model, &mo, &g.m, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "cinfer-engine generate: %s: %s\n", c.model, err);

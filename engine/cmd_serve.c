@@ -77,7 +77,8 @@ static const struct cfg_opt serve_opts[] = {
     {"kv-cache-bytes", CFG_SIZE, O(kv_cache_bytes), "0", 0, 1e15,
      "KV-cache memory; 0 = enough for max-num-seqs full contexts, at most a quarter of RAM", NULL,
      0},
-    {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV-cache element type", "f16|f32", 0},
+    {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV-cache element type", MODEL_KV_TYPE_NAMES,
+     0},
     {"no-prefix-caching", CFG_BOOL, O(no_prefix_caching), "false", 1, 0,
      "Do not reuse the KV of shared prompt prefixes across requests", NULL, 0},
     {"no-chunked-prefill", CFG_BOOL, O(no_chunked_prefill), "false", 1, 0,
@@ -157,7 +158,8 @@ static void default_model_name(const char *path, char *out, size_t outlen)
 static int serve_kv_setup(struct serve_state *s, int ctx)
 {
     const struct serve_cfg *c = s->cfg;
-    enum quant_type kt = strcmp(c->kv_type, "f32") == 0 ? QUANT_F32 : QUANT_F16;
+    enum quant_type kt = QUANT_F16;
+    model_kv_type_parse(c->kv_type, &kt); /* the option's choices admit only known names */
     uint64_t per_token = model_kv_bytes_per_token(s->m, kt);
     int bs = c->block_size;
     int64_t per_seq = (ctx + bs - 1) / bs;
@@ -222,7 +224,7 @@ static int serve_load(struct serve_state *s)
     model_options_default(&mo);
     mo.backend = c->backend;
     mo.n_threads = c->threads;
-    mo.kv_type = strcmp(c->kv_type, "f32") == 0 ? QUANT_F32 : QUANT_F16;
+    model_kv_type_parse(c->kv_type, &mo.kv_type);
     double t0 = clock_mono_s();
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {

@@ -44,8 +44,13 @@ int model_hparams_parse(const struct gguf *g, struct model_hparams *out, char *e
 struct model_options {
     const char *backend;     /* backend_create name; NULL = best available */
     int n_threads;           /* 0 = all online cores */
-    enum quant_type kv_type; /* QUANT_F16 (llama.cpp's default) or QUANT_F32 */
+    enum quant_type kv_type; /* QUANT_F16 (llama.cpp's default), QUANT_F32 or QUANT_Q8_0 */
 };
+
+/* The `--kv-type` names: "f16", "f32", "q8_0" (ggml's Q8_0 blocks of 32: about half the bytes of
+ * f16; needs a head dimension that is a multiple of 32). Returns false for any other name. */
+#define MODEL_KV_TYPE_NAMES "f16|f32|q8_0"
+bool model_kv_type_parse(const char *name, enum quant_type *out);
 
 /* Defaults: best backend, all cores, F16 KV cache. */
 void model_options_default(struct model_options *opt);

@@ -328,12 +328,21 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         m->opt = *opt;
     else
         model_options_default(&m->opt);
-    if (m->opt.kv_type != QUANT_F16 && m->opt.kv_type != QUANT_F32) {
-        rc = fail(err, errlen, ERR_INVAL, "KV cache type must be f16 or f32");
+    if (m->opt.kv_type != QUANT_F16 && m->opt.kv_type != QUANT_F32 &&
+        m->opt.kv_type != QUANT_Q8_0) {
+        rc = fail(err, errlen, ERR_INVAL, "KV cache type must be f16, f32 or q8_0");
         goto out;
     }
     if ((rc = model_hparams_parse(g, &m->hp, err, errlen))) goto out;
     const struct model_hparams *hp = &m->hp;
+    if (m->opt.kv_type == QUANT_Q8_0 && hp->head_dim % QUANT_QK8_0 != 0) {
+        rc =
+            fail(err, errlen, ERR_UNSUPPORTED,
+                 "KV cache type q8_0 needs a head dimension that is a multiple of %d (this model's "
+                 "is %d); use f16",
+                 QUANT_QK8_0, hp->head_dim);
+        goto out;
+    }
 
     struct backend_options bo = {.n_threads = m->opt.n_threads, .device = 0};
     if ((rc = backend_create(m->opt.backend, &bo, &m->be))) {
@@ -401,9 +410,23 @@ uint64_t model_weight_bytes(const struct model *m)
 
 uint64_t model_kv_bytes_per_token(const struct model *m, enum quant_type kv_type)
 {
-    uint64_t elem = kv_type == QUANT_F32 ? 4 : 2;
-    return 2ull * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_head_kv * (uint64_t)m->hp.head_dim *
-           elem;
+    return 2ull * (uint64_t)m->hp.n_layer * (uint64_t)m->hp.n_head_kv *
+           (uint64_t)quant_row_bytes(kv_type, (uint64_t)m->hp.head_dim);
+}
+
+bool model_kv_type_parse(const char *name, enum quant_type *out)
+{
+    static const struct {
+        const char *name;
+        enum quant_type type;
+    } names[] = {{"f16", QUANT_F16}, {"f32", QUANT_F32}, {"q8_0", QUANT_Q8_0}};
+    for (size_t i = 0; name && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(name, names[i].name) == 0) {
+            *out = names[i].type;
+            return true;
+        }
+    }
+    return false;
 }
 
 int model_kv_init(struct model *m, const struct kv_cache *kv)

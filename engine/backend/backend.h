@@ -67,7 +67,7 @@ struct backend_kv_desc {
     int block_size;
     int n_kv_heads;
     int head_dim;
-    enum quant_type type; /* QUANT_F32 or QUANT_F16 */
+    enum quant_type type; /* QUANT_F32, QUANT_F16 or QUANT_Q8_0 (head_dim a multiple of 32) */
 };
 
 struct backend_ops {
@@ -124,7 +124,9 @@ struct backend_ops {
      * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head).
      * Every position 0..pos of each token's sequence must already be stored (kv_store this batch
      * first). With an F16 cache, q and the normalized probabilities are rounded to f16 before they
-     * meet K and V, as llama.cpp's CPU backend does, so logits track its reference outputs.
+     * meet K and V, as llama.cpp's CPU backend does, so logits track its reference outputs. A Q8_0
+     * cache holds each head's K/V row as ggml Q8_0 blocks (per 32 elements: an f16 scale and 32
+     * int8 quants, quantized by kv_store) and attention reads their exact values d * q.
      * ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
     int (*attention)(struct backend *b, int layer, const float *q, float *out,
                      const struct backend_batch *batch, int n_heads, float scale);

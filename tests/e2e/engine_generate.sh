@@ -114,6 +114,25 @@ expect_status 1 "missing model file" generate --model "$tmp/nope.gguf" --prompt 
 printf 'GGUF\3\0\0\0garbage' >"$tmp/bad.gguf"
 expect_status 1 "malformed model file" generate --model "$tmp/bad.gguf" --prompt hi
 expect_status 2 "bench: bad batch list" bench --model "$models/stories260K.gguf" --batch 0,x
+expect_status 2 "unknown KV cache type" generate --model "$models/stories260K.gguf" --prompt hi \
+	--kv-type q4_0
+# stories260K's heads are 8 wide: a Q8_0 cache needs whole blocks of 32, and says so.
+if "$bin" generate --model "$models/stories260K.gguf" --prompt hi --kv-type q8_0 >/dev/null 2>"$tmp/err"; then
+	not_ok "q8_0 cache on 8-wide heads: accepted"
+elif grep -q "multiple of 32" "$tmp/err"; then
+	ok "q8_0 cache on 8-wide heads: refused with the reason"
+else
+	not_ok "q8_0 cache on 8-wide heads: $(head -n 1 "$tmp/err")"
+fi
+# A Q8_0 cache on 64-wide heads (a generated model): generation runs and gives the requested tokens.
+"$bin" gen-model --out "$tmp/h64.gguf" --type q8_0 --dim 128 --layers 2 --heads 2 --kv-heads 2 \
+	--ffn 256 --vocab-size 300 --log-level error
+if "$bin" generate --model "$tmp/h64.gguf" --prompt-tokens 1,5,9,200 --max-tokens 12 --temperature 0 \
+	--kv-type q8_0 --log-format text >"$tmp/q8out" 2>"$tmp/err"; then
+	ok "generate with a q8_0 KV cache"
+else
+	not_ok "generate with a q8_0 KV cache: $(tail -n 1 "$tmp/err")"
+fi
 
 # bench: one JSON line per configuration with the documented fields.
 if "$bin" bench --model "$models/stories260K.gguf" --prompt-tokens 32 --gen-tokens 8 --batch 1,3 \

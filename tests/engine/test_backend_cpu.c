@@ -929,11 +929,29 @@ static void scene_store(struct backend *b, const struct att_scene *s, int layer,
     free(v);
 }
 
+/* Cache kinds of the attention tests (the `f16` argument): 0 F32, 1 F16, 2 Q8_0. */
+enum { KV_KIND_F32, KV_KIND_F16, KV_KIND_Q8_0 };
+
 /* With an F16 cache the backend follows llama.cpp: K, V, q and the normalized probabilities are
  * rounded to f16 before the products. */
 static double kv_round(double x, int f16)
 {
-    return f16 ? quant_f16_to_f32(quant_f32_to_f16((float)x)) : x;
+    return f16 == KV_KIND_F16 ? quant_f16_to_f32(quant_f32_to_f16((float)x)) : x;
+}
+
+/* A copy of a scene's K or V history with every KV head's row replaced by its Q8_0 round trip
+ * (ggml's reference quantizer): what a Q8_0 cache holds. */
+static float *q8_round_trip(const struct att_scene *s, const float *kv)
+{
+    size_t rows = (size_t)s->n_seqs * 8 * ATT_BS * s->n_kv;
+    float *out = malloc(sizeof(float) * rows * s->hd);
+    void *blocks = malloc(quant_row_bytes(QUANT_Q8_0, (uint64_t)s->hd));
+    for (size_t r = 0; r < rows; r++) {
+        ck_assert_int_eq(quant_quantize_row(QUANT_Q8_0, kv + r * s->hd, blocks, (size_t)s->hd), 0);
+        quant_dequantize_row(QUANT_Q8_0, blocks, out + r * s->hd, (size_t)s->hd);
+    }
+    free(blocks);
+    return out;
 }
 
 /* The step: seq0 token at 40, seq1 tokens 0..19, seq2 tokens 30..34; interleaved in the batch, or
@@ -960,7 +978,10 @@ static float *scene_attention(const char *isa, int n_threads, const struct att_s
 {
     struct backend *b = make_backend(isa, n_threads);
     if (!b) return NULL;
-    struct backend_kv_desc kd = {2, 32, ATT_BS, s->n_kv, s->hd, f16 ? QUANT_F16 : QUANT_F32};
+    enum quant_type kt = f16 == KV_KIND_F16    ? QUANT_F16
+                         : f16 == KV_KIND_Q8_0 ? QUANT_Q8_0
+                                               : QUANT_F32;
+    struct backend_kv_desc kd = {2, 32, ATT_BS, s->n_kv, s->hd, kt};
     ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
     for (int sq = 0; sq < s->n_seqs; sq++) scene_store(b, s, 1, sq, 0, s->len[sq], f16);
     int nh = s->n_kv * s->group;
@@ -988,6 +1009,9 @@ static void check_attention(int n_kv, int group, int hd, int f16, int contiguous
     for (size_t i = 0; i < (size_t)nt * nh * hd; i++) q[i] *= 3.0f; /* peaky softmax */
     float *ref_scalar = scene_attention("scalar", 1, &s, f16, q, nt, pos, seq);
     double scale = 1.0 / sqrt((double)hd);
+    /* the values the cache holds */
+    float *kc = f16 == KV_KIND_Q8_0 ? q8_round_trip(&s, s.k) : s.k;
+    float *vc = f16 == KV_KIND_Q8_0 ? q8_round_trip(&s, s.v) : s.v;
     for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
         for (int th = 1; th <= 2; th++) {
             float *out = scene_attention(isa_levels[li], th, &s, f16, q, nt, pos, seq);
@@ -998,7 +1022,7 @@ static void check_attention(int n_kv, int group, int hd, int f16, int contiguous
                     const float *qh = q + ((size_t)t * nh + h) * hd;
                     double *w = malloc(sizeof(double) * n_ctx), mx = -INFINITY, sum = 0;
                     for (int p = 0; p < n_ctx; p++) {
-                        const float *kr = scene_row(&s, s.k, seq[t], p) + kvh * hd;
+                        const float *kr = scene_row(&s, kc, seq[t], p) + kvh * hd;
                         double d = 0;
                         for (int i = 0; i < hd; i++)
                             d += kv_round(qh[i], f16) * kv_round(kr[i], f16);
@@ -1010,7 +1034,7 @@ static void check_attention(int n_kv, int group, int hd, int f16, int contiguous
                         double o = 0;
                         for (int p = 0; p < n_ctx; p++)
                             o += kv_round(w[p] / sum, f16) *
-                                 kv_round(scene_row(&s, s.v, seq[t], p)[kvh * hd + i], f16);
+                                 kv_round(scene_row(&s, vc, seq[t], p)[kvh * hd + i], f16);
                         float got = out[((size_t)t * nh + h) * hd + i];
                         ck_assert_msg(fabs(got - o) < 1e-4,
                                       "isa %s kv %d group %d f16 %d: t %d h %d i %d: %g vs %g",
@@ -1022,6 +1046,8 @@ static void check_attention(int n_kv, int group, int hd, int f16, int contiguous
             free(out);
         }
     }
+    if (kc != s.k) free(kc);
+    if (vc != s.v) free(vc);
     free(ref_scalar);
     free(q);
     scene_fini(&s);
@@ -1093,6 +1119,18 @@ START_TEST(test_attention_alone_equals_batched)
 }
 END_TEST
 
+/* A Q8_0 cache: K/V rows quantized per 32 at kv_store and read at their exact dequantized values,
+ * by the few-row kernels in registers and by the conversion pass elsewhere (the same bits). */
+START_TEST(test_attention_q8_0_cache)
+{
+    check_attention(2, 2, 64, KV_KIND_Q8_0, 0);
+    check_attention(1, 4, 32, KV_KIND_Q8_0, 1);
+    check_attention(4, 1, 96, KV_KIND_Q8_0, 1); /* a 64-column P @ V pass with a masked tail */
+    check_attention_alone_equals_batched(6, 1, 64, KV_KIND_Q8_0);
+    check_attention_alone_equals_batched(2, 4, 96, KV_KIND_Q8_0);
+}
+END_TEST
+
 START_TEST(test_attention_f16_cache)
 {
     check_attention(2, 2, 64, 1, 0);
@@ -1103,31 +1141,52 @@ END_TEST
 
 START_TEST(test_kv_copy_block_copies_every_layer)
 {
-    struct att_scene s;
-    scene_init(&s, 2, 2, 32);
-    struct backend *b = make_backend(NULL, 2);
-    struct backend_kv_desc kd = {2, 32, ATT_BS, 2, 32, QUANT_F32};
-    ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
-    for (int layer = 0; layer < 2; layer++) scene_store(b, &s, layer, 0, 0, 41, 0);
-    /* copy block 2 of seq 0 (physical 11) to physical 30, then attend through either table */
-    ck_assert_int_eq(b->ops->kv_copy_block(b, 11, 30), 0);
-    int32_t tab2[8];
-    memcpy(tab2, s.tab, sizeof(tab2));
-    tab2[2] = 30;
-    float q[4 * 32], o1[4 * 32], o2[4 * 32];
-    fill_f(q, ARRAY_LEN(q));
-    int32_t pos[] = {40}, seq[] = {0};
-    for (int layer = 0; layer < 2; layer++) {
-        struct backend_batch bt = {1, pos, seq, s.tab, 1, 8, NULL};
-        ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, 0.2f), 0);
-        bt.block_tables = tab2;
-        ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, 0.2f), 0);
-        ck_assert_mem_eq(o1, o2, sizeof(o1));
+    const enum quant_type types[] = {QUANT_F32, QUANT_F16, QUANT_Q8_0};
+    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+        struct att_scene s;
+        scene_init(&s, 2, 2, 32);
+        struct backend *b = make_backend(NULL, 2);
+        struct backend_kv_desc kd = {2, 32, ATT_BS, 2, 32, types[ti]};
+        ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
+        for (int layer = 0; layer < 2; layer++) scene_store(b, &s, layer, 0, 0, 41, 0);
+        /* copy block 2 of seq 0 (physical 11) to physical 30, then attend through either table */
+        ck_assert_int_eq(b->ops->kv_copy_block(b, 11, 30), 0);
+        int32_t tab2[8];
+        memcpy(tab2, s.tab, sizeof(tab2));
+        tab2[2] = 30;
+        float q[4 * 32], o1[4 * 32], o2[4 * 32], o3[4 * 32];
+        fill_f(q, ARRAY_LEN(q));
+        int32_t pos[] = {40}, seq[] = {0};
+        for (int layer = 0; layer < 2; layer++) {
+            struct backend_batch bt = {1, pos, seq, s.tab, 1, 8, NULL};
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, 0.2f), 0);
+            bt.block_tables = tab2;
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, 0.2f), 0);
+            ck_assert_mem_eq(o1, o2, sizeof(o1));
+            tab2[2] = 29; /* never written: the copy is what made o2 right */
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o3, &bt, 4, 0.2f), 0);
+            ck_assert(memcmp(o1, o3, sizeof(o1)) != 0);
+            tab2[2] = 30;
+        }
+        ck_assert_int_eq(b->ops->kv_copy_block(b, 11, 32), ERR_RANGE);
+        ck_assert_int_eq(b->ops->kv_copy_block(b, -1, 3), ERR_RANGE);
+        b->ops->destroy(b); /* frees the cache too */
+        scene_fini(&s);
     }
-    ck_assert_int_eq(b->ops->kv_copy_block(b, 11, 32), ERR_RANGE);
-    ck_assert_int_eq(b->ops->kv_copy_block(b, -1, 3), ERR_RANGE);
-    b->ops->destroy(b); /* frees the cache too */
-    scene_fini(&s);
+}
+END_TEST
+
+/* A Q8_0 cache needs whole 32-element blocks per head; unknown element types are refused. */
+START_TEST(test_kv_alloc_rejects_unsupported_types)
+{
+    struct backend *b = make_backend(NULL, 1);
+    struct backend_kv_desc q8_40 = {1, 4, ATT_BS, 1, 40, QUANT_Q8_0};
+    ck_assert_int_eq(b->ops->kv_alloc(b, &q8_40), ERR_UNSUPPORTED);
+    struct backend_kv_desc q4 = {1, 4, ATT_BS, 1, 64, QUANT_Q4_0};
+    ck_assert_int_eq(b->ops->kv_alloc(b, &q4), ERR_UNSUPPORTED);
+    struct backend_kv_desc q8_64 = {1, 4, ATT_BS, 1, 64, QUANT_Q8_0};
+    ck_assert_int_eq(b->ops->kv_alloc(b, &q8_64), 0);
+    b->ops->destroy(b);
 }
 END_TEST
 
@@ -1297,6 +1356,8 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_attention_gqa_ratios);
     tcase_add_test(tc, test_attention_alone_equals_batched);
     tcase_add_test(tc, test_attention_f16_cache);
+    tcase_add_test(tc, test_attention_q8_0_cache);
+    tcase_add_test(tc, test_kv_alloc_rejects_unsupported_types);
     tcase_add_test(tc, test_kv_copy_block_copies_every_layer);
     tcase_add_test(tc, test_attention_rejects_bad_batches);
     suite_add_tcase(s, tc);

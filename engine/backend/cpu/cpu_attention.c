@@ -70,6 +70,30 @@ static int attn_batch_check(const struct cpu_backend *cb, const struct backend_b
     return 0;
 }
 
+/* One KV head's row of head_dim floats into the cache's element type: copied, rounded to f16, or
+ * quantized into ggml Q8_0 blocks (scale as f16, then 32 quants) by the Q8_0 activation quantizer,
+ * which matches ggml's reference bit for bit. */
+static void kv_store_row(const struct cpu_backend *cb, const float *x, char *dst)
+{
+    int hd = cb->kv.head_dim;
+    if (cb->kv.type == QUANT_F32) {
+        memcpy(dst, x, (size_t)hd * sizeof(float));
+    } else if (cb->kv.type == QUANT_F16) {
+        cb->kern.f32_to_f16(x, (uint16_t *)dst, hd);
+    } else {
+        for (int b = 0; b < hd / QUANT_QK8_0; b++) {
+            int8_t qs[QUANT_QK8_0];
+            float d;
+            int32_t sum;
+            cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, qs, &d, &sum);
+            uint16_t dh = cpu_quant_f32_to_f16(d); /* d is already an f16 value */
+            char *blk = dst + (size_t)b * (2 + QUANT_QK8_0);
+            memcpy(blk, &dh, 2);
+            memcpy(blk + 2, qs, QUANT_QK8_0);
+        }
+    }
+}
+
 int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const float *v,
                            const struct backend_batch *batch)
 {
@@ -81,20 +105,15 @@ int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const f
     for (int t = 0; t < batch->n_tokens; t++)
         if (batch->slots[t] < 0 || batch->slots[t] >= n_slots) return ERR_RANGE;
 
-    size_t row = cb->kv_row_elems, eb = cb->kv_elem_bytes, hd = (size_t)cb->kv.head_dim;
-    char *kl = (char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_elems * eb;
-    char *vl = kl + cb->kv_layer_elems * eb;
+    size_t hd = (size_t)cb->kv.head_dim, row = (size_t)cb->kv.n_kv_heads * hd;
+    char *kl = (char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_bytes;
+    char *vl = kl + cb->kv_layer_bytes;
     for (int t = 0; t < batch->n_tokens; t++) {
         for (int h = 0; h < cb->kv.n_kv_heads; h++) {
-            size_t off = cpu_kv_offset(cb, batch->slots[t], h) * eb;
+            size_t off = cpu_kv_offset(cb, batch->slots[t], h);
             const float *ks = k + (size_t)t * row + h * hd, *vs = v + (size_t)t * row + h * hd;
-            if (cb->kv.type == QUANT_F32) {
-                memcpy(kl + off, ks, hd * sizeof(float));
-                memcpy(vl + off, vs, hd * sizeof(float));
-            } else {
-                cb->kern.f32_to_f16(ks, (uint16_t *)(kl + off), (int64_t)hd);
-                cb->kern.f32_to_f16(vs, (uint16_t *)(vl + off), (int64_t)hd);
-            }
+            kv_store_row(cb, ks, kl + off);
+            kv_store_row(cb, vs, vl + off);
         }
     }
     return 0;
@@ -107,7 +126,7 @@ static const char *attn_row(const struct attn_job *j, const char *base, const in
     const struct cpu_backend *cb = j->cb;
     int bs = cb->kv.block_size;
     int64_t slot = (int64_t)tab[p / bs] * bs + p % bs;
-    return base + cpu_kv_offset(cb, slot, h) * cb->kv_elem_bytes;
+    return base + cpu_kv_offset(cb, slot, h);
 }
 
 /* Batch token and query head of row r of item `it`. */
@@ -128,7 +147,7 @@ static void attn_prefetch_block(const struct attn_job *j, const char *base, cons
     int bs = cb->kv.block_size;
     if ((int64_t)bi * bs >= np) return;
     const char *p = attn_row(j, base, tab, bi * bs, h0);
-    size_t n = (size_t)nh * (size_t)bs * (size_t)cb->kv.head_dim * cb->kv_elem_bytes;
+    size_t n = (size_t)nh * (size_t)bs * cb->kv_head_bytes;
     for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
 }
 
@@ -151,8 +170,20 @@ static void attn_head_run(const struct attn_job *j, const char *row, int run, fl
             kern->attn_scores_dot_f16(vec, nq, hd, h16, ld, run, sp);
         return;
     }
+    if (cb->kv.type == QUANT_Q8_0 && nq <= ATTN_DOT_MAX_ROWS && kern->attn_pv_q8) {
+        /* few rows: dequantize in registers (the same exact values as the conversion pass) */
+        if (is_v)
+            kern->attn_pv_q8(sp, nq, row, cb->kv_head_bytes, run, vec, hd);
+        else
+            kern->attn_scores_dot_q8(vec, nq, hd, row, cb->kv_head_bytes, run, sp);
+        return;
+    }
     if (cb->kv.type == QUANT_F16) {
         kern->f16_to_f32((const uint16_t *)row, conv, (int64_t)run * hd);
+        rows = conv;
+    } else if (cb->kv.type == QUANT_Q8_0) {
+        for (int p = 0; p < run; p++)
+            kern->dequant_row(QUANT_Q8_0, row + (size_t)p * cb->kv_head_bytes, conv + p * ld, hd);
         rows = conv;
     }
     if (is_v)
@@ -163,9 +194,33 @@ static void attn_head_run(const struct attn_job *j, const char *row, int run, fl
         kern->attn_scores(vec, hd, rows, ld, run, sp); /* vec: (hd, ROWS) queries */
 }
 
+/* Scores of an item with one row per KV head for the run at p0, all heads position by position
+ * together, where the level has a kernel for the cache type; false otherwise. */
+static bool attn_heads_together(const struct attn_job *j, const struct attn_item *it, int run,
+                                int p0, const char *base, const int32_t *tab, const float *q,
+                                float *s)
+{
+    const struct cpu_backend *cb = j->cb;
+    const struct cpu_kernels *kern = &cb->kern;
+    int bs = cb->kv.block_size, hd = cb->kv.head_dim;
+    const char *k0 = attn_row(j, base, tab, p0, it->h0);
+    float *sp = s + (size_t)p0 * CPU_ATTN_ROWS;
+    if (cb->kv.type == QUANT_F16 && kern->attn_scores_heads_f16) {
+        kern->attn_scores_heads_f16(q, it->nh, hd, (const uint16_t *)k0, (size_t)bs * hd,
+                                    (size_t)hd, run, sp);
+        return true;
+    }
+    if (cb->kv.type == QUANT_Q8_0 && kern->attn_scores_heads_q8) {
+        kern->attn_scores_heads_q8(q, it->nh, hd, k0, (size_t)bs * cb->kv_head_bytes,
+                                   cb->kv_head_bytes, run, sp);
+        return true;
+    }
+    return false;
+}
+
 /* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
  * that are contiguous in the cache (within one block), KV head by KV head of the item (kq rows
- * each), converting F16 rows to floats in `conv` where no kernel reads them directly. */
+ * each), converting F16 or Q8_0 rows to floats in `conv` where no kernel reads them directly. */
 static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int np,
                       const struct attn_item *it, int kq, float *conv, float *s, float *vec,
                       int is_v)
@@ -176,12 +231,8 @@ static void attn_runs(const struct attn_job *j, const char *base, const int32_t 
         int run = bs - p0 % bs;
         if (run > np - p0) run = np - p0;
         attn_prefetch_block(j, base, tab, p0 / bs + ATTN_PREFETCH_BLOCKS, np, it->h0, it->nh);
-        if (!is_v && kq == 1 && it->nh > 1 && cb->kv.type == QUANT_F16 &&
-            cb->kern.attn_scores_heads_f16) {
-            /* one row per KV head: the item's heads are scored position by position together */
-            const uint16_t *k0 = (const uint16_t *)attn_row(j, base, tab, p0, it->h0);
-            cb->kern.attn_scores_heads_f16(vec, it->nh, hd, k0, (size_t)bs * hd, (size_t)hd, run,
-                                           s + (size_t)p0 * CPU_ATTN_ROWS);
+        if (!is_v && kq == 1 && it->nh > 1 &&
+            attn_heads_together(j, it, run, p0, base, tab, vec, s)) {
             p0 += run;
             continue;
         }
@@ -417,9 +468,8 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     int n_kv = cb->kv.n_kv_heads, group = n_heads / n_kv, hd = cb->kv.head_dim;
     struct attn_job j = {
         .cb = cb, .batch = batch, .q = q, .out = out, .n_heads = n_heads, .scale = scale};
-    size_t eb = cb->kv_elem_bytes;
-    j.k_base = (const char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_elems * eb;
-    j.v_base = j.k_base + cb->kv_layer_elems * eb;
+    j.k_base = (const char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_bytes;
+    j.v_base = j.k_base + cb->kv_layer_bytes;
     j.max_ctx = (size_t)batch->max_blocks * cb->kv.block_size;
     j.thread_floats = (2 * (size_t)hd * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd +
                        j.max_ctx * CPU_ATTN_ROWS + 2 * (size_t)hd + 15) &

@@ -185,12 +185,13 @@ static int cpu_kv_alloc(struct backend *b, const struct backend_kv_desc *d)
     if (!d || d->n_layers <= 0 || d->n_blocks <= 0 || d->block_size <= 0 || d->n_kv_heads <= 0 ||
         d->head_dim <= 0)
         return ERR_INVAL;
-    if (d->type != QUANT_F32 && d->type != QUANT_F16) return ERR_UNSUPPORTED;
-    size_t eb = d->type == QUANT_F32 ? 4 : 2;
-    /* n_layers * 2 * n_blocks * block_size * n_kv_heads * head_dim * eb without overflow */
-    size_t total = eb, factors[] = {(size_t)d->n_layers,   2,
-                                    (size_t)d->n_blocks,   (size_t)d->block_size,
-                                    (size_t)d->n_kv_heads, (size_t)d->head_dim};
+    if (d->type != QUANT_F32 && d->type != QUANT_F16 && d->type != QUANT_Q8_0)
+        return ERR_UNSUPPORTED;
+    if (d->type == QUANT_Q8_0 && d->head_dim % QUANT_QK8_0 != 0) return ERR_UNSUPPORTED;
+    size_t head_bytes = quant_row_bytes(d->type, (uint64_t)d->head_dim);
+    /* n_layers * 2 * n_blocks * block_size * n_kv_heads * head_bytes without overflow */
+    size_t total = head_bytes, factors[] = {(size_t)d->n_layers, 2, (size_t)d->n_blocks,
+                                            (size_t)d->block_size, (size_t)d->n_kv_heads};
     for (size_t i = 0; i < sizeof(factors) / sizeof(factors[0]); i++) {
         if (total > SIZE_MAX / factors[i]) return ERR_TOO_BIG;
         total *= factors[i];
@@ -201,9 +202,9 @@ static int cpu_kv_alloc(struct backend *b, const struct backend_kv_desc *d)
     cpu_kv_free(b);
     cb->kv = *d;
     cb->kv_mem = mem;
-    cb->kv_elem_bytes = eb;
-    cb->kv_row_elems = (size_t)d->n_kv_heads * d->head_dim;
-    cb->kv_layer_elems = (size_t)d->n_blocks * d->block_size * cb->kv_row_elems;
+    cb->kv_head_bytes = head_bytes;
+    cb->kv_layer_bytes =
+        (size_t)d->n_blocks * (size_t)d->block_size * (size_t)d->n_kv_heads * head_bytes;
     cb->kv_ready = 1;
     return 0;
 }
@@ -216,8 +217,8 @@ static int cpu_kv_copy_block(struct backend *b, int src_block, int dst_block)
         dst_block >= cb->kv.n_blocks)
         return ERR_RANGE;
     if (src_block == dst_block) return 0;
-    size_t blk = (size_t)cb->kv.block_size * cb->kv_row_elems * cb->kv_elem_bytes;
-    size_t layer = cb->kv_layer_elems * cb->kv_elem_bytes; /* K or V of one layer */
+    size_t blk = (size_t)cb->kv.block_size * (size_t)cb->kv.n_kv_heads * cb->kv_head_bytes;
+    size_t layer = cb->kv_layer_bytes; /* K or V of one layer */
     char *base = cb->kv_mem;
     for (int l = 0; l < 2 * cb->kv.n_layers; l++) {
         char *part = base + (size_t)l * layer;

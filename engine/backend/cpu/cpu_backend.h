@@ -82,11 +82,20 @@ struct cpu_kernels {
                                 int np, float *s);
     void (*attn_pv_f16)(const float *s, int nq, const uint16_t *v, size_t ldv, int np, float *o,
                         int hd);
+    /* attn_scores_dot and attn_pv reading Q8_0 K/V rows (head_dim / 32 ggml blocks, ldk and ldv in
+     * bytes) at their exact dequantized values d * q, so results are identical to dequantizing the
+     * rows first; NULL at levels without them. */
+    void (*attn_scores_dot_q8)(const float *q, int nq, int hd, const void *k, size_t ldk, int np,
+                               float *s);
+    void (*attn_pv_q8)(const float *s, int nq, const void *v, size_t ldv, int np, float *o, int hd);
     /* Decode scores of nh <= 16 rows with one KV head each (no query heads sharing one): row r's K
      * rows start at k + r * head_stride; s[p][r] as attn_scores_dot_f16 gives it for that row,
      * lanes from nh on set to 0. NULL at levels without it (one attn_scores_dot_f16 per head). */
     void (*attn_scores_heads_f16)(const float *q, int nh, int hd, const uint16_t *k,
                                   size_t head_stride, size_t ldk, int np, float *s);
+    /* The same over Q8_0 rows (head_stride and ldk in bytes), as attn_scores_dot_q8 per row. */
+    void (*attn_scores_heads_q8)(const float *q, int nh, int hd, const void *k, size_t head_stride,
+                                 size_t ldk, int np, float *s);
     /* F16 caches (llama.cpp's arithmetic): s[p][r] = f16(s[p][r] * inv[r]) for p < np, all rows. */
     void (*attn_probs_f16)(float *s, int np, const float *inv);
 };
@@ -133,9 +142,9 @@ struct cpu_backend {
     struct backend_kv_desc kv;
     int kv_ready;
     void *kv_mem;
-    size_t kv_elem_bytes;  /* 4 (F32) or 2 (F16) */
-    size_t kv_row_elems;   /* n_kv_heads * head_dim */
-    size_t kv_layer_elems; /* n_blocks * block_size * kv_row_elems */
+    size_t kv_head_bytes;  /* one position of one KV head: head_dim elements (F32, F16) or
+                            * head_dim / 32 ggml Q8_0 blocks */
+    size_t kv_layer_bytes; /* K (or V) of one layer: n_blocks * block_size * n_kv_heads positions */
 
     /* Scratch reused across calls (grown on demand by the caller thread, never shrunk). */
     void *scratch;
@@ -147,13 +156,14 @@ static inline struct cpu_backend *cpu_backend_of(struct backend *b)
     return (struct cpu_backend *)b;
 }
 
-/* Element offset within one layer's K (or V) of KV head h at cache slot `slot` (block * block_size
- * + position in block). */
+/* Byte offset within one layer's K (or V) of KV head h at cache slot `slot` (block * block_size +
+ * position in block): blocks, then KV heads, then the block's positions, so one head's positions
+ * in a block are contiguous and so are a block's heads. */
 static inline size_t cpu_kv_offset(const struct cpu_backend *cb, int64_t slot, int h)
 {
-    size_t bs = (size_t)cb->kv.block_size, hd = (size_t)cb->kv.head_dim;
+    size_t bs = (size_t)cb->kv.block_size;
     size_t blk = (size_t)slot / bs, i = (size_t)slot % bs;
-    return blk * cb->kv_row_elems * bs + ((size_t)h * bs + i) * hd;
+    return ((blk * (size_t)cb->kv.n_kv_heads + (size_t)h) * bs + i) * cb->kv_head_bytes;
 }
 
 /* Grows the scratch buffer to at least `bytes` (64-byte aligned). Returns it or NULL. Caller thread. */

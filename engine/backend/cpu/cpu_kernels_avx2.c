@@ -462,9 +462,24 @@ static AVX2 void dequant_q6_k_avx2(const struct quant_block_q6_k *b, float *y, i
     }
 }
 
+/* Q8_0 blocks (an f16 scale, 32 quants) to floats d * q: exact products, as the scalar code. */
+static AVX2 void dequant_q8_0_avx2(const void *src, float *dst, int64_t n_blocks)
+{
+    const char *blk = src;
+    for (int64_t b = 0; b < n_blocks; b++, blk += 2 + QUANT_QK8_0, dst += QUANT_QK8_0) {
+        __m256 d = _mm256_set1_ps(f16_avx2(blk));
+        for (int j = 0; j < QUANT_QK8_0; j += 8) {
+            __m128i q8 = _mm_loadl_epi64((const __m128i *)(blk + 2 + j));
+            __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8));
+            _mm256_storeu_ps(dst + j, _mm256_mul_ps(q, d));
+        }
+    }
+}
+
 static AVX2 void dequant_row_avx2(enum quant_type type, const void *src, float *dst, int64_t n)
 {
     switch (type) {
+    case QUANT_Q8_0: dequant_q8_0_avx2(src, dst, n / QUANT_QK8_0); break;
     case QUANT_F16: f16_to_f32_avx2(src, dst, n); break;
     case QUANT_BF16: {
         const uint16_t *h = src;

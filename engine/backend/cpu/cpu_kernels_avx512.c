@@ -513,17 +513,33 @@ static AVX512 void attn_scores_512(const float *qt, int hd, const float *k, size
  * (row, position) and a horizontal sum. Each K chunk is loaded once for all rows, and the operations
  * per row are the same either way, so widening an F16 cache here gives exactly what widening it
  * first gave (decode reads each K row once: a separate widening pass cost as much as the dots). */
+/* Element types of K/V rows the attention kernels read. */
+enum { KV_F32, KV_F16, KV_Q8_0 };
+
+/* Elements i..i+15 (lanes outside m zero) of row p of K or V as floats: F32 rows ld elements apart,
+ * F16 rows widened, Q8_0 rows (ld bytes apart, ggml blocks of an f16 scale and 32 quants) at their
+ * exact values d * q (at most 18 significant bits: no rounding), as the conversion passes give. */
+AVX512_INLINE __m512 kv_chunk_512(const void *kv, size_t p, size_t ld, int i, __mmask16 m,
+                                  const int kind)
+{
+    if (kind == KV_F32) return _mm512_maskz_loadu_ps(m, (const float *)kv + p * ld + i);
+    if (kind == KV_F16)
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)kv + p * ld + i));
+    if (!m) return _mm512_setzero_ps(); /* past the row (P @ V's column tail): no scale to read */
+    const char *blk = (const char *)kv + p * ld + (size_t)(i / 32) * (2 + 32);
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, blk + 2 + i % 32)));
+    return _mm512_mul_ps(q, _mm512_set1_ps(f16_512(blk)));
+}
+
 AVX512_INLINE void attn_scores_dot_any_512(const float *q, int nq, int hd, const void *k,
-                                           size_t ldk, int np, float *s, const int half)
+                                           size_t ldk, int np, float *s, const int kind)
 {
     for (int p = 0; p < np; p++) {
         __m512 acc[ATTN_DOT_MAX_ROWS];
         for (int r = 0; r < nq; r++) acc[r] = _mm512_setzero_ps();
         for (int i = 0; i < hd; i += 16) {
             __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
-            size_t e = p * ldk + i;
-            __m512 kv = half ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, (const uint16_t *)k + e))
-                             : _mm512_maskz_loadu_ps(m, (const float *)k + e);
+            __m512 kv = kv_chunk_512(k, (size_t)p, ldk, i, m, kind);
             for (int r = 0; r < nq; r++)
                 acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * hd + i), kv, acc[r]);
         }
@@ -534,13 +550,19 @@ AVX512_INLINE void attn_scores_dot_any_512(const float *q, int nq, int hd, const
 static AVX512 void attn_scores_dot_512(const float *q, int nq, int hd, const float *k, size_t ldk,
                                        int np, float *s)
 {
-    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, 0);
+    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, KV_F32);
 }
 
 static AVX512 void attn_scores_dot_f16_512(const float *q, int nq, int hd, const uint16_t *k,
                                            size_t ldk, int np, float *s)
 {
-    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, 1);
+    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, KV_F16);
+}
+
+static AVX512 void attn_scores_dot_q8_512(const float *q, int nq, int hd, const void *k, size_t ldk,
+                                          int np, float *s)
+{
+    attn_scores_dot_any_512(q, nq, hd, k, ldk, np, s, KV_Q8_0);
 }
 
 /* Sixteen vectors' horizontal sums as one vector, lane r = hsum512(v[r]) bit for bit: hsum512's
@@ -569,12 +591,13 @@ AVX512_INLINE __m512 hsum16_512(const __m512 *v)
     return _mm512_permutexvar_ps(order, r);
 }
 
-/* Decode scores of nh <= 16 rows, one per KV head, whose F16 K rows lie head_stride elements apart:
- * per position every row's dot product exactly as attn_scores_dot_any_512 computes it (one masked
- * FMA chain, then hsum512's tree), the sixteen reductions done together by hsum16_512 and stored
- * as one vector (lanes from nh on get zeros). */
-static AVX512 void attn_scores_heads_f16_512(const float *q, int nh, int hd, const uint16_t *k,
-                                             size_t head_stride, size_t ldk, int np, float *s)
+/* Decode scores of nh <= 16 rows, one per KV head, whose K rows (F16 or Q8_0) lie head_stride bytes
+ * apart: per position every row's dot product exactly as attn_scores_dot_any_512 computes it (one
+ * masked FMA chain, then hsum512's tree), the sixteen reductions done together by hsum16_512 and
+ * stored as one vector (lanes from nh on get zeros). */
+AVX512_INLINE void attn_scores_heads_any_512(const float *q, int nh, int hd, const char *k,
+                                             size_t head_stride, size_t ldk, int np, float *s,
+                                             const int kind)
 {
     for (int p = 0; p < np; p++) {
         __m512 acc[16];
@@ -582,15 +605,27 @@ static AVX512 void attn_scores_heads_f16_512(const float *q, int nh, int hd, con
         for (int r = 0; r < 16; r++) {
             acc[r] = _mm512_setzero_ps();
             if (r >= nh) continue;
-            const uint16_t *kr = k + r * head_stride + p * ldk;
+            const char *kr = k + r * head_stride + p * ldk;
             for (int i = 0; i < hd; i += 16) {
                 __mmask16 m = hd - i >= 16 ? 0xffff : (__mmask16)((1u << (hd - i)) - 1);
-                __m512 kv = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, kr + i));
+                __m512 kv = kv_chunk_512(kr, 0, 0, i, m, kind);
                 acc[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + r * hd + i), kv, acc[r]);
             }
         }
         _mm512_storeu_ps(s + p * 16, hsum16_512(acc));
     }
+}
+
+static AVX512 void attn_scores_heads_f16_512(const float *q, int nh, int hd, const uint16_t *k,
+                                             size_t head_stride, size_t ldk, int np, float *s)
+{
+    attn_scores_heads_any_512(q, nh, hd, (const char *)k, head_stride * 2, ldk * 2, np, s, KV_F16);
+}
+
+static AVX512 void attn_scores_heads_q8_512(const float *q, int nh, int hd, const void *k,
+                                            size_t head_stride, size_t ldk, int np, float *s)
+{
+    attn_scores_heads_any_512(q, nh, hd, k, head_stride, ldk, np, s, KV_Q8_0);
 }
 
 static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float *inv)
@@ -611,10 +646,10 @@ static AVX512 void attn_softmax_512(float *s, int np, const int32_t *lim, float 
 }
 
 /* o[r] += sum_p s[p][r] v[p] over 64 columns at a time (masked tail), two rows per pass so every V
- * load feeds eight FMA chains; V rows F32 or (half) F16, widened in registers: identical results
- * either way. */
+ * load feeds eight FMA chains; V rows F32, F16 or Q8_0 (kv_chunk_512), converted in registers:
+ * identical results either way. */
 AVX512_INLINE void attn_pv_any_512(const float *s, int nq, const void *v, size_t ldv, int np,
-                                   float *o, int hd, const int half)
+                                   float *o, int hd, const int kind)
 {
     for (int c = 0; c < hd; c += 64) {
         __mmask16 m[4];
@@ -638,10 +673,7 @@ AVX512_INLINE void attn_pv_any_512(const float *s, int nq, const void *v, size_t
                 __m512 w1 = _mm512_set1_ps(two ? s[p * 16 + r + 1] : 0.0f);
                 UNROLL
                 for (int j = 0; j < 4; j++) {
-                    size_t e = p * ldv + c + 16 * j;
-                    __m512 vv = half ? _mm512_cvtph_ps(
-                                           _mm256_maskz_loadu_epi16(m[j], (const uint16_t *)v + e))
-                                     : _mm512_maskz_loadu_ps(m[j], (const float *)v + e);
+                    __m512 vv = kv_chunk_512(v, (size_t)p, ldv, c + 16 * j, m[j], kind);
                     a[j] = _mm512_fmadd_ps(w0, vv, a[j]);
                     if (two) b[j] = _mm512_fmadd_ps(w1, vv, b[j]); /* a lone last row: skip */
                 }
@@ -658,13 +690,19 @@ AVX512_INLINE void attn_pv_any_512(const float *s, int nq, const void *v, size_t
 static AVX512 void attn_pv_512(const float *s, int nq, const float *v, size_t ldv, int np, float *o,
                                int hd)
 {
-    attn_pv_any_512(s, nq, v, ldv, np, o, hd, 0);
+    attn_pv_any_512(s, nq, v, ldv, np, o, hd, KV_F32);
 }
 
 static AVX512 void attn_pv_f16_512(const float *s, int nq, const uint16_t *v, size_t ldv, int np,
                                    float *o, int hd)
 {
-    attn_pv_any_512(s, nq, v, ldv, np, o, hd, 1);
+    attn_pv_any_512(s, nq, v, ldv, np, o, hd, KV_F16);
+}
+
+static AVX512 void attn_pv_q8_512(const float *s, int nq, const void *v, size_t ldv, int np,
+                                  float *o, int hd)
+{
+    attn_pv_any_512(s, nq, v, ldv, np, o, hd, KV_Q8_0);
 }
 
 /* roundf (half away from zero) exactly: truncate, then step away from zero when the dropped part is
@@ -718,6 +756,9 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
     k->attn_scores_dot_f16 = attn_scores_dot_f16_512;
     k->attn_pv_f16 = attn_pv_f16_512;
     k->attn_scores_heads_f16 = attn_scores_heads_f16_512;
+    k->attn_scores_heads_q8 = attn_scores_heads_q8_512;
+    k->attn_scores_dot_q8 = attn_scores_dot_q8_512;
+    k->attn_pv_q8 = attn_pv_q8_512;
 }
 
 #else
