@@ -19,6 +19,8 @@ struct kv_seq {
 struct kv_cache {
     struct kv_cache_config cfg;
     int32_t *refcount;  /* (n_blocks) owners of each block; 0 = on the free list */
+    bool *held;         /* (n_blocks) one of the owners is the external hold (the prefix cache) */
+    int n_held_alone;   /* blocks whose only owner is the hold: evictable, counted as it changes */
     int32_t *fill;      /* (n_blocks) slots written in each block */
     int32_t *free_list; /* stack of free block ids */
     int n_free;
@@ -52,10 +54,11 @@ int kv_cache_new(const struct kv_cache_config *cfg, struct kv_cache **out)
     if (!kv) goto out;
     kv->cfg = *cfg;
     kv->refcount = calloc((size_t)cfg->n_blocks, sizeof(*kv->refcount));
+    kv->held = calloc((size_t)cfg->n_blocks, sizeof(*kv->held));
     kv->fill = calloc((size_t)cfg->n_blocks, sizeof(*kv->fill));
     kv->free_list = calloc((size_t)cfg->n_blocks, sizeof(*kv->free_list));
     kv->seqs = calloc((size_t)cfg->max_seqs, sizeof(*kv->seqs));
-    if (!kv->refcount || !kv->fill || !kv->free_list || !kv->seqs) goto out;
+    if (!kv->refcount || !kv->held || !kv->fill || !kv->free_list || !kv->seqs) goto out;
     for (int i = 0; i < cfg->max_seqs; i++) {
         kv->seqs[i].blocks = calloc((size_t)cfg->max_blocks_per_seq, sizeof(int32_t));
         if (!kv->seqs[i].blocks) goto out;
@@ -80,6 +83,7 @@ void kv_cache_free(struct kv_cache *kv)
     free(kv->free_list);
     free(kv->fill);
     free(kv->refcount);
+    free(kv->held);
     free(kv);
 }
 
@@ -123,30 +127,55 @@ static bool block_valid(const struct kv_cache *kv, int32_t b)
     return b >= 0 && b < kv->cfg.n_blocks;
 }
 
+/* Every reference count change goes through here, keeping n_held_alone exact. */
+static void ref_add(struct kv_cache *kv, int32_t b, int delta)
+{
+    bool was = kv->held[b] && kv->refcount[b] == 1;
+    kv->refcount[b] += delta;
+    bool now = kv->held[b] && kv->refcount[b] == 1;
+    kv->n_held_alone += (int)now - (int)was;
+}
+
 static int32_t block_pop(struct kv_cache *kv)
 {
     ASSERT(kv->n_free > 0);
     int32_t b = kv->free_list[--kv->n_free];
-    ASSERT(kv->refcount[b] == 0);
-    kv->refcount[b] = 1;
+    ASSERT(kv->refcount[b] == 0 && !kv->held[b]);
+    ref_add(kv, b, 1);
     kv->fill[b] = 0;
     return b;
 }
 
-void kv_cache_block_unref(struct kv_cache *kv, int32_t b)
+/* Drops one owner; the block returns to the free list at zero. */
+static void block_unref(struct kv_cache *kv, int32_t b)
 {
     ASSERT(block_valid(kv, b) && kv->refcount[b] > 0);
-    if (--kv->refcount[b] == 0) {
+    ref_add(kv, b, -1);
+    if (kv->refcount[b] == 0) {
         kv->fill[b] = 0;
         kv->free_list[kv->n_free++] = b;
     }
 }
 
-int kv_cache_block_ref(struct kv_cache *kv, int32_t b)
+int kv_cache_block_hold(struct kv_cache *kv, int32_t b)
 {
-    if (!block_valid(kv, b) || kv->refcount[b] == 0) return ERR_INVAL;
-    kv->refcount[b]++;
+    if (!block_valid(kv, b) || kv->refcount[b] == 0 || kv->held[b]) return ERR_INVAL;
+    ref_add(kv, b, 1); /* at least 2 owners now: not alone, whatever the flag */
+    kv->held[b] = true;
     return 0;
+}
+
+void kv_cache_block_release(struct kv_cache *kv, int32_t b)
+{
+    ASSERT(block_valid(kv, b) && kv->held[b]);
+    kv->n_held_alone -= kv->refcount[b] == 1;
+    kv->held[b] = false;
+    block_unref(kv, b);
+}
+
+int kv_cache_blocks_held_alone(const struct kv_cache *kv)
+{
+    return kv->n_held_alone;
 }
 
 int kv_cache_block_refcount(const struct kv_cache *kv, int32_t b)
@@ -186,7 +215,7 @@ int kv_cache_seq_open(struct kv_cache *kv, int *seq_out)
 void kv_cache_seq_close(struct kv_cache *kv, int seq)
 {
     struct kv_seq *s = seq_get(kv, seq);
-    for (int i = 0; i < s->n_blocks; i++) kv_cache_block_unref(kv, s->blocks[i]);
+    for (int i = 0; i < s->n_blocks; i++) block_unref(kv, s->blocks[i]);
     s->n_blocks = 0;
     s->len = 0;
     s->open = false;
@@ -240,7 +269,7 @@ int kv_cache_seq_append(struct kv_cache *kv, int seq, int n_new, struct kv_cache
         int32_t old = s->blocks[s->n_blocks - 1];
         int32_t nb = block_pop(kv);
         kv->fill[nb] = kv->fill[old];
-        kv_cache_block_unref(kv, old);
+        block_unref(kv, old);
         s->blocks[s->n_blocks - 1] = nb;
         copy->n = 1;
         copy->src = old;
@@ -276,7 +305,7 @@ int kv_cache_seq_fork(struct kv_cache *kv, int src, int *seq_out)
     struct kv_seq *d = &kv->seqs[dst];
     for (int i = 0; i < s->n_blocks; i++) {
         d->blocks[i] = s->blocks[i];
-        kv->refcount[s->blocks[i]]++;
+        ref_add(kv, s->blocks[i], 1);
     }
     d->n_blocks = s->n_blocks;
     d->len = s->len;
@@ -292,7 +321,7 @@ int kv_cache_seq_attach(struct kv_cache *kv, int seq, const int32_t *blocks, int
     for (int i = 0; i < n; i++)
         if (!kv_cache_block_is_full(kv, blocks[i])) return ERR_INVAL;
     for (int i = 0; i < n; i++) {
-        kv->refcount[blocks[i]]++;
+        ref_add(kv, blocks[i], 1);
         s->blocks[s->n_blocks++] = blocks[i];
     }
     s->len += n * kv->cfg.block_size;

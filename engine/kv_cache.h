@@ -89,11 +89,15 @@ int kv_cache_seq_fork(struct kv_cache *kv, int src, int *seq_out);
  * full or not allocated or the sequence is not block aligned; ERR_RANGE when the table overflows. */
 int kv_cache_seq_attach(struct kv_cache *kv, int seq, const int32_t *blocks, int n);
 
-/* Extra references held outside sequences (the prefix cache). ERR_INVAL for a free/invalid block. */
-int kv_cache_block_ref(struct kv_cache *kv, int32_t block);
-/* Drops one reference; the block returns to the free list at zero. Unreferencing a free or invalid
- * block is a programmer error (ASSERT). */
-void kv_cache_block_unref(struct kv_cache *kv, int32_t block);
+/* The hold: one extra reference per block kept outside sequences (the prefix cache's). ERR_INVAL for
+ * a free or invalid block, or one already held. */
+int kv_cache_block_hold(struct kv_cache *kv, int32_t block);
+/* Drops the hold's reference; the block returns to the free list at zero. Releasing a block that is
+ * not held is a programmer error (ASSERT). */
+void kv_cache_block_release(struct kv_cache *kv, int32_t block);
+/* Held blocks no sequence uses (refcount 1: evictable), kept up to date as references change, so
+ * this is O(1). */
+int kv_cache_blocks_held_alone(const struct kv_cache *kv);
 /* Owners of the block (0 when free or out of range). */
 int kv_cache_block_refcount(const struct kv_cache *kv, int32_t block);
 /* True once all block_size slots have been written: the block's contents are immutable. */

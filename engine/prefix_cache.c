@@ -203,7 +203,7 @@ out:
 void prefix_cache_free(struct prefix_cache *pc)
 {
     if (!pc) return;
-    for (int32_t b = pc->lru; b != PC_NONE; b = pc->ent[b].next) kv_cache_block_unref(pc->kv, b);
+    for (int32_t b = pc->lru; b != PC_NONE; b = pc->ent[b].next) kv_cache_block_release(pc->kv, b);
     free(pc->slots);
     free(pc->tokens);
     free(pc->ent);
@@ -322,7 +322,7 @@ static void entry_drop(struct prefix_cache *pc, int32_t b)
     lru_unlink(pc, b);
     pc->ent[b].cached = false;
     pc->size--;
-    kv_cache_block_unref(pc->kv, b);
+    kv_cache_block_release(pc->kv, b);
 }
 
 int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t *tokens,
@@ -349,7 +349,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
         if (entry_reachable_parent(pc, x) || kv_cache_block_refcount(pc->kv, x) != 1) return 0;
         entry_drop(pc, x);
     }
-    int rc = kv_cache_block_ref(pc->kv, block);
+    int rc = kv_cache_block_hold(pc->kv, block);
     ASSERT(rc == 0); /* a full block is allocated */
     e->hash = h;
     e->parent_hash = parent;
@@ -389,10 +389,7 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
 
 int prefix_cache_evictable(const struct prefix_cache *pc)
 {
-    int n = 0;
-    for (int32_t b = pc->lru; b != PC_NONE; b = pc->ent[b].next)
-        if (kv_cache_block_refcount(pc->kv, b) == 1) n++;
-    return n;
+    return kv_cache_blocks_held_alone(pc->kv); /* the cache holds exactly its entries' blocks */
 }
 
 void prefix_cache_clear(struct prefix_cache *pc)

@@ -68,7 +68,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
  * freed to kv_cache's free list. Blocks still used by a sequence are skipped. Inference thread. */
 int prefix_cache_evict(struct prefix_cache *pc, int n);
 /* Blocks currently evictable (held only by the cache): what admission may count as available
- * beyond kv_cache_blocks_free. O(cached blocks). Inference thread. */
+ * beyond kv_cache_blocks_free. O(1) (kv_cache counts them). Inference thread. */
 int prefix_cache_evictable(const struct prefix_cache *pc);
 /* Blocks currently indexed. O(1). Inference thread. */
 int prefix_cache_size(const struct prefix_cache *pc);

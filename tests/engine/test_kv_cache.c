@@ -214,9 +214,11 @@ START_TEST(test_kv_cache_seq_attach_shares_full_blocks)
     int32_t prefix[3] = {ta[0], ta[1], ta[2]};
 
     /* A prefix cache keeps its own reference to the two full blocks. */
-    ck_assert_int_eq(kv_cache_block_ref(kv, prefix[0]), 0);
-    ck_assert_int_eq(kv_cache_block_ref(kv, prefix[1]), 0);
-    ck_assert_int_eq(kv_cache_block_ref(kv, 99), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_block_hold(kv, prefix[0]), 0);
+    ck_assert_int_eq(kv_cache_block_hold(kv, prefix[1]), 0);
+    ck_assert_int_eq(kv_cache_block_hold(kv, prefix[1]), ERR_INVAL); /* one hold per block */
+    ck_assert_int_eq(kv_cache_block_hold(kv, 99), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), 0); /* a still uses them */
 
     ck_assert_int_eq(kv_cache_seq_open(kv, &b), 0);
     ck_assert_int_eq(kv_cache_seq_attach(kv, b, prefix, 3), ERR_INVAL); /* third is partial */
@@ -232,23 +234,30 @@ START_TEST(test_kv_cache_seq_attach_shares_full_blocks)
     ck_assert_int_eq(kv_cache_seq_attach(kv, b, prefix, 1), ERR_INVAL);
 
     kv_cache_seq_close(kv, a);
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), 0); /* b still uses them */
     kv_cache_seq_close(kv, b);
     ck_assert_int_eq(kv_cache_blocks_used(kv), 2); /* still held by the "prefix cache" */
-    kv_cache_block_unref(kv, prefix[0]);
-    kv_cache_block_unref(kv, prefix[1]);
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), 2);
+    kv_cache_block_release(kv, prefix[0]);
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), 1);
+    kv_cache_block_release(kv, prefix[1]);
     ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), 0);
     ck_assert(!kv_cache_block_is_full(kv, prefix[0])); /* freed blocks are not full */
     kv_cache_free(kv);
 }
 END_TEST
 
-/* Random open/append/fork/close churn: the pool never leaks and refcounts stay consistent. */
+/* Random open/append/fork/close/hold/release churn: the pool never leaks, refcounts stay
+ * consistent, and the count of held blocks no sequence uses matches a recount every step. */
 START_TEST(test_kv_cache_random_churn_no_leaks)
 {
     struct kv_cache *kv = make(64, 4, 8, 32);
     unsigned seed = 12345;
+    bool held[64] = {false};
     for (int it = 0; it < 5000; it++) {
-        int op = (int)(rand_r(&seed) % 4);
+        int op = (int)(rand_r(&seed) % 6);
+        int32_t blk = (int32_t)(rand_r(&seed) % 64);
         int s = (int)(rand_r(&seed) % 8);
         struct kv_cache_copy cp;
         if (op == 0 && !kv_cache_seq_is_open(kv, s)) {
@@ -268,10 +277,24 @@ START_TEST(test_kv_cache_random_churn_no_leaks)
             (void)kv_cache_seq_fork(kv, s, &t);
         } else if (op == 3 && kv_cache_seq_is_open(kv, s)) {
             kv_cache_seq_close(kv, s);
+        } else if (op == 4) {
+            int rc = kv_cache_block_hold(kv, blk);
+            ck_assert_int_eq(rc,
+                             held[blk] || kv_cache_block_refcount(kv, blk) == 0 ? ERR_INVAL : 0);
+            held[blk] = held[blk] || rc == 0;
+        } else if (op == 5 && held[blk]) {
+            kv_cache_block_release(kv, blk);
+            held[blk] = false;
         }
-        /* Invariant: sum of refcounts == sum of block-table lengths. */
+        /* Invariant: sum of refcounts == sum of block-table lengths + holds. */
         long refs = 0, owned = 0;
-        for (int b = 0; b < 64; b++) refs += kv_cache_block_refcount(kv, b);
+        int alone = 0;
+        for (int b = 0; b < 64; b++) {
+            refs += kv_cache_block_refcount(kv, b);
+            owned += held[b];
+            alone += held[b] && kv_cache_block_refcount(kv, b) == 1;
+        }
+        ck_assert_int_eq(kv_cache_blocks_held_alone(kv), alone);
         for (int q = 0; q < 8; q++) {
             if (!kv_cache_seq_is_open(kv, q)) continue;
             int n;
@@ -282,6 +305,12 @@ START_TEST(test_kv_cache_random_churn_no_leaks)
     }
     for (int q = 0; q < 8; q++)
         if (kv_cache_seq_is_open(kv, q)) kv_cache_seq_close(kv, q);
+    int n_held = 0;
+    for (int b = 0; b < 64; b++) n_held += held[b];
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), n_held); /* only holds remain */
+    for (int b = 0; b < 64; b++)
+        if (held[b]) kv_cache_block_release(kv, b);
+    ck_assert_int_eq(kv_cache_blocks_held_alone(kv), 0);
     ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
     ck_assert_int_eq(kv_cache_blocks_free(kv), 64);
     kv_cache_free(kv);
