@@ -3,11 +3,13 @@
  * rows: consecutive tokens of a sequence (prefill) times the query heads of one KV head (GQA), so
  * every K and V row loaded serves all of them; or, for a lone token (decode), the query heads of
  * several consecutive KV heads, so each block's K and V are read as one contiguous stretch and the
- * softmax fills its 16 lanes. Queries are transposed so scores are
- * computed 16 rows at a time without horizontal sums; softmax subtracts each row's maximum and masks
- * positions after the row's own (causal). Threads claim items from a shared counter because causal
- * contexts make later tokens more expensive. F16 caches with short heads follow llama.cpp's CPU
- * arithmetic instead (attn_item_run_ggml), so cached values round to the same f16s as there. */
+ * softmax fills its 16 lanes. Scores are computed for 16 rows (queries transposed) or a few rows
+ * (dot products) with the same sums either way, so a row's result does not depend on its item;
+ * softmax subtracts each row's maximum and masks positions after the row's own (causal). Threads
+ * claim items from a shared counter because causal contexts make later tokens more expensive. K/V
+ * are F32, F16 or Q8_0 (read at their exact dequantized values). F16 caches with short heads follow
+ * llama.cpp's CPU arithmetic instead (attn_item_run_ggml), so cached values round to the same f16s
+ * as there. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
