@@ -65,13 +65,39 @@ int cpu_ops_add(struct backend *b, float *y, const float *x, size_t n)
     return 0;
 }
 
-/* y = x / sqrt(mean(x^2) + eps) * g over one row; as ggml, the float squares summed in double. */
-static void rmsnorm_row(const float *x, const float *g, float *y, int n, float eps)
+/* Rows whose sums of squares run side by side in rmsnorm_rows. */
+#define OPS_RMSNORM_ROWS 8
+
+/* y = x / sqrt(mean(x^2) + eps) * g for rows [r0, r1) of n elements; as ggml, each row's float
+ * squares summed in double in element order. That sum is one long chain of dependent adds, so
+ * OPS_RMSNORM_ROWS rows' chains are interleaved (each row's order, and result, unchanged). */
+static void rmsnorm_rows(const float *x, const float *g, float *y, int64_t r0, int64_t r1, int n,
+                         float eps)
 {
-    double ss = 0.0;
-    for (int i = 0; i < n; i++) ss += (double)(x[i] * x[i]);
-    float scale = 1.0f / sqrtf((float)(ss / n) + eps);
-    for (int i = 0; i < n; i++) y[i] = x[i] * scale * g[i];
+    for (int64_t t = r0; t < r1; t += OPS_RMSNORM_ROWS) {
+        int nr = r1 - t < OPS_RMSNORM_ROWS ? (int)(r1 - t) : OPS_RMSNORM_ROWS;
+        const float *xt = x + t * n;
+        double ss[OPS_RMSNORM_ROWS] = {0};
+        if (nr == OPS_RMSNORM_ROWS) {
+            for (int i = 0; i < n; i++)
+                for (int r = 0; r < OPS_RMSNORM_ROWS; r++) {
+                    float v = xt[(size_t)r * n + i];
+                    ss[r] += (double)(v * v);
+                }
+        } else {
+            for (int r = 0; r < nr; r++)
+                for (int i = 0; i < n; i++) {
+                    float v = xt[(size_t)r * n + i];
+                    ss[r] += (double)(v * v);
+                }
+        }
+        for (int r = 0; r < nr; r++) {
+            float scale = 1.0f / sqrtf((float)(ss[r] / n) + eps);
+            const float *xr = xt + (size_t)r * n;
+            float *yr = y + (t + r) * n;
+            for (int i = 0; i < n; i++) yr[i] = xr[i] * scale * g[i];
+        }
+    }
 }
 
 static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
@@ -80,10 +106,7 @@ static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
 static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1, int ith)
 {
     switch (j->kind) {
-    case OPS_RMSNORM:
-        for (int64_t t = r0; t < r1; t++)
-            rmsnorm_row(j->x + t * j->dim, j->gain, j->y + t * j->dim, j->dim, j->eps);
-        break;
+    case OPS_RMSNORM: rmsnorm_rows(j->x, j->gain, j->y, r0, r1, j->dim, j->eps); break;
     case OPS_ROPE:
         for (int64_t t = r0; t < r1; t++)
             rope_token(j->y + t * j->n_heads * j->dim, j->pos[t], j->n_heads, j->dim, j->rope,
@@ -142,10 +165,7 @@ int cpu_ops_rmsnorm_heads(struct backend *b, float *x, const struct backend_weig
     (void)b;
     if (!x || !gain || !gain->f32 || n_rows < 0 || head_dim <= 0) return ERR_INVAL;
     if (gain->desc.cols != head_dim) return ERR_INVAL;
-    for (int r = 0; r < n_rows; r++) {
-        float *row = x + (size_t)r * head_dim;
-        rmsnorm_row(row, gain->f32, row, head_dim, eps);
-    }
+    rmsnorm_rows(x, gain->f32, x, 0, n_rows, head_dim, eps); /* in place: each row read first */
     return 0;
 }
 
