@@ -282,11 +282,13 @@ static AVX512 void gemm_q4_0_512(const void *w, size_t row_bytes, int nr,
 #define QPACK_PREFETCH_FEW  512
 #define QPACK_PREFETCH_MANY 8192
 
-AVX512_INLINE __m512i bcast32_512(const int8_t *p)
+/* acc += u8 w . s8 (4 bytes at p, broadcast), with the broadcast in the instruction's memory operand
+ * ({1to16}): GCC emits a separate vpbroadcastd for the intrinsic form, one more instruction per
+ * vpdpbusd in the hottest loop. */
+AVX512_INLINE __m512i dpbusd_bcast_512(__m512i acc, __m512i w, const int8_t *p)
 {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return _mm512_set1_epi32(v);
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
 }
 
 /* T tokens of one packed group of 16 rows (cpu_qpack.c): per block the rows' quants are 8 vectors
@@ -337,8 +339,7 @@ AVX512_INLINE void qpack_tile_512(const uint8_t *g, int nb, const struct cpu_act
             UNROLL_ALL
             for (int c = 1; c < C; c++) s[c] = _mm512_setzero_si512();
             UNROLL_ALL
-            for (int k = 0; k < 8; k++)
-                s[k % C] = _mm512_dpbusd_epi32(s[k % C], wv[k], bcast32_512(xs + 4 * k));
+            for (int k = 0; k < 8; k++) s[k % C] = dpbusd_bcast_512(s[k % C], wv[k], xs + 4 * k);
             UNROLL_ALL
             for (int c = 1; c < C; c++) s[0] = _mm512_add_epi32(s[0], s[c]);
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[0]),
