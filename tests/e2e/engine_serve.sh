@@ -20,9 +20,7 @@ model="$shared/models/tinyllamas/stories260K.gguf"
 venv="${CINFER_VENV:-$root/build/venv}"
 py="$venv/bin/python"
 name="stories-e2e"
-# The sanitized binary is several times slower: stretch every timeout by this factor.
-slow=1
-[[ "${CINFER_BUILD:-build}" == *-asan ]] && slow=4
+slow="$e2e_slow"
 export ENGINE_SERVE_SLOW="$slow" ENGINE_SERVE_MODEL="$model" ENGINE_SERVE_BIN="$bin"
 export ENGINE_SERVE_ROOT="$root" ENGINE_SERVE_MODEL_NAME="$name"
 export PYTHONDONTWRITEBYTECODE=1
@@ -74,11 +72,10 @@ start_engine() {
 	"$bin" serve --model "$model" --port 0 --log-format text --threads 2 --served-model-name "$name" \
 		"$@" >"$tmp/$n.log" 2>&1 &
 	pids[$n]=$!
-	if ! wait_for $((20 * slow)) grep -qaE 'serving .*port=[0-9]+' "$tmp/$n.log"; then
+	if ! port="$(engine_port "$tmp/$n.log" $((20 * slow)))"; then
 		not_ok "server $n started ($*): $(tail -n 3 "$tmp/$n.log" | tr '\n' ' ')"
 		return 1
 	fi
-	port="$(grep -aoE 'serving .*port=[0-9]+' "$tmp/$n.log" | head -n 1 | grep -oE '[0-9]+$')"
 	ports[$n]="$port"
 }
 

@@ -16,9 +16,7 @@ root="$e2e_root"
 bin="${CINFER_ENGINE_BIN:-$e2e_bin/cinfer-engine}"
 shared="${CINFER_SHARED:-$root/../shared}"
 model="$shared/models/tinyllamas/stories260K.gguf"
-# The sanitized binary is several times slower: stretch every timeout by this factor.
-slow=1
-[[ "${CINFER_BUILD:-build}" == *-asan ]] && slow=4
+slow="$e2e_slow"
 
 # Warm-up: WARM requests of WARM_TOKENS tokens each, one forward step per token (the prompt's step
 # yields the first). The fault hits at step FAULT_AT, LONG_STEPS steps into two long requests that
@@ -65,11 +63,10 @@ start() {
 	"$bin" serve --model "$model" --port 0 --log-format text --threads 2 --served-model-name fault \
 		--context-length 2048 "$@" >"$tmp/$n.log" 2>&1 &
 	pid=$!
-	if ! wait_for $((20 * slow)) grep -qaE 'serving .*port=[0-9]+' "$tmp/$n.log"; then
+	if ! port="$(engine_port "$tmp/$n.log" $((20 * slow)))"; then
 		not_ok "server $n starts: $(tail -n 3 "$tmp/$n.log" | tr '\n' ' ')"
 		return 1
 	fi
-	port="$(grep -aoE 'serving .*port=[0-9]+' "$tmp/$n.log" | head -n 1 | grep -oE '[0-9]+$')"
 }
 
 # stop NAME: SIGTERM; the process must exit 0 within the drain bound.

@@ -5,6 +5,9 @@
 e2e_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 e2e_name="$(basename "${0%.sh}")"
 e2e_bin="$e2e_root/${CINFER_BUILD:-build}/bin"
+# The sanitized binaries are several times slower: scripts stretch their timeouts by this factor.
+e2e_slow=1
+[[ "${CINFER_BUILD:-build}" == *-asan ]] && e2e_slow=4
 passed=0
 failed=0
 
@@ -40,6 +43,12 @@ wait_for() {
 summary() {
 	echo "$e2e_name: $passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
+}
+# engine_port LOG SECONDS: waits for `cinfer-engine serve`'s "serving ... port=N" line in LOG and
+# prints N (serve --port 0 logs the kernel's choice there); fails after SECONDS.
+engine_port() {
+	wait_for "$2" grep -qaE 'serving .*port=[0-9]+' "$1" || return 1
+	grep -aoE 'serving .*port=[0-9]+' "$1" | head -n 1 | grep -oE '[0-9]+$'
 }
 # free_port: an unused TCP port on 127.0.0.1 (the kernel's choice).
 free_port() {
