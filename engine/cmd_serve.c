@@ -153,13 +153,12 @@ static void default_model_name(const char *path, char *out, size_t outlen)
     out[n] = '\0';
 }
 
-/* The KV pool: the configured budget, or by default enough blocks for max_num_seqs full contexts
- * capped at a quarter of RAM. Fails when one full context does not fit. */
-static int serve_kv_setup(struct serve_state *s, int ctx)
+/* The KV pool of element type kt (the model's): the configured budget, or by default enough blocks
+ * for max_num_seqs full contexts capped at a quarter of RAM. Fails when one full context does not
+ * fit. */
+static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
 {
     const struct serve_cfg *c = s->cfg;
-    enum quant_type kt = QUANT_F16;
-    model_kv_type_parse(c->kv_type, &kt); /* the option's choices admit only known names */
     uint64_t per_token = model_kv_bytes_per_token(s->m, kt);
     int bs = c->block_size;
     int64_t per_seq = (ctx + bs - 1) / bs;
@@ -224,7 +223,7 @@ static int serve_load(struct serve_state *s)
     model_options_default(&mo);
     mo.backend = c->backend;
     mo.n_threads = c->threads;
-    model_kv_type_parse(c->kv_type, &mo.kv_type);
+    model_kv_type_parse(c->kv_type, &mo.kv_type); /* the option's choices admit only known names */
     double t0 = clock_mono_s();
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {
@@ -242,7 +241,7 @@ static int serve_load(struct serve_state *s)
         log_error("context length must be at least 2 tokens", LOG_I("context_length", ctx));
         return ERR_INVAL;
     }
-    if ((rc = serve_kv_setup(s, ctx)) != 0) return rc;
+    if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,

@@ -84,14 +84,12 @@ static void kv_store_row(const struct cpu_backend *cb, const float *x, char *dst
         cb->kern.f32_to_f16(x, (uint16_t *)dst, hd);
     } else {
         for (int b = 0; b < hd / QUANT_QK8_0; b++) {
-            int8_t qs[QUANT_QK8_0];
+            char *blk = dst + (size_t)b * (2 + QUANT_QK8_0); /* f16 scale, then the quants */
             float d;
             int32_t sum;
-            cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, qs, &d, &sum);
+            cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, (int8_t *)(blk + 2), &d, &sum);
             uint16_t dh = cpu_quant_f32_to_f16(d); /* d is already an f16 value */
-            char *blk = dst + (size_t)b * (2 + QUANT_QK8_0);
-            memcpy(blk, &dh, 2);
-            memcpy(blk + 2, qs, QUANT_QK8_0);
+            memcpy(blk, &dh, sizeof(dh));
         }
     }
 }

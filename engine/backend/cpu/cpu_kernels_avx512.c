@@ -451,7 +451,8 @@ AVX512_INLINE void attn_lane_512(const float *qt, int hd, const float *k, size_t
     __m512 a[4];
     UNROLL_ALL
     for (int j = 0; j < J; j++) a[j] = _mm512_setzero_ps();
-    for (int i = lane; i < hd + 15 - (hd + 15) % 16; i += 16) {
+    const int chunks_end = (hd + 15) / 16 * 16; /* the dot kernel's chunks, the last one masked */
+    for (int i = lane; i < chunks_end; i += 16) {
         if (i >= hd) {
             UNROLL_ALL
             for (int j = 0; j < J; j++) a[j] = _mm512_add_ps(a[j], _mm512_setzero_ps());
