@@ -1,9 +1,10 @@
 /* cinfer-engine bench: prompt-processing and generation throughput of a model, llama-bench style.
  * For each batch size B: pp = one sequence's prompt of P tokens in one forward step (tokens/s);
  * tg = B sequences decoding G tokens each from an empty context, one token per sequence per step
- * (aggregate generated tokens/s), after each has prefilled --depth tokens (untimed; llama-bench's -d),
- * so attention over a realistic context is part of the decode cost. Medians over --repetitions runs after a warm-up. Prints a table
- * and one JSON line per configuration on stdout. Synthetic token ids: no tokenizer involved. */
+ * (aggregate generated tokens/s), after each has prefilled --depth tokens (untimed; llama-bench's
+ * -d), so attention over a realistic context is part of the decode cost. Medians over --repetitions
+ * runs after a warm-up. Prints a table and one JSON line per configuration on stdout. Synthetic
+ * token ids: no tokenizer involved. */
 #include "engine/cmd.h"
 
 #include "common/clock.h"
@@ -133,17 +134,29 @@ struct bench {
 };
 
 /* Prefill of n tokens on one fresh sequence; returns seconds or a negative error. */
+/* Reserves n positions of the empty sequence `seq` and writes its prompt, synthetic token ids that
+ * differ per `variant`, into b->ids and *e (one prefill entry). */
+static int bench_prompt(struct bench *b, int seq, int variant, int n, struct model_batch_entry *e)
+{
+    struct kv_cache_copy cp;
+    int rc = kv_cache_seq_append(b->kv, seq, n, &cp);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++)
+        b->ids[i] =
+            (int32_t)((i * 7919u + (unsigned)variant * 104729u + 13u) % (unsigned)b->n_vocab);
+    *e = (struct model_batch_entry){seq, 0, n, b->ids, MODEL_LOGITS_LAST};
+    return 0;
+}
+
 static double bench_pp(struct bench *b, int n)
 {
     int seq, rc;
     double dt = 0;
-    struct kv_cache_copy cp;
-    if ((rc = kv_cache_seq_open(b->kv, &seq))) return rc;
-    if ((rc = kv_cache_seq_append(b->kv, seq, n, &cp))) goto out;
-    for (int i = 0; i < n; i++) b->ids[i] = (int32_t)((i * 7919u + 13u) % (unsigned)b->n_vocab);
-    struct model_batch_entry e = {seq, 0, n, b->ids, MODEL_LOGITS_LAST};
+    struct model_batch_entry e;
     const float *logits;
     int rows;
+    if ((rc = kv_cache_seq_open(b->kv, &seq))) return rc;
+    if ((rc = bench_prompt(b, seq, 0, n, &e))) goto out;
     double t0 = clock_mono_s(), c0 = cpu_s();
     rc = model_forward(b->m, b->kv, &e, 1, &logits, &rows);
     dt = clock_mono_s() - t0;
@@ -153,18 +166,14 @@ out:
     return rc ? rc : dt;
 }
 
-/* Prefills `depth` synthetic tokens into sequence s (the untimed context of a decode run). */
+/* Prefills `depth` tokens into sequence seq (prompt variant s): the untimed context of a decode run. */
 static int bench_fill(struct bench *b, int seq, int s, int depth)
 {
-    struct kv_cache_copy cp;
-    int rc = kv_cache_seq_append(b->kv, seq, depth, &cp);
-    if (rc) return rc;
-    for (int i = 0; i < depth; i++)
-        b->ids[i] = (int32_t)((i * 7919u + (unsigned)s * 104729u + 13u) % (unsigned)b->n_vocab);
-    struct model_batch_entry e = {seq, 0, depth, b->ids, MODEL_LOGITS_LAST};
+    struct model_batch_entry e;
     const float *logits;
     int rows;
-    return model_forward(b->m, b->kv, &e, 1, &logits, &rows);
+    int rc = bench_prompt(b, seq, s, depth, &e);
+    return rc ? rc : model_forward(b->m, b->kv, &e, 1, &logits, &rows);
 }
 
 /* n_seq sequences decode n_gen tokens each after `depth` tokens of context; returns seconds or an

@@ -38,8 +38,8 @@ struct mm_part {
     const struct backend_weight *w;
     float *y;
     int64_t chunk_rows; /* rows per claimed chunk, a multiple of the weight's row tile */
-    int64_t
-        first_chunk; /* the job's chunks [first_chunk, first_chunk + its count) are this part's */
+    /* the job's chunks from first_chunk up to the next part's are this part's */
+    int64_t first_chunk;
 };
 
 struct mm_job {
