@@ -127,13 +127,19 @@ static bool block_valid(const struct kv_cache *kv, int32_t b)
     return b >= 0 && b < kv->cfg.n_blocks;
 }
 
-/* Every reference count change goes through here, keeping n_held_alone exact. */
-static void ref_add(struct kv_cache *kv, int32_t b, int delta)
+/* Every change to a block's owners (reference count, hold flag) goes through here, keeping
+ * n_held_alone exact. */
+static void owners_set(struct kv_cache *kv, int32_t b, int32_t refcount, bool held)
 {
     bool was = kv->held[b] && kv->refcount[b] == 1;
-    kv->refcount[b] += delta;
-    bool now = kv->held[b] && kv->refcount[b] == 1;
-    kv->n_held_alone += (int)now - (int)was;
+    kv->refcount[b] = refcount;
+    kv->held[b] = held;
+    kv->n_held_alone += (int)(held && refcount == 1) - (int)was;
+}
+
+static void ref_add(struct kv_cache *kv, int32_t b, int delta)
+{
+    owners_set(kv, b, kv->refcount[b] + delta, kv->held[b]);
 }
 
 static int32_t block_pop(struct kv_cache *kv)
@@ -160,16 +166,14 @@ static void block_unref(struct kv_cache *kv, int32_t b)
 int kv_cache_block_hold(struct kv_cache *kv, int32_t b)
 {
     if (!block_valid(kv, b) || kv->refcount[b] == 0 || kv->held[b]) return ERR_INVAL;
-    ref_add(kv, b, 1); /* at least 2 owners now: not alone, whatever the flag */
-    kv->held[b] = true;
+    owners_set(kv, b, kv->refcount[b] + 1, true);
     return 0;
 }
 
 void kv_cache_block_release(struct kv_cache *kv, int32_t b)
 {
     ASSERT(block_valid(kv, b) && kv->held[b]);
-    kv->n_held_alone -= kv->refcount[b] == 1;
-    kv->held[b] = false;
+    owners_set(kv, b, kv->refcount[b], false);
     block_unref(kv, b);
 }
 
