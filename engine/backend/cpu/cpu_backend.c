@@ -13,43 +13,6 @@
 #include <unistd.h>
 
 #define CPU_MAX_THREADS 256
-/* Packed weights are streamed every step: 2 MiB pages spare the TLB misses of 4 KiB ones. (The KV
- * cache stays on 4 KiB pages: it is touched block by block, and huge pages made no measurable
- * difference to attention there while committing 2 MiB per first touch.) */
-#define CPU_HUGE_PAGE ((size_t)2 << 20)
-
-/* Bytes of whole pages holding `bytes`. */
-static size_t cpu_page_round(size_t bytes)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    return (bytes + page - 1) & ~(page - 1);
-}
-
-/* Zeroed anonymous memory of `bytes`, 2 MiB aligned; its whole 2 MiB pages are advised to be huge
- * pages (as far as the kernel grants them), the tail stays on small pages so that a small weight does
- * not occupy a whole huge page. NULL when out of memory. Free with cpu_unmap_huge(p, bytes). */
-static void *cpu_map_huge(size_t bytes)
-{
-    if (bytes == 0 || bytes > SIZE_MAX - 2 * CPU_HUGE_PAGE) return NULL;
-    size_t used = cpu_page_round(bytes), len = used + CPU_HUGE_PAGE;
-    char *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return NULL;
-    char *p = (char *)(((uintptr_t)m + CPU_HUGE_PAGE - 1) & ~(uintptr_t)(CPU_HUGE_PAGE - 1));
-    /* keep [p, p + used): give back the unaligned head and what is left after it */
-    size_t head = (size_t)(p - m);
-    if (head) munmap(m, head);
-    if (len - head > used) munmap(p + used, len - head - used);
-#ifdef MADV_HUGEPAGE
-    size_t huge = bytes & ~(CPU_HUGE_PAGE - 1);
-    if (huge) (void)madvise(p, huge, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
-static void cpu_unmap_huge(void *p, size_t bytes)
-{
-    if (p) munmap(p, cpu_page_round(bytes));
-}
 
 static size_t cpu_round64(size_t n)
 {
@@ -98,14 +61,14 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
  * process would hold the weights twice. MADV_PAGEOUT only reclaims (file pages are dropped, anonymous
  * ones swapped or kept), never changes contents; get_rows on the same weight faults them back.
  * 0 (also when the level has no packed kernel for the type), or ERR_NOMEM. */
-static int cpu_weight_pack(const struct cpu_backend *cb, struct backend_weight *w)
+static int cpu_weight_pack(struct cpu_backend *cb, struct backend_weight *w)
 {
     const struct backend_weight_desc *d = &w->desc;
     if (!cpu_qpack_supported(d->type) || d->lookup_only) return 0;
     if ((d->type == QUANT_Q8_0 ? cb->kern.gemm_q8_0_packed : cb->kern.gemm_q4_0_packed) == NULL)
         return 0;
     size_t bytes = cpu_qpack_bytes(d->type, d->rows, d->cols);
-    void *p = cpu_map_huge(bytes);
+    void *p = cpu_arena_alloc(&cb->weights, bytes);
     if (!p) return ERR_NOMEM;
     cpu_qpack_weights(d->type, d->data, w->row_bytes, d->rows, d->cols, p);
     w->packed = p;
@@ -162,11 +125,9 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
 
 static void cpu_weight_free(struct backend *b, struct backend_weight *w)
 {
-    (void)b;
     if (!w) return;
     free(w->owned);
-    if (w->packed)
-        cpu_unmap_huge(w->packed, cpu_qpack_bytes(w->desc.type, w->desc.rows, w->desc.cols));
+    cpu_arena_release(&cpu_backend_of(b)->weights, w->packed);
     free(w);
 }
 
@@ -239,6 +200,7 @@ static void cpu_destroy(struct backend *b)
     struct cpu_backend *cb = cpu_backend_of(b);
     cpu_pool_free(cb->pool);
     free(cb->kv_mem);
+    cpu_arena_fini(&cb->weights);
     free(cb->scratch);
     free(cb);
 }
