@@ -4,9 +4,9 @@
 
 #include "common/assert.h"
 #include "common/err.h"
+#include "common/sysmem.h"
 
 #include <stdlib.h>
-#include <unistd.h>
 
 struct kv_seq {
     bool open;
@@ -39,9 +39,8 @@ int64_t kv_cache_blocks_for_budget(uint64_t budget_bytes, uint64_t bytes_per_tok
 uint64_t kv_cache_ram_budget(double fraction)
 {
     if (!(fraction > 0.0 && fraction <= 1.0)) return 0;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || page <= 0) return 0;
-    return (uint64_t)((double)pages * (double)page * fraction);
+    uint64_t limit = sysmem_limit_bytes();
+    return (uint64_t)((double)limit * fraction);
 }
 
 int kv_cache_new(const struct kv_cache_config *cfg, struct kv_cache **out)

@@ -39,8 +39,9 @@ struct kv_cache;
  * (all layers, K and V). 0 when even one block does not fit. Pure; any thread. */
 int64_t kv_cache_blocks_for_budget(uint64_t budget_bytes, uint64_t bytes_per_token, int block_size);
 
-/* Bytes that `fraction` (0, 1] of this machine's physical memory amounts to; 0 when unknown or the
- * fraction is out of range. Any thread. */
+/* Bytes that `fraction` (0, 1] of the memory this process may use amounts to (physical memory, or
+ * the container's cgroup limit when lower: common/sysmem.h); 0 when unknown or the fraction is out
+ * of range. Any thread. */
 uint64_t kv_cache_ram_budget(double fraction);
 
 /* Creates a pool (cfg borrowed). *out is new (kv_cache_free). ERR_INVAL on a bad config, ERR_NOMEM. */
