@@ -4,7 +4,9 @@
 #include "common/err.h"
 
 #include <check.h>
+#include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static struct sampler *make(const struct sampler_params *p, int n_vocab)
@@ -59,6 +61,61 @@ START_TEST(test_sampler_sample_greedy_argmax_lowest_id_on_tie)
     struct sampler_result r;
     ck_assert_int_eq(sampler_sample(s, l4, &r), ERR_INVAL);
     sampler_free(s);
+}
+END_TEST
+
+/* The first largest finite logit, by one compare-and-branch chain: the reference for greedy. */
+static int reference_argmax(const float *l, int n)
+{
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (isfinite(l[i]) && (best < 0 || l[i] > l[best])) best = i;
+    return best;
+}
+
+START_TEST(test_sampler_greedy_matches_reference_on_large_vocabularies)
+{
+    struct sampler_params p;
+    sampler_params_default(&p);
+    p.temperature = 0.0f;
+    const int sizes[] = {1, 15, 16, 17, 31, 33, 1000, 32000, 32003};
+    uint64_t rng = 7;
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        int n = sizes[si];
+        struct sampler *s = make(&p, n);
+        float *l = malloc(sizeof(float) * (size_t)n);
+        ck_assert_ptr_nonnull(l);
+        for (int round = 0; round < 40; round++) {
+            for (int i = 0; i < n; i++) {
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t r = (uint32_t)(rng >> 33);
+                /* few distinct values, so ties across lanes and the tail are common */
+                l[i] = (float)(r % 7) - 3.0f;
+                switch (r % 23) {
+                case 0: l[i] = NAN; break;
+                case 1: l[i] = INFINITY; break;
+                case 2: l[i] = -INFINITY; break;
+                case 3: l[i] = round % 2 ? -0.0f : 0.0f; break;
+                case 4: l[i] = round % 5 == 0 ? FLT_MAX : l[i]; break;
+                default: break;
+                }
+            }
+            if (round % 10 == 9) /* nothing finite but one value at the very end */
+                for (int i = 0; i < n; i++) l[i] = i == n - 1 ? -FLT_MAX : NAN;
+            int want = reference_argmax(l, n);
+            struct sampler_result res;
+            int rc = sampler_sample(s, l, &res);
+            if (want < 0) {
+                ck_assert_int_eq(rc, ERR_INVAL); /* nothing finite to pick */
+                continue;
+            }
+            ck_assert_int_eq(rc, 0);
+            ck_assert_msg(res.token == want, "n=%d round %d: %d, want %d", n, round, res.token,
+                          want);
+        }
+        free(l);
+        sampler_free(s);
+    }
 }
 END_TEST
 
@@ -302,6 +359,7 @@ Suite *sampler_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_sampler_new_rejects_bad_params);
     tcase_add_test(tc, test_sampler_sample_greedy_argmax_lowest_id_on_tie);
+    tcase_add_test(tc, test_sampler_greedy_matches_reference_on_large_vocabularies);
     tcase_add_test(tc, test_sampler_sample_same_seed_same_tokens);
     tcase_add_test(tc, test_sampler_sample_follows_distribution);
     tcase_add_test(tc, test_sampler_sample_top_k_top_p_min_p_truncate);
