@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #define SYSMEM_CGROUP_FILE_MAX 65536 /* /proc/self/cgroup is a few lines */
-#define SYSMEM_PATH_MAX 4096
+#define SYSMEM_PATH_MAX        4096
 
 /* Reads a whole small file into a new NUL-terminated buffer (free it), or NULL. */
 static char *sysmem_read(const char *path, size_t max)
@@ -60,7 +60,7 @@ static uint64_t sysmem_tree_limit(const char *dir, const char *cg, size_t cg_len
         }
         if (len == 0) break;
         while (len > 0 && cg[len - 1] != '/') len--; /* up one level */
-        if (len > 0) len--;                            /* drop the '/' itself */
+        if (len > 0) len--;                          /* drop the '/' itself */
     }
     return best;
 }

@@ -101,11 +101,12 @@ END_TEST
 
 START_TEST(test_sysmem_malformed_limit_files_mean_no_limit)
 {
-    const char *bad[] = {"",   "\n",   "12abc\n", "-5\n",   "99999999999999999999999\n",
-                         "0\n", " 12\n", "1e9\n",  "max 5\n", "12\n13\n"};
+    const char *bad[] = {"",    "\n",    "12abc\n", "-5\n",    "99999999999999999999999\n",
+                         "0\n", " 12\n", "1e9\n",   "max 5\n", "12\n13\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         put("cg/a/memory.max", bad[i]);
-        ck_assert_msg(limit_of("0::/a\n") == UINT64_MAX, "value %zu (\"%s\") was trusted", i, bad[i]);
+        ck_assert_msg(limit_of("0::/a\n") == UINT64_MAX, "value %zu (\"%s\") was trusted", i,
+                      bad[i]);
     }
 }
 END_TEST
@@ -114,8 +115,9 @@ START_TEST(test_sysmem_malformed_proc_cgroup_is_ignored)
 {
     put("cg/memory.max", "4096\n");
     put("cg/memory/memory.limit_in_bytes", "8192\n");
-    const char *bad[] = {"", "garbage", ":::", "0::", "0::relative/path\n", "0:x:/\n",
-                         "\x01\x02\xff:\xfe:", "memory", ":memory:", "1::/\n"};
+    const char *bad[] = {
+        "",       "garbage",  ":::",   "0::", "0::relative/path\n", "0:x:/\n", "\x01\x02\xff:\xfe:",
+        "memory", ":memory:", "1::/\n"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(limit_of(bad[i]) == UINT64_MAX, "input %zu gave a limit", i);
     /* a path longer than any buffer: no crash, and the limits that can be read still count */

@@ -35,7 +35,8 @@ END_TEST
 START_TEST(test_cpu_arena_packs_weights_adjacently)
 {
     struct cpu_arena a = {0};
-    char *p1 = cpu_arena_alloc(&a, 100), *p2 = cpu_arena_alloc(&a, 64), *p3 = cpu_arena_alloc(&a, 1);
+    char *p1 = cpu_arena_alloc(&a, 100), *p2 = cpu_arena_alloc(&a, 64),
+         *p3 = cpu_arena_alloc(&a, 1);
     ck_assert_ptr_nonnull(p1);
     ck_assert_uint_eq((uintptr_t)p1 % CPU_HUGE_PAGE, 0); /* a chunk starts on a huge page */
     ck_assert_ptr_eq(p2, p1 + 128);                      /* 64-byte aligned, in load order */
@@ -58,7 +59,7 @@ START_TEST(test_cpu_arena_releases_a_chunk_with_its_last_weight)
     ck_assert_ptr_nonnull(small);
     ck_assert_ptr_nonnull(big);
     ck_assert_uint_eq((uintptr_t)big % CPU_HUGE_PAGE, 0);
-    big[CPU_ARENA_CHUNK] = 7; /* its last byte is there */
+    big[CPU_ARENA_CHUNK] = 7;              /* its last byte is there */
     char *after = cpu_arena_alloc(&a, 64); /* from the newest chunk, right after `big` */
     ck_assert_ptr_eq(after, big + CPU_ARENA_CHUNK + 64);
 
