@@ -1116,6 +1116,11 @@ START_TEST(test_attention_alone_equals_batched)
     check_attention_alone_equals_batched(3, 4, 64, 0);
     check_attention_alone_equals_batched(2, 1, 40, 0); /* head_dim tails: 40 = 2 x 16 + 8 */
     check_attention_alone_equals_batched(2, 2, 68, 1); /* 68 = 8 x 8 + 4 (AVX2 scalar tail) */
+    /* decode items of several KV heads: the head-by-head score kernel for widths 64 and 128, the
+     * position-by-position one for other widths */
+    check_attention_alone_equals_batched(5, 1, 128, 1);
+    check_attention_alone_equals_batched(3, 1, 96, 1);
+    check_attention_alone_equals_batched(3, 1, 48, 1);
 }
 END_TEST
 
@@ -1127,6 +1132,7 @@ START_TEST(test_attention_q8_0_cache)
     check_attention(1, 4, 32, KV_KIND_Q8_0, 1);
     check_attention(4, 1, 96, KV_KIND_Q8_0, 1); /* a 64-column P @ V pass with a masked tail */
     check_attention_alone_equals_batched(6, 1, 64, KV_KIND_Q8_0);
+    check_attention_alone_equals_batched(5, 1, 128, KV_KIND_Q8_0);
     check_attention_alone_equals_batched(2, 4, 96, KV_KIND_Q8_0);
 }
 END_TEST
