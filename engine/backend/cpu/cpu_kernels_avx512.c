@@ -274,11 +274,14 @@ static AVX512 void gemm_q4_0_512(const void *w, size_t row_bytes, int nr,
     qint_gemm_512(w, row_bytes, nr, xq, t0, nt, y, ldy, 1);
 }
 
-/* Bytes ahead of the block it works on that the first pass over packed groups prefetches into L1,
- * in address order. Measured on Zen 4 (cinfer-engine bench, Q8_0): with up to 4 tokens per tile
- * (memory-bound decode) about one block ahead is best, the hardware prefetchers doing the rest
- * (256 B: -10%, 1 KiB: -15%, 4 KiB: -20% at batch 1 and 4); 16-token tiles spend longer on each
- * block and are 8% faster with 8 KiB than with 512 B. */
+/* Bytes ahead of the block it works on that the first pass over packed groups prefetches, in
+ * address order. Measured on Zen 4 (cinfer-engine bench, Q8_0): with up to 4 tokens per tile
+ * (memory-bound decode) about one block ahead into L1 is best, the hardware prefetchers doing the
+ * rest (256 B: -10%, 1 KiB: -15%, 4 KiB: -20% at batch 1 and 4); 16-token tiles spend longer on each
+ * block and are 8% faster with 8 KiB than with 512 B. Tiles of 8 or more tokens prefetch into L2
+ * only: a block's weights are loaded into registers once and then serve every token, while the
+ * tokens' activations (37 KiB for 16 tokens of a 2048-wide row) need L1; `bench-kernels --model`,
+ * 16 tokens from DRAM: 2531 -> 2754 tok/s, 4 alternations. */
 #define QPACK_PREFETCH_FEW  512
 #define QPACK_PREFETCH_MANY 8192
 
@@ -327,7 +330,10 @@ AVX512_INLINE void qpack_tile_512(const uint8_t *g, int nb, const struct cpu_act
         }
         if (pf) {
             const uint8_t *p = pf + (size_t)b * stride;
-            for (size_t o = 0; o < stride; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+            if (T >= 8) /* into L2 only: see QPACK_PREFETCH_MANY */
+                for (size_t o = 0; o < stride; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T1);
+            else
+                for (size_t o = 0; o < stride; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
         }
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + (size_t)b * 16)));
         UNROLL_ALL
