@@ -180,6 +180,7 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
     }
     if (n_blocks > INT32_MAX / bs) n_blocks = INT32_MAX / bs;
     struct kv_cache_config kc = {(int)n_blocks, bs, c->max_num_seqs, (int)per_seq};
+    double t0 = clock_mono_s();
     int rc = kv_cache_new(&kc, &s->kv);
     if (!rc) rc = model_kv_init(s->m, s->kv);
     if (rc) {
@@ -187,9 +188,11 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
                   LOG_I("blocks", n_blocks), LOG_I("bytes_per_token", (long long)per_token));
         return rc;
     }
+    /* the backend commits the pool's memory, which takes a while for large pools: say how long */
     log_info("kv cache", LOG_I("blocks", n_blocks), LOG_I("block_size", bs),
              LOG_I("tokens", n_blocks * bs),
-             LOG_I("bytes", (long long)((uint64_t)n_blocks * (uint64_t)bs * per_token)));
+             LOG_I("bytes", (long long)((uint64_t)n_blocks * (uint64_t)bs * per_token)),
+             LOG_F("alloc_s", clock_mono_s() - t0));
     return 0;
 }
 

@@ -84,7 +84,8 @@ struct backend_ops {
                           struct backend_weight **out);
     void (*weight_free)(struct backend *b, struct backend_weight *w);
 
-    /* KV cache storage for the whole model; kv_free releases it. */
+    /* KV cache storage for the whole model, committed (resident) before it returns, so that a
+     * shortfall shows here rather than under load; kv_free releases it. */
     int (*kv_alloc)(struct backend *b, const struct backend_kv_desc *desc);
     void (*kv_free)(struct backend *b);
 

@@ -1,5 +1,5 @@
-/* Unit tests of the CPU backend's host memory: huge-page mappings (aligned, zeroed) and the
- * packed-weight arena (aligned, adjacent, chunks released with their last weight,
+/* Unit tests of the CPU backend's host memory: huge-page mappings (aligned, zeroed), committing a
+ * range (every page resident, contents kept) and the packed-weight arena (aligned, adjacent, chunks released with their last weight,
  * oversized requests, overflow). */
 #include "engine/backend/cpu/cpu_memory.h"
 
@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 START_TEST(test_cpu_memory_map_gives_zeroed_aligned_pages)
@@ -21,6 +22,42 @@ START_TEST(test_cpu_memory_map_gives_zeroed_aligned_pages)
     memset(p, 0xab, bytes); /* all of it writable */
     cpu_memory_unmap(p, bytes);
     cpu_memory_unmap(NULL, bytes);
+}
+END_TEST
+
+/* Resident pages of [p, p + bytes) (p page-aligned) by mincore(2). */
+static size_t resident_pages(void *p, size_t bytes)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n = (bytes + page - 1) / page, r = 0;
+    unsigned char *vec = malloc(n);
+    ck_assert_ptr_nonnull(vec);
+    ck_assert_int_eq(mincore(p, bytes, vec), 0);
+    for (size_t i = 0; i < n; i++) r += vec[i] & 1;
+    free(vec);
+    return r;
+}
+
+START_TEST(test_cpu_memory_commit_faults_in_without_changing)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), n_pages = 64;
+    /* a mapping of 4 KiB pages, none touched yet; the range committed starts and ends mid-page */
+    char *m =
+        mmap(NULL, n_pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    (void)madvise(m, n_pages * page, MADV_NOHUGEPAGE);
+    m[3 * page + 7] = 42; /* one page already there, with data */
+    ck_assert_uint_le(resident_pages(m, n_pages * page), 1);
+    char *lo = m + page + 100, *hi = m + (n_pages - 1) * page - 5;
+    cpu_memory_commit(lo, (size_t)(hi - lo));
+    /* pages 1 .. n_pages - 2 hold the range: all resident now, page 0 and the last untouched */
+    ck_assert_uint_eq(resident_pages(m + page, (n_pages - 2) * page), n_pages - 2);
+    ck_assert_uint_eq(resident_pages(m, page), 0);
+    ck_assert_uint_eq(resident_pages(m + (n_pages - 1) * page, page), 0);
+    for (size_t i = page; i < (n_pages - 1) * page; i++)
+        if (m[i] != (i == 3 * page + 7 ? 42 : 0)) ck_abort_msg("byte %zu changed", i);
+    cpu_memory_commit(NULL, 10);
+    cpu_memory_commit(lo, 0);
+    munmap(m, n_pages * page);
 }
 END_TEST
 
@@ -97,6 +134,7 @@ Suite *cpu_memory_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_cpu_memory_map_gives_zeroed_aligned_pages);
     tcase_add_test(tc, test_cpu_memory_map_rejects_impossible_sizes);
+    tcase_add_test(tc, test_cpu_memory_commit_faults_in_without_changing);
     tcase_add_test(tc, test_cpu_arena_packs_weights_adjacently);
     tcase_add_test(tc, test_cpu_arena_releases_a_chunk_with_its_last_weight);
     tcase_add_test(tc, test_cpu_arena_rejects_overflowing_sizes);

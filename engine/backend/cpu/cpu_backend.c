@@ -160,6 +160,7 @@ static int cpu_kv_alloc(struct backend *b, const struct backend_kv_desc *d)
     if ((uint64_t)d->n_blocks * (uint64_t)d->block_size > INT32_MAX) return ERR_TOO_BIG;
     void *mem = calloc(1, total);
     if (!mem) return ERR_NOMEM;
+    cpu_memory_commit(mem, total);
     cpu_kv_free(b);
     cb->kv = *d;
     cb->kv_mem = mem;

@@ -331,9 +331,11 @@ AVX512_INLINE void qpack_tile_512(const uint8_t *g, int nb, const struct cpu_act
         if (pf) {
             const uint8_t *p = pf + (size_t)b * stride;
             if (T >= 8) /* into L2 only: see QPACK_PREFETCH_MANY */
-                for (size_t o = 0; o < stride; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T1);
+                for (size_t o = 0; o < stride; o += 64)
+                    _mm_prefetch((const char *)p + o, _MM_HINT_T1);
             else
-                for (size_t o = 0; o < stride; o += 64) _mm_prefetch((const char *)p + o, _MM_HINT_T0);
+                for (size_t o = 0; o < stride; o += 64)
+                    _mm_prefetch((const char *)p + o, _MM_HINT_T0);
         }
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sc + (size_t)b * 16)));
         UNROLL_ALL

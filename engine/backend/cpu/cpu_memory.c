@@ -42,6 +42,29 @@ void cpu_memory_unmap(void *p, size_t bytes)
     if (p) munmap(p, cpu_memory_page_round(bytes));
 }
 
+/* One read and write of the same byte: faults the page in (writable) without changing it. */
+static void cpu_memory_touch(uintptr_t a)
+{
+    volatile char *c = (volatile char *)a;
+    *c = *c;
+}
+
+void cpu_memory_commit(void *p, size_t bytes)
+{
+    if (!p || bytes == 0) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = (uintptr_t)p, hi = lo + bytes;
+    uintptr_t lo_in = (lo + page - 1) & ~(page - 1), hi_in = hi & ~(page - 1);
+#ifdef MADV_POPULATE_WRITE
+    /* whole pages in one call (Linux 5.14+); the partial pages at either end are touched */
+    if (hi_in > lo_in && madvise((void *)lo_in, hi_in - lo_in, MADV_POPULATE_WRITE) == 0) {
+        if (lo < lo_in) cpu_memory_touch(lo);
+        if (hi_in < hi && hi_in >= lo_in) cpu_memory_touch(hi_in);
+        return;
+    }
+#endif
+    for (uintptr_t a = lo; a < hi; a = (a & ~(page - 1)) + page) cpu_memory_touch(a);
+}
+
 void *cpu_arena_alloc(struct cpu_arena *a, size_t bytes)
 {
     size_t need = (bytes + 63) & ~(size_t)63;

@@ -6,9 +6,12 @@
  * their own, so the packed weights are carved out of shared chunks (the weight arena): on the 110M
  * Q8_0 model that made batch-1 decode 29% and 16-way decode 14% faster (engine/BENCHMARKS.md).
  *
- * The KV pool stays on 4 KiB pages (calloc): attention was no faster on pre-faulted huge pages, a
- * lazily faulted huge page costs its whole 2 MiB of zeroing (milliseconds on a VM) in the middle of
- * a step, and pre-faulting the default pool took 4-10 s of start-up per 4.8 GB. */
+ * The KV pool stays on 4 KiB pages (calloc) but is committed when it is allocated
+ * (cpu_memory_commit), as llama.cpp clears its KV buffer at start: a pod that cannot hold its KV
+ * cache fails at start-up instead of under load, and serving never pays a page fault (on a fresh
+ * pool, 16-way decode spent 4% of its time faulting in new blocks). Huge pages did not pay off
+ * there: attention was no faster on them, and faulting in 2 MiB pages took 10.6 s per 4.5 GiB on
+ * the development VM against 3.9 s for 4 KiB ones. */
 #ifndef CINFER_ENGINE_BACKEND_CPU_CPU_MEMORY_H
 #define CINFER_ENGINE_BACKEND_CPU_CPU_MEMORY_H
 
@@ -21,6 +24,9 @@
  * first touch. Free with cpu_memory_unmap(p, bytes). Any thread. */
 void *cpu_memory_map(size_t bytes);
 void cpu_memory_unmap(void *p, size_t bytes);
+
+/* Faults in every page of [p, p + bytes) now, contents unchanged. Any thread. */
+void cpu_memory_commit(void *p, size_t bytes);
 
 /* Packed weights: chunks of at least CPU_ARENA_CHUNK bytes, handed out in order, 64-byte aligned, so
  * consecutive weights (a model loads layer by layer) are adjacent in memory and share huge pages. A
