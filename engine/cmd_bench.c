@@ -3,7 +3,8 @@
  * tg = B sequences decoding G tokens each from an empty context, one token per sequence per step
  * (aggregate generated tokens/s), after each has prefilled --depth tokens (untimed; llama-bench's
  * -d), so attention over a realistic context is part of the decode cost. Medians over --repetitions
- * runs after a warm-up. Prints a table and one JSON line per configuration on stdout. Synthetic
+ * runs after a warm-up. Prints a table and one JSON line per configuration on stdout, and with
+ * --profile each configuration's prefill and decode step op by op (model_profile_attach). Synthetic
  * token ids: no tokenizer involved. */
 #include "engine/cmd.h"
 
@@ -15,6 +16,7 @@
 #include "engine/model.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@
 struct bench_cfg {
     const char *model, *batches, *kv_type, *backend, *log_level, *log_format;
     int prompt_tokens, gen_tokens, depth, threads, reps;
+    bool profile;
 };
 
 #define O(f) offsetof(struct bench_cfg, f)
@@ -48,6 +51,9 @@ static const struct cfg_opt bench_opts[] = {
      0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
+    {"profile", CFG_BOOL, O(profile), "false", 1, 0,
+     "Also print where prefill and decode steps spend their time, op by op (each op is synced)",
+     NULL, 0},
     CLI_LOG_OPTS(struct bench_cfg),
 };
 #undef O
@@ -131,9 +137,10 @@ struct bench {
     int *seqs;
     int n_threads;   /* for the CPU-time estimate */
     double last_cpu; /* process CPU seconds of the last measured run */
+    /* --profile: the timed prefill and decode steps of the current configuration */
+    struct model_profile prof_pp, prof_tg;
 };
 
-/* Prefill of n tokens on one fresh sequence; returns seconds or a negative error. */
 /* Reserves n positions of the empty sequence `seq` and writes its prompt, synthetic token ids that
  * differ per `variant`, into b->ids and *e (one prefill entry). */
 static int bench_prompt(struct bench *b, int seq, int variant, int n, struct model_batch_entry *e)
@@ -148,7 +155,9 @@ static int bench_prompt(struct bench *b, int seq, int variant, int n, struct mod
     return 0;
 }
 
-static double bench_pp(struct bench *b, int n)
+/* Prefill of n tokens on one fresh sequence; returns seconds or a negative error. With `prof`, its
+ * op times go there. */
+static double bench_pp(struct bench *b, int n, struct model_profile *prof)
 {
     int seq, rc;
     double dt = 0;
@@ -157,9 +166,11 @@ static double bench_pp(struct bench *b, int n)
     int rows;
     if ((rc = kv_cache_seq_open(b->kv, &seq))) return rc;
     if ((rc = bench_prompt(b, seq, 0, n, &e))) goto out;
+    model_profile_attach(b->m, prof);
     double t0 = clock_mono_s(), c0 = cpu_s();
     rc = model_forward(b->m, b->kv, &e, 1, &logits, &rows);
     dt = clock_mono_s() - t0;
+    model_profile_attach(b->m, NULL);
     b->last_cpu = cpu_s() - c0;
 out:
     kv_cache_seq_close(b->kv, seq);
@@ -177,8 +188,8 @@ static int bench_fill(struct bench *b, int seq, int s, int depth)
 }
 
 /* n_seq sequences decode n_gen tokens each after `depth` tokens of context; returns seconds or an
- * error. */
-static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen)
+ * error. With `prof`, the decode steps' op times go there. */
+static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen, struct model_profile *prof)
 {
     int rc = 0, opened = 0;
     double t0 = 0, dt = 0, c0 = 0;
@@ -187,6 +198,7 @@ static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen)
         if (depth > 0 && (rc = bench_fill(b, b->seqs[opened], opened, depth))) goto out;
     }
     for (int s = 0; s < n_seq; s++) b->ids[s] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
+    model_profile_attach(b->m, prof);
     t0 = clock_mono_s();
     c0 = cpu_s();
     for (int step = 0; step < n_gen; step++) {
@@ -205,6 +217,7 @@ static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen)
     dt = clock_mono_s() - t0;
     b->last_cpu = cpu_s() - c0;
 out:
+    model_profile_attach(b->m, NULL);
     for (int s = 0; s < opened; s++) kv_cache_seq_close(b->kv, b->seqs[s]);
     return rc ? rc : dt;
 }
@@ -223,22 +236,52 @@ static int bench_kv(struct bench *b, int n_seq)
     return rc ? rc : model_kv_init(b->m, b->kv);
 }
 
+/* Milliseconds per step and share of the step of each kind of op, prefill then decode; what no op
+ * accounts for (step bookkeeping, host work between ops) is "unattributed". */
+static void bench_profile_print(const struct bench *b, int n_seq)
+{
+    const struct model_profile *pp = &b->prof_pp, *tg = &b->prof_tg;
+    if (pp->steps == 0 || tg->steps == 0) return;
+    double pp_step = pp->step_seconds / (double)pp->steps,
+           tg_step = tg->step_seconds / (double)tg->steps;
+    printf(
+        "# profile, batch %d: prefill step %.2f ms (%d tokens), decode step %.3f ms (%d tokens)\n",
+        n_seq, pp_step * 1e3, b->cfg->prompt_tokens, tg_step * 1e3, n_seq);
+    printf("#   %-14s %12s %8s %12s %8s\n", "op", "prefill_ms", "share", "decode_ms", "share");
+    double pp_sum = 0, tg_sum = 0;
+    for (int k = 0; k < MODEL_OP_COUNT; k++) {
+        double a = pp->seconds[k] / (double)pp->steps, d = tg->seconds[k] / (double)tg->steps;
+        pp_sum += a;
+        tg_sum += d;
+        if (pp->calls[k] == 0 && tg->calls[k] == 0) continue;
+        printf("#   %-14s %12.3f %7.1f%% %12.3f %7.1f%%\n", model_op_name((enum model_op)k),
+               a * 1e3, 100.0 * a / pp_step, d * 1e3, 100.0 * d / tg_step);
+    }
+    printf("#   %-14s %12.3f %7.1f%% %12.3f %7.1f%%\n", "unattributed", (pp_step - pp_sum) * 1e3,
+           100.0 * (pp_step - pp_sum) / pp_step, (tg_step - tg_sum) * 1e3,
+           100.0 * (tg_step - tg_sum) / tg_step);
+}
+
 static int bench_config(struct bench *b, int n_seq, const char *type_name)
 {
     const struct bench_cfg *c = b->cfg;
     int rc = bench_kv(b, n_seq);
     if (rc) return rc;
     /* Warm-up: fault the weights in and size the scratch buffers. */
-    double w1 = bench_pp(b, c->prompt_tokens), w2 = bench_tg(b, n_seq, 0, 2);
+    double w1 = bench_pp(b, c->prompt_tokens, NULL), w2 = bench_tg(b, n_seq, 0, 2, NULL);
     if (w1 < 0) return (int)w1;
     if (w2 < 0) return (int)w2;
     /* Wall-clock rates are the result; rates per CPU second x threads estimate what an idle
      * machine would do when other processes compete for the cores (see BENCHMARKS.md). */
     double pp[BENCH_MAX_REPS], tg[BENCH_MAX_REPS], ppc[BENCH_MAX_REPS], tgc[BENCH_MAX_REPS];
+    b->prof_pp = (struct model_profile){0};
+    b->prof_tg = (struct model_profile){0};
+    struct model_profile *ppp = c->profile ? &b->prof_pp : NULL,
+                         *tgp = c->profile ? &b->prof_tg : NULL;
     for (int r = 0; r < c->reps; r++) {
-        double a = bench_pp(b, c->prompt_tokens), a_cpu = b->last_cpu;
+        double a = bench_pp(b, c->prompt_tokens, ppp), a_cpu = b->last_cpu;
         if (a < 0) return (int)a;
-        double d = bench_tg(b, n_seq, c->depth, c->gen_tokens), d_cpu = b->last_cpu;
+        double d = bench_tg(b, n_seq, c->depth, c->gen_tokens, tgp), d_cpu = b->last_cpu;
         if (d < 0) return (int)d;
         pp[r] = c->prompt_tokens / a;
         tg[r] = (double)n_seq * c->gen_tokens / d;
@@ -254,6 +297,7 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     printf("{\"batch\":%d,\"prompt_tokens\":%d,\"depth\":%d,\"pp_tok_s\":%.2f,"
            "\"tg_tok_s\":%.2f,\"rss_bytes\":%llu}\n",
            n_seq, c->prompt_tokens, c->depth, pp_m, tg_m, (unsigned long long)rss);
+    if (c->profile) bench_profile_print(b, n_seq);
     fflush(stdout);
     return 0;
 }

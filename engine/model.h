@@ -110,4 +110,37 @@ int model_forward(struct model *m, const struct kv_cache *kv,
                   const struct model_batch_entry *entries, int n_entries, const float **logits,
                   int *n_rows);
 
+/* Where a forward step's time goes, by kind of op (`cinfer-engine bench --profile`). */
+enum model_op {
+    MODEL_OP_EMBED,     /* token embedding rows */
+    MODEL_OP_NORM,      /* RMS norms (layers, q/k, final) */
+    MODEL_OP_QKV,       /* Q/K/V projections and their biases */
+    MODEL_OP_ROPE,      /* rotary embedding of q and k */
+    MODEL_OP_KV_STORE,  /* writing k and v into the cache */
+    MODEL_OP_ATTENTION, /* softmax(q K^T) V over the cache */
+    MODEL_OP_ATTN_OUT,  /* attention output projection */
+    MODEL_OP_RESIDUAL,  /* residual adds */
+    MODEL_OP_FFN_UP,    /* gate and up projections */
+    MODEL_OP_SILU,      /* silu(gate) * up */
+    MODEL_OP_FFN_DOWN,  /* down projection */
+    MODEL_OP_OUTPUT,    /* classifier */
+    MODEL_OP_OTHER,     /* row gathers, logits download */
+    MODEL_OP_COUNT
+};
+
+struct model_profile {
+    double seconds[MODEL_OP_COUNT]; /* wall time per kind, the sync after each op included */
+    long calls[MODEL_OP_COUNT];
+    double step_seconds; /* whole model_forward calls */
+    long steps;
+};
+
+/* Attaches `p` (borrowed until detached with NULL): from then on forward steps add their time to
+ * it, each op followed by a backend sync so that its time is its own (which also removes any
+ * overlap an asynchronous backend would have). Caller thread. */
+void model_profile_attach(struct model *m, struct model_profile *p);
+
+/* A short lowercase name ("attention"). */
+const char *model_op_name(enum model_op op);
+
 #endif

@@ -6,6 +6,7 @@
 #include "engine/model.h"
 #include "engine/model_internal.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 
 #include <math.h>
@@ -185,50 +186,54 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
                                      hp->rope_freq_scale};
     float scale = 1.0f / sqrtf((float)hp->head_dim);
     int rc;
-#define TRY(call)                                                                                  \
+/* Runs one op, timed under `kind` when a profile is attached (model_profile.c). */
+#define TIMED(kind, call)                                                                          \
     do {                                                                                           \
-        if ((rc = (call))) return rc;                                                              \
+        double t0_ = model_prof_begin(m);                                                          \
+        if ((rc = (call)) || (rc = model_prof_end(m, (kind), t0_))) return rc;                     \
     } while (0)
 
     /* Attention block: every token's K/V is stored, whatever is wanted afterwards. */
-    TRY(op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
+    TIMED(MODEL_OP_NORM, op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
     const struct backend_weight *qkv[3] = {l->wq, l->wk, l->wv};
     float *qkv_out[3] = {s->q, s->k, s->v};
-    TRY(matmul_shared_input(be, qkv, 3, s->xb, qkv_out, T));
-    if (l->bq) TRY(op->add_bias(be, s->q, l->bq, T));
-    if (l->bk) TRY(op->add_bias(be, s->k, l->bk, T));
-    if (l->bv) TRY(op->add_bias(be, s->v, l->bv, T));
+    TIMED(MODEL_OP_QKV, matmul_shared_input(be, qkv, 3, s->xb, qkv_out, T));
+    if (l->bq) TIMED(MODEL_OP_QKV, op->add_bias(be, s->q, l->bq, T));
+    if (l->bk) TIMED(MODEL_OP_QKV, op->add_bias(be, s->k, l->bk, T));
+    if (l->bv) TIMED(MODEL_OP_QKV, op->add_bias(be, s->v, l->bv, T));
     if (l->q_norm)
-        TRY(op->rmsnorm_heads(be, s->q, l->q_norm, T * hp->n_head, hp->head_dim, hp->rms_eps));
+        TIMED(MODEL_OP_NORM,
+              op->rmsnorm_heads(be, s->q, l->q_norm, T * hp->n_head, hp->head_dim, hp->rms_eps));
     if (l->k_norm)
-        TRY(op->rmsnorm_heads(be, s->k, l->k_norm, T * hp->n_head_kv, hp->head_dim, hp->rms_eps));
-    TRY(op->rope(be, s->q, b->pos, T, hp->n_head, hp->head_dim, &rp));
-    TRY(op->rope(be, s->k, b->pos, T, hp->n_head_kv, hp->head_dim, &rp));
-    TRY(op->kv_store(be, il, s->k, s->v, b));
+        TIMED(MODEL_OP_NORM,
+              op->rmsnorm_heads(be, s->k, l->k_norm, T * hp->n_head_kv, hp->head_dim, hp->rms_eps));
+    TIMED(MODEL_OP_ROPE, op->rope(be, s->q, b->pos, T, hp->n_head, hp->head_dim, &rp));
+    TIMED(MODEL_OP_ROPE, op->rope(be, s->k, b->pos, T, hp->n_head_kv, hp->head_dim, &rp));
+    TIMED(MODEL_OP_KV_STORE, op->kv_store(be, il, s->k, s->v, b));
     if (last && n_out == 0) return 0; /* nothing reads this layer's output */
-    TRY(op->attention(be, il, s->q, s->att, b, hp->n_head, scale));
+    TIMED(MODEL_OP_ATTENTION, op->attention(be, il, s->q, s->att, b, hp->n_head, scale));
 
     float *att = s->att, *x = s->x;
     int R = T;
     if (last) {
-        TRY(op->gather_rows(be, s->att, m->st.out_idx, n_out, qd, s->q));
-        TRY(op->gather_rows(be, s->x, m->st.out_idx, n_out, E, s->xo));
+        TIMED(MODEL_OP_OTHER, op->gather_rows(be, s->att, m->st.out_idx, n_out, qd, s->q));
+        TIMED(MODEL_OP_OTHER, op->gather_rows(be, s->x, m->st.out_idx, n_out, E, s->xo));
         att = s->q;
         x = s->xo;
         R = n_out;
     }
-    TRY(op->matmul(be, l->wo, att, s->xb2, R));
-    TRY(op->add(be, x, s->xb2, (size_t)R * E));
+    TIMED(MODEL_OP_ATTN_OUT, op->matmul(be, l->wo, att, s->xb2, R));
+    TIMED(MODEL_OP_RESIDUAL, op->add(be, x, s->xb2, (size_t)R * E));
 
     /* Feed-forward block (SwiGLU). */
-    TRY(op->rmsnorm(be, x, l->ffn_norm, s->xb, R, E, hp->rms_eps));
+    TIMED(MODEL_OP_NORM, op->rmsnorm(be, x, l->ffn_norm, s->xb, R, E, hp->rms_eps));
     const struct backend_weight *gate_up[2] = {l->w_gate, l->w_up};
     float *gate_up_out[2] = {s->hb, s->hb2};
-    TRY(matmul_shared_input(be, gate_up, 2, s->xb, gate_up_out, R));
-    TRY(op->silu_mul(be, s->hb, s->hb2, (size_t)R * hp->n_ff));
-    TRY(op->matmul(be, l->w_down, s->hb, s->xb2, R));
-    TRY(op->add(be, x, s->xb2, (size_t)R * E));
-#undef TRY
+    TIMED(MODEL_OP_FFN_UP, matmul_shared_input(be, gate_up, 2, s->xb, gate_up_out, R));
+    TIMED(MODEL_OP_SILU, op->silu_mul(be, s->hb, s->hb2, (size_t)R * hp->n_ff));
+    TIMED(MODEL_OP_FFN_DOWN, op->matmul(be, l->w_down, s->hb, s->xb2, R));
+    TIMED(MODEL_OP_RESIDUAL, op->add(be, x, s->xb2, (size_t)R * E));
+#undef TIMED
     return 0;
 }
 
@@ -248,17 +253,29 @@ int model_forward(struct model *m, const struct kv_cache *kv,
     struct backend *be = m->be;
     struct model_scratch *s = &m->s;
     const struct model_hparams *hp = &m->hp;
-    if ((rc = op->get_rows(be, m->tok_embd, m->st.tokens, b.n_tokens, s->x))) return rc;
+    double t_step = model_prof_begin(m), t0;
+#define TIMED(kind, call)                                                                          \
+    do {                                                                                           \
+        t0 = model_prof_begin(m);                                                                  \
+        if ((rc = (call)) || (rc = model_prof_end(m, (kind), t0))) return rc;                      \
+    } while (0)
+    TIMED(MODEL_OP_EMBED, op->get_rows(be, m->tok_embd, m->st.tokens, b.n_tokens, s->x));
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = run_layer(m, il, &b, n_out))) return rc;
     if (n_out > 0) {
-        if ((rc = op->rmsnorm(be, s->xo, m->out_norm, s->xo, n_out, hp->n_embd, hp->rms_eps)) ||
-            (rc = op->matmul(be, m->output, s->xo, s->out, n_out)) || (rc = op->sync(be)) ||
-            (rc = op->download(be, m->st.logits, s->out,
-                               (size_t)n_out * (size_t)hp->n_vocab * sizeof(float))))
-            return rc;
+        TIMED(MODEL_OP_NORM,
+              op->rmsnorm(be, s->xo, m->out_norm, s->xo, n_out, hp->n_embd, hp->rms_eps));
+        TIMED(MODEL_OP_OUTPUT, op->matmul(be, m->output, s->xo, s->out, n_out));
+        TIMED(MODEL_OP_OTHER, op->sync(be));
+        TIMED(MODEL_OP_OTHER, op->download(be, m->st.logits, s->out,
+                                           (size_t)n_out * (size_t)hp->n_vocab * sizeof(float)));
     } else if ((rc = op->sync(be))) {
         return rc;
+    }
+#undef TIMED
+    if (m->prof) {
+        m->prof->step_seconds += clock_mono_s() - t_step;
+        m->prof->steps++;
     }
     *logits = m->st.logits;
     *n_rows = n_out;

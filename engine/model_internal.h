@@ -1,4 +1,5 @@
-/* Internals shared by model_load.c (hparams, weights) and model_forward.c (the batched step).
+/* Internals shared by model_load.c (hparams, weights), model_forward.c (the batched step) and
+ * model_profile.c.
  * Nothing outside engine/model*.c includes this header. */
 #ifndef CINFER_ENGINE_MODEL_INTERNAL_H
 #define CINFER_ENGINE_MODEL_INTERNAL_H
@@ -56,8 +57,14 @@ struct model {
     bool kv_ready;
     struct model_scratch s;
     struct model_step st;
+    struct model_profile *prof; /* borrowed; NULL unless profiling */
 };
 
 void model_scratch_release(struct model *m);
+
+/* Profiling (model_profile.c): the clock at the start of an op when a profile is attached, else 0;
+ * then, after the op, a backend sync and the time added to `kind` (0 or the sync's error). */
+double model_prof_begin(const struct model *m);
+int model_prof_end(struct model *m, enum model_op kind, double t0);
 
 #endif

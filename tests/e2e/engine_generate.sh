@@ -154,4 +154,20 @@ else
 	not_ok "bench --depth failed: $(tail -n 2 "$tmp/err")"
 fi
 
+# bench --profile: per configuration, every op kind of a prefill and of a decode step, whose times
+# add up to the step (what none accounts for is listed as unattributed, and is small).
+if "$bin" bench --model "$models/stories260K.gguf" --prompt-tokens 16 --gen-tokens 8 --batch 2 \
+	--threads 2 --repetitions 1 --profile --log-format text >"$tmp/bench" 2>"$tmp/err"; then
+	rows="$(grep -cE '^#   (embed|norm|qkv|rope|kv_store|attention|attn_out|residual|ffn_gate_up|silu_mul|ffn_down|output) ' "$tmp/bench")"
+	share="$(awk '/^#   [a-z_]+ / && $2 != "op" { gsub("%", "", $6); s += $6 } END { printf "%d", s + 0.5 }' "$tmp/bench")"
+	if grep -q '^# profile, batch 2: prefill step' "$tmp/bench" && [ "$rows" -eq 12 ] &&
+		[ "$share" -ge 99 ] && [ "$share" -le 101 ]; then
+		ok "bench --profile"
+	else
+		not_ok "bench --profile output (rows $rows, decode shares sum to $share%): $(cat "$tmp/bench")"
+	fi
+else
+	not_ok "bench --profile failed: $(tail -n 2 "$tmp/err")"
+fi
+
 finish

@@ -647,9 +647,28 @@ START_TEST(test_model_forward_matches_reference)
     memcpy(got, lg, 7 * sizeof(got[0]));
     ck_assert_int_eq(kv_cache_seq_append(kv, seq, 4, &cp), 0);
     e = (struct model_batch_entry){seq, 7, 4, toks + 7, MODEL_LOGITS_ALL};
+    /* the second step profiled: the same numbers (checked below), every op kind counted */
+    struct model_profile prof = {0};
+    model_profile_attach(m, &prof);
     ck_assert_int_eq(model_forward(m, kv, &e, 1, &lg, &rows), 0);
+    model_profile_attach(m, NULL);
     ck_assert_int_eq(rows, 4);
     memcpy(got[7], lg, 4 * sizeof(got[0]));
+    int n_layer = model_hparams(m)->n_layer;
+    ck_assert_int_eq(prof.steps, 1);
+    ck_assert_int_eq(prof.calls[MODEL_OP_ATTENTION], n_layer);
+    ck_assert_int_eq(prof.calls[MODEL_OP_KV_STORE], n_layer);
+    ck_assert_int_eq(prof.calls[MODEL_OP_RESIDUAL], 2 * n_layer);
+    ck_assert_int_eq(prof.calls[MODEL_OP_OUTPUT], 1);
+    ck_assert_int_eq(prof.calls[MODEL_OP_EMBED], 1);
+    double ops = 0;
+    for (int k = 0; k < MODEL_OP_COUNT; k++) {
+        ck_assert(prof.seconds[k] >= 0);
+        ops += prof.seconds[k];
+    }
+    ck_assert(ops > 0 && ops <= prof.step_seconds);
+    ck_assert_str_eq(model_op_name(MODEL_OP_ATTENTION), "attention");
+    ck_assert_str_eq(model_op_name(MODEL_OP_COUNT), "?");
 
     static double want[11 * S_VOCAB];
     ref_forward(&s, toks, 11, o->rope_scaling ? 1.0 / o->rope_factor : 1.0, want);
@@ -671,6 +690,7 @@ START_TEST(test_model_forward_matches_reference)
                                        {seq, 9, 1, toks, MODEL_LOGITS_LAST}};
     ck_assert_int_eq(model_forward(m, kv, two, 2, &lg, &rows), ERR_INVAL); /* seq twice */
     ck_assert_int_eq(model_forward(m, kv, two, 0, &lg, &rows), ERR_INVAL);
+    ck_assert_int_eq(prof.steps, 1); /* detached: nothing more counted */
 
     kv_cache_free(kv);
     model_free(m);
