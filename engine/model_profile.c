@@ -6,12 +6,18 @@
 #include "common/clock.h"
 
 static const char *const model_op_names[MODEL_OP_COUNT] = {
-    [MODEL_OP_EMBED] = "embed",         [MODEL_OP_NORM] = "norm",
-    [MODEL_OP_QKV] = "qkv",             [MODEL_OP_ROPE] = "rope",
-    [MODEL_OP_KV_STORE] = "kv_store",   [MODEL_OP_ATTENTION] = "attention",
-    [MODEL_OP_ATTN_OUT] = "attn_out",   [MODEL_OP_RESIDUAL] = "residual",
-    [MODEL_OP_FFN_UP] = "ffn_gate_up",  [MODEL_OP_SILU] = "silu_mul",
-    [MODEL_OP_FFN_DOWN] = "ffn_down",   [MODEL_OP_OUTPUT] = "output",
+    [MODEL_OP_EMBED] = "embed",
+    [MODEL_OP_NORM] = "norm",
+    [MODEL_OP_QKV] = "qkv",
+    [MODEL_OP_ROPE] = "rope",
+    [MODEL_OP_KV_STORE] = "kv_store",
+    [MODEL_OP_ATTENTION] = "attention",
+    [MODEL_OP_ATTN_OUT] = "attn_out",
+    [MODEL_OP_RESIDUAL] = "residual",
+    [MODEL_OP_FFN_UP] = "ffn_gate_up",
+    [MODEL_OP_SILU] = "silu_mul",
+    [MODEL_OP_FFN_DOWN] = "ffn_down",
+    [MODEL_OP_OUTPUT] = "output",
     [MODEL_OP_OTHER] = "other",
 };
 

@@ -786,6 +786,60 @@ START_TEST(test_rope_normal_and_neox)
 }
 END_TEST
 
+/* rope on a fresh backend: the reference for the angle table's reuse below. */
+static void rope_fresh(float *x, const int32_t *pos, int nt, int nh, int hd,
+                       const struct backend_rope_params *p)
+{
+    struct backend *b = make_backend(NULL, 1);
+    ck_assert_int_eq(b->ops->rope(b, x, pos, nt, nh, hd, p), 0);
+    b->ops->destroy(b);
+}
+
+/* One backend reuses a step's angles across rope calls: calls that change the positions (values or
+ * count, even in place in the same buffer) or the parameters must not see stale ones. Each call's
+ * result equals a fresh backend's bit for bit. */
+START_TEST(test_rope_reuses_angles_only_for_the_same_positions)
+{
+    enum { NH = 2, HD = 32, MAXT = 40 };
+    struct backend *b = make_backend(NULL, 2);
+    int32_t pos[MAXT];
+    struct {
+        int nt, first, n_rot;
+        float base, scale;
+        enum backend_rope_mode mode;
+    } calls[] = {
+        {3, 5, 32, 10000.0f, 1.0f, BACKEND_ROPE_NORMAL},
+        {3, 5, 32, 10000.0f, 1.0f, BACKEND_ROPE_NEOX},
+        {3, 6, 32, 10000.0f, 1.0f, BACKEND_ROPE_NORMAL},
+        {2, 6, 32, 10000.0f, 1.0f, BACKEND_ROPE_NORMAL},
+        {2, 6, 16, 10000.0f, 1.0f, BACKEND_ROPE_NORMAL},
+        {2, 6, 16, 500000.0f, 1.0f, BACKEND_ROPE_NORMAL},
+        {2, 6, 16, 500000.0f, 0.5f, BACKEND_ROPE_NORMAL},
+        {MAXT, 0, 32, 10000.0f, 1.0f, BACKEND_ROPE_NEOX},
+        {3, 5, 32, 10000.0f, 1.0f, BACKEND_ROPE_NORMAL},
+    };
+    for (size_t c = 0; c < sizeof(calls) / sizeof(calls[0]); c++) {
+        int nt = calls[c].nt;
+        for (int t = 0; t < nt; t++)
+            pos[t] = calls[c].first + 3 * t; /* the same buffer each time */
+        struct backend_rope_params p = {calls[c].mode, calls[c].n_rot, calls[c].base,
+                                        calls[c].scale};
+        float x[MAXT * NH * HD], want[MAXT * NH * HD];
+        fill_f(x, (size_t)nt * NH * HD);
+        memcpy(want, x, sizeof(float) * (size_t)nt * NH * HD);
+        rope_fresh(want, pos, nt, NH, HD, &p);
+        ck_assert_int_eq(b->ops->rope(b, x, pos, nt, NH, HD, &p), 0);
+        ck_assert_msg(memcmp(x, want, sizeof(float) * (size_t)nt * NH * HD) == 0,
+                      "call %zu differs from a fresh backend's", c);
+    }
+    ck_assert_int_eq(
+        b->ops->rope(b, NULL, pos, 0, NH, HD,
+                     &(struct backend_rope_params){BACKEND_ROPE_NORMAL, 32, 1e4f, 1.0f}),
+        ERR_INVAL);
+    b->ops->destroy(b);
+}
+END_TEST
+
 START_TEST(test_silu_mul_every_level_wide_range)
 {
     float g0[203], up[203], g[203];
@@ -1343,6 +1397,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_rmsnorm_matches_reference);
     tcase_add_test(tc, test_rmsnorm_heads_per_row_and_f16_gain);
     tcase_add_test(tc, test_rope_normal_and_neox);
+    tcase_add_test(tc, test_rope_reuses_angles_only_for_the_same_positions);
     tcase_add_test(tc, test_small_ops_parallel_match_serial);
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);

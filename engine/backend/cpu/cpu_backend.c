@@ -200,6 +200,8 @@ static void cpu_destroy(struct backend *b)
     if (!b) return;
     struct cpu_backend *cb = cpu_backend_of(b);
     cpu_pool_free(cb->pool);
+    free(cb->rope.cs);
+    free(cb->rope.pos);
     free(cb->kv_mem);
     cpu_arena_fini(&cb->weights);
     free(cb->scratch);

@@ -129,6 +129,17 @@ size_t cpu_qpack_bytes(enum quant_type type, int64_t rows, int64_t cols);
 void cpu_qpack_weights(enum quant_type type, const void *src, size_t row_bytes, int64_t rows,
                        int64_t cols, void *dst);
 
+/* Rotary angles of the current step (cpu_ops.c): cos/sin of each token's angles, computed by the
+ * step's first rope call and reused by the others, which rotate q and k of every layer at the same
+ * positions. Caller thread. */
+struct cpu_rope_table {
+    float *cs;    /* (n_tokens, n_rot) */
+    int32_t *pos; /* (n_tokens) the positions they belong to */
+    int n_tokens, n_rot;
+    float freq_base, freq_scale;
+    size_t cap_cs, cap_pos; /* allocated elements */
+};
+
 struct cpu_backend {
     struct backend base; /* first member: (struct backend *) casts to and from */
     struct cpu_pool *pool;
@@ -148,6 +159,8 @@ struct cpu_backend {
     size_t kv_layer_bytes; /* K (or V) of one layer: n_blocks * block_size * n_kv_heads positions */
 
     struct cpu_arena weights; /* packed weight copies */
+
+    struct cpu_rope_table rope;
 
     /* Scratch reused across calls (grown on demand by the caller thread, never shrunk). */
     void *scratch;

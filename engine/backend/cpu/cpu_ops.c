@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Below this many elements an op runs on the caller alone: waking the pool costs more. */
@@ -30,7 +31,7 @@ struct ops_job {
     const int32_t *pos;
     int n_heads;
     const struct backend_rope_params *rope;
-    float *cs; /* rope: (n_threads, n_rot) cos/sin scratch */
+    const float *cs; /* rope: (n_rows, n_rot) cos/sin of each token's angles */
 };
 
 int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
@@ -100,17 +101,17 @@ static void rmsnorm_rows(const float *x, const float *g, float *y, int64_t r0, i
     }
 }
 
-static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
-                       const struct backend_rope_params *p, float *cs);
+static void rope_token(float *x, int n_heads, int head_dim, const struct backend_rope_params *p,
+                       const float *cs);
 
-static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1, int ith)
+static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1)
 {
     switch (j->kind) {
     case OPS_RMSNORM: rmsnorm_rows(j->x, j->gain, j->y, r0, r1, j->dim, j->eps); break;
     case OPS_ROPE:
         for (int64_t t = r0; t < r1; t++)
-            rope_token(j->y + t * j->n_heads * j->dim, j->pos[t], j->n_heads, j->dim, j->rope,
-                       j->cs + (size_t)ith * j->rope->n_rot);
+            rope_token(j->y + t * j->n_heads * j->dim, j->n_heads, j->dim, j->rope,
+                       j->cs + (size_t)t * j->rope->n_rot);
         break;
     case OPS_SILU: j->cb->kern.silu_mul(j->y + r0, j->x + r0, (size_t)(r1 - r0)); break;
     }
@@ -119,11 +120,12 @@ static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1, int ith)
 static void ops_task(void *ctx, int ith, int nth)
 {
     struct ops_job *j = ctx;
+    (void)ith;
     (void)nth;
     for (;;) {
         int64_t r0 = atomic_fetch_add_explicit(&j->next, j->chunk, memory_order_relaxed);
         if (r0 >= j->n_rows) break;
-        ops_rows(j, r0, r0 + j->chunk < j->n_rows ? r0 + j->chunk : j->n_rows, ith);
+        ops_rows(j, r0, r0 + j->chunk < j->n_rows ? r0 + j->chunk : j->n_rows);
     }
 }
 
@@ -132,7 +134,7 @@ static void ops_task(void *ctx, int ith, int nth)
 static void ops_run(struct cpu_backend *cb, struct ops_job *j, size_t elems)
 {
     if (elems < OPS_PARALLEL_MIN || cb->n_threads == 1) {
-        ops_rows(j, 0, j->n_rows, 0);
+        ops_rows(j, 0, j->n_rows);
         return;
     }
     int64_t per = (int64_t)cb->n_threads * 4;
@@ -169,11 +171,10 @@ int cpu_ops_rmsnorm_heads(struct backend *b, float *x, const struct backend_weig
     return 0;
 }
 
-/* Rotary embedding of one token. theta_i = pos * base^(-2i/n_rot) * freq_scale, computed as ggml does
- * (a running product of theta_scale in float) so results match llama.cpp's to the last bit or two.
- * NORMAL rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2). Dimensions >= n_rot are kept. */
-static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
-                       const struct backend_rope_params *p, float *cs)
+/* cos/sin of one token's rotation angles into cs (n_rot floats). theta_i = pos * base^(-2i/n_rot) *
+ * freq_scale, computed as ggml does (a running product of theta_scale in float) so results match
+ * llama.cpp's to the last bit or two. */
+static void rope_angles(int32_t pos, const struct backend_rope_params *p, float *cs)
 {
     int half = p->n_rot / 2;
     float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
@@ -184,6 +185,14 @@ static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
         cs[2 * i + 1] = sinf(th);
         theta *= theta_scale;
     }
+}
+
+/* Rotary embedding of one token's heads by the angles in cs. NORMAL rotates pairs (2i, 2i+1); NEOX
+ * rotates (i, i + n_rot/2). Dimensions >= n_rot are kept. */
+static void rope_token(float *x, int n_heads, int head_dim, const struct backend_rope_params *p,
+                       const float *cs)
+{
+    int half = p->n_rot / 2;
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         for (int i = 0; i < half; i++) {
@@ -196,6 +205,43 @@ static void rope_token(float *x, int32_t pos, int n_heads, int head_dim,
     }
 }
 
+/* The angles of `pos` under p: the table of the step's earlier rope calls when they were for the
+ * same positions and parameters (each layer rotates q and k at the step's positions, so one step
+ * computes them once instead of twice per layer: 64 cosf/sinf per token each time), else computed
+ * now. NULL when out of memory. */
+static const float *rope_table(struct cpu_backend *cb, const int32_t *pos, int n,
+                               const struct backend_rope_params *p)
+{
+    struct cpu_rope_table *t = &cb->rope;
+    if (t->cs && t->n_tokens == n && t->n_rot == p->n_rot && t->freq_base == p->freq_base &&
+        t->freq_scale == p->freq_scale && memcmp(t->pos, pos, (size_t)n * sizeof(*pos)) == 0)
+        return t->cs;
+    size_t need = (size_t)n * (size_t)p->n_rot;
+    if (need > t->cap_cs || (size_t)n > t->cap_pos) {
+        float *cs = malloc(need * sizeof(float));
+        int32_t *ps = malloc((size_t)n * sizeof(int32_t));
+        if (!cs || !ps) {
+            free(cs);
+            free(ps);
+            return NULL;
+        }
+        free(t->cs);
+        free(t->pos);
+        t->cs = cs;
+        t->pos = ps;
+        t->cap_cs = need;
+        t->cap_pos = (size_t)n;
+    }
+    t->n_tokens = 0; /* invalid until filled */
+    for (int i = 0; i < n; i++) rope_angles(pos[i], p, t->cs + (size_t)i * p->n_rot);
+    memcpy(t->pos, pos, (size_t)n * sizeof(*pos));
+    t->n_tokens = n;
+    t->n_rot = p->n_rot;
+    t->freq_base = p->freq_base;
+    t->freq_scale = p->freq_scale;
+    return t->cs;
+}
+
 int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, int n_heads,
                  int head_dim, const struct backend_rope_params *p)
 {
@@ -204,7 +250,8 @@ int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, 
     if (p->mode != BACKEND_ROPE_NORMAL && p->mode != BACKEND_ROPE_NEOX) return ERR_INVAL;
     if (p->n_rot <= 0 || p->n_rot > head_dim || p->n_rot % 2 != 0) return ERR_INVAL;
     if (!(p->freq_base > 0.0f) || !(p->freq_scale > 0.0f)) return ERR_INVAL;
-    float *cs = cpu_backend_scratch(cb, (size_t)cb->n_threads * p->n_rot * sizeof(float));
+    if (n_tokens == 0) return 0;
+    const float *cs = rope_table(cb, pos, n_tokens, p);
     if (!cs) return ERR_NOMEM;
     struct ops_job j = {.kind = OPS_ROPE,
                         .cb = cb,
