@@ -169,6 +169,14 @@ static int matmul_shared_input(struct backend *be, const struct backend_weight *
     return 0;
 }
 
+/* Runs one op of a function holding `m` and `rc`, timed under `kind` when a profile is attached
+ * (model_profile.c); returns the op's error. */
+#define TIMED(kind, call)                                                                          \
+    do {                                                                                           \
+        double t0_ = model_prof_begin(m);                                                          \
+        if ((rc = (call)) || (rc = model_prof_end(m, (kind), t0_))) return rc;                     \
+    } while (0)
+
 /* One layer over the T tokens of the step. In the last layer only the n_out rows whose logits are
  * wanted go on after attention (as llama.cpp does): their attention outputs and residuals are
  * gathered into q and xo, and the layer finishes on those rows, leaving the final hidden states in
@@ -186,13 +194,6 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
                                      hp->rope_freq_scale};
     float scale = 1.0f / sqrtf((float)hp->head_dim);
     int rc;
-/* Runs one op, timed under `kind` when a profile is attached (model_profile.c). */
-#define TIMED(kind, call)                                                                          \
-    do {                                                                                           \
-        double t0_ = model_prof_begin(m);                                                          \
-        if ((rc = (call)) || (rc = model_prof_end(m, (kind), t0_))) return rc;                     \
-    } while (0)
-
     /* Attention block: every token's K/V is stored, whatever is wanted afterwards. */
     TIMED(MODEL_OP_NORM, op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
     const struct backend_weight *qkv[3] = {l->wq, l->wk, l->wv};
@@ -233,7 +234,6 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
     TIMED(MODEL_OP_SILU, op->silu_mul(be, s->hb, s->hb2, (size_t)R * hp->n_ff));
     TIMED(MODEL_OP_FFN_DOWN, op->matmul(be, l->w_down, s->hb, s->xb2, R));
     TIMED(MODEL_OP_RESIDUAL, op->add(be, x, s->xb2, (size_t)R * E));
-#undef TIMED
     return 0;
 }
 
@@ -253,12 +253,7 @@ int model_forward(struct model *m, const struct kv_cache *kv,
     struct backend *be = m->be;
     struct model_scratch *s = &m->s;
     const struct model_hparams *hp = &m->hp;
-    double t_step = model_prof_begin(m), t0;
-#define TIMED(kind, call)                                                                          \
-    do {                                                                                           \
-        t0 = model_prof_begin(m);                                                                  \
-        if ((rc = (call)) || (rc = model_prof_end(m, (kind), t0))) return rc;                      \
-    } while (0)
+    double t_step = model_prof_begin(m);
     TIMED(MODEL_OP_EMBED, op->get_rows(be, m->tok_embd, m->st.tokens, b.n_tokens, s->x));
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = run_layer(m, il, &b, n_out))) return rc;
