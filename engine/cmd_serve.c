@@ -154,8 +154,8 @@ static void default_model_name(const char *path, char *out, size_t outlen)
 }
 
 /* The KV pool of element type kt (the model's): the configured budget, or by default enough blocks
- * for max_num_seqs full contexts capped at a quarter of RAM. Fails when one full context does not
- * fit. */
+ * for max_num_seqs full contexts capped at a quarter of the memory the process may use (RAM or the
+ * cgroup limit: kv_cache_ram_budget). Fails when one full context does not fit. */
 static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
 {
     const struct serve_cfg *c = s->cfg;

@@ -153,7 +153,7 @@ struct cpu_backend {
      * that way). */
     struct backend_kv_desc kv;
     int kv_ready;
-    void *kv_mem;          /* calloc'ed, so on 4 KiB pages (see cpu_memory.h) */
+    void *kv_mem;          /* calloc'ed and committed: 4 KiB pages (see cpu_memory.h) */
     size_t kv_head_bytes;  /* one position of one KV head: head_dim elements (F32, F16) or
                             * head_dim / 32 ggml Q8_0 blocks */
     size_t kv_layer_bytes; /* K (or V) of one layer: n_blocks * block_size * n_kv_heads positions */

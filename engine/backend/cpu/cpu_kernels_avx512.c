@@ -642,9 +642,8 @@ AVX512_INLINE void attn_scores_heads_pos_512(const float *q, int nh, const char 
     const int C = HD / 16;
     for (int p = 0; p < np; p++)
         _mm512_storeu_ps(s + p * 16, _mm512_setzero_ps()); /* lanes >= nh */
-    const __m512i row_stride =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(16));
+    const __m512i row_stride = _mm512_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176,
+                                                 192, 208, 224, 240); /* position p's row: 16 p */
     for (int r = 0; r < nh; r++) {
         __m512 qv[C_MAX];
         UNROLL_ALL

@@ -232,7 +232,6 @@ static const float *rope_table(struct cpu_backend *cb, const int32_t *pos, int n
         t->cap_cs = need;
         t->cap_pos = (size_t)n;
     }
-    t->n_tokens = 0; /* invalid until filled */
     for (int i = 0; i < n; i++) rope_angles(pos[i], p, t->cs + (size_t)i * p->n_rot);
     memcpy(t->pos, pos, (size_t)n * sizeof(*pos));
     t->n_tokens = n;
