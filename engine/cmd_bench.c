@@ -30,7 +30,7 @@
 struct bench_cfg {
     const char *model, *batches, *kv_type, *backend, *log_level, *log_format;
     int prompt_tokens, gen_tokens, depth, threads, reps;
-    bool profile;
+    bool profile, no_lanes;
 };
 
 #define O(f) offsetof(struct bench_cfg, f)
@@ -54,6 +54,8 @@ static const struct cfg_opt bench_opts[] = {
     {"profile", CFG_BOOL, O(profile), "false", 1, 0,
      "Also print where prefill and decode steps spend their time, op by op (each op is synced)",
      NULL, 0},
+    {"no-lanes", CFG_BOOL, O(no_lanes), "false", 1, 0,
+     "Run every step op by op over all threads, never split into per-thread lanes (A/B)", NULL, 0},
     CLI_LOG_OPTS(struct bench_cfg),
 };
 #undef O
@@ -336,6 +338,7 @@ int cmd_bench_main(int argc, char **argv)
     mo.backend = c.backend;
     mo.n_threads = c.threads;
     model_kv_type_parse(c.kv_type, &mo.kv_type); /* the option's choices admit only known names */
+    mo.no_lanes = c.no_lanes;
     int rc = model_load(c.model, &mo, &b.m, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "cinfer-engine bench: %s: %s\n", c.model, err);

@@ -44,6 +44,7 @@ struct serve_cfg {
     const char *kv_type;
     bool no_prefix_caching;
     bool no_chunked_prefill;
+    bool no_lanes;
     int max_queue;
     int request_timeout_s;
     const char *metrics_compat;
@@ -83,6 +84,10 @@ static const struct cfg_opt serve_opts[] = {
      "Do not reuse the KV of shared prompt prefixes across requests", NULL, 0},
     {"no-chunked-prefill", CFG_BOOL, O(no_chunked_prefill), "false", 1, 0,
      "Prefill each prompt whole, in steps without decodes, instead of in chunks between decodes",
+     NULL, 0},
+    {"no-lanes", CFG_BOOL, O(no_lanes), "false", 1, 0,
+     "Run every step op by op over all threads; never split a step of many decodes into one lane "
+     "per thread",
      NULL, 0},
     {"max-queue", CFG_INT, O(max_queue), "1024", 1, 1 << 20,
      "Requests waiting for admission beyond which new ones get 429", NULL, 0},
@@ -227,6 +232,7 @@ static int serve_load(struct serve_state *s)
     mo.backend = c->backend;
     mo.n_threads = c->threads;
     model_kv_type_parse(c->kv_type, &mo.kv_type); /* the option's choices admit only known names */
+    mo.no_lanes = c->no_lanes;
     double t0 = clock_mono_s();
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {

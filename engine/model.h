@@ -45,6 +45,7 @@ struct model_options {
     const char *backend;     /* backend_create name; NULL = best available */
     int n_threads;           /* 0 = all online cores */
     enum quant_type kv_type; /* QUANT_F16 (llama.cpp's default), QUANT_F32 or QUANT_Q8_0 */
+    bool no_lanes;           /* never split a step into lanes (model_forward): A/B runs, tests */
 };
 
 /* The `--kv-type` names: "f16", "f32", "q8_0" (ggml's Q8_0 blocks of 32: about half the bytes of
@@ -104,11 +105,15 @@ struct model_batch_entry {
  * each token attends to positions 0..its own of its sequence. Logits rows (n_vocab floats each) are
  * returned in entry order, token order within an entry, in *logits (borrowed from the model, valid
  * until the next forward) with their count in *n_rows. Each row depends only on its own sequence's
- * tokens, not on what else is in the step. ERR_INVAL for a token out of the vocabulary, a sequence
- * listed twice or slots not reserved; ERR_NOMEM; backend errors. */
+ * tokens, not on what else is in the step. A step of many alike decodes may run as lanes, runs of
+ * its entries each on one thread of the backend (model_lanes_plan in model_internal.h); the logits
+ * are the same bits either way. ERR_INVAL for a token out of the vocabulary, a sequence listed twice
+ * or slots not reserved; ERR_NOMEM; backend errors. */
 int model_forward(struct model *m, const struct kv_cache *kv,
                   const struct model_batch_entry *entries, int n_entries, const float **logits,
                   int *n_rows);
+/* Lanes the last successful model_forward ran as: 1 unless it split (tests, benchmarks). */
+int model_forward_lanes(const struct model *m);
 
 /* Where a forward step's time goes, by kind of op (`cinfer-engine bench --profile`). */
 enum model_op {

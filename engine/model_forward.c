@@ -2,7 +2,8 @@
  * sequences) go through every layer together, one matmul per weight, with K/V written and read
  * through the paged cache. Per-token results depend only on that token's sequence: every op is
  * row-wise or per-sequence, so batch composition does not change the numbers as long as the backend's
- * matmul computes each row the same way whatever n_tokens is (the CPU backend guarantees it). */
+ * matmul computes each row the same way whatever n_tokens is (the CPU backend guarantees it). That
+ * is also what lets a step split into lanes (model_lanes.c) without changing a bit of its logits. */
 #include "engine/model.h"
 #include "engine/model_internal.h"
 
@@ -13,9 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void model_scratch_release(struct model *m)
+static void scratch_free(struct model *m, struct model_scratch *s)
 {
-    struct model_scratch *s = &m->s;
     float **bufs[] = {&s->x,   &s->xb, &s->xb2, &s->q,  &s->k,  &s->v,
                       &s->att, &s->hb, &s->hb2, &s->xo, &s->out};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
@@ -26,20 +26,27 @@ void model_scratch_release(struct model *m)
     s->cap_out = 0;
 }
 
+void model_scratch_release(struct model *m)
+{
+    for (int i = 0; i < m->n_lanes; i++) scratch_free(m, &m->s[i]);
+    free(m->s);
+    m->s = NULL;
+    m->n_lanes = 0;
+}
+
 static float *be_alloc(struct model *m, size_t n_floats)
 {
     return m->be->ops->alloc(m->be, n_floats * sizeof(float));
 }
 
-/* Grows the backend activations to n_tok tokens and n_out logits rows. */
-static int scratch_reserve(struct model *m, int n_tok, int n_out)
+/* Grows the activations of one lane to n_tok tokens and n_out logits rows. */
+static int scratch_reserve(struct model *m, struct model_scratch *s, int n_tok, int n_out)
 {
-    struct model_scratch *s = &m->s;
     const struct model_hparams *hp = &m->hp;
     if (n_tok <= s->cap && n_out <= s->cap_out) return 0;
     int cap = n_tok > s->cap ? n_tok : s->cap;
     int cap_out = n_out > s->cap_out ? n_out : s->cap_out;
-    model_scratch_release(m);
+    scratch_free(m, s);
     size_t t = (size_t)cap, qd = (size_t)hp->n_head * hp->head_dim,
            kvd = (size_t)hp->n_head_kv * hp->head_dim, e = (size_t)hp->n_embd;
     s->x = be_alloc(m, t * e);
@@ -55,11 +62,23 @@ static int scratch_reserve(struct model *m, int n_tok, int n_out)
     s->out = be_alloc(m, (size_t)cap_out * (size_t)hp->n_vocab);
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2 ||
         !s->xo || !s->out) {
-        model_scratch_release(m);
+        scratch_free(m, s);
         return ERR_NOMEM;
     }
     s->cap = cap;
     s->cap_out = cap_out;
+    return 0;
+}
+
+/* Makes room for n lanes' activations (each grown by scratch_reserve). */
+static int lanes_reserve(struct model *m, int n)
+{
+    if (n <= m->n_lanes) return 0;
+    struct model_scratch *s = realloc(m->s, (size_t)n * sizeof(*s));
+    if (!s) return ERR_NOMEM;
+    for (int i = m->n_lanes; i < n; i++) s[i] = (struct model_scratch){0};
+    m->s = s;
+    m->n_lanes = n;
     return 0;
 }
 
@@ -97,10 +116,20 @@ static int step_reserve(struct model *m, int n_tok, int n_seq, int n_out, int n_
     st->cap_out = c;
     if (grow((void **)&st->block_tables, &st->cap_bt, n_bt, sizeof(int32_t))) return ERR_NOMEM;
     st->cap_seq = n_seq > st->cap_seq ? n_seq : st->cap_seq;
+    if (!st->lane_first &&
+        !(st->lane_first = calloc((size_t)m->lanes_max + 1, sizeof(*st->lane_first))))
+        return ERR_NOMEM;
     return 0;
 }
 
-/* Checks the entries and lays out the host arrays of the step. */
+/* Logits rows an entry asks for. */
+static int entry_outputs(const struct model_batch_entry *e)
+{
+    return e->logits == MODEL_LOGITS_ALL ? e->n_tokens : e->logits == MODEL_LOGITS_LAST;
+}
+
+/* Checks the entries, plans the step's lanes (st.n_lanes, st.lane_first) and lays out the host
+ * arrays of the step, out_idx counting from the first token of each row's lane. */
 static int step_build(struct model *m, const struct kv_cache *kv,
                       const struct model_batch_entry *en, int n_en, struct backend_batch *b,
                       int *n_out_ret)
@@ -121,16 +150,21 @@ static int step_build(struct model *m, const struct kv_cache *kv,
         (void)kv_cache_seq_blocks(kv, e->seq, &nb);
         if (nb > max_blocks) max_blocks = nb;
         n_tok += e->n_tokens;
-        n_out += e->logits == MODEL_LOGITS_ALL ? e->n_tokens : e->logits == MODEL_LOGITS_LAST;
+        n_out += entry_outputs(e);
         if (n_tok > INT32_MAX / 2) return ERR_TOO_BIG;
     }
     if ((int64_t)n_en * max_blocks > INT32_MAX) return ERR_TOO_BIG;
     int rc = step_reserve(m, (int)n_tok, n_en, (int)n_out, n_en * max_blocks);
     if (rc) return rc;
+    m->st.n_lanes = model_lanes_plan(en, n_en, m->lanes_max, m->st.lane_first);
 
-    int t = 0, o = 0;
+    int t = 0, o = 0, lane = 0, lane_t0 = 0;
     for (int i = 0; i < n_en; i++) {
         const struct model_batch_entry *e = &en[i];
+        if (i == st->lane_first[lane]) {
+            lane_t0 = t;
+            lane++;
+        }
         int nb;
         const int32_t *bt = kv_cache_seq_blocks(kv, e->seq, &nb);
         int32_t *row = st->block_tables + (size_t)i * max_blocks;
@@ -143,7 +177,7 @@ static int step_build(struct model *m, const struct kv_cache *kv,
             st->slots[t] = kv_cache_seq_slot(kv, e->seq, e->pos + j);
             if (e->logits == MODEL_LOGITS_ALL ||
                 (e->logits == MODEL_LOGITS_LAST && j == e->n_tokens - 1))
-                st->out_idx[o++] = t;
+                st->out_idx[o++] = t - lane_t0;
         }
     }
     b->n_tokens = t;
@@ -169,25 +203,41 @@ static int matmul_shared_input(struct backend *be, const struct backend_weight *
     return 0;
 }
 
-/* Runs one op of a function holding `m` and `rc`, timed under `kind` when a profile is attached
- * (model_profile.c); returns the op's error. */
+/* One lane's share of a step: a run of whole entries, their tokens a slice of the step's arrays. */
+struct lane_run {
+    struct model *m;
+    struct model_scratch *s;
+    struct backend_batch
+        b; /* the slice: tokens, positions, slots; block tables of the whole step */
+    const int32_t *tokens;
+    const int32_t *out_idx; /* (n_out) rows to keep, counted from the lane's first token */
+    int n_out;
+    float *logits; /* (n_out, n_vocab) host rows of the lane's outputs */
+    bool timed;    /* records the profile: the unsplit step or lane 0 (lanes' ops overlap) */
+};
+
+/* Runs one op of a function holding `r` (a lane_run), `m` and `rc`, timed under `kind` when the
+ * lane records an attached profile (model_profile.c); returns the op's error. */
 #define TIMED(kind, call)                                                                          \
     do {                                                                                           \
-        double t0_ = model_prof_begin(m);                                                          \
-        if ((rc = (call)) || (rc = model_prof_end(m, (kind), t0_))) return rc;                     \
+        double t0_ = r->timed ? model_prof_begin(m) : 0.0;                                         \
+        if ((rc = (call)) || (r->timed && (rc = model_prof_end(m, (kind), t0_)))) return rc;       \
     } while (0)
 
 /* One layer over the T tokens of the step. In the last layer only the n_out rows whose logits are
  * wanted go on after attention (as llama.cpp does): their attention outputs and residuals are
  * gathered into q and xo, and the layer finishes on those rows, leaving the final hidden states in
  * xo. Row-wise ops make the result the same bits as finishing every row and gathering after. */
-static int run_layer(struct model *m, int il, const struct backend_batch *b, int n_out)
+static int run_layer(const struct lane_run *r, int il)
 {
+    struct model *m = r->m;
     const struct backend_ops *op = m->be->ops;
     struct backend *be = m->be;
     const struct model_hparams *hp = &m->hp;
     const struct model_layer *l = &m->layers[il];
-    struct model_scratch *s = &m->s;
+    struct model_scratch *s = r->s;
+    const struct backend_batch *b = &r->b;
+    int n_out = r->n_out;
     int T = b->n_tokens, E = hp->n_embd, qd = hp->n_head * hp->head_dim;
     bool last = il == hp->n_layer - 1;
     struct backend_rope_params rp = {hp->rope_mode, hp->n_rot, hp->rope_freq_base,
@@ -217,8 +267,8 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
     float *att = s->att, *x = s->x;
     int R = T;
     if (last) {
-        TIMED(MODEL_OP_OTHER, op->gather_rows(be, s->att, m->st.out_idx, n_out, qd, s->q));
-        TIMED(MODEL_OP_OTHER, op->gather_rows(be, s->x, m->st.out_idx, n_out, E, s->xo));
+        TIMED(MODEL_OP_OTHER, op->gather_rows(be, s->att, r->out_idx, n_out, qd, s->q));
+        TIMED(MODEL_OP_OTHER, op->gather_rows(be, s->x, r->out_idx, n_out, E, s->xo));
         att = s->q;
         x = s->xo;
         R = n_out;
@@ -237,42 +287,99 @@ static int run_layer(struct model *m, int il, const struct backend_batch *b, int
     return 0;
 }
 
+/* The forward pass of one lane (or of the unsplit step): every layer, then the lane's logits. */
+static int run_lane(const struct lane_run *r)
+{
+    struct model *m = r->m;
+    const struct backend_ops *op = m->be->ops;
+    struct backend *be = m->be;
+    struct model_scratch *s = r->s;
+    const struct model_hparams *hp = &m->hp;
+    int rc;
+    TIMED(MODEL_OP_EMBED, op->get_rows(be, m->tok_embd, r->tokens, r->b.n_tokens, s->x));
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((rc = run_layer(r, il))) return rc;
+    if (r->n_out == 0) return op->sync(be);
+    TIMED(MODEL_OP_NORM,
+          op->rmsnorm(be, s->xo, m->out_norm, s->xo, r->n_out, hp->n_embd, hp->rms_eps));
+    TIMED(MODEL_OP_OUTPUT, op->matmul(be, m->output, s->xo, s->out, r->n_out));
+    TIMED(MODEL_OP_OTHER, op->sync(be));
+    TIMED(MODEL_OP_OTHER, op->download(be, r->logits, s->out,
+                                       (size_t)r->n_out * (size_t)hp->n_vocab * sizeof(float)));
+    return 0;
+}
+#undef TIMED
+
+/* A step split into lanes (model_lanes.c): the whole step's run and its entries. */
+struct split_step {
+    const struct lane_run *whole;
+    const struct model_batch_entry *en;
+};
+
+/* Lane `lane` of a split step (run_lanes calls it on the lane's thread): its entries' slice of
+ * the step, on the lane's own activations, its logits into its rows of the step's. */
+static int split_lane_main(void *ctx, int lane)
+{
+    const struct split_step *sp = ctx;
+    const struct lane_run *w = sp->whole;
+    struct model *m = w->m;
+    const int *first = m->st.lane_first;
+    int t0 = 0, o0 = 0, nt = 0, no = 0;
+    for (int i = 0; i < first[lane + 1]; i++) {
+        int *tok = i < first[lane] ? &t0 : &nt, *out = i < first[lane] ? &o0 : &no;
+        *tok += sp->en[i].n_tokens;
+        *out += entry_outputs(&sp->en[i]);
+    }
+    struct lane_run r = *w;
+    r.s = &m->s[lane];
+    r.b.n_tokens = nt;
+    r.b.pos = w->b.pos + t0;
+    r.b.seq = w->b.seq + t0;
+    r.b.slots = w->b.slots + t0;
+    r.tokens = w->tokens + t0;
+    r.out_idx = w->out_idx + o0;
+    r.n_out = no;
+    r.logits = w->logits + (size_t)o0 * (size_t)m->hp.n_vocab;
+    r.timed = w->timed && lane == 0;
+    int rc = scratch_reserve(m, r.s, nt, no > 0 ? no : 1);
+    return rc ? rc : run_lane(&r);
+}
+
 int model_forward(struct model *m, const struct kv_cache *kv,
                   const struct model_batch_entry *entries, int n_entries, const float **logits,
                   int *n_rows)
 {
     if (!m->kv_ready || n_entries <= 0 || !entries)
         return n_entries <= 0 ? ERR_INVAL : ERR_BAD_STATE;
-    struct backend_batch b;
-    int n_out = 0;
-    int rc = step_build(m, kv, entries, n_entries, &b, &n_out);
+    struct lane_run whole = {.m = m, .timed = m->prof != NULL};
+    int rc = step_build(m, kv, entries, n_entries, &whole.b, &whole.n_out);
     if (rc) return rc;
-    if ((rc = scratch_reserve(m, b.n_tokens, n_out > 0 ? n_out : 1))) return rc;
+    int n_lanes = m->st.n_lanes;
+    if ((rc = lanes_reserve(m, n_lanes))) return rc;
+    whole.s = &m->s[0];
+    whole.tokens = m->st.tokens;
+    whole.out_idx = m->st.out_idx;
+    whole.logits = m->st.logits;
 
-    const struct backend_ops *op = m->be->ops;
-    struct backend *be = m->be;
-    struct model_scratch *s = &m->s;
-    const struct model_hparams *hp = &m->hp;
     double t_step = model_prof_begin(m);
-    TIMED(MODEL_OP_EMBED, op->get_rows(be, m->tok_embd, m->st.tokens, b.n_tokens, s->x));
-    for (int il = 0; il < hp->n_layer; il++)
-        if ((rc = run_layer(m, il, &b, n_out))) return rc;
-    if (n_out > 0) {
-        TIMED(MODEL_OP_NORM,
-              op->rmsnorm(be, s->xo, m->out_norm, s->xo, n_out, hp->n_embd, hp->rms_eps));
-        TIMED(MODEL_OP_OUTPUT, op->matmul(be, m->output, s->xo, s->out, n_out));
-        TIMED(MODEL_OP_OTHER, op->sync(be));
-        TIMED(MODEL_OP_OTHER, op->download(be, m->st.logits, s->out,
-                                           (size_t)n_out * (size_t)hp->n_vocab * sizeof(float)));
-    } else if ((rc = op->sync(be))) {
-        return rc;
+    if (n_lanes == 1) {
+        rc = scratch_reserve(m, whole.s, whole.b.n_tokens, whole.n_out > 0 ? whole.n_out : 1);
+        if (!rc) rc = run_lane(&whole);
+    } else {
+        struct split_step sp = {&whole, entries};
+        rc = m->be->ops->run_lanes(m->be, n_lanes, split_lane_main, &sp);
     }
-#undef TIMED
+    if (rc) return rc;
     if (m->prof) {
         m->prof->step_seconds += clock_mono_s() - t_step;
         m->prof->steps++;
     }
     *logits = m->st.logits;
-    *n_rows = n_out;
+    *n_rows = whole.n_out;
     return 0;
+}
+
+int model_forward_lanes(const struct model *m)
+{
+    return m->st.n_lanes > 0 ? m->st.n_lanes : 1;
 }

@@ -36,12 +36,15 @@ struct model_scratch {
     float *out; /* (cap_out, n_vocab) logits in backend memory */
 };
 
-/* Host-side arrays describing one step (grown on demand). */
+/* Host-side arrays describing one step (grown on demand). out_idx holds each output row's token
+ * index relative to the first token of its lane (model_forward.c), so a lane reads its slice. */
 struct model_step {
     int cap_tok, cap_seq, cap_out, cap_bt;
     int32_t *tokens, *pos, *seq_row, *out_idx, *block_tables;
     int64_t *slots;
-    float *logits; /* (cap_out, n_vocab) host copy returned to the caller */
+    int n_lanes;     /* lanes of the step (model_lanes_plan) */
+    int *lane_first; /* (lanes_max + 1) each lane's first entry, then the entry count */
+    float *logits;   /* (cap_out, n_vocab) host copy returned to the caller */
 };
 
 struct model {
@@ -55,12 +58,27 @@ struct model {
     struct model_layer *layers;    /* (n_layer) */
     uint64_t weight_bytes;
     bool kv_ready;
-    struct model_scratch s;
+    struct model_scratch
+        *s; /* (n_lanes) activations, one set per lane; s[0] serves unsplit steps */
+    int n_lanes;
+    int lanes_max; /* the backend's lanes_max, 1 without run_lanes */
     struct model_step st;
     struct model_profile *prof; /* borrowed; NULL unless profiling */
 };
 
+/* Frees every lane's activations (model_forward grows them again on demand). */
 void model_scratch_release(struct model *m);
+
+/* Lanes (model_lanes.c). A step whose decodes are many and alike runs as n_lanes contiguous runs of
+ * its entries, each a whole forward pass on one thread (backend.h run_lanes), rather than op by op
+ * over all threads: a lane's attention (bound by memory bandwidth) then overlaps another lane's
+ * matmuls (bound by arithmetic), and the step has no thread barrier between ops. Writes the first
+ * entry of each lane to first[0..n_lanes-1] and n_en to first[n_lanes] (first holds lanes_max + 1),
+ * and returns n_lanes: 1 (no split) unless every lane gets at least MODEL_LANE_MIN_TOKENS tokens
+ * and the lanes' estimated costs are within MODEL_LANE_MAX_SKEW of an even share. */
+#define MODEL_LANE_MIN_TOKENS 4
+#define MODEL_LANE_MAX_SKEW   1.25
+int model_lanes_plan(const struct model_batch_entry *en, int n_en, int lanes_max, int *first);
 
 /* Profiling (model_profile.c): the clock at the start of an op when a profile is attached, else 0;
  * then, after the op, a backend sync and the time added to `kind` (0 or the sync's error). */

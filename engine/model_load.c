@@ -310,6 +310,7 @@ void model_free(struct model *m)
     free(m->st.block_tables);
     free(m->st.slots);
     free(m->st.logits);
+    free(m->st.lane_first);
     gguf_close(m->gguf);
     free(m);
 }
@@ -350,6 +351,8 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
              m->opt.backend ? m->opt.backend : "default", err_str(rc));
         goto out;
     }
+    m->lanes_max = 1;
+    if (!m->opt.no_lanes && m->be->ops->run_lanes) m->lanes_max = m->be->ops->lanes_max(m->be);
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers) {
         rc = fail(err, errlen, ERR_NOMEM, "out of memory");

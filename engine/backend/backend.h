@@ -10,7 +10,8 @@
  * mapped originals' pages, so memory stays about the file size; CUDA copies them to the device).
  *
  * Shapes are row-major, tokens outermost: x (n_tokens, dim) means x[t*dim + i].
- * All ops are called from the one inference thread; the backend may use its own worker threads.
+ * All ops are called from the one inference thread, or from the lanes it runs (run_lanes); the
+ * backend may use its own worker threads.
  * Ops return 0 or a negative err.h code (a CUDA failure becomes an error, never an abort). */
 #ifndef CINFER_ENGINE_BACKEND_H
 #define CINFER_ENGINE_BACKEND_H
@@ -69,6 +70,9 @@ struct backend_kv_desc {
     int head_dim;
     enum quant_type type; /* QUANT_F32, QUANT_F16 or QUANT_Q8_0 (head_dim a multiple of 32) */
 };
+
+/* One lane of run_lanes: lane is 0..n-1; returns 0 or a negative err.h code. */
+typedef int (*backend_lane_fn)(void *ctx, int lane);
 
 struct backend_ops {
     const char *name;
@@ -139,6 +143,15 @@ struct backend_ops {
     int (*kv_copy_block)(struct backend *b, int src_block, int dst_block);
     /* Waits for queued work (no-op on the CPU). */
     int (*sync)(struct backend *b);
+
+    /* Lanes: several forward passes side by side, each on one thread. run_lanes runs fn(ctx, i)
+     * for i < n at once (n <= lanes_max) and returns the first lane's error; ops called from
+     * inside a lane run on that lane's thread alone, with the lane's own scratch, so lanes must
+     * write disjoint activations and KV slots. A thread that misses the job leaves its lanes to
+     * the others, so fn may not wait for another lane. Lanes do not nest (ERR_BAD_STATE).
+     * Optional (both NULL): every op then runs over all of the backend's threads. */
+    int (*lanes_max)(struct backend *b);
+    int (*run_lanes)(struct backend *b, int n, backend_lane_fn fn, void *ctx);
 };
 
 struct backend {

@@ -1319,6 +1319,79 @@ START_TEST(test_backend_create_names_and_options)
 }
 END_TEST
 
+/* Lanes (run_lanes): every lane's matmul and rope equal the same ops run over all threads outside
+ * lanes (each lane on its own scratch and rope table, side by side); n outside 1..lanes_max and
+ * nested lanes are refused; a lane's error is returned. */
+struct lanes_probe {
+    struct backend *b;
+    const struct backend_weight *w;
+    const float *x;     /* (LANES_N, LANES_T, cols) inputs, one slab per lane */
+    float *y;           /* (LANES_N, LANES_T, rows) */
+    const int32_t *pos; /* (LANES_N, LANES_T) */
+    int fail_lane;      /* this lane returns ERR_IO; -1: none */
+    bool try_nesting;   /* each lane also calls run_lanes, which must refuse */
+    atomic_int nested_rc;
+};
+enum { LANES_N = 2, LANES_T = 5, LANES_ROWS = 64, LANES_COLS = 128, LANES_HEADS = 2 };
+
+static int lanes_probe_fn(void *ctx, int lane)
+{
+    struct lanes_probe *p = ctx;
+    if (lane == p->fail_lane) return ERR_IO;
+    if (p->try_nesting)
+        atomic_store(&p->nested_rc, p->b->ops->run_lanes(p->b, 1, lanes_probe_fn, ctx));
+    float *y = p->y + (size_t)lane * LANES_T * LANES_ROWS;
+    int rc = p->b->ops->matmul(p->b, p->w, p->x + (size_t)lane * LANES_T * LANES_COLS, y, LANES_T);
+    struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, LANES_ROWS / LANES_HEADS, 10000.0f, 1.0f};
+    return rc ? rc
+              : p->b->ops->rope(p->b, y, p->pos + lane * LANES_T, LANES_T, LANES_HEADS,
+                                LANES_ROWS / LANES_HEADS, &rp);
+}
+
+START_TEST(test_run_lanes_match_op_parallel)
+{
+    void *wd = random_weights(QUANT_Q8_0, LANES_ROWS, LANES_COLS);
+    struct backend_weight_desc d = {QUANT_Q8_0, LANES_ROWS, LANES_COLS, wd, false};
+    float *x = malloc(sizeof(float) * LANES_N * LANES_T * LANES_COLS);
+    fill_f(x, (size_t)LANES_N * LANES_T * LANES_COLS);
+    int32_t pos[LANES_N * LANES_T];
+    for (int i = 0; i < LANES_N * LANES_T; i++) pos[i] = 3 * i + (i >= LANES_T ? 100 : 0);
+    size_t ny = (size_t)LANES_N * LANES_T * LANES_ROWS;
+    float *want = malloc(sizeof(float) * ny), *got = malloc(sizeof(float) * ny);
+    for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
+        struct backend *b = make_backend(isa_levels[li], 2);
+        if (!b) continue;
+        ck_assert_int_eq(b->ops->lanes_max(b), 2);
+        struct backend_weight *w;
+        ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
+        struct lanes_probe p = {.b = b, .w = w, .x = x, .y = want, .pos = pos, .fail_lane = -1};
+        for (int lane = 0; lane < LANES_N; lane++) /* outside lanes: the reference */
+            ck_assert_int_eq(lanes_probe_fn(&p, lane), 0);
+        p.try_nesting = true;
+        for (int rep = 0; rep < 20; rep++) {
+            atomic_store(&p.nested_rc, 0);
+            memset(got, 0xff, sizeof(float) * ny);
+            p.y = got;
+            ck_assert_int_eq(b->ops->run_lanes(b, LANES_N, lanes_probe_fn, &p), 0);
+            ck_assert_int_eq(atomic_load(&p.nested_rc), ERR_BAD_STATE);
+            ck_assert_msg(memcmp(got, want, sizeof(float) * ny) == 0, "isa %s rep %d",
+                          isa_levels[li], rep);
+        }
+        p.fail_lane = 1;
+        ck_assert_int_eq(b->ops->run_lanes(b, LANES_N, lanes_probe_fn, &p), ERR_IO);
+        ck_assert_int_eq(b->ops->run_lanes(b, 0, lanes_probe_fn, &p), ERR_INVAL);
+        ck_assert_int_eq(b->ops->run_lanes(b, 3, lanes_probe_fn, &p), ERR_INVAL);
+        ck_assert_int_eq(b->ops->run_lanes(b, 1, NULL, &p), ERR_INVAL);
+        b->ops->weight_free(b, w);
+        b->ops->destroy(b);
+    }
+    free(want);
+    free(got);
+    free(x);
+    free(wd);
+}
+END_TEST
+
 struct pool_probe {
     atomic_int next;
     atomic_int hits[997];
@@ -1387,6 +1460,7 @@ Suite *backend_cpu_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_backend_create_names_and_options);
+    tcase_add_test(tc, test_run_lanes_match_op_parallel);
     tcase_add_test(tc, test_isa_parse);
     tcase_add_test(tc, test_bench_rejects_bad_arguments);
     tcase_add_test(tc, test_pool_claims_every_item_once);

@@ -477,15 +477,16 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     size_t max_items =
         (size_t)batch->n_tokens * n_kv * ((group + CPU_ATTN_ROWS - 1) / CPU_ATTN_ROWS);
     size_t items_bytes = (max_items * sizeof(struct attn_item) + 63) & ~(size_t)63;
-    char *mem = cpu_backend_scratch(cb, items_bytes + (size_t)cb->n_threads * j.thread_floats *
-                                                          sizeof(float));
+    int nth = cpu_backend_threads(cb);
+    char *mem =
+        cpu_backend_scratch(cb, items_bytes + (size_t)nth * j.thread_floats * sizeof(float));
     if (!mem) return ERR_NOMEM;
     j.group = group;
-    int hpi = attn_heads_per_item(batch->n_tokens, n_kv, group, cb->n_threads);
+    int hpi = attn_heads_per_item(batch->n_tokens, n_kv, group, nth);
     j.n_items = attn_items_build(batch, n_kv, group, hpi, (struct attn_item *)mem);
     j.items = (const struct attn_item *)mem;
     j.scratch = (float *)(mem + items_bytes);
     atomic_init(&j.next_item, 0);
-    cpu_pool_run(cb->pool, attn_task, &j);
+    cpu_backend_run(cb, attn_task, &j);
     return 0;
 }

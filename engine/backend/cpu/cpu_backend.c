@@ -7,6 +7,8 @@
 #include "common/log.h"
 
 #include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -19,16 +21,90 @@ static size_t cpu_round64(size_t n)
     return (n + 63) & ~(size_t)63;
 }
 
+/* The lane this thread is running for a backend inside run_lanes (cpu_run_lanes sets both); a thread
+ * runs at most one lane of one backend at a time. */
+static _Thread_local const struct cpu_backend *tls_lane_backend;
+static _Thread_local int tls_lane;
+
+static bool in_lane(const struct cpu_backend *cb)
+{
+    return tls_lane_backend == cb;
+}
+
+struct cpu_lane *cpu_backend_lane(struct cpu_backend *cb)
+{
+    return &cb->lanes[in_lane(cb) ? tls_lane : 0];
+}
+
+int cpu_backend_threads(const struct cpu_backend *cb)
+{
+    return in_lane(cb) ? 1 : cb->n_threads;
+}
+
+void cpu_backend_run(struct cpu_backend *cb, cpu_pool_fn fn, void *ctx)
+{
+    if (in_lane(cb))
+        fn(ctx, 0, 1);
+    else
+        cpu_pool_run(cb->pool, fn, ctx);
+}
+
 void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes)
 {
-    if (bytes <= cb->scratch_cap) return cb->scratch;
+    struct cpu_lane *l = cpu_backend_lane(cb);
+    if (bytes <= l->scratch_cap) return l->scratch;
     size_t cap = cpu_round64(bytes + bytes / 4);
     void *p = aligned_alloc(64, cap);
     if (!p) return NULL;
-    free(cb->scratch);
-    cb->scratch = p;
-    cb->scratch_cap = cap;
+    free(l->scratch);
+    l->scratch = p;
+    l->scratch_cap = cap;
     return p;
+}
+
+/* One run_lanes call: each thread that joins claims lanes until none are left (a worker that misses
+ * the job leaves its lane to the others), so every lane runs exactly once. */
+struct lanes_job {
+    const struct cpu_backend *cb;
+    backend_lane_fn fn;
+    void *ctx;
+    int n;
+    atomic_int next;
+    atomic_int rc; /* the first lane error */
+};
+
+static void lanes_task(void *ctx, int ith, int nth)
+{
+    struct lanes_job *j = ctx;
+    (void)ith;
+    (void)nth;
+    for (;;) {
+        int lane = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (lane >= j->n) break;
+        tls_lane_backend = j->cb;
+        tls_lane = lane;
+        int rc = j->fn(j->ctx, lane);
+        tls_lane_backend = NULL;
+        int none = 0;
+        if (rc) atomic_compare_exchange_strong(&j->rc, &none, rc);
+    }
+}
+
+static int cpu_lanes_max(struct backend *b)
+{
+    return cpu_backend_of(b)->n_threads;
+}
+
+static int cpu_run_lanes(struct backend *b, int n, backend_lane_fn fn, void *ctx)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    if (!fn || n < 1 || n > cb->n_threads) return ERR_INVAL;
+    if (in_lane(cb)) return ERR_BAD_STATE; /* lanes do not nest */
+    struct lanes_job j = {.cb = cb, .fn = fn, .ctx = ctx, .n = n};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.rc, 0);
+    cpu_pool_run(cb->pool, lanes_task, &j);
+    return atomic_load(&j.rc);
 }
 
 static void *cpu_alloc(struct backend *b, size_t bytes)
@@ -200,11 +276,14 @@ static void cpu_destroy(struct backend *b)
     if (!b) return;
     struct cpu_backend *cb = cpu_backend_of(b);
     cpu_pool_free(cb->pool);
-    free(cb->rope.cs);
-    free(cb->rope.pos);
+    for (int i = 0; cb->lanes && i < cb->n_threads; i++) {
+        free(cb->lanes[i].rope.cs);
+        free(cb->lanes[i].rope.pos);
+        free(cb->lanes[i].scratch);
+    }
+    free(cb->lanes);
     free(cb->kv_mem);
     cpu_arena_fini(&cb->weights);
-    free(cb->scratch);
     free(cb);
 }
 
@@ -233,6 +312,8 @@ static const struct backend_ops cpu_ops_table = {
     .gather_rows = cpu_ops_gather_rows,
     .kv_copy_block = cpu_kv_copy_block,
     .sync = cpu_sync,
+    .lanes_max = cpu_lanes_max,
+    .run_lanes = cpu_run_lanes,
 };
 
 int cpu_backend_create(const struct backend_options *opt, struct backend **out)
@@ -261,8 +342,14 @@ int cpu_backend_create(const struct backend_options *opt, struct backend **out)
     cb->n_threads = n_threads;
     cb->isa = isa;
     cpu_kernels_init(&cb->kern, isa);
+    cb->lanes = calloc((size_t)n_threads, sizeof(*cb->lanes));
+    if (!cb->lanes) {
+        free(cb);
+        return ERR_NOMEM;
+    }
     rc = cpu_pool_new(n_threads, &cb->pool);
     if (rc != 0) {
+        free(cb->lanes);
         free(cb);
         return rc;
     }

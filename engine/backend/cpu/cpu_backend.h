@@ -131,7 +131,7 @@ void cpu_qpack_weights(enum quant_type type, const void *src, size_t row_bytes, 
 
 /* Rotary angles of the current step (cpu_ops.c): cos/sin of each token's angles, computed by the
  * step's first rope call and reused by the others, which rotate q and k of every layer at the same
- * positions. Caller thread. */
+ * positions. One per lane. */
 struct cpu_rope_table {
     float *cs;    /* (n_tokens, n_rot) */
     int32_t *pos; /* (n_tokens) the positions they belong to */
@@ -140,10 +140,19 @@ struct cpu_rope_table {
     size_t cap_cs, cap_pos; /* allocated elements */
 };
 
+/* What an op mutates besides its outputs, one per lane (run_lanes): ops running side by side in
+ * different lanes each use their own. Lane 0 also serves ops called outside run_lanes. */
+struct cpu_lane {
+    void *scratch; /* grown on demand, never shrunk (cpu_backend_scratch) */
+    size_t scratch_cap;
+    struct cpu_rope_table rope;
+};
+
 struct cpu_backend {
     struct backend base; /* first member: (struct backend *) casts to and from */
     struct cpu_pool *pool;
     int n_threads;
+    struct cpu_lane *lanes; /* (n_threads) */
     enum cpu_isa isa;
     struct cpu_kernels kern;
 
@@ -159,12 +168,6 @@ struct cpu_backend {
     size_t kv_layer_bytes; /* K (or V) of one layer: n_blocks * block_size * n_kv_heads positions */
 
     struct cpu_arena weights; /* packed weight copies */
-
-    struct cpu_rope_table rope;
-
-    /* Scratch reused across calls (grown on demand by the caller thread, never shrunk). */
-    void *scratch;
-    size_t scratch_cap;
 };
 
 static inline struct cpu_backend *cpu_backend_of(struct backend *b)
@@ -182,7 +185,14 @@ static inline size_t cpu_kv_offset(const struct cpu_backend *cb, int64_t slot, i
     return ((blk * (size_t)cb->kv.n_kv_heads + (size_t)h) * bs + i) * cb->kv_head_bytes;
 }
 
-/* Grows the scratch buffer to at least `bytes` (64-byte aligned). Returns it or NULL. Caller thread. */
+/* The lane the calling thread runs ops in: its lane inside run_lanes, else lane 0. */
+struct cpu_lane *cpu_backend_lane(struct cpu_backend *cb);
+/* Threads an op called from this thread may use: 1 inside a lane, else all of them. */
+int cpu_backend_threads(const struct cpu_backend *cb);
+/* Runs an op's job over those threads: the pool, or fn(ctx, 0, 1) inline inside a lane. */
+void cpu_backend_run(struct cpu_backend *cb, cpu_pool_fn fn, void *ctx);
+/* Grows the calling lane's scratch buffer to at least `bytes` (64-byte aligned); returns it (owned
+ * by the backend, valid until the lane's next call) or NULL. */
 void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes);
 
 /* Scalar element conversions (IEEE half, bfloat16), exact and round-to-nearest-even as ggml. */

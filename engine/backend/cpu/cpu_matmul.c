@@ -186,7 +186,7 @@ static size_t mm_align(size_t n)
 static int64_t mm_part_chunks(const struct cpu_backend *cb, struct mm_part *pt)
 {
     const struct backend_weight *w = pt->w;
-    int64_t per = (int64_t)cb->n_threads * MM_CHUNKS_PER_THREAD;
+    int64_t per = (int64_t)cpu_backend_threads(cb) * MM_CHUNKS_PER_THREAD;
     int64_t tile_rows = w->packed ? CPU_QPACK_ROWS : CPU_GEMM_ROWS;
     pt->chunk_rows = (w->desc.rows + per - 1) / per;
     pt->chunk_rows = (pt->chunk_rows + tile_rows - 1) / tile_rows * tile_rows;
@@ -214,9 +214,10 @@ static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const
         j.xq.sum = (int32_t *)(s + b_qs + b_d);
         j.xq.nb = (int)nb;
         atomic_init(&j.next_tokens, 0);
-        cpu_pool_run(cb->pool, mm_quantize_task, &j);
+        cpu_backend_run(cb, mm_quantize_task, &j);
     } else if (floats) {
-        s = cpu_backend_scratch(cb, (size_t)cb->n_threads * CPU_GEMM_ROWS * cols * sizeof(float));
+        s = cpu_backend_scratch(cb, (size_t)cpu_backend_threads(cb) * CPU_GEMM_ROWS * cols *
+                                        sizeof(float));
         if (!s) return ERR_NOMEM;
         j.tiles = (float *)s;
     }
@@ -226,7 +227,7 @@ static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const
         j.n_chunks += mm_part_chunks(cb, pt);
     }
     atomic_init(&j.next_chunk, 0);
-    cpu_pool_run(cb->pool, mm_gemm_task, &j);
+    cpu_backend_run(cb, mm_gemm_task, &j);
     return 0;
 }
 

@@ -130,17 +130,18 @@ static void ops_task(void *ctx, int ith, int nth)
 }
 
 /* Runs the job over all rows: on the pool when there are `elems` >= OPS_PARALLEL_MIN elements
- * (every row's result is the same either way), else on the caller. */
+ * (every row's result is the same either way), else on the calling thread. */
 static void ops_run(struct cpu_backend *cb, struct ops_job *j, size_t elems)
 {
-    if (elems < OPS_PARALLEL_MIN || cb->n_threads == 1) {
+    int nth = cpu_backend_threads(cb);
+    if (elems < OPS_PARALLEL_MIN || nth == 1) {
         ops_rows(j, 0, j->n_rows);
         return;
     }
-    int64_t per = (int64_t)cb->n_threads * 4;
+    int64_t per = (int64_t)nth * 4;
     if (j->kind != OPS_SILU) j->chunk = (j->n_rows + per - 1) / per;
     atomic_init(&j->next, 0);
-    cpu_pool_run(cb->pool, ops_task, j);
+    cpu_backend_run(cb, ops_task, j);
 }
 
 int cpu_ops_rmsnorm(struct backend *b, const float *x, const struct backend_weight *gain, float *y,
@@ -212,7 +213,7 @@ static void rope_token(float *x, int n_heads, int head_dim, const struct backend
 static const float *rope_table(struct cpu_backend *cb, const int32_t *pos, int n,
                                const struct backend_rope_params *p)
 {
-    struct cpu_rope_table *t = &cb->rope;
+    struct cpu_rope_table *t = &cpu_backend_lane(cb)->rope;
     if (t->cs && t->n_tokens == n && t->n_rot == p->n_rot && t->freq_base == p->freq_base &&
         t->freq_scale == p->freq_scale && memcmp(t->pos, pos, (size_t)n * sizeof(*pos)) == 0)
         return t->cs;
