@@ -9,7 +9,9 @@
  * claim items from a shared counter because causal contexts make later tokens more expensive. K/V
  * are F32, F16 or Q8_0 (read at their exact dequantized values). F16 caches with short heads follow
  * llama.cpp's CPU arithmetic instead (attn_item_run_ggml), so cached values round to the same f16s
- * as there. */
+ * as there. There is no software prefetch: the hardware prefetchers follow each block's contiguous
+ * stretch, and requesting whole blocks ahead (as this file once did) made 16-way decode serving 9%
+ * slower (engine/BENCHMARKS.md, session 6). */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
@@ -17,9 +19,6 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
-
-/* Blocks ahead of the one being read that attention requests (see attn_prefetch_block). */
-#define ATTN_PREFETCH_BLOCKS 2
 
 /* F16 caches with heads shorter than this take attn_item_run_ggml: there ggml's f16 dot product is
  * its scalar loop (its SIMD loop covers multiples of 64), which that function reproduces, and the
@@ -137,20 +136,6 @@ static void attn_row_of(const struct attn_job *j, const struct attn_item *it, in
     *head = (it->h0 + (r / it->ng) % it->nh) * j->group + it->g0 + r % it->ng;
 }
 
-/* Requests block `bi` of the item's table (KV heads h0..h0+nh-1, contiguous in the cache) if it
- * holds any of the positions [0, np): blocks are scattered through the cache, so the hardware
- * prefetchers cannot find the next one, and one block's compute is shorter than the memory latency. */
-static void attn_prefetch_block(const struct attn_job *j, const char *base, const int32_t *tab,
-                                int bi, int np, int h0, int nh)
-{
-    const struct cpu_backend *cb = j->cb;
-    int bs = cb->kv.block_size;
-    if ((int64_t)bi * bs >= np) return;
-    const char *p = attn_row(j, base, tab, bi * bs, h0);
-    size_t n = (size_t)nh * (size_t)bs * cb->kv_head_bytes;
-    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 3);
-}
-
 /* Scores (is_v = 0) or P @ V accumulated (is_v = 1) over the positions [0, np) for one KV head's
  * nq rows: s and vec point at the head's first row (its lane in s; its queries or outputs in vec). */
 static void attn_head_run(const struct attn_job *j, const char *row, int run, float *conv,
@@ -230,7 +215,6 @@ static void attn_runs(const struct attn_job *j, const char *base, const int32_t 
     for (int p0 = 0; p0 < np;) {
         int run = bs - p0 % bs;
         if (run > np - p0) run = np - p0;
-        attn_prefetch_block(j, base, tab, p0 / bs + ATTN_PREFETCH_BLOCKS, np, it->h0, it->nh);
         if (!is_v && kq == 1 && it->nh > 1 &&
             attn_heads_together(j, it, run, p0, base, tab, vec, s)) {
             p0 += run;
@@ -287,10 +271,6 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
         np = lim[r] > np ? lim[r] : np;
     }
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
-    for (int bi = 0; bi < ATTN_PREFETCH_BLOCKS; bi++) {
-        attn_prefetch_block(j, j->k_base, tab, bi, np, it->h0, it->nh);
-        attn_prefetch_block(j, j->v_base, tab, bi, np, it->h0, it->nh);
-    }
     attn_runs(j, j->k_base, tab, np, it, kq, conv, s, qt, 0);
     cb->kern.attn_softmax(s, np, lim, inv);
     if (f16) {
