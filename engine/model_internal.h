@@ -76,7 +76,12 @@ void model_scratch_release(struct model *m);
  * entry of each lane to first[0..n_lanes-1] and n_en to first[n_lanes] (first holds lanes_max + 1),
  * and returns n_lanes: 1 (no split) unless every lane gets at least MODEL_LANE_MIN_TOKENS tokens
  * and the lanes' estimated costs are within MODEL_LANE_MAX_SKEW of an even share. */
-#define MODEL_LANE_MIN_TOKENS 4
+/* Each lane reads every weight, so its matmuls must have tokens enough to be bound by arithmetic,
+ * not memory: on the 2-core VM lanes of 4 tokens lost to op-parallel steps (bench b8: 750 vs 894
+ * tok/s), lanes of 8 won (b16 +4%, 16-client serving +3%; engine/BENCHMARKS.md, session 6). With
+ * more threads a split needs 8 tokens for each, which also keeps many-core pods with few
+ * sequences op-parallel. */
+#define MODEL_LANE_MIN_TOKENS 8
 #define MODEL_LANE_MAX_SKEW   1.25
 int model_lanes_plan(const struct model_batch_entry *en, int n_en, int lanes_max, int *first);
 

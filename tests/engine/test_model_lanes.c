@@ -34,28 +34,29 @@ START_TEST(test_lanes_alike_decodes_split_evenly)
     check_cover(first, 2, 16);
     ck_assert_int_eq(first[1], 8);
 
-    ck_assert_int_eq(model_lanes_plan(en, 16, 4, first), 4);
-    check_cover(first, 4, 16);
-    for (int l = 0; l < 4; l++) ck_assert_int_eq(first[l + 1] - first[l], 4);
+    decodes(en, 64, 200, 1);
+    ck_assert_int_eq(model_lanes_plan(en, 64, 4, first), 4);
+    check_cover(first, 4, 64);
+    for (int l = 0; l < 4; l++) ck_assert_int_eq(first[l + 1] - first[l], 16);
 
-    decodes(en, 9, 0, 1); /* odd count: 4 + 5 or 5 + 4 */
-    ck_assert_int_eq(model_lanes_plan(en, 9, 2, first), 2);
-    check_cover(first, 2, 9);
-    ck_assert(first[1] == 4 || first[1] == 5);
+    decodes(en, 17, 0, 1); /* odd count: 8 + 9 or 9 + 8 */
+    ck_assert_int_eq(model_lanes_plan(en, 17, 2, first), 2);
+    check_cover(first, 2, 17);
+    ck_assert(first[1] == 8 || first[1] == 9);
 }
 END_TEST
 
 START_TEST(test_lanes_cut_follows_context)
 {
-    /* Eight long contexts then eight short ones: the long ones cost more, so the first lane holds
-     * fewer of them than half the entries. */
+    /* Sixteen long contexts then sixteen short ones: the long ones cost more, so the first lane
+     * holds fewer entries than the second. */
     struct model_batch_entry en[MAX_EN];
     int first[3];
-    decodes(en, 16, 1000, 1);
-    for (int i = 8; i < 16; i++) en[i].pos = 10;
-    ck_assert_int_eq(model_lanes_plan(en, 16, 2, first), 2);
-    check_cover(first, 2, 16);
-    ck_assert_int_lt(first[1], 8);
+    decodes(en, 32, 1000, 1);
+    for (int i = 16; i < 32; i++) en[i].pos = 10;
+    ck_assert_int_eq(model_lanes_plan(en, 32, 2, first), 2);
+    check_cover(first, 2, 32);
+    ck_assert_int_lt(first[1], 16);
 }
 END_TEST
 
