@@ -71,16 +71,19 @@ void model_scratch_release(struct model *m);
 
 /* Lanes (model_lanes.c). A step whose decodes are many and alike runs as n_lanes contiguous runs of
  * its entries, each a whole forward pass on one thread (backend.h run_lanes), rather than op by op
- * over all threads: a lane's attention (bound by memory bandwidth) then overlaps another lane's
- * matmuls (bound by arithmetic), and the step has no thread barrier between ops. Writes the first
- * entry of each lane to first[0..n_lanes-1] and n_en to first[n_lanes] (first holds lanes_max + 1),
- * and returns n_lanes: 1 (no split) unless every lane gets at least MODEL_LANE_MIN_TOKENS tokens
- * and the lanes' estimated costs are within MODEL_LANE_MAX_SKEW of an even share. */
-/* Each lane reads every weight, so its matmuls must have tokens enough to be bound by arithmetic,
- * not memory: on the 2-core VM lanes of 4 tokens lost to op-parallel steps (bench b8: 750 vs 894
+ * over all threads: the step then has no thread barrier between its ops (a decode step has about
+ * a hundred), and small ops run without the pool's hand-offs.
+ *
+ * Each lane reads every weight, so its matmuls need tokens enough to be bound by arithmetic, not
+ * memory: on the 2-core VM lanes of 4 tokens lost to op-parallel steps (bench b8: 790 vs 874
  * tok/s), lanes of 8 won (b16 +4%, 16-client serving +3%; engine/BENCHMARKS.md, session 6). With
  * more threads a split needs 8 tokens for each, which also keeps many-core pods with few
- * sequences op-parallel. */
+ * sequences op-parallel.
+ *
+ * model_lanes_plan writes the first entry of each lane to first[0..n_lanes-1] and n_en to
+ * first[n_lanes] (first holds lanes_max + 1), and returns n_lanes: 1 (no split) unless lanes_max
+ * lanes each get at least MODEL_LANE_MIN_TOKENS tokens with estimated costs within
+ * MODEL_LANE_MAX_SKEW of an even share. */
 #define MODEL_LANE_MIN_TOKENS 8
 #define MODEL_LANE_MAX_SKEW   1.25
 int model_lanes_plan(const struct model_batch_entry *en, int n_en, int lanes_max, int *first);
