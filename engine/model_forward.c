@@ -156,7 +156,8 @@ static int step_build(struct model *m, const struct kv_cache *kv,
     if ((int64_t)n_en * max_blocks > INT32_MAX) return ERR_TOO_BIG;
     int rc = step_reserve(m, (int)n_tok, n_en, (int)n_out, n_en * max_blocks);
     if (rc) return rc;
-    m->st.n_lanes = model_lanes_plan(en, n_en, m->lanes_max, m->st.lane_first);
+    m->st.n_lanes =
+        model_lanes_plan(en, n_en, m->float_matmuls ? 1 : m->lanes_max, m->st.lane_first);
 
     int t = 0, o = 0, lane = 0, lane_t0 = 0;
     for (int i = 0; i < n_en; i++) {

@@ -61,7 +61,11 @@ struct model {
     struct model_scratch
         *s; /* (n_lanes) activations, one set per lane; s[0] serves unsplit steps */
     int n_lanes;
-    int lanes_max; /* the backend's lanes_max, 1 without run_lanes */
+    int lanes_max; /* the backend's lanes_max, 1 without run_lanes or with float_matmuls */
+    /* Some matrix is multiplied on the backend's float path (F32, F16, BF16, K-quants): each lane
+     * would then convert or stream every weight itself, so steps never split (bench b16 with F32
+     * weights: 308 vs 433 tok/s split). */
+    bool float_matmuls;
     struct model_step st;
     struct model_profile *prof; /* borrowed; NULL unless profiling */
 };
