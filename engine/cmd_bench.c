@@ -249,6 +249,8 @@ static void bench_profile_print(const struct bench *b, int n_seq)
     printf(
         "# profile, batch %d: prefill step %.2f ms (%d tokens), decode step %.3f ms (%d tokens)\n",
         n_seq, pp_step * 1e3, b->cfg->prompt_tokens, tg_step * 1e3, n_seq);
+    if (tg->lanes > 1) /* lanes run side by side: their ops' times would overlap */
+        printf("#   decode steps ran as %d lanes; the op times are lane 0's\n", tg->lanes);
     printf("#   %-14s %12s %8s %12s %8s\n", "op", "prefill_ms", "share", "decode_ms", "share");
     double pp_sum = 0, tg_sum = 0;
     for (int k = 0; k < MODEL_OP_COUNT; k++) {

@@ -138,6 +138,7 @@ struct model_profile {
     long calls[MODEL_OP_COUNT];
     double step_seconds; /* whole model_forward calls */
     long steps;
+    int lanes; /* lanes of the last step; a split step's ops are timed in lane 0 only */
 };
 
 /* Attaches `p` (borrowed until detached with NULL): from then on forward steps add their time to

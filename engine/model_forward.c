@@ -374,6 +374,7 @@ int model_forward(struct model *m, const struct kv_cache *kv,
     if (m->prof) {
         m->prof->step_seconds += clock_mono_s() - t_step;
         m->prof->steps++;
+        m->prof->lanes = n_lanes;
     }
     *logits = m->st.logits;
     *n_rows = whole.n_out;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of `cinfer-engine serve` on stories260K with real clients: the official OpenAI
 # Python SDK (engine_serve_sdk.py) and raw sockets (engine_serve_behaviour.py): greedy outputs equal
-# to `cinfer-engine generate`, 64 concurrent streams, prefix caching, preemption, disconnects,
-# SIGTERM draining, malformed input and the /metrics page. Every engine runs on a kernel-chosen port
+# to `cinfer-engine generate`, 64 concurrent streams (also on a generated Q8_0 model whose steps
+# split into lanes), prefix caching, preemption, disconnects, SIGTERM draining, malformed input and
+# the /metrics page. Every engine runs on a kernel-chosen port
 # (--port 0, read from its "serving ... port=N" log line) with its log in a temp dir, and is killed on
 # exit. The Python checks print `ok - NAME` / `not ok - NAME: DETAIL`; this script counts them with
 # its own. Skips (passing nothing) when the shared model is absent. Ends with exactly one line:
@@ -150,8 +151,22 @@ run_py engine_serve_behaviour.py preemption "preempt=${ports[preempt]}"
 run_py engine_serve_behaviour.py disconnect "main=${ports[main]}" "queue=${ports[queue]}"
 run_py engine_serve_behaviour.py malformed "bad=${ports[bad]}"
 
+# Lanes (model_lanes.c): stories260K keeps its ffn_down in F32, so its steps never split. A small
+# generated Q8_0 model, every matrix on the integer kernels, with stories260K's tokenizer: its
+# decode steps of 16+ requests run as one lane per thread, and the concurrency checks must hold
+# there too (64 streams equal to the same requests alone, metrics, KV back to zero).
+lanes_model="$tmp/lanes-q8_0.gguf"
+if "$bin" gen-model --out "$lanes_model" --type q8_0 --dim 64 --layers 2 --heads 2 --kv-heads 2 \
+	--ffn 128 --vocab-from "$model" --log-format text >"$tmp/gen-model.log" 2>&1; then
+	if model="$lanes_model" start_engine lanes --context-length 256; then
+		run_py engine_serve_behaviour.py concurrency "lanes=${ports[lanes]}"
+	fi
+else
+	not_ok "gen-model for the lanes server: $(tail -n 2 "$tmp/gen-model.log" | tr '\n' ' ')"
+fi
+
 # Every long-lived server survived all of the above and drains cleanly.
-for n in main nocache queue preempt nocompat bad auth; do
+for n in main nocache queue preempt nocompat bad auth lanes; do
 	[ -n "${pids[$n]:-}" ] && stop_engine "$n" 0
 done
 

@@ -203,8 +203,13 @@ def stream_one(port, body, timeout=120.0):
 
 
 def section_concurrency(s):
-    port = s["main"][0]
+    # "lanes=PORT": a random-weight model, which may sample EOS; ignore_eos keeps every request to
+    # its max_tokens, as the checks below expect.
+    port = s["main"][0] if "main" in s else s["lanes"][0]
     bodies = [stream_body(i) for i in range(64)]
+    if "lanes" in s:
+        for b in bodies:
+            b["ignore_eos"] = True
     alone = [stream_one(port, b) for b in bodies]
     m0 = quiet_metrics(port)
     together = run_parallel(lambda b: stream_one(port, b), bodies)
