@@ -28,10 +28,9 @@ static void scratch_free(struct model *m, struct model_scratch *s)
 
 void model_scratch_release(struct model *m)
 {
-    for (int i = 0; i < m->n_lanes; i++) scratch_free(m, &m->s[i]);
+    for (int i = 0; m->s && i < m->lanes_max; i++) scratch_free(m, &m->s[i]);
     free(m->s);
     m->s = NULL;
-    m->n_lanes = 0;
 }
 
 static float *be_alloc(struct model *m, size_t n_floats)
@@ -70,18 +69,6 @@ static int scratch_reserve(struct model *m, struct model_scratch *s, int n_tok, 
     return 0;
 }
 
-/* Makes room for n lanes' activations (each grown by scratch_reserve). */
-static int lanes_reserve(struct model *m, int n)
-{
-    if (n <= m->n_lanes) return 0;
-    struct model_scratch *s = realloc(m->s, (size_t)n * sizeof(*s));
-    if (!s) return ERR_NOMEM;
-    for (int i = m->n_lanes; i < n; i++) s[i] = (struct model_scratch){0};
-    m->s = s;
-    m->n_lanes = n;
-    return 0;
-}
-
 /* Grows *p (elements of `size` bytes) to at least n; *cap tracks the capacity. */
 static int grow(void **p, int *cap, int n, size_t size)
 {
@@ -116,9 +103,6 @@ static int step_reserve(struct model *m, int n_tok, int n_seq, int n_out, int n_
     st->cap_out = c;
     if (grow((void **)&st->block_tables, &st->cap_bt, n_bt, sizeof(int32_t))) return ERR_NOMEM;
     st->cap_seq = n_seq > st->cap_seq ? n_seq : st->cap_seq;
-    if (!st->lane_first &&
-        !(st->lane_first = calloc((size_t)m->lanes_max + 1, sizeof(*st->lane_first))))
-        return ERR_NOMEM;
     return 0;
 }
 
@@ -156,8 +140,7 @@ static int step_build(struct model *m, const struct kv_cache *kv,
     if ((int64_t)n_en * max_blocks > INT32_MAX) return ERR_TOO_BIG;
     int rc = step_reserve(m, (int)n_tok, n_en, (int)n_out, n_en * max_blocks);
     if (rc) return rc;
-    m->st.n_lanes =
-        model_lanes_plan(en, n_en, m->float_matmuls ? 1 : m->lanes_max, m->st.lane_first);
+    st->n_lanes = model_lanes_plan(en, n_en, m->lanes_max, st->lane_first);
 
     int t = 0, o = 0, lane = 0, lane_t0 = 0;
     for (int i = 0; i < n_en; i++) {
@@ -208,8 +191,8 @@ static int matmul_shared_input(struct backend *be, const struct backend_weight *
 struct lane_run {
     struct model *m;
     struct model_scratch *s;
-    struct backend_batch
-        b; /* the slice: tokens, positions, slots; block tables of the whole step */
+    /* the slice: tokens, positions, slots; the block tables are the whole step's */
+    struct backend_batch b;
     const int32_t *tokens;
     const int32_t *out_idx; /* (n_out) rows to keep, counted from the lane's first token */
     int n_out;
@@ -356,7 +339,6 @@ int model_forward(struct model *m, const struct kv_cache *kv,
     int rc = step_build(m, kv, entries, n_entries, &whole.b, &whole.n_out);
     if (rc) return rc;
     int n_lanes = m->st.n_lanes;
-    if ((rc = lanes_reserve(m, n_lanes))) return rc;
     whole.s = &m->s[0];
     whole.tokens = m->st.tokens;
     whole.out_idx = m->st.out_idx;

@@ -58,19 +58,19 @@ struct model {
     struct model_layer *layers;    /* (n_layer) */
     uint64_t weight_bytes;
     bool kv_ready;
-    struct model_scratch
-        *s; /* (n_lanes) activations, one set per lane; s[0] serves unsplit steps */
-    int n_lanes;
-    int lanes_max; /* the backend's lanes_max, 1 without run_lanes or with float_matmuls */
+    /* (lanes_max) activations, one set per lane; s[0] serves unsplit steps */
+    struct model_scratch *s;
+    /* The backend's lanes_max; 1 without run_lanes, with no_lanes or with float_matmuls. */
+    int lanes_max;
     /* Some matrix is multiplied on the backend's float path (F32, F16, BF16, K-quants): each lane
      * would then convert or stream every weight itself, so steps never split (bench b16 with F32
-     * weights: 308 vs 433 tok/s split). */
+     * weights: 308 vs 433 tok/s split). Set while the weights load. */
     bool float_matmuls;
     struct model_step st;
     struct model_profile *prof; /* borrowed; NULL unless profiling */
 };
 
-/* Frees every lane's activations (model_forward grows them again on demand). */
+/* Frees every lane's activations and their array (model_free). */
 void model_scratch_release(struct model *m);
 
 /* Lanes (model_lanes.c). A step whose decodes are many and alike runs as n_lanes contiguous runs of

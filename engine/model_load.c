@@ -353,8 +353,6 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
              m->opt.backend ? m->opt.backend : "default", err_str(rc));
         goto out;
     }
-    m->lanes_max = 1;
-    if (!m->opt.no_lanes && m->be->ops->run_lanes) m->lanes_max = m->be->ops->lanes_max(m->be);
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers) {
         rc = fail(err, errlen, ERR_NOMEM, "out of memory");
@@ -369,6 +367,16 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
     if (!m->output) m->output = m->tok_embd;
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = load_layer(m, il, err, errlen))) goto out;
+    /* Lanes (model_lanes.c) where the backend runs them and no matrix is on the float path. */
+    m->lanes_max = 1;
+    if (!m->opt.no_lanes && !m->float_matmuls && m->be->ops->run_lanes)
+        m->lanes_max = m->be->ops->lanes_max(m->be);
+    m->s = calloc((size_t)m->lanes_max, sizeof(*m->s));
+    m->st.lane_first = calloc((size_t)m->lanes_max + 1, sizeof(*m->st.lane_first));
+    if (!m->s || !m->st.lane_first) {
+        rc = fail(err, errlen, ERR_NOMEM, "out of memory");
+        goto out;
+    }
     if (gguf_find_tensor(g, "rope_freqs.weight"))
         log_warn("model has rope_freqs.weight (Llama 3.1 long-context rope); it is ignored",
                  LOG_S("arch", hp->arch_name));
