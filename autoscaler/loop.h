@@ -8,7 +8,7 @@
 #define CINFER_AUTOSCALER_LOOP_H
 
 #include "autoscaler/policy.h"
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,14 +1,14 @@
 /* cinfer-autoscaler: parses its flag table, serves probes (/healthz, /readyz, /metrics on
  * --probe-addr) and runs the control loop (autoscaler/loop.h) until SIGTERM (exit 0) or loss of
  * leadership (exit 1); `cinfer-autoscaler simulate` runs the offline simulator instead
- * (autoscaler/cmd_simulate.h). Thin: every module it wires links into the tests. */
-#include "autoscaler/cmd_simulate.h"
+ * (autoscaler/sim/cmd_simulate.h). Thin: every module it wires links into the tests. */
+#include "autoscaler/sim/cmd_simulate.h"
 #include "autoscaler/loop.h"
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/probe_server.h"
-#include "common/prom.h"
+#include "common/prom/prom.h"
 #include "common/shutdown.h"
 
 #include <stddef.h>

@@ -4,7 +4,7 @@
 #ifndef CINFER_AUTOSCALER_SCRAPE_H
 #define CINFER_AUTOSCALER_SCRAPE_H
 
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -2,7 +2,7 @@
  * names on /metrics and the autoscaler scrapes them, so both include this header and neither spells
  * a name itself. Each native cinfer_* metric has a vLLM-compatible twin (METRIC_VLLM_*) with the
  * same type, labels and value, exposed by default so dashboards and autoscalers written for vLLM
- * work unchanged (register it with prom_metric_alias(), see common/prom.h).
+ * work unchanged (register it with prom_metric_alias(), see common/prom/prom.h).
  * Every metric carries the label METRIC_LABEL_MODEL_NAME; the request counters add
  * METRIC_LABEL_FINISHED_REASON. Counters end in _total; latencies are in seconds. */
 #ifndef CINFER_COMMON_METRIC_NAMES_H

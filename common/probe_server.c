@@ -4,7 +4,7 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

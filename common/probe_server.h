@@ -16,7 +16,7 @@ struct probe_server; /* opaque */
  * answers 500). Runs on the probe server's service thread; must not block for long. */
 typedef int (*probe_metrics_fn)(struct buf *out, void *ud);
 
-/* A probe_metrics_fn that renders the struct prom_registry passed as `ud` (common/prom.h). */
+/* A probe_metrics_fn that renders the struct prom_registry passed as `ud` (common/prom/prom.h). */
 int probe_metrics_prom(struct buf *out, void *registry);
 
 /* Registers the gauge process_start_time_seconds (the standard Prometheus name) in `registry` and

@@ -1,6 +1,6 @@
 /* cinfer-engine: dispatches to a subcommand. Everything else lives in modules that link into tests. */
 #include "engine/backend/cpu/cpu_bench.h"
-#include "engine/cmd.h"
+#include "engine/cmd/cmd.h"
 
 #include <stdio.h>
 #include <string.h>

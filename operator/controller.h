@@ -5,7 +5,7 @@
 #ifndef CINFER_OPERATOR_CONTROLLER_H
 #define CINFER_OPERATOR_CONTROLLER_H
 
-#include "common/prom.h"
+#include "common/prom/prom.h"
 #include "operator/desired.h"
 
 #include <stdbool.h>

@@ -4,7 +4,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "common/probe_server.h"
-#include "common/prom.h"
+#include "common/prom/prom.h"
 #include "common/shutdown.h"
 #include "operator/controller.h"
 

@@ -16,7 +16,7 @@
 #ifndef CINFER_ENGINE_BACKEND_H
 #define CINFER_ENGINE_BACKEND_H
 
-#include "engine/quant.h"
+#include "engine/gguf/quant.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,11 +1,11 @@
 /* Simulator: the replica service model on hand-computable cases, the prefix cache, determinism,
  * sanity of policies on synthetic loads (static at peak meets the objective; a long start-up hurts
  * reactive scaling; predictive scaling runs the real policy), the PNG writer and the subcommand. */
-#include "autoscaler/cmd_simulate.h"
-#include "autoscaler/plot.h"
-#include "autoscaler/sim.h"
-#include "autoscaler/sim_cache.h"
-#include "autoscaler/trace.h"
+#include "autoscaler/sim/cmd_simulate.h"
+#include "autoscaler/sim/plot.h"
+#include "autoscaler/sim/sim.h"
+#include "autoscaler/sim/sim_cache.h"
+#include "autoscaler/sim/trace.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"

@@ -1,6 +1,6 @@
 /* Trace parsers: well-formed Azure CSV and Mooncake JSONL, every kind of malformed line, the
  * bounds, tie spreading, and the real trace files from ../shared when present. */
-#include "autoscaler/trace.h"
+#include "autoscaler/sim/trace.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"

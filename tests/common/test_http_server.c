@@ -5,7 +5,7 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "common/probe_server.h"
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include <arpa/inet.h>
 #include <check.h>

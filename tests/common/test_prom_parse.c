@@ -1,7 +1,7 @@
-/* Tests for the Prometheus text parser and its lookups (common/prom_parse.c, common/prom_query.c):
+/* Tests for the Prometheus text parser and its lookups (common/prom/prom_parse.c, common/prom/prom_query.c):
  * a real-world exposition, a malformed-input table, limits, writer -> parser round trips over the
  * engine metric contract, histogram helpers and quantiles. */
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include "common/err.h"
 #include "common/log.h"

@@ -1,6 +1,6 @@
-/* Tests for the Prometheus registry and renderer (common/prom_write.c): exact golden output,
+/* Tests for the Prometheus registry and renderer (common/prom/prom_write.c): exact golden output,
  * escaping, float formatting, registration errors, aliases and concurrent updates. */
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include "common/err.h"
 #include "common/log.h"

@@ -1,10 +1,10 @@
-/* Unit tests of request parsing (engine/api_request.c) and error objects (engine/api_error.c):
+/* Unit tests of request parsing (engine/api/api_request.c) and error objects (engine/api/api_error.c):
  * every accepted form of each parameter, the defaults, and a table of malformed requests that
  * asserts status, type and param of the error each one gets. */
-#include "engine/api.h"
+#include "engine/api/api.h"
 
 #include "common/err.h"
-#include "engine/sampler.h"
+#include "engine/sched/sampler.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
-/* Unit tests of response building (engine/api_response.c): exact JSON of completion and
+/* Unit tests of response building (engine/api/api_response.c): exact JSON of completion and
  * chat.completion objects, both logprobs shapes, the streamed chunk sequence as OpenAI frames it
  * (role delta, content deltas, finish chunk, usage chunk, [DONE]) and the SSE framing. */
-#include "engine/api.h"
+#include "engine/api/api.h"
 
 #include "common/err.h"
 #include "common/json_util.h"

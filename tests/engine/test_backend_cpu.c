@@ -1,6 +1,6 @@
 /* CPU backend: every op against a naive double-precision reference on random data, every SIMD level
  * against the scalar kernels, and 1 vs 2 threads bit for bit. Weights are random blocks of each
- * format; engine/quant.c's scalar dequantizer is the independent reference for their values. */
+ * format; engine/gguf/quant.c's scalar dequantizer is the independent reference for their values. */
 #include "common/assert.h"
 #include "common/err.h"
 #include "engine/backend/backend.h"
@@ -8,7 +8,7 @@
 #include "engine/backend/cpu/cpu_bench.h"
 #include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/cpu_pool.h"
-#include "engine/quant.h"
+#include "engine/gguf/quant.h"
 
 #include <check.h>
 #include <math.h>

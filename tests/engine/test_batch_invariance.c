@@ -6,9 +6,9 @@
  * from ../shared (skipped when absent; their 8-wide heads take the backend's per-row llama.cpp
  * attention path) and generated models with 64-wide heads and grouped KV heads (the vector
  * attention kernels), in F32 and in Q8_0 (whose decode steps split into lanes). */
-#include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "engine/model_gen.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/tools/gen_model.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"

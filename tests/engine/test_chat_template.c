@@ -2,7 +2,7 @@
  * strings are llama.cpp's (tests/test-chat-template.cpp, `expected_output`, the non-Jinja path),
  * so prompts built here tokenize as llama.cpp's do; the templates are the distinctive parts of the
  * models' real `tokenizer.chat_template` strings. */
-#include "engine/chat_template.h"
+#include "engine/api/chat_template.h"
 
 #include "common/err.h"
 

@@ -1,10 +1,10 @@
-/* Tests for `cinfer-engine gen-model` (engine/model_gen.c, engine/cmd_gen_model.c) and
- * `cinfer-engine quantize` (engine/cmd_quantize.c), driven through their command entry points:
+/* Tests for `cinfer-engine gen-model` (engine/tools/gen_model.c, engine/cmd/cmd_gen_model.c) and
+ * `cinfer-engine quantize` (engine/cmd/cmd_quantize.c), driven through their command entry points:
  * llama.cpp names, shapes, types and metadata; determinism per seed; weight statistics; and
  * quantize output identical, tensor by tensor, to llama.cpp's stories260K Q8_0/Q4_0 files. */
-#include "engine/cmd.h"
-#include "engine/gguf.h"
-#include "engine/model_gen.h"
+#include "engine/cmd/cmd.h"
+#include "engine/gguf/gguf.h"
+#include "engine/tools/gen_model.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"

@@ -1,9 +1,9 @@
-/* Tests for engine/gguf_read.c and engine/gguf_write.c: the shared llama.cpp files parse with the
+/* Tests for engine/gguf/gguf_read.c and engine/gguf/gguf_write.c: the shared llama.cpp files parse with the
  * expected metadata and shapes; writer output round-trips (byte-identical for a copied llama.cpp
  * file); and a table of malformed inputs, made by mutating a small file the writer produced, each
  * fails with its own error code and message. Inputs live in exact-size allocations so ASan sees
  * any read past the end. */
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 
 #include "common/buf.h"
 #include "common/err.h"

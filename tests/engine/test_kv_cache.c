@@ -1,6 +1,6 @@
 /* Unit tests of the paged KV-cache manager: allocation on append, exhaustion, sharing with refcounts,
  * copy-on-write of shared partial blocks, and no leaked blocks after every sequence is closed. */
-#include "engine/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 
 #include "common/err.h"
 

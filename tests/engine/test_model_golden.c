@@ -2,11 +2,11 @@
  * and greedy continuations recorded with llama.cpp (see ../shared/testdata/README.md). Prompt tokens
  * come from the JSON, so this does not depend on the tokenizer. Also the model loader's validation:
  * hparams from an in-memory GGUF, unknown architectures, missing and mis-shaped tensors. */
-#include "engine/cmd.h"
-#include "engine/gguf.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/cmd/cmd.h"
+#include "engine/gguf/gguf.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/text/tokenizer.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"

@@ -2,10 +2,10 @@
  * lookup, refusal of partial blocks, duplicates, reference counts, LRU eviction, salt isolation,
  * attach round trips, stranded entries, and a randomized scheduler run that checks every hit against
  * the prefix its block was really computed on. Pure logic: no model. */
-#include "engine/prefix_cache.h"
+#include "engine/kv/prefix_cache.h"
 
 #include "common/err.h"
-#include "engine/kv_cache.h"
+#include "engine/kv/kv_cache.h"
 
 #include <check.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
-/* Tests for engine/quant.c: half/bfloat conversions at their edges, block sizes, the reference
+/* Tests for engine/gguf/quant.c: half/bfloat conversions at their edges, block sizes, the reference
  * quantizers against hand-computed blocks, the K-quant layouts against independent packers, and
  * bit-exact agreement with llama.cpp's own F16/Q8_0/Q4_0 conversions of stories260K. */
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
 
 #include "common/err.h"
 #include "tests/testutil.h"

@@ -1,5 +1,5 @@
 /* Unit tests of the sampler: greedy, each truncation filter, penalties, seeding, and log-probs. */
-#include "engine/sampler.h"
+#include "engine/sched/sampler.h"
 
 #include "common/err.h"
 

@@ -2,12 +2,12 @@
  * batching gives each sequence exactly the greedy tokens it gets alone; chunked and unchunked
  * prefill, preemption under a tiny KV pool, the prefix cache, cancellation, priorities, stop strings
  * and length limits; and no KV block outlives its sequence. */
-#include "engine/scheduler.h"
+#include "engine/sched/scheduler.h"
 
 #include "common/err.h"
-#include "engine/kv_cache.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/text/tokenizer.h"
 #include "tests/testutil.h"
 
 #include <check.h>

@@ -1,12 +1,12 @@
 /* The pure parts of the OpenAI route handlers: API-key checks, prompt -> token ids (text, token
  * ids, chat template) with stories260K's tokenizer (skipped without ../shared), and the errors of
  * a faulted engine. */
-#include "engine/serve_api.h"
+#include "engine/serve/serve_api.h"
 
 #include "common/err.h"
-#include "engine/api.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/api/api.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
 #include "tests/testutil.h"
 
 #include <check.h>

@@ -1,14 +1,14 @@
-/* Tests for engine/serve_metrics.c: every assertion reads the metrics the way a scraper does, by
+/* Tests for engine/serve/serve_metrics.c: every assertion reads the metrics the way a scraper does, by
  * rendering the registry and parsing the text with common/prom's parser (names, labels, HELP and
  * TYPE, vLLM twins, counter sums, cumulative histogram buckets), plus the registration failures,
  * the clamps, the asserted contracts and updates racing a renderer. */
-#include "engine/serve_metrics.h"
+#include "engine/serve/serve_metrics.h"
 
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "common/metric_names.h"
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include <check.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* Unit tests of the stop-string matcher: every split position, byte-by-byte feeding, overlapping
  * and prefix-sharing stops, minimal hold-back, multi-byte UTF-8 and bad arguments. Each streamed
  * result is compared with a plain reference: the whole text cut at the earliest stop. */
-#include "engine/stop_matcher.h"
+#include "engine/text/stop_matcher.h"
 
 #include "common/err.h"
 

@@ -3,10 +3,10 @@
  * malformed metadata built with the GGUF writer, the merge loops on hand-made vocabularies, and the
  * pre-tokenizer regexes that have no shared vectors (llama3, qwen2) against Python `regex` splits. */
 #include "common/err.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
-#include "engine/tokenizer_impl.h"
-#include "engine/unicode.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/tokenizer_impl.h"
+#include "engine/text/unicode.h"
 #include "tests/testutil.h"
 
 #include <check.h>

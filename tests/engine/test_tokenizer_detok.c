@@ -4,9 +4,9 @@
  * invalid byte sequences. */
 #include "common/buf.h"
 #include "common/err.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/unicode.h"
 #include "tests/testutil.h"
 
 #include <check.h>

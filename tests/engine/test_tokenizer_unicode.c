@@ -1,6 +1,6 @@
 /* Unicode helpers behind the tokenizer: generated category / lowercase tables, White_Space, lenient
  * (llama.cpp) and strict UTF-8 decoding, and the GPT-2 byte <-> code point mapping. */
-#include "engine/unicode.h"
+#include "engine/text/unicode.h"
 
 #include <check.h>
 #include <string.h>

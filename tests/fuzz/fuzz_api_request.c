@@ -6,9 +6,9 @@
  * report or an invariant failure (abort) is a finding. */
 #include "common/err.h"
 #include "common/json_util.h"
-#include "engine/api.h"
-#include "engine/chat_template.h"
-#include "engine/stop_matcher.h"
+#include "engine/api/api.h"
+#include "engine/api/chat_template.h"
+#include "engine/text/stop_matcher.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* libFuzzer target for the GGUF reader: parses the input in memory and, when it parses, reads every
  * key/value (nested arrays included) and every tensor (lookups, first row decoded), so any
  * out-of-bounds pointer the parser hands out is touched under ASan. */
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/gguf/gguf.h"
+#include "engine/gguf/quant.h"
 
 #include "common/assert.h"
 #include "common/err.h"

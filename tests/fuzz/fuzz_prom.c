@@ -1,8 +1,8 @@
-/* Fuzz target for the Prometheus text parser (common/prom_parse.c, common/prom_query.c). Parses
+/* Fuzz target for the Prometheus text parser (common/prom/prom_parse.c, common/prom/prom_query.c). Parses
  * arbitrary bytes under small limits; when the input parses, exercises every lookup and checks a
  * round trip: the exposition rendered back to text must parse again to the same families, samples,
  * labels, values and timestamps. Any mismatch aborts, so libFuzzer reports it as a crash. */
-#include "common/prom.h"
+#include "common/prom/prom.h"
 
 #include "common/buf.h"
 

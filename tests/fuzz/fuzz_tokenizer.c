@@ -4,9 +4,9 @@
  * Input: byte 0 picks the vocabulary (low 4 bits) and flags (add_special 0x10, parse_special 0x20,
  * render special 0x40); the rest is the text. */
 #include "common/buf.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
-#include "engine/unicode.h"
+#include "engine/gguf/gguf.h"
+#include "engine/text/tokenizer.h"
+#include "engine/text/unicode.h"
 
 #include <stdint.h>
 #include <stdio.h>

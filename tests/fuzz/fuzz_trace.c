@@ -1,7 +1,7 @@
-/* Fuzz target for the trace parsers (autoscaler/trace.c): the first byte picks the format, the
+/* Fuzz target for the trace parsers (autoscaler/sim/trace.c): the first byte picks the format, the
  * rest is parsed. On success the result must be sorted, relative to 0 and every request's hash
  * range must lie inside the hash array; tie spreading must keep the order. */
-#include "autoscaler/trace.h"
+#include "autoscaler/sim/trace.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Scalar element conversions and row dequantization for the CPU backend (ggml's formats, bit for
- * bit). These are the backend's own copies so the kernels never depend on engine/quant.c internals;
+ * bit). These are the backend's own copies so the kernels never depend on engine/gguf/quant.c internals;
  * the tests check them against quant.c. Fast paths live in the per-ISA kernel files. */
 #include "engine/backend/cpu/cpu_backend.h"
 

@@ -1,0 +1,198 @@
+/* `cinfer-autoscaler simulate`: flags -> sim_config, load the trace, run, print a readable summary
+ * and exactly one JSON line on stdout, optionally a PNG of load, replicas and TTFT over time. */
+#include "autoscaler/sim/cmd_simulate.h"
+#include "autoscaler/sim/plot.h"
+#include "autoscaler/sim/sim.h"
+#include "autoscaler/sim/trace.h"
+
+#include "common/cli.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+struct simulate_cfg {
+    const char *trace, *format, *policy, *plot;
+    int replicas, min_replicas, max_replicas, seed, max_running, fit_intervals;
+    double time_scale, token_scale, startup_s, slo_s, interval_s;
+    double target_queue, target_kv, down_window_s, capacity_rps, headroom, season_s;
+    double prefill_tps, decode_tps, decode_batch_tps, kv_tokens, cache_tokens;
+    bool prefix_routing;
+    const char *log_level, *log_format;
+};
+
+#define F(field) offsetof(struct simulate_cfg, field)
+static const struct cfg_opt opts[] = {
+    {"trace", CFG_STRING, F(trace), NULL, 1, 0, "Trace file (Azure CSV or Mooncake JSONL)", NULL,
+     CFG_REQUIRED},
+    {"format", CFG_STRING, F(format), NULL, 1, 0, "Trace format; default from the extension",
+     "azure|mooncake", 0},
+    {"policy", CFG_STRING, F(policy), "reactive", 1, 0, "Scaling policy",
+     "static|reactive|predictive", 0},
+    {"replicas", CFG_INT, F(replicas), "1", 1, 4096,
+     "Replicas for static; initial replicas otherwise (raised to --min-replicas)", NULL, 0},
+    {"min-replicas", CFG_INT, F(min_replicas), "1", 1, 4096, "Lower bound for scaling", NULL, 0},
+    {"max-replicas", CFG_INT, F(max_replicas), "64", 1, 4096, "Upper bound for scaling", NULL, 0},
+    {"time-scale", CFG_DOUBLE, F(time_scale), "1", 1e-6, 1e6,
+     "Simulated time = trace time x this (<1 compresses)", NULL, 0},
+    {"token-scale", CFG_DOUBLE, F(token_scale), "1", 1e-6, 1e3,
+     "Prompt/output tokens (and the 512-token hash block) x this", NULL, 0},
+    {"startup-seconds", CFG_DOUBLE, F(startup_s), "60", 0, 86400, "Replica start-up delay", NULL,
+     0},
+    {"slo-ttft-seconds", CFG_DOUBLE, F(slo_s), "2", 1e-6, 86400, "TTFT objective", NULL, 0},
+    {"interval", CFG_DOUBLE, F(interval_s), "15", 0.01, 3600, "Scrape and decision interval (s)",
+     NULL, 0},
+    {"seed", CFG_INT, F(seed), "1", 0, 2147483647, "Seed for spreading quantised timestamps", NULL,
+     0},
+    {"plot", CFG_STRING, F(plot), NULL, 1, 0, "Write a PNG of load, replicas and TTFT here", NULL,
+     0},
+    {"target-queue-depth", CFG_DOUBLE, F(target_queue), "2", 0, 1e6,
+     "Waiting requests per replica (0 disables)", NULL, 0},
+    {"target-kv-usage", CFG_DOUBLE, F(target_kv), "0.7", 0, 1, "KV usage per replica (0 disables)",
+     NULL, 0},
+    {"scale-down-window", CFG_DOUBLE, F(down_window_s), "300", 0, 86400,
+     "Scale-down stabilisation window (s)", NULL, 0},
+    {"capacity-rps", CFG_DOUBLE, F(capacity_rps), "0", 0, 1e6,
+     "Predictive: per-replica capacity (0 = learn it)", NULL, 0},
+    {"headroom", CFG_DOUBLE, F(headroom), "0.8", 0.05, 1,
+     "Predictive: plan for this fraction of capacity", NULL, 0},
+    {"season-seconds", CFG_DOUBLE, F(season_s), "0", 0, 1e7,
+     "Predictive: Holt-Winters season (0 = damped Holt)", NULL, 0},
+    {"forecast-fit-intervals", CFG_INT, F(fit_intervals), "0", 0, 100000,
+     "Predictive: refit the forecast by grid search after this many intervals (0 = defaults)", NULL,
+     0},
+    {"prefill-tps", CFG_DOUBLE, F(prefill_tps), "2000", 1e-3, 1e9, "Replica prefill tokens/s", NULL,
+     0},
+    {"decode-tps", CFG_DOUBLE, F(decode_tps), "60", 1e-3, 1e9, "Single-stream decode tokens/s",
+     NULL, 0},
+    {"decode-batch-tps", CFG_DOUBLE, F(decode_batch_tps), "700", 1e-3, 1e9,
+     "Aggregate decode tokens/s at batch 16", NULL, 0},
+    {"max-running", CFG_INT, F(max_running), "16", 1, 4096, "Running sequences per replica", NULL,
+     0},
+    {"kv-tokens", CFG_DOUBLE, F(kv_tokens), "32768", 1, 1e9, "KV capacity per replica (tokens)",
+     NULL, 0},
+    {"cache-tokens", CFG_DOUBLE, F(cache_tokens), "32768", 0, 1e9,
+     "Prefix-cache capacity per replica (tokens; 0 disables)", NULL, 0},
+    {"prefix-routing", CFG_BOOL, F(prefix_routing), "true", 1, 0,
+     "Route to the replica with the longest cached prefix unless overloaded", NULL, 0},
+    CLI_LOG_OPTS(struct simulate_cfg),
+};
+#undef F
+
+static const struct cfg_spec spec = {
+    .program = "cinfer-autoscaler simulate",
+    .summary = "Replays a request trace through simulated replicas under a scaling policy.",
+    .env_prefix = "CINFER_SIMULATE_",
+    .opts = opts,
+    .n_opts = sizeof(opts) / sizeof(opts[0]),
+};
+
+static enum policy_kind kind_of(const char *s)
+{
+    if (strcmp(s, "static") == 0) return POLICY_STATIC;
+    if (strcmp(s, "predictive") == 0) return POLICY_PREDICTIVE;
+    return POLICY_REACTIVE;
+}
+
+static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
+{
+    sim_config_defaults(sc, kind_of(c->policy));
+    struct policy_spec *sp = &sc->spec;
+    sp->min_replicas = c->min_replicas;
+    sp->max_replicas = c->max_replicas;
+    sp->startup_s = c->startup_s;
+    sp->slo_ttft_s = c->slo_s;
+    sp->interval_s = c->interval_s;
+    sp->target_queue_depth = c->target_queue;
+    sp->target_kv_usage = c->target_kv;
+    sp->scale_down_window_s = c->down_window_s;
+    sp->capacity_rps = c->capacity_rps;
+    sp->headroom = c->headroom;
+    sp->season_s = c->season_s;
+    sp->forecast_fit_intervals = c->fit_intervals;
+    sc->replicas = c->replicas;
+    sc->time_scale = c->time_scale;
+    sc->token_scale = c->token_scale;
+    sc->seed = (uint64_t)c->seed;
+    sc->prefix_routing = c->prefix_routing;
+    sc->model.prefill_tps = c->prefill_tps;
+    sc->model.decode_tps = c->decode_tps;
+    sc->model.decode_batch_tps = c->decode_batch_tps;
+    sc->model.max_running = c->max_running;
+    sc->model.kv_tokens = c->kv_tokens;
+    sc->model.cache_tokens = c->cache_tokens;
+}
+
+static void print_summary(const struct simulate_cfg *c, const struct sim_result *r)
+{
+    printf("trace            %s\n", c->trace);
+    printf("policy           %s\n", r->policy);
+    printf("requests         %zu over %.0f s simulated\n", r->requests, r->duration_s);
+    printf("TTFT             p50 %.3f s, p99 %.3f s, mean %.3f s\n", r->ttft_p50_s, r->ttft_p99_s,
+           r->ttft_mean_s);
+    printf("SLO violations   %.2f%% of requests over %.3g s\n", 100 * r->slo_violation_rate,
+           c->slo_s);
+    printf("replica-seconds  %.0f (mean %.2f replicas, max %d)\n", r->replica_seconds,
+           r->duration_s > 0 ? r->replica_seconds / r->duration_s : 0, r->max_replicas_seen);
+    printf("scale events     %d\n", r->scale_events);
+    printf("prefix hit rate  %.1f%% of prompt tokens\n", 100 * r->prefix_hit_rate);
+}
+
+int cmd_simulate_main(int argc, char **argv)
+{
+    struct simulate_cfg c;
+    struct cfg_result res;
+    enum cli_parse_result pr = cli_parse(&spec, &c, argc, argv, &res);
+    if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
+    cli_log_setup("autoscaler", c.log_level, c.log_format);
+    enum trace_format fmt = TRACE_AZURE;
+    if (c.format) {
+        trace_format_parse(c.format, &fmt); /* validated by the table's choices */
+    } else {
+        size_t n = strlen(c.trace);
+        if (n >= 6 && strcmp(c.trace + n - 6, ".jsonl") == 0) fmt = TRACE_MOONCAKE;
+    }
+    struct trace *tr = NULL;
+    struct sim_result r = {0};
+    char err[256];
+    int status = 1;
+    int rc = trace_load(c.trace, fmt, &tr, err, sizeof(err));
+    if (rc) {
+        log_error("cannot load trace", LOG_S("path", c.trace), LOG_S("error", err));
+        goto out;
+    }
+    struct sim_config sc;
+    to_sim_config(&c, &sc);
+    if (sc.spec.kind != POLICY_STATIC && c.min_replicas > c.max_replicas) {
+        log_error("--min-replicas exceeds --max-replicas", LOG_I("min", c.min_replicas),
+                  LOG_I("max", c.max_replicas));
+        status = 2;
+        goto out;
+    }
+    rc = sim_run(tr, &sc, &r, err, sizeof(err));
+    if (rc) {
+        log_error("simulation failed", LOG_S("error", err));
+        status = rc == ERR_INVAL ? 2 : 1;
+        goto out;
+    }
+    print_summary(&c, &r);
+    if (c.plot) {
+        rc = plot_sim_png(c.plot, &r, c.slo_s, err, sizeof(err));
+        if (rc) {
+            log_error("cannot write plot", LOG_S("path", c.plot), LOG_S("error", err));
+            goto out;
+        }
+        printf("plot             %s\n", c.plot);
+    }
+    char json[512];
+    sim_result_json(&r, json, sizeof(json));
+    printf("%s\n", json);
+    fflush(stdout);
+    status = 0;
+out:
+    sim_result_fini(&r);
+    trace_free(tr);
+    return status;
+}

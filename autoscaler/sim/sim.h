@@ -1,0 +1,84 @@
+/* Trace-replay simulator for the scaling policies: a deterministic discrete-event simulation (event
+ * heap, simulated time only) of replicas behind a router, driven by a request trace and scaled by
+ * THE policy code (policy_decide) from signals computed the way the control loop computes them
+ * from the engines' /metrics. Used by `cinfer-autoscaler simulate` and the tests.
+ *
+ * Replica service model (one engine, per replica): requests wait FIFO, are admitted while fewer
+ * than max_running run and their prompt+output tokens fit the KV capacity; prefill runs one
+ * sequence at a time at prefill_tps over its uncached prompt tokens and pauses decoding (prefill
+ * first, as a single inference thread does); decoding advances every running sequence at
+ * D(b)/b tokens/s with the batched throughput curve D(b) = b*s / (1 + (b-1)*k), s = single-stream
+ * rate, k fitted so D(decode_batch) = decode_batch_tps. The first token comes at the end of
+ * prefill (TTFT = wait + prefill). A prefix cache of block hashes (LRU, cache_tokens) skips the
+ * prefill of a request's longest cached leading prefix. */
+#ifndef CINFER_AUTOSCALER_SIM_H
+#define CINFER_AUTOSCALER_SIM_H
+
+#include "autoscaler/policy.h"
+#include "autoscaler/sim/trace.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sim_replica_model {
+    double prefill_tps;      /* uncached prompt tokens/s (2000) */
+    double decode_tps;       /* single-stream decode tokens/s (60) */
+    double decode_batch_tps; /* aggregate decode tokens/s at decode_batch (700) */
+    int decode_batch;        /* batch size of that measurement (16) */
+    int max_running;         /* running sequences at most (16) */
+    double kv_tokens;        /* KV capacity in tokens (32768) */
+    double cache_tokens;     /* prefix-cache capacity in tokens (32768); 0 disables */
+};
+
+struct sim_config {
+    struct policy_spec spec; /* policy, targets, windows, min/max, startup, interval, slo */
+    struct sim_replica_model model;
+    int replicas;        /* static: the fixed count; others: the initial count (min) */
+    double time_scale;   /* simulated time = trace time * time_scale (1) */
+    double token_scale;  /* token counts (and the 512-token hash block) scaled by it (1) */
+    bool prefix_routing; /* route to the longest cached prefix (>= half the prompt) unless
+                          * overloaded (true) */
+    bool spread_ties;    /* spread equal timestamps over their tick (Mooncake) */
+    uint64_t seed;       /* tie spreading; nothing else is random */
+};
+
+/* Fills `cfg` with the defaults documented above for `kind`. */
+void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind);
+
+/* One scrape interval, for plots. */
+struct sim_sample {
+    double t_s;
+    double arrival_rps;
+    int replicas; /* desired (ready + starting) after the decision */
+    int ready;
+    double ttft_p99_s;   /* < 0 when no first token in the interval */
+    double forecast_rps; /* predictive: forecast at the horizon; 0 otherwise */
+    double capacity_rps; /* predictive: per-replica capacity in use; 0 while unknown */
+};
+
+struct sim_result {
+    const char *policy; /* "static", "reactive", "predictive" (static string) */
+    size_t requests;
+    double slo_violation_rate; /* fraction of requests with TTFT > slo */
+    double ttft_p50_s, ttft_p99_s, ttft_mean_s;
+    double replica_seconds; /* integral of existing replicas (starting and draining included) */
+    int scale_events;       /* decisions that changed the replica count */
+    double prefix_hit_rate; /* cached prompt tokens / prompt tokens */
+    int max_replicas_seen;
+    double duration_s;          /* until the last request finished */
+    struct sim_sample *samples; /* n_samples, owned; free with sim_result_fini */
+    size_t n_samples;
+};
+
+/* Runs the whole trace (borrowed, not modified) and fills `res` (caller frees with
+ * sim_result_fini). Returns 0, ERR_INVAL for an unusable config (message in err), ERR_NOMEM. */
+int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_result *res, char *err,
+            size_t errlen);
+
+void sim_result_fini(struct sim_result *res);
+
+/* Writes the one-line JSON summary into buf (NUL-terminated, truncated to len). */
+void sim_result_json(const struct sim_result *res, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,75 @@
+/* Simulator internals shared by sim.c (events, router, scaling, stats) and sim_replica.c (the
+ * per-replica service model). Not a public interface. */
+#ifndef CINFER_AUTOSCALER_SIM_PRIV_H
+#define CINFER_AUTOSCALER_SIM_PRIV_H
+
+#include "autoscaler/sim/sim.h"
+#include "autoscaler/sim/sim_cache.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* One request as the simulator sees it (tokens already scaled). */
+struct sim_req {
+    double arrival;
+    double first_token; /* < 0 until prefilled */
+    uint32_t prompt, output;
+    uint32_t hash_off, n_hash;
+};
+
+struct sim_seq {
+    uint32_t req;
+    bool prefill; /* still prefilling: rem = uncached prompt tokens left */
+    double rem;   /* tokens left in the current phase */
+    double kv;    /* tokens reserved */
+};
+
+struct sim_fifo {
+    uint32_t *a;
+    size_t head, n, cap;
+};
+
+enum sim_replica_state { SIM_STARTING, SIM_READY, SIM_DRAINING, SIM_GONE };
+
+struct sim_replica {
+    enum sim_replica_state state;
+    double t; /* time the service state was last advanced to */
+    double ready_at;
+    uint32_t version; /* invalidates stale completion events */
+    struct sim_fifo waiting;
+    struct sim_seq *run; /* max_running slots */
+    int n_run;
+    double kv_used;
+    struct sim_cache cache;
+    /* Counters, as the engine exports them. */
+    double prompt_tokens, gen_tokens, hit_tokens, query_tokens;
+};
+
+/* The world one replica's model needs: requests, the trace's hashes, the model, TTFT sink. */
+struct sim_world {
+    const struct sim_replica_model *m;
+    struct sim_req *reqs;
+    const uint64_t *hashes;
+    double block_tokens; /* tokens per hash block after token scaling */
+    double decode_k;     /* batching curve parameter */
+    void (*on_first_token)(void *ctx, uint32_t req, double t);
+    void (*on_done)(void *ctx, uint32_t req, double t);
+    void *ctx;
+};
+
+int sim_fifo_push(struct sim_fifo *q, uint32_t v);
+uint32_t sim_fifo_pop(struct sim_fifo *q);
+void sim_fifo_fini(struct sim_fifo *q);
+
+int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double now, double ready_at);
+void sim_replica_fini(struct sim_replica *r);
+/* Advances the service state to `now`, completes what finished, admits waiting requests. */
+void sim_replica_step(struct sim_replica *r, const struct sim_world *w, double now);
+/* Time of the next internal completion, or < 0 when idle. */
+double sim_replica_next(const struct sim_replica *r, const struct sim_world *w);
+/* Queues request `req` (then call sim_replica_step at the same time). Returns 0 or ERR_NOMEM. */
+int sim_replica_enqueue(struct sim_replica *r, uint32_t req);
+/* Requests waiting + running. */
+int sim_replica_outstanding(const struct sim_replica *r);
+
+#endif

@@ -1,0 +1,437 @@
+/* Trace parsers (see trace.h). The Azure CSV is parsed by hand (three fixed columns); Mooncake
+ * lines go through jansson one line at a time, so a bad line never costs more than TRACE_MAX_LINE
+ * of parsing. Requests are sorted by arrival afterwards (stable), so an unsorted file still
+ * replays in time order. */
+#include "autoscaler/sim/trace.h"
+
+#include "common/err.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct builder {
+    struct trace *t;
+    size_t cap_reqs, cap_hashes;
+    double *abs_t; /* absolute arrival times, parallel to t->reqs, until normalised */
+    char *err;
+    size_t errlen;
+    size_t line;
+};
+
+static int fail(struct builder *b, int rc, const char *fmt, ...)
+{
+    if (b->err && b->errlen) {
+        int n = snprintf(b->err, b->errlen, "line %zu: ", b->line);
+        if (n >= 0 && (size_t)n < b->errlen) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(b->err + n, b->errlen - (size_t)n, fmt, ap);
+            va_end(ap);
+        }
+    }
+    return rc;
+}
+
+int trace_format_parse(const char *s, enum trace_format *out)
+{
+    if (!s) return ERR_INVAL;
+    if (strcmp(s, "azure") == 0) {
+        *out = TRACE_AZURE;
+        return 0;
+    }
+    if (strcmp(s, "mooncake") == 0) {
+        *out = TRACE_MOONCAKE;
+        return 0;
+    }
+    return ERR_INVAL;
+}
+
+static int push_req(struct builder *b, double abs_t, uint32_t prompt, uint32_t output,
+                    uint32_t n_hash)
+{
+    struct trace *t = b->t;
+    if (t->n >= TRACE_MAX_REQUESTS)
+        return fail(b, ERR_TOO_BIG, "more than %u requests", TRACE_MAX_REQUESTS);
+    if (t->n == b->cap_reqs) {
+        size_t cap = b->cap_reqs ? b->cap_reqs * 2 : 1024;
+        struct trace_req *r = realloc(t->reqs, cap * sizeof(*r));
+        if (!r) return fail(b, ERR_NOMEM, "out of memory");
+        t->reqs = r;
+        double *a = realloc(b->abs_t, cap * sizeof(*a));
+        if (!a) return fail(b, ERR_NOMEM, "out of memory");
+        b->abs_t = a;
+        b->cap_reqs = cap;
+    }
+    b->abs_t[t->n] = abs_t;
+    t->reqs[t->n++] =
+        (struct trace_req){0, prompt, output, (uint32_t)(t->n_hashes - n_hash), n_hash};
+    return 0;
+}
+
+static int push_hash(struct builder *b, uint64_t h)
+{
+    struct trace *t = b->t;
+    if (t->n_hashes >= UINT32_MAX) return fail(b, ERR_TOO_BIG, "too many hash ids in the trace");
+    if (t->n_hashes == b->cap_hashes) {
+        size_t cap = b->cap_hashes ? b->cap_hashes * 2 : 4096;
+        uint64_t *p = realloc(t->hashes, cap * sizeof(*p));
+        if (!p) return fail(b, ERR_NOMEM, "out of memory");
+        t->hashes = p;
+        b->cap_hashes = cap;
+    }
+    t->hashes[t->n_hashes++] = h;
+    return 0;
+}
+
+/* Strict unsigned decimal of exactly `len` chars, <= max. */
+static bool parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out)
+{
+    if (len == 0 || len > 20) return false;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return false;
+        v = v * 10 + (uint64_t)(s[i] - '0');
+        if (v > max) return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil). */
+static long days_from_civil(long y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    long era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (long)doe - 719468;
+}
+
+static bool is_leap(long y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+/* "YYYY-MM-DD HH:MM:SS[.f{1,9}]" -> seconds since the epoch (UTC, no zone in the trace). */
+static bool parse_azure_time(const char *s, size_t len, double *out)
+{
+    static const unsigned mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    uint64_t y, mo, d, h, mi, se;
+    if (len < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
+        return false;
+    if (!parse_uint(s, 4, 9999, &y) || !parse_uint(s + 5, 2, 12, &mo) ||
+        !parse_uint(s + 8, 2, 31, &d) || !parse_uint(s + 11, 2, 23, &h) ||
+        !parse_uint(s + 14, 2, 59, &mi) || !parse_uint(s + 17, 2, 60, &se))
+        return false;
+    if (y < 1970 || mo < 1 || d < 1) return false;
+    unsigned dim = mdays[mo - 1] + (mo == 2 && is_leap((long)y));
+    if (d > dim) return false;
+    double frac = 0;
+    if (len > 19) {
+        if (s[19] != '.' || len == 20 || len > 29) return false;
+        double scale = 0.1;
+        for (size_t i = 20; i < len; i++) {
+            if (s[i] < '0' || s[i] > '9') return false;
+            frac += (s[i] - '0') * scale;
+            scale /= 10;
+        }
+    }
+    long days = days_from_civil((long)y, (unsigned)mo, (unsigned)d);
+    *out = (double)days * 86400.0 + (double)(h * 3600 + mi * 60 + se) + frac;
+    return true;
+}
+
+static int parse_azure_line(struct builder *b, const char *s, size_t len)
+{
+    const char *c1 = memchr(s, ',', len);
+    const char *c2 = c1 ? memchr(c1 + 1, ',', len - (size_t)(c1 + 1 - s)) : NULL;
+    if (!c1 || !c2) return fail(b, ERR_PARSE, "expected 3 comma-separated columns");
+    if (memchr(c2 + 1, ',', len - (size_t)(c2 + 1 - s)))
+        return fail(b, ERR_PARSE, "more than 3 columns");
+    double ts;
+    if (!parse_azure_time(s, (size_t)(c1 - s), &ts))
+        return fail(b, ERR_PARSE, "bad TIMESTAMP (want YYYY-MM-DD HH:MM:SS.fffffff)");
+    uint64_t ctx, gen;
+    if (!parse_uint(c1 + 1, (size_t)(c2 - c1 - 1), TRACE_MAX_TOKENS, &ctx))
+        return fail(b, ERR_PARSE, "ContextTokens is not an integer in [0, %u]", TRACE_MAX_TOKENS);
+    if (!parse_uint(c2 + 1, len - (size_t)(c2 + 1 - s), TRACE_MAX_TOKENS, &gen))
+        return fail(b, ERR_PARSE, "GeneratedTokens is not an integer in [0, %u]", TRACE_MAX_TOKENS);
+    return push_req(b, ts, (uint32_t)ctx, (uint32_t)gen, 0);
+}
+
+static int json_count(struct builder *b, json_t *o, const char *key, uint64_t *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return fail(b, ERR_PARSE, "missing \"%s\"", key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+        (uint64_t)json_integer_value(v) > TRACE_MAX_TOKENS)
+        return fail(b, ERR_PARSE, "\"%s\" is not an integer in [0, %u]", key, TRACE_MAX_TOKENS);
+    *out = (uint64_t)json_integer_value(v);
+    return 0;
+}
+
+static int parse_mooncake_line(struct builder *b, const char *s, size_t len)
+{
+    json_error_t je;
+    json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES, &je);
+    int rc;
+    if (!o) return fail(b, ERR_PARSE, "bad JSON: %s", je.text);
+    if (!json_is_object(o)) {
+        rc = fail(b, ERR_PARSE, "not a JSON object");
+        goto out;
+    }
+    json_t *ts = json_object_get(o, "timestamp");
+    if (!ts || !json_is_number(ts)) {
+        rc = fail(b, ERR_PARSE, "missing or non-numeric \"timestamp\"");
+        goto out;
+    }
+    double ms = json_number_value(ts);
+    if (!isfinite(ms) || ms < 0 || ms > TRACE_MAX_SECONDS * 1000) {
+        rc = fail(b, ERR_RANGE, "\"timestamp\" out of range");
+        goto out;
+    }
+    uint64_t in, outl;
+    if ((rc = json_count(b, o, "input_length", &in)) != 0) goto out;
+    if ((rc = json_count(b, o, "output_length", &outl)) != 0) goto out;
+    json_t *ids = json_object_get(o, "hash_ids");
+    size_t n = 0;
+    if (ids) {
+        if (!json_is_array(ids)) {
+            rc = fail(b, ERR_PARSE, "\"hash_ids\" is not an array");
+            goto out;
+        }
+        n = json_array_size(ids);
+        if (n > TRACE_MAX_HASHES) {
+            rc = fail(b, ERR_TOO_BIG, "more than %u hash_ids", TRACE_MAX_HASHES);
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++) {
+            json_t *h = json_array_get(ids, i);
+            if (!json_is_integer(h) || json_integer_value(h) < 0) {
+                rc = fail(b, ERR_PARSE, "hash_ids[%zu] is not a non-negative integer", i);
+                goto out;
+            }
+            if ((rc = push_hash(b, (uint64_t)json_integer_value(h))) != 0) goto out;
+        }
+    }
+    rc = push_req(b, ms / 1000.0, (uint32_t)in, (uint32_t)outl, (uint32_t)n);
+out:
+    json_decref(o);
+    return rc;
+}
+
+struct keyed {
+    double t;
+    size_t i;
+};
+
+static int cmp_keyed(const void *pa, const void *pb)
+{
+    const struct keyed *a = pa, *b = pb;
+    if (a->t != b->t) return a->t < b->t ? -1 : 1;
+    return a->i < b->i ? -1 : a->i > b->i; /* file order for ties: a stable sort */
+}
+
+/* Makes times relative to the earliest and sorts requests by arrival, stably. */
+static int normalise(struct builder *b)
+{
+    struct trace *t = b->t;
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (size_t i = 0; i < t->n; i++) {
+        t0 = fmin(t0, b->abs_t[i]);
+        t1 = fmax(t1, b->abs_t[i]);
+    }
+    b->line = 0;
+    if (t1 - t0 > TRACE_MAX_SECONDS)
+        return fail(b, ERR_RANGE, "arrival times span more than %.0f days",
+                    TRACE_MAX_SECONDS / 86400);
+    struct keyed *k = malloc(t->n * sizeof(*k));
+    struct trace_req *sorted = malloc(t->n * sizeof(*sorted));
+    if (!k || !sorted) {
+        free(k);
+        free(sorted);
+        return fail(b, ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < t->n; i++) k[i] = (struct keyed){b->abs_t[i] - t0, i};
+    qsort(k, t->n, sizeof(*k), cmp_keyed);
+    for (size_t i = 0; i < t->n; i++) {
+        sorted[i] = t->reqs[k[i].i];
+        sorted[i].t_s = k[i].t;
+    }
+    free(t->reqs);
+    free(k);
+    t->reqs = sorted;
+    b->cap_reqs = t->n;
+    return 0;
+}
+
+int trace_parse(const char *data, size_t len, enum trace_format fmt, struct trace **out, char *err,
+                size_t errlen)
+{
+    static const char azure_header[] = "TIMESTAMP,ContextTokens,GeneratedTokens";
+    struct builder b = {.err = err, .errlen = errlen};
+    int rc = ERR_NOMEM;
+    if (err && errlen) err[0] = 0;
+    if (len > TRACE_MAX_BYTES) {
+        rc = fail(&b, ERR_TOO_BIG, "trace larger than %u bytes", TRACE_MAX_BYTES);
+        goto out;
+    }
+    b.t = calloc(1, sizeof(*b.t));
+    if (!b.t) goto out;
+    b.t->format = fmt;
+    size_t pos = 0;
+    while (pos < len) {
+        const char *s = data + pos;
+        const char *nl = memchr(s, '\n', len - pos);
+        size_t l = nl ? (size_t)(nl - s) : len - pos;
+        pos += l + (nl ? 1 : 0);
+        b.line++;
+        if (l > TRACE_MAX_LINE) {
+            rc = fail(&b, ERR_TOO_BIG, "line longer than %u bytes", TRACE_MAX_LINE);
+            goto out;
+        }
+        if (l && s[l - 1] == '\r') l--;
+        if (l == 0) continue; /* blank lines (a trailing newline) carry nothing */
+        if (fmt == TRACE_AZURE && b.line == 1) {
+            if (l != sizeof(azure_header) - 1 || memcmp(s, azure_header, l) != 0) {
+                rc = fail(&b, ERR_PARSE, "expected header \"%s\"", azure_header);
+                goto out;
+            }
+            continue;
+        }
+        rc = fmt == TRACE_AZURE ? parse_azure_line(&b, s, l) : parse_mooncake_line(&b, s, l);
+        if (rc != 0) goto out;
+    }
+    if (b.t->n == 0) {
+        rc = fail(&b, ERR_PARSE, "no requests in the trace");
+        goto out;
+    }
+    if ((rc = normalise(&b)) != 0) goto out;
+    *out = b.t;
+    b.t = NULL;
+    rc = 0;
+out:
+    free(b.abs_t);
+    trace_free(b.t);
+    return rc;
+}
+
+int trace_load(const char *path, enum trace_format fmt, struct trace **out, char *err,
+               size_t errlen)
+{
+    int rc = ERR_IO;
+    char *data = NULL, scratch[1];
+    if (!err || !errlen) { /* messages are optional */
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        goto out;
+    }
+    size_t cap = 1 << 20, len = 0;
+    data = malloc(cap);
+    if (!data) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        rc = ERR_NOMEM;
+        goto out;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= TRACE_MAX_BYTES + 1) {
+                snprintf(err, errlen, "%s: larger than %u bytes", path, TRACE_MAX_BYTES);
+                rc = ERR_TOO_BIG;
+                goto out;
+            }
+            size_t ncap = cap * 2 > TRACE_MAX_BYTES + 1 ? TRACE_MAX_BYTES + 1 : cap * 2;
+            char *p = realloc(data, ncap);
+            if (!p) {
+                snprintf(err, errlen, "%s: out of memory", path);
+                rc = ERR_NOMEM;
+                goto out;
+            }
+            data = p;
+            cap = ncap;
+        }
+        size_t n = fread(data + len, 1, cap - len, f);
+        if (n == 0) break;
+        len += n;
+    }
+    if (ferror(f)) {
+        snprintf(err, errlen, "%s: read error", path);
+        goto out;
+    }
+    rc = trace_parse(data, len, fmt, out, err, errlen);
+out:
+    if (f) fclose(f);
+    free(data);
+    return rc;
+}
+
+void trace_free(struct trace *t)
+{
+    if (!t) return;
+    free(t->reqs);
+    free(t->hashes);
+    free(t);
+}
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void trace_spread_ties(struct trace *t, uint64_t seed)
+{
+    if (!t || t->n < 2) return;
+    /* Median gap between distinct timestamps spreads the final run. */
+    size_t nd = 0;
+    double *gaps = malloc(t->n * sizeof(*gaps));
+    if (gaps) {
+        for (size_t i = 1; i < t->n; i++)
+            if (t->reqs[i].t_s > t->reqs[i - 1].t_s)
+                gaps[nd++] = t->reqs[i].t_s - t->reqs[i - 1].t_s;
+        if (nd) qsort(gaps, nd, sizeof(*gaps), cmp_double);
+    }
+    double median = gaps && nd ? gaps[nd / 2] : 0;
+    free(gaps);
+    uint64_t rng = seed;
+    size_t i = 0;
+    while (i < t->n) {
+        size_t j = i;
+        while (j < t->n && t->reqs[j].t_s == t->reqs[i].t_s) j++;
+        double base = t->reqs[i].t_s;
+        double gap = j < t->n ? t->reqs[j].t_s - base : median;
+        if (j - i > 1 && gap > 0) {
+            /* Sorted uniform offsets in [0, gap): order inside the run is kept. */
+            double prev = 0;
+            for (size_t k = i; k < j; k++) {
+                size_t left = j - k;
+                double u = (double)(splitmix64(&rng) >> 11) / 9007199254740992.0;
+                /* Next order statistic of `left` uniforms on [prev, gap): prev + (gap - prev) *
+                 * (1 - (1-u)^(1/left)). */
+                double x = prev + (gap - prev) * (1 - pow(1 - u, 1.0 / (double)left));
+                t->reqs[k].t_s = base + x;
+                prev = x;
+            }
+        }
+        i = j;
+    }
+}

@@ -1,0 +1,266 @@
+/* Results -> OpenAI response objects: "text_completion" and "chat.completion" bodies, their
+ * streaming chunks ("text_completion" / "chat.completion.chunk") and the SSE framing
+ * ("data: {...}\n\n", then "data: [DONE]\n\n"). Field names and order follow the API reference
+ * (https://platform.openai.com/docs/api-reference/chat/object, .../chat/streaming,
+ * .../completions/object). Builds values only; the HTTP layer writes them. */
+#include "engine/api/api.h"
+
+#include "common/err.h"
+#include "common/json_util.h"
+#include "engine/api/api_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* OpenAI reports impossible tokens as -9999.0; jansson cannot encode infinities or NaN. */
+#define API_LOGPROB_FLOOR -9999.0
+
+const char *api_finish_name(enum api_finish f)
+{
+    switch (f) {
+    case API_FINISH_STOP: return "stop";
+    case API_FINISH_LENGTH: return "length";
+    case API_FINISH_NONE: break;
+    }
+    return NULL;
+}
+
+int api_response_id(enum api_kind kind, uint64_t rnd, char *dst, size_t dstlen)
+{
+    int n =
+        snprintf(dst, dstlen, "%s-%016" PRIx64, kind == API_KIND_CHAT ? "chatcmpl" : "cmpl", rnd);
+    return n > 0 && (size_t)n < dstlen ? 0 : ERR_INVAL;
+}
+
+/* A JSON string from raw decoded bytes: invalid UTF-8 (a token that ends inside a character)
+ * becomes U+FFFD per bad byte, as OpenAI does in logprob tokens. NULL on ERR_NOMEM. */
+static json_t *api_text(const char *p, size_t len)
+{
+    if (!p) p = "", len = 0;
+    const unsigned char *s = (const unsigned char *)p;
+    size_t bad = api_utf8_invalid_at(s, len);
+    if (bad == len) return json_stringn(p, len);
+    struct buf b;
+    buf_init(&b, 0); /* at most 3x the input, which the caller bounds */
+    json_t *j = NULL;
+    size_t i = 0;
+    while (i < len) {
+        bad = i + api_utf8_invalid_at(s + i, len - i);
+        if (buf_append(&b, s + i, bad - i)) goto out;
+        if (bad == len) break;
+        if (buf_puts(&b, "\xEF\xBF\xBD")) goto out;
+        i = bad + 1;
+    }
+    j = json_stringn(buf_cstr(&b), b.len);
+out:
+    buf_fini(&b);
+    return j;
+}
+
+static json_t *api_logprob_value(float lp)
+{
+    return json_real(isfinite(lp) ? (double)lp : API_LOGPROB_FLOOR);
+}
+
+/* Characters (UTF-8 lead bytes) in p[0..len): OpenAI's text_offset counts characters. */
+static size_t api_chars(const char *p, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return n;
+}
+
+static json_t *api_bytes(const char *p, size_t len)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < len; i++)
+        if (json_array_append_new(a, json_integer((unsigned char)p[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* Chat: {"content":[{"token","logprob","bytes","top_logprobs":[{"token","logprob","bytes"}]}],
+ *        "refusal":null} */
+static json_t *api_chat_logprobs(const struct api_choice *c)
+{
+    json_t *content = json_array();
+    json_t *obj = json_pack("{s:o,s:n}", "content", content, "refusal");
+    if (!obj) return NULL;
+    for (size_t i = 0; i < c->n_logprobs; i++) {
+        const struct api_token_logprob *t = &c->logprobs[i];
+        json_t *tops = json_array();
+        for (int k = 0; tops && k < t->n_top; k++) {
+            const struct api_top_logprob *a = &t->top[k];
+            if (json_array_append_new(tops,
+                                      json_pack("{s:o,s:o,s:o}", "token", api_text(a->text, a->len),
+                                                "logprob", api_logprob_value(a->logprob), "bytes",
+                                                api_bytes(a->text, a->len)))) {
+                json_decref(tops);
+                tops = NULL;
+            }
+        }
+        json_t *e = json_pack("{s:o,s:o,s:o,s:o}", "token", api_text(t->text, t->len), "logprob",
+                              api_logprob_value(t->logprob), "bytes", api_bytes(t->text, t->len),
+                              "top_logprobs", tops);
+        if (json_array_append_new(content, e)) {
+            json_decref(obj);
+            return NULL;
+        }
+    }
+    return obj;
+}
+
+/* Completions: {"tokens":[..],"token_logprobs":[..],"top_logprobs":[{tok:lp}],"text_offset":[..]} */
+static json_t *api_compl_logprobs(const struct api_choice *c)
+{
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    json_t *obj = json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps,
+                            "top_logprobs", tops, "text_offset", offs);
+    if (!obj) return NULL;
+    size_t off = c->text_offset;
+    for (size_t i = 0; i < c->n_logprobs; i++) {
+        const struct api_token_logprob *t = &c->logprobs[i];
+        json_t *top = json_object();
+        for (int k = 0; top && k < t->n_top; k++) {
+            json_t *key = api_text(t->top[k].text, t->top[k].len);
+            /* Two tokens may decode to the same text; keep the first (most likely). */
+            if (!key || (!json_object_get(top, json_string_value(key)) &&
+                         json_object_set_new(top, json_string_value(key),
+                                             api_logprob_value(t->top[k].logprob)))) {
+                json_decref(top);
+                top = NULL;
+            }
+            json_decref(key);
+        }
+        if (json_array_append_new(tokens, api_text(t->text, t->len)) ||
+            json_array_append_new(lps, api_logprob_value(t->logprob)) ||
+            json_array_append_new(tops, top) ||
+            json_array_append_new(offs, json_integer((json_int_t)off))) {
+            json_decref(obj);
+            return NULL;
+        }
+        off += api_chars(t->text, t->len);
+    }
+    return obj;
+}
+
+static json_t *api_logprobs(enum api_kind kind, const struct api_choice *c)
+{
+    if (!c->logprobs) return json_null();
+    return kind == API_KIND_CHAT ? api_chat_logprobs(c) : api_compl_logprobs(c);
+}
+
+static json_t *api_finish(enum api_finish f)
+{
+    const char *s = api_finish_name(f);
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *api_usage_json(const struct api_usage *u)
+{
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+                     "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+                     (json_int_t)(u->prompt_tokens + u->completion_tokens), "prompt_tokens_details",
+                     "cached_tokens", (json_int_t)u->cached_tokens);
+}
+
+/* {"id","object","created","model"}: the head every object and chunk starts with. */
+static json_t *api_head(const struct api_response_meta *m, const char *object)
+{
+    return json_pack("{s:s,s:s,s:I,s:o}", "id", m->id ? m->id : "", "object", object, "created",
+                     (json_int_t)m->created, "model",
+                     api_text(m->model, m->model ? strlen(m->model) : 0));
+}
+
+static json_t *api_choice_json(const struct api_response_meta *m, const struct api_choice *c)
+{
+    if (m->kind == API_KIND_CHAT)
+        return json_pack("{s:i,s:{s:s,s:o,s:n},s:o,s:o}", "index", c->index, "message", "role",
+                         "assistant", "content", api_text(c->text, c->len), "refusal", "logprobs",
+                         api_logprobs(m->kind, c), "finish_reason", api_finish(c->finish));
+    return json_pack("{s:o,s:i,s:o,s:o}", "text", api_text(c->text, c->len), "index", c->index,
+                     "logprobs", api_logprobs(m->kind, c), "finish_reason", api_finish(c->finish));
+}
+
+json_t *api_response_json(const struct api_response_meta *m, const struct api_choice *choices,
+                          size_t n, const struct api_usage *u)
+{
+    json_t *obj = api_head(m, m->kind == API_KIND_CHAT ? "chat.completion" : "text_completion");
+    json_t *arr = json_array();
+    if (!obj || !arr || json_object_set(obj, "choices", arr)) goto fail;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_append_new(arr, api_choice_json(m, &choices[i]))) goto fail;
+    if (json_object_set_new(obj, "usage", api_usage_json(u))) goto fail;
+    json_decref(arr);
+    return obj;
+fail:
+    json_decref(arr);
+    json_decref(obj);
+    return NULL;
+}
+
+json_t *api_response_chunk(const struct api_response_meta *m, const struct api_choice *c,
+                           bool role_only)
+{
+    bool chat = m->kind == API_KIND_CHAT;
+    json_t *obj = api_head(m, chat ? "chat.completion.chunk" : "text_completion");
+    json_t *choice = NULL;
+    if (!obj) return NULL;
+    if (chat) {
+        json_t *delta = NULL;
+        if (role_only)
+            delta = json_pack("{s:s,s:s}", "role", "assistant", "content", "");
+        else if (c->text && c->len)
+            delta = json_pack("{s:o}", "content", api_text(c->text, c->len));
+        else
+            delta = json_object();
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c->index, "delta", delta, "logprobs",
+                           role_only ? json_null() : api_logprobs(m->kind, c), "finish_reason",
+                           api_finish(role_only ? API_FINISH_NONE : c->finish));
+    } else {
+        choice = api_choice_json(m, c);
+    }
+    if (json_object_set_new(obj, "choices", json_pack("[o]", choice)) ||
+        (m->include_usage && json_object_set_new(obj, "usage", json_null()))) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u)
+{
+    json_t *obj =
+        api_head(m, m->kind == API_KIND_CHAT ? "chat.completion.chunk" : "text_completion");
+    if (!obj) return NULL;
+    if (json_object_set_new(obj, "choices", json_array()) ||
+        json_object_set_new(obj, "usage", api_usage_json(u))) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+int api_response_sse(const json_t *j, struct buf *out)
+{
+    if (!j) return ERR_INVAL;
+    size_t before = out->len;
+    int rc = buf_puts(out, "data: ");
+    if (!rc) rc = json_util_dump(j, out);
+    if (!rc) rc = buf_puts(out, "\n\n");
+    if (rc && out->data) {
+        out->len = before;
+        out->data[before] = '\0';
+    }
+    return rc;
+}
+
+int api_response_sse_done(struct buf *out)
+{
+    return buf_puts(out, "data: [DONE]\n\n");
+}

@@ -1,0 +1,152 @@
+/* Transformer model: hyper-parameters and weights from a GGUF file, and the batched forward pass.
+ * Architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM), qwen2 (QKV biases) and qwen3
+ * (per-head q/k RMS norms), following ggml/llama.cpp conventions (tensor names, rope modes).
+ * Weights borrow the GGUF mapping and are prepared once by the backend; the K/V data lives in the
+ * backend, addressed through the block tables of an engine/kv/kv_cache.h pool.
+ * Not the tokenizer, the sampler or the scheduler. Owned and called by one inference thread. */
+#ifndef CINFER_ENGINE_MODEL_H
+#define CINFER_ENGINE_MODEL_H
+
+#include "engine/backend/backend.h"
+#include "engine/gguf/gguf.h"
+#include "engine/kv/kv_cache.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum model_arch { MODEL_ARCH_LLAMA = 0, MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3 };
+
+struct model_hparams {
+    enum model_arch arch;
+    char arch_name[32];    /* general.architecture */
+    int n_vocab;           /* rows of token_embd.weight */
+    int n_ctx_train;       /* <arch>.context_length */
+    int n_embd;            /* <arch>.embedding_length */
+    int n_layer;           /* <arch>.block_count */
+    int n_ff;              /* <arch>.feed_forward_length */
+    int n_head;            /* <arch>.attention.head_count */
+    int n_head_kv;         /* <arch>.attention.head_count_kv (GQA), default n_head */
+    int head_dim;          /* <arch>.attention.key_length, default n_embd / n_head */
+    int n_rot;             /* <arch>.rope.dimension_count, default head_dim */
+    float rms_eps;         /* <arch>.attention.layer_norm_rms_epsilon */
+    float rope_freq_base;  /* <arch>.rope.freq_base, default 10000 */
+    float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1 */
+    enum backend_rope_mode rope_mode; /* llama: NORMAL; qwen2/qwen3: NEOX (as llama.cpp) */
+    bool tied_output; /* no output.weight: the output projection is token_embd.weight */
+};
+
+/* Reads and validates the hyper-parameters of `g` (borrowed). The vocabulary size comes from
+ * token_embd.weight. ERR_UNSUPPORTED for an unknown architecture or rope scaling, ERR_INVAL for a
+ * missing or inconsistent key, with a message naming it in `err`. */
+int model_hparams_parse(const struct gguf *g, struct model_hparams *out, char *err, size_t errlen);
+
+struct model_options {
+    const char *backend;     /* backend_create name; NULL = best available */
+    int n_threads;           /* 0 = all online cores */
+    enum quant_type kv_type; /* QUANT_F16 (llama.cpp's default), QUANT_F32 or QUANT_Q8_0 */
+    bool no_lanes;           /* never split a step into lanes (model_forward): A/B runs, tests */
+};
+
+/* The `--kv-type` names: "f16", "f32", "q8_0" (ggml's Q8_0 blocks of 32: about half the bytes of
+ * f16; needs a head dimension that is a multiple of 32). Returns false for any other name. */
+#define MODEL_KV_TYPE_NAMES "f16|f32|q8_0"
+bool model_kv_type_parse(const char *name, enum quant_type *out);
+
+/* Defaults: best backend, all cores, F16 KV cache. */
+void model_options_default(struct model_options *opt);
+
+struct model;
+
+/* Opens the GGUF at `path` (borrowed), validates every tensor (presence, loadable type, shape
+ * against the hparams) and prepares the weights on a new backend. *out is new (model_free).
+ * Errors: those of gguf_open, ERR_UNSUPPORTED / ERR_INVAL / ERR_NOT_FOUND with a message naming the
+ * architecture or tensor in `err`, or the backend's error. */
+int model_load(const char *path, const struct model_options *opt, struct model **out, char *err,
+               size_t errlen);
+/* Same from an already parsed file, which the model takes (closed by model_free, or on failure). */
+int model_load_gguf(struct gguf *g, const struct model_options *opt, struct model **out, char *err,
+                    size_t errlen);
+void model_free(struct model *m); /* NULL-safe */
+
+/* Borrowed views, valid until model_free. The GGUF is what the tokenizer loads from. */
+const struct model_hparams *model_hparams(const struct model *m);
+const struct gguf *model_gguf(const struct model *m);
+struct backend *model_backend(struct model *m);
+/* Bytes of weights read per forward step (every matrix once): the decode memory traffic. */
+uint64_t model_weight_bytes(const struct model *m);
+
+/* K and V bytes of one token over all layers for a cache of `kv_type`. */
+uint64_t model_kv_bytes_per_token(const struct model *m, enum quant_type kv_type);
+/* Allocates backend K/V storage matching the geometry of `kv` (borrowed; the model does not keep it)
+ * in the options' kv_type, replacing any previous storage. 0 or the backend's error. */
+int model_kv_init(struct model *m, const struct kv_cache *kv);
+/* Copies K/V of block src into block dst (a kv_cache_copy from kv_cache_seq_append). */
+int model_kv_copy_block(struct model *m, int32_t src, int32_t dst);
+
+enum model_logits {
+    MODEL_LOGITS_NONE = 0, /* a prefill chunk that is not the last one */
+    MODEL_LOGITS_LAST,     /* the last token of the entry (the usual case) */
+    MODEL_LOGITS_ALL,      /* every token of the entry (tests, prompt logprobs) */
+};
+
+/* One entry of a step: n_tokens consecutive tokens of sequence `seq` at positions pos..pos+n-1. */
+struct model_batch_entry {
+    int seq;               /* kv_cache sequence id */
+    int pos;               /* position of tokens[0] */
+    int n_tokens;          /* >= 1 */
+    const int32_t *tokens; /* borrowed */
+    enum model_logits logits;
+};
+
+/* Runs one step over all entries (prefill chunks and decode tokens of different sequences mixed):
+ * every layer does one matmul over all tokens of the step. K/V are written through the block tables
+ * of `kv`, whose sequences must already hold the slots (kv_cache_seq_append up to pos + n_tokens);
+ * each token attends to positions 0..its own of its sequence. Logits rows (n_vocab floats each) are
+ * returned in entry order, token order within an entry, in *logits (borrowed from the model, valid
+ * until the next forward) with their count in *n_rows. Each row depends only on its own sequence's
+ * tokens, not on what else is in the step. A step of many alike decodes may run as lanes, runs of
+ * its entries each on one thread of the backend (model_lanes_plan in model_internal.h); the logits
+ * are the same bits either way. ERR_INVAL for a token out of the vocabulary, a sequence listed twice
+ * or slots not reserved; ERR_NOMEM; backend errors. */
+int model_forward(struct model *m, const struct kv_cache *kv,
+                  const struct model_batch_entry *entries, int n_entries, const float **logits,
+                  int *n_rows);
+/* Lanes the last successful model_forward ran as: 1 unless it split (tests, benchmarks). */
+int model_forward_lanes(const struct model *m);
+
+/* Where a forward step's time goes, by kind of op (`cinfer-engine bench --profile`). */
+enum model_op {
+    MODEL_OP_EMBED,     /* token embedding rows */
+    MODEL_OP_NORM,      /* RMS norms (layers, q/k, final) */
+    MODEL_OP_QKV,       /* Q/K/V projections and their biases */
+    MODEL_OP_ROPE,      /* rotary embedding of q and k */
+    MODEL_OP_KV_STORE,  /* writing k and v into the cache */
+    MODEL_OP_ATTENTION, /* softmax(q K^T) V over the cache */
+    MODEL_OP_ATTN_OUT,  /* attention output projection */
+    MODEL_OP_RESIDUAL,  /* residual adds */
+    MODEL_OP_FFN_UP,    /* gate and up projections */
+    MODEL_OP_SILU,      /* silu(gate) * up */
+    MODEL_OP_FFN_DOWN,  /* down projection */
+    MODEL_OP_OUTPUT,    /* classifier */
+    MODEL_OP_OTHER,     /* row gathers, logits download */
+    MODEL_OP_COUNT
+};
+
+struct model_profile {
+    double seconds[MODEL_OP_COUNT]; /* wall time per kind, the sync after each op included */
+    long calls[MODEL_OP_COUNT];
+    double step_seconds; /* whole model_forward calls */
+    long steps;
+    int lanes; /* lanes of the last step; a split step's ops are timed in lane 0 only */
+};
+
+/* Attaches `p` (borrowed until detached with NULL): from then on forward steps add their time to
+ * it, each op followed by a backend sync so that its time is its own (which also removes any
+ * overlap an asynchronous backend would have). Caller thread. */
+void model_profile_attach(struct model *m, struct model_profile *p);
+
+/* A short lowercase name ("attention"). */
+const char *model_op_name(enum model_op op);
+
+#endif

@@ -1,0 +1,639 @@
+/* Continuous batching with chunked prefill, preemption by recomputation and prefix caching; see
+ * engine/sched/scheduler.h for the model. The step is: cancellations -> running sequences (in admission
+ * order, preempting the newest when blocks run out) -> admissions from the waiting queue -> one forward
+ * pass -> prefix-cache inserts of newly full blocks -> sampling and events. */
+#include "engine/sched/scheduler.h"
+
+#include "common/assert.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "engine/gguf/gguf.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/kv/prefix_cache.h"
+#include "engine/text/stop_matcher.h"
+#include "engine/text/tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHED_TEXT_MAX       (1u << 20) /* bytes one event may carry (a flush of held text) */
+#define SCHED_TOKENS_INITIAL 256        /* output tokens a sequence has room for before growing */
+
+enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING };
+
+struct sched_seq {
+    void *ud;
+    enum seq_state state;
+    enum sched_finish cancelled; /* NONE, or how to end at the next step (sched_cancel) */
+    int priority;
+    uint64_t arrival; /* sched_add order: FCFS within a priority, and a preempted seq's place */
+
+    int32_t *tokens; /* prompt, then generated tokens; the last one may not be computed yet */
+    int n_tokens, cap_tokens;
+    int n_prompt;
+    int n_computed; /* tokens whose K/V is in the cache */
+    int n_generated;
+    int n_cached; /* prompt tokens attached from the prefix cache at first admission */
+    bool ever_admitted;
+    long max_tokens; /* -1: until max_context */
+    bool ignore_eos;
+
+    int kv_seq;       /* -1 while waiting */
+    int chunk;        /* tokens scheduled in the current step (0: not in it) */
+    uint64_t root;    /* prefix-cache chain root (from the salt) */
+    uint64_t *hashes; /* chained hash of each full computed block */
+    int n_hashed;
+
+    struct sampler_params sampling;
+    struct sampler *smp; /* created at first admission: its scratch is O(vocabulary) */
+    struct stop_matcher *stop;
+    struct tokenizer_detok detok;
+};
+
+struct sched {
+    struct sched_config cfg;
+    struct model *m;
+    struct kv_cache *kv;
+    const struct tokenizer *tok;
+    struct prefix_cache *pc; /* NULL when prefix caching is off */
+    sched_emit_fn emit;
+    void *emit_ctx;
+    int n_vocab;
+    int32_t eos; /* EOS when there is no tokenizer */
+    int block_size;
+
+    struct sched_seq **waiting; /* sorted by (priority, arrival) */
+    int n_waiting;
+    struct sched_seq **running; /* admission order */
+    int n_running;
+    int cap_seqs; /* capacity of waiting (grows) */
+    uint64_t next_arrival;
+
+    struct model_batch_entry *entries; /* max_num_seqs */
+    struct sched_seq **entry_seq;
+    int32_t *scratch_blocks; /* max_blocks_per_seq */
+    struct buf piece, text;  /* event text assembly */
+    struct sched_stats st;
+};
+
+/* ---------------------------------------------------------------- sequences */
+
+/* Makes room for `want` tokens (capped at max_context) in the token and block-hash arrays. */
+static int seq_grow(const struct sched *s, struct sched_seq *q, int want)
+{
+    if (want > s->cfg.max_context) want = s->cfg.max_context;
+    if (want <= q->cap_tokens) return 0;
+    int32_t *t = realloc(q->tokens, (size_t)want * sizeof(int32_t));
+    if (!t) return ERR_NOMEM;
+    q->tokens = t;
+    size_t nh = (size_t)want / (size_t)s->block_size + 1;
+    uint64_t *h = realloc(q->hashes, nh * sizeof(uint64_t));
+    if (!h) return ERR_NOMEM;
+    q->hashes = h;
+    q->cap_tokens = want;
+    return 0;
+}
+
+static void seq_free(struct sched_seq *q)
+{
+    if (!q) return;
+    sampler_free(q->smp);
+    stop_matcher_free(q->stop);
+    free(q->tokens);
+    free(q->hashes);
+    free(q);
+}
+
+/* Releases the K/V of a sequence (cached full blocks stay with the prefix cache). */
+static void seq_release_kv(struct sched *s, struct sched_seq *q)
+{
+    if (q->kv_seq >= 0) kv_cache_seq_close(s->kv, q->kv_seq);
+    q->kv_seq = -1;
+    q->n_computed = 0;
+    q->n_hashed = 0;
+    q->chunk = 0;
+}
+
+static bool seq_is_eog(const struct sched *s, int32_t id)
+{
+    if (s->tok) return tokenizer_is_eog(s->tok, id);
+    return id == s->eos;
+}
+
+static int waiting_insert(struct sched *s, struct sched_seq *q)
+{
+    if (s->n_waiting == s->cap_seqs) {
+        int cap = s->cap_seqs ? s->cap_seqs * 2 : 64;
+        struct sched_seq **w = realloc(s->waiting, (size_t)cap * sizeof(*w));
+        if (!w) return ERR_NOMEM;
+        s->waiting = w;
+        s->cap_seqs = cap;
+    }
+    int i = s->n_waiting;
+    while (i > 0) {
+        const struct sched_seq *p = s->waiting[i - 1];
+        if (p->priority < q->priority || (p->priority == q->priority && p->arrival < q->arrival))
+            break;
+        s->waiting[i] = s->waiting[i - 1];
+        i--;
+    }
+    s->waiting[i] = q;
+    s->n_waiting++;
+    q->state = SEQ_WAITING;
+    return 0;
+}
+
+static void waiting_remove_at(struct sched *s, int i)
+{
+    memmove(&s->waiting[i], &s->waiting[i + 1], (size_t)(s->n_waiting - i - 1) * sizeof(void *));
+    s->n_waiting--;
+}
+
+static void running_remove_at(struct sched *s, int i)
+{
+    memmove(&s->running[i], &s->running[i + 1], (size_t)(s->n_running - i - 1) * sizeof(void *));
+    s->n_running--;
+}
+
+static void running_remove(struct sched *s, const struct sched_seq *q)
+{
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i] == q) {
+            running_remove_at(s, i);
+            return;
+        }
+}
+
+/* ---------------------------------------------------------------- events */
+
+/* Emits the event of `q` with the text assembled in s->text. */
+static void seq_emit(struct sched *s, struct sched_seq *q, const struct sampler_result *r,
+                     enum sched_finish finish)
+{
+    struct sched_event ev = {
+        .ud = q->ud,
+        .has_token = r != NULL,
+        .token = r ? r->token : 0,
+        .sample = r,
+        .text = s->text.data ? s->text.data : "",
+        .len = s->text.len,
+        .finish = finish,
+        .n_prompt = q->n_prompt,
+        .n_cached = q->n_cached,
+        .n_generated = q->n_generated,
+    };
+    s->emit(s->emit_ctx, &ev);
+}
+
+static void seq_destroy(struct sched *s, struct sched_seq *q)
+{
+    seq_release_kv(s, q);
+    seq_free(q);
+}
+
+/* Appends whatever the detokenizer and the stop matcher still hold to s->text. */
+static void seq_flush_text(struct sched *s, struct sched_seq *q)
+{
+    if (!s->tok) return;
+    buf_reset(&s->piece);
+    if (tokenizer_detok_flush(&q->detok, &s->piece) == 0 && s->piece.len)
+        (void)stop_matcher_feed(q->stop, s->piece.data, s->piece.len, &s->text);
+    (void)stop_matcher_flush(q->stop, &s->text);
+}
+
+/* Ends a sequence that is on no queue any more: final event, then it is freed. */
+static void seq_finish(struct sched *s, struct sched_seq *q, enum sched_finish f)
+{
+    buf_reset(&s->text);
+    if (f != SCHED_FINISH_ABORT) seq_flush_text(s, q);
+    seq_emit(s, q, NULL, f);
+    seq_destroy(s, q);
+}
+
+/* Handles the token sampled for q and emits its event; returns the finish reason (the caller then
+ * takes q off the running list and destroys it). */
+static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
+                                    const struct sampler_result *r)
+{
+    buf_reset(&s->text);
+    if (!q->ignore_eos && seq_is_eog(s, r->token)) {
+        seq_flush_text(s, q);
+        seq_emit(s, q, NULL, SCHED_FINISH_STOP);
+        return SCHED_FINISH_STOP;
+    }
+    if (q->n_tokens == q->cap_tokens && seq_grow(s, q, q->cap_tokens * 2) != 0) {
+        log_error("out of memory growing a sequence; aborting the request");
+        seq_emit(s, q, NULL, SCHED_FINISH_ABORT);
+        return SCHED_FINISH_ABORT;
+    }
+    ASSERT(q->n_tokens < q->cap_tokens);
+    sampler_accept(q->smp, r->token);
+    q->tokens[q->n_tokens++] = r->token;
+    q->n_generated++;
+    s->st.generation_tokens++;
+
+    enum sched_finish f = SCHED_FINISH_NONE;
+    if (s->tok) {
+        buf_reset(&s->piece);
+        int rc = tokenizer_detok_push(&q->detok, r->token, &s->piece);
+        if (rc == 0 && s->piece.len)
+            rc = stop_matcher_feed(q->stop, s->piece.data, s->piece.len, &s->text);
+        if (rc == 1)
+            f = SCHED_FINISH_STOP;
+        else if (rc < 0)
+            log_warn("dropping generated text", LOG_S("err", err_str(rc)));
+    }
+    if (f == SCHED_FINISH_NONE && ((q->max_tokens > 0 && q->n_generated >= q->max_tokens) ||
+                                   q->n_tokens >= s->cfg.max_context)) {
+        f = SCHED_FINISH_LENGTH;
+        seq_flush_text(s, q);
+    }
+    seq_emit(s, q, r, f);
+    return f;
+}
+
+/* ---------------------------------------------------------------- KV and prefix cache */
+
+static int blocks_available(const struct sched *s)
+{
+    int n = kv_cache_blocks_free(s->kv);
+    if (s->pc) n += prefix_cache_evictable(s->pc);
+    return n;
+}
+
+/* Reserves `n` more slots for q, evicting cached blocks when the free list is short. ERR_AGAIN when
+ * the pool cannot provide them. */
+static int seq_reserve(struct sched *s, struct sched_seq *q, int n)
+{
+    int need = kv_cache_seq_blocks_needed(s->kv, q->kv_seq, n);
+    int free_blocks = kv_cache_blocks_free(s->kv);
+    if (need > free_blocks && s->pc) prefix_cache_evict(s->pc, need - free_blocks);
+    struct kv_cache_copy cp;
+    int rc = kv_cache_seq_append(s->kv, q->kv_seq, n, &cp);
+    if (rc) return rc;
+    if (cp.n) rc = model_kv_copy_block(s->m, cp.src, cp.dst);
+    return rc;
+}
+
+/* Creates q's sampler and feeds it the prompt (the penalties' history). */
+static int seq_make_sampler(struct sched *s, struct sched_seq *q)
+{
+    int rc = sampler_new(&q->sampling, s->n_vocab, &q->smp);
+    if (rc) return rc;
+    for (int i = 0; i < q->n_prompt; i++) sampler_accept(q->smp, q->tokens[i]);
+    return 0;
+}
+
+/* Attaches the longest cached prefix of q's tokens (never the last token: it must be computed to
+ * give logits). */
+static void seq_attach_prefix(struct sched *s, struct sched_seq *q)
+{
+    if (!s->pc) return;
+    int bs = s->block_size;
+    int max_blocks = (q->n_tokens - 1) / bs;
+    int k = max_blocks
+                ? prefix_cache_lookup(s->pc, q->root, q->tokens, max_blocks, s->scratch_blocks)
+                : 0;
+    if (k > 0 && kv_cache_seq_attach(s->kv, q->kv_seq, s->scratch_blocks, k) != 0) k = 0;
+    uint64_t parent = q->root;
+    for (int b = 0; b < k; b++) {
+        parent = prefix_cache_block_hash(parent, q->tokens + (size_t)b * bs, bs);
+        q->hashes[b] = parent;
+    }
+    q->n_hashed = k;
+    q->n_computed = k * bs;
+}
+
+/* Offers q's newly completed blocks to the prefix cache. */
+static void seq_cache_blocks(struct sched *s, struct sched_seq *q)
+{
+    if (!s->pc) return;
+    int bs = s->block_size, n_table = 0;
+    const int32_t *table = kv_cache_seq_blocks(s->kv, q->kv_seq, &n_table);
+    int full = q->n_computed / bs;
+    for (int b = q->n_hashed; b < full && b < n_table; b++) {
+        uint64_t parent = b ? q->hashes[b - 1] : q->root;
+        if (prefix_cache_insert(s->pc, parent, q->tokens + (size_t)b * bs, table[b],
+                                &q->hashes[b]) != 0)
+            break;
+        q->n_hashed = b + 1;
+    }
+}
+
+/* Sends running sequence i back to the waiting queue, releasing its blocks. */
+static void seq_preempt(struct sched *s, int i)
+{
+    struct sched_seq *q = s->running[i];
+    running_remove_at(s, i);
+    seq_release_kv(s, q);
+    s->st.preemptions++;
+    if (waiting_insert(s, q) != 0) {
+        /* No memory to requeue it: end it rather than lose it silently. */
+        log_error("cannot requeue a preempted request; aborting it");
+        seq_finish(s, q, SCHED_FINISH_ABORT);
+    }
+}
+
+/* ---------------------------------------------------------------- step */
+
+static void add_entry(struct sched *s, int *n_entries, struct sched_seq *q, int chunk)
+{
+    int pos = q->n_computed;
+    s->entries[*n_entries] = (struct model_batch_entry){
+        .seq = q->kv_seq,
+        .pos = pos,
+        .n_tokens = chunk,
+        .tokens = q->tokens + pos,
+        .logits = pos + chunk == q->n_tokens ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE,
+    };
+    s->entry_seq[*n_entries] = q;
+    q->chunk = chunk;
+    (*n_entries)++;
+}
+
+static void process_cancellations(struct sched *s)
+{
+    for (int i = 0; i < s->n_waiting;) {
+        struct sched_seq *q = s->waiting[i];
+        if (!q->cancelled) {
+            i++;
+            continue;
+        }
+        waiting_remove_at(s, i);
+        seq_finish(s, q, q->cancelled);
+    }
+    for (int i = 0; i < s->n_running;) {
+        struct sched_seq *q = s->running[i];
+        if (!q->cancelled) {
+            i++;
+            continue;
+        }
+        running_remove_at(s, i);
+        seq_finish(s, q, q->cancelled);
+    }
+}
+
+/* How many of `need` tokens fit in `budget` this step; 0 when none should run now. */
+static int chunk_size(const struct sched *s, int need, int budget, int n_entries)
+{
+    if (need <= budget) return need;
+    if (s->cfg.chunked_prefill) return budget;
+    return n_entries == 0 ? need : 0; /* unchunked: the whole prompt, alone if it must */
+}
+
+static void schedule_running(struct sched *s, int *n_entries, int *budget)
+{
+    for (int i = 0; i<s->n_running && * budget> 0; i++) {
+        struct sched_seq *q = s->running[i];
+        int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
+        if (chunk == 0) continue;
+        bool preempted_self = false;
+        while (seq_reserve(s, q, chunk) != 0) {
+            /* Out of blocks: preempt the most recently admitted sequence, q itself if it is. */
+            int victim = s->n_running - 1;
+            bool self = victim == i;
+            seq_preempt(s, victim);
+            if (self) {
+                preempted_self = true;
+                break;
+            }
+        }
+        if (preempted_self) break;
+        add_entry(s, n_entries, q, chunk);
+        *budget -= chunk;
+    }
+}
+
+static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
+{
+    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && (*budget) > 0) {
+        struct sched_seq *q = s->waiting[0];
+        if (kv_cache_seq_open(s->kv, &q->kv_seq) != 0) {
+            q->kv_seq = -1;
+            return;
+        }
+        if (!q->smp && seq_make_sampler(s, q) != 0) {
+            log_error("out of memory creating a sampler; aborting the request");
+            seq_release_kv(s, q);
+            waiting_remove_at(s, 0);
+            seq_finish(s, q, SCHED_FINISH_ABORT);
+            continue;
+        }
+        seq_attach_prefix(s, q);
+        int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
+        if (chunk == 0 ||
+            kv_cache_seq_blocks_needed(s->kv, q->kv_seq, chunk) > blocks_available(s) ||
+            seq_reserve(s, q, chunk) != 0) {
+            seq_release_kv(s, q); /* head-of-line: wait for blocks to come back */
+            return;
+        }
+        waiting_remove_at(s, 0);
+        if (!q->ever_admitted) {
+            q->ever_admitted = true;
+            q->n_cached = q->n_computed;
+            s->st.prompt_tokens += (uint64_t)q->n_prompt;
+            if (s->pc) {
+                s->st.prefix_queries += (uint64_t)q->n_prompt;
+                s->st.prefix_hits += (uint64_t)q->n_cached;
+            }
+            buf_reset(&s->text);
+            seq_emit(s, q, NULL, SCHED_FINISH_NONE); /* "admitted": queue time ends */
+        }
+        q->state = SEQ_RUNNING;
+        s->running[s->n_running++] = q;
+        add_entry(s, n_entries, q, chunk);
+        *budget -= chunk;
+    }
+}
+
+/* Ends every sequence of a failed step: its K/V may be half written. */
+static void abort_step(struct sched *s, int n_entries)
+{
+    for (int e = 0; e < n_entries; e++) {
+        struct sched_seq *q = s->entry_seq[e];
+        running_remove(s, q);
+        seq_finish(s, q, SCHED_FINISH_ABORT);
+    }
+}
+
+int sched_step(struct sched *s)
+{
+    process_cancellations(s);
+    int n_entries = 0, budget = s->cfg.max_num_batched_tokens;
+    if (s->cfg.chunked_prefill) {
+        /* Decodes first, then prompt chunks into what is left: decodes never stall. */
+        schedule_running(s, &n_entries, &budget);
+        schedule_waiting(s, &n_entries, &budget);
+    } else {
+        /* Whole prompts first (vLLM without chunked prefill): a step that prefills runs no
+         * decodes, or long prompts would wait behind decodes for ever. */
+        schedule_waiting(s, &n_entries, &budget);
+        if (n_entries == 0) schedule_running(s, &n_entries, &budget);
+    }
+    if (n_entries == 0) return 0;
+
+    const float *logits = NULL;
+    int n_rows = 0;
+    int rc = model_forward(s->m, s->kv, s->entries, n_entries, &logits, &n_rows);
+    s->st.steps++;
+    if (rc) {
+        log_error("forward step failed; aborting its requests", LOG_S("err", err_str(rc)),
+                  LOG_I("sequences", n_entries));
+        abort_step(s, n_entries);
+        return rc;
+    }
+    int row = 0;
+    for (int e = 0; e < n_entries; e++) {
+        struct sched_seq *q = s->entry_seq[e];
+        q->n_computed += q->chunk;
+        q->chunk = 0;
+        seq_cache_blocks(s, q);
+        if (s->entries[e].logits != MODEL_LOGITS_LAST) continue;
+        ASSERT(row < n_rows);
+        struct sampler_result r;
+        const float *lrow = logits + (size_t)row * (size_t)s->n_vocab;
+        row++;
+        if (sampler_sample(q->smp, lrow, &r) != 0) {
+            log_warn("no finite logit to sample from; aborting the request");
+            running_remove(s, q);
+            seq_finish(s, q, SCHED_FINISH_ABORT);
+            continue;
+        }
+        if (seq_accept(s, q, &r) != SCHED_FINISH_NONE) {
+            running_remove(s, q);
+            seq_destroy(s, q);
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- lifecycle */
+
+int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
+              const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out)
+{
+    int bs = kv_cache_block_size(kv);
+    if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_context < 2 ||
+        cfg->max_context > kv_cache_max_blocks_per_seq(kv) * bs ||
+        cfg->max_num_seqs > kv_cache_max_seqs(kv) || !emit)
+        return ERR_INVAL;
+    struct sched *s = calloc(1, sizeof(*s));
+    if (!s) return ERR_NOMEM;
+    s->cfg = *cfg;
+    s->m = m;
+    s->kv = kv;
+    s->tok = tok;
+    s->emit = emit;
+    s->emit_ctx = emit_ctx;
+    s->n_vocab = model_hparams(m)->n_vocab;
+    s->block_size = bs;
+    uint32_t eos = 0;
+    s->eos =
+        gguf_get_u32(model_gguf(m), "tokenizer.ggml.eos_token_id", &eos) == 0 ? (int32_t)eos : -1;
+    buf_init(&s->piece, SCHED_TEXT_MAX);
+    buf_init(&s->text, SCHED_TEXT_MAX);
+    int rc = ERR_NOMEM;
+    s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
+    s->entries = calloc((size_t)cfg->max_num_seqs, sizeof(*s->entries));
+    s->entry_seq = calloc((size_t)cfg->max_num_seqs, sizeof(*s->entry_seq));
+    s->scratch_blocks = calloc((size_t)kv_cache_max_blocks_per_seq(kv), sizeof(int32_t));
+    if (!s->running || !s->entries || !s->entry_seq || !s->scratch_blocks) goto fail;
+    if (cfg->prefix_caching && (rc = prefix_cache_new(kv, &s->pc)) != 0) goto fail;
+    *out = s;
+    return 0;
+fail:
+    sched_free(s);
+    return rc;
+}
+
+void sched_free(struct sched *s)
+{
+    if (!s) return;
+    for (int i = 0; i < s->n_waiting; i++) seq_free(s->waiting[i]);
+    for (int i = 0; i < s->n_running; i++) seq_destroy(s, s->running[i]);
+    prefix_cache_free(s->pc);
+    free(s->waiting);
+    free(s->running);
+    free(s->entries);
+    free(s->entry_seq);
+    free(s->scratch_blocks);
+    buf_fini(&s->piece);
+    buf_fini(&s->text);
+    free(s);
+}
+
+int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out)
+{
+    if (!r->prompt || r->n_prompt < 1 || r->n_prompt >= s->cfg.max_context || r->max_tokens == 0 ||
+        r->max_tokens < -1 || r->n_stops > STOP_MATCHER_MAX)
+        return ERR_INVAL;
+    for (int i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) return ERR_INVAL;
+    struct sched_seq *q = calloc(1, sizeof(*q));
+    if (!q) return ERR_NOMEM;
+    /* Room for the prompt and a first stretch of output; seq_grow adds more as it comes, so a
+     * queued request costs its prompt, not its whole possible context. */
+    int rc = seq_grow(s, q, r->n_prompt + SCHED_TOKENS_INITIAL);
+    if (rc) goto fail;
+    memcpy(q->tokens, r->prompt, (size_t)r->n_prompt * sizeof(int32_t));
+    q->n_tokens = q->n_prompt = r->n_prompt;
+    q->max_tokens = r->max_tokens;
+    q->ignore_eos = r->ignore_eos;
+    q->priority = r->priority;
+    q->ud = r->ud;
+    q->kv_seq = -1;
+    q->root = prefix_cache_root(r->cache_salt, r->cache_salt ? strlen(r->cache_salt) : 0);
+    /* The sampler itself waits for admission: a long waiting queue must not hold a vocabulary-
+     * sized scratch per request. */
+    if (!sampler_params_valid(&r->sampling)) {
+        rc = ERR_INVAL;
+        goto fail;
+    }
+    q->sampling = r->sampling;
+    if ((rc = stop_matcher_new(r->stops, r->n_stops, &q->stop)) != 0) goto fail;
+    if (s->tok) tokenizer_detok_init(&q->detok, s->tok, false);
+    q->arrival = s->next_arrival++;
+    if ((rc = waiting_insert(s, q)) != 0) goto fail;
+    *out = q;
+    return 0;
+fail:
+    seq_free(q);
+    return rc;
+}
+
+void sched_cancel(struct sched *s, struct sched_seq *seq, enum sched_finish reason)
+{
+    (void)s;
+    ASSERT(reason != SCHED_FINISH_NONE);
+    if (seq->cancelled == SCHED_FINISH_NONE) seq->cancelled = reason;
+}
+
+bool sched_idle(const struct sched *s)
+{
+    return s->n_waiting == 0 && s->n_running == 0;
+}
+
+void sched_stop_all(struct sched *s, enum sched_finish reason)
+{
+    while (s->n_running > 0) {
+        struct sched_seq *q = s->running[s->n_running - 1];
+        s->n_running--;
+        seq_finish(s, q, reason);
+    }
+    while (s->n_waiting > 0) {
+        struct sched_seq *q = s->waiting[s->n_waiting - 1];
+        s->n_waiting--;
+        seq_finish(s, q, reason);
+    }
+}
+
+void sched_stats(const struct sched *s, struct sched_stats *out)
+{
+    *out = s->st;
+    out->running = s->n_running;
+    out->waiting = s->n_waiting;
+    int used = kv_cache_blocks_used(s->kv) - (s->pc ? prefix_cache_evictable(s->pc) : 0);
+    out->kv_usage = (double)used / (double)kv_cache_n_blocks(s->kv);
+}

@@ -1,0 +1,132 @@
+/* The serving scheduler: continuous batching over the model's batched forward pass.
+ *
+ * Every step runs the next tokens of all running sequences (one decode token each, or the next chunk
+ * of a prompt still being prefilled) plus prefill chunks of waiting sequences admitted into the free
+ * budget, within max_num_batched_tokens tokens and max_num_seqs sequences. Finished sequences leave
+ * and waiting ones join between steps (vLLM's unified scheduler: a sequence is just "tokens whose K/V
+ * is computed" and "tokens still to compute", so prefill chunks and decodes mix freely).
+ *
+ * KV memory: a sequence is admitted only when the blocks for its first chunk are free (counting
+ * blocks the prefix cache can evict). When a running sequence needs a block and none can be found, the
+ * most recently admitted running sequence is preempted: its blocks are released, it goes back to the
+ * waiting queue (in its original place) and is later recomputed from its tokens. Its sampler, detoken-
+ * izer and stop matcher keep their state, so it produces exactly the output it would have produced.
+ *
+ * Prefix caching (optional): each full block is offered to engine/kv/prefix_cache.h under a hash chained
+ * over the block tokens and a per-request salt; new sequences attach the longest cached chain and
+ * prefill only the rest (always at least their last token, which yields the first logits).
+ *
+ * Outputs are events through a callback: one per generated token with the text it makes safe to emit
+ * (UTF-8 whole, stop strings never emitted), and a final one carrying the finish reason.
+ *
+ * Not thread-safe: the scheduler, the model and the KV cache belong to one inference thread
+ * (STYLE.md "Concurrency"); engine/serve/serve_loop.c feeds it from the HTTP thread. */
+#ifndef CINFER_ENGINE_SCHEDULER_H
+#define CINFER_ENGINE_SCHEDULER_H
+
+#include "engine/sched/sampler.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct model;
+struct kv_cache;
+struct tokenizer;
+struct sched;
+struct sched_seq;
+
+struct sched_config {
+    int max_num_seqs;           /* sequences running at once (>= 1) */
+    int max_num_batched_tokens; /* tokens per forward step (>= 1) */
+    bool chunked_prefill;       /* false: a prompt is prefilled whole, in a step without decodes
+                                   (alone if it exceeds the budget) */
+    bool prefix_caching;
+    int max_context; /* tokens per sequence, prompt + generated (<= KV block-table capacity) */
+};
+
+enum sched_finish {
+    SCHED_FINISH_NONE = 0,
+    SCHED_FINISH_STOP,   /* end-of-generation token or a stop string */
+    SCHED_FINISH_LENGTH, /* max_tokens or max_context reached, or ended by sched_stop_all */
+    SCHED_FINISH_ABORT,  /* cancelled (client gone) or an engine error */
+};
+
+/* What a new sequence asks for. Everything is copied by sched_add. */
+struct sched_request {
+    const int32_t *prompt; /* >= 1 token ids, each < the model's vocabulary */
+    int n_prompt;          /* < max_context */
+    struct sampler_params sampling;
+    long max_tokens; /* > 0; -1 = until the context is full */
+    const char *const *stops;
+    size_t n_stops; /* 0..STOP_MATCHER_MAX non-empty strings */
+    bool ignore_eos;
+    int priority;           /* lower runs first; FCFS within a priority */
+    const char *cache_salt; /* NULL or a string: prefix-cache chains are per salt */
+    void *ud;               /* the caller's cookie, passed back in every event */
+};
+
+/* One output of a sequence. Pointers are borrowed for the duration of the callback. Besides token
+ * events and the final one, each sequence gets one event with neither a token nor a finish when it
+ * is first admitted to the running batch (its queue time ends there). */
+struct sched_event {
+    void *ud;
+    bool has_token;                      /* false only for a finish without a new token */
+    int32_t token;                       /* the generated token (when has_token) */
+    const struct sampler_result *sample; /* logprob and alternatives of `token` (when has_token) */
+    const char *text;                    /* text now safe to emit (may be empty) */
+    size_t len;
+    enum sched_finish finish; /* NONE until the last event of the sequence */
+    int n_prompt;             /* prompt tokens */
+    int n_cached;             /* prompt tokens served from the prefix cache at first admission */
+    int n_generated;          /* tokens generated so far (counting this one) */
+};
+
+/* Called on the inference thread for every event. Must not call back into the scheduler except
+ * sched_cancel. After an event with finish != NONE the sequence handle is gone. */
+typedef void (*sched_emit_fn)(void *ctx, const struct sched_event *ev);
+
+/* Counters since creation; gauges of the last step. Plain values. */
+struct sched_stats {
+    int running, waiting;
+    double kv_usage;      /* blocks used by sequences / all blocks (cache-only blocks excluded) */
+    uint64_t preemptions; /* total */
+    uint64_t prefix_queries;    /* prompt tokens looked up at first admission */
+    uint64_t prefix_hits;       /* of those, served from the prefix cache */
+    uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */
+    uint64_t generation_tokens; /* tokens generated */
+    uint64_t steps;             /* forward steps run */
+};
+
+/* Creates a scheduler over `m`, `kv` (its K/V storage must be initialised with model_kv_init) and
+ * `tok` (may be NULL: no text, only tokens; EOS from the GGUF), all borrowed for the scheduler's life.
+ * cfg is copied. Writes a new scheduler to *out (sched_free). ERR_INVAL on a bad config, ERR_NOMEM. */
+int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
+              const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out);
+/* Frees every sequence without events (call sched_stop_all first for a clean end). NULL-safe. */
+void sched_free(struct sched *s);
+
+/* Queues a new sequence. Returns its handle through *out (owned by the scheduler; valid until its
+ * final event). ERR_INVAL (bad prompt, params or stops; nothing queued), ERR_NOMEM. */
+int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out);
+
+/* Asks the sequence to stop: at the start of the next step it finishes with `reason` (ABORT for a
+ * client gone; LENGTH for a deadline: the text so far is flushed) and its blocks are freed. The
+ * first reason given wins. */
+void sched_cancel(struct sched *s, struct sched_seq *seq, enum sched_finish reason);
+
+/* Runs one step: cancellations, scheduling, one forward pass, sampling and events. Returns 0 (also
+ * when idle), or an error of the forward pass (every sequence in the step is then finished with
+ * SCHED_FINISH_ABORT: the scheduler stays usable). */
+int sched_step(struct sched *s);
+
+/* True when no sequence is waiting or running. */
+bool sched_idle(const struct sched *s);
+
+/* Ends every sequence now: those that generated something finish with `reason`, the others too
+ * (their output is empty). Used at the end of a drain. */
+void sched_stop_all(struct sched *s, enum sched_finish reason);
+
+void sched_stats(const struct sched *s, struct sched_stats *out);
+
+#endif

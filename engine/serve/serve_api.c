@@ -1,0 +1,304 @@
+/* OpenAI route handlers: validate, tokenize, gate (loading / draining / faulted / queue full), then
+ * hand over to the responder and the inference loop. */
+#include "engine/serve/serve_api.h"
+
+#include "common/clock.h"
+#include "common/buf.h"
+#include "common/err.h"
+#include "common/http_server.h"
+#include "common/log.h"
+#include "engine/api/api.h"
+#include "engine/serve/serve_loop.h"
+#include "engine/serve/serve_req.h"
+#include "engine/serve/serve_respond.h"
+#include "engine/text/tokenizer.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+
+#define SERVE_API_RETRY_LOADING_S  5
+#define SERVE_API_RETRY_DRAINING_S 1
+#define SERVE_API_RETRY_QUEUE_S    1
+#define SERVE_API_RETRY_FAULTED_S  1           /* another replica can answer at once */
+#define SERVE_API_PROMPT_TEXT_MAX  (64u << 20) /* rendered chat prompt */
+
+#define SERVE_ERROR_BODY_MAX (1u << 16)
+
+int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e)
+{
+    buf_init(&x->body, SERVE_ERROR_BODY_MAX);
+    x->retry_after_header = (struct http_header){"Retry-After", x->retry_after};
+    bool has_ra = api_error_retry_after(e, x->retry_after, sizeof(x->retry_after)) == 1;
+    x->headers = has_ra ? &x->retry_after_header : NULL;
+    x->n_headers = has_ra ? 1 : 0;
+    return api_error_body(e, &x->body);
+}
+
+void serve_error_reply_fini(struct serve_error_reply *x)
+{
+    buf_fini(&x->body);
+}
+
+static void respond_api_error(struct http_req *req, const struct api_error *e)
+{
+    struct serve_error_reply x;
+    if (serve_error_reply_init(&x, e) == 0)
+        http_respond(req, e->status, "application/json", x.body.data, x.body.len, x.headers,
+                     x.n_headers);
+    else
+        http_respond_error(req, 500, "server_error", "cannot format the error");
+    serve_error_reply_fini(&x);
+}
+
+bool serve_api_authorized(const char *key, const char *header)
+{
+    if (!key) return true;
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return false;
+    const char *got = header + 7;
+    while (*got == ' ') got++;
+    size_t kl = strlen(key), gl = strlen(got);
+    /* Compare every byte of the key whatever matches, so timing does not reveal a prefix. */
+    unsigned char diff = (unsigned char)(kl != gl);
+    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(key[i] ^ (i < gl ? got[i] : 0));
+    return diff == 0;
+}
+
+/* OpenAI answers a missing or wrong key with 401 before looking at the request. */
+static bool authorized(const struct serve_api *api, struct http_req *req)
+{
+    if (!api || !api->api_key) return true;
+    char value[1024];
+    int n = http_req_header(req, "Authorization", value, sizeof(value));
+    if (serve_api_authorized(api->api_key, n >= 0 ? value : NULL)) return true;
+    struct api_error e;
+    api_error_set(&e, API_ERR_UNAUTHORIZED, NULL,
+                  n >= 0 ? "Incorrect API key provided"
+                         : "You didn't provide an API key: send \"Authorization: Bearer <key>\"");
+    respond_api_error(req, &e);
+    return false;
+}
+
+void serve_api_error_faulted(struct api_error *e, bool running)
+{
+    if (running) {
+        api_error_set(e, API_ERR_INTERNAL, NULL,
+                      "the engine is faulted (inference steps keep failing) and stopped this "
+                      "response; the pod will be restarted: retry the request");
+    } else {
+        api_error_set(e, API_ERR_OVERLOADED, NULL,
+                      "the engine is faulted (inference steps keep failing); the pod will be "
+                      "restarted: retry on another replica");
+        e->retry_after_s = SERVE_API_RETRY_FAULTED_S;
+    }
+    e->code = "engine_faulted";
+}
+
+static bool gate_open(enum serve_api_gate gate, struct http_req *req)
+{
+    if (gate == SERVE_API_OPEN) return true;
+    struct api_error e;
+    if (gate == SERVE_API_FAULTED) {
+        serve_api_error_faulted(&e, false);
+    } else if (gate == SERVE_API_LOADING) {
+        api_error_set(&e, API_ERR_OVERLOADED, NULL, "the model is still loading; retry shortly");
+        e.retry_after_s = SERVE_API_RETRY_LOADING_S;
+    } else {
+        api_error_set(&e, API_ERR_OVERLOADED, NULL,
+                      "the server is shutting down; retry on another replica");
+        e.retry_after_s = SERVE_API_RETRY_DRAINING_S;
+    }
+    respond_api_error(req, &e);
+    return false;
+}
+
+static int prompt_from_text(const struct serve_api *api, const char *text, size_t len,
+                            const char *param, int32_t **ids, int *n, struct api_error *err)
+{
+    if (!api->tok) {
+        api_error_set(err, API_ERR_INVALID, param,
+                      "this model has no usable tokenizer: send 'prompt' as token ids");
+        return ERR_INVAL;
+    }
+    size_t nn = 0;
+    int rc = tokenizer_encode(api->tok, text, len, true, true, ids, &nn);
+    if (rc) {
+        api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, param,
+                      "cannot tokenize the prompt: %s", err_str(rc));
+        return rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
+    }
+    if (nn > (size_t)INT32_MAX) nn = (size_t)INT32_MAX;
+    *n = (int)nn;
+    return 0;
+}
+
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
+                         int *n, struct api_error *err)
+{
+    *ids = NULL;
+    *n = 0;
+    if (r->kind == API_KIND_COMPLETION) {
+        if (r->prompt_tokens) {
+            *ids = malloc(r->n_prompt_tokens * sizeof(int32_t));
+            if (!*ids) {
+                api_error_set(err, API_ERR_INTERNAL, NULL, "out of memory");
+                return ERR_NOMEM;
+            }
+            memcpy(*ids, r->prompt_tokens, r->n_prompt_tokens * sizeof(int32_t));
+            *n = (int)r->n_prompt_tokens;
+            return 0;
+        }
+        return prompt_from_text(api, r->prompt, strlen(r->prompt), "prompt", ids, n, err);
+    }
+    struct buf text;
+    buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
+    int rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text);
+    if (rc) {
+        api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
+                      "cannot render the chat template: %s", err_str(rc));
+        rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
+    } else {
+        rc = prompt_from_text(api, text.data ? text.data : "", text.len, "messages", ids, n, err);
+    }
+    buf_fini(&text);
+    return rc;
+}
+
+/* The context check OpenAI and vLLM make: the prompt must leave room for at least one token, and
+ * an explicit max_tokens must fit beside it. */
+static bool fits_context(const struct serve_api *api, const struct api_request *r, int n_prompt,
+                         struct api_error *err)
+{
+    const char *param = r->kind == API_KIND_CHAT ? "messages" : "prompt";
+    if (n_prompt == 0) {
+        api_error_set(err, API_ERR_INVALID, param, "the prompt is empty after tokenization");
+        return false;
+    }
+    if (n_prompt >= api->max_context) {
+        api_error_set(err, API_ERR_INVALID, param,
+                      "This model's maximum context length is %d tokens. However, your prompt "
+                      "has %d tokens. Please reduce the length of the prompt.",
+                      api->max_context, n_prompt);
+        return false;
+    }
+    if (r->max_tokens > 0 && (long)n_prompt + r->max_tokens > api->max_context) {
+        api_error_set(err, API_ERR_INVALID,
+                      r->kind == API_KIND_CHAT ? "max_completion_tokens" : "max_tokens",
+                      "This model's maximum context length is %d tokens. However, you requested "
+                      "%ld tokens (%d in the prompt, %ld for the completion). Please reduce the "
+                      "prompt or max_tokens.",
+                      api->max_context, (long)n_prompt + r->max_tokens, n_prompt, r->max_tokens);
+        return false;
+    }
+    return true;
+}
+
+/* Runs on the service thread when the client goes away mid-request. */
+static void on_client_gone(void *ud)
+{
+    struct serve_req *r = ud;
+    atomic_store(&r->cancelled, true);
+    serve_loop_wake(r->loop);
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        v = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+    }
+    return v;
+}
+
+static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
+                   enum api_kind kind)
+{
+    if (!authorized(api, req) || !gate_open(gate, req)) return;
+    double arrival = clock_mono_s();
+    size_t len = 0;
+    const char *body = http_req_body(req, &len);
+    struct api_limits lim = {.n_vocab = api->n_vocab, .max_tokens = api->max_context};
+    struct api_request *r = NULL;
+    struct api_error err;
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if (api_request_parse(body, len, kind, &lim, &r, &err) != 0) goto fail;
+    if (r->model && strcmp(r->model, api->model_name) != 0) {
+        api_error_set(&err, API_ERR_MODEL_NOT_FOUND, "model",
+                      "The model '%s' does not exist; this server serves '%s'", r->model,
+                      api->model_name);
+        goto fail;
+    }
+    if (serve_api_prompt_ids(api, r, &ids, &n_ids, &err) != 0) goto fail;
+    if (!fits_context(api, r, n_ids, &err)) goto fail;
+    if (serve_loop_waiting(api->loop) >= api->max_queue) {
+        api_error_set(&err, API_ERR_RATE_LIMIT, NULL,
+                      "too many requests are waiting (%d); retry later", api->max_queue);
+        err.retry_after_s = SERVE_API_RETRY_QUEUE_S;
+        goto fail;
+    }
+    struct serve_req *sr = serve_req_new(r, ids, n_ids);
+    r = NULL;
+    ids = NULL;
+    if (!sr) {
+        api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
+        goto fail;
+    }
+    sr->loop = api->loop;
+    sr->seed = random_u64();
+    sr->arrival = arrival;
+    sr->created = (long long)time(NULL);
+    (void)api_response_id(kind, random_u64(), sr->id, sizeof(sr->id));
+    sr->stream = http_req_defer(req);
+    if (!sr->stream) {
+        serve_req_unref(sr);
+        return; /* http_req_defer answered 500 */
+    }
+    http_stream_on_cancel(sr->stream, on_client_gone, sr);
+    serve_respond_adopt(api->resp, sr);
+    int rc = serve_loop_submit(api->loop, sr);
+    if (rc) {
+        sr->fail_status = rc == ERR_AGAIN ? 429 : rc == ERR_BAD_STATE ? 503 : 500;
+        /* Faulted since the gate let it through: refused like the requests after it. */
+        if (rc == ERR_BAD_STATE && serve_loop_faulted(api->loop))
+            atomic_store(&sr->fail_faulted, true);
+        atomic_store(&sr->failed, true);
+        serve_respond_post(api->resp, sr);
+    }
+    return;
+fail:
+    api_request_free(r);
+    free(ids);
+    respond_api_error(req, &err);
+}
+
+void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate,
+                           struct http_req *req)
+{
+    handle(api, api ? gate : SERVE_API_LOADING, req, API_KIND_COMPLETION);
+}
+
+void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req)
+{
+    handle(api, api ? gate : SERVE_API_LOADING, req, API_KIND_CHAT);
+}
+
+void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req)
+{
+    if (!authorized(api, req)) return;
+    json_t *j =
+        json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id", model_name,
+                  "object", "model", "created", (json_int_t)(api ? api->created : 0), "owned_by",
+                  "cinfer", "max_model_len", api ? api->max_context : 0);
+    if (!j) {
+        http_respond_error(req, 500, "server_error", "out of memory");
+        return;
+    }
+    http_respond_json(req, 200, j, NULL, 0);
+    json_decref(j);
+}

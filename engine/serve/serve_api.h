@@ -1,0 +1,81 @@
+/* The OpenAI routes of `cinfer-engine serve` (/v1/completions, /v1/chat/completions, /v1/models):
+ * on the HTTP service thread they parse and validate the request (engine/api/api.h), render the chat
+ * template, tokenize, enforce the context length and the queue bound, then hand the request to the
+ * responder and the inference loop. Nothing here blocks or touches the model. */
+#ifndef CINFER_ENGINE_SERVE_API_H
+#define CINFER_ENGINE_SERVE_API_H
+
+#include "common/buf.h"
+#include "common/http_server.h"
+#include "engine/api/chat_template.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct tokenizer;
+struct serve_loop;
+struct serve_respond;
+
+/* Everything the handlers need, borrowed for as long as the routes are served. */
+struct serve_api {
+    const char *model_name;      /* served model name ("model" must match it when sent) */
+    const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
+    enum chat_template_kind chat_template;
+    int n_vocab;
+    int max_context;     /* prompt + generated tokens per sequence */
+    int max_queue;       /* waiting requests beyond which new ones get 429 */
+    long long created;   /* Unix time the model was loaded (/v1/models) */
+    const char *api_key; /* non-NULL: /v1 requests need "Authorization: Bearer <api_key>" */
+    struct serve_loop *loop;
+    struct serve_respond *resp;
+};
+
+enum serve_api_gate {
+    SERVE_API_OPEN = 0, /* serving */
+    SERVE_API_LOADING,  /* 503 "loading", Retry-After */
+    SERVE_API_DRAINING, /* 503 "shutting down", Retry-After */
+    SERVE_API_FAULTED,  /* 503 code engine_faulted, Retry-After (serve_api_error_faulted) */
+};
+
+/* Route handlers; `api` may be NULL while the model loads (the gate then says LOADING). Service
+ * thread. Each answers exactly once, errors in OpenAI's shape. */
+void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate,
+                           struct http_req *req);
+void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req);
+void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
+
+/* An OpenAI error ready to send, on a request or on a deferred stream: the JSON body and, when the
+ * error asks for one, the Retry-After header (headers/n_headers point into the struct). */
+struct serve_error_reply {
+    struct buf body;
+    char retry_after[16];
+    struct http_header retry_after_header;
+    const struct http_header *headers; /* NULL or &retry_after_header */
+    size_t n_headers;
+};
+
+/* Formats `e` (borrowed) into `x`. Returns 0, or ERR_NOMEM / ERR_TOO_BIG (x is still finalisable).
+ * Any thread. */
+int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e);
+void serve_error_reply_fini(struct serve_error_reply *x);
+
+/* Fills `e` with the OpenAI error of a faulted engine (serve_loop_faulted): type "server_error",
+ * code "engine_faulted", a message saying the pod will be restarted. `running`: the request was
+ * being generated when the engine faulted (500); otherwise it was refused before it ran (503 with
+ * Retry-After, so a client retries, through the Service, on another replica). Pure; any thread. */
+void serve_api_error_faulted(struct api_error *e, bool running);
+
+/* True when `header` (the Authorization header's value, NULL when absent) carries the bearer
+ * token `key` (NULL: no key configured, everything passes). Constant time in the key's length.
+ * Pure; any thread. */
+bool serve_api_authorized(const char *key, const char *header);
+
+/* The request's prompt as token ids: the text tokenized (BOS as the model asks, special tokens in
+ * the text recognised), the ids as sent, or for chat the rendered template tokenized. Pure
+ * apart from allocation; any thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
+struct api_request;
+struct api_error;
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
+                         int *n, struct api_error *err);
+
+#endif

@@ -1,0 +1,390 @@
+/* The inference thread: inbox -> scheduler -> events -> responder, plus the metrics the scheduler's
+ * state and events feed. */
+#include "engine/serve/serve_loop.h"
+
+#include "common/assert.h"
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/failpoint.h"
+#include "common/log.h"
+#include "common/metric_names.h"
+#include "engine/serve/serve_metrics.h"
+#include "engine/serve/serve_req.h"
+#include "engine/serve/serve_respond.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SERVE_LOOP_FAULT_AFTER      3    /* consecutive failed steps that mark the engine faulted */
+#define SERVE_LOOP_METRICS_PERIOD_S 0.05 /* gauge refresh period while busy */
+
+struct serve_loop {
+    struct serve_loop_cfg cfg;
+    struct sched *sched;
+    struct serve_metrics *metrics;
+    struct serve_respond *resp;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct serve_req_list inbox; /* submitted, each holding the loop's reference */
+    bool wake;                   /* something to look at (a cancellation) */
+    bool stopping;               /* end everything and exit */
+    atomic_int inflight;
+    atomic_int waiting;  /* published after each step */
+    atomic_bool faulted; /* forward steps kept failing: no more steps; written by the loop only */
+
+    /* Loop thread only. */
+    struct serve_req_list live; /* requests with sequences in the scheduler */
+    struct sched_stats last;    /* counters at the previous metrics update */
+};
+
+static enum serve_finish metric_finish(enum sched_finish f)
+{
+    return f == SCHED_FINISH_STOP     ? SERVE_FINISH_STOP
+           : f == SCHED_FINISH_LENGTH ? SERVE_FINISH_LENGTH
+                                      : SERVE_FINISH_ABORT;
+}
+
+/* The finish reason as OpenAI and the metrics spell it. */
+static const char *finish_name(enum sched_finish f)
+{
+    return f == SCHED_FINISH_STOP     ? METRIC_FINISHED_STOP
+           : f == SCHED_FINISH_LENGTH ? METRIC_FINISHED_LENGTH
+                                      : METRIC_FINISHED_ABORT;
+}
+
+/* A request's last sequence ended: metrics, one access-log line (never the prompt or the text), and
+ * the loop's reference goes. */
+static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_finish f)
+{
+    double e2e = clock_mono_s() - r->arrival;
+    serve_metrics_request_done(l->metrics, metric_finish(f), e2e);
+    log_info("request finished", LOG_S("id", r->id), LOG_I("choices", r->n_choices),
+             LOG_I("prompt_tokens", r->n_prompt), LOG_I("cached_tokens", r->loop_cached),
+             LOG_I("completion_tokens", r->loop_generated), LOG_S("finish_reason", finish_name(f)),
+             LOG_B("stream", r->api->stream),
+             LOG_F("ttft_s", r->first_token_seen ? r->first_token_at - r->arrival : -1.0),
+             LOG_F("e2e_s", e2e));
+    serve_req_list_remove(&l->live, r);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+/* Scheduler callback (loop thread). */
+static void on_event(void *ctx, const struct sched_event *ev)
+{
+    struct serve_loop *l = ctx;
+    struct serve_seq_ud *u = ev->ud;
+    struct serve_req *r = u->req;
+    double t = clock_mono_s();
+    if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
+        if (u->choice == 0) serve_metrics_observe_queue_time(l->metrics, t - r->arrival);
+        return;
+    }
+    if (u->choice == 0 && ev->n_cached > r->loop_cached) r->loop_cached = ev->n_cached;
+    if (ev->has_token) {
+        r->loop_generated++;
+        if (!r->first_token_seen) {
+            r->first_token_seen = true;
+            r->first_token_at = t;
+            serve_metrics_observe_ttft(l->metrics, t - r->arrival);
+        } else if (r->last_token_at[u->choice] > 0) {
+            serve_metrics_observe_itl(l->metrics, t - r->last_token_at[u->choice]);
+        }
+        r->last_token_at[u->choice] = t;
+    }
+    if (serve_req_push(r, u->choice, ev) != 0) {
+        log_error("out of memory queueing output; failing the request", LOG_S("id", r->id));
+        atomic_store(&r->failed, true);
+        r->fail_status = 500;
+    }
+    if (ev->finish != SCHED_FINISH_NONE) {
+        r->seqs[u->choice] = NULL;
+        if (--r->n_live == 0) {
+            serve_respond_post(l->resp, r);
+            request_done(l, r, ev->finish);
+            return;
+        }
+    }
+    serve_respond_post(l->resp, r);
+}
+
+/* Puts a new request's choices into the scheduler. */
+static void admit_request(struct serve_loop *l, struct serve_req *r)
+{
+    const struct api_request *a = r->api;
+    const char *stops[API_MAX_STOP];
+    for (size_t i = 0; i < a->n_stop; i++) stops[i] = a->stop[i];
+    if (serve_req_list_push(&l->live, r) != 0) goto fail;
+    for (int c = 0; c < r->n_choices; c++) {
+        struct sched_request sr = {
+            .prompt = r->prompt,
+            .n_prompt = r->n_prompt,
+            .max_tokens = a->max_tokens,
+            .stops = stops,
+            .n_stops = a->n_stop,
+            .ignore_eos = a->ignore_eos,
+            .priority = a->priority,
+            .cache_salt = a->cache_salt,
+            .ud = &r->uds[c],
+        };
+        api_request_sampler_params(a, r->seed + (uint64_t)c, &sr.sampling);
+        if (a->has_seed) sr.sampling.seed = a->seed + (uint64_t)c;
+        int rc = sched_add(l->sched, &sr, &r->seqs[c]);
+        if (rc) {
+            /* Choices already queued keep running; this one ends at once as failed. */
+            log_error("cannot queue a request", LOG_S("err", err_str(rc)), LOG_S("id", r->id));
+            atomic_store(&r->failed, true);
+            r->fail_status = 500;
+            r->seqs[c] = NULL;
+            for (int k = 0; k < c; k++)
+                if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k], SCHED_FINISH_ABORT);
+            if (c == 0) {
+                serve_req_list_remove(&l->live, r);
+                serve_respond_post(l->resp, r);
+                atomic_fetch_sub(&l->inflight, 1);
+                serve_req_unref(r);
+            }
+            return;
+        }
+        r->n_live++;
+    }
+    return;
+fail:
+    atomic_store(&r->failed, true);
+    r->fail_status = 500;
+    serve_respond_post(l->resp, r);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+/* Client gone: abort. Past the request timeout: end with what was generated ("length"). */
+static void cancel_requests(struct serve_loop *l)
+{
+    double now = l->cfg.request_timeout_s > 0 ? clock_mono_s() : 0;
+    for (size_t i = 0; i < l->live.n; i++) {
+        struct serve_req *r = l->live.v[i];
+        enum sched_finish why = SCHED_FINISH_NONE;
+        if (atomic_load(&r->cancelled))
+            why = SCHED_FINISH_ABORT;
+        else if (l->cfg.request_timeout_s > 0 && now - r->arrival > l->cfg.request_timeout_s) {
+            why = SCHED_FINISH_LENGTH;
+            if (!r->timed_out)
+                log_warn("request timeout reached; ending the request", LOG_S("id", r->id),
+                         LOG_F("timeout_s", l->cfg.request_timeout_s));
+            r->timed_out = true;
+        }
+        if (why == SCHED_FINISH_NONE) continue;
+        for (int c = 0; c < r->n_choices; c++)
+            if (r->seqs[c]) sched_cancel(l->sched, r->seqs[c], why);
+    }
+}
+
+/* A request that arrived after the fault: refused (503 engine_faulted) without running. */
+static void refuse_faulted(struct serve_loop *l, struct serve_req *r)
+{
+    r->fail_status = 503;
+    atomic_store(&r->fail_faulted, true);
+    atomic_store(&r->failed, true);
+    serve_respond_post(l->resp, r);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+/* SERVE_LOOP_FAULT_AFTER steps in a row failed: the backend is broken and retrying only spins.
+ * Stop stepping for good, end every request now so clients are answered at once (engine_faulted),
+ * free their KV blocks, and let the probes report it (/health and /live 503: the kubelet restarts
+ * the pod). Logged once. */
+static void enter_fault(struct serve_loop *l, int rc)
+{
+    struct sched_stats st;
+    sched_stats(l->sched, &st);
+    log_error("engine faulted: inference steps keep failing; ending every request, /health and "
+              "/live now answer 503 so that the pod is restarted",
+              LOG_S("err", err_str(rc)), LOG_I("failed_steps", SERVE_LOOP_FAULT_AFTER),
+              LOG_I("running", st.running), LOG_I("waiting", st.waiting));
+    atomic_store(&l->faulted, true);
+    /* The flag goes before the final events, which the responder reads under the request's lock. */
+    for (size_t i = 0; i < l->live.n; i++) atomic_store(&l->live.v[i]->fail_faulted, true);
+    sched_stop_all(l->sched, SCHED_FINISH_ABORT);
+    ASSERT(l->live.n == 0 && sched_idle(l->sched));
+}
+
+static void update_metrics(struct serve_loop *l)
+{
+    struct sched_stats st;
+    sched_stats(l->sched, &st);
+    serve_metrics_set_load(l->metrics, st.running, st.waiting, st.kv_usage);
+    serve_metrics_add_prefix(l->metrics, (long)(st.prefix_queries - l->last.prefix_queries),
+                             (long)(st.prefix_hits - l->last.prefix_hits));
+    serve_metrics_add_tokens(l->metrics, (long)(st.prompt_tokens - l->last.prompt_tokens),
+                             (long)(st.generation_tokens - l->last.generation_tokens));
+    serve_metrics_add_preemptions(l->metrics, (long)(st.preemptions - l->last.preemptions));
+    l->last = st;
+    atomic_store(&l->waiting, st.waiting);
+}
+
+static void *loop_main(void *arg)
+{
+    struct serve_loop *l = arg;
+    int failures = 0; /* consecutive failed steps */
+    double last_update = 0;
+    for (;;) {
+        /* Faulted, the loop only wakes to refuse what raced into the inbox, and to stop. */
+        pthread_mutex_lock(&l->mu);
+        while (!l->stopping && !l->inbox.n && !l->wake &&
+               (atomic_load(&l->faulted) || sched_idle(l->sched)))
+            pthread_cond_wait(&l->cv, &l->mu);
+        struct serve_req_list in = l->inbox;
+        l->inbox = (struct serve_req_list){0};
+        l->wake = false;
+        bool stopping = l->stopping;
+        pthread_mutex_unlock(&l->mu);
+
+        bool faulted = atomic_load(&l->faulted);
+        for (size_t i = 0; i < in.n; i++) {
+            if (faulted)
+                refuse_faulted(l, in.v[i]);
+            else
+                admit_request(l, in.v[i]);
+        }
+        serve_req_list_fini(&in);
+        if (stopping) break;
+        if (faulted) continue;
+        cancel_requests(l);
+        /* Fault injection for tests (common/failpoint.h): a hit is a failed step. Only steps with
+         * work count, so that @N is the Nth step that runs a forward pass. */
+        int rc = sched_idle(l->sched) ? 0 : failpoint_check("serve.step");
+        if (!rc) rc = sched_step(l->sched);
+        if (rc) {
+            log_error("inference step failed", LOG_S("err", err_str(rc)));
+            if (++failures == SERVE_LOOP_FAULT_AFTER) enter_fault(l, rc);
+        } else {
+            failures = 0;
+        }
+        /* The gauges need a scan of the prefix cache: refresh them every few steps, and always
+         * when the engine goes idle so that scrapes then see exact zeros. */
+        double t = clock_mono_s();
+        if (t - last_update >= SERVE_LOOP_METRICS_PERIOD_S || sched_idle(l->sched)) {
+            update_metrics(l);
+            last_update = t;
+        }
+    }
+    /* Drain timeout or shutdown: end what is left; clients get what was generated so far. */
+    if (!sched_idle(l->sched)) {
+        log_warn("ending requests still in flight at shutdown",
+                 LOG_I("requests", (long long)l->live.n));
+        sched_stop_all(l->sched, SCHED_FINISH_LENGTH);
+    }
+    update_metrics(l);
+    return NULL;
+}
+
+int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
+                     const struct tokenizer *tok, struct serve_metrics *metrics,
+                     struct serve_respond *resp, struct serve_loop **out)
+{
+    if (!metrics || !resp || cfg->max_queue < 1) return ERR_INVAL;
+    /* Reads CINFER_FAILPOINTS now, so that an armed or malformed failpoint is logged at start-up
+     * rather than at the first request. */
+    (void)failpoint_hits("serve.step");
+    struct serve_loop *l = calloc(1, sizeof(*l));
+    if (!l) return ERR_NOMEM;
+    l->cfg = *cfg;
+    l->metrics = metrics;
+    l->resp = resp;
+    atomic_init(&l->inflight, 0);
+    atomic_init(&l->waiting, 0);
+    atomic_init(&l->faulted, false);
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
+    if (rc) goto fail;
+    if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
+        rc = ERR_IO;
+        goto fail;
+    }
+    l->started = true;
+    *out = l;
+    return 0;
+fail:
+    serve_loop_free(l);
+    return rc;
+}
+
+int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
+{
+    pthread_mutex_lock(&l->mu);
+    int rc = 0;
+    if (l->stopping || !l->started || atomic_load(&l->faulted))
+        rc = ERR_BAD_STATE;
+    else if (atomic_load(&l->waiting) + (int)l->inbox.n >= l->cfg.max_queue)
+        rc = ERR_AGAIN;
+    else
+        rc = serve_req_list_push(&l->inbox, r);
+    if (!rc) {
+        serve_req_ref(r);
+        atomic_fetch_add(&l->inflight, 1);
+        pthread_cond_signal(&l->cv);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return rc;
+}
+
+void serve_loop_wake(struct serve_loop *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->wake = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
+int serve_loop_inflight(const struct serve_loop *l)
+{
+    return atomic_load(&l->inflight);
+}
+
+bool serve_loop_faulted(const struct serve_loop *l)
+{
+    return atomic_load(&l->faulted);
+}
+
+int serve_loop_waiting(const struct serve_loop *l)
+{
+    return atomic_load(&l->waiting);
+}
+
+void serve_loop_stop(struct serve_loop *l)
+{
+    if (!l->started) return;
+    pthread_mutex_lock(&l->mu);
+    l->stopping = true;
+    pthread_cond_signal(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+    l->started = false;
+}
+
+void serve_loop_free(struct serve_loop *l)
+{
+    if (!l) return;
+    serve_loop_stop(l);
+    for (size_t i = 0; i < l->inbox.n; i++) {
+        struct serve_req *r = l->inbox.v[i];
+        atomic_store(&r->failed, true);
+        r->fail_status = 503;
+        serve_respond_post(l->resp, r);
+        serve_req_unref(r);
+    }
+    sched_free(l->sched);
+    serve_req_list_fini(&l->inbox);
+    serve_req_list_fini(&l->live);
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    free(l);
+}

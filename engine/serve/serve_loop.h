@@ -1,0 +1,61 @@
+/* The inference thread of `cinfer-engine serve`: owns the scheduler (and through it the model and
+ * the KV cache), takes new requests and cancellations from the HTTP thread through a locked inbox,
+ * runs scheduler steps while there is work, copies each event into its request and hands the
+ * request to the responder (engine/serve/serve_respond.h), and keeps the engine metrics current.
+ * Functions here are called from the main and HTTP threads; the loop's own state stays on its
+ * thread. */
+#ifndef CINFER_ENGINE_SERVE_LOOP_H
+#define CINFER_ENGINE_SERVE_LOOP_H
+
+#include "engine/sched/scheduler.h"
+
+#include <stdbool.h>
+
+struct model;
+struct kv_cache;
+struct tokenizer;
+struct serve_metrics;
+struct serve_respond;
+struct serve_req;
+struct serve_loop;
+
+struct serve_loop_cfg {
+    struct sched_config sched;
+    int max_queue;            /* requests waiting for admission beyond which submit refuses (429) */
+    double request_timeout_s; /* > 0: a request older than this is ended ("length") */
+};
+
+/* Creates the scheduler over the borrowed model, KV cache (initialised) and tokenizer, and starts
+ * the thread. `metrics` and `resp` are borrowed and must outlive the loop. ERR_INVAL, ERR_NOMEM. */
+int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
+                     const struct tokenizer *tok, struct serve_metrics *metrics,
+                     struct serve_respond *resp, struct serve_loop **out);
+
+/* Queues `r` (the loop takes its own reference). ERR_AGAIN when max_queue requests are already
+ * waiting, ERR_BAD_STATE once stopping or faulted (serve_loop_faulted tells which). Any thread. */
+int serve_loop_submit(struct serve_loop *l, struct serve_req *r);
+
+/* Wakes the loop so it notices r->cancelled. Any thread, never blocks for long. */
+void serve_loop_wake(struct serve_loop *l);
+
+/* Requests submitted and not yet finished. Any thread. */
+int serve_loop_inflight(const struct serve_loop *l);
+
+/* Requests waiting for admission (as last published by the loop). Any thread. */
+int serve_loop_waiting(const struct serve_loop *l);
+
+/* True once forward steps failed several times in a row (a broken backend; the failpoint
+ * "serve.step" of common/failpoint.h simulates one). It stays faulted: the loop runs no more steps,
+ * every request then in flight or queued was ended with an engine_faulted error (its KV blocks
+ * freed), later submissions are refused, and the probes should fail (/health and /live 503) so the
+ * pod is restarted. Any thread. */
+bool serve_loop_faulted(const struct serve_loop *l);
+
+/* Ends every request still in flight now (finish_reason "length") and joins the thread. Idempotent.
+ * Main thread. */
+void serve_loop_stop(struct serve_loop *l);
+
+/* Stops if needed and frees. NULL-safe. Main thread. */
+void serve_loop_free(struct serve_loop *l);
+
+#endif

@@ -1,0 +1,496 @@
+/* Events -> OpenAI responses on the client's stream, on the responder thread. Per request it keeps
+ * what the format needs (role chunk sent, characters sent, usage, the non-streaming accumulation)
+ * and a pending buffer for output the socket queue had no room for. */
+#include "engine/serve/serve_respond.h"
+
+#include "common/clock.h"
+#include "common/err.h"
+#include "common/http_server.h"
+#include "common/log.h"
+#include "engine/serve/serve_api.h"
+#include "engine/serve/serve_loop.h"
+#include "engine/serve/serve_req.h"
+#include "engine/text/tokenizer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RESPOND_PENDING_MAX (8u << 20) /* unsent bytes per request before the client is dropped */
+#define RESPOND_RETRY_MS    5          /* backlog retry period */
+
+struct serve_respond {
+    const struct tokenizer *tok;
+    const char *model;
+
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct serve_req_list ready; /* posted, each holding a reference */
+    bool stopping;
+    atomic_int pending; /* adopted, not yet answered */
+
+    /* Responder thread only. */
+    struct serve_req_list backlog; /* answered partially: output waiting for socket room */
+    struct serve_req_list adopted; /* every request not yet answered (for the final abort) */
+};
+
+/* Per-request responder flags live in serve_req's responder-only fields; `began` doubles as "the
+ * SSE headers went out". A request is answered when its stream handle is released. */
+
+/* ---------------------------------------------------------------- answering */
+
+static void meta_of(const struct serve_respond *p, const struct serve_req *r,
+                    struct api_response_meta *m)
+{
+    *m = (struct api_response_meta){
+        .kind = r->api->kind,
+        .id = r->id,
+        .model = p->model,
+        .created = r->created,
+        .include_usage = r->api->include_usage,
+    };
+}
+
+static bool answered(const struct serve_req *r)
+{
+    return r->stream == NULL;
+}
+
+/* Releases the stream after a whole answer and drops the responder's reference. */
+static void finish_request(struct serve_respond *p, struct serve_req *r)
+{
+    serve_req_list_remove(&p->backlog, r);
+    serve_req_list_remove(&p->adopted, r);
+    atomic_fetch_sub(&p->pending, 1);
+    serve_req_unref(r);
+}
+
+/* Tells the inference loop to stop generating for r. */
+static void cancel_request(struct serve_req *r)
+{
+    if (!atomic_exchange(&r->cancelled, true) && r->loop) serve_loop_wake(r->loop);
+}
+
+/* The client is gone (or unanswerable): give up the stream; the request is finished for us once
+ * the loop has ended its sequences, which it does after r->cancelled. */
+static void abandon(struct serve_respond *p, struct serve_req *r)
+{
+    if (r->stream) http_stream_abort(r->stream);
+    r->stream = NULL;
+    buf_reset(&r->pending);
+    cancel_request(r);
+}
+
+/* Answers the whole request with `e` (borrowed) and releases the stream. */
+static void respond_error(struct serve_req *r, const struct api_error *e)
+{
+    struct serve_error_reply x;
+    if (serve_error_reply_init(&x, e) == 0)
+        (void)http_stream_respond(r->stream, e->status, "application/json", x.body.data, x.body.len,
+                                  x.headers, x.n_headers);
+    else
+        http_stream_abort(r->stream);
+    r->stream = NULL;
+    serve_error_reply_fini(&x);
+}
+
+/* Why a failed request (r->failed, or an engine abort) gets no normal answer. */
+static void failure_error(const struct serve_req *r, struct api_error *e)
+{
+    int st = r->fail_status;
+    if (atomic_load(&r->fail_faulted)) {
+        serve_api_error_faulted(e, st != 503);
+    } else if (st == 429) {
+        api_error_set(e, API_ERR_RATE_LIMIT, NULL, "too many requests are waiting; retry later");
+        e->retry_after_s = 1;
+    } else if (st == 503) {
+        api_error_set(e, API_ERR_OVERLOADED, NULL,
+                      "the server is shutting down; retry on another replica");
+        e->retry_after_s = 1;
+    } else {
+        api_error_set(e, API_ERR_INTERNAL, NULL,
+                      "the engine failed while generating this response");
+    }
+}
+
+/* Appends one SSE event for `j` (consumed) to the pending output. */
+static int sse_add(struct serve_req *r, json_t *j)
+{
+    if (!j) return ERR_NOMEM;
+    int rc = api_response_sse(j, &r->pending);
+    json_decref(j);
+    return rc;
+}
+
+static void logprob_entry(const struct serve_respond *p, const struct serve_event *e,
+                          struct api_token_logprob *lp, struct api_top_logprob *top)
+{
+    size_t len = 0;
+    const char *t = p->tok ? tokenizer_token_piece(p->tok, e->token, false, &len) : NULL;
+    for (int i = 0; i < e->n_top; i++) {
+        size_t l = 0;
+        const char *tt = p->tok ? tokenizer_token_piece(p->tok, e->top[i].token, false, &l) : NULL;
+        top[i] = (struct api_top_logprob){tt ? tt : "", tt ? l : 0, e->top[i].logprob};
+    }
+    *lp = (struct api_token_logprob){t ? t : "", t ? len : 0, e->logprob, e->n_top, top};
+}
+
+static enum api_finish api_finish_of(enum sched_finish f)
+{
+    return f == SCHED_FINISH_STOP ? API_FINISH_STOP : API_FINISH_LENGTH;
+}
+
+/* Streaming: formats one event into SSE chunks. */
+static int stream_event(const struct serve_respond *p, struct serve_req *r,
+                        const struct serve_event *e)
+{
+    struct api_response_meta m;
+    meta_of(p, r, &m);
+    bool want_lp = r->api->logprobs && e->has_token;
+    struct api_top_logprob top[SAMPLER_MAX_LOGPROBS];
+    struct api_token_logprob lp;
+    if (want_lp) logprob_entry(p, e, &lp, top);
+    bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+    struct api_choice c = {
+        .index = e->choice,
+        .text = e->text,
+        .len = e->len,
+        .logprobs = want_lp ? &lp : NULL,
+        .n_logprobs = want_lp ? 1 : 0,
+        .text_offset = r->text_chars[e->choice],
+    };
+    int rc = 0;
+    if (r->api->kind == API_KIND_CHAT) {
+        if (!r->role_sent[e->choice]) {
+            r->role_sent[e->choice] = true;
+            rc = sse_add(r, api_response_chunk(&m, &c, true));
+        }
+        if (!rc && (e->len || want_lp)) rc = sse_add(r, api_response_chunk(&m, &c, false));
+        if (!rc && ends) {
+            struct api_choice fin = {.index = e->choice, .finish = api_finish_of(e->finish)};
+            rc = sse_add(r, api_response_chunk(&m, &fin, false));
+        }
+    } else if (e->len || want_lp || ends) {
+        c.finish = ends ? api_finish_of(e->finish) : API_FINISH_NONE;
+        rc = sse_add(r, api_response_chunk(&m, &c, false));
+    }
+    for (size_t i = 0; i < e->len; i++)
+        r->text_chars[e->choice] += ((unsigned char)e->text[i] & 0xC0) != 0x80;
+    return rc;
+}
+
+/* Non-streaming: accumulates one event. */
+static int acc_event(const struct serve_respond *p, struct serve_req *r,
+                     const struct serve_event *e)
+{
+    struct serve_choice_acc *a = &r->acc[e->choice];
+    int rc = e->len ? buf_append(&a->text, e->text, e->len) : 0;
+    if (rc) return rc;
+    if (e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH)
+        a->finish = api_finish_of(e->finish);
+    if (!r->api->logprobs || !e->has_token) return 0;
+    if (a->n_lp == a->cap_lp) {
+        size_t cap = a->cap_lp ? a->cap_lp * 2 : 16;
+        struct api_token_logprob *g = realloc(a->lp, cap * sizeof(*g));
+        if (!g) return ERR_NOMEM;
+        a->lp = g;
+        size_t *ga = realloc(a->top_at, cap * sizeof(*ga));
+        if (!ga) return ERR_NOMEM;
+        a->top_at = ga;
+        a->cap_lp = cap;
+    }
+    if (a->n_top + (size_t)e->n_top > a->cap_top) {
+        size_t cap = a->cap_top ? a->cap_top * 2 : 64;
+        while (cap < a->n_top + (size_t)e->n_top) cap *= 2;
+        struct api_top_logprob *g = realloc(a->top, cap * sizeof(*g));
+        if (!g) return ERR_NOMEM;
+        a->top = g;
+        a->cap_top = cap;
+    }
+    a->top_at[a->n_lp] = a->n_top;
+    logprob_entry(p, e, &a->lp[a->n_lp], a->top + a->n_top);
+    a->n_top += (size_t)e->n_top;
+    a->n_lp++;
+    return 0;
+}
+
+static void usage_of(const struct serve_req *r, struct api_usage *u)
+{
+    *u = (struct api_usage){r->n_prompt, r->usage_completion, r->usage_cached};
+}
+
+static void answer_whole(struct serve_respond *p, struct serve_req *r)
+{
+    static const struct api_token_logprob no_logprobs[1]; /* "logprobs" present, no tokens */
+    struct api_response_meta m;
+    meta_of(p, r, &m);
+    struct api_choice *ch = calloc((size_t)r->n_choices, sizeof(*ch));
+    json_t *j = NULL;
+    if (ch) {
+        for (int i = 0; i < r->n_choices; i++) {
+            struct serve_choice_acc *a = &r->acc[i];
+            for (size_t k = 0; k < a->n_lp; k++) a->lp[k].top = a->top + a->top_at[k];
+            ch[i] = (struct api_choice){
+                .index = i,
+                .text = a->text.data ? a->text.data : "",
+                .len = a->text.len,
+                .finish = a->finish,
+                .logprobs = r->api->logprobs ? (a->lp ? a->lp : no_logprobs) : NULL,
+                .n_logprobs = a->n_lp,
+            };
+        }
+        struct api_usage u;
+        usage_of(r, &u);
+        j = api_response_json(&m, ch, (size_t)r->n_choices, &u);
+    }
+    free(ch);
+    char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!body) {
+        struct api_error e;
+        api_error_set(&e, API_ERR_INTERNAL, NULL, "out of memory formatting the response");
+        respond_error(r, &e);
+        return;
+    }
+    (void)http_stream_respond(r->stream, 200, "application/json", body, strlen(body), NULL, 0);
+    r->stream = NULL;
+    free(body);
+}
+
+/* Writes pending output; false when the client is gone. */
+static bool flush_pending(struct serve_respond *p, struct serve_req *r)
+{
+    if (!r->pending.len) return true;
+    if (!r->began) {
+        int rc = http_stream_begin(r->stream, 200, "text/event-stream", NULL, 0);
+        if (rc) {
+            abandon(p, r);
+            return false;
+        }
+        r->began = true;
+    }
+    int rc = http_stream_write(r->stream, r->pending.data, r->pending.len, 0);
+    if (rc == 0) {
+        buf_reset(&r->pending);
+        return true;
+    }
+    if (rc == ERR_AGAIN && r->pending.len <= RESPOND_PENDING_MAX) return true;
+    if (rc == ERR_AGAIN || rc == ERR_TOO_BIG)
+        log_warn("client is not reading its stream; cancelling the request", LOG_S("id", r->id),
+                 LOG_I("unsent_bytes", (long long)r->pending.len));
+    abandon(p, r);
+    return false;
+}
+
+/* Handles everything queued for r. */
+static void process(struct serve_respond *p, struct serve_req *r)
+{
+    if (r->adopt_pending) {
+        r->adopt_pending = false;
+        if (serve_req_list_push(&p->adopted, r) != 0)
+            atomic_store(&r->failed, true); /* cannot track it: answer 500 now */
+    }
+    struct serve_event *ev;
+    size_t n;
+    serve_req_take(r, &ev, &n);
+    bool engine_error = false;
+    for (size_t i = 0; i < n; i++) {
+        const struct serve_event *e = &ev[i];
+        if (e->has_token) r->usage_completion++;
+        if (e->choice == 0 && e->n_cached > r->usage_cached) r->usage_cached = e->n_cached;
+        if (e->finish != SCHED_FINISH_NONE) r->n_finished++;
+        if (e->finish == SCHED_FINISH_ABORT && !atomic_load(&r->cancelled)) engine_error = true;
+        if (answered(r)) continue;
+        int rc = r->api->stream ? stream_event(p, r, e) : acc_event(p, r, e);
+        if (rc) {
+            log_error("cannot format a response", LOG_S("err", err_str(rc)), LOG_S("id", r->id));
+            engine_error = true;
+        }
+    }
+    serve_req_events_free(ev, n);
+    bool all_done = r->n_finished == r->n_choices;
+
+    if (!answered(r) && (engine_error || atomic_load(&r->failed))) {
+        /* Nothing more can be produced correctly for this request: an HTTP error while nothing
+         * was sent, else (a stream under way) one SSE error event and the end of the stream, as
+         * OpenAI-compatible servers do. */
+        struct api_error e;
+        failure_error(r, &e);
+        if (!r->began && !r->pending.len) {
+            respond_error(r, &e);
+        } else {
+            (void)sse_add(r, api_error_json(&e));
+            if (flush_pending(p, r)) {
+                (void)http_stream_end(r->stream);
+                r->stream = NULL;
+            }
+        }
+        cancel_request(r);
+    }
+    if (!answered(r) && all_done && atomic_load(&r->cancelled)) abandon(p, r);
+    if (!answered(r) && all_done) {
+        if (r->api->stream) {
+            struct api_response_meta m;
+            meta_of(p, r, &m);
+            struct api_usage u;
+            usage_of(r, &u);
+            if (r->api->include_usage) (void)sse_add(r, api_response_usage_chunk(&m, &u));
+            (void)api_response_sse_done(&r->pending);
+        } else {
+            answer_whole(p, r);
+        }
+    }
+    if (!answered(r) && r->api->stream && flush_pending(p, r) && all_done && !r->pending.len) {
+        (void)http_stream_end(r->stream);
+        r->stream = NULL;
+    }
+    bool in_backlog = serve_req_list_has(&p->backlog, r);
+    if (!answered(r) && r->pending.len && !in_backlog) (void)serve_req_list_push(&p->backlog, r);
+    if (answered(r) && in_backlog) serve_req_list_remove(&p->backlog, r);
+    /* Finished for us once the stream is released and the loop has ended every sequence (or we
+     * gave up because the loop could not reach it). */
+    if (answered(r) && (all_done || atomic_load(&r->failed)) && !r->resp_done) {
+        r->resp_done = true;
+        finish_request(p, r);
+    }
+}
+
+/* ---------------------------------------------------------------- thread */
+
+static void *respond_main(void *arg)
+{
+    struct serve_respond *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->ready.n && !p->backlog.n && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
+        if (!p->ready.n && p->backlog.n) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += RESPOND_RETRY_MS * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            (void)pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        }
+        if (p->stopping && !p->ready.n && !p->backlog.n) break;
+        struct serve_req_list batch = p->ready;
+        p->ready = (struct serve_req_list){0};
+        pthread_mutex_unlock(&p->mu);
+
+        for (size_t i = 0; i < batch.n; i++) {
+            atomic_store(&batch.v[i]->in_ready, false);
+            process(p, batch.v[i]);
+            serve_req_unref(batch.v[i]);
+        }
+        serve_req_list_fini(&batch);
+        for (size_t i = 0; i < p->backlog.n;) {
+            struct serve_req *r = p->backlog.v[i];
+            size_t before = p->backlog.n;
+            serve_req_ref(r);
+            process(p, r);
+            serve_req_unref(r);
+            if (p->backlog.n == before && p->backlog.v[i] == r) i++;
+        }
+        pthread_mutex_lock(&p->mu);
+        if (p->stopping && !p->ready.n && !p->backlog.n) break;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+int serve_respond_start(const struct tokenizer *tok, const char *model_name,
+                        struct serve_respond **out)
+{
+    struct serve_respond *p = calloc(1, sizeof(*p));
+    if (!p) return ERR_NOMEM;
+    p->tok = tok;
+    p->model = model_name;
+    atomic_init(&p->pending, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->thread, NULL, respond_main, p) != 0) {
+        serve_respond_free(p);
+        return ERR_IO;
+    }
+    p->started = true;
+    *out = p;
+    return 0;
+}
+
+void serve_respond_post(struct serve_respond *p, struct serve_req *r)
+{
+    if (atomic_exchange(&r->in_ready, true)) return;
+    serve_req_ref(r);
+    pthread_mutex_lock(&p->mu);
+    int rc = serve_req_list_push(&p->ready, r);
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (rc) {
+        /* Out of memory for the list itself: the next post retries. */
+        atomic_store(&r->in_ready, false);
+        serve_req_unref(r);
+    }
+}
+
+void serve_respond_adopt(struct serve_respond *p, struct serve_req *r)
+{
+    atomic_fetch_add(&p->pending, 1);
+    /* The adopted list is the responder thread's; hand it over through the ready queue, whose
+     * processing registers it (see process_adopt). */
+    pthread_mutex_lock(&p->mu);
+    r->adopt_pending = true;
+    pthread_mutex_unlock(&p->mu);
+    serve_respond_post(p, r);
+}
+
+int serve_respond_pending(const struct serve_respond *p)
+{
+    return atomic_load(&p->pending);
+}
+
+void serve_respond_stop(struct serve_respond *p, int grace_ms)
+{
+    if (!p->started) return;
+    double end = clock_mono_s() + grace_ms / 1000.0;
+    while (serve_respond_pending(p) > 0 && clock_mono_s() < end) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    p->started = false;
+    /* Whatever is still unanswered is cut off. */
+    for (size_t i = 0; i < p->adopted.n; i++) {
+        struct serve_req *r = p->adopted.v[i];
+        if (r->stream) http_stream_abort(r->stream);
+        r->stream = NULL;
+        serve_req_unref(r);
+    }
+    p->adopted.n = 0;
+    for (size_t i = 0; i < p->ready.n; i++) {
+        atomic_store(&p->ready.v[i]->in_ready, false);
+        serve_req_unref(p->ready.v[i]);
+    }
+    p->ready.n = 0;
+}
+
+void serve_respond_free(struct serve_respond *p)
+{
+    if (!p) return;
+    serve_respond_stop(p, 0);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    serve_req_list_fini(&p->ready);
+    serve_req_list_fini(&p->backlog);
+    serve_req_list_fini(&p->adopted);
+    free(p);
+}

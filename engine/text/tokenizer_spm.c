@@ -1,0 +1,103 @@
+/* SentencePiece-style BPE (tokenizer.ggml.model = "llama"), as llama.cpp's llm_tokenizer_spm: spaces
+ * become U+2581, the text starts as one symbol per UTF-8 character, and the adjacent pair whose
+ * concatenation is the highest-scoring vocabulary entry is merged first (ties: leftmost). A final
+ * symbol that is not in the vocabulary falls back to its bytes' <0xXX> tokens. */
+#include "engine/text/tokenizer_impl.h"
+
+#include "common/err.h"
+#include "engine/text/unicode.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct spm {
+    const struct tokenizer *t;
+    const char *s; /* escaped text */
+    struct tokenizer_sym *syms;
+    struct tokenizer_heap heap;
+};
+
+static int try_bigram(struct spm *st, int32_t left, int32_t right)
+{
+    if (left < 0 || right < 0) return 0;
+    const struct tokenizer_sym *l = &st->syms[left], *r = &st->syms[right];
+    size_t n = (size_t)l->len + r->len;
+    int32_t id = tokenizer_find(st->t, st->s + l->off, n); /* l and r are adjacent in s */
+    if (id < 0) return 0;
+    struct tokenizer_bigram b = {-(double)st->t->tokens[id].score, left, right, (uint32_t)n};
+    return tokenizer_heap_push(&st->heap, b);
+}
+
+static int emit_symbol(const struct spm *st, const struct tokenizer_sym *sym,
+                       struct tokenizer_ids *ids)
+{
+    int32_t id = tokenizer_find(st->t, st->s + sym->off, sym->len);
+    if (id >= 0) return tokenizer_ids_push(ids, id);
+    for (uint32_t k = 0; k < sym->len; k++) { /* byte fallback */
+        int32_t b = st->t->byte_tokens[(uint8_t)st->s[sym->off + k]];
+        if (b < 0) continue; /* no byte token and no <unk>: nothing to emit */
+        int rc = tokenizer_ids_push(ids, b);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int tokenizer_spm_encode(const struct tokenizer *t, const char *text, size_t len,
+                         struct tokenizer_ids *ids)
+{
+    static const char escaped_space[3] = {'\xe2', '\x96', '\x81'}; /* U+2581 */
+    struct spm st = {.t = t};
+    char *s = NULL;
+    int rc = ERR_NOMEM;
+    size_t n_spaces = 0, n = 0, n_syms = 0;
+
+    for (size_t i = 0; i < len; i++) n_spaces += text[i] == ' ';
+    if (len > (SIZE_MAX - 1) / 3 || len + 2 * n_spaces > UINT32_MAX) {
+        rc = ERR_TOO_BIG;
+        goto out;
+    }
+    s = malloc(len + 2 * n_spaces + 1);
+    if (!s) goto out;
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            memcpy(s + n, escaped_space, 3);
+            n += 3;
+        } else {
+            s[n++] = text[i];
+        }
+    }
+    st.s = s;
+    st.syms = malloc((n ? n : 1) * sizeof(*st.syms));
+    if (!st.syms) goto out;
+    for (size_t off = 0; off < n;) {
+        size_t cl = unicode_utf8_len((uint8_t)s[off]);
+        if (cl > n - off) cl = n - off;
+        st.syms[n_syms] = (struct tokenizer_sym){(uint32_t)off, (uint32_t)cl, (int32_t)n_syms - 1,
+                                                 off + cl == n ? -1 : (int32_t)n_syms + 1};
+        n_syms++;
+        off += cl;
+    }
+    for (size_t i = 1; i < n_syms; i++)
+        if ((rc = try_bigram(&st, (int32_t)i - 1, (int32_t)i))) goto out;
+
+    while (st.heap.n) {
+        struct tokenizer_bigram b = tokenizer_heap_pop(&st.heap);
+        struct tokenizer_sym *l = &st.syms[b.left], *r = &st.syms[b.right];
+        /* Stale: one side was merged elsewhere since this pair was queued. */
+        if (l->len == 0 || r->len == 0 || (size_t)l->len + r->len != b.size) continue;
+        l->len += r->len;
+        r->len = 0;
+        l->next = r->next;
+        if (r->next >= 0) st.syms[r->next].prev = b.left;
+        if ((rc = try_bigram(&st, l->prev, b.left))) goto out;
+        if ((rc = try_bigram(&st, b.left, l->next))) goto out;
+    }
+    for (int32_t i = n_syms ? 0 : -1; i >= 0; i = st.syms[i].next)
+        if ((rc = emit_symbol(&st, &st.syms[i], ids))) goto out;
+    rc = 0;
+out:
+    free(s);
+    free(st.syms);
+    free(st.heap.v);
+    return rc;
+}

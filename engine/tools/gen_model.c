@@ -1,0 +1,360 @@
+/* Random-weight llama GGUF generation (see model_gen.h). Each tensor draws from its own PRNG stream,
+ * seeded from the model seed and the tensor's index, so a file is a pure function of its options.
+ * Normals come from xoshiro256** + Box-Muller; rows are quantized one at a time into the buffer the
+ * writer borrows, so peak memory is the output file plus one row. */
+#include "engine/tools/gen_model.h"
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "engine/gguf/gguf.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MODEL_GEN_STD        0.02f
+#define MODEL_GEN_BYTE_VOCAB 259 /* <unk>, <s>, </s> and 256 byte tokens */
+
+/* llama.cpp's llama_token_type values. */
+enum {
+    MODEL_GEN_TOK_NORMAL = 1,
+    MODEL_GEN_TOK_UNKNOWN = 2,
+    MODEL_GEN_TOK_CONTROL = 3,
+    MODEL_GEN_TOK_BYTE = 6
+};
+
+struct model_gen_rng {
+    uint64_t s[4];
+};
+
+static uint64_t model_gen_splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+static void model_gen_rng_seed(struct model_gen_rng *r, uint64_t seed, uint64_t stream)
+{
+    uint64_t x = seed ^ (stream * UINT64_C(0xD1B54A32D192ED03));
+    for (int i = 0; i < 4; i++) r->s[i] = model_gen_splitmix(&x);
+}
+
+static inline uint64_t model_gen_rotl(uint64_t x, int k)
+{
+    return (x << k) | (x >> (64 - k));
+}
+
+/* xoshiro256** (Blackman & Vigna). */
+static inline uint64_t model_gen_next(struct model_gen_rng *r)
+{
+    uint64_t *s = r->s;
+    const uint64_t result = model_gen_rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = model_gen_rotl(s[3], 45);
+    return result;
+}
+
+/* Fills x[0..n) with normal(0, std) values: Box-Muller, two per pair of uniforms. */
+static void model_gen_normals(struct model_gen_rng *r, float *x, size_t n, float std)
+{
+    const double two_pi = 6.283185307179586;
+    for (size_t i = 0; i < n; i += 2) {
+        uint64_t a = model_gen_next(r), b = model_gen_next(r);
+        double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53; /* (0, 1]: log never sees 0 */
+        double u2 = (double)(b >> 11) * 0x1.0p-53;
+        double rad = sqrt(-2.0 * log(u1)) * std;
+        x[i] = (float)(rad * cos(two_pi * u2));
+        if (i + 1 < n) x[i + 1] = (float)(rad * sin(two_pi * u2));
+    }
+}
+
+struct model_gen_ctx {
+    const struct model_gen_opts *o;
+    struct gguf_writer *w;
+    void **bufs; /* tensor data, owned here, borrowed by the writer */
+    size_t n_bufs;
+    uint64_t stream; /* next PRNG stream (tensor index) */
+    char *err;
+    size_t errlen;
+};
+
+static int model_gen_fail(struct model_gen_ctx *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int model_gen_fail(struct model_gen_ctx *c, int rc, const char *fmt, ...)
+{
+    if (c->err && c->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+/* Adds one tensor of `rows` x `cols` (ne = {cols, rows}; rows = 0 means 1-D). Weights are random
+ * in `type` (F32 when cols is not a multiple of its block); norms (`norm`) are 1.0 in F32. */
+static int model_gen_tensor(struct model_gen_ctx *c, const char *name, uint64_t cols, uint64_t rows,
+                            bool norm)
+{
+    enum quant_type t = norm ? QUANT_F32 : c->o->type;
+    if (quant_row_bytes(t, cols) == 0) t = QUANT_F32;
+    size_t row_bytes = quant_row_bytes(t, cols);
+    uint64_t nrows = rows ? rows : 1;
+    uint64_t ne[2] = {cols, rows};
+    float *row = malloc((size_t)cols * sizeof(float));
+    uint8_t *data = malloc(row_bytes * (size_t)nrows);
+    if (!row || !data) {
+        free(row);
+        free(data);
+        return model_gen_fail(c, ERR_NOMEM, "out of memory for tensor %s", name);
+    }
+    c->bufs[c->n_bufs++] = data;
+    struct model_gen_rng rng;
+    model_gen_rng_seed(&rng, c->o->seed, c->stream++);
+    for (uint64_t r = 0; r < nrows; r++) {
+        if (norm)
+            for (uint64_t j = 0; j < cols; j++) row[j] = 1.0f;
+        else
+            model_gen_normals(&rng, row, (size_t)cols, MODEL_GEN_STD);
+        quant_quantize_row(t, row, data + r * row_bytes, (size_t)cols);
+    }
+    free(row);
+    int rc = gguf_writer_add_tensor(c->w, name, t, rows ? 2 : 1, ne, data, row_bytes * nrows);
+    return rc ? model_gen_fail(c, rc, "cannot add tensor %s", name) : 0;
+}
+
+/* A SentencePiece-style byte-fallback vocabulary: <unk>, <s>, </s>, <0x00>..<0xFF>, then filler
+ * pieces "▁t<N>" up to vocab_size so the embedding has a realistic size. */
+static int model_gen_byte_vocab(struct model_gen_ctx *c, uint32_t n)
+{
+    int rc = ERR_NOMEM;
+    char **toks = calloc(n, sizeof(*toks));
+    float *scores = calloc(n, sizeof(*scores));
+    int32_t *types = calloc(n, sizeof(*types));
+    if (!toks || !scores || !types) goto out;
+    for (uint32_t i = 0; i < n; i++) {
+        struct buf b;
+        buf_init(&b, 64);
+        if (i == 0)
+            rc = buf_puts(&b, "<unk>");
+        else if (i == 1)
+            rc = buf_puts(&b, "<s>");
+        else if (i == 2)
+            rc = buf_puts(&b, "</s>");
+        else if (i < MODEL_GEN_BYTE_VOCAB)
+            rc = buf_printf(&b, "<0x%02X>", i - 3);
+        else
+            rc = buf_printf(&b, "\xe2\x96\x81t%u", i);
+        if (rc || !(toks[i] = buf_steal(&b))) {
+            buf_fini(&b);
+            rc = ERR_NOMEM;
+            goto out;
+        }
+        types[i] = i == 0                     ? MODEL_GEN_TOK_UNKNOWN
+                   : i < 3                    ? MODEL_GEN_TOK_CONTROL
+                   : i < MODEL_GEN_BYTE_VOCAB ? MODEL_GEN_TOK_BYTE
+                                              : MODEL_GEN_TOK_NORMAL;
+        scores[i] = i < MODEL_GEN_BYTE_VOCAB ? 0.0f : -(float)(i - MODEL_GEN_BYTE_VOCAB);
+    }
+    struct gguf_writer *w = c->w;
+    if ((rc = gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
+        (rc = gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)toks, n)) ||
+        (rc = gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_FLOAT32, scores, n)) ||
+        (rc = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, types, n)) ||
+        (rc = gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
+        (rc = gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) ||
+        (rc = gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)) ||
+        (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true)) ||
+        (rc = gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false)))
+        goto out;
+    rc = 0;
+out:
+    for (uint32_t i = 0; toks && i < n; i++) free(toks[i]);
+    free(toks);
+    free(scores);
+    free(types);
+    return rc;
+}
+
+/* Copies every tokenizer.* key of the vocabulary file; returns its token count in *vocab. */
+static int model_gen_copy_vocab(struct model_gen_ctx *c, uint64_t *vocab)
+{
+    struct gguf *g = NULL;
+    char gerr[256];
+    int rc = gguf_open(c->o->vocab_from, &g, gerr, sizeof(gerr));
+    if (rc) return model_gen_fail(c, rc, "%s", gerr);
+    const struct gguf_array *toks;
+    if (gguf_get_arr(g, "tokenizer.ggml.tokens", &toks) != 0 || toks->type != GGUF_STRING ||
+        toks->n == 0) {
+        rc = model_gen_fail(c, ERR_NOT_FOUND, "%s has no tokenizer.ggml.tokens string array",
+                            c->o->vocab_from);
+        goto out;
+    }
+    *vocab = toks->n;
+    for (size_t i = 0; i < gguf_kv_count(g); i++) {
+        const struct gguf_kv *kv = gguf_kv_at(g, i);
+        if (strncmp(kv->key, "tokenizer.", 10) != 0) continue;
+        if ((rc = gguf_writer_set_kv(c->w, kv))) {
+            rc = model_gen_fail(c, rc, "cannot copy %s", kv->key);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    gguf_close(g);
+    return rc;
+}
+
+static int model_gen_check(struct model_gen_ctx *c)
+{
+    const struct model_gen_opts *o = c->o;
+    if (o->type != QUANT_F32 && o->type != QUANT_F16 && o->type != QUANT_Q8_0 &&
+        o->type != QUANT_Q4_0)
+        return model_gen_fail(c, ERR_INVAL, "type %s is not one of f32, f16, q8_0, q4_0",
+                              quant_type_name(o->type));
+    if (o->dim == 0 || o->layers == 0 || o->heads == 0 || o->kv_heads == 0 || o->ffn == 0 ||
+        o->context_length == 0)
+        return model_gen_fail(c, ERR_INVAL, "every dimension must be positive");
+    if (o->layers > 4096 || o->dim > 65536 || o->ffn > 262144)
+        return model_gen_fail(c, ERR_INVAL, "shape too large (layers <= 4096, dim <= 65536)");
+    if (o->dim % o->heads != 0 || (o->dim / o->heads) % 2 != 0)
+        return model_gen_fail(c, ERR_INVAL,
+                              "dim %u must be a multiple of heads %u with an even "
+                              "head dimension",
+                              o->dim, o->heads);
+    if (o->heads % o->kv_heads != 0)
+        return model_gen_fail(c, ERR_INVAL, "heads %u must be a multiple of kv-heads %u", o->heads,
+                              o->kv_heads);
+    if (!o->vocab_from && (o->vocab_size < MODEL_GEN_BYTE_VOCAB || o->vocab_size > 1000000))
+        return model_gen_fail(c, ERR_INVAL, "vocab size %u outside [%d, 1000000]", o->vocab_size,
+                              MODEL_GEN_BYTE_VOCAB);
+    return 0;
+}
+
+/* llama.cpp's general.file_type (enum llama_ftype) for the weight type. */
+static uint32_t model_gen_ftype(enum quant_type t)
+{
+    switch (t) {
+    case QUANT_F16: return 1;
+    case QUANT_Q4_0: return 2;
+    case QUANT_Q8_0: return 7;
+    default: return 0;
+    }
+}
+
+static int model_gen_metadata(struct model_gen_ctx *c, uint64_t vocab)
+{
+    const struct model_gen_opts *o = c->o;
+    struct gguf_writer *w = c->w;
+    int rc;
+    if ((rc = gguf_writer_set_str(w, "general.architecture", "llama")) ||
+        (rc = gguf_writer_set_str(w, "general.name", "cinfer-random")) ||
+        (rc = gguf_writer_set_u32(w, "general.file_type", model_gen_ftype(o->type))) ||
+        (rc = gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+        (rc = gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)vocab)) ||
+        (rc = gguf_writer_set_u32(w, "llama.context_length", o->context_length)) ||
+        (rc = gguf_writer_set_u32(w, "llama.embedding_length", o->dim)) ||
+        (rc = gguf_writer_set_u32(w, "llama.block_count", o->layers)) ||
+        (rc = gguf_writer_set_u32(w, "llama.feed_forward_length", o->ffn)) ||
+        (rc = gguf_writer_set_u32(w, "llama.rope.dimension_count", o->dim / o->heads)) ||
+        (rc = gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f)) ||
+        (rc = gguf_writer_set_u32(w, "llama.attention.head_count", o->heads)) ||
+        (rc = gguf_writer_set_u32(w, "llama.attention.head_count_kv", o->kv_heads)) ||
+        (rc = gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f)))
+        return model_gen_fail(c, rc, "cannot set metadata");
+    return 0;
+}
+
+static int model_gen_tensors(struct model_gen_ctx *c, uint64_t vocab)
+{
+    const struct model_gen_opts *o = c->o;
+    uint64_t dim = o->dim, kv_dim = (uint64_t)o->dim / o->heads * o->kv_heads, ffn = o->ffn;
+    int rc;
+    if ((rc = model_gen_tensor(c, "token_embd.weight", dim, vocab, false))) return rc;
+    for (uint32_t l = 0; l < o->layers; l++) {
+        static const struct {
+            const char *name;
+            int cols, rows; /* 0 dim, 1 kv_dim, 2 ffn; rows -1: a 1-D norm */
+        } parts[] = {{"attn_norm", 0, -1}, {"attn_q", 0, 0},      {"attn_k", 0, 1},
+                     {"attn_v", 0, 1},     {"attn_output", 0, 0}, {"ffn_norm", 0, -1},
+                     {"ffn_gate", 0, 2},   {"ffn_up", 0, 2},      {"ffn_down", 2, 0}};
+        const uint64_t size[3] = {dim, kv_dim, ffn};
+        for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++) {
+            char name[64];
+            snprintf(name, sizeof(name), "blk.%u.%s.weight", l, parts[p].name);
+            bool norm = parts[p].rows < 0;
+            if ((rc = model_gen_tensor(c, name, size[parts[p].cols], norm ? 0 : size[parts[p].rows],
+                                       norm)))
+                return rc;
+        }
+    }
+    if ((rc = model_gen_tensor(c, "output_norm.weight", dim, 0, true))) return rc;
+    if (!o->tied_output && (rc = model_gen_tensor(c, "output.weight", dim, vocab, false)))
+        return rc;
+    return 0;
+}
+
+void model_gen_defaults(struct model_gen_opts *o)
+{
+    *o = (struct model_gen_opts){.type = QUANT_F32,
+                                 .dim = 768,
+                                 .layers = 12,
+                                 .heads = 12,
+                                 .kv_heads = 12,
+                                 .ffn = 2048,
+                                 .context_length = 2048,
+                                 .vocab_size = 32000,
+                                 .tied_output = false,
+                                 .seed = 42,
+                                 .vocab_from = NULL};
+}
+
+uint64_t model_gen_param_count(const struct model_gen_opts *o, uint64_t vocab)
+{
+    uint64_t dim = o->dim, kv_dim = o->heads ? (uint64_t)o->dim / o->heads * o->kv_heads : 0;
+    uint64_t layer = 2 * dim + 2 * dim * dim + 2 * dim * kv_dim + 3 * dim * o->ffn;
+    return vocab * dim * (o->tied_output ? 1 : 2) + dim + o->layers * layer;
+}
+
+int model_gen_write(const struct model_gen_opts *o, const char *path, char *err, size_t errlen)
+{
+    struct model_gen_ctx c = {.o = o, .err = err, .errlen = errlen};
+    uint64_t vocab = o->vocab_size;
+    int rc = model_gen_check(&c);
+    if (rc) return rc;
+    rc = ERR_NOMEM;
+    c.w = gguf_writer_new();
+    c.bufs = calloc(3 + 9 * (size_t)o->layers, sizeof(*c.bufs));
+    if (!c.w || !c.bufs) {
+        model_gen_fail(&c, rc, "out of memory");
+        goto out;
+    }
+    if ((rc = model_gen_metadata(&c, 0))) goto out; /* fixes key order; vocab size set below */
+    rc = o->vocab_from ? model_gen_copy_vocab(&c, &vocab) : model_gen_byte_vocab(&c, o->vocab_size);
+    if (rc) {
+        if (!o->vocab_from) model_gen_fail(&c, rc, "cannot build the byte vocabulary");
+        goto out;
+    }
+    if (vocab > UINT32_MAX) {
+        rc = model_gen_fail(&c, ERR_INVAL, "vocabulary of %llu tokens", (unsigned long long)vocab);
+        goto out;
+    }
+    if ((rc = gguf_writer_set_u32(c.w, "llama.vocab_size", (uint32_t)vocab))) goto out;
+    if ((rc = model_gen_tensors(&c, vocab))) goto out;
+    if ((rc = gguf_writer_write(c.w, path))) model_gen_fail(&c, rc, "cannot write %s", path);
+out:
+    for (size_t i = 0; i < c.n_bufs; i++) free(c.bufs[i]);
+    free(c.bufs);
+    gguf_writer_free(c.w);
+    return rc;
+}
