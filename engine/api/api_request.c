@@ -6,7 +6,7 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
-#include "engine/api/api_internal.h"
+#include "engine/api/api_priv.h"
 #include "engine/sched/sampler.h"
 
 #include <limits.h>

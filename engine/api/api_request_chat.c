@@ -4,7 +4,7 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
-#include "engine/api/api_internal.h"
+#include "engine/api/api_priv.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 
 #include "common/err.h"
 #include "common/json_util.h"
-#include "engine/api/api_internal.h"
+#include "engine/api/api_priv.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -57,7 +57,7 @@ int cmd_fetch_model_main(int argc, char **argv)
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("fetch-model", cfg.log_level, cfg.log_format);
     shutdown_install();
-    struct model_fetch_opts o = {
+    struct fetch_model_opts o = {
         .uri = res.positional[0],
         .dest = res.positional[1],
         .sha256 = cfg.sha256,
@@ -71,7 +71,7 @@ int cmd_fetch_model_main(int argc, char **argv)
         .backoff_max_s = 30,
     };
     char err[1024] = "";
-    int rc = model_fetch(&o, err, sizeof(err));
+    int rc = fetch_model(&o, err, sizeof(err));
     if (rc) {
         log_error("fetch failed", LOG_S("error", err), LOG_S("code", err_str(rc)));
         fprintf(stderr, "cinfer-engine fetch-model: %s\n", err);

@@ -66,8 +66,8 @@ int cmd_gen_model_main(int argc, char **argv)
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("engine", cfg.log_level, cfg.log_format);
 
-    struct model_gen_opts o;
-    model_gen_defaults(&o);
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
     o.type = gen_model_type(cfg.type);
     o.dim = (uint32_t)cfg.dim;
     o.layers = (uint32_t)cfg.layers;
@@ -83,7 +83,7 @@ int cmd_gen_model_main(int argc, char **argv)
     char err[512] = "";
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    int rc = model_gen_write(&o, cfg.out, err, sizeof(err));
+    int rc = gen_model_write(&o, cfg.out, err, sizeof(err));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (rc) {
         fprintf(stderr, "cinfer-engine gen-model: %s (%s)\n", err, err_str(rc));

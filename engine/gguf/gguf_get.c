@@ -1,7 +1,7 @@
 /* GGUF lookups and typed getters over a parsed file (gguf_read.c builds the sorted indices these
  * binary-search). Integer getters accept any integer type whose value fits the requested one. */
 #include "engine/gguf/gguf.h"
-#include "engine/gguf/gguf_impl.h"
+#include "engine/gguf/gguf_priv.h"
 
 #include "common/err.h"
 

@@ -5,7 +5,7 @@
  * the mapping (or the caller's buffer for gguf_parse). Lookups and typed getters are in gguf_get.c,
  * the writer in gguf_write.c. */
 #include "engine/gguf/gguf.h"
-#include "engine/gguf/gguf_impl.h"
+#include "engine/gguf/gguf_priv.h"
 
 #include "common/err.h"
 

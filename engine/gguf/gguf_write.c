@@ -3,7 +3,7 @@
  * that key). The file is written under a temporary name and renamed, so a reader never sees half a
  * model. Spec: https://github.com/ggerganov/ggml/blob/master/docs/gguf.md */
 #include "engine/gguf/gguf.h"
-#include "engine/gguf/gguf_impl.h"
+#include "engine/gguf/gguf_priv.h"
 
 #include "common/buf.h"
 #include "common/err.h"

@@ -106,7 +106,7 @@ struct model_batch_entry {
  * returned in entry order, token order within an entry, in *logits (borrowed from the model, valid
  * until the next forward) with their count in *n_rows. Each row depends only on its own sequence's
  * tokens, not on what else is in the step. A step of many alike decodes may run as lanes, runs of
- * its entries each on one thread of the backend (model_lanes_plan in model_internal.h); the logits
+ * its entries each on one thread of the backend (model_lanes_plan in model_priv.h); the logits
  * are the same bits either way. ERR_INVAL for a token out of the vocabulary, a sequence listed twice
  * or slots not reserved; ERR_NOMEM; backend errors. */
 int model_forward(struct model *m, const struct kv_cache *kv,

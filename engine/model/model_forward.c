@@ -5,7 +5,7 @@
  * matmul computes each row the same way whatever n_tokens is (the CPU backend guarantees it). That
  * is also what lets a step split into lanes (model_lanes.c) without changing a bit of its logits. */
 #include "engine/model/model.h"
-#include "engine/model/model_internal.h"
+#include "engine/model/model_priv.h"
 
 #include "common/clock.h"
 #include "common/err.h"

@@ -1,5 +1,5 @@
-/* How a step splits into lanes (model_internal.h: model_lanes_plan). Pure arithmetic on the entries. */
-#include "engine/model/model_internal.h"
+/* How a step splits into lanes (model_priv.h: model_lanes_plan). Pure arithmetic on the entries. */
+#include "engine/model/model_priv.h"
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* Model loading: hyper-parameters from GGUF keys, tensor validation against them, and weight
  * preparation on the backend. The forward pass is in model_forward.c. */
 #include "engine/model/model.h"
-#include "engine/model/model_internal.h"
+#include "engine/model/model_priv.h"
 
 #include "common/err.h"
 #include "common/log.h"

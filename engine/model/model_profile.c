@@ -1,7 +1,7 @@
 /* Per-op timing of forward steps (model.h: model_profile_attach). Off unless a profile is attached:
  * then each op is timed by the wall clock and followed by a backend sync. */
 #include "engine/model/model.h"
-#include "engine/model/model_internal.h"
+#include "engine/model/model_priv.h"
 
 #include "common/clock.h"
 

@@ -1,7 +1,7 @@
 /* Tokenizer front end: splits the input around special-token texts (longest first, like llama.cpp's
  * tokenizer_st_partition), hands each raw fragment to the SentencePiece or byte-level BPE encoder,
  * and adds BOS/EOS. Also the bigram heap both encoders share and the read-only accessors. */
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 

@@ -3,7 +3,7 @@
  * and within a word the adjacent pair with the lowest merge rank is merged first (ties: leftmost)
  * until no pair is in tokenizer.ggml.merges. Invalid UTF-8 input becomes U+FFFD first, as in
  * llama.cpp. */
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 #include "engine/text/unicode.h"

@@ -1,7 +1,7 @@
 /* Detokenization: every token's output bytes ("piece") are computed once at load time, so decoding
  * is a table lookup any thread may do; tokenizer_decode concatenates pieces, and the streaming
  * detokenizer re-assembles UTF-8 characters split across tokens so it only ever emits valid UTF-8. */
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 #include "engine/text/unicode.h"

@@ -5,7 +5,7 @@
  * for (?!\S) and $); matches and the unmatched text between them both become pieces; alternatives
  * are tried in order at the leftmost position (ECMAScript). Like llama.cpp, \s is the White_Space
  * property and ASCII characters outside \p{..} classes are classified by their Unicode category. */
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 #include "engine/text/unicode.h"

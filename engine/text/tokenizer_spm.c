@@ -2,7 +2,7 @@
  * become U+2581, the text starts as one symbol per UTF-8 character, and the adjacent pair whose
  * concatenation is the highest-scoring vocabulary entry is merged first (ties: leftmost). A final
  * symbol that is not in the vocabulary falls back to its bytes' <0xXX> tokens. */
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 #include "engine/text/unicode.h"

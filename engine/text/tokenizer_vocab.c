@@ -2,7 +2,7 @@
  * token types, merges, special ids and flags), with hash maps for text -> id and merge -> rank, and
  * frees it. Defaults follow llama.cpp's llama_vocab::load so a file converted for
  * llama.cpp behaves the same here. Encoding lives in tokenizer.c and friends. */
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 #include "engine/gguf/gguf.h"

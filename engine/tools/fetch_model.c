@@ -1,4 +1,4 @@
-/* Resumable, verified model download (see model_fetch.h). */
+/* Resumable, verified model download (see fetch_model.h). */
 #include "engine/tools/fetch_model.h"
 
 #include "common/err.h"
@@ -19,7 +19,7 @@
 
 #define URL_MAX 4096
 
-int model_fetch_resolve(const char *uri, const char *hf_endpoint, char *out, size_t outlen,
+int fetch_model_resolve(const char *uri, const char *hf_endpoint, char *out, size_t outlen,
                         char *err, size_t errlen)
 {
     int n;
@@ -116,7 +116,7 @@ static long long file_size(const char *path)
 }
 
 /* One HTTP attempt appending to `part`. Sets *rc and `err` for fatal outcomes. */
-static enum attempt_result attempt(const struct model_fetch_opts *o, const char *url,
+static enum attempt_result attempt(const struct fetch_model_opts *o, const char *url,
                                    const char *part, int *rc, char *err, size_t errlen)
 {
     long long have = file_size(part);
@@ -220,10 +220,10 @@ static bool valid_sha256(const char *s)
     return true;
 }
 
-int model_fetch(const struct model_fetch_opts *o, char *err, size_t errlen)
+int fetch_model(const struct fetch_model_opts *o, char *err, size_t errlen)
 {
     char url[URL_MAX], part[4200], hex[SHA256_HEX_LEN];
-    int rc = model_fetch_resolve(o->uri, o->hf_endpoint, url, sizeof(url), err, errlen);
+    int rc = fetch_model_resolve(o->uri, o->hf_endpoint, url, sizeof(url), err, errlen);
     if (rc) return rc;
     if (o->sha256 && !valid_sha256(o->sha256)) {
         snprintf(err, errlen, "--sha256 must be 64 lowercase hex digits");

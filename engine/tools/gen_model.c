@@ -1,4 +1,4 @@
-/* Random-weight llama GGUF generation (see model_gen.h). Each tensor draws from its own PRNG stream,
+/* Random-weight llama GGUF generation (see gen_model.h). Each tensor draws from its own PRNG stream,
  * seeded from the model seed and the tensor's index, so a file is a pure function of its options.
  * Normals come from xoshiro256** + Box-Muller; rows are quantized one at a time into the buffer the
  * writer borrows, so peak memory is the output file plus one row. */
@@ -25,11 +25,11 @@ enum {
     MODEL_GEN_TOK_BYTE = 6
 };
 
-struct model_gen_rng {
+struct gen_model_rng {
     uint64_t s[4];
 };
 
-static uint64_t model_gen_splitmix(uint64_t *x)
+static uint64_t gen_model_splitmix(uint64_t *x)
 {
     uint64_t z = (*x += UINT64_C(0x9E3779B97F4A7C15));
     z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
@@ -37,38 +37,38 @@ static uint64_t model_gen_splitmix(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static void model_gen_rng_seed(struct model_gen_rng *r, uint64_t seed, uint64_t stream)
+static void gen_model_rng_seed(struct gen_model_rng *r, uint64_t seed, uint64_t stream)
 {
     uint64_t x = seed ^ (stream * UINT64_C(0xD1B54A32D192ED03));
-    for (int i = 0; i < 4; i++) r->s[i] = model_gen_splitmix(&x);
+    for (int i = 0; i < 4; i++) r->s[i] = gen_model_splitmix(&x);
 }
 
-static inline uint64_t model_gen_rotl(uint64_t x, int k)
+static inline uint64_t gen_model_rotl(uint64_t x, int k)
 {
     return (x << k) | (x >> (64 - k));
 }
 
 /* xoshiro256** (Blackman & Vigna). */
-static inline uint64_t model_gen_next(struct model_gen_rng *r)
+static inline uint64_t gen_model_next(struct gen_model_rng *r)
 {
     uint64_t *s = r->s;
-    const uint64_t result = model_gen_rotl(s[1] * 5, 7) * 9;
+    const uint64_t result = gen_model_rotl(s[1] * 5, 7) * 9;
     const uint64_t t = s[1] << 17;
     s[2] ^= s[0];
     s[3] ^= s[1];
     s[1] ^= s[2];
     s[0] ^= s[3];
     s[2] ^= t;
-    s[3] = model_gen_rotl(s[3], 45);
+    s[3] = gen_model_rotl(s[3], 45);
     return result;
 }
 
 /* Fills x[0..n) with normal(0, std) values: Box-Muller, two per pair of uniforms. */
-static void model_gen_normals(struct model_gen_rng *r, float *x, size_t n, float std)
+static void gen_model_normals(struct gen_model_rng *r, float *x, size_t n, float std)
 {
     const double two_pi = 6.283185307179586;
     for (size_t i = 0; i < n; i += 2) {
-        uint64_t a = model_gen_next(r), b = model_gen_next(r);
+        uint64_t a = gen_model_next(r), b = gen_model_next(r);
         double u1 = ((double)(a >> 11) + 1.0) * 0x1.0p-53; /* (0, 1]: log never sees 0 */
         double u2 = (double)(b >> 11) * 0x1.0p-53;
         double rad = sqrt(-2.0 * log(u1)) * std;
@@ -77,8 +77,8 @@ static void model_gen_normals(struct model_gen_rng *r, float *x, size_t n, float
     }
 }
 
-struct model_gen_ctx {
-    const struct model_gen_opts *o;
+struct gen_model_ctx {
+    const struct gen_model_opts *o;
     struct gguf_writer *w;
     void **bufs; /* tensor data, owned here, borrowed by the writer */
     size_t n_bufs;
@@ -87,10 +87,10 @@ struct model_gen_ctx {
     size_t errlen;
 };
 
-static int model_gen_fail(struct model_gen_ctx *c, int rc, const char *fmt, ...)
+static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int model_gen_fail(struct model_gen_ctx *c, int rc, const char *fmt, ...)
+static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
 {
     if (c->err && c->errlen) {
         va_list ap;
@@ -103,7 +103,7 @@ static int model_gen_fail(struct model_gen_ctx *c, int rc, const char *fmt, ...)
 
 /* Adds one tensor of `rows` x `cols` (ne = {cols, rows}; rows = 0 means 1-D). Weights are random
  * in `type` (F32 when cols is not a multiple of its block); norms (`norm`) are 1.0 in F32. */
-static int model_gen_tensor(struct model_gen_ctx *c, const char *name, uint64_t cols, uint64_t rows,
+static int gen_model_tensor(struct gen_model_ctx *c, const char *name, uint64_t cols, uint64_t rows,
                             bool norm)
 {
     enum quant_type t = norm ? QUANT_F32 : c->o->type;
@@ -116,26 +116,26 @@ static int model_gen_tensor(struct model_gen_ctx *c, const char *name, uint64_t 
     if (!row || !data) {
         free(row);
         free(data);
-        return model_gen_fail(c, ERR_NOMEM, "out of memory for tensor %s", name);
+        return gen_model_fail(c, ERR_NOMEM, "out of memory for tensor %s", name);
     }
     c->bufs[c->n_bufs++] = data;
-    struct model_gen_rng rng;
-    model_gen_rng_seed(&rng, c->o->seed, c->stream++);
+    struct gen_model_rng rng;
+    gen_model_rng_seed(&rng, c->o->seed, c->stream++);
     for (uint64_t r = 0; r < nrows; r++) {
         if (norm)
             for (uint64_t j = 0; j < cols; j++) row[j] = 1.0f;
         else
-            model_gen_normals(&rng, row, (size_t)cols, MODEL_GEN_STD);
+            gen_model_normals(&rng, row, (size_t)cols, MODEL_GEN_STD);
         quant_quantize_row(t, row, data + r * row_bytes, (size_t)cols);
     }
     free(row);
     int rc = gguf_writer_add_tensor(c->w, name, t, rows ? 2 : 1, ne, data, row_bytes * nrows);
-    return rc ? model_gen_fail(c, rc, "cannot add tensor %s", name) : 0;
+    return rc ? gen_model_fail(c, rc, "cannot add tensor %s", name) : 0;
 }
 
 /* A SentencePiece-style byte-fallback vocabulary: <unk>, <s>, </s>, <0x00>..<0xFF>, then filler
  * pieces "▁t<N>" up to vocab_size so the embedding has a realistic size. */
-static int model_gen_byte_vocab(struct model_gen_ctx *c, uint32_t n)
+static int gen_model_byte_vocab(struct gen_model_ctx *c, uint32_t n)
 {
     int rc = ERR_NOMEM;
     char **toks = calloc(n, sizeof(*toks));
@@ -187,16 +187,16 @@ out:
 }
 
 /* Copies every tokenizer.* key of the vocabulary file; returns its token count in *vocab. */
-static int model_gen_copy_vocab(struct model_gen_ctx *c, uint64_t *vocab)
+static int gen_model_copy_vocab(struct gen_model_ctx *c, uint64_t *vocab)
 {
     struct gguf *g = NULL;
     char gerr[256];
     int rc = gguf_open(c->o->vocab_from, &g, gerr, sizeof(gerr));
-    if (rc) return model_gen_fail(c, rc, "%s", gerr);
+    if (rc) return gen_model_fail(c, rc, "%s", gerr);
     const struct gguf_array *toks;
     if (gguf_get_arr(g, "tokenizer.ggml.tokens", &toks) != 0 || toks->type != GGUF_STRING ||
         toks->n == 0) {
-        rc = model_gen_fail(c, ERR_NOT_FOUND, "%s has no tokenizer.ggml.tokens string array",
+        rc = gen_model_fail(c, ERR_NOT_FOUND, "%s has no tokenizer.ggml.tokens string array",
                             c->o->vocab_from);
         goto out;
     }
@@ -205,7 +205,7 @@ static int model_gen_copy_vocab(struct model_gen_ctx *c, uint64_t *vocab)
         const struct gguf_kv *kv = gguf_kv_at(g, i);
         if (strncmp(kv->key, "tokenizer.", 10) != 0) continue;
         if ((rc = gguf_writer_set_kv(c->w, kv))) {
-            rc = model_gen_fail(c, rc, "cannot copy %s", kv->key);
+            rc = gen_model_fail(c, rc, "cannot copy %s", kv->key);
             goto out;
         }
     }
@@ -215,34 +215,34 @@ out:
     return rc;
 }
 
-static int model_gen_check(struct model_gen_ctx *c)
+static int gen_model_check(struct gen_model_ctx *c)
 {
-    const struct model_gen_opts *o = c->o;
+    const struct gen_model_opts *o = c->o;
     if (o->type != QUANT_F32 && o->type != QUANT_F16 && o->type != QUANT_Q8_0 &&
         o->type != QUANT_Q4_0)
-        return model_gen_fail(c, ERR_INVAL, "type %s is not one of f32, f16, q8_0, q4_0",
+        return gen_model_fail(c, ERR_INVAL, "type %s is not one of f32, f16, q8_0, q4_0",
                               quant_type_name(o->type));
     if (o->dim == 0 || o->layers == 0 || o->heads == 0 || o->kv_heads == 0 || o->ffn == 0 ||
         o->context_length == 0)
-        return model_gen_fail(c, ERR_INVAL, "every dimension must be positive");
+        return gen_model_fail(c, ERR_INVAL, "every dimension must be positive");
     if (o->layers > 4096 || o->dim > 65536 || o->ffn > 262144)
-        return model_gen_fail(c, ERR_INVAL, "shape too large (layers <= 4096, dim <= 65536)");
+        return gen_model_fail(c, ERR_INVAL, "shape too large (layers <= 4096, dim <= 65536)");
     if (o->dim % o->heads != 0 || (o->dim / o->heads) % 2 != 0)
-        return model_gen_fail(c, ERR_INVAL,
+        return gen_model_fail(c, ERR_INVAL,
                               "dim %u must be a multiple of heads %u with an even "
                               "head dimension",
                               o->dim, o->heads);
     if (o->heads % o->kv_heads != 0)
-        return model_gen_fail(c, ERR_INVAL, "heads %u must be a multiple of kv-heads %u", o->heads,
+        return gen_model_fail(c, ERR_INVAL, "heads %u must be a multiple of kv-heads %u", o->heads,
                               o->kv_heads);
     if (!o->vocab_from && (o->vocab_size < MODEL_GEN_BYTE_VOCAB || o->vocab_size > 1000000))
-        return model_gen_fail(c, ERR_INVAL, "vocab size %u outside [%d, 1000000]", o->vocab_size,
+        return gen_model_fail(c, ERR_INVAL, "vocab size %u outside [%d, 1000000]", o->vocab_size,
                               MODEL_GEN_BYTE_VOCAB);
     return 0;
 }
 
 /* llama.cpp's general.file_type (enum llama_ftype) for the weight type. */
-static uint32_t model_gen_ftype(enum quant_type t)
+static uint32_t gen_model_ftype(enum quant_type t)
 {
     switch (t) {
     case QUANT_F16: return 1;
@@ -252,14 +252,14 @@ static uint32_t model_gen_ftype(enum quant_type t)
     }
 }
 
-static int model_gen_metadata(struct model_gen_ctx *c, uint64_t vocab)
+static int gen_model_metadata(struct gen_model_ctx *c, uint64_t vocab)
 {
-    const struct model_gen_opts *o = c->o;
+    const struct gen_model_opts *o = c->o;
     struct gguf_writer *w = c->w;
     int rc;
     if ((rc = gguf_writer_set_str(w, "general.architecture", "llama")) ||
         (rc = gguf_writer_set_str(w, "general.name", "cinfer-random")) ||
-        (rc = gguf_writer_set_u32(w, "general.file_type", model_gen_ftype(o->type))) ||
+        (rc = gguf_writer_set_u32(w, "general.file_type", gen_model_ftype(o->type))) ||
         (rc = gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
         (rc = gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)vocab)) ||
         (rc = gguf_writer_set_u32(w, "llama.context_length", o->context_length)) ||
@@ -271,16 +271,16 @@ static int model_gen_metadata(struct model_gen_ctx *c, uint64_t vocab)
         (rc = gguf_writer_set_u32(w, "llama.attention.head_count", o->heads)) ||
         (rc = gguf_writer_set_u32(w, "llama.attention.head_count_kv", o->kv_heads)) ||
         (rc = gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f)))
-        return model_gen_fail(c, rc, "cannot set metadata");
+        return gen_model_fail(c, rc, "cannot set metadata");
     return 0;
 }
 
-static int model_gen_tensors(struct model_gen_ctx *c, uint64_t vocab)
+static int gen_model_tensors(struct gen_model_ctx *c, uint64_t vocab)
 {
-    const struct model_gen_opts *o = c->o;
+    const struct gen_model_opts *o = c->o;
     uint64_t dim = o->dim, kv_dim = (uint64_t)o->dim / o->heads * o->kv_heads, ffn = o->ffn;
     int rc;
-    if ((rc = model_gen_tensor(c, "token_embd.weight", dim, vocab, false))) return rc;
+    if ((rc = gen_model_tensor(c, "token_embd.weight", dim, vocab, false))) return rc;
     for (uint32_t l = 0; l < o->layers; l++) {
         static const struct {
             const char *name;
@@ -293,20 +293,20 @@ static int model_gen_tensors(struct model_gen_ctx *c, uint64_t vocab)
             char name[64];
             snprintf(name, sizeof(name), "blk.%u.%s.weight", l, parts[p].name);
             bool norm = parts[p].rows < 0;
-            if ((rc = model_gen_tensor(c, name, size[parts[p].cols], norm ? 0 : size[parts[p].rows],
+            if ((rc = gen_model_tensor(c, name, size[parts[p].cols], norm ? 0 : size[parts[p].rows],
                                        norm)))
                 return rc;
         }
     }
-    if ((rc = model_gen_tensor(c, "output_norm.weight", dim, 0, true))) return rc;
-    if (!o->tied_output && (rc = model_gen_tensor(c, "output.weight", dim, vocab, false)))
+    if ((rc = gen_model_tensor(c, "output_norm.weight", dim, 0, true))) return rc;
+    if (!o->tied_output && (rc = gen_model_tensor(c, "output.weight", dim, vocab, false)))
         return rc;
     return 0;
 }
 
-void model_gen_defaults(struct model_gen_opts *o)
+void gen_model_defaults(struct gen_model_opts *o)
 {
-    *o = (struct model_gen_opts){.type = QUANT_F32,
+    *o = (struct gen_model_opts){.type = QUANT_F32,
                                  .dim = 768,
                                  .layers = 12,
                                  .heads = 12,
@@ -319,39 +319,39 @@ void model_gen_defaults(struct model_gen_opts *o)
                                  .vocab_from = NULL};
 }
 
-uint64_t model_gen_param_count(const struct model_gen_opts *o, uint64_t vocab)
+uint64_t gen_model_param_count(const struct gen_model_opts *o, uint64_t vocab)
 {
     uint64_t dim = o->dim, kv_dim = o->heads ? (uint64_t)o->dim / o->heads * o->kv_heads : 0;
     uint64_t layer = 2 * dim + 2 * dim * dim + 2 * dim * kv_dim + 3 * dim * o->ffn;
     return vocab * dim * (o->tied_output ? 1 : 2) + dim + o->layers * layer;
 }
 
-int model_gen_write(const struct model_gen_opts *o, const char *path, char *err, size_t errlen)
+int gen_model_write(const struct gen_model_opts *o, const char *path, char *err, size_t errlen)
 {
-    struct model_gen_ctx c = {.o = o, .err = err, .errlen = errlen};
+    struct gen_model_ctx c = {.o = o, .err = err, .errlen = errlen};
     uint64_t vocab = o->vocab_size;
-    int rc = model_gen_check(&c);
+    int rc = gen_model_check(&c);
     if (rc) return rc;
     rc = ERR_NOMEM;
     c.w = gguf_writer_new();
     c.bufs = calloc(3 + 9 * (size_t)o->layers, sizeof(*c.bufs));
     if (!c.w || !c.bufs) {
-        model_gen_fail(&c, rc, "out of memory");
+        gen_model_fail(&c, rc, "out of memory");
         goto out;
     }
-    if ((rc = model_gen_metadata(&c, 0))) goto out; /* fixes key order; vocab size set below */
-    rc = o->vocab_from ? model_gen_copy_vocab(&c, &vocab) : model_gen_byte_vocab(&c, o->vocab_size);
+    if ((rc = gen_model_metadata(&c, 0))) goto out; /* fixes key order; vocab size set below */
+    rc = o->vocab_from ? gen_model_copy_vocab(&c, &vocab) : gen_model_byte_vocab(&c, o->vocab_size);
     if (rc) {
-        if (!o->vocab_from) model_gen_fail(&c, rc, "cannot build the byte vocabulary");
+        if (!o->vocab_from) gen_model_fail(&c, rc, "cannot build the byte vocabulary");
         goto out;
     }
     if (vocab > UINT32_MAX) {
-        rc = model_gen_fail(&c, ERR_INVAL, "vocabulary of %llu tokens", (unsigned long long)vocab);
+        rc = gen_model_fail(&c, ERR_INVAL, "vocabulary of %llu tokens", (unsigned long long)vocab);
         goto out;
     }
     if ((rc = gguf_writer_set_u32(c.w, "llama.vocab_size", (uint32_t)vocab))) goto out;
-    if ((rc = model_gen_tensors(&c, vocab))) goto out;
-    if ((rc = gguf_writer_write(c.w, path))) model_gen_fail(&c, rc, "cannot write %s", path);
+    if ((rc = gen_model_tensors(&c, vocab))) goto out;
+    if ((rc = gguf_writer_write(c.w, path))) gen_model_fail(&c, rc, "cannot write %s", path);
 out:
     for (size_t i = 0; i < c.n_bufs; i++) free(c.bufs[i]);
     free(c.bufs);

@@ -3,8 +3,8 @@
  * same file), RMS norms all 1.0. The tokenizer is copied from a vocabulary-only GGUF, or a byte-level
  * llama (SentencePiece-style) vocabulary is generated so no shared data is needed.
  * Not a trained model: its output is noise, but its shapes and formats are real. */
-#ifndef CINFER_ENGINE_MODEL_GEN_H
-#define CINFER_ENGINE_MODEL_GEN_H
+#ifndef CINFER_ENGINE_TOOLS_GEN_MODEL_H
+#define CINFER_ENGINE_TOOLS_GEN_MODEL_H
 
 #include "engine/gguf/quant.h"
 
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct model_gen_opts {
+struct gen_model_opts {
     enum quant_type type;    /* F32, F16, Q8_0 or Q4_0: 2-D weights incl. token_embd */
     uint32_t dim;            /* embedding length */
     uint32_t layers;         /* block count */
@@ -28,14 +28,14 @@ struct model_gen_opts {
 
 /* The default shape: dim 768, 12 layers, 12 heads and KV heads, ffn 2048, context 2048, a
  * 32000-token vocabulary, F32, seed 42 (134M parameters). */
-void model_gen_defaults(struct model_gen_opts *o);
+void gen_model_defaults(struct gen_model_opts *o);
 
 /* Total parameter count of the shape `o` describes, for a vocabulary of `vocab` tokens. */
-uint64_t model_gen_param_count(const struct model_gen_opts *o, uint64_t vocab);
+uint64_t gen_model_param_count(const struct gen_model_opts *o, uint64_t vocab);
 
 /* Writes the model to `path` (borrowed). Returns 0, ERR_INVAL (bad shape or type, message in
  * `err`), ERR_IO, ERR_PARSE/ERR_NOT_FOUND (unreadable vocabulary file) or ERR_NOMEM. Needs memory
  * for the whole output file. Any thread; uses no globals. */
-int model_gen_write(const struct model_gen_opts *o, const char *path, char *err, size_t errlen);
+int gen_model_write(const struct gen_model_opts *o, const char *path, char *err, size_t errlen);
 
 #endif

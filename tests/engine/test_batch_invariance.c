@@ -72,8 +72,8 @@ static const char *gen_model_path(enum quant_type type)
     static char path[512];
     snprintf(path, sizeof(path), "%s/cinfer_test_batch_inv_%ld.gguf", test_tmpdir(),
              (long)getpid());
-    struct model_gen_opts g;
-    model_gen_defaults(&g);
+    struct gen_model_opts g;
+    gen_model_defaults(&g);
     g.type = type;
     g.dim = 256;
     g.layers = 2;
@@ -83,7 +83,7 @@ static const char *gen_model_path(enum quant_type type)
     g.context_length = 256;
     g.vocab_size = VOCAB;
     char err[256];
-    ck_assert_msg(model_gen_write(&g, path, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(gen_model_write(&g, path, err, sizeof(err)) == 0, "%s", err);
     return path;
 }
 

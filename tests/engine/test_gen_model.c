@@ -272,12 +272,12 @@ START_TEST(test_gen_model_rejects_bad_options)
                              "/nonexistent.gguf", "--log-level", "error", NULL),
                      1);
     ck_assert_int_eq(access(path, F_OK), -1);
-    struct model_gen_opts o;
-    model_gen_defaults(&o);
-    ck_assert_uint_eq(model_gen_param_count(&o, 32000), 134105856);
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    ck_assert_uint_eq(gen_model_param_count(&o, 32000), 134105856);
     char err[256];
     o.type = QUANT_Q4_K;
-    ck_assert_int_eq(model_gen_write(&o, path, err, sizeof(err)), ERR_INVAL);
+    ck_assert_int_eq(gen_model_write(&o, path, err, sizeof(err)), ERR_INVAL);
     ck_assert(strstr(err, "q4_K") != NULL);
 }
 END_TEST

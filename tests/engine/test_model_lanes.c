@@ -1,7 +1,7 @@
 /* Unit tests of how a forward step splits into lanes (model_lanes_plan): alike decodes split evenly,
  * uneven contexts move the cut, a prefill chunk or too few tokens keep the step whole, and every
  * plan covers all entries in order with none empty. */
-#include "engine/model/model_internal.h"
+#include "engine/model/model_priv.h"
 
 #include <check.h>
 #include <stdlib.h>

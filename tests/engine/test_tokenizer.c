@@ -5,7 +5,7 @@
 #include "common/err.h"
 #include "engine/gguf/gguf.h"
 #include "engine/text/tokenizer.h"
-#include "engine/text/tokenizer_impl.h"
+#include "engine/text/tokenizer_priv.h"
 #include "engine/text/unicode.h"
 #include "tests/testutil.h"
 

@@ -1,7 +1,7 @@
 /* Internals shared by the GGUF reader (gguf_read.c) and its accessors (gguf_get.c); not part of the
  * public API in gguf.h. */
-#ifndef CINFER_ENGINE_GGUF_IMPL_H
-#define CINFER_ENGINE_GGUF_IMPL_H
+#ifndef CINFER_ENGINE_GGUF_PRIV_H
+#define CINFER_ENGINE_GGUF_PRIV_H
 
 #include "engine/gguf/gguf.h"
 

@@ -1,8 +1,8 @@
 /* Internals shared by model_load.c (hparams, weights), model_forward.c (the batched step) and
  * model_profile.c.
  * Nothing outside engine/model*.c includes this header. */
-#ifndef CINFER_ENGINE_MODEL_INTERNAL_H
-#define CINFER_ENGINE_MODEL_INTERNAL_H
+#ifndef CINFER_ENGINE_MODEL_PRIV_H
+#define CINFER_ENGINE_MODEL_PRIV_H
 
 #include "engine/model/model.h"
 

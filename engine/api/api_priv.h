@@ -1,6 +1,6 @@
 /* Helpers shared by the api_*.c files only; not part of the API layer's public surface. */
-#ifndef CINFER_ENGINE_API_INTERNAL_H
-#define CINFER_ENGINE_API_INTERNAL_H
+#ifndef CINFER_ENGINE_API_PRIV_H
+#define CINFER_ENGINE_API_PRIV_H
 
 #include <jansson.h>
 #include <stddef.h>

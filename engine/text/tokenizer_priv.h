@@ -1,8 +1,8 @@
 /* Internals shared by the tokenizer's files (tokenizer_vocab.c loads, tokenizer.c partitions special
  * tokens and dispatches, tokenizer_spm.c / tokenizer_bpe.c / tokenizer_pretok.c encode,
  * tokenizer_detok.c decodes). Not part of the engine's API: include engine/text/tokenizer.h instead. */
-#ifndef CINFER_ENGINE_TOKENIZER_IMPL_H
-#define CINFER_ENGINE_TOKENIZER_IMPL_H
+#ifndef CINFER_ENGINE_TOKENIZER_PRIV_H
+#define CINFER_ENGINE_TOKENIZER_PRIV_H
 
 #include "engine/text/tokenizer.h"
 
