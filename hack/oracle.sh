@@ -17,8 +17,11 @@ cache="${CINFER_CACHE:-$HOME/.cache/cinfer}"
 venv="$cache/oracle-venv"
 stamp="$venv/.installed-$LLAMA_CPP_PYTHON_VERSION-$GGUF_VERSION"
 
+mkdir -p "$cache"
+# One build at a time: a second caller waits for the first instead of starting over.
+exec 9>"$cache/oracle-venv.lock"
+flock 9
 if [[ ! -e "$stamp" ]]; then
-  mkdir -p "$cache"
   echo "oracle: building llama-cpp-python $LLAMA_CPP_PYTHON_VERSION into $venv (once; slow)" >&2
   rm -rf "$venv"
   python3 -m venv "$venv"
