@@ -14,12 +14,12 @@
 #include <string.h>
 
 struct simulate_cfg {
-    const char *trace, *format, *policy, *plot;
+    const char *trace, *format, *policy, *plot, *routing;
     int replicas, min_replicas, max_replicas, seed, max_running, fit_intervals;
-    double time_scale, token_scale, startup_s, slo_s, interval_s;
+    double time_scale, token_scale, startup_s, slo_s, slo_pct, interval_s;
     double target_queue, target_kv, down_window_s, capacity_rps, headroom, season_s;
     double prefill_tps, decode_tps, decode_batch_tps, kv_tokens, cache_tokens;
-    bool prefix_routing;
+    bool prefix_routing, objective_driven, decisions;
     const char *log_level, *log_format;
 };
 
@@ -31,8 +31,10 @@ static const struct cfg_opt opts[] = {
      "azure|mooncake", 0},
     {"policy", CFG_STRING, F(policy), "reactive", 1, 0, "Scaling policy",
      "static|reactive|predictive", 0},
-    {"replicas", CFG_INT, F(replicas), "1", 1, 4096,
-     "Replicas for static; initial replicas otherwise (raised to --min-replicas)", NULL, 0},
+    {"replicas", CFG_INT, F(replicas), "0", 0, 4096,
+     "Replicas for static (0 = 1); initial replicas otherwise (0 = sized for the first 5 minutes "
+     "at 60% utilisation, a service already running)",
+     NULL, 0},
     {"min-replicas", CFG_INT, F(min_replicas), "1", 1, 4096, "Lower bound for scaling", NULL, 0},
     {"max-replicas", CFG_INT, F(max_replicas), "64", 1, 4096, "Upper bound for scaling", NULL, 0},
     {"time-scale", CFG_DOUBLE, F(time_scale), "1", 1e-6, 1e6,
@@ -41,22 +43,32 @@ static const struct cfg_opt opts[] = {
      "Prompt/output tokens (and the 512-token hash block) x this", NULL, 0},
     {"startup-seconds", CFG_DOUBLE, F(startup_s), "60", 0, 86400, "Replica start-up delay", NULL,
      0},
-    {"slo-ttft-seconds", CFG_DOUBLE, F(slo_s), "2", 1e-6, 86400, "TTFT objective", NULL, 0},
+    {"slo-ttft-seconds", CFG_DOUBLE, F(slo_s), "2", 1e-6, 86400,
+     "TTFT objective (violations are counted against it; the policy scales to it)", NULL, 0},
+    {"slo-percentile", CFG_DOUBLE, F(slo_pct), "0.99", 0.5, 0.9999,
+     "Percentile of the objective (at most 1 - this of first tokens above it)", NULL, 0},
+    {"objective-driven", CFG_BOOL, F(objective_driven), "true", 1, 0,
+     "Scale to the objective (false: queue-depth and KV targets only, the HPA defaults)", NULL, 0},
+    {"routing", CFG_STRING, F(routing), "least-prefill", 1, 0,
+     "Router model: least queued prefill work, least requests in flight, or random",
+     "least-prefill|least-requests|random", 0},
     {"interval", CFG_DOUBLE, F(interval_s), "15", 0.01, 3600, "Scrape and decision interval (s)",
      NULL, 0},
     {"seed", CFG_INT, F(seed), "1", 0, 2147483647, "Seed for spreading quantised timestamps", NULL,
      0},
     {"plot", CFG_STRING, F(plot), NULL, 1, 0, "Write a PNG of load, replicas and TTFT here", NULL,
      0},
-    {"target-queue-depth", CFG_DOUBLE, F(target_queue), "2", 0, 1e6,
-     "Waiting requests per replica (0 disables)", NULL, 0},
-    {"target-kv-usage", CFG_DOUBLE, F(target_kv), "0.7", 0, 1, "KV usage per replica (0 disables)",
-     NULL, 0},
+    {"decisions", CFG_BOOL, F(decisions), "false", 1, 0,
+     "Print every interval's signals, decision and reason to stderr", NULL, 0},
+    {"target-queue-depth", CFG_DOUBLE, F(target_queue), "-1", -1, 1e6,
+     "Waiting requests per replica (0 disables; -1: off with an objective, else 2)", NULL, 0},
+    {"target-kv-usage", CFG_DOUBLE, F(target_kv), "-1", -1, 1,
+     "KV usage per replica (0 disables; -1: off with an objective, else 0.7)", NULL, 0},
     {"scale-down-window", CFG_DOUBLE, F(down_window_s), "300", 0, 86400,
      "Scale-down stabilisation window (s)", NULL, 0},
     {"capacity-rps", CFG_DOUBLE, F(capacity_rps), "0", 0, 1e6,
      "Predictive: per-replica capacity (0 = learn it)", NULL, 0},
-    {"headroom", CFG_DOUBLE, F(headroom), "0.8", 0.05, 1,
+    {"headroom", CFG_DOUBLE, F(headroom), "0.9", 0.05, 1,
      "Predictive: plan for this fraction of capacity", NULL, 0},
     {"season-seconds", CFG_DOUBLE, F(season_s), "0", 0, 1e7,
      "Predictive: Holt-Winters season (0 = damped Holt)", NULL, 0},
@@ -103,20 +115,26 @@ static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
     sp->min_replicas = c->min_replicas;
     sp->max_replicas = c->max_replicas;
     sp->startup_s = c->startup_s;
-    sp->slo_ttft_s = c->slo_s;
+    sp->objective_percentile = c->slo_pct;
     sp->interval_s = c->interval_s;
-    sp->target_queue_depth = c->target_queue;
-    sp->target_kv_usage = c->target_kv;
+    /* As for an InferenceService: with an objective the default targets are off unless named. */
+    sc->slo_ttft_s = c->slo_s;
+    sp->objective_ttft_s = c->objective_driven ? c->slo_s : 0;
+    if (c->objective_driven) sp->target_queue_depth = sp->target_kv_usage = 0;
+    if (c->target_queue >= 0) sp->target_queue_depth = c->target_queue;
+    if (c->target_kv >= 0) sp->target_kv_usage = c->target_kv;
     sp->scale_down_window_s = c->down_window_s;
     sp->capacity_rps = c->capacity_rps;
     sp->headroom = c->headroom;
     sp->season_s = c->season_s;
     sp->forecast_fit_intervals = c->fit_intervals;
-    sc->replicas = c->replicas;
+    sc->replicas = c->replicas == 0 && sc->spec.kind == POLICY_STATIC ? 1 : c->replicas;
     sc->time_scale = c->time_scale;
     sc->token_scale = c->token_scale;
     sc->seed = (uint64_t)c->seed;
     sc->prefix_routing = c->prefix_routing;
+    sc->decisions = c->decisions ? stderr : NULL;
+    sim_routing_parse(c->routing, &sc->routing); /* validated by the table's choices */
     sc->model.prefill_tps = c->prefill_tps;
     sc->model.decode_tps = c->decode_tps;
     sc->model.decode_batch_tps = c->decode_batch_tps;
@@ -186,7 +204,7 @@ int cmd_simulate_main(int argc, char **argv)
         }
         printf("plot             %s\n", c.plot);
     }
-    char json[512];
+    char json[1024];
     sim_result_json(&r, json, sizeof(json));
     printf("%s\n", json);
     fflush(stdout);

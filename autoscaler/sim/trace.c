@@ -384,7 +384,7 @@ void trace_free(struct trace *t)
     free(t);
 }
 
-static uint64_t splitmix64(uint64_t *s)
+uint64_t trace_splitmix64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -424,7 +424,7 @@ void trace_spread_ties(struct trace *t, uint64_t seed)
             double prev = 0;
             for (size_t k = i; k < j; k++) {
                 size_t left = j - k;
-                double u = (double)(splitmix64(&rng) >> 11) / 9007199254740992.0;
+                double u = (double)(trace_splitmix64(&rng) >> 11) / 9007199254740992.0;
                 /* Next order statistic of `left` uniforms on [prev, gap): prev + (gap - prev) *
                  * (1 - (1-u)^(1/left)). */
                 double x = prev + (gap - prev) * (1 - pow(1 - u, 1.0 / (double)left));

@@ -55,4 +55,8 @@ void trace_free(struct trace *t); /* NULL-safe */
  * Mooncake's conversation trace is quantised to ~3 s ticks; without this every tick is a burst. */
 void trace_spread_ties(struct trace *t, uint64_t seed);
 
+/* SplitMix64 (Steele, Lea, Flood 2014): the simulator's one seeded generator. Advances *state and
+ * returns the next 64 random bits. */
+uint64_t trace_splitmix64(uint64_t *state);
+
 #endif

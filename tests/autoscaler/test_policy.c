@@ -304,7 +304,6 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
     struct policy_spec sp;
     plain_spec(&sp);
     sp.kind = POLICY_PREDICTIVE;
-    sp.slo_ttft_s = 1;
     sp.prefill_cost_ratio = 0.5;
     struct policy_state *st = policy_state_new(&sp);
     struct policy_decision d;
@@ -320,7 +319,7 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
         policy_decide(st, &s, 4, &d);
         if (i == 0) {
             ck_assert_double_eq_tol(d.capacity_rps, 2.0, 1e-9);
-            ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.8)) */
+            ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.9)) */
         }
     }
     /* Loaded near the estimate and fine: the estimate probes upwards, 2% per interval, until the
