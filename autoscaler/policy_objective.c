@@ -30,21 +30,21 @@
 #include <math.h>
 #include <stdio.h>
 
-#define MIX_ALPHA     0.1  /* work per request, prompt per request, hit rate */
-#define JUDGE_ALPHA   0.3  /* observation counts for the objective judgement */
-#define FLOOR_ALPHA   0.05 /* violation share on lightly loaded replicas */
-#define LEARN_ALPHA   0.2  /* capacity towards an observed bound */
-#define TYPICAL_ALPHA 0.05 /* no objective: TTFT p99 while the targets hold */
+#define MIX_ALPHA          0.1  /* work per request, prompt per request, hit rate */
+#define JUDGE_ALPHA        0.3  /* observation counts for the objective judgement */
+#define FLOOR_ALPHA        0.05 /* violation share on lightly loaded replicas */
+#define LEARN_ALPHA        0.2  /* capacity towards an observed bound */
+#define TYPICAL_ALPHA      0.05 /* no objective: TTFT p99 while the targets hold */
 #define TARGETS_PROBE_LOAD 0.7  /* no objective: probe upwards when loaded at this fraction */
 #define TARGETS_PROBE_STEP 0.02
-#define PROBE_START   0.10 /* plan beyond the best load seen fine, until the first miss */
-#define PROBE_FAST    0.03 /* and after it */
-#define BACKOFF       0.9  /* plan at most this fraction of the load seen missing */
-#define MISS_LOAD     0.8   /* a miss below this fraction of cap_lb does not bound capacity */
-#define UB_RELAX      0.005 /* the upper bound relaxes this much per interval without a miss */
-#define LIGHT_LOAD    0.5  /* below this fraction of capacity a replica queues little */
-#define FLOOR_MARGIN  1.5  /* aim at the measured floor x this when the objective is infeasible */
-#define MIN_JUDGED    20.0 /* smoothed observations needed before judging */
+#define PROBE_START        0.10  /* plan beyond the best load seen fine, until the first miss */
+#define PROBE_FAST         0.03  /* and after it */
+#define BACKOFF            0.9   /* plan at most this fraction of the load seen missing */
+#define MISS_LOAD          0.8   /* a miss below this fraction of cap_lb does not bound capacity */
+#define UB_RELAX           0.005 /* the upper bound relaxes this much per interval without a miss */
+#define LIGHT_LOAD         0.5   /* below this fraction of capacity a replica queues little */
+#define FLOOR_MARGIN       1.5 /* aim at the measured floor x this when the objective is infeasible */
+#define MIN_JUDGED         20.0 /* smoothed observations needed before judging */
 
 double policy_hist_total(const struct policy_hist *h)
 {
@@ -183,14 +183,15 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     c->hit_rate = ewma(c->hit_rate, hit, MIX_ALPHA, !c->hit_seen);
     c->hit_seen = true;
     double ratio = sp->prefill_cost_ratio;
-    double prompt = isfinite(sig->prompt_tok_rate) && sig->prompt_tok_rate > 0 ? sig->prompt_tok_rate
-                                                                               : 0;
+    double prompt =
+        isfinite(sig->prompt_tok_rate) && sig->prompt_tok_rate > 0 ? sig->prompt_tok_rate : 0;
     double gen = isfinite(sig->gen_tok_rate) && sig->gen_tok_rate > 0 ? sig->gen_tok_rate : 0;
     double work = gen + ratio * prompt * (1 - hit);
     double arr = isfinite(sig->arrival_rate) && sig->arrival_rate > 0 ? sig->arrival_rate : 0;
     if (arr > 0 && work > 0) {
         c->work_per_req = ewma(c->work_per_req, work / arr, MIX_ALPHA, c->work_per_req <= 0);
-        c->prompt_per_req = ewma(c->prompt_per_req, prompt / arr, MIX_ALPHA, c->prompt_per_req <= 0);
+        c->prompt_per_req =
+            ewma(c->prompt_per_req, prompt / arr, MIX_ALPHA, c->prompt_per_req <= 0);
     }
     /* Offered load: served work lags arrivals when replicas are saturated. */
     c->load_work = fmax(work, arr * c->work_per_req);
@@ -267,8 +268,9 @@ int policy_capacity_replicas(const struct policy_capacity *c, const struct polic
      * objective is under threat (violations past half the budget). */
     bool bound = !c->confirmed && sp->capacity_rps <= 0 && !risk;
     if (bound && n > current) n = current;
-    snprintf(why, whylen, "load %.0f + backlog %.0f/%.0fs work/s over %.0f/replica%s (objective %s) -> %d",
-             load, c->backlog_work, horizon, cap, bound ? " (a lower bound)" : "",
+    snprintf(why, whylen,
+             "load %.0f + backlog %.0f/%.0fs work/s over %.0f/replica%s (objective %s) -> %d", load,
+             c->backlog_work, horizon, cap, bound ? " (a lower bound)" : "",
              policy_objective_state_name(c->state), n);
     return n;
 }
