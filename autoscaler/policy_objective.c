@@ -7,7 +7,7 @@
  * intervals), since an interval of 75 first tokens cannot tell 1% from 2%: the objective is MET when
  * at most (1 - percentile) of the smoothed observations are above it, MISSED otherwise. Prompts
  * whose prefill alone exceeds the TTFT objective violate it at any replica count; their share is
- * measured on lightly loaded replicas (below half the learned capacity), and when it exceeds the
+ * the lowest smoothed share seen (relaxing 2% per interval), and when it exceeds the
  * budget the objective is INFEASIBLE and the policy aims at that floor (x 1.5) instead of scaling
  * to maxReplicas for nothing.
  *
@@ -32,7 +32,7 @@
 
 #define MIX_ALPHA          0.1  /* work per request, prompt per request, hit rate */
 #define JUDGE_ALPHA        0.3  /* observation counts for the objective judgement */
-#define FLOOR_ALPHA        0.05 /* violation share on lightly loaded replicas */
+#define FLOOR_RELAX        0.02 /* the violation floor relaxes this much per interval */
 #define LEARN_ALPHA        0.2  /* capacity towards an observed bound */
 #define TYPICAL_ALPHA      0.05 /* no objective: TTFT p99 while the targets hold */
 #define TARGETS_PROBE_LOAD 0.7  /* no objective: probe upwards when loaded at this fraction */
@@ -213,12 +213,6 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     bool first = c->state == POLICY_OBJECTIVE_NONE;
     bool light = c->cap_work > 0 && per_pod < LIGHT_LOAD * c->cap_work &&
                  c->backlog_work < LIGHT_LOAD * c->cap_work * sig->ready_pods;
-    double tot = policy_hist_total(&sig->ttft);
-    if (sp->objective_ttft_s > 0 && light && tot > 0) {
-        double f = policy_hist_above(&sig->ttft, sp->objective_ttft_s) / tot;
-        c->floor_over = ewma(c->floor_over, f, FLOOR_ALPHA, !c->floor_seen);
-        c->floor_seen = true;
-    }
     /* The budget the fleet can be held to: the objective's, or the floor of long prompts. */
     double aim = fmax(budget, c->floor_seen ? c->floor_over * FLOOR_MARGIN : 0);
     double frac = 0, n = 0, now_t = 0, now_i = 0;
@@ -234,6 +228,15 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
         if (c->itl_n > 0) frac = fmax(frac, c->itl_over / c->itl_n);
         n = fmax(n, c->itl_n);
     }
+    /* The floor: the lowest smoothed share above the objective seen so far, relaxing upwards
+     * slowly. Scaling cannot go below it (prompts whose prefill alone exceeds the objective), so
+     * when it exceeds the budget the policy aims at it instead of adding replicas for nothing. */
+    if (n * (1 / JUDGE_ALPHA) >= MIN_JUDGED && sp->objective_ttft_s > 0) {
+        double f = c->ttft_over / c->ttft_n;
+        c->floor_over = c->floor_seen ? fmin(c->floor_over * (1 + FLOOR_RELAX), f) : f;
+        c->floor_seen = true;
+    }
+    aim = fmax(budget, c->floor_seen ? c->floor_over * FLOOR_MARGIN : 0);
     bool missed = frac > aim, missed_now = fmax(now_t, now_i) > aim;
     if (n * (1 / JUDGE_ALPHA) < MIN_JUDGED)
         c->state = POLICY_OBJECTIVE_UNKNOWN;
@@ -244,7 +247,11 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
 
     c->frac = frac;
     c->aim = aim;
-    learn(c, sp, sig->time_s, per_pod, missed && missed_now && !light, !missed && !missed_now);
+    /* An infeasible objective is missed at any load: only the intervals that meet the floor's aim
+     * teach capacity then. */
+    bool infeasible = c->state == POLICY_OBJECTIVE_INFEASIBLE;
+    learn(c, sp, sig->time_s, per_pod, missed && missed_now && !light && !infeasible,
+          !missed && !missed_now);
 }
 
 int policy_capacity_replicas(const struct policy_capacity *c, const struct policy_spec *sp,
