@@ -27,7 +27,8 @@ double frontier_at(const struct frontier_point *env, size_t n, double rs)
     if (n == 0) return -1;
     if (rs <= env[0].replica_seconds) return env[0].violations;
     for (size_t i = 1; i < n; i++) {
-        if (rs <= env[i].replica_seconds) {
+        if (rs == env[i].replica_seconds) return env[i].violations; /* exact, no rounding */
+        if (rs < env[i].replica_seconds) {
             const struct frontier_point *a = &env[i - 1], *b = &env[i];
             double f = (rs - a->replica_seconds) / (b->replica_seconds - a->replica_seconds);
             return a->violations + f * (b->violations - a->violations);
