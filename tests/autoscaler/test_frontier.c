@@ -13,8 +13,8 @@ START_TEST(test_frontier_envelope_drops_dominated_points)
 {
     /* Out of order; fleet 5 costs more than 4 and violates more (noise): not on the frontier. */
     struct frontier_point p[] = {
-        {3, 300, 0.10}, {1, 100, 0.90}, {5, 500, 0.021}, {4, 400, 0.02}, {2, 200, 0.40},
-        {6, 600, 0.02}, /* equal to 4's: no better, not on it */
+        {3, 300, 0.10}, {1, 100, 0.90}, {5, 500, 0.021},
+        {4, 400, 0.02}, {2, 200, 0.40}, {6, 600, 0.02}, /* equal to 4's: no better, not on it */
     };
     size_t k = frontier_envelope(p, 6);
     ck_assert_uint_eq(k, 4);
@@ -38,8 +38,11 @@ END_TEST
 START_TEST(test_frontier_best_is_cheapest_near_the_minimum)
 {
     /* Minimum 0.0012 at 12; 10 is within 0.1 point (0.0019), 9 is not (0.0023). */
-    struct frontier_point p[] = {{9, 900, 0.0023}, {12, 1200, 0.0012}, {10, 1000, 0.0019},
-                                 {11, 1100, 0.0012}, {14, 1400, 0.0013}};
+    struct frontier_point p[] = {{9, 900, 0.0023},
+                                 {12, 1200, 0.0012},
+                                 {10, 1000, 0.0019},
+                                 {11, 1100, 0.0012},
+                                 {14, 1400, 0.0013}};
     ck_assert_uint_eq(frontier_best(p, 5), 2);
     ck_assert_uint_eq(frontier_best(p, 0), 0);
 }
@@ -47,8 +50,8 @@ END_TEST
 
 START_TEST(test_frontier_judge_table)
 {
-    struct frontier_point st[] = {{7, 700, 0.10}, {8, 800, 0.005}, {9, 900, 0.0025},
-                                  {10, 1000, 0.0014}, {11, 1100, 0.0012}};
+    struct frontier_point st[] = {
+        {7, 700, 0.10}, {8, 800, 0.005}, {9, 900, 0.0025}, {10, 1000, 0.0014}, {11, 1100, 0.0012}};
     /* Best static: 10 (0.0014 <= 0.0012 + 0.001; 9's 0.0025 is not). */
     static const struct {
         const char *name;
@@ -93,8 +96,8 @@ START_TEST(test_calibrate_from_bench_output)
 {
     struct sim_replica_model m = {.prefill_tps = 1, .max_running = 16};
     char desc[256], err[160];
-    ck_assert_int_eq(calibrate_from_bench(bench_out, strlen(bench_out), &m, desc, sizeof(desc),
-                                          err, sizeof(err)),
+    ck_assert_int_eq(calibrate_from_bench(bench_out, strlen(bench_out), &m, desc, sizeof(desc), err,
+                                          sizeof(err)),
                      0);
     ck_assert_double_eq(m.prefill_tps, 2353);
     ck_assert_double_eq(m.decode_tps, 261.9);
@@ -125,8 +128,8 @@ START_TEST(test_calibrate_from_bench_rejects_bad_output)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         struct sim_replica_model m = {.prefill_tps = 7};
         char err[160] = "";
-        int rc = calibrate_from_bench(bad[i].text, strlen(bad[i].text), &m, NULL, 0, err,
-                                      sizeof(err));
+        int rc =
+            calibrate_from_bench(bad[i].text, strlen(bad[i].text), &m, NULL, 0, err, sizeof(err));
         ck_assert_msg(rc == bad[i].rc, "case %zu: rc %d (%s)", i, rc, err);
         ck_assert_msg(strstr(err, bad[i].why) != NULL, "case %zu: %s", i, err);
         ck_assert_double_eq(m.prefill_tps, 7); /* untouched on error */
