@@ -138,7 +138,12 @@ static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
     /* As for an InferenceService: with an objective the default targets are off unless named. */
     sc->slo_ttft_s = c->slo_s;
     sp->objective_ttft_s = c->objective_driven ? c->slo_s : 0;
-    if (c->objective_driven) sp->target_queue_depth = sp->target_kv_usage = 0;
+    if (c->objective_driven) {
+        sp->target_queue_depth = sp->target_kv_usage = 0;
+    } else { /* the HPA defaults of policy_spec_defaults */
+        sp->target_queue_depth = 2;
+        sp->target_kv_usage = 0.7;
+    }
     if (c->target_queue >= 0) sp->target_queue_depth = c->target_queue;
     if (c->target_kv >= 0) sp->target_kv_usage = c->target_kv;
     sp->scale_down_window_s = c->down_window_s;
