@@ -23,6 +23,18 @@ static json_t *num(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* A positive finite number, or null (0 and negatives mean "none" or "unknown"). */
+static json_t *pos(double v)
+{
+    return isfinite(v) && v > 0 ? json_real(v) : json_null();
+}
+
+/* A finite number >= 0, or null (negatives mean "unknown"). */
+static json_t *nonneg(double v)
+{
+    return isfinite(v) && v >= 0 ? json_real(v) : json_null();
+}
+
 json_t *actuate_status_patch(const struct actuate_status *st)
 {
     const struct policy_signals *s = st->sig;
@@ -34,9 +46,32 @@ json_t *actuate_status_patch(const struct actuate_status *st)
         num(s->prompt_tok_rate), "generationTokenRate", num(s->gen_tok_rate), "ttftP99Seconds",
         s->ttft_p99_s >= 0 ? num(s->ttft_p99_s) : json_null());
     if (!sig) return NULL;
-    json_t *as = json_pack("{s:i, s:s, s:o}", "desiredReplicas", st->desired, "reason",
-                           st->reason ? st->reason : "", "signals", sig);
+    json_t *as = json_pack("{s:I, s:i, s:s, s:o}", "observedGeneration", (json_int_t)st->generation,
+                           "desiredReplicas", st->desired, "reason", st->reason ? st->reason : "",
+                           "signals", sig);
     if (!as) return NULL;
+    if (st->dec && st->spec) {
+        const struct policy_decision *d = st->dec;
+        const struct policy_spec *sp = st->spec;
+        json_t *obj = json_pack(
+            "{s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o}", "ttftSeconds", pos(sp->objective_ttft_s),
+            "interTokenSeconds", pos(sp->objective_itl_s), "percentile",
+            num(sp->objective_percentile), "state", policy_objective_state_name(d->objective),
+            "observedTTFTSeconds", pos(d->ttft_s), "observedInterTokenSeconds", pos(d->itl_s),
+            "ttftAboveFraction", nonneg(sp->objective_ttft_s > 0 ? d->ttft_over : -1),
+            "interTokenAboveFraction", nonneg(sp->objective_itl_s > 0 ? d->itl_over : -1));
+        if (!obj || json_object_set_new(as, "objective", obj) != 0) {
+            json_decref(as);
+            return NULL;
+        }
+        json_t *cap = json_pack("{s:o, s:o, s:o, s:o}", "workPerReplica", pos(d->capacity_work),
+                                "requestsPerReplica", pos(d->capacity_rps), "loadWork",
+                                nonneg(d->load_work), "backlogWork", nonneg(d->backlog_work));
+        if (!cap || json_object_set_new(as, "capacity", cap) != 0) {
+            json_decref(as);
+            return NULL;
+        }
+    }
     if (st->last_scale) {
         char ts[32];
         actuate_format_time(st->last_scale, ts, sizeof(ts));

@@ -20,14 +20,22 @@ extern const struct k8s_resource actuate_resource_isvcs;
 
 /* What one decision wrote into status.autoscaling. */
 struct actuate_status {
-    int desired;                      /* desiredReplicas */
-    const char *reason;               /* borrowed */
-    time_t last_scale;                /* lastScaleTime; 0 = leave the stored value alone */
-    const struct policy_signals *sig; /* borrowed; signals{...} */
+    int desired;                       /* desiredReplicas */
+    const char *reason;                /* borrowed */
+    time_t last_scale;                 /* lastScaleTime; 0 = leave the stored value alone */
+    const struct policy_signals *sig;  /* borrowed; signals{...} */
+    const struct policy_decision *dec; /* borrowed or NULL; objective{...}, capacity{...} */
+    const struct policy_spec *spec;    /* borrowed or NULL; the objectives echoed */
+    long long generation;              /* observedGeneration: the spec this decision used */
 };
 
-/* Returns a new merge patch {"status":{"autoscaling":{...}}} (NULL on ERR_NOMEM). Signals that
- * are not meaningful (ttft_p99 < 0) are written as null so a stale value does not linger. Pure. */
+/* Returns a new merge patch {"status":{"autoscaling":{...}}} (NULL on ERR_NOMEM):
+ * observedGeneration, desiredReplicas, reason, lastScaleTime, signals{...} and, with `dec`,
+ * objective{ttftSeconds, interTokenSeconds, percentile (the spec's), state (Met, Missed,
+ * Infeasible, Unknown, None), observedTTFTSeconds, observedInterTokenSeconds (at the percentile,
+ * smoothed over ~3 intervals), ttftAboveFraction, interTokenAboveFraction} and capacity{
+ * workPerReplica, requestsPerReplica (learned), loadWork, backlogWork}. Values that are not
+ * meaningful (unknown, no objective) are written as null so a stale value does not linger. Pure. */
 json_t *actuate_status_patch(const struct actuate_status *st);
 
 /* Returns a new Event object about InferenceService ns/name/uid (borrowed): type "Normal", reason

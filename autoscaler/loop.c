@@ -70,7 +70,9 @@ static bool spec_same(const struct policy_spec *a, const struct policy_spec *b)
 {
     return a->kind == b->kind && a->min_replicas == b->min_replicas &&
            a->max_replicas == b->max_replicas && a->target_queue_depth == b->target_queue_depth &&
-           a->target_kv_usage == b->target_kv_usage &&
+           a->target_kv_usage == b->target_kv_usage && a->objective_ttft_s == b->objective_ttft_s &&
+           a->objective_itl_s == b->objective_itl_s &&
+           a->objective_percentile == b->objective_percentile &&
            a->scale_down_window_s == b->scale_down_window_s && a->interval_s == b->interval_s;
 }
 
@@ -452,7 +454,14 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
     bool changed =
         desired != s->last_desired || strcmp(reason, s->last_reason) != 0 || s->last_scale == now;
     if (changed || now - s->last_status_write >= STATUS_REFRESH_S) {
-        struct actuate_status st = {desired, reason, s->last_scale, &sig};
+        json_t *gen = json_object_get(json_object_get(isvc, "metadata"), "generation");
+        struct actuate_status st = {desired,
+                                    reason,
+                                    s->last_scale,
+                                    &sig,
+                                    &d,
+                                    &s->spec,
+                                    json_is_integer(gen) ? (long long)json_integer_value(gen) : 0};
         json_t *patch = actuate_status_patch(&st);
         if (!patch || actuate_status_write(l->client, ns, name, patch) != 0) {
             prom_counter_inc(l->api_errors, 1);
@@ -513,6 +522,7 @@ static void round_run(struct loop *l)
     {
         struct policy_spec spec;
         if (!loop_spec_from_isvc(isvc, cfg->interval_s, &spec)) continue;
+        spec.startup_s = cfg->startup_s;
         struct svc *s = svc_for(l, isvc, &spec);
         if (!s) continue;
         struct round_svc *rs = &rsv[n_rs];

@@ -21,6 +21,7 @@ struct loop_cfg {
     const char *ns;                /* watch one namespace; NULL/"" = all */
     double interval_s;             /* decision interval */
     double scrape_timeout_s;       /* per scrape */
+    double startup_s;              /* replica start-up, the policies' planning horizon */
     bool leader_elect;             /* campaign on the Lease cinfer-autoscaler first */
     const char *lease_ns;          /* NULL/"" = the client's namespace */
     const char *identity;          /* leader identity; NULL = generated */
@@ -51,8 +52,9 @@ int loop_targets_parse(const char *text, struct loop_targets *out, char *err, si
 void loop_targets_fini(struct loop_targets *t); /* NULL-safe */
 
 /* Reads the scaling fields of InferenceService `isvc` (borrowed) into *out (policy_spec_defaults
- * for the kind, then minReplicas, maxReplicas, targetQueueDepth, targetKVCacheUsage,
- * scaleDownDelaySeconds and `interval_s`). Returns true when the autoscaler owns spec.replicas
+ * for the kind, then objectives {ttftSeconds, interTokenSeconds, percentile}, minReplicas,
+ * maxReplicas, targetQueueDepth, targetKVCacheUsage, scaleDownDelaySeconds and `interval_s`; an
+ * objective or a named target turns the default targets off). Returns true when the autoscaler owns spec.replicas
  * (policy reactive or predictive); false for external, no spec.scaling, or an unknown policy.
  * Pure. */
 bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_spec *out);

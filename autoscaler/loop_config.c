@@ -101,10 +101,18 @@ bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_sp
         return false;
     policy_spec_defaults(out, kind);
     json_t *v;
-    /* As in an HPA spec, only the metrics listed are used: naming one target disables the other
-     * (its policy default applies only when the spec names neither). */
+    const json_t *obj = json_object_get(sc, "objectives");
+    if (json_is_number(v = json_object_get(obj, "ttftSeconds")) && json_number_value(v) > 0)
+        out->objective_ttft_s = json_number_value(v);
+    if (json_is_number(v = json_object_get(obj, "interTokenSeconds")) && json_number_value(v) > 0)
+        out->objective_itl_s = json_number_value(v);
+    if (json_is_number(v = json_object_get(obj, "percentile")) && json_number_value(v) > 0 &&
+        json_number_value(v) < 1)
+        out->objective_percentile = json_number_value(v);
+    /* As in an HPA spec, only the metrics listed are used: naming one target disables the other;
+     * the HPA defaults apply only when the spec names neither target nor objective. */
     if (json_is_number(json_object_get(sc, "targetQueueDepth")) ||
-        json_is_number(json_object_get(sc, "targetKVCacheUsage")))
+        json_is_number(json_object_get(sc, "targetKVCacheUsage")) || policy_spec_has_objective(out))
         out->target_queue_depth = out->target_kv_usage = 0;
     if (json_is_integer(v = json_object_get(sc, "minReplicas")))
         out->min_replicas = (int)json_integer_value(v);

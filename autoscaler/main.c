@@ -17,7 +17,7 @@
 
 struct autoscaler_cfg {
     const char *kubeconfig, *ns;
-    double interval, scrape_timeout;
+    double interval, scrape_timeout, startup;
     bool leader_elect;
     const char *lease_ns, *identity;
     const char *targets;
@@ -39,6 +39,9 @@ static const struct cfg_opt opts[] = {
         "Seconds between decision rounds (scrape, decide, scale)"),
     OPT("scrape-timeout", CFG_DOUBLE, scrape_timeout, "2", 0.05, 600,
         "Seconds one engine /metrics scrape may take"),
+    OPT("replica-startup", CFG_DOUBLE, startup, "60", 0, 86400,
+        "Seconds from a scale-up to a ready engine: the horizon objectives and forecasts plan "
+        "over"),
     OPT("leader-elect", CFG_BOOL, leader_elect, "true", 1, 0,
         "Elect a leader on the Lease cinfer-autoscaler so only one replica scales"),
     OPT("leader-election-namespace", CFG_STRING, lease_ns, NULL, 1, 0,
@@ -55,7 +58,9 @@ static const struct cfg_opt opts[] = {
 
 static const struct cfg_spec spec = {
     .program = "cinfer-autoscaler",
-    .summary = "Scales InferenceServices from engine metrics (queue depth, KV cache, token rates).",
+    .summary =
+        "Scales InferenceServices to latency objectives from engine metrics (TTFT and "
+        "inter-token histograms, queued prefill tokens, token rates, queue depth, KV cache).",
     .env_prefix = "CINFER_AUTOSCALER_",
     .opts = opts,
     .n_opts = sizeof(opts) / sizeof(opts[0]),
@@ -95,6 +100,7 @@ int main(int argc, char **argv)
         .ns = cfg.ns,
         .interval_s = cfg.interval,
         .scrape_timeout_s = cfg.scrape_timeout,
+        .startup_s = cfg.startup,
         .leader_elect = cfg.leader_elect,
         .lease_ns = cfg.lease_ns,
         .identity = cfg.identity,

@@ -1,4 +1,5 @@
-/* The scaling pipeline of policy.h: the HorizontalPodAutoscaler's algorithm, transcribed from
+/* The scaling pipeline of policy.h: the objective-driven recommendation (policy_objective.c), the
+ * HorizontalPodAutoscaler's algorithm for explicit targets, transcribed from
  * k8s.io/kubernetes pkg/controller/podautoscaler (replica_calculator.go calcPlainMetricReplicas,
  * horizontal.go stabilizeRecommendationWithBehaviors / convertDesiredReplicasWithBehaviorRate /
  * calculateScale{Up,Down}Limit), plus the predictive recommendation from policy_predictive.c.
@@ -34,6 +35,7 @@ struct policy_state {
     struct series recs;  /* raw recommendations, oldest first */
     struct series ups;   /* scale-up events: replicas added */
     struct series downs; /* scale-down events: replicas removed */
+    struct policy_capacity cap;
     struct policy_predictor pred;
     bool pred_on;
 };
@@ -57,10 +59,17 @@ void policy_spec_defaults(struct policy_spec *spec, enum policy_kind kind)
     spec->startup_s = 60;
     spec->interval_s = 15;
     spec->season_s = 0;
-    spec->slo_ttft_s = 2;
+    spec->objective_ttft_s = 0;
+    spec->objective_itl_s = 0;
+    spec->objective_percentile = 0.99;
     spec->capacity_rps = 0;
-    spec->headroom = 0.8;
+    spec->headroom = 0.9;
     spec->prefill_cost_ratio = 0.35;
+}
+
+bool policy_spec_has_objective(const struct policy_spec *spec)
+{
+    return spec->objective_ttft_s > 0 || spec->objective_itl_s > 0;
 }
 
 struct policy_state *policy_state_new(const struct policy_spec *spec)
@@ -143,10 +152,6 @@ static int metric_replicas(double sum, double target, int ready, int missing, in
 static int reactive_replicas(const struct policy_spec *sp, const struct policy_signals *sig,
                              int current, char *why, size_t whylen)
 {
-    if (!sig->metrics_ok || sig->ready_pods <= 0) {
-        snprintf(why, whylen, "metrics unavailable: holding at %d", current);
-        return -1;
-    }
     int best = -1;
     int missing = sig->unready_pods > 0 ? sig->unready_pods : 0;
     if (sp->target_queue_depth > 0 && sig->waiting >= 0) {
@@ -165,7 +170,7 @@ static int reactive_replicas(const struct policy_spec *sp, const struct policy_s
                      sp->target_kv_usage, n);
         }
     }
-    if (best < 0) snprintf(why, whylen, "no usable metric: holding at %d", current);
+    if (best < 0) snprintf(why, whylen, "no usable metric");
     return best;
 }
 
@@ -255,22 +260,56 @@ static void record_event(struct policy_state *st, double now, int from, int to)
     if (to < from) series_push(&st->downs, EVENT_MAX, cut, now, from - to);
 }
 
+/* The objective-driven recommendation with the HPA's tolerance (no change inside 10%), or -1. */
+static int objective_replicas(struct policy_state *st, const struct policy_signals *sig,
+                              int current, char *why, size_t whylen)
+{
+    (void)sig;
+    int n = policy_capacity_replicas(&st->cap, &st->spec, current, why, whylen);
+    if (n < 0 || current <= 0) return n;
+    double ratio = (double)n / current;
+    if (n != current && fabs(1.0 - ratio) <= st->spec.tolerance) return current;
+    return n;
+}
+
+static bool has_targets(const struct policy_spec *sp)
+{
+    return sp->target_queue_depth > 0 || sp->target_kv_usage > 0;
+}
+
+static void report(const struct policy_state *st, struct policy_decision *out)
+{
+    const struct policy_capacity *c = &st->cap;
+    out->objective = c->state;
+    out->ttft_s = st->spec.objective_ttft_s > 0 && c->ttft_q > 0 ? c->ttft_q : -1;
+    out->itl_s = st->spec.objective_itl_s > 0 && c->itl_q > 0 ? c->itl_q : -1;
+    out->ttft_over = c->ttft_n > 0 ? c->ttft_over / c->ttft_n : -1;
+    out->itl_over = c->itl_n > 0 ? c->itl_over / c->itl_n : -1;
+    out->capacity_work = c->cap_work;
+    out->load_work = c->load_work;
+    out->backlog_work = c->backlog_work;
+    if (out->capacity_rps <= 0) out->capacity_rps = policy_capacity_rps(c, &st->spec);
+}
+
 void policy_decide(struct policy_state *st, const struct policy_signals *sig, int current,
                    struct policy_decision *out)
 {
     const struct policy_spec *sp = &st->spec;
     memset(out, 0, sizeof(*out));
-    char why[128] = "";
+    char why[128] = "", owhy[128] = "";
     double now = sig->time_s;
     if (sp->kind == POLICY_STATIC || sp->kind == POLICY_EXTERNAL) {
         out->desired = out->reactive = current;
+        out->ttft_s = out->itl_s = out->ttft_over = out->itl_over = -1;
         reasonf(out, "%s policy: replicas left at %d",
                 sp->kind == POLICY_STATIC ? "static" : "external", current);
         return;
     }
-    /* Predictive learning sees every interval, even those decided by the guards below. */
-    int pred = st->pred_on ? policy_predictor_step(&st->pred, sp, sig, out) : 0;
+    /* Learning sees every interval, even those decided by the guards below. */
+    policy_capacity_observe(&st->cap, sp, sig);
+    int pred = st->pred_on ? policy_predictor_step(&st->pred, &st->cap, sp, sig, out) : 0;
     out->predictive = pred;
+    report(st, out);
     if (current <= 0) {
         out->desired = out->reactive = 0;
         reasonf(out, "scaled to zero: autoscaling disabled");
@@ -284,10 +323,27 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
                 sp->max_replicas, d);
         return;
     }
-    int reactive = reactive_replicas(sp, sig, current, why, sizeof(why));
-    if (reactive < 0) { /* the HPA skips the whole reconcile on a metrics error */
+    if (!sig->metrics_ok || sig->ready_pods <= 0) { /* the HPA skips a reconcile on errors */
         out->desired = out->reactive = current;
-        reasonf(out, "%s", why);
+        reasonf(out, "metrics unavailable: holding at %d", current);
+        return;
+    }
+    int reactive = -1;
+    bool objective = policy_spec_has_objective(sp);
+    if (objective) reactive = objective_replicas(st, sig, current, owhy, sizeof(owhy));
+    if (!objective || has_targets(sp)) {
+        int t = reactive_replicas(sp, sig, current, why, sizeof(why));
+        if (t > reactive) {
+            reactive = t;
+        } else if (objective) {
+            snprintf(why, sizeof(why), "%s", owhy);
+        }
+    } else {
+        snprintf(why, sizeof(why), "%s", owhy);
+    }
+    if (reactive < 0) {
+        out->desired = out->reactive = current;
+        reasonf(out, "%s: holding at %d", why[0] ? why : "no usable metric", current);
         return;
     }
     out->reactive = reactive;
@@ -295,8 +351,7 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     bool from_forecast = false;
     /* As policy.h specifies: max(reactive, predictive) when the forecast asks for a scale-up;
      * scale-down only from the reactive side (the forecast never lowers the recommendation, nor
-     * floors a reactive scale-down: measured, flooring bought 0.03-0.44 points fewer violations
-     * for up to 11% more replica-seconds on the benchmark traces, see BENCHMARKS.md). */
+     * floors a reactive scale-down). */
     if (pred > raw && pred > current) {
         raw = pred;
         from_forecast = true;

@@ -1,15 +1,21 @@
 /* Scaling policy: pure functions from observed signals to a desired replica count, shared by the
- * control loop (autoscaler/loop.c) and the simulator (autoscaler/sim*.c) so that the simulator
+ * control loop (autoscaler/loop.c) and the simulator (autoscaler/sim/) so that the simulator
  * benchmarks exactly the code that runs in production. No I/O, no clock: time is an input.
  *
- * Reactive: the HorizontalPodAutoscaler's algorithm (k8s.io/kubernetes/pkg/controller/podautoscaler):
- * per metric desired = ceil(current * usage / target), skipped inside the tolerance (10%), the
- * maximum over metrics, clamped to [min, max], then scale-up / scale-down rate policies and
- * stabilisation windows (up 0 s, down 300 s by default) applied over the recommendation history.
- * Missing metrics never cause a scale-down; unready pods count as the HPA counts them.
- * Predictive: forecasts of arrival and token rates (forecast.h) at a horizon of pod start-up plus one
- * interval, divided by a learned per-replica capacity; max(reactive, predictive) for scale-up,
- * scale-down only from the reactive side. */
+ * Two ways to say what "enough replicas" means, combined by taking the maximum:
+ *  - Objectives (spec.scaling.objectives: TTFT and/or inter-token latency at a percentile). A
+ *    capacity model (policy_objective.c) learns, per InferenceService, how much work one replica
+ *    carries while the objective holds, and the recommendation is the work arriving now plus the
+ *    prefill work queued, over that capacity. This is the default whenever an objective is set.
+ *  - Explicit targets (queue depth, KV usage per replica): the HorizontalPodAutoscaler's algorithm
+ *    (k8s.io/kubernetes/pkg/controller/podautoscaler): per metric desired = ceil(current * usage /
+ *    target), skipped inside the tolerance (10%), unready pods counted as the HPA counts them.
+ *    Without an objective and without targets, the HPA defaults apply (queue depth 2, KV 0.7).
+ * Then min/max, the scale-up / scale-down rate policies and stabilisation windows (up 0 s, down
+ * 300 s by default) over the recommendation history. Missing metrics never cause a scale-down.
+ * Predictive adds forecasts of the arrival rate (forecast.h) at a horizon of pod start-up plus one
+ * interval, through the same capacity model: max(reactive, predictive) for scale-up; it never
+ * scales down on a forecast alone. */
 #ifndef CINFER_AUTOSCALER_POLICY_H
 #define CINFER_AUTOSCALER_POLICY_H
 
@@ -18,20 +24,42 @@
 
 enum policy_kind { POLICY_STATIC = 0, POLICY_REACTIVE, POLICY_PREDICTIVE, POLICY_EXTERNAL };
 
+#define POLICY_HIST_MAX 64 /* buckets of one latency histogram (the engine exports 20-23) */
+
+/* A latency histogram over one interval: cumulative counts of observations <= le[i], le ascending,
+ * the last le +Inf. n == 0: nothing observed (or no pod exports it). */
+struct policy_hist {
+    size_t n;
+    double le[POLICY_HIST_MAX];
+    double count[POLICY_HIST_MAX];
+};
+
+/* Observations in `h` (its +Inf bucket). */
+double policy_hist_total(const struct policy_hist *h);
+/* Observations above `x` seconds, interpolating linearly inside the bucket that holds x (as
+ * Prometheus' histogram_quantile does); 0 when empty. Pure. */
+double policy_hist_above(const struct policy_hist *h, double x);
+/* The q-quantile (0 < q < 1) as histogram_quantile computes it, or -1 when empty. Pure. */
+double policy_hist_quantile(const struct policy_hist *h, double q);
+
 /* One scrape interval's signals for one InferenceService, aggregated over its ready pods. */
 struct policy_signals {
-    double time_s;          /* when observed (monotonic seconds) */
-    int ready_pods;         /* pods whose metrics were scraped this interval */
-    int unready_pods;       /* pods that exist but are not ready or failed to scrape */
-    bool metrics_ok;        /* false: no usable metrics this interval (never scale down then) */
-    double waiting;         /* sum of requests waiting (queue depth) */
-    double running;         /* sum of requests running */
-    double kv_usage;        /* mean KV-cache usage ratio 0..1 over ready pods */
-    double prefix_hit_rate; /* prefix-cache hits / queries over the interval, 0..1 */
-    double arrival_rate;    /* requests/s arriving over the interval (from counter deltas) */
-    double prompt_tok_rate; /* prompt tokens/s */
-    double gen_tok_rate;    /* generated tokens/s */
-    double ttft_p99_s;      /* TTFT p99 over the interval from histogram deltas, or < 0 if none */
+    double time_s;           /* when observed (monotonic seconds) */
+    int ready_pods;          /* pods whose metrics were scraped this interval */
+    int unready_pods;        /* pods that exist but are not ready or failed to scrape */
+    bool metrics_ok;         /* false: no usable metrics this interval (never scale down then) */
+    double waiting;          /* sum of requests waiting (queue depth) */
+    double running;          /* sum of requests running */
+    double kv_usage;         /* mean KV-cache usage ratio 0..1 over ready pods */
+    double prefix_hit_rate;  /* prefix-cache hits / queries over the interval, 0..1 */
+    double arrival_rate;     /* requests/s arriving over the interval (from counter deltas) */
+    double prompt_tok_rate;  /* prompt tokens/s */
+    double gen_tok_rate;     /* generated tokens/s */
+    double ttft_p99_s;       /* TTFT p99 over the interval from histogram deltas, or < 0 if none */
+    double prefill_waiting;  /* prompt tokens not yet prefilled, summed over ready pods
+                             * (cinfer_requests_waiting_prefill_tokens); < 0 when none exports it */
+    struct policy_hist ttft; /* interval deltas of cinfer_time_to_first_token_seconds */
+    struct policy_hist itl;  /* interval deltas of cinfer_inter_token_latency_seconds */
 };
 
 struct policy_spec {
@@ -49,14 +77,17 @@ struct policy_spec {
     int down_pods_per_period;
     double down_percent_per_period;
     double period_s;
-    /* Predictive */
+    /* Objectives (spec.scaling.objectives); both latencies 0 = no objective (targets only). */
+    double objective_ttft_s;     /* time to first token at the percentile (0 = none) */
+    double objective_itl_s;      /* inter-token latency at the percentile (0 = none) */
+    double objective_percentile; /* 0.99: at most 1% of first tokens / token gaps above */
+    /* Predictive and the capacity model */
     double startup_s;    /* pod start-up time (model load) */
     double interval_s;   /* scrape / decision interval */
     double season_s;     /* seasonal period for Holt-Winters; 0 = Holt's damped trend only */
-    double slo_ttft_s;   /* latency objective used to learn capacity */
     double capacity_rps; /* configured per-replica request capacity; 0 = learn it */
     /* Added with policy.c (defaults in policy_spec_defaults): */
-    double headroom;            /* predictive plans for this fraction of learned capacity (0.8) */
+    double headroom;            /* predictive plans for this fraction of learned capacity (0.9) */
     double prefill_cost_ratio;  /* cost of one uncached prompt token relative to one generated
                                   * token (0.35 = 700 decode tok/s / 2000 prefill tok/s) */
     int forecast_fit_intervals; /* > 0: after this many intervals, refit the forecast's
@@ -64,8 +95,11 @@ struct policy_spec {
                                  * the fixed defaults of forecast.h (0) */
 };
 
-/* Fills `spec` with the defaults above for `kind`. */
+/* Fills `spec` with the defaults above for `kind` (no objective; queue depth 2 and KV 0.7 targets). */
 void policy_spec_defaults(struct policy_spec *spec, enum policy_kind kind);
+
+/* True when `spec` sets a TTFT or inter-token objective. */
+bool policy_spec_has_objective(const struct policy_spec *spec);
 
 struct policy_state; /* per-InferenceService history: recommendations, forecasts, capacity */
 
@@ -73,13 +107,33 @@ struct policy_state; /* per-InferenceService history: recommendations, forecasts
 struct policy_state *policy_state_new(const struct policy_spec *spec);
 void policy_state_free(struct policy_state *st); /* NULL-safe */
 
+/* How the objective fared over the last intervals (smoothed, see policy_objective.c). */
+enum policy_objective_state {
+    POLICY_OBJECTIVE_NONE = 0,   /* no objective set */
+    POLICY_OBJECTIVE_UNKNOWN,    /* too few observations yet */
+    POLICY_OBJECTIVE_MET,        /* at most (1 - percentile) of observations above the objective */
+    POLICY_OBJECTIVE_MISSED,     /* more than that */
+    POLICY_OBJECTIVE_INFEASIBLE, /* missed even on lightly loaded replicas: prompts whose prefill
+                                  * alone exceeds the objective; the policy aims at that floor */
+};
+
+/* Status name of a state ("Met", "Missed", ...); static string. */
+const char *policy_objective_state_name(enum policy_objective_state s);
+
 struct policy_decision {
     int desired;         /* replicas to set (already clamped, stabilised, rate limited) */
     int reactive;        /* the reactive recommendation before stabilisation */
     int predictive;      /* the predictive recommendation (or 0 when not predictive) */
     double forecast_rps; /* forecast arrival rate at the horizon */
-    double capacity_rps; /* per-replica capacity in use */
-    char reason[160];    /* one line for status.autoscaling.reason and the Event */
+    double capacity_rps; /* per-replica capacity in use (requests/s) */
+    /* The objective and the capacity model, for status.autoscaling (0 / -1 when unknown). */
+    enum policy_objective_state objective;
+    double ttft_s, itl_s;       /* observed at the objective percentile (smoothed); -1 unknown */
+    double ttft_over, itl_over; /* smoothed fraction of observations above the objective */
+    double capacity_work;       /* learned work/s per replica while the objective holds */
+    double load_work;           /* work/s arriving now (served or offered, the larger) */
+    double backlog_work;        /* queued prefill work, in work units */
+    char reason[160];           /* one line for status.autoscaling.reason and the Event */
 };
 
 /* Feeds one interval's signals and decides, given the current replica count. Not thread-safe per

@@ -38,9 +38,9 @@ static bool sum_of(const struct prom_exposition *e, const char *name, const char
     return false;
 }
 
-/* The first series of histogram `name` (else `twin`) copied into out->ttft_*. */
-static bool ttft_of(const struct prom_exposition *e, const char *name, const char *twin,
-                    struct scrape_metrics *out)
+/* The first series of histogram `name` (else `twin`) copied into *out. */
+static bool hist_of(const struct prom_exposition *e, const char *name, const char *twin,
+                    struct policy_hist *out)
 {
     const char *names[2] = {name, twin};
     for (size_t i = 0; i < 2; i++) {
@@ -54,10 +54,10 @@ static bool ttft_of(const struct prom_exposition *e, const char *name, const cha
             if (isnan(c) || c < 0 || isinf(c) || (b > 0 && c < h.buckets[b - 1].count)) ok = false;
         }
         if (ok) {
-            out->n_ttft = h.n_buckets;
+            out->n = h.n_buckets;
             for (size_t b = 0; b < h.n_buckets; b++) {
-                out->ttft_le[b] = h.buckets[b].le;
-                out->ttft_count[b] = h.buckets[b].count;
+                out->le[b] = h.buckets[b].le;
+                out->count[b] = h.buckets[b].count;
             }
         }
         prom_histogram_fini(&h);
@@ -90,8 +90,12 @@ void scrape_extract(const struct prom_exposition *e, struct scrape_metrics *out)
         out->have |= SCRAPE_HAVE_GEN;
     if (sum_of(e, METRIC_REQUESTS, METRIC_VLLM_REQUESTS, &out->requests))
         out->have |= SCRAPE_HAVE_REQUESTS;
-    if (ttft_of(e, METRIC_TIME_TO_FIRST_TOKEN, METRIC_VLLM_TIME_TO_FIRST_TOKEN, out))
+    if (hist_of(e, METRIC_TIME_TO_FIRST_TOKEN, METRIC_VLLM_TIME_TO_FIRST_TOKEN, &out->ttft))
         out->have |= SCRAPE_HAVE_TTFT;
+    if (hist_of(e, METRIC_INTER_TOKEN_LATENCY, METRIC_VLLM_INTER_TOKEN_LATENCY, &out->itl))
+        out->have |= SCRAPE_HAVE_ITL;
+    if (sum_of(e, METRIC_PREFILL_TOKENS_WAITING, NULL, &out->prefill_waiting))
+        out->have |= SCRAPE_HAVE_PREFILL;
 }
 
 int scrape_parse_body(const char *body, size_t len, size_t max_body, struct scrape_metrics *out,

@@ -4,6 +4,7 @@
 #ifndef CINFER_AUTOSCALER_SCRAPE_H
 #define CINFER_AUTOSCALER_SCRAPE_H
 
+#include "autoscaler/policy.h"
 #include "common/prom/prom.h"
 
 #include <stdbool.h>
@@ -19,21 +20,23 @@ enum {
     SCRAPE_HAVE_GEN = 1u << 5,
     SCRAPE_HAVE_REQUESTS = 1u << 6,
     SCRAPE_HAVE_TTFT = 1u << 7,
+    SCRAPE_HAVE_PREFILL = 1u << 8, /* cinfer_requests_waiting_prefill_tokens */
+    SCRAPE_HAVE_ITL = 1u << 9,
 };
 
-#define SCRAPE_MAX_BUCKETS 64
+#define SCRAPE_MAX_BUCKETS POLICY_HIST_MAX
 
 /* The contract metrics of one engine at one instant. Values of series with several model_name
  * (or finished_reason) labels are summed; histograms use the first series. */
 struct scrape_metrics {
     unsigned have; /* SCRAPE_HAVE_* */
     double running, waiting, kv_usage;
+    double prefill_waiting; /* prompt tokens not yet prefilled */
     double prefix_queries, prefix_hits;
     double prompt_tokens, gen_tokens;
-    double requests; /* cinfer_requests_total over every finished_reason */
-    size_t n_ttft;   /* cumulative TTFT buckets sorted by le; the last is +Inf */
-    double ttft_le[SCRAPE_MAX_BUCKETS];
-    double ttft_count[SCRAPE_MAX_BUCKETS];
+    double requests;         /* cinfer_requests_total over every finished_reason */
+    struct policy_hist ttft; /* cumulative buckets since the engine started; the last le +Inf */
+    struct policy_hist itl;
 };
 
 /* Fills *out from a parsed exposition (borrowed). Each value is read from its cinfer_* name, or

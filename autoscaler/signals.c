@@ -27,49 +27,38 @@ static bool restarted(const struct scrape_metrics *p, const struct scrape_metric
            ((both & SCRAPE_HAVE_GEN) && c->gen_tokens < p->gen_tokens) ||
            ((both & SCRAPE_HAVE_PREFIX) &&
             (c->prefix_queries < p->prefix_queries || c->prefix_hits < p->prefix_hits)) ||
-           ((both & SCRAPE_HAVE_TTFT) && c->n_ttft > 0 && p->n_ttft > 0 &&
-            c->ttft_count[c->n_ttft - 1] < p->ttft_count[p->n_ttft - 1]);
+           ((both & SCRAPE_HAVE_TTFT) && c->ttft.n > 0 && p->ttft.n > 0 &&
+            c->ttft.count[c->ttft.n - 1] < p->ttft.count[p->ttft.n - 1]);
 }
 
-/* Accumulates the TTFT bucket deltas of all pods against the bounds of the first contributing
- * pod; pods whose bounds differ are left out (a mixed-version rollout). */
-struct ttft_acc {
-    size_t n;
-    double le[SCRAPE_MAX_BUCKETS];
-    double count[SCRAPE_MAX_BUCKETS];
-};
-
-static void ttft_add(struct ttft_acc *acc, const struct scrape_metrics *p,
-                     const struct scrape_metrics *c, bool reset)
+/* Accumulates the bucket deltas of one histogram over all pods against the bounds of the first
+ * contributing pod; pods whose bounds differ are left out (a mixed-version rollout). */
+static void hist_add(struct policy_hist *acc, const struct policy_hist *p,
+                     const struct policy_hist *c, bool have_p, bool reset)
 {
-    if (!(c->have & SCRAPE_HAVE_TTFT)) return;
-    if (!reset && (!(p->have & SCRAPE_HAVE_TTFT) || p->n_ttft != c->n_ttft)) return;
-    if (!reset && memcmp(p->ttft_le, c->ttft_le, c->n_ttft * sizeof(double)) != 0) return;
+    if (c->n == 0) return;
+    if (!reset && (!have_p || p->n != c->n || memcmp(p->le, c->le, c->n * sizeof(double)) != 0))
+        return;
     if (acc->n == 0) {
-        acc->n = c->n_ttft;
-        memcpy(acc->le, c->ttft_le, c->n_ttft * sizeof(double));
-    } else if (acc->n != c->n_ttft || memcmp(acc->le, c->ttft_le, c->n_ttft * sizeof(double))) {
+        acc->n = c->n;
+        memcpy(acc->le, c->le, c->n * sizeof(double));
+    } else if (acc->n != c->n || memcmp(acc->le, c->le, c->n * sizeof(double)) != 0) {
         return;
     }
-    for (size_t b = 0; b < c->n_ttft; b++) {
-        double d = reset ? c->ttft_count[b] : c->ttft_count[b] - p->ttft_count[b];
+    for (size_t b = 0; b < c->n; b++) {
+        double d = reset ? c->count[b] : c->count[b] - p->count[b];
         acc->count[b] += d > 0 ? d : 0;
     }
 }
 
-static double ttft_p99(const struct ttft_acc *acc)
+/* Per-bucket deltas can break monotonicity by a scrape race; keep them cumulative. */
+static void hist_monotone(struct policy_hist *h)
 {
-    if (acc->n == 0) return -1;
-    struct prom_bucket b[SCRAPE_MAX_BUCKETS];
     double running_max = 0;
-    for (size_t i = 0; i < acc->n; i++) {
-        /* Per-bucket deltas can break monotonicity by a scrape race; keep them cumulative. */
-        running_max = acc->count[i] > running_max ? acc->count[i] : running_max;
-        b[i] = (struct prom_bucket){.le = acc->le[i], .count = running_max};
+    for (size_t i = 0; i < h->n; i++) {
+        running_max = h->count[i] > running_max ? h->count[i] : running_max;
+        h->count[i] = running_max;
     }
-    struct prom_histogram h = {.buckets = b, .n_buckets = acc->n, .sum = NAN, .count = NAN};
-    double q = prom_histogram_quantile(&h, 0.99);
-    return isnan(q) ? -1 : q;
 }
 
 void signals_compute(const struct signals_pod *prev, size_t n_prev, const struct signals_pod *cur,
@@ -79,9 +68,8 @@ void signals_compute(const struct signals_pod *prev, size_t n_prev, const struct
     out->time_s = now_s;
     out->unready_pods = extra_unready > 0 ? extra_unready : 0;
     out->ttft_p99_s = -1;
-    double kv_sum = 0, hits = 0, queries = 0;
-    int kv_n = 0;
-    struct ttft_acc ttft = {0};
+    double kv_sum = 0, hits = 0, queries = 0, prefill = 0;
+    int kv_n = 0, prefill_n = 0;
     for (size_t i = 0; i < n_cur; i++) {
         const struct signals_pod *c = &cur[i];
         const struct scrape_metrics *cm = &c->m;
@@ -96,6 +84,10 @@ void signals_compute(const struct signals_pod *prev, size_t n_prev, const struct
         if (cm->have & SCRAPE_HAVE_KV) {
             kv_sum += cm->kv_usage;
             kv_n++;
+        }
+        if (cm->have & SCRAPE_HAVE_PREFILL) {
+            prefill += cm->prefill_waiting;
+            prefill_n++;
         }
         const struct signals_pod *p = find_prev(prev, n_prev, c->key);
         double dt = p ? c->time_s - p->time_s : 0;
@@ -119,9 +111,15 @@ void signals_compute(const struct signals_pod *prev, size_t n_prev, const struct
                       : cm->requests - pm->requests + in_now - (pm->running + pm->waiting);
             out->arrival_rate += arrivals > 0 ? arrivals / dt : 0;
         }
-        ttft_add(&ttft, pm, cm, reset);
+        hist_add(&out->ttft, &pm->ttft, &cm->ttft,
+                 (pm->have & SCRAPE_HAVE_TTFT) && (cm->have & SCRAPE_HAVE_TTFT), reset);
+        if (cm->have & SCRAPE_HAVE_ITL)
+            hist_add(&out->itl, &pm->itl, &cm->itl, pm->have & SCRAPE_HAVE_ITL, reset);
     }
     out->kv_usage = kv_n ? kv_sum / kv_n : 0;
     out->prefix_hit_rate = queries > 0 ? fmin(1.0, hits / queries) : 0;
-    out->ttft_p99_s = ttft_p99(&ttft);
+    out->prefill_waiting = prefill_n ? prefill : -1;
+    hist_monotone(&out->ttft);
+    hist_monotone(&out->itl);
+    out->ttft_p99_s = policy_hist_quantile(&out->ttft, 0.99);
 }

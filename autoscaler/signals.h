@@ -1,7 +1,7 @@
 /* Signals: one InferenceService's policy inputs (struct policy_signals, autoscaler/policy.h) from
  * two consecutive scrape rounds of its pods. Pure: no I/O, no clock (times are inputs).
  *
- * Gauges (waiting, running) are summed and the KV-cache ratio averaged over the pods scraped this
+ * Gauges (waiting, running, prefill tokens waiting) are summed and the KV-cache ratio averaged over the pods scraped this
  * round. Rates come from counter deltas of pods seen in both rounds, divided by each pod's own
  * interval and summed (a pod seen for the first time contributes gauges but no rates, as a
  * Prometheus rate() needs two samples). A counter that went down means the engine restarted: the
@@ -33,7 +33,9 @@ struct signals_pod {
  * (n_cur pods, including failed scrapes with ok == false), at `now_s`. `extra_unready` counts pods
  * that exist but were not scraped (not ready, no IP). metrics_ok is true when at least one pod's
  * scrape this round had the queue gauges (waiting or running); ttft_p99_s is -1 when no first
- * token was observed over the interval. All arguments borrowed. */
+ * token was observed over the interval; prefill_waiting is the sum over the pods that export it (-1
+ * when none does); ttft and itl are the summed bucket deltas of the pods seen in both rounds (the
+ * latency objective is judged on them). All arguments borrowed. */
 void signals_compute(const struct signals_pod *prev, size_t n_prev, const struct signals_pod *cur,
                      size_t n_cur, int extra_unready, double now_s, struct policy_signals *out);
 

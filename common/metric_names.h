@@ -26,6 +26,12 @@
 #define METRIC_VLLM_REQUESTS_WAITING "vllm:num_requests_waiting"
 #define METRIC_VLLM_KV_CACHE_USAGE   "vllm:kv_cache_usage_perc"
 
+/* Gauge, no vLLM twin: prompt tokens still to prefill, the autoscaler's leading signal (work queued
+ * ahead of the next first tokens, which request counts hide when prompt lengths vary 100x). Waiting
+ * requests count their whole prompt (the prefix cache is consulted only at admission, so consumers
+ * correct by the prefix hit rate) and running requests the rest of a prefill in progress. */
+#define METRIC_PREFILL_TOKENS_WAITING "cinfer_requests_waiting_prefill_tokens"
+
 /* Counters: prompt tokens looked up in the prefix cache and of those the ones found cached,
  * prompt tokens processed (prefill), tokens generated, preemptions, finished requests (with label
  * finished_reason). */
@@ -87,5 +93,8 @@
 #define METRIC_HELP_INTER_TOKEN_LATENCY  "Seconds between consecutive output tokens of a request."
 #define METRIC_HELP_E2E_REQUEST_LATENCY  "Seconds from request arrival to its last output token."
 #define METRIC_HELP_REQUEST_QUEUE_TIME   "Seconds a request waited before it was admitted."
+
+#define METRIC_HELP_PREFILL_TOKENS_WAITING                                                         \
+    "Prompt tokens not yet prefilled (queued and in progress)."
 
 #endif

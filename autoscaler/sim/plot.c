@@ -2,6 +2,7 @@
  * per RFC 1950/1951, IEND; CRC-32 per chunk, Adler-32 over the raw scanlines) and the simulator's
  * three-panel chart. */
 #include "autoscaler/sim/plot.h"
+#include "autoscaler/sim/frontier.h"
 
 #include "common/err.h"
 
@@ -307,6 +308,24 @@ static void series(struct plot_canvas *c, const struct panel *p, const struct si
     }
 }
 
+/* Encodes `c` and writes it to `path`. Returns 0, ERR_IO (message in err) or ERR_NOMEM. */
+static int write_png(const char *path, const struct plot_canvas *c, char *err, size_t errlen)
+{
+    uint8_t *png = NULL;
+    size_t len = 0;
+    int rc = plot_png_encode(c, &png, &len);
+    if (rc) return rc;
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(png, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        rc = ERR_IO;
+    }
+    free(png);
+    return rc;
+}
+
 int plot_sim_png(const char *path, const struct sim_result *r, double slo_s, char *err,
                  size_t errlen)
 {
@@ -315,9 +334,6 @@ int plot_sim_png(const char *path, const struct sim_result *r, double slo_s, cha
         return ERR_INVAL;
     }
     struct plot_canvas c;
-    uint8_t *png = NULL;
-    size_t len = 0;
-    FILE *f = NULL;
     int rc = plot_canvas_init(&c, 960, 720);
     if (rc) goto out;
     double tmax = r->samples[r->n_samples - 1].t_s, lmax = 0, rmax = 0, ymax = slo_s * 2;
@@ -344,24 +360,75 @@ int plot_sim_png(const char *path, const struct sim_result *r, double slo_s, cha
     char lab[64];
     snprintf(lab, sizeof(lab), "TIME (S), 0 - %.0f", tmax);
     plot_text(&c, left + width / 2 - 60, 700, lab, PLOT_BLACK);
-    if ((rc = plot_png_encode(&c, &png, &len)) != 0) goto out;
-    f = fopen(path, "wb");
-    if (!f || fwrite(png, 1, len, f) != len) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        rc = ERR_IO;
-        goto out;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        rc = ERR_IO;
-        goto out;
-    }
-    f = NULL;
-    rc = 0;
+    rc = write_png(path, &c, err, errlen);
 out:
-    if (f) fclose(f);
-    free(png);
+    plot_canvas_fini(&c);
+    return rc;
+}
+
+/* A filled square marker centred on (x, y). */
+static void marker(struct plot_canvas *c, int x, int y, int r, enum plot_color col)
+{
+    for (int d = -r; d <= r; d++) plot_line(c, x - r, y + d, x + r, y + d, col);
+}
+
+int plot_frontier_png(const char *path, const struct frontier_point *statics, size_t n_static,
+                      const struct frontier_point *policies, const char *const *names,
+                      size_t n_policies, const char *title, char *err, size_t errlen)
+{
+    if (n_static == 0) {
+        snprintf(err, errlen, "no static fleets to plot");
+        return ERR_INVAL;
+    }
+    struct frontier_point *env = malloc(n_static * sizeof(*env));
+    struct plot_canvas c = {0};
+    int rc = ERR_NOMEM;
+    if (!env) goto out;
+    memcpy(env, statics, n_static * sizeof(*env));
+    size_t k = frontier_envelope(env, n_static);
+    if ((rc = plot_canvas_init(&c, 960, 600)) != 0) goto out;
+    double xmax = 0, ymax = 0;
+    for (size_t i = 0; i < n_policies; i++) {
+        xmax = fmax(xmax, policies[i].replica_seconds);
+        ymax = fmax(ymax, policies[i].violations);
+    }
+    /* The interesting part: up to 4x the worst policy point or 1%, not a 1-replica fleet's 99%. */
+    ymax = fmax(0.01, fmin(1, ymax * 4 + 0.002));
+    for (size_t i = 0; i < n_static; i++)
+        if (statics[i].violations <= ymax) xmax = fmax(xmax, statics[i].replica_seconds);
+    struct panel p = {
+        80, 40, 960 - 80 - 30, 600 - 40 - 70, ceil(xmax * 1.1 / 1000) * 1000, nice_max(ymax * 100)};
+    frame(&c, &p, title ? title : "VIOLATIONS (PERCENT OF REQUESTS) AGAINST REPLICA-SECONDS");
+    int px = -1, py = -1;
+    for (size_t i = 0; i < k; i++) { /* the envelope */
+        int x = px_x(&p, env[i].replica_seconds), y = px_y(&p, env[i].violations * 100);
+        if (px >= 0) plot_line(&c, px, py, x, y, PLOT_BLACK);
+        px = x;
+        py = y;
+    }
+    for (size_t i = 0; i < n_static; i++) {
+        int x = px_x(&p, statics[i].replica_seconds), y = px_y(&p, statics[i].violations * 100);
+        marker(&c, x, y, 2, PLOT_BLACK);
+        if (statics[i].violations * 100 <= p.ymax) {
+            char lab[16];
+            snprintf(lab, sizeof(lab), "%d", statics[i].replicas);
+            plot_text(&c, x + 3, y - 10, lab, PLOT_GREY);
+        }
+    }
+    static const enum plot_color cols[] = {PLOT_RED, PLOT_BLUE, PLOT_GREEN, PLOT_ORANGE};
+    for (size_t i = 0; i < n_policies; i++) {
+        enum plot_color col = cols[i % 4];
+        int x = px_x(&p, policies[i].replica_seconds), y = px_y(&p, policies[i].violations * 100);
+        marker(&c, x, y, 4, col);
+        plot_text(&c, p.x0 + 10, p.y0 + 10 + 12 * (int)i, names ? names[i] : "", col);
+    }
+    char lab[80];
+    snprintf(lab, sizeof(lab), "REPLICA-SECONDS, 0 - %.0f; STATIC FLEETS (BLACK, LABEL: REPLICAS)",
+             p.tmax);
+    plot_text(&c, p.x0 + 40, 600 - 30, lab, PLOT_BLACK);
+    rc = write_png(path, &c, err, errlen);
+out:
+    free(env);
     plot_canvas_fini(&c);
     return rc;
 }

@@ -42,4 +42,14 @@ int plot_png_encode(const struct plot_canvas *c, uint8_t **out, size_t *len);
 int plot_sim_png(const char *path, const struct sim_result *r, double slo_s, char *err,
                  size_t errlen);
 
+struct frontier_point;
+
+/* Draws the static frontier (`statics`, any order: the envelope as a line, every fleet as a dot
+ * labelled with its replica count) and the policy points (`policies` with `names`, coloured
+ * markers) as violations (%) against replica-seconds and writes the PNG to `path`. Returns 0,
+ * ERR_INVAL (no static point), ERR_IO (message in err) or ERR_NOMEM. */
+int plot_frontier_png(const char *path, const struct frontier_point *statics, size_t n_static,
+                      const struct frontier_point *policies, const char *const *names,
+                      size_t n_policies, const char *title, char *err, size_t errlen);
+
 #endif

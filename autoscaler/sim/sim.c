@@ -5,6 +5,7 @@
 #include "autoscaler/victims.h"
 
 #include "common/err.h"
+#include "common/metric_names.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +36,11 @@ struct sim {
     int n_reps;
     struct sim_fifo pending; /* arrived while no replica was ready */
     struct policy_state *policy;
+    uint64_t rng; /* random routing only */
+    double last_event_t;
+    int last_dir;
     /* Per-interval accumulators, as the control loop reads them from counter/histogram deltas. */
+    struct policy_hist ttft_hist; /* the engine's TTFT buckets, counts of this interval */
     double *ttft_iv;
     size_t n_ttft_iv, cap_ttft_iv;
     size_t arrivals_iv;
@@ -90,10 +95,33 @@ static struct ev pop(struct sim *s)
 
 /* ---- callbacks from the replica model ---- */
 
+static const double ttft_bounds[] = {METRIC_BUCKETS_TIME_TO_FIRST_TOKEN};
+#define N_TTFT_BOUNDS (sizeof(ttft_bounds) / sizeof(ttft_bounds[0]))
+
+/* The first cause in sim.h's order that explains a violation of request q. */
+static enum sim_cause cause_of(const struct sim *s, const struct sim_req *q)
+{
+    double slo = s->cfg->slo_ttft_s;
+    const struct sim_replica *r = q->replica >= 0 ? &s->reps[q->replica] : NULL;
+    if (q->prefill_s > slo) return SIM_CAUSE_PREFILL;
+    if (r && r->state == SIM_DRAINING) return SIM_CAUSE_DRAINING;
+    if (r && r->long_prefill_end > q->arrival && r->long_prefill_end < q->first_token)
+        return SIM_CAUSE_LONG_PREFILL;
+    if (q->fleet_short) return SIM_CAUSE_FLEET_SHORT;
+    return SIM_CAUSE_QUEUED;
+}
+
 static void on_first_token(void *ctx, uint32_t req, double t)
 {
     struct sim *s = ctx;
-    s->w.reqs[req].first_token = t;
+    struct sim_req *q = &s->w.reqs[req];
+    q->first_token = t;
+    double ttft = t - q->arrival;
+    if (ttft > s->cfg->slo_ttft_s) q->cause = (uint8_t)cause_of(s, q);
+    /* The engine's histogram: cumulative buckets, counted here per bucket and summed at scrape. */
+    size_t b = 0;
+    while (b < N_TTFT_BOUNDS && ttft > ttft_bounds[b]) b++;
+    s->ttft_hist.count[b] += 1;
     if (s->n_ttft_iv == s->cap_ttft_iv) {
         size_t cap = s->cap_ttft_iv ? s->cap_ttft_iv * 2 : 256;
         double *a = realloc(s->ttft_iv, cap * sizeof(*a));
@@ -101,7 +129,7 @@ static void on_first_token(void *ctx, uint32_t req, double t)
         s->ttft_iv = a;
         s->cap_ttft_iv = cap;
     }
-    s->ttft_iv[s->n_ttft_iv++] = t - s->w.reqs[req].arrival;
+    s->ttft_iv[s->n_ttft_iv++] = ttft;
 }
 
 static void on_done(void *ctx, uint32_t req, double t)
@@ -162,35 +190,68 @@ static int count_spec(const struct sim *s, int *ready)
 
 /* ---- routing ---- */
 
+int sim_routing_parse(const char *str, enum sim_routing *out)
+{
+    static const char *const names[] = {"least-prefill", "least-requests", "random"};
+    for (int i = 0; i < 3; i++)
+        if (str && strcmp(str, names[i]) == 0) {
+            *out = (enum sim_routing)i;
+            return 0;
+        }
+    return ERR_INVAL;
+}
+
+/* The router's load score of a ready replica: queued prefill work (tokens) for least-prefill, with
+ * each request in flight worth a 64-token prefill (a full batch delays admission), or the
+ * outstanding requests for least-requests. */
+static double load_of(const struct sim *s, const struct sim_replica *r)
+{
+    double out = sim_replica_outstanding(r);
+    if (s->cfg->routing == SIM_ROUTE_LEAST_REQUESTS) return out;
+    return sim_replica_prefill_waiting(r) + 64 * out;
+}
+
 static int route(struct sim *s, uint32_t id)
 {
     const struct sim_req *q = &s->w.reqs[id];
-    int best = -1, best_out = 0, least = -1, least_out = 0;
+    int n_ready = 0;
+    if (s->cfg->routing == SIM_ROUTE_RANDOM) {
+        for (int i = 0; i < s->n_reps; i++) n_ready += s->reps[i].state == SIM_READY;
+        if (n_ready == 0) return -1;
+        int k = (int)(trace_splitmix64(&s->rng) % (uint64_t)n_ready);
+        for (int i = 0; i < s->n_reps; i++)
+            if (s->reps[i].state == SIM_READY && k-- == 0) return i;
+        return -1;
+    }
+    int best = -1, least = -1;
+    double best_load = 0, least_load = 0;
     size_t best_match = 0;
+    bool affinity = s->cfg->prefix_routing && q->n_hash > 0;
     for (int i = 0; i < s->n_reps; i++) {
         const struct sim_replica *r = &s->reps[i];
         if (r->state != SIM_READY) continue;
-        int out = sim_replica_outstanding(r);
-        if (least < 0 || out < least_out) {
+        double load = load_of(s, r);
+        if (least < 0 || load < least_load) {
             least = i;
-            least_out = out;
+            least_load = load;
         }
-        if (!s->cfg->prefix_routing || q->n_hash == 0) continue;
+        if (!affinity) continue;
         size_t m = sim_cache_match(&r->cache, s->w.hashes + q->hash_off, q->n_hash);
-        if (best < 0 || m > best_match || (m == best_match && out < best_out)) {
+        if (best < 0 || m > best_match || (m == best_match && load < best_load)) {
             best = i;
             best_match = m;
-            best_out = out;
+            best_load = load;
         }
     }
     if (least < 0) return -1;
     /* Cache-aware routing as SGLang's router does it: affinity only when the best match covers at
      * least half the prompt's blocks (a prefix every request shares, such as Mooncake's block 0,
      * must not pull all traffic to the warm replicas) and that replica is not overloaded (more
-     * than half a batch beyond the least loaded); least outstanding requests otherwise. */
-    if (best >= 0 && 2 * best_match >= q->n_hash &&
-        best_out <= least_out + s->cfg->model.max_running / 2)
-        return best;
+     * than half a batch of requests, or of their prefill, beyond the least loaded). */
+    double slack = s->cfg->routing == SIM_ROUTE_LEAST_REQUESTS
+                       ? s->cfg->model.max_running / 2.0
+                       : 64.0 * s->cfg->model.max_running / 2.0 + (double)q->prompt;
+    if (best >= 0 && 2 * best_match >= q->n_hash && best_load <= least_load + slack) return best;
     return least;
 }
 
@@ -198,7 +259,8 @@ static int dispatch(struct sim *s, uint32_t id, double now)
 {
     int i = route(s, id);
     if (i < 0) return sim_fifo_push(&s->pending, id);
-    int rc = sim_replica_enqueue(&s->reps[i], id);
+    s->w.reqs[id].replica = i;
+    int rc = sim_replica_enqueue(&s->reps[i], &s->w, id);
     return rc ? rc : touch(s, i, now);
 }
 
@@ -263,6 +325,7 @@ static int scrape(struct sim *s, double now)
     const struct sim_config *cfg = s->cfg;
     struct policy_signals sig = {.time_s = now, .ttft_p99_s = -1};
     double prompt = 0, gen = 0, hit = 0, query = 0, kv = 0;
+    sig.prefill_waiting = 0;
     for (int i = 0; i < s->n_reps; i++) {
         struct sim_replica *r = &s->reps[i];
         /* Bring the counters up to now, as a live engine's would be. */
@@ -278,6 +341,7 @@ static int scrape(struct sim *s, double now)
             sig.ready_pods++;
             sig.waiting += (double)r->waiting.n;
             sig.running += r->n_run;
+            sig.prefill_waiting += sim_replica_prefill_waiting(r);
             kv += r->kv_used / cfg->model.kv_tokens;
         } else if (r->state == SIM_STARTING) {
             sig.unready_pods++;
@@ -290,10 +354,15 @@ static int scrape(struct sim *s, double now)
     sig.prompt_tok_rate = (prompt - s->last_prompt) / iv;
     sig.gen_tok_rate = (gen - s->last_gen) / iv;
     sig.prefix_hit_rate = query > s->last_query ? (hit - s->last_hit) / (query - s->last_query) : 0;
+    double p99 = -1; /* exact, for the plot; the policy sees the engine's buckets */
     if (s->n_ttft_iv) {
         qsort(s->ttft_iv, s->n_ttft_iv, sizeof(double), cmp_double);
-        sig.ttft_p99_s = quantile(s->ttft_iv, s->n_ttft_iv, 0.99);
+        p99 = quantile(s->ttft_iv, s->n_ttft_iv, 0.99);
     }
+    sig.ttft = s->ttft_hist;
+    for (size_t b = 1; b < sig.ttft.n; b++) sig.ttft.count[b] += sig.ttft.count[b - 1];
+    sig.ttft_p99_s = policy_hist_quantile(&sig.ttft, 0.99);
+    for (size_t b = 0; b < s->ttft_hist.n; b++) s->ttft_hist.count[b] = 0;
     s->last_prompt = prompt;
     s->last_gen = gen;
     s->last_hit = hit;
@@ -307,8 +376,18 @@ static int scrape(struct sim *s, double now)
         policy_decide(s->policy, &sig, current, &d);
         desired = d.desired;
     }
+    if (cfg->decisions)
+        fprintf(cfg->decisions,
+                "t=%.0f arrivals=%.2f/s ready=%d current=%d desired=%d prefill_waiting=%.0f "
+                "ttft_p99=%.2f objective=%s capacity=%.0f load=%.0f | %s\n",
+                now, sig.arrival_rate, sig.ready_pods, current, desired, sig.prefill_waiting, p99,
+                policy_objective_state_name(d.objective), d.capacity_work, d.load_work, d.reason);
     if (desired != current) {
         s->res->scale_events++;
+        int dir = desired > current ? 1 : -1;
+        if (s->last_dir && dir != s->last_dir && now - s->last_event_t <= 300) s->res->reversals++;
+        s->last_dir = dir;
+        s->last_event_t = now;
         int rc = scale_to(s, desired, now);
         if (rc) return rc;
     }
@@ -324,7 +403,7 @@ static int scrape(struct sim *s, double now)
             s->cap_samples = cap;
         }
         s->res->samples[s->res->n_samples++] = (struct sim_sample){
-            now, sig.arrival_rate, spec_n, ready, sig.ttft_p99_s, d.forecast_rps, d.capacity_rps};
+            now, sig.arrival_rate, spec_n, ready, p99, d.forecast_rps, d.capacity_rps};
     }
     return 0;
 }
@@ -343,7 +422,11 @@ void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind)
                                             .max_running = 16,
                                             .kv_tokens = 32768,
                                             .cache_tokens = 32768};
-    cfg->replicas = 1;
+    cfg->slo_ttft_s = 2;
+    cfg->spec.objective_ttft_s = 2;
+    cfg->spec.target_queue_depth = cfg->spec.target_kv_usage = 0;
+    cfg->replicas = kind == POLICY_STATIC ? 1 : 0;
+    cfg->routing = SIM_ROUTE_LEAST_PREFILL;
     cfg->time_scale = 1;
     cfg->token_scale = 1;
     cfg->prefix_routing = true;
@@ -368,8 +451,10 @@ static int check_config(const struct sim_config *c, char *err, size_t errlen)
         bad = "KV capacity must be >= 1 token";
     else if (!(c->spec.interval_s > 0))
         bad = "interval must be > 0";
-    else if (c->spec.startup_s < 0 || !(c->spec.slo_ttft_s > 0))
-        bad = "bad startup or SLO";
+    else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0)
+        bad = "bad startup or TTFT objective";
+    else if (c->replicas < 0 || c->replicas > SIM_MAX_REPLICAS)
+        bad = "replicas must be in [0, 4096]";
     else if (c->spec.kind == POLICY_STATIC && (c->replicas < 1 || c->replicas > SIM_MAX_REPLICAS))
         bad = "static replicas must be in [1, 4096]";
     else if (c->spec.kind != POLICY_STATIC &&
@@ -422,12 +507,13 @@ static int build_requests(struct sim *s, const struct trace *tr)
     }
     for (size_t i = 0; i < tr->n; i++) {
         const struct trace_req *r = &tr->reqs[i];
-        s->w.reqs[i] = (struct sim_req){t[i] * c->time_scale,
-                                        -1,
-                                        scale_tokens(r->prompt_tokens, c->token_scale),
-                                        scale_tokens(r->output_tokens, c->token_scale),
-                                        r->hash_off,
-                                        r->n_hash};
+        s->w.reqs[i] = (struct sim_req){.arrival = t[i] * c->time_scale,
+                                        .first_token = -1,
+                                        .prompt = scale_tokens(r->prompt_tokens, c->token_scale),
+                                        .output = scale_tokens(r->output_tokens, c->token_scale),
+                                        .hash_off = r->hash_off,
+                                        .n_hash = r->n_hash,
+                                        .replica = -1};
     }
     free(t);
     s->w.hashes = tr->hashes;
@@ -447,6 +533,8 @@ static int run_loop(struct sim *s)
         case EV_ARRIVAL: {
             uint32_t id = (uint32_t)s->next_arrival++;
             s->arrivals_iv++;
+            int ready;
+            s->w.reqs[id].fleet_short = count_spec(s, &ready) > ready;
             rc = dispatch(s, id, e.t);
             if (!rc && s->next_arrival < s->n_req)
                 rc = push(s, s->w.reqs[s->next_arrival].arrival, EV_ARRIVAL, -1, 0);
@@ -484,8 +572,10 @@ static int summarise(struct sim *s)
     for (size_t i = 0; i < s->n_req; i++) {
         ttft[i] = s->w.reqs[i].first_token - s->w.reqs[i].arrival;
         sum += ttft[i];
-        viol += ttft[i] > s->cfg->spec.slo_ttft_s;
+        viol += ttft[i] > s->cfg->slo_ttft_s;
+        res->cause_rate[s->w.reqs[i].cause] += 1.0 / (double)s->n_req;
     }
+    res->cause_rate[SIM_CAUSE_NONE] = 0;
     qsort(ttft, s->n_req, sizeof(*ttft), cmp_double);
     res->requests = s->n_req;
     res->slo_violation_rate = (double)viol / (double)s->n_req;
@@ -501,6 +591,27 @@ static int summarise(struct sim *s)
     res->prefix_hit_rate = query > 0 ? hit / query : 0;
     free(ttft);
     return 0;
+}
+
+const char *sim_cause_name(enum sim_cause c)
+{
+    static const char *const names[SIM_CAUSE_COUNT] = {"none",         "prefill",     "draining",
+                                                       "long-prefill", "fleet-short", "queued"};
+    return (unsigned)c < SIM_CAUSE_COUNT ? names[c] : "unknown";
+}
+
+int sim_initial_replicas(const struct trace *tr, const struct sim_config *cfg)
+{
+    const struct sim_replica_model *m = &cfg->model;
+    double busy = 0, window = 300;
+    for (size_t i = 0; tr && i < tr->n && tr->reqs[i].t_s * cfg->time_scale < window; i++)
+        busy += (double)tr->reqs[i].prompt_tokens * cfg->token_scale / m->prefill_tps +
+                (double)tr->reqs[i].output_tokens * cfg->token_scale / m->decode_batch_tps;
+    int n = (int)ceil(busy / window / 0.6);
+    if (n < cfg->spec.min_replicas) n = cfg->spec.min_replicas;
+    if (n < 1) n = 1;
+    if (n > cfg->spec.max_replicas && cfg->spec.max_replicas > 0) n = cfg->spec.max_replicas;
+    return n;
 }
 
 int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_result *res, char *err,
@@ -523,11 +634,17 @@ int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_res
                              (m->decode_batch - 1)
                        : 1;
     s.w.on_first_token = on_first_token;
+    s.w.long_prefill_s = cfg->slo_ttft_s / 2;
+    s.rng = cfg->seed ^ 0x9e3779b97f4a7c15ull;
+    s.ttft_hist.n = N_TTFT_BOUNDS + 1;
+    for (size_t b = 0; b < N_TTFT_BOUNDS; b++) s.ttft_hist.le[b] = ttft_bounds[b];
+    s.ttft_hist.le[N_TTFT_BOUNDS] = INFINITY;
     s.w.on_done = on_done;
     s.w.ctx = &s;
     res->policy = policy_name(cfg->spec.kind);
     if ((rc = build_requests(&s, tr)) != 0) goto out;
     int n0 = cfg->replicas;
+    if (cfg->spec.kind != POLICY_STATIC && n0 == 0) n0 = sim_initial_replicas(tr, cfg);
     if (cfg->spec.kind != POLICY_STATIC) {
         if (n0 < cfg->spec.min_replicas) n0 = cfg->spec.min_replicas;
         if (n0 > cfg->spec.max_replicas) n0 = cfg->spec.max_replicas;
@@ -540,6 +657,7 @@ int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_res
     for (int i = 0; i < n0 && !rc; i++) rc = add_replica(&s, 0, 0);
     if (rc) goto out;
     res->max_replicas_seen = n0;
+    res->initial_replicas = n0;
     if ((rc = run_loop(&s)) != 0) goto out;
     rc = summarise(&s);
 out:
@@ -568,7 +686,13 @@ void sim_result_json(const struct sim_result *r, char *buf, size_t len)
     snprintf(buf, len,
              "{\"policy\":\"%s\",\"requests\":%zu,\"slo_violation_rate\":%.6f,"
              "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"replica_seconds\":%.3f,"
-             "\"scale_events\":%d,\"prefix_hit_rate\":%.6f}",
+             "\"scale_events\":%d,\"prefix_hit_rate\":%.6f,\"initial_replicas\":%d,"
+             "\"max_replicas\":%d,\"reversals\":%d,\"violations\":{\"prefill\":%.6f,"
+             "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f}}",
              r->policy ? r->policy : "unknown", r->requests, r->slo_violation_rate, r->ttft_p50_s,
-             r->ttft_p99_s, r->replica_seconds, r->scale_events, r->prefix_hit_rate);
+             r->ttft_p99_s, r->replica_seconds, r->scale_events, r->prefix_hit_rate,
+             r->initial_replicas, r->max_replicas_seen, r->reversals,
+             r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
+             r->cause_rate[SIM_CAUSE_LONG_PREFILL], r->cause_rate[SIM_CAUSE_FLEET_SHORT],
+             r->cause_rate[SIM_CAUSE_QUEUED]);
 }

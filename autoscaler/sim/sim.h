@@ -10,7 +10,18 @@
  * D(b)/b tokens/s with the batched throughput curve D(b) = b*s / (1 + (b-1)*k), s = single-stream
  * rate, k fitted so D(decode_batch) = decode_batch_tps. The first token comes at the end of
  * prefill (TTFT = wait + prefill). A prefix cache of block hashes (LRU, cache_tokens) skips the
- * prefill of a request's longest cached leading prefix. */
+ * prefill of a request's longest cached leading prefix.
+ *
+ * Router (SIM_ROUTE_*): by default the replica with the least prompt work queued (the engine's
+ * cinfer_requests_waiting_prefill_tokens; a router reading it is what the router issue builds),
+ * with affinity to the replica holding the longest cached prefix; "least requests" (an Envoy-style
+ * least-request balancer) and "random" (kube-proxy behind a Service) for comparison. Requests bind
+ * to a replica at arrival, as they do without a router that holds them centrally.
+ *
+ * Every violation of the TTFT objective is attributed to one cause (enum sim_cause), the first
+ * that applies in this order: the request's own prefill exceeds the objective; it waited at a
+ * replica being removed; a prefill longer than half the objective ran on its replica while it
+ * waited; it arrived while replicas the policy had ordered were still starting; it queued. */
 #ifndef CINFER_AUTOSCALER_SIM_H
 #define CINFER_AUTOSCALER_SIM_H
 
@@ -20,6 +31,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct sim_replica_model {
     double prefill_tps;      /* uncached prompt tokens/s (2000) */
@@ -31,20 +43,47 @@ struct sim_replica_model {
     double cache_tokens;     /* prefix-cache capacity in tokens (32768); 0 disables */
 };
 
+enum sim_routing { SIM_ROUTE_LEAST_PREFILL = 0, SIM_ROUTE_LEAST_REQUESTS, SIM_ROUTE_RANDOM };
+
+/* Parses "least-prefill", "least-requests" or "random"; 0 or ERR_INVAL. */
+int sim_routing_parse(const char *s, enum sim_routing *out);
+
+enum sim_cause {
+    SIM_CAUSE_NONE = 0,
+    SIM_CAUSE_PREFILL,      /* its own prefill alone exceeds the objective (no scaling helps) */
+    SIM_CAUSE_DRAINING,     /* queued at a replica that scale-down was removing */
+    SIM_CAUSE_LONG_PREFILL, /* queued behind a prefill longer than half the objective */
+    SIM_CAUSE_FLEET_SHORT,  /* arrived while ordered replicas were still starting */
+    SIM_CAUSE_QUEUED,       /* queued at a loaded replica otherwise */
+    SIM_CAUSE_COUNT
+};
+
+/* Name of a cause ("prefill", "draining", ...); static string. */
+const char *sim_cause_name(enum sim_cause c);
+
 struct sim_config {
-    struct policy_spec spec; /* policy, targets, windows, min/max, startup, interval, slo */
+    struct policy_spec spec; /* policy, objective, targets, windows, min/max, startup, interval */
+    double slo_ttft_s;       /* violations are counted against this TTFT (2) */
     struct sim_replica_model model;
-    int replicas;        /* static: the fixed count; others: the initial count (min) */
+    int replicas; /* static: the fixed count; others: the initial count (raised to min);
+                          * 0 = sized for the trace's first 5 minutes (sim_initial_replicas) */
+    enum sim_routing routing;
     double time_scale;   /* simulated time = trace time * time_scale (1) */
     double token_scale;  /* token counts (and the 512-token hash block) scaled by it (1) */
     bool prefix_routing; /* route to the longest cached prefix (>= half the prompt) unless
                           * overloaded (true) */
     bool spread_ties;    /* spread equal timestamps over their tick (Mooncake) */
-    uint64_t seed;       /* tie spreading; nothing else is random */
+    uint64_t seed;       /* tie spreading and random routing */
+    FILE *decisions;     /* when set, one line per interval: signals, decision, reason */
 };
 
 /* Fills `cfg` with the defaults documented above for `kind`. */
 void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind);
+
+/* The initial fleet of a dynamic run with replicas == 0: a service already running, sized for the
+ * work of the trace's first 300 s (uncached-blind: prompt / prefill rate + output / batched decode
+ * rate, per second) at 60% utilisation, at least min_replicas. Pure. */
+int sim_initial_replicas(const struct trace *tr, const struct sim_config *cfg);
 
 /* One scrape interval, for plots. */
 struct sim_sample {
@@ -66,8 +105,11 @@ struct sim_result {
     int scale_events;       /* decisions that changed the replica count */
     double prefix_hit_rate; /* cached prompt tokens / prompt tokens */
     int max_replicas_seen;
-    double duration_s;          /* until the last request finished */
-    struct sim_sample *samples; /* n_samples, owned; free with sim_result_fini */
+    double duration_s; /* until the last request finished */
+    int initial_replicas;
+    int reversals; /* scale events in the opposite direction of the previous one within 300 s */
+    double cause_rate[SIM_CAUSE_COUNT]; /* fraction of requests violating, by cause */
+    struct sim_sample *samples;         /* n_samples, owned; free with sim_result_fini */
     size_t n_samples;
 };
 

@@ -15,6 +15,10 @@ struct sim_req {
     double first_token; /* < 0 until prefilled */
     uint32_t prompt, output;
     uint32_t hash_off, n_hash;
+    int32_t replica;  /* where the router sent it; -1 while held */
+    float prefill_s;  /* its own prefill time (uncached tokens / prefill rate), set at admission */
+    uint8_t cause;    /* enum sim_cause of a violation */
+    bool fleet_short; /* arrived while replicas the policy ordered were still starting */
 };
 
 struct sim_seq {
@@ -41,6 +45,9 @@ struct sim_replica {
     int n_run;
     double kv_used;
     struct sim_cache cache;
+    double waiting_prompt;   /* prompt tokens of the waiting requests (the engine's gauge counts
+                            * them whole: the cache is consulted at admission) */
+    double long_prefill_end; /* when the last prefill longer than half the objective ended */
     /* Counters, as the engine exports them. */
     double prompt_tokens, gen_tokens, hit_tokens, query_tokens;
 };
@@ -50,8 +57,9 @@ struct sim_world {
     const struct sim_replica_model *m;
     struct sim_req *reqs;
     const uint64_t *hashes;
-    double block_tokens; /* tokens per hash block after token scaling */
-    double decode_k;     /* batching curve parameter */
+    double block_tokens;   /* tokens per hash block after token scaling */
+    double long_prefill_s; /* a prefill at least this long counts as "long" (half the objective) */
+    double decode_k;       /* batching curve parameter */
     void (*on_first_token)(void *ctx, uint32_t req, double t);
     void (*on_done)(void *ctx, uint32_t req, double t);
     void *ctx;
@@ -68,8 +76,10 @@ void sim_replica_step(struct sim_replica *r, const struct sim_world *w, double n
 /* Time of the next internal completion, or < 0 when idle. */
 double sim_replica_next(const struct sim_replica *r, const struct sim_world *w);
 /* Queues request `req` (then call sim_replica_step at the same time). Returns 0 or ERR_NOMEM. */
-int sim_replica_enqueue(struct sim_replica *r, uint32_t req);
+int sim_replica_enqueue(struct sim_replica *r, const struct sim_world *w, uint32_t req);
 /* Requests waiting + running. */
 int sim_replica_outstanding(const struct sim_replica *r);
+/* Prompt tokens not yet prefilled, as cinfer_requests_waiting_prefill_tokens reports them. */
+double sim_replica_prefill_waiting(const struct sim_replica *r);
 
 #endif

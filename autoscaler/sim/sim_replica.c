@@ -47,6 +47,7 @@ int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double no
     r->state = ready_at <= now ? SIM_READY : SIM_STARTING;
     r->t = now;
     r->ready_at = ready_at;
+    r->long_prefill_end = -1;
     r->run = calloc((size_t)w->m->max_running, sizeof(*r->run));
     if (!r->run) return ERR_NOMEM;
     size_t blocks = w->block_tokens > 0 ? (size_t)(w->m->cache_tokens / w->block_tokens) : 0;
@@ -69,6 +70,14 @@ void sim_replica_fini(struct sim_replica *r)
 int sim_replica_outstanding(const struct sim_replica *r)
 {
     return (int)r->waiting.n + r->n_run;
+}
+
+double sim_replica_prefill_waiting(const struct sim_replica *r)
+{
+    double v = r->waiting_prompt;
+    for (int i = 0; i < r->n_run; i++)
+        if (r->run[i].prefill) v += fmax(r->run[i].rem, 0);
+    return v;
 }
 
 /* Per-sequence decode rate with b sequences decoding. */
@@ -112,6 +121,8 @@ static void admit(struct sim_replica *r, const struct sim_world *w)
         if (need > w->m->kv_tokens) need = w->m->kv_tokens; /* a huge request runs alone */
         if (r->kv_used + need > w->m->kv_tokens) break;     /* FIFO: no overtaking */
         sim_fifo_pop(&r->waiting);
+        r->waiting_prompt -= q->prompt;
+        if (r->waiting.n == 0) r->waiting_prompt = 0; /* no drift from float sums */
         size_t matched = sim_cache_match(&r->cache, w->hashes + q->hash_off, q->n_hash);
         double cached = fmin((double)q->prompt, (double)matched * w->block_tokens);
         r->hit_tokens += cached;
@@ -119,6 +130,7 @@ static void admit(struct sim_replica *r, const struct sim_world *w)
         r->kv_used += need;
         /* Even a fully cached prompt computes its last position to emit the first token. */
         double todo = fmax((double)q->prompt - cached, 1);
+        w->reqs[id].prefill_s = (float)(todo / w->m->prefill_tps);
         r->run[r->n_run++] = (struct sim_seq){id, true, todo, need};
     }
 }
@@ -135,6 +147,7 @@ void sim_replica_step(struct sim_replica *r, const struct sim_world *w, double n
             r->prompt_tokens += q->prompt;
             r->gen_tokens += 1;
             sim_cache_insert(&r->cache, w->hashes + q->hash_off, q->n_hash);
+            if (q->prefill_s >= w->long_prefill_s) r->long_prefill_end = now;
             w->on_first_token(w->ctx, s->req, now);
         }
         if (!s->prefill && s->rem <= EPS_TOKENS) {
@@ -162,7 +175,9 @@ double sim_replica_next(const struct sim_replica *r, const struct sim_world *w)
     return r->t + fmax(min_rem, 0) / decode_rate(w, r->n_run);
 }
 
-int sim_replica_enqueue(struct sim_replica *r, uint32_t req)
+int sim_replica_enqueue(struct sim_replica *r, const struct sim_world *w, uint32_t req)
 {
-    return sim_fifo_push(&r->waiting, req);
+    int rc = sim_fifo_push(&r->waiting, req);
+    if (!rc) r->waiting_prompt += w->reqs[req].prompt;
+    return rc;
 }

@@ -384,7 +384,7 @@ void trace_free(struct trace *t)
     free(t);
 }
 
-static uint64_t splitmix64(uint64_t *s)
+uint64_t trace_splitmix64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -424,7 +424,7 @@ void trace_spread_ties(struct trace *t, uint64_t seed)
             double prev = 0;
             for (size_t k = i; k < j; k++) {
                 size_t left = j - k;
-                double u = (double)(splitmix64(&rng) >> 11) / 9007199254740992.0;
+                double u = (double)(trace_splitmix64(&rng) >> 11) / 9007199254740992.0;
                 /* Next order statistic of `left` uniforms on [prev, gap): prev + (gap - prev) *
                  * (1 - (1-u)^(1/left)). */
                 double x = prev + (gap - prev) * (1 - pow(1 - u, 1.0 / (double)left));
@@ -434,4 +434,126 @@ void trace_spread_ties(struct trace *t, uint64_t seed)
         }
         i = j;
     }
+}
+
+static double uniform01(uint64_t *rng)
+{
+    return (double)(trace_splitmix64(rng) >> 11) / 9007199254740992.0;
+}
+
+void trace_synth_defaults(struct trace_synth *p)
+{
+    *p = (struct trace_synth){.duration_s = 3600,
+                              .mean_rps = 0,
+                              .peak_to_trough = 4,
+                              .burst_every_s = 600,
+                              .burst_s = 90,
+                              .burst_factor = 2.5,
+                              .seed = 1};
+}
+
+int trace_synth_diurnal(const struct trace *src, const struct trace_synth *p, struct trace **out)
+{
+    if (!src || src->n == 0 || !(p->duration_s > 0) || p->duration_s > TRACE_MAX_SECONDS ||
+        !(p->peak_to_trough >= 1) || !(p->burst_factor >= 1) || p->burst_s < 0 ||
+        p->burst_every_s < 0 || p->mean_rps < 0)
+        return ERR_INVAL;
+    double span = src->reqs[src->n - 1].t_s - src->reqs[0].t_s;
+    double mean = p->mean_rps > 0 ? p->mean_rps : span > 0 ? (double)src->n / span : 1;
+    double amp = (p->peak_to_trough - 1) / (p->peak_to_trough + 1); /* 1 -/+ amp: trough, peak */
+    double lmax = mean * (1 + amp) * p->burst_factor;
+    if (lmax * p->duration_s > (double)TRACE_MAX_REQUESTS) return ERR_RANGE;
+    uint64_t rng = p->seed ^ 0xd1b54a32d192ed03ull;
+    /* Burst windows, at most one per burst_s of the run. */
+    size_t nb = 0, capb = p->burst_s > 0 ? (size_t)(p->duration_s / p->burst_s) + 1 : 0;
+    double *bstart = capb ? malloc(capb * sizeof(double)) : NULL;
+    if (capb && !bstart) return ERR_NOMEM;
+    for (double t = 0; p->burst_every_s > 0 && nb < capb;) {
+        t += -log(1 - uniform01(&rng)) * p->burst_every_s;
+        if (t >= p->duration_s) break;
+        bstart[nb++] = t;
+        t += p->burst_s;
+    }
+    size_t cap = (size_t)(mean * (1 + amp) * p->duration_s * 1.2) + 64, n = 0;
+    struct trace *tr = calloc(1, sizeof(*tr));
+    struct trace_req *v = malloc(cap * sizeof(*v));
+    if (!tr || !v) goto nomem;
+    size_t b = 0;
+    for (double t = 0;;) {
+        t += -log(1 - uniform01(&rng)) / lmax;
+        if (t >= p->duration_s) break;
+        while (b < nb && bstart[b] + p->burst_s <= t) b++;
+        double rate = mean * (1 - amp * cos(2 * M_PI * t / p->duration_s));
+        if (b < nb && bstart[b] <= t) rate *= p->burst_factor;
+        if (uniform01(&rng) * lmax >= rate) continue; /* thinning */
+        if (n == cap) {
+            struct trace_req *w = realloc(v, 2 * cap * sizeof(*v));
+            if (!w) goto nomem;
+            v = w;
+            cap *= 2;
+        }
+        const struct trace_req *from = &src->reqs[trace_splitmix64(&rng) % src->n];
+        v[n++] = (struct trace_req){t, from->prompt_tokens, from->output_tokens, 0, 0};
+    }
+    free(bstart);
+    if (n == 0) {
+        free(v);
+        free(tr);
+        return ERR_INVAL;
+    }
+    tr->format = src->format;
+    tr->reqs = v;
+    tr->n = n;
+    *out = tr;
+    return 0;
+nomem:
+    free(bstart);
+    free(v);
+    free(tr);
+    return ERR_NOMEM;
+}
+
+static int cmp_req_time(const void *a, const void *b)
+{
+    const struct trace_req *x = a, *y = b;
+    if (x->t_s != y->t_s) return x->t_s < y->t_s ? -1 : 1;
+    return (x->hash_off > y->hash_off) - (x->hash_off < y->hash_off); /* deterministic ties */
+}
+
+int trace_amplify(const struct trace *src, unsigned k, uint64_t seed, struct trace **out)
+{
+    if (!src || src->n == 0 || k < 1 || k > 10000) return ERR_INVAL;
+    if ((double)src->n * k > TRACE_MAX_REQUESTS || (double)src->n_hashes * k > UINT32_MAX)
+        return ERR_RANGE;
+    size_t n = src->n * k, nh = src->n_hashes * k;
+    struct trace *tr = calloc(1, sizeof(*tr));
+    struct trace_req *v = malloc(n * sizeof(*v));
+    uint64_t *h = nh ? malloc(nh * sizeof(*h)) : NULL;
+    if (!tr || !v || (nh && !h)) {
+        free(tr);
+        free(v);
+        free(h);
+        return ERR_NOMEM;
+    }
+    uint64_t rng = seed ^ 0xa0761d6478bd642full;
+    for (unsigned c = 0; c < k; c++) {
+        for (size_t i = 0; i < src->n; i++) {
+            const struct trace_req *r = &src->reqs[i];
+            double gap = i + 1 < src->n ? src->reqs[i + 1].t_s - r->t_s : 0;
+            double t = c == 0 ? r->t_s : r->t_s + uniform01(&rng) * gap;
+            v[c * src->n + i] =
+                (struct trace_req){t, r->prompt_tokens, r->output_tokens,
+                                   (uint32_t)(c * src->n_hashes + r->hash_off), r->n_hash};
+        }
+        for (size_t j = 0; j < src->n_hashes; j++)
+            h[c * src->n_hashes + j] = src->hashes[j] ^ (uint64_t)c * 0x9e3779b97f4a7c15ull;
+    }
+    qsort(v, n, sizeof(*v), cmp_req_time);
+    tr->format = src->format;
+    tr->reqs = v;
+    tr->n = n;
+    tr->hashes = h;
+    tr->n_hashes = nh;
+    *out = tr;
+    return 0;
 }

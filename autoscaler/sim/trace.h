@@ -55,4 +55,38 @@ void trace_free(struct trace *t); /* NULL-safe */
  * Mooncake's conversation trace is quantised to ~3 s ticks; without this every tick is a burst. */
 void trace_spread_ties(struct trace *t, uint64_t seed);
 
+/* A synthetic trace harder than the shared files: a diurnal ramp (one day compressed into
+ * duration_s: trough at the ends, peak_to_trough x that at the middle, a raised cosine) with bursts
+ * (starting at exponential gaps of mean burst_every_s, each burst_s long at burst_factor x the
+ * rate), Poisson arrivals (thinning, Lewis & Shedler), and each request's prompt and output tokens
+ * drawn together from a random request of `src`, so the token distributions are the source's own
+ * (prefix hashes are not carried: the requests share no prefix). */
+struct trace_synth {
+    double duration_s;     /* 3600 */
+    double mean_rps;       /* rate averaged over the ramp, bursts excluded; 0 = src's mean */
+    double peak_to_trough; /* 4 */
+    double burst_every_s;  /* 600 */
+    double burst_s;        /* 90 */
+    double burst_factor;   /* 2.5 */
+    uint64_t seed;         /* 1 */
+};
+
+/* Fills `p` with the defaults above. */
+void trace_synth_defaults(struct trace_synth *p);
+
+/* Writes a new synthetic trace from `src` (borrowed, >= 1 request) to *out (trace_free). Returns
+ * 0, ERR_INVAL (bad parameters, an empty source) or ERR_RANGE / ERR_NOMEM (more than
+ * TRACE_MAX_REQUESTS or no memory). */
+int trace_synth_diurnal(const struct trace *src, const struct trace_synth *p, struct trace **out);
+
+/* Writes to *out a trace of `k` (1..10000) copies of `src` (borrowed) merged in time: copy c of
+ * request i arrives uniformly at random (seeded) inside the gap to request i + 1, copy 0 at the
+ * original time, and carries its own prefix hashes (hash ^ c * a large odd constant), so the
+ * rate is k x the source's with the same shape. Returns 0, ERR_INVAL, ERR_RANGE or ERR_NOMEM. */
+int trace_amplify(const struct trace *src, unsigned k, uint64_t seed, struct trace **out);
+
+/* SplitMix64 (Steele, Lea, Flood 2014): the simulator's one seeded generator. Advances *state and
+ * returns the next 64 random bits. */
+uint64_t trace_splitmix64(uint64_t *state);
+
 #endif

@@ -634,6 +634,16 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
     *out = s->st;
     out->running = s->n_running;
     out->waiting = s->n_waiting;
+    /* O(waiting + running) per call: an autoscaler's leading signal, worth far less than a step. A
+     * running sequence with one token left to compute is decoding, not prefilling. */
+    long pending = 0;
+    for (int i = 0; i < s->n_waiting; i++)
+        pending += s->waiting[i]->n_tokens - s->waiting[i]->n_computed;
+    for (int i = 0; i < s->n_running; i++) {
+        const struct sched_seq *q = s->running[i];
+        if (q->n_computed + 1 < q->n_tokens) pending += q->n_tokens - q->n_computed;
+    }
+    out->prefill_tokens_waiting = pending;
     int used = kv_cache_blocks_used(s->kv) - (s->pc ? prefix_cache_evictable(s->pc) : 0);
     out->kv_usage = (double)used / (double)kv_cache_n_blocks(s->kv);
 }

@@ -89,6 +89,9 @@ typedef void (*sched_emit_fn)(void *ctx, const struct sched_event *ev);
 /* Counters since creation; gauges of the last step. Plain values. */
 struct sched_stats {
     int running, waiting;
+    long prefill_tokens_waiting; /* tokens still to prefill: waiting sequences' whole prompts
+                                  * (+ generated tokens of preempted ones; prefix hits are found
+                                  * at admission) and the rest of running ones mid-prefill */
     double kv_usage;      /* blocks used by sequences / all blocks (cache-only blocks excluded) */
     uint64_t preemptions; /* total */
     uint64_t prefix_queries;    /* prompt tokens looked up at first admission */

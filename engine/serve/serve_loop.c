@@ -220,6 +220,7 @@ static void update_metrics(struct serve_loop *l)
     struct sched_stats st;
     sched_stats(l->sched, &st);
     serve_metrics_set_load(l->metrics, st.running, st.waiting, st.kv_usage);
+    serve_metrics_set_prefill_waiting(l->metrics, st.prefill_tokens_waiting);
     serve_metrics_add_prefix(l->metrics, (long)(st.prefix_queries - l->last.prefix_queries),
                              (long)(st.prefix_hits - l->last.prefix_hits));
     serve_metrics_add_tokens(l->metrics, (long)(st.prompt_tokens - l->last.prompt_tokens),

@@ -18,6 +18,7 @@ enum sm_slot {
     SM_RUNNING = 0,
     SM_WAITING,
     SM_KV_USAGE,
+    SM_PREFILL_WAITING,
     SM_PREFIX_QUERIES,
     SM_PREFIX_HITS,
     SM_PROMPT_TOKENS,
@@ -54,7 +55,7 @@ static const double sm_queue_bounds[] = {METRIC_BUCKETS_REQUEST_QUEUE_TIME};
 struct sm_def {
     enum prom_type type;
     const char *name;
-    const char *vllm;
+    const char *vllm; /* NULL: vLLM has no such metric */
     const char *help;
     const double *buckets;
     size_t n_buckets;
@@ -72,6 +73,8 @@ static const struct sm_def sm_defs[] = {
      METRIC_HELP_REQUESTS_WAITING, .slot = SM_WAITING},
     {PROM_GAUGE, METRIC_KV_CACHE_USAGE, METRIC_VLLM_KV_CACHE_USAGE, METRIC_HELP_KV_CACHE_USAGE,
      .slot = SM_KV_USAGE},
+    {PROM_GAUGE, METRIC_PREFILL_TOKENS_WAITING, NULL, METRIC_HELP_PREFILL_TOKENS_WAITING,
+     .slot = SM_PREFILL_WAITING},
     {PROM_COUNTER, METRIC_PREFIX_CACHE_QUERIES, METRIC_VLLM_PREFIX_CACHE_QUERIES,
      METRIC_HELP_PREFIX_CACHE_QUERIES, .slot = SM_PREFIX_QUERIES},
     {PROM_COUNTER, METRIC_PREFIX_CACHE_HITS, METRIC_VLLM_PREFIX_CACHE_HITS,
@@ -118,7 +121,7 @@ static int sm_register(struct serve_metrics *m, struct prom_registry *reg, const
     struct prom_metric *pm = NULL;
     const char *failed = d->name;
     int rc = prom_registry_add(reg, &desc, &pm);
-    if (!rc && vllm_compat) {
+    if (!rc && vllm_compat && d->vllm) {
         failed = d->vllm;
         rc = prom_metric_alias(pm, d->vllm, NULL);
     }
@@ -182,6 +185,13 @@ void serve_metrics_set_load(struct serve_metrics *m, int running, int waiting, d
     prom_gauge_set(m->s[SM_RUNNING], running);
     prom_gauge_set(m->s[SM_WAITING], waiting);
     prom_gauge_set(m->s[SM_KV_USAGE], kv_usage);
+}
+
+void serve_metrics_set_prefill_waiting(struct serve_metrics *m, long tokens)
+{
+    if (!m) return;
+    ASSERT(tokens >= 0);
+    prom_gauge_set(m->s[SM_PREFILL_WAITING], (double)tokens);
 }
 
 void serve_metrics_add_prefix(struct serve_metrics *m, long queried_tokens, long hit_tokens)

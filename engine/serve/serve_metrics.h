@@ -21,10 +21,10 @@ struct serve_metrics; /* opaque: the series handles of one model */
 
 /* Registers on `reg` (borrowed; must outlive the returned metrics) every engine metric of
  * common/metric_names.h with the label model_name = `model_name` (borrowed; the registry copies
- * it): the gauges running/waiting/KV usage at 0, the counters (prefix queries/hits, prompt and
+ * it): the gauges running/waiting/KV usage/prefill tokens waiting at 0, the counters (prefix queries/hits, prompt and
  * generation tokens, preemptions, and requests_total with its stop, length and abort series) at 0,
  * and the TTFT, inter-token, e2e and queue-time histograms with the METRIC_BUCKETS_* bounds. With
- * `vllm_compat` every metric also gets its vLLM name (prom_metric_alias: same series, same values).
+ * `vllm_compat` every metric with a vLLM twin also gets its vLLM name (prom_metric_alias: same series, same values).
  * Writes a new handle to *out (free with serve_metrics_free). Returns 0, ERR_INVAL (model_name
  * NULL or empty, or a name already registered in `reg`; logged) or ERR_NOMEM. On failure the
  * metrics registered before the failing one stay in `reg` (prom has no unregister): treat it as
@@ -44,6 +44,8 @@ void serve_metrics_free(struct serve_metrics *m);
  * fraction of KV blocks in use (clamped to 0..1 so rounding never shows more than 100%; NaN is
  * reported as 0). */
 void serve_metrics_set_load(struct serve_metrics *m, int running, int waiting, double kv_usage);
+/* Sets the gauge of prompt tokens not yet prefilled (sched_stats' prefill_tokens_waiting). */
+void serve_metrics_set_prefill_waiting(struct serve_metrics *m, long tokens);
 /* Adds prompt tokens looked up in the prefix cache and, of those, the ones found (hit_tokens <=
  * queried_tokens, asserted). */
 void serve_metrics_add_prefix(struct serve_metrics *m, long queried_tokens, long hit_tokens);

@@ -122,6 +122,30 @@ START_TEST(test_loop_spec_from_isvc_fields)
     ck_assert_double_eq(sp.target_kv_usage, 0.8);
     ck_assert_double_eq(sp.target_queue_depth, 4);
     json_decref(o);
+    /* Objectives: an objective alone turns the default targets off; named targets stay. */
+    o = isvc("{\"objectives\":{\"ttftSeconds\":3,\"interTokenSeconds\":0.2,\"percentile\":0.95}}");
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert(policy_spec_has_objective(&sp));
+    ck_assert_double_eq(sp.objective_ttft_s, 3);
+    ck_assert_double_eq(sp.objective_itl_s, 0.2);
+    ck_assert_double_eq(sp.objective_percentile, 0.95);
+    ck_assert_double_eq(sp.target_queue_depth, 0);
+    ck_assert_double_eq(sp.target_kv_usage, 0);
+    json_decref(o);
+    o = isvc("{\"objectives\":{\"ttftSeconds\":2},\"targetQueueDepth\":3}");
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert_double_eq(sp.objective_ttft_s, 2);
+    ck_assert_double_eq(sp.objective_itl_s, 0);
+    ck_assert_double_eq(sp.objective_percentile, 0.99); /* the default */
+    ck_assert_double_eq(sp.target_queue_depth, 3);
+    json_decref(o);
+    /* Nonsense the API server would refuse is ignored, not trusted. */
+    o = isvc("{\"objectives\":{\"ttftSeconds\":-1,\"percentile\":1.5}}");
+    ck_assert(loop_spec_from_isvc(o, 5, &sp));
+    ck_assert(!policy_spec_has_objective(&sp));
+    ck_assert_double_eq(sp.objective_percentile, 0.99);
+    ck_assert_double_eq(sp.target_queue_depth, 2); /* HPA defaults: no objective, no target */
+    json_decref(o);
     /* Values the API server would refuse still give a usable spec (max raised to min). */
     o = isvc("{\"minReplicas\":-3,\"maxReplicas\":-5,\"targetQueueDepth\":\"x\"}");
     ck_assert(loop_spec_from_isvc(o, 5, &sp));
@@ -188,13 +212,14 @@ START_TEST(test_actuate_status_patch)
                                  .prompt_tok_rate = 100,
                                  .gen_tok_rate = NAN,
                                  .ttft_p99_s = -1};
-    struct actuate_status st = {5, "queue depth 3.00/replica", 1796000000, &sig};
+    struct actuate_status st = {5, "queue depth 3.00/replica", 1796000000, &sig, NULL, NULL, 0};
     json_t *p = actuate_status_patch(&st);
     ck_assert_ptr_nonnull(p);
     char *s = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
     ck_assert_str_eq(
         s, "{\"status\":{\"autoscaling\":{\"desiredReplicas\":5,\"lastScaleTime\":"
-           "\"2026-11-30T00:53:20Z\",\"reason\":\"queue depth 3.00/replica\",\"signals\":{"
+           "\"2026-11-30T00:53:20Z\",\"observedGeneration\":0,\"reason\":\"queue depth "
+           "3.00/replica\",\"signals\":{"
            "\"arrivalRate\":1.5,\"generationTokenRate\":null,\"kvCacheUsage\":0.25,\"metricsOk\":"
            "true,\"prefixHitRate\":0.5,\"promptTokenRate\":100.0,\"readyPods\":3,\"running\":3.0,"
            "\"ttftP99Seconds\":null,\"unreadyPods\":1,\"waiting\":9.0}}}}");
@@ -208,6 +233,38 @@ START_TEST(test_actuate_status_patch)
     ck_assert_ptr_null(json_object_get(as, "lastScaleTime"));
     ck_assert_double_eq(
         json_real_value(json_object_get(json_object_get(as, "signals"), "ttftP99Seconds")), 0.25);
+    ck_assert_ptr_null(json_object_get(as, "objective")); /* no decision given */
+    json_decref(p);
+    /* With the decision: the objective echoed with its state and the learned capacity; what is
+     * unknown (no ITL objective, no ITL observed) is null. */
+    struct policy_spec sp;
+    policy_spec_defaults(&sp, POLICY_REACTIVE);
+    sp.objective_ttft_s = 3;
+    struct policy_decision d = {.objective = POLICY_OBJECTIVE_MET,
+                                .ttft_s = 2.5,
+                                .itl_s = -1,
+                                .ttft_over = 0.004,
+                                .itl_over = -1,
+                                .capacity_work = 600,
+                                .capacity_rps = 1.5,
+                                .load_work = 3000,
+                                .backlog_work = 0};
+    st.dec = &d;
+    st.spec = &sp;
+    st.generation = 7;
+    p = actuate_status_patch(&st);
+    as = json_object_get(json_object_get(p, "status"), "autoscaling");
+    s = json_dumps(json_object_get(as, "objective"), JSON_SORT_KEYS | JSON_COMPACT);
+    ck_assert_str_eq(s, "{\"interTokenAboveFraction\":null,\"interTokenSeconds\":null,"
+                        "\"observedInterTokenSeconds\":null,\"observedTTFTSeconds\":2.5,"
+                        "\"percentile\":0.98999999999999999,\"state\":\"Met\","
+                        "\"ttftAboveFraction\":0.0040000000000000001,\"ttftSeconds\":3.0}");
+    free(s);
+    s = json_dumps(json_object_get(as, "capacity"), JSON_SORT_KEYS | JSON_COMPACT);
+    ck_assert_str_eq(s, "{\"backlogWork\":0.0,\"loadWork\":3000.0,\"requestsPerReplica\":1.5,"
+                        "\"workPerReplica\":600.0}");
+    free(s);
+    ck_assert_int_eq(json_integer_value(json_object_get(as, "observedGeneration")), 7);
     json_decref(p);
 }
 END_TEST

@@ -304,7 +304,6 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
     struct policy_spec sp;
     plain_spec(&sp);
     sp.kind = POLICY_PREDICTIVE;
-    sp.slo_ttft_s = 1;
     sp.prefill_cost_ratio = 0.5;
     struct policy_state *st = policy_state_new(&sp);
     struct policy_decision d;
@@ -320,7 +319,7 @@ START_TEST(test_policy_predictive_learns_capacity_and_hit_rate_raises_it)
         policy_decide(st, &s, 4, &d);
         if (i == 0) {
             ck_assert_double_eq_tol(d.capacity_rps, 2.0, 1e-9);
-            ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.8)) */
+            ck_assert_int_eq(d.predictive, 5); /* ceil(8 / (2 * 0.9)) */
         }
     }
     /* Loaded near the estimate and fine: the estimate probes upwards, 2% per interval, until the
@@ -382,11 +381,150 @@ START_TEST(test_policy_predictive_forecast_fit_tracks_ramp_better)
 }
 END_TEST
 
+/* ---- objective-driven decisions ---- */
+
+/* A TTFT histogram of `n` first tokens, `over` of them above 3 s (in the 5 s bucket), the rest at
+ * 0.5 s. */
+static void ttft_hist(struct policy_hist *h, double n, double over)
+{
+    static const double le[] = {0.5, 1, 2.5, 5, 10, INFINITY};
+    h->n = 6;
+    for (size_t i = 0; i < 6; i++) {
+        h->le[i] = le[i];
+        h->count[i] = i < 3 ? n - over : n;
+    }
+}
+
+START_TEST(test_policy_hist_above_and_quantile)
+{
+    struct policy_hist h;
+    ttft_hist(&h, 100, 10); /* 90 at <= 0.5 s, 10 in (2.5, 5] */
+    ck_assert_double_eq(policy_hist_total(&h), 100);
+    ck_assert_double_eq_tol(policy_hist_above(&h, 2.5), 10, 1e-9);
+    ck_assert_double_eq_tol(policy_hist_above(&h, 3.75), 5, 1e-9); /* linear in the bucket */
+    ck_assert_double_eq_tol(policy_hist_above(&h, 5), 0, 1e-9);
+    ck_assert_double_eq_tol(policy_hist_above(&h, 0.25), 55, 1e-9);
+    ck_assert_double_eq_tol(policy_hist_quantile(&h, 0.95), 3.75, 1e-9);
+    struct policy_hist empty = {0};
+    ck_assert_double_eq(policy_hist_above(&empty, 1), 0);
+    ck_assert_double_eq(policy_hist_quantile(&empty, 0.5), -1);
+}
+END_TEST
+
+static void objective_spec(struct policy_spec *sp)
+{
+    plain_spec(sp);
+    sp->target_queue_depth = 0;
+    sp->objective_ttft_s = 3;
+    sp->startup_s = 30;
+}
+
+/* One interval: `ready` pods, each carrying `per_pod` work/s (generated tokens only), `over` of
+ * 100 first tokens above the objective, `waiting` queued prefill tokens. */
+static struct policy_signals sig_obj(double t, int ready, double per_pod, double over,
+                                     double prefill_waiting)
+{
+    struct policy_signals s = sig_q(t, ready, 0, 0);
+    s.gen_tok_rate = per_pod * ready;
+    s.arrival_rate = s.gen_tok_rate / 100; /* 100 work per request */
+    s.prefill_waiting = prefill_waiting;
+    ttft_hist(&s.ttft, 100, over);
+    return s;
+}
+
+struct obj_case {
+    const char *name;
+    int current;
+    int n_warm;            /* intervals at (warm_load, 0 over) first */
+    double warm_load;      /* work/s per pod while warming */
+    double load, over, pw; /* then one interval at this */
+    int n_last;            /* times */
+    int min_want, max_want;
+};
+
+START_TEST(test_policy_objective_decisions_table)
+{
+    static const struct obj_case cases[] = {
+        /* Before a miss the capacity is only a lower bound: hold, never scale up on it. */
+        {"first interval holds", 4, 0, 0, 100, 0, 0, 1, 4, 4},
+        {"load rising while met: no scale-up on a lower bound", 4, 5, 100, 200, 0, 0, 3, 4, 4},
+        /* A miss under load bounds capacity: the fleet grows past the load that missed. */
+        {"missed under load scales up", 4, 10, 100, 300, 20, 0, 3, 5, 20},
+        /* Met at half the load seen fine: the fleet shrinks (no window in these cases). */
+        {"met at half load scales down", 8, 10, 100, 50, 0, 0, 3, 3, 6},
+        /* Queued prefill work counts: a backlog to drain over start-up + interval adds replicas. */
+        {"backlog after a miss adds replicas", 4, 10, 100, 100, 20, 2e6, 3, 6, 20},
+        /* Violations that do not go away whatever the load: infeasible, not a reason to grow. */
+        {"infeasible floor does not scale to max", 4, 20, 100, 100, 5, 0, 20, 1, 6},
+        {"idle goes to min (the load is smoothed)", 4, 10, 100, 0.001, 0, 0, 12, 1, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct obj_case *c = &cases[i];
+        struct policy_spec sp;
+        objective_spec(&sp);
+        struct policy_state *st = policy_state_new(&sp);
+        ck_assert_ptr_nonnull(st);
+        struct policy_decision d = {0};
+        int cur = c->current;
+        double t = 0;
+        for (int k = 0; k < c->n_warm; k++, t += 15) {
+            /* The infeasible case misses in every interval, loaded or not. */
+            double over = strstr(c->name, "infeasible") ? c->over : 0;
+            struct policy_signals s = sig_obj(t, cur, c->warm_load * c->current / cur, over, 0);
+            policy_decide(st, &s, cur, &d);
+            cur = d.desired;
+        }
+        for (int k = 0; k < c->n_last; k++, t += 15) {
+            struct policy_signals s = sig_obj(t, cur, c->load * c->current / cur, c->over, c->pw);
+            policy_decide(st, &s, cur, &d);
+            cur = d.desired;
+        }
+        ck_assert_msg(cur >= c->min_want && cur <= c->max_want, "%s: %d replicas, want %d..%d (%s)",
+                      c->name, cur, c->min_want, c->max_want, d.reason);
+        ck_assert(d.objective != POLICY_OBJECTIVE_NONE);
+        policy_state_free(st);
+    }
+}
+END_TEST
+
+START_TEST(test_policy_objective_state_reported)
+{
+    struct policy_spec sp;
+    objective_spec(&sp);
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    struct policy_signals s = sig_obj(0, 4, 100, 0, 0);
+    policy_decide(st, &s, 4, &d);
+    ck_assert_int_eq(d.objective, POLICY_OBJECTIVE_MET); /* 100 first tokens: enough to judge */
+    ck_assert_double_eq_tol(d.ttft_over, 0, 1e-12);
+    ck_assert_double_gt(d.capacity_work, 0);
+    ck_assert_str_eq(policy_objective_state_name(d.objective), "Met");
+    for (int k = 1; k < 4; k++) {
+        s = sig_obj(15.0 * k, 4, 100, 30, 0);
+        policy_decide(st, &s, 4, &d);
+    }
+    ck_assert_int_eq(d.objective, POLICY_OBJECTIVE_MISSED);
+    ck_assert_double_gt(d.ttft_over, 0.1);
+    ck_assert_double_gt(d.ttft_s, 2.5); /* p99 inside the (2.5, 5] bucket */
+    /* Without an objective there is no judgement. */
+    policy_state_free(st);
+    plain_spec(&sp);
+    st = policy_state_new(&sp);
+    s = sig_obj(0, 4, 100, 0, 0);
+    policy_decide(st, &s, 4, &d);
+    ck_assert_int_eq(d.objective, POLICY_OBJECTIVE_NONE);
+    policy_state_free(st);
+}
+END_TEST
+
 Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_policy_decide_replica_calculator_table);
+    tcase_add_test(tc, test_policy_hist_above_and_quantile);
+    tcase_add_test(tc, test_policy_objective_decisions_table);
+    tcase_add_test(tc, test_policy_objective_state_reported);
     tcase_add_test(tc, test_policy_decide_missing_metrics_hold);
     tcase_add_test(tc, test_policy_decide_max_over_metrics);
     tcase_add_test(tc, test_policy_decide_scale_down_stabilisation_window);

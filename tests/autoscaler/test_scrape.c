@@ -61,11 +61,11 @@ START_TEST(test_scrape_extract_engine_exposition)
     ck_assert_double_eq(m.prompt_tokens, 5000);
     ck_assert_double_eq(m.gen_tokens, 12000);
     ck_assert_double_eq(m.requests, 50); /* stop + length + abort */
-    ck_assert_uint_eq(m.n_ttft, 4);
-    ck_assert_double_eq(m.ttft_le[0], 0.01);
-    ck_assert(isinf(m.ttft_le[3]));
-    ck_assert_double_eq(m.ttft_count[2], 49);
-    ck_assert_double_eq(m.ttft_count[3], 50);
+    ck_assert_uint_eq(m.ttft.n, 4);
+    ck_assert_double_eq(m.ttft.le[0], 0.01);
+    ck_assert(isinf(m.ttft.le[3]));
+    ck_assert_double_eq(m.ttft.count[2], 49);
+    ck_assert_double_eq(m.ttft.count[3], 50);
 }
 END_TEST
 
@@ -84,7 +84,7 @@ START_TEST(test_scrape_extract_vllm_fallback)
     ck_assert_double_eq(m.waiting, 5);
     ck_assert_double_eq(m.kv_usage, 0.5);
     ck_assert_double_eq(m.requests, 11);
-    ck_assert_uint_eq(m.n_ttft, 2);
+    ck_assert_uint_eq(m.ttft.n, 2);
 }
 END_TEST
 

@@ -136,7 +136,7 @@ END_TEST
 START_TEST(test_sim_run_same_seed_identical_json)
 {
     struct trace *tr = synth(3000, 4, 300, 12, 800, 60, 50);
-    char j1[512], j2[512], err[256];
+    char j1[1024], j2[1024], err[256];
     for (int pass = 0; pass < 2; pass++) {
         struct sim_config cfg;
         sim_config_defaults(&cfg, POLICY_PREDICTIVE);
@@ -290,12 +290,12 @@ START_TEST(test_sim_run_shared_azure_trace)
     const char *p = test_shared_path("traces/AzureLLMInferenceTrace_conv.csv");
     if (!p) return;
     struct trace *tr = NULL;
-    char err[256], a[512], b[512];
+    char err[256], a[1024], b[1024];
     ck_assert_int_eq(trace_load(p, TRACE_AZURE, &tr, err, sizeof(err)), 0);
     struct sim_config cfg;
     sim_config_defaults(&cfg, POLICY_STATIC);
     cfg.replicas = 14;
-    cfg.spec.slo_ttft_s = 3;
+    cfg.slo_ttft_s = cfg.spec.objective_ttft_s = 3;
     struct sim_result r;
     ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
     ck_assert_uint_eq(r.requests, 19366);
@@ -303,7 +303,7 @@ START_TEST(test_sim_run_shared_azure_trace)
     ck_assert_double_lt(r.slo_violation_rate, 0.02);
     sim_result_fini(&r);
     sim_config_defaults(&cfg, POLICY_PREDICTIVE);
-    cfg.spec.slo_ttft_s = 3;
+    cfg.slo_ttft_s = cfg.spec.objective_ttft_s = 3;
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
         sim_result_json(&r, k ? b : a, sizeof(a));
@@ -321,14 +321,14 @@ START_TEST(test_sim_run_shared_mooncake_trace)
     const char *p = test_shared_path("traces/mooncake_conversation_trace.jsonl");
     if (!p) return;
     struct trace *tr = NULL;
-    char err[256], a[512], b[512], c[512];
+    char err[256], a[1024], b[1024], c[1024];
     ck_assert_int_eq(trace_load(p, TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
     struct sim_config cfg;
     sim_config_defaults(&cfg, POLICY_PREDICTIVE);
     cfg.token_scale = 0.1;
     cfg.time_scale = 0.5;
     cfg.replicas = 10;
-    cfg.spec.slo_ttft_s = 3;
+    cfg.slo_ttft_s = cfg.spec.objective_ttft_s = 3;
     cfg.spec.target_kv_usage = 0.15;
     struct sim_result r;
     for (int k = 0; k < 3; k++) {

@@ -6,6 +6,7 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,12 +273,99 @@ START_TEST(test_trace_load_shared_files)
 }
 END_TEST
 
+/* A source of 100 requests at 1/s with prompts 100..199 and outputs 10..19 (two with hashes). */
+static struct trace *source(void)
+{
+    char text[16384];
+    size_t len = 0;
+    for (int i = 0; i < 100; i++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len,
+                                "{\"timestamp\":%d,\"input_length\":%d,\"output_length\":%d,"
+                                "\"hash_ids\":[%d]}\n",
+                                i * 1000, 100 + i, 10 + i % 10, i % 2);
+    struct trace *t = NULL;
+    char err[256];
+    ck_assert_int_eq(parse(text, TRACE_MOONCAKE, &t, err), 0);
+    ck_assert_uint_eq(t->n, 100);
+    return t;
+}
+
+START_TEST(test_trace_synth_diurnal_shape_and_tokens)
+{
+    struct trace *src = source(), *t = NULL, *t2 = NULL;
+    struct trace_synth p;
+    trace_synth_defaults(&p);
+    p.mean_rps = 10;
+    p.burst_every_s = 0; /* the ramp alone first */
+    ck_assert_int_eq(trace_synth_diurnal(src, &p, &t), 0);
+    /* About 36000 requests; the middle hour-quarters carry more than the ends (4x at the peak). */
+    ck_assert(t->n > 34000 && t->n < 38000);
+    size_t q[4] = {0};
+    for (size_t i = 0; i < t->n; i++) {
+        ck_assert(i == 0 || t->reqs[i].t_s >= t->reqs[i - 1].t_s);
+        ck_assert(t->reqs[i].prompt_tokens >= 100 && t->reqs[i].prompt_tokens < 200);
+        ck_assert_uint_eq(t->reqs[i].output_tokens, 10 + (t->reqs[i].prompt_tokens - 100) % 10);
+        ck_assert_uint_eq(t->reqs[i].n_hash, 0);
+        q[(size_t)(t->reqs[i].t_s / 900)]++;
+    }
+    ck_assert(q[1] > 1.8 * q[0] && q[2] > 1.8 * q[3]);
+    /* Bursts add requests; the same seed gives the same trace, another seed another. */
+    p.burst_every_s = 600;
+    ck_assert_int_eq(trace_synth_diurnal(src, &p, &t2), 0);
+    ck_assert_uint_gt(t2->n, t->n);
+    struct trace *t3 = NULL;
+    ck_assert_int_eq(trace_synth_diurnal(src, &p, &t3), 0);
+    ck_assert_uint_eq(t3->n, t2->n);
+    ck_assert(memcmp(t3->reqs, t2->reqs, t2->n * sizeof(*t2->reqs)) == 0);
+    trace_free(t3);
+    p.seed = 2;
+    ck_assert_int_eq(trace_synth_diurnal(src, &p, &t3), 0);
+    ck_assert(t3->n != t2->n || memcmp(t3->reqs, t2->reqs, t2->n * sizeof(*t2->reqs)) != 0);
+    trace_free(t3);
+    p.peak_to_trough = 0.5;
+    ck_assert_int_eq(trace_synth_diurnal(src, &p, &t3), ERR_INVAL);
+    trace_free(t);
+    trace_free(t2);
+    trace_free(src);
+}
+END_TEST
+
+START_TEST(test_trace_amplify_copies_rate_and_hashes)
+{
+    struct trace *src = source(), *t = NULL;
+    ck_assert_int_eq(trace_amplify(src, 5, 1, &t), 0);
+    ck_assert_uint_eq(t->n, 500);
+    ck_assert_uint_eq(t->n_hashes, 5 * src->n_hashes);
+    for (size_t i = 1; i < t->n; i++) ck_assert(t->reqs[i].t_s >= t->reqs[i - 1].t_s);
+    /* Every second holds its 5 copies (each inside the gap after its original). */
+    for (int sec = 0; sec < 99; sec++) {
+        int in = 0;
+        for (size_t i = 0; i < t->n; i++) in += t->reqs[i].t_s >= sec && t->reqs[i].t_s < sec + 1;
+        ck_assert_int_eq(in, 5);
+    }
+    /* Copies keep their own prefix identity: no copy shares a hash with the source's. */
+    size_t shared = 0;
+    for (size_t i = src->n_hashes; i < t->n_hashes; i++)
+        for (size_t j = 0; j < src->n_hashes; j++) shared += t->hashes[i] == src->hashes[j];
+    ck_assert_uint_eq(shared, 0);
+    trace_free(t);
+    ck_assert_int_eq(trace_amplify(src, 0, 1, &t), ERR_INVAL);
+    ck_assert_int_eq(trace_amplify(src, 1, 1, &t), 0); /* one copy: the source itself */
+    ck_assert_uint_eq(t->n, src->n);
+    ck_assert(memcmp(t->reqs, src->reqs, src->n * sizeof(*src->reqs)) == 0);
+    trace_free(t);
+    trace_free(src);
+}
+END_TEST
+
 Suite *trace_suite(void)
 {
     Suite *s = suite_create("trace");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_trace_parse_azure_ok);
+    tcase_add_test(tc, test_trace_synth_diurnal_shape_and_tokens);
+    tcase_add_test(tc, test_trace_amplify_copies_rate_and_hashes);
     tcase_add_test(tc, test_trace_parse_azure_crosses_midnight_and_leap_day);
     tcase_add_test(tc, test_trace_parse_azure_malformed);
     tcase_add_test(tc, test_trace_parse_mooncake_ok);

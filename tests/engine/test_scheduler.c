@@ -248,6 +248,34 @@ START_TEST(test_sched_unchunked_long_prompt_is_not_starved)
 }
 END_TEST
 
+START_TEST(test_sched_stats_prefill_tokens_waiting)
+{
+    /* One sequence at a time, 16-token chunks: the gauge counts every queued prompt whole and the
+     * unprefilled rest of the running one, and stops counting a sequence once it decodes. */
+    struct env e;
+    if (!env_open(&e, 64, 1, 256)) return;
+    env_sched(&e, 1, 16, true, false, 256);
+    int32_t ids[3][64];
+    int n[3];
+    for (int r = 0; r < 3; r++) n[r] = make_prompt(r + 3, ids[r]); /* 45, 58, 16 tokens */
+    ck_assert(n[0] > 32 && n[1] > 16);
+    for (int r = 0; r < 3; r++) add(&e, r, ids[r], n[r], 4, 0);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_int_eq(st.prefill_tokens_waiting, n[0] + n[1] + n[2]);
+    ck_assert_int_eq(sched_step(e.s), 0); /* the first 16 tokens of prompt 0 */
+    sched_stats(e.s, &st);
+    ck_assert_int_eq(st.prefill_tokens_waiting, n[0] - 16 + n[1] + n[2]);
+    while (e.out[0].n_tokens == 0) ck_assert_int_eq(sched_step(e.s), 0);
+    sched_stats(e.s, &st); /* prompt 0 prefilled: it decodes, the others still wait */
+    ck_assert_int_eq(st.prefill_tokens_waiting, n[1] + n[2]);
+    run_to_idle(&e);
+    sched_stats(e.s, &st);
+    ck_assert_int_eq(st.prefill_tokens_waiting, 0);
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(test_sched_max_num_seqs_one)
 {
     batched_equals_alone(N_REQ * 8, 1, 2048, true, true, NULL);
@@ -526,6 +554,7 @@ Suite *scheduler_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_sched_batched_equals_alone);
+    tcase_add_test(tc, test_sched_stats_prefill_tokens_waiting);
     tcase_add_test(tc, test_sched_chunked_prefill_equals_alone);
     tcase_add_test(tc, test_sched_unchunked_prefill_equals_alone);
     tcase_add_test(tc, test_sched_preemption_equals_alone);
