@@ -4,8 +4,10 @@
  * (aggregate generated tokens/s), after each has prefilled --depth tokens (untimed; llama-bench's
  * -d), so attention over a realistic context is part of the decode cost. Medians over --repetitions
  * runs after a warm-up. Prints a table and one JSON line per configuration on stdout, and with
- * --profile each configuration's prefill and decode step op by op (model_profile_attach). Synthetic
- * token ids: no tokenizer involved. */
+ * --profile each configuration's prefill and decode step op by op (model_profile_attach). Each
+ * decoding sequence picks its next token with the engine's sampler (engine/sched/sampler.h) at
+ * --temperature / --top-p, so sampling costs what it costs in serving. Synthetic token ids: no
+ * tokenizer involved. */
 #include "engine/cmd/cmd.h"
 
 #include "common/clock.h"
@@ -14,6 +16,7 @@
 #include "common/log.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/sched/sampler.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -30,6 +33,7 @@
 struct bench_cfg {
     const char *model, *batches, *kv_type, *backend, *log_level, *log_format;
     int prompt_tokens, gen_tokens, depth, threads, reps;
+    double temperature, top_p;
     bool profile, no_lanes;
 };
 
@@ -47,6 +51,9 @@ static const struct cfg_opt bench_opts[] = {
     {"threads", CFG_INT, O(threads), "0", 0, 1024, "Compute threads; 0 = all cores", NULL, 0},
     {"repetitions", CFG_INT, O(reps), "3", 1, BENCH_MAX_REPS, "Runs per configuration (median)",
      NULL, 0},
+    {"temperature", CFG_DOUBLE, O(temperature), "0", 0, 100,
+     "Sampling temperature of the decoding sequences (0: greedy)", NULL, 0},
+    {"top-p", CFG_DOUBLE, O(top_p), "1", 0, 1, "Nucleus sampling threshold (1: off)", NULL, 0},
     {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV cache element type", MODEL_KV_TYPE_NAMES,
      0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
@@ -121,14 +128,6 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static int argmax(const float *x, int n)
-{
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 struct bench {
     const struct bench_cfg *cfg;
     struct model *m;
@@ -137,8 +136,9 @@ struct bench {
     int32_t *ids; /* (max(P, B)) token scratch */
     struct model_batch_entry *entries;
     int *seqs;
-    int n_threads;   /* for the CPU-time estimate */
-    double last_cpu; /* process CPU seconds of the last measured run */
+    struct sampler **smp; /* (max batch) one per decoding sequence */
+    int n_threads;        /* for the CPU-time estimate */
+    double last_cpu;      /* process CPU seconds of the last measured run */
     /* --profile: the timed prefill and decode steps of the current configuration */
     struct model_profile prof_pp, prof_tg;
 };
@@ -199,7 +199,10 @@ static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen, struct 
         if ((rc = kv_cache_seq_open(b->kv, &b->seqs[opened]))) goto out;
         if (depth > 0 && (rc = bench_fill(b, b->seqs[opened], opened, depth))) goto out;
     }
-    for (int s = 0; s < n_seq; s++) b->ids[s] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
+    for (int s = 0; s < n_seq; s++) {
+        b->ids[s] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
+        sampler_reset(b->smp[s]);
+    }
     model_profile_attach(b->m, prof);
     t0 = clock_mono_s();
     c0 = cpu_s();
@@ -213,8 +216,11 @@ static double bench_tg(struct bench *b, int n_seq, int depth, int n_gen, struct 
         const float *logits;
         int rows;
         if ((rc = model_forward(b->m, b->kv, b->entries, n_seq, &logits, &rows))) goto out;
-        for (int s = 0; s < n_seq; s++)
-            b->ids[s] = (int32_t)argmax(logits + (size_t)s * b->n_vocab, b->n_vocab);
+        for (int s = 0; s < n_seq; s++) {
+            struct sampler_result r;
+            if ((rc = sampler_sample(b->smp[s], logits + (size_t)s * b->n_vocab, &r))) goto out;
+            b->ids[s] = r.token;
+        }
     }
     dt = clock_mono_s() - t0;
     b->last_cpu = cpu_s() - c0;
@@ -298,9 +304,10 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     printf("%-6s %6d %8d %12.2f %8d %12.2f %10.1f %12.2f %12.2f\n", type_name, n_seq,
            c->prompt_tokens, pp_m, c->gen_tokens, tg_m, (double)rss / (1024.0 * 1024.0), ppc_m,
            tgc_m);
-    printf("{\"batch\":%d,\"prompt_tokens\":%d,\"depth\":%d,\"pp_tok_s\":%.2f,"
-           "\"tg_tok_s\":%.2f,\"rss_bytes\":%llu}\n",
-           n_seq, c->prompt_tokens, c->depth, pp_m, tg_m, (unsigned long long)rss);
+    printf("{\"batch\":%d,\"prompt_tokens\":%d,\"depth\":%d,\"temperature\":%g,"
+           "\"top_p\":%g,\"pp_tok_s\":%.2f,\"tg_tok_s\":%.2f,\"rss_bytes\":%llu}\n",
+           n_seq, c->prompt_tokens, c->depth, c->temperature, c->top_p, pp_m, tg_m,
+           (unsigned long long)rss);
     if (c->profile) bench_profile_print(b, n_seq);
     fflush(stdout);
     return 0;
@@ -354,15 +361,28 @@ int cmd_bench_main(int argc, char **argv)
     b.ids = calloc((size_t)n_ids, sizeof(*b.ids));
     b.entries = calloc((size_t)max_b, sizeof(*b.entries));
     b.seqs = calloc((size_t)max_b, sizeof(*b.seqs));
-    if (!b.ids || !b.entries || !b.seqs) {
+    b.smp = calloc((size_t)max_b, sizeof(*b.smp));
+    if (!b.ids || !b.entries || !b.seqs || !b.smp) {
         fprintf(stderr, "cinfer-engine bench: out of memory\n");
         goto out;
     }
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.temperature = (float)c.temperature;
+    sp.top_p = (float)c.top_p;
+    for (int i = 0; i < max_b; i++) {
+        sp.seed = (uint64_t)i + 1;
+        if ((rc = sampler_new(&sp, b.n_vocab, &b.smp[i]))) {
+            fprintf(stderr, "cinfer-engine bench: sampler: %s\n", err_str(rc));
+            goto out;
+        }
+    }
     const struct model_hparams *hp = model_hparams(b.m);
     printf("# %s: %s, %d layers, dim %d, ffn %d, vocab %d, %.1f MiB of weights per token, "
-           "threads %d, decode depth %d\n",
+           "threads %d, decode depth %d, temperature %g, top-p %g\n",
            c.model, model_type_name(b.m), hp->n_layer, hp->n_embd, hp->n_ff, hp->n_vocab,
-           (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), b.n_threads, c.depth);
+           (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), b.n_threads, c.depth, c.temperature,
+           c.top_p);
     printf("%-6s %6s %8s %12s %8s %12s %10s %12s %12s\n", "type", "batch", "pp", "pp_tok_s", "tg",
            "tg_tok_s", "rss_MiB", "pp_cpu_tok_s", "tg_cpu_tok_s");
     for (int i = 0; i < n_batches; i++) {
@@ -373,6 +393,8 @@ int cmd_bench_main(int argc, char **argv)
     }
     status = 0;
 out:
+    for (int i = 0; b.smp && i < max_b; i++) sampler_free(b.smp[i]);
+    free(b.smp);
     free(b.ids);
     free(b.entries);
     free(b.seqs);

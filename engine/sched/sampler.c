@@ -1,5 +1,13 @@
-/* Token sampler: penalties, top-k / top-p / min-p truncation, temperature, seeded draw, log-probs.
- * See sampler.h for the semantics; the filters follow llama.cpp's sampler chain. */
+/* Token sampler: logit bias, penalties, top-k / top-p / min-p truncation, temperature, seeded draw,
+ * log-probs. See sampler.h for the semantics; the filters follow llama.cpp's sampler chain.
+ *
+ * Cost model: the serving loop samples every sequence of every step, so nothing here sorts or
+ * copies the vocabulary unless it must. Plain temperature sampling is two vectorised passes (the
+ * maximum, then the weights summed per block of SAMPLER_BLOCK tokens) and one block re-weighed to
+ * find the drawn token; top-k is a threshold scan over chunks; top-p is rejection sampling over
+ * such draws. The weights come from exp_nonpos(), a polynomial e^x in single precision whose
+ * operations are all written out (no FMA contraction under -std=c11), so every ISA clone and the
+ * scalar re-weighing of a block compute the same bits. */
 #include "engine/sched/sampler.h"
 
 #include "common/err.h"
@@ -8,6 +16,17 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define SAMPLER_BLOCK 256 /* tokens per weight block of the full-vocabulary draw */
+#define LANES         16  /* independent accumulators: the loops vectorise at any width */
+
+/* The vectorised passes are compiled for AVX-512, AVX2 and baseline x86-64 and chosen at load
+ * time (GCC/clang function multi-versioning); elsewhere the plain C is used as is. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_ADDRESS__)
+#define SAMPLER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SAMPLER_CLONES
+#endif
 
 struct cand {
     int32_t id;
@@ -20,8 +39,12 @@ struct sampler {
     uint64_t rng;
     int32_t *hist; /* every accepted token (grows) */
     size_t n_hist, cap_hist;
-    int32_t *counts;    /* (n_vocab) scratch: occurrences in the penalty window */
-    struct cand *cands; /* (n_vocab) scratch */
+    struct sampler_bias *bias; /* (p.n_bias) owned copy; p.bias points here */
+    float *work;        /* (n_vocab) biased/penalised logits; only when bias or penalties are set */
+    int32_t *counts;    /* (n_vocab) occurrences in the penalty window; with penalties only */
+    struct cand *cands; /* (cap_cands) top-k candidates; with top-k only */
+    int cap_cands;
+    float *blocks; /* (n_vocab / SAMPLER_BLOCK + 1) weight sums of the full-vocabulary draw */
 };
 
 void sampler_params_default(struct sampler_params *p)
@@ -35,23 +58,58 @@ void sampler_params_default(struct sampler_params *p)
 
 bool sampler_params_valid(const struct sampler_params *p)
 {
-    return p && p->n_logprobs >= 0 && p->n_logprobs <= SAMPLER_MAX_LOGPROBS && p->top_p >= 0.0f &&
-           p->min_p <= 1.0f && p->repeat_penalty > 0.0f && p->repeat_last_n >= -1 &&
-           !isnan(p->temperature) && isfinite(p->presence_penalty) &&
-           isfinite(p->frequency_penalty);
+    if (!p || p->n_logprobs < 0 || p->n_logprobs > SAMPLER_MAX_LOGPROBS || !(p->top_p >= 0.0f) ||
+        !(p->min_p <= 1.0f) || !(p->repeat_penalty > 0.0f) || p->repeat_last_n < -1 ||
+        isnan(p->temperature) || !isfinite(p->presence_penalty) ||
+        !isfinite(p->frequency_penalty) || p->n_bias < 0 || p->n_bias > SAMPLER_MAX_BIAS ||
+        (p->n_bias > 0 && !p->bias))
+        return false;
+    for (int i = 0; i < p->n_bias; i++)
+        if (p->bias[i].token < 0 || !isfinite(p->bias[i].bias)) return false;
+    return true;
+}
+
+/* Whether the penalties can ever change a logit (a window and a penalty set). */
+static bool penalties_set(const struct sampler_params *p)
+{
+    return p->repeat_last_n != 0 && (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
+                                     p->frequency_penalty != 0.0f);
 }
 
 int sampler_new(const struct sampler_params *params, int n_vocab, struct sampler **out)
 {
     if (n_vocab <= 0 || !sampler_params_valid(params)) return ERR_INVAL;
+    for (int i = 0; i < params->n_bias; i++)
+        if (params->bias[i].token >= n_vocab) return ERR_INVAL;
     int rc = ERR_NOMEM;
     struct sampler *s = calloc(1, sizeof(*s));
     if (!s) goto out;
     s->p = *params;
     s->n_vocab = n_vocab;
-    s->counts = calloc((size_t)n_vocab, sizeof(*s->counts));
-    s->cands = calloc((size_t)n_vocab, sizeof(*s->cands));
-    if (!s->counts || !s->cands) goto out;
+    s->p.bias = NULL;
+    if (params->n_bias > 0) {
+        s->bias = malloc((size_t)params->n_bias * sizeof(*s->bias));
+        if (!s->bias) goto out;
+        memcpy(s->bias, params->bias, (size_t)params->n_bias * sizeof(*s->bias));
+        s->p.bias = s->bias;
+    }
+    if (params->n_bias > 0 || penalties_set(params)) {
+        s->work = malloc((size_t)n_vocab * sizeof(*s->work));
+        if (!s->work) goto out;
+    }
+    if (penalties_set(params)) {
+        s->counts = calloc((size_t)n_vocab, sizeof(*s->counts));
+        if (!s->counts) goto out;
+    }
+    if (params->temperature > 0.0f && params->top_k > 0 && params->top_k < n_vocab) {
+        /* top-k keeps up to 2k candidates between two selections. */
+        long cap = 2L * params->top_k + LANES;
+        s->cap_cands = (int)(cap < n_vocab ? cap : n_vocab);
+        s->cands = malloc((size_t)s->cap_cands * sizeof(*s->cands));
+        if (!s->cands) goto out;
+    }
+    s->blocks = malloc(((size_t)n_vocab / SAMPLER_BLOCK + 1) * sizeof(*s->blocks));
+    if (!s->blocks) goto out;
     sampler_reset(s);
     *out = s;
     s = NULL;
@@ -65,8 +123,11 @@ void sampler_free(struct sampler *s)
 {
     if (!s) return;
     free(s->hist);
+    free(s->bias);
+    free(s->work);
     free(s->counts);
     free(s->cands);
+    free(s->blocks);
     free(s);
 }
 
@@ -108,6 +169,197 @@ static double rng_uniform(uint64_t *state)
     return (double)(rng_next(state) >> 11) * (1.0 / 9007199254740992.0); /* [0, 1) */
 }
 
+/* ---------------------------------------------------------------- vectorisable kernels */
+
+static inline float finite_or_neg_inf(float v)
+{
+    return fabsf(v) <= FLT_MAX ? v : -INFINITY; /* NaN compares false */
+}
+
+/* e^x for x <= 0 in single precision (relative error < 2e-7), 0 for x below -87.3 (where e^x leaves
+ * the normal range), for -inf and for NaN. Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a
+ * degree-6 polynomial for e^r, 2^n from the exponent bits. Branch-free, so loops over it
+ * vectorise; n is rounded with the 1.5 * 2^23 trick, which needs no SSE4.1 rounding instruction. */
+static inline float exp_nonpos(float x)
+{
+    const float lo = -87.3f;
+    bool in = x >= lo; /* false for NaN */
+    float xc = in ? x : lo;
+    float fx = xc * 1.44269504088896341f;
+    float n = (fx + 12582912.0f) - 12582912.0f;
+    float r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    float z = r * r;
+    float y = 1.9875691500e-4f;
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    float e = y * scale;
+    return in ? e : 0.0f;
+}
+
+/* Which tokens a full-vocabulary draw keeps: finite logits l >= floor that rank at or above
+ * (cut_l, cut_id) by cand_cmp, i.e. l > cut_l, or l == cut_l and id <= cut_id. The default cut
+ * (-inf) keeps every finite logit. */
+struct keep {
+    float floor;
+    float cut_l;
+    int32_t cut_id;
+};
+
+#define KEEP_ALL ((struct keep){-INFINITY, -INFINITY, 0})
+
+/* The weight of token i: e^((l - m) * inv_t) when `k` keeps it, else 0. */
+static inline float weight_of(float l, int32_t i, float m, float inv_t, struct keep k)
+{
+    float x = (l - m) * inv_t;
+    bool keep = l >= k.floor && l <= FLT_MAX && (l > k.cut_l || (l == k.cut_l && i <= k.cut_id));
+    return keep ? exp_nonpos(x) : 0.0f;
+}
+
+/* The same two functions on LANES floats at once, in GCC/clang vector extensions (lowered to
+ * whatever vector width the compiled clone has). Every operation is the scalar one, lane by lane,
+ * so results are bit-identical to exp_nonpos and weight_of. */
+#define VL 8 /* floats per vector: native on AVX2; two per LANES chunk */
+typedef float vf __attribute__((vector_size(VL * sizeof(float))));
+typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
+
+static inline __attribute__((always_inline)) vf vf_load(const float *p)
+{
+    vf v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline __attribute__((always_inline)) vf vf_splat(float x)
+{
+    return (vf){0} + x;
+}
+
+/* mask ? a : b, lane by lane (mask lanes are 0 or -1). */
+static inline __attribute__((always_inline)) vf vf_select(vi mask, vf a, vf b)
+{
+    vi ai, bi;
+    memcpy(&ai, &a, sizeof(ai));
+    memcpy(&bi, &b, sizeof(bi));
+    vi r = (ai & mask) | (bi & ~mask);
+    vf out;
+    memcpy(&out, &r, sizeof(out));
+    return out;
+}
+
+static inline __attribute__((always_inline)) vi
+vf_finite(vf v) /* lanes that are neither NaN nor infinite */
+{
+    vi bits;
+    memcpy(&bits, &v, sizeof(bits));
+    return (bits & 0x7fffffff) < 0x7f800000;
+}
+
+static inline __attribute__((always_inline)) vf vexp_nonpos(vf x)
+{
+    vi in = x >= -87.3f;
+    vf xc = vf_select(in, x, vf_splat(-87.3f));
+    vf fx = xc * 1.44269504088896341f;
+    vf n = (fx + 12582912.0f) - 12582912.0f;
+    vf r = xc - n * 0.693359375f;
+    r = r + n * 2.12194440e-4f;
+    vf z = r * r;
+    vf y = vf_splat(1.9875691500e-4f);
+    y = y * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * z + r + 1.0f;
+    vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+    vf scale;
+    memcpy(&scale, &bits, sizeof(scale));
+    return vf_select(in, y * scale, vf_splat(0.0f));
+}
+
+static inline __attribute__((always_inline)) vf vweight_of(vf l, vi ids, float m, float inv_t,
+                                                           struct keep k)
+{
+    vf x = (l - m) * inv_t;
+    vi keep =
+        (l >= k.floor) & vf_finite(l) & ((l > k.cut_l) | ((l == k.cut_l) & (ids <= k.cut_id)));
+    return vf_select(keep, vexp_nonpos(x), vf_splat(0.0f));
+}
+
+static const vi lane_ids = {0, 1, 2, 3, 4, 5, 6, 7};
+_Static_assert(LANES == 2 * VL, "a LANES chunk is two vectors");
+
+/* The largest finite value of l[0..n), or -inf when none is finite. */
+SAMPLER_CLONES static float max_finite(const float *l, int n)
+{
+    vf m0 = vf_splat(-INFINITY), m1 = m0;
+    int i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        vf v0 = vf_load(l + i), v1 = vf_load(l + i + VL);
+        m0 = vf_select(vf_finite(v0) & (v0 > m0), v0, m0);
+        m1 = vf_select(vf_finite(v1) & (v1 > m1), v1, m1);
+    }
+    float best = -INFINITY;
+    for (int k = 0; k < VL; k++) {
+        best = m0[k] > best ? m0[k] : best;
+        best = m1[k] > best ? m1[k] : best;
+    }
+    for (; i < n; i++) {
+        float v = finite_or_neg_inf(l[i]);
+        best = v > best ? v : best;
+    }
+    return best;
+}
+
+/* Sums the weights of l[0..n) block by block: blocks[b] for tokens [b*SAMPLER_BLOCK, ...), each
+ * over LANES accumulators combined in a fixed order. Returns the total (the blocks summed in
+ * double, in order). */
+SAMPLER_CLONES static double weigh_blocks(const float *l, int n, float m, float inv_t,
+                                          struct keep keep, float *blocks)
+{
+    double total = 0.0;
+    for (int b0 = 0, bi = 0; b0 < n; b0 += SAMPLER_BLOCK, bi++) {
+        int end = b0 + SAMPLER_BLOCK < n ? b0 + SAMPLER_BLOCK : n;
+        vf acc0 = vf_splat(0.0f), acc1 = acc0;
+        int i = b0;
+        for (; i + LANES <= end; i += LANES) {
+            acc0 += vweight_of(vf_load(l + i), lane_ids + i, m, inv_t, keep);
+            acc1 += vweight_of(vf_load(l + i + VL), lane_ids + (i + VL), m, inv_t, keep);
+        }
+        float sum[LANES];
+        memcpy(sum, &acc0, sizeof(acc0));
+        memcpy(sum + VL, &acc1, sizeof(acc1));
+        for (int k = 0; i < end; i++, k++) sum[k] += weight_of(l[i], i, m, inv_t, keep);
+        for (int w = LANES / 2; w > 0; w /= 2)
+            for (int k = 0; k < w; k++) sum[k] += sum[k + w];
+        blocks[bi] = sum[0];
+        total += sum[0];
+    }
+    return total;
+}
+
+/* Greedy: the first largest finite logit. -1 when no logit is finite. The maximum over LANES
+ * running maxima (4x faster than one compare-and-branch chain on a 32000-token vocabulary), then
+ * the first index holding it; -0.0 == 0.0, so the first of them, as one chain picks. */
+static int32_t argmax_finite(const float *logits, int n)
+{
+    float best = max_finite(logits, n);
+    if (best == -INFINITY) return -1;
+    for (int i = 0; i < n; i++)
+        if (logits[i] == best) return i;
+    return -1;
+}
+
+/* ---------------------------------------------------------------- candidate sets */
+
+/* (logit desc, id asc): a total order, since ids are unique. */
 static int cand_cmp(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
@@ -115,9 +367,14 @@ static int cand_cmp(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
+static int cand_id_cmp(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
 /* Reorders c[0..n) so that its first k entries are the k best by cand_cmp (in any order):
- * quickselect, O(n) on average, instead of sorting a whole vocabulary for top-k. cand_cmp is a
- * total order (ids are unique), so the selected set is deterministic. */
+ * quickselect, O(n) on average. */
 static void select_top(struct cand *c, int n, int k)
 {
     int lo = 0, hi = n - 1;
@@ -142,16 +399,149 @@ static void select_top(struct cand *c, int n, int k)
     }
 }
 
-/* Fills out->logprob and out->top from the raw logits (log-softmax over finite logits). */
-static void fill_logprobs(const struct sampler *s, const float *logits, struct sampler_result *out)
+/* The k best finite logits of l[0..n) into c (capacity cap >= 2k), sorted by cand_cmp; returns
+ * how many (< k when fewer are finite). A scan in id order keeps the candidates above a threshold,
+ * the k-th best seen so far: a later token equal to it has a higher id and so ranks lower, which is
+ * why `>` is the exact test. Chunks of LANES whose maximum is under the threshold are skipped in one
+ * vectorised comparison, so the scan costs about one read of the logits. */
+static int top_k_gather(const float *l, int n, int k, struct cand *c, int cap)
 {
-    float mx = -INFINITY;
-    for (int i = 0; i < s->n_vocab; i++)
-        if (logits[i] > mx) mx = logits[i];
-    double sum = 0.0;
-    for (int i = 0; i < s->n_vocab; i++)
-        if (isfinite(logits[i])) sum += exp((double)logits[i] - mx);
-    double lse = (double)mx + log(sum);
+    float thr = -INFINITY;
+    int have = 0;
+    for (int i0 = 0; i0 < n; i0 += LANES) {
+        int end = i0 + LANES < n ? i0 + LANES : n;
+        if (!(max_finite(l + i0, end - i0) > thr)) continue;
+        for (int i = i0; i < end; i++) {
+            float v = l[i];
+            if (!(v > thr) || v > FLT_MAX) continue;
+            if (have == cap) {
+                select_top(c, have, k);
+                have = k;
+                float worst = c[0].logit;
+                for (int j = 1; j < k; j++) worst = c[j].logit < worst ? c[j].logit : worst;
+                thr = worst;
+                if (!(v > thr)) continue;
+            }
+            c[have++] = (struct cand){i, v};
+        }
+    }
+    if (have > k) {
+        select_top(c, have, k);
+        have = k;
+    }
+    qsort(c, (size_t)have, sizeof(*c), cand_cmp);
+    return have;
+}
+
+/* ---------------------------------------------------------------- penalties and bias */
+
+static bool penalties_active(const struct sampler *s)
+{
+    return s->n_hist != 0 && penalties_set(&s->p);
+}
+
+/* The logits the filters see: `logits` itself, or s->work holding them with the bias and the
+ * penalties applied. */
+static const float *effective_logits(struct sampler *s, const float *logits)
+{
+    const struct sampler_params *p = &s->p;
+    bool pen = penalties_active(s);
+    if (p->n_bias == 0 && !pen) return logits;
+    float *w = s->work;
+    memcpy(w, logits, (size_t)s->n_vocab * sizeof(*w));
+    for (int i = 0; i < p->n_bias; i++) w[p->bias[i].token] += p->bias[i].bias;
+    if (!pen) return w;
+    size_t n = s->n_hist;
+    if (p->repeat_last_n > 0 && (size_t)p->repeat_last_n < n) n = (size_t)p->repeat_last_n;
+    const int32_t *win = s->hist + (s->n_hist - n);
+    for (size_t i = 0; i < n; i++)
+        if (win[i] >= 0 && win[i] < s->n_vocab) s->counts[win[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        int32_t t = win[i];
+        if (t < 0 || t >= s->n_vocab || s->counts[t] == 0) continue; /* done already */
+        float l = w[t];
+        l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+        l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
+        w[t] = l;
+        s->counts[t] = 0;
+    }
+    return w;
+}
+
+/* ---------------------------------------------------------------- draws */
+
+/* Inverse-CDF draw over the tokens `keep` keeps, in id order, weighted at inv_t. */
+static int32_t draw_full(struct sampler *s, const float *l, float m, float inv_t, struct keep keep)
+{
+    int n = s->n_vocab;
+    double z = weigh_blocks(l, n, m, inv_t, keep, s->blocks);
+    double target = rng_uniform(&s->rng) * z;
+    int n_blocks = (n + SAMPLER_BLOCK - 1) / SAMPLER_BLOCK;
+    double cum = 0.0;
+    int b = 0;
+    for (; b < n_blocks - 1; b++) {
+        if (target < cum + s->blocks[b]) break;
+        cum += s->blocks[b];
+    }
+    int b0 = b * SAMPLER_BLOCK, end = b0 + SAMPLER_BLOCK < n ? b0 + SAMPLER_BLOCK : n;
+    for (int i = b0; i < end; i++) {
+        cum += weight_of(l[i], i, m, inv_t, keep);
+        if (target < cum) return i;
+    }
+    /* Within the block the weights are summed one by one, which may round differently from the
+     * block's lanes: a target past the block's end picks the last token of non-zero weight. */
+    for (int i = end - 1; i >= 0; i--)
+        if (weight_of(l[i], i, m, inv_t, keep) > 0.0f) return i;
+    return -1; /* unreachable: the maximum has weight 1 */
+}
+
+/* top-p over the whole vocabulary, without sorting it: rejection sampling. Draw a token from the
+ * tokens still allowed; it belongs to the nucleus (the smallest prefix by cand_cmp whose probability
+ * at temperature 1 reaches top_p) exactly when the tokens ranking above it weigh less than top_p.
+ * If it does not, neither does anything ranking at or below it, so the allowed set shrinks to the
+ * tokens above it and the draw repeats. Each round accepts every nucleus token with the same
+ * probability ratio, so the accepted token follows the distribution restricted to the nucleus, as
+ * a sort-and-truncate would give; a rejection removes a random share of the remaining tail, so
+ * rounds are few (one with probability top_p, or more). Each round is two vectorised passes. */
+static int32_t draw_top_p(struct sampler *s, const float *l, float m, float inv_t, struct keep keep,
+                          float top_p)
+{
+    int n = s->n_vocab;
+    double want = (double)top_p * weigh_blocks(l, n, m, 1.0f, KEEP_ALL, s->blocks);
+    for (;;) {
+        int32_t i = draw_full(s, l, m, inv_t, keep);
+        if (i < 0) return -1;
+        struct keep above = {-INFINITY, l[i], i - 1};
+        double before = weigh_blocks(l, n, m, 1.0f, above, s->blocks);
+        if (before < want || before == 0.0) return i; /* 0: i is the best token, always kept */
+        keep.cut_l = l[i]; /* i ranked inside the old cut, so this one is stricter */
+        keep.cut_id = i - 1;
+    }
+}
+
+/* Inverse-CDF draw over the n candidates c (any order; reordered by id here). */
+static int32_t draw_set(struct sampler *s, struct cand *c, int n, float m, float inv_t)
+{
+    qsort(c, (size_t)n, sizeof(*c), cand_id_cmp);
+    double z = 0.0;
+    for (int i = 0; i < n; i++) z += weight_of(c[i].logit, c[i].id, m, inv_t, KEEP_ALL);
+    double target = rng_uniform(&s->rng) * z, cum = 0.0;
+    int32_t last = c[0].id;
+    for (int i = 0; i < n; i++) {
+        float w = weight_of(c[i].logit, c[i].id, m, inv_t, KEEP_ALL);
+        if (w <= 0.0f) continue;
+        last = c[i].id;
+        cum += w;
+        if (target < cum) return c[i].id;
+    }
+    return last;
+}
+
+/* Fills out->logprob and out->top from the raw logits (log-softmax over finite logits). */
+static void fill_logprobs(struct sampler *s, const float *logits, struct sampler_result *out)
+{
+    float mx = max_finite(logits, s->n_vocab);
+    double lse = (double)mx + log(weigh_blocks(logits, s->n_vocab, mx, 1.0f, KEEP_ALL, s->blocks));
     out->logprob = (float)((double)logits[out->token] - lse);
 
     int n = s->p.n_logprobs < s->n_vocab ? s->p.n_logprobs : s->n_vocab;
@@ -172,49 +562,9 @@ static void fill_logprobs(const struct sampler *s, const float *logits, struct s
     out->n_top = have;
 }
 
-/* Whether the penalties would change any logit (a window of history and a penalty set). */
-static bool penalties_active(const struct sampler *s)
-{
-    const struct sampler_params *p = &s->p;
-    return p->repeat_last_n != 0 && s->n_hist != 0 &&
-           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f ||
-            p->frequency_penalty != 0.0f);
-}
-
-static void apply_penalties(struct sampler *s, struct cand *c)
-{
-    const struct sampler_params *p = &s->p;
-    if (!penalties_active(s)) return;
-    size_t n = s->n_hist;
-    if (p->repeat_last_n > 0 && (size_t)p->repeat_last_n < n) n = (size_t)p->repeat_last_n;
-    const int32_t *win = s->hist + (s->n_hist - n);
-    for (size_t i = 0; i < n; i++)
-        if (win[i] >= 0 && win[i] < s->n_vocab) s->counts[win[i]]++;
-    for (size_t i = 0; i < n; i++) {
-        int32_t t = win[i];
-        if (t < 0 || t >= s->n_vocab || s->counts[t] == 0) continue; /* done already */
-        float l = c[t].logit;
-        l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
-        l -= (float)s->counts[t] * p->frequency_penalty + p->presence_penalty;
-        c[t].logit = l;
-        s->counts[t] = 0;
-    }
-}
-
-/* Softmax of c[0..n) into probs (max first, as c is sorted), returned via the caller's buffer. */
-static void softmax_sorted(const struct cand *c, int n, float temp, double *probs)
-{
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        probs[i] = exp(((double)c[i].logit - c[0].logit) / temp);
-        sum += probs[i];
-    }
-    for (int i = 0; i < n; i++) probs[i] /= sum;
-}
-
-/* Fills *out for the chosen token (logprobs only when asked for). */
-static int sampler_finish(const struct sampler *s, const float *logits, int32_t chosen,
-                          struct sampler_result *out)
+/* Fills *out for the chosen token (log-probs only when asked for). */
+static int sampler_fill(struct sampler *s, const float *logits, int32_t chosen,
+                        struct sampler_result *out)
 {
     out->token = chosen;
     out->logprob = 0.0f;
@@ -223,105 +573,43 @@ static int sampler_finish(const struct sampler *s, const float *logits, int32_t 
     return 0;
 }
 
-/* Greedy without penalties: the first largest finite logit, as the candidate path picks it, without
- * copying the vocabulary into candidates. -1 when no logit is finite. Two passes: the largest finite
- * value over ARGMAX_LANES independent running maxima (branch-free, so the compiler vectorizes it:
- * 4x faster than one compare-and-branch chain over a 32000-token vocabulary, and the serving loop
- * runs it for every sequence of every step), then the first index holding it. Non-finite logits
- * count as -infinity, which no finite value equals, so they are never picked. */
-#define ARGMAX_LANES 16
-static float finite_or_neg_inf(float v)
-{
-    return fabsf(v) <= FLT_MAX ? v : -INFINITY; /* NaN compares false */
-}
-
-static int32_t argmax_finite(const float *logits, int n)
-{
-    float m[ARGMAX_LANES];
-    for (int k = 0; k < ARGMAX_LANES; k++) m[k] = -INFINITY;
-    int i = 0;
-    for (; i + ARGMAX_LANES <= n; i += ARGMAX_LANES)
-        for (int k = 0; k < ARGMAX_LANES; k++) {
-            float v = finite_or_neg_inf(logits[i + k]);
-            m[k] = v > m[k] ? v : m[k];
-        }
-    for (; i < n; i++) {
-        float v = finite_or_neg_inf(logits[i]);
-        m[0] = v > m[0] ? v : m[0];
-    }
-    float best = m[0];
-    for (int k = 1; k < ARGMAX_LANES; k++) best = m[k] > best ? m[k] : best;
-    if (best == -INFINITY) return -1;
-    for (i = 0; i < n; i++)
-        if (logits[i] == best) return i; /* -0.0 == 0.0: the first of them, as one chain picks */
-    return -1;
-}
-
 int sampler_sample(struct sampler *s, const float *logits, struct sampler_result *out)
 {
     const struct sampler_params *p = &s->p;
-    struct cand *c = s->cands;
-    if (p->temperature <= 0.0f && !penalties_active(s)) {
-        int32_t best = argmax_finite(logits, s->n_vocab);
-        if (best < 0) return ERR_INVAL;
-        return sampler_finish(s, logits, best, out);
-    }
-    for (int i = 0; i < s->n_vocab; i++) {
-        c[i].id = i;
-        c[i].logit = logits[i];
-    }
-    apply_penalties(s, c);
-
-    /* Drop non-finite candidates (NaN, -inf from masking). */
-    int n = 0;
-    for (int i = 0; i < s->n_vocab; i++)
-        if (isfinite(c[i].logit)) c[n++] = c[i];
-    if (n == 0) return ERR_INVAL;
-
+    const float *l = effective_logits(s, logits);
     int32_t chosen;
     if (p->temperature <= 0.0f) {
-        int best = 0;
-        for (int i = 1; i < n; i++)
-            if (c[i].logit > c[best].logit) best = i; /* ids ascend: first max wins ties */
-        chosen = c[best].id;
+        chosen = argmax_finite(l, s->n_vocab);
     } else {
-        if (p->top_k > 0 && p->top_k < n) {
-            select_top(c, n, p->top_k);
-            n = p->top_k;
-        }
-        qsort(c, (size_t)n, sizeof(*c), cand_cmp);
-        double *probs = malloc((size_t)n * sizeof(*probs));
-        if (!probs) return ERR_NOMEM;
-        if (p->top_p < 1.0f) {
-            softmax_sorted(c, n, 1.0f, probs);
-            double cum = 0.0;
-            int keep = n;
-            for (int i = 0; i < n; i++) {
-                cum += probs[i];
-                if (cum >= p->top_p) {
-                    keep = i + 1;
-                    break;
+        float m = max_finite(l, s->n_vocab);
+        if (m == -INFINITY) return ERR_INVAL;
+        float inv_t = 1.0f / p->temperature;
+        /* min-p keeps p_i >= min_p * p_max, i.e. logit >= max + ln(min_p). */
+        struct keep keep = KEEP_ALL;
+        if (p->min_p > 0.0f) keep.floor = m + logf(p->min_p);
+        if (p->top_k > 0 && p->top_k < s->n_vocab) {
+            int n = top_k_gather(l, s->n_vocab, p->top_k, s->cands, s->cap_cands);
+            if (n == 0) return ERR_INVAL;
+            if (p->top_p < 1.0f) { /* over the k kept, renormalised */
+                double z = 0.0, cum = 0.0;
+                for (int i = 0; i < n; i++) z += exp_nonpos(s->cands[i].logit - m);
+                for (int i = 0; i < n; i++) {
+                    cum += exp_nonpos(s->cands[i].logit - m);
+                    if (cum >= (double)p->top_p * z) {
+                        n = i + 1;
+                        break;
+                    }
                 }
             }
-            n = keep;
+            /* The set is sorted best first: min-p drops a tail of it (never the first). */
+            int kept = 1;
+            while (kept < n && s->cands[kept].logit >= keep.floor) kept++;
+            chosen = draw_set(s, s->cands, kept, m, inv_t);
+        } else {
+            chosen = p->top_p < 1.0f ? draw_top_p(s, l, m, inv_t, keep, p->top_p)
+                                     : draw_full(s, l, m, inv_t, keep);
         }
-        if (p->min_p > 0.0f) {
-            softmax_sorted(c, n, 1.0f, probs);
-            int keep = 1;
-            while (keep < n && probs[keep] >= p->min_p * probs[0]) keep++;
-            n = keep;
-        }
-        softmax_sorted(c, n, p->temperature, probs);
-        double r = rng_uniform(&s->rng), cum = 0.0;
-        chosen = c[n - 1].id;
-        for (int i = 0; i < n; i++) {
-            cum += probs[i];
-            if (r < cum) {
-                chosen = c[i].id;
-                break;
-            }
-        }
-        free(probs);
     }
-    return sampler_finish(s, logits, chosen, out);
+    if (chosen < 0) return ERR_INVAL;
+    return sampler_fill(s, logits, chosen, out);
 }

@@ -4,8 +4,19 @@
  * alternatives, taken from the model's own distribution (log-softmax of the raw logits, before
  * penalties and temperature), as OpenAI's `logprobs` expect.
  *
- * Pipeline (llama.cpp's default order): penalties -> top-k -> top-p -> min-p -> temperature -> draw.
- * temperature <= 0 means greedy: argmax of the penalised logits, lowest token id on ties.
+ * Pipeline (llama.cpp's default order): logit bias -> penalties -> top-k -> top-p -> min-p ->
+ * temperature -> draw. temperature <= 0 means greedy: argmax of the biased and penalised logits,
+ * lowest token id on ties.
+ *
+ * The draw (temperature > 0) is an inverse-CDF walk, with one uniform number from the seeded RNG,
+ * over the surviving tokens in ascending token id, each weighted e^((logit - max) / temperature)
+ * (a vectorised single-precision exponential, accumulated in double). top-k keeps the k best by
+ * (logit, then lower id); top-p the smallest most-likely prefix whose probability at temperature 1
+ * reaches top_p; min-p the tokens with logit >= max + ln(min_p). No step sorts the vocabulary or
+ * allocates: plain temperature sampling costs one pass over the logits plus a block of 256, so the
+ * API's default temperature (1.0) runs about as fast as greedy. (Until 2026-12 the walk went in
+ * descending probability over a fully sorted vocabulary; the same seed now draws other tokens
+ * from the same distribution.)
  * One sampler per sequence; not thread-safe (owned by the inference thread). */
 #ifndef CINFER_ENGINE_SAMPLER_H
 #define CINFER_ENGINE_SAMPLER_H
@@ -14,6 +25,13 @@
 #include <stdint.h>
 
 #define SAMPLER_MAX_LOGPROBS 20
+#define SAMPLER_MAX_BIAS     1024 /* logit_bias entries per request */
+
+/* An additive bias on one token's logit (OpenAI's logit_bias; -100 bans a token in practice). */
+struct sampler_bias {
+    int32_t token;
+    float bias;
+};
 
 struct sampler_params {
     float temperature;       /* <= 0: greedy */
@@ -30,10 +48,14 @@ struct sampler_params {
     /* Fill sampler_result.logprob and .top. Off, they are left 0: the log-softmax over the whole
      * vocabulary costs about as much as greedy sampling itself. */
     bool logprobs;
+    /* Biases added to the logits before everything else (penalties, filters, greedy); borrowed:
+     * sampler_new copies them. Tokens must be < n_vocab; a token listed twice adds both. */
+    const struct sampler_bias *bias;
+    int n_bias; /* 0..SAMPLER_MAX_BIAS */
 };
 
 /* Fills the defaults: temperature 1, top_k 0, top_p 1, min_p 0, penalties off (repeat_last_n 64),
- * seed 0, n_logprobs 0, logprobs off. */
+ * seed 0, n_logprobs 0, logprobs off, no bias. */
 void sampler_params_default(struct sampler_params *p);
 
 struct sampler_logprob {
@@ -53,8 +75,10 @@ struct sampler;
 /* True when every parameter is in range (what sampler_new accepts). Pure. */
 bool sampler_params_valid(const struct sampler_params *p);
 
-/* Creates a sampler for a vocabulary of n_vocab tokens; params are copied. ERR_INVAL on out-of-range
- * params (negative temperature is fine: greedy), ERR_NOMEM. *out is new (sampler_free). */
+/* Creates a sampler for a vocabulary of n_vocab tokens; params (and the bias list) are copied, and
+ * every buffer sampling will need is allocated here, so sampler_sample never allocates. ERR_INVAL
+ * on out-of-range params or a biased token >= n_vocab (negative temperature is fine: greedy),
+ * ERR_NOMEM. *out is new (sampler_free). */
 int sampler_new(const struct sampler_params *params, int n_vocab, struct sampler **out);
 void sampler_free(struct sampler *s); /* NULL-safe */
 
