@@ -162,7 +162,9 @@ else
 	not_ok "in flight, streaming: token events, then one engine_faulted error event, then the end"
 	sed 's/^/    /' "$tmp/stream.check"
 fi
-check "in flight: both answered within $((10 * slow)) s (took ${elapsed} s)" test "$elapsed" -le $((10 * slow))
+# A bound that tells a hang (the requests would wait for their own timeouts, minutes) from an answer;
+# not a latency target: a shared CI machine at load 10 took 11 s here.
+check "in flight: both answered within $((60 * slow)) s (took ${elapsed} s)" test "$elapsed" -le $((60 * slow))
 
 check "faulted: /health is 503" test "$(status /health)" = 503
 check "faulted: /health says faulted" test "$(body /health)" = '{"status":"faulted"}'
