@@ -8,6 +8,7 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "engine/api/api.h"
+#include "engine/serve/serve_error.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
 #include "engine/serve/serve_respond.h"
@@ -20,39 +21,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#define SERVE_API_RETRY_LOADING_S  5
-#define SERVE_API_RETRY_DRAINING_S 1
-#define SERVE_API_RETRY_QUEUE_S    1
-#define SERVE_API_RETRY_FAULTED_S  1           /* another replica can answer at once */
-#define SERVE_API_PROMPT_TEXT_MAX  (64u << 20) /* rendered chat prompt */
-
-#define SERVE_ERROR_BODY_MAX (1u << 16)
-
-int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e)
-{
-    buf_init(&x->body, SERVE_ERROR_BODY_MAX);
-    x->retry_after_header = (struct http_header){"Retry-After", x->retry_after};
-    bool has_ra = api_error_retry_after(e, x->retry_after, sizeof(x->retry_after)) == 1;
-    x->headers = has_ra ? &x->retry_after_header : NULL;
-    x->n_headers = has_ra ? 1 : 0;
-    return api_error_body(e, &x->body);
-}
-
-void serve_error_reply_fini(struct serve_error_reply *x)
-{
-    buf_fini(&x->body);
-}
-
-static void respond_api_error(struct http_req *req, const struct api_error *e)
-{
-    struct serve_error_reply x;
-    if (serve_error_reply_init(&x, e) == 0)
-        http_respond(req, e->status, "application/json", x.body.data, x.body.len, x.headers,
-                     x.n_headers);
-    else
-        http_respond_error(req, 500, "server_error", "cannot format the error");
-    serve_error_reply_fini(&x);
-}
+#define SERVE_API_PROMPT_TEXT_MAX (64u << 20) /* rendered chat prompt */
 
 bool serve_api_authorized(const char *key, const char *header)
 {
@@ -78,40 +47,22 @@ static bool authorized(const struct serve_api *api, struct http_req *req)
     api_error_set(&e, API_ERR_UNAUTHORIZED, NULL,
                   n >= 0 ? "Incorrect API key provided"
                          : "You didn't provide an API key: send \"Authorization: Bearer <key>\"");
-    respond_api_error(req, &e);
+    serve_error_respond(req, &e);
     return false;
-}
-
-void serve_api_error_faulted(struct api_error *e, bool running)
-{
-    if (running) {
-        api_error_set(e, API_ERR_INTERNAL, NULL,
-                      "the engine is faulted (inference steps keep failing) and stopped this "
-                      "response; the pod will be restarted: retry the request");
-    } else {
-        api_error_set(e, API_ERR_OVERLOADED, NULL,
-                      "the engine is faulted (inference steps keep failing); the pod will be "
-                      "restarted: retry on another replica");
-        e->retry_after_s = SERVE_API_RETRY_FAULTED_S;
-    }
-    e->code = "engine_faulted";
 }
 
 static bool gate_open(enum serve_api_gate gate, struct http_req *req)
 {
+    static const enum serve_fail why[] = {
+        [SERVE_API_OPEN] = SERVE_FAIL_NONE,
+        [SERVE_API_LOADING] = SERVE_FAIL_LOADING,
+        [SERVE_API_DRAINING] = SERVE_FAIL_DRAINING,
+        [SERVE_API_FAULTED] = SERVE_FAIL_FAULTED,
+    };
     if (gate == SERVE_API_OPEN) return true;
     struct api_error e;
-    if (gate == SERVE_API_FAULTED) {
-        serve_api_error_faulted(&e, false);
-    } else if (gate == SERVE_API_LOADING) {
-        api_error_set(&e, API_ERR_OVERLOADED, NULL, "the model is still loading; retry shortly");
-        e.retry_after_s = SERVE_API_RETRY_LOADING_S;
-    } else {
-        api_error_set(&e, API_ERR_OVERLOADED, NULL,
-                      "the server is shutting down; retry on another replica");
-        e.retry_after_s = SERVE_API_RETRY_DRAINING_S;
-    }
-    respond_api_error(req, &e);
+    serve_error_set(&e, why[gate]);
+    serve_error_respond(req, &e);
     return false;
 }
 
@@ -237,9 +188,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     if (serve_api_prompt_ids(api, r, &ids, &n_ids, &err) != 0) goto fail;
     if (!fits_context(api, r, n_ids, &err)) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
-        api_error_set(&err, API_ERR_RATE_LIMIT, NULL,
-                      "too many requests are waiting (%d); retry later", api->max_queue);
-        err.retry_after_s = SERVE_API_RETRY_QUEUE_S;
+        serve_error_queue_full(&err, api->max_queue);
         goto fail;
     }
     struct serve_req *sr = serve_req_new(r, ids, n_ids);
@@ -274,7 +223,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
 fail:
     api_request_free(r);
     free(ids);
-    respond_api_error(req, &err);
+    serve_error_respond(req, &err);
 }
 
 void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate,

@@ -7,7 +7,7 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
-#include "engine/serve/serve_api.h"
+#include "engine/serve/serve_error.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
 #include "engine/text/tokenizer.h"
@@ -89,33 +89,20 @@ static void abandon(struct serve_respond *p, struct serve_req *r)
 /* Answers the whole request with `e` (borrowed) and releases the stream. */
 static void respond_error(struct serve_req *r, const struct api_error *e)
 {
-    struct serve_error_reply x;
-    if (serve_error_reply_init(&x, e) == 0)
-        (void)http_stream_respond(r->stream, e->status, "application/json", x.body.data, x.body.len,
-                                  x.headers, x.n_headers);
-    else
-        http_stream_abort(r->stream);
+    serve_error_respond_stream(r->stream, e);
     r->stream = NULL;
-    serve_error_reply_fini(&x);
 }
 
 /* Why a failed request (r->failed, or an engine abort) gets no normal answer. */
 static void failure_error(const struct serve_req *r, struct api_error *e)
 {
     int st = r->fail_status;
-    if (atomic_load(&r->fail_faulted)) {
-        serve_api_error_faulted(e, st != 503);
-    } else if (st == 429) {
-        api_error_set(e, API_ERR_RATE_LIMIT, NULL, "too many requests are waiting; retry later");
-        e->retry_after_s = 1;
-    } else if (st == 503) {
-        api_error_set(e, API_ERR_OVERLOADED, NULL,
-                      "the server is shutting down; retry on another replica");
-        e->retry_after_s = 1;
-    } else {
-        api_error_set(e, API_ERR_INTERNAL, NULL,
-                      "the engine failed while generating this response");
-    }
+    enum serve_fail why = atomic_load(&r->fail_faulted)
+                              ? (st == 503 ? SERVE_FAIL_FAULTED : SERVE_FAIL_FAULTED_RUNNING)
+                          : st == 429 ? SERVE_FAIL_QUEUE_FULL
+                          : st == 503 ? SERVE_FAIL_DRAINING
+                                      : SERVE_FAIL_INTERNAL;
+    serve_error_set(e, why);
 }
 
 /* Appends one SSE event for `j` (consumed) to the pending output. */
