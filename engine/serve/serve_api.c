@@ -150,9 +150,7 @@ static bool fits_context(const struct serve_api *api, const struct api_request *
 /* Runs on the service thread when the client goes away mid-request. */
 static void on_client_gone(void *ud)
 {
-    struct serve_req *r = ud;
-    atomic_store(&r->cancelled, true);
-    serve_loop_wake(r->loop);
+    serve_req_cancel(ud);
 }
 
 static uint64_t random_u64(void)
@@ -198,7 +196,6 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
         api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
         goto fail;
     }
-    sr->loop = api->loop;
     sr->seed = random_u64();
     sr->arrival = arrival;
     sr->created = (long long)time(NULL);
@@ -212,12 +209,12 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     serve_respond_adopt(api->resp, sr);
     int rc = serve_loop_submit(api->loop, sr);
     if (rc) {
-        sr->fail_status = rc == ERR_AGAIN ? 429 : rc == ERR_BAD_STATE ? 503 : 500;
         /* Faulted since the gate let it through: refused like the requests after it. */
-        if (rc == ERR_BAD_STATE && serve_loop_faulted(api->loop))
-            atomic_store(&sr->fail_faulted, true);
-        atomic_store(&sr->failed, true);
-        serve_respond_post(api->resp, sr);
+        bool faulted = rc == ERR_BAD_STATE && serve_loop_faulted(api->loop);
+        serve_req_fail(sr, rc == ERR_AGAIN       ? SERVE_FAIL_QUEUE_FULL
+                           : faulted             ? SERVE_FAIL_FAULTED
+                           : rc == ERR_BAD_STATE ? SERVE_FAIL_DRAINING
+                                                 : SERVE_FAIL_INTERNAL);
     }
     return;
 fail:

@@ -10,7 +10,6 @@
 #include "common/metric_names.h"
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/serve_req.h"
-#include "engine/serve/serve_respond.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,7 +24,7 @@ struct serve_loop {
     struct serve_loop_cfg cfg;
     struct sched *sched;
     struct serve_metrics *metrics;
-    struct serve_respond *resp;
+    struct serve_req_hook wake_hook; /* every submitted request's on_cancel */
 
     pthread_t thread;
     bool started;
@@ -100,18 +99,23 @@ static void on_event(void *ctx, const struct sched_event *ev)
     }
     if (serve_req_push(r, u->choice, ev) != 0) {
         log_error("out of memory queueing output; failing the request", LOG_S("id", r->id));
-        atomic_store(&r->failed, true);
-        r->fail_status = 500;
+        serve_req_fail(r, SERVE_FAIL_INTERNAL);
+    } else {
+        serve_req_post(r);
     }
     if (ev->finish != SCHED_FINISH_NONE) {
         r->seqs[u->choice] = NULL;
-        if (--r->n_live == 0) {
-            serve_respond_post(l->resp, r);
-            request_done(l, r, ev->finish);
-            return;
-        }
+        if (--r->n_live == 0) request_done(l, r, ev->finish);
     }
-    serve_respond_post(l->resp, r);
+}
+
+/* A request the loop gives up before any of its sequences ran: answered with `why`, and the
+ * loop's reference goes. */
+static void reject_request(struct serve_loop *l, struct serve_req *r, enum serve_fail why)
+{
+    serve_req_fail(r, why);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
 }
 
 /* Puts a new request's choices into the scheduler. */
@@ -139,16 +143,14 @@ static void admit_request(struct serve_loop *l, struct serve_req *r)
         if (rc) {
             /* Choices already queued keep running; this one ends at once as failed. */
             log_error("cannot queue a request", LOG_S("err", err_str(rc)), LOG_S("id", r->id));
-            atomic_store(&r->failed, true);
-            r->fail_status = 500;
             r->seqs[c] = NULL;
             for (int k = 0; k < c; k++)
                 if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k], SCHED_FINISH_ABORT);
             if (c == 0) {
                 serve_req_list_remove(&l->live, r);
-                serve_respond_post(l->resp, r);
-                atomic_fetch_sub(&l->inflight, 1);
-                serve_req_unref(r);
+                reject_request(l, r, SERVE_FAIL_INTERNAL);
+            } else {
+                serve_req_fail(r, SERVE_FAIL_INTERNAL);
             }
             return;
         }
@@ -156,11 +158,7 @@ static void admit_request(struct serve_loop *l, struct serve_req *r)
     }
     return;
 fail:
-    atomic_store(&r->failed, true);
-    r->fail_status = 500;
-    serve_respond_post(l->resp, r);
-    atomic_fetch_sub(&l->inflight, 1);
-    serve_req_unref(r);
+    reject_request(l, r, SERVE_FAIL_INTERNAL);
 }
 
 /* Client gone: abort. Past the request timeout: end with what was generated ("length"). */
@@ -170,7 +168,7 @@ static void cancel_requests(struct serve_loop *l)
     for (size_t i = 0; i < l->live.n; i++) {
         struct serve_req *r = l->live.v[i];
         enum sched_finish why = SCHED_FINISH_NONE;
-        if (atomic_load(&r->cancelled))
+        if (serve_req_cancelled(r))
             why = SCHED_FINISH_ABORT;
         else if (l->cfg.request_timeout_s > 0 && now - r->arrival > l->cfg.request_timeout_s) {
             why = SCHED_FINISH_LENGTH;
@@ -183,17 +181,6 @@ static void cancel_requests(struct serve_loop *l)
         for (int c = 0; c < r->n_choices; c++)
             if (r->seqs[c]) sched_cancel(l->sched, r->seqs[c], why);
     }
-}
-
-/* A request that arrived after the fault: refused (503 engine_faulted) without running. */
-static void refuse_faulted(struct serve_loop *l, struct serve_req *r)
-{
-    r->fail_status = 503;
-    atomic_store(&r->fail_faulted, true);
-    atomic_store(&r->failed, true);
-    serve_respond_post(l->resp, r);
-    atomic_fetch_sub(&l->inflight, 1);
-    serve_req_unref(r);
 }
 
 /* SERVE_LOOP_FAULT_AFTER steps in a row failed: the backend is broken and retrying only spins.
@@ -209,8 +196,8 @@ static void enter_fault(struct serve_loop *l, int rc)
               LOG_S("err", err_str(rc)), LOG_I("failed_steps", SERVE_LOOP_FAULT_AFTER),
               LOG_I("running", st.running), LOG_I("waiting", st.waiting));
     atomic_store(&l->faulted, true);
-    /* The flag goes before the final events, which the responder reads under the request's lock. */
-    for (size_t i = 0; i < l->live.n; i++) atomic_store(&l->live.v[i]->fail_faulted, true);
+    /* The reason goes before the final events, so the responder answers engine_faulted. */
+    for (size_t i = 0; i < l->live.n; i++) serve_req_fail(l->live.v[i], SERVE_FAIL_FAULTED_RUNNING);
     sched_stop_all(l->sched, SCHED_FINISH_ABORT);
     ASSERT(l->live.n == 0 && sched_idle(l->sched));
 }
@@ -248,8 +235,8 @@ static void *loop_main(void *arg)
 
         bool faulted = atomic_load(&l->faulted);
         for (size_t i = 0; i < in.n; i++) {
-            if (faulted)
-                refuse_faulted(l, in.v[i]);
+            if (faulted) /* arrived after the fault: refused without running */
+                reject_request(l, in.v[i], SERVE_FAIL_FAULTED);
             else
                 admit_request(l, in.v[i]);
         }
@@ -285,11 +272,17 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+static void loop_wake_hook(void *ctx, struct serve_req *r)
+{
+    (void)r;
+    serve_loop_wake(ctx);
+}
+
 int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
                      const struct tokenizer *tok, struct serve_metrics *metrics,
-                     struct serve_respond *resp, struct serve_loop **out)
+                     struct serve_loop **out)
 {
-    if (!metrics || !resp || cfg->max_queue < 1) return ERR_INVAL;
+    if (!metrics || cfg->max_queue < 1) return ERR_INVAL;
     /* Reads CINFER_FAILPOINTS now, so that an armed or malformed failpoint is logged at start-up
      * rather than at the first request. */
     (void)failpoint_hits("serve.step");
@@ -297,7 +290,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     if (!l) return ERR_NOMEM;
     l->cfg = *cfg;
     l->metrics = metrics;
-    l->resp = resp;
+    l->wake_hook = (struct serve_req_hook){loop_wake_hook, l};
     atomic_init(&l->inflight, 0);
     atomic_init(&l->waiting, 0);
     atomic_init(&l->faulted, false);
@@ -328,6 +321,7 @@ int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
     else
         rc = serve_req_list_push(&l->inbox, r);
     if (!rc) {
+        serve_req_set_on_cancel(r, &l->wake_hook);
         serve_req_ref(r);
         atomic_fetch_add(&l->inflight, 1);
         pthread_cond_signal(&l->cv);
@@ -376,9 +370,7 @@ void serve_loop_free(struct serve_loop *l)
     serve_loop_stop(l);
     for (size_t i = 0; i < l->inbox.n; i++) {
         struct serve_req *r = l->inbox.v[i];
-        atomic_store(&r->failed, true);
-        r->fail_status = 503;
-        serve_respond_post(l->resp, r);
+        serve_req_fail(r, SERVE_FAIL_DRAINING);
         serve_req_unref(r);
     }
     sched_free(l->sched);

@@ -26,8 +26,9 @@ struct serve_req *serve_req_new(struct api_request *api, int32_t *prompt, int n_
         r->uds[i] = (struct serve_seq_ud){r, i};
     }
     buf_init(&r->pending, 0);
-    atomic_init(&r->failed, false);
-    atomic_init(&r->fail_faulted, false);
+    atomic_init(&r->fail, SERVE_FAIL_NONE);
+    atomic_init(&r->on_cancel, NULL);
+    atomic_init(&r->on_post, NULL);
     atomic_init(&r->refs, 1);
     atomic_init(&r->cancelled, false);
     atomic_init(&r->in_ready, false);
@@ -80,6 +81,49 @@ void serve_req_unref(struct serve_req *r)
     free(r->role_sent);
     free(r->text_chars);
     free(r);
+}
+
+void serve_req_set_on_cancel(struct serve_req *r, const struct serve_req_hook *h)
+{
+    atomic_store(&r->on_cancel, h);
+}
+
+void serve_req_set_on_post(struct serve_req *r, const struct serve_req_hook *h)
+{
+    atomic_store(&r->on_post, h);
+}
+
+void serve_req_post(struct serve_req *r)
+{
+    const struct serve_req_hook *h = atomic_load(&r->on_post);
+    if (h) h->fn(h->ctx, r);
+}
+
+void serve_req_fail(struct serve_req *r, enum serve_fail why)
+{
+    int none = SERVE_FAIL_NONE;
+    (void)atomic_compare_exchange_strong(&r->fail, &none, (int)why);
+    serve_req_post(r);
+}
+
+enum serve_fail serve_req_failure(const struct serve_req *r)
+{
+    return (enum serve_fail)atomic_load(&r->fail);
+}
+
+/* The store of `cancelled` comes before the load of the hook, and serve_loop_submit stores the
+ * hook before the loop can see the request: either the hook wakes the loop, or the loop finds
+ * the flag already set when it admits the request. */
+void serve_req_cancel(struct serve_req *r)
+{
+    if (atomic_exchange(&r->cancelled, true)) return;
+    const struct serve_req_hook *h = atomic_load(&r->on_cancel);
+    if (h) h->fn(h->ctx, r);
+}
+
+bool serve_req_cancelled(const struct serve_req *r)
+{
+    return atomic_load(&r->cancelled);
 }
 
 int serve_req_push(struct serve_req *r, int choice, const struct sched_event *ev)

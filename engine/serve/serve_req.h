@@ -7,6 +7,7 @@
 #define CINFER_ENGINE_SERVE_REQ_H
 
 #include "common/buf.h"
+#include "engine/serve/serve_error.h"
 #include "engine/api/api.h"
 #include "engine/sched/sampler.h"
 #include "engine/sched/scheduler.h"
@@ -18,7 +19,14 @@
 #include <stdint.h>
 
 struct http_stream;
-struct serve_loop;
+struct serve_req;
+
+/* A thread's entry point on a request: fn(ctx, r). Lives in the object that registers it (the
+ * inference loop, the responder), which outlives every request it is registered on. */
+struct serve_req_hook {
+    void (*fn)(void *ctx, struct serve_req *r);
+    void *ctx;
+};
 
 /* A non-streaming choice being assembled by the responder. Logprob alternatives are stored flat in
  * `top`; lp[i].top is set from top_at[i] only when the response is rendered (the array moves). */
@@ -57,20 +65,18 @@ struct serve_req {
     long long created;
     double arrival;             /* monotonic seconds */
     struct http_stream *stream; /* owned by the responder once submitted */
-    struct serve_loop *loop;    /* woken when the client goes away */
 
-    atomic_bool cancelled; /* client gone or deadline: the loop cancels its sequences */
+    /* How to reach the two threads: set once each, by serve_loop_submit and serve_respond_adopt. */
+    _Atomic(const struct serve_req_hook *) on_cancel; /* wakes the inference loop */
+    _Atomic(const struct serve_req_hook *) on_post;   /* queues the request on the responder */
+
+    atomic_bool cancelled; /* client gone or unanswerable: the loop cancels its sequences */
+    atomic_int fail;       /* enum serve_fail: why the request gets an error; the first wins */
     atomic_bool in_ready;  /* queued on the responder's ready list */
 
     pthread_mutex_t mu; /* guards the event queue */
     struct serve_event *events;
     size_t n_events, cap_events;
-
-    atomic_bool failed; /* an event could not be queued, or submission failed */
-    int fail_status;    /* with failed before any output: 429, 503 or 500 (set before posting) */
-    /* The engine faulted (serve_loop_faulted): the error is code engine_faulted, 503 when the
-     * request never ran (fail_status 503), 500 otherwise. Set before `failed` or the final events. */
-    atomic_bool fail_faulted;
 
     /* Inference thread only. */
     struct serve_seq_ud *uds; /* per choice: the scheduler's cookie */
@@ -122,6 +128,29 @@ struct serve_req *serve_req_new(struct api_request *api, int32_t *prompt, int n_
 void serve_req_ref(struct serve_req *r);
 /* Drops a reference; frees at zero. NULL-safe. */
 void serve_req_unref(struct serve_req *r);
+
+/* Registers the thread hooks (borrowed: each must outlive r). Once each, before the request is
+ * visible to that thread: serve_loop_submit and serve_respond_adopt. Any thread. */
+void serve_req_set_on_cancel(struct serve_req *r, const struct serve_req_hook *h);
+void serve_req_set_on_post(struct serve_req *r, const struct serve_req_hook *h);
+
+/* Hands r to the responder (its on_post hook; nothing before serve_respond_adopt): new events or a
+ * failure to answer. Any thread, never blocks for long. */
+void serve_req_post(struct serve_req *r);
+
+/* Fails r for `why` (not SERVE_FAIL_NONE; the first reason given wins) and posts it: the responder
+ * answers with serve_error_set's error (an HTTP error while nothing was sent, else an SSE error
+ * event ending the stream) and cancels it. The one way any thread fails a request. */
+void serve_req_fail(struct serve_req *r, enum serve_fail why);
+/* The reason r failed, SERVE_FAIL_NONE while it has not. Any thread. */
+enum serve_fail serve_req_failure(const struct serve_req *r);
+
+/* Stops r: marks it cancelled and, the first time, wakes the inference loop (its on_cancel hook;
+ * a request not yet submitted is seen as cancelled when it is admitted), which ends its sequences
+ * at the next step. The one way to cancel, for a client gone (HTTP thread) or one the responder
+ * gave up on. Any thread, never blocks for long. */
+void serve_req_cancel(struct serve_req *r);
+bool serve_req_cancelled(const struct serve_req *r);
 
 /* Appends a copy of `ev` (its text copied). Returns 0 or ERR_NOMEM. Any thread. */
 int serve_req_push(struct serve_req *r, int choice, const struct sched_event *ev);

@@ -8,7 +8,6 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "engine/serve/serve_error.h"
-#include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
 #include "engine/text/tokenizer.h"
 
@@ -32,7 +31,8 @@ struct serve_respond {
     pthread_cond_t cv;
     struct serve_req_list ready; /* posted, each holding a reference */
     bool stopping;
-    atomic_int pending; /* adopted, not yet answered */
+    atomic_int pending;              /* adopted, not yet answered */
+    struct serve_req_hook post_hook; /* every adopted request's on_post */
 
     /* Responder thread only. */
     struct serve_req_list backlog; /* answered partially: output waiting for socket room */
@@ -70,20 +70,14 @@ static void finish_request(struct serve_respond *p, struct serve_req *r)
     serve_req_unref(r);
 }
 
-/* Tells the inference loop to stop generating for r. */
-static void cancel_request(struct serve_req *r)
-{
-    if (!atomic_exchange(&r->cancelled, true) && r->loop) serve_loop_wake(r->loop);
-}
-
 /* The client is gone (or unanswerable): give up the stream; the request is finished for us once
- * the loop has ended its sequences, which it does after r->cancelled. */
+ * the loop has ended its sequences, which it does once cancelled. */
 static void abandon(struct serve_respond *p, struct serve_req *r)
 {
     if (r->stream) http_stream_abort(r->stream);
     r->stream = NULL;
     buf_reset(&r->pending);
-    cancel_request(r);
+    serve_req_cancel(r);
 }
 
 /* Answers the whole request with `e` (borrowed) and releases the stream. */
@@ -93,16 +87,11 @@ static void respond_error(struct serve_req *r, const struct api_error *e)
     r->stream = NULL;
 }
 
-/* Why a failed request (r->failed, or an engine abort) gets no normal answer. */
+/* Why a failed request (serve_req_fail, or an engine abort) gets no normal answer. */
 static void failure_error(const struct serve_req *r, struct api_error *e)
 {
-    int st = r->fail_status;
-    enum serve_fail why = atomic_load(&r->fail_faulted)
-                              ? (st == 503 ? SERVE_FAIL_FAULTED : SERVE_FAIL_FAULTED_RUNNING)
-                          : st == 429 ? SERVE_FAIL_QUEUE_FULL
-                          : st == 503 ? SERVE_FAIL_DRAINING
-                                      : SERVE_FAIL_INTERNAL;
-    serve_error_set(e, why);
+    enum serve_fail why = serve_req_failure(r);
+    serve_error_set(e, why == SERVE_FAIL_NONE ? SERVE_FAIL_INTERNAL : why);
 }
 
 /* Appends one SSE event for `j` (consumed) to the pending output. */
@@ -280,7 +269,7 @@ static void process(struct serve_respond *p, struct serve_req *r)
     if (r->adopt_pending) {
         r->adopt_pending = false;
         if (serve_req_list_push(&p->adopted, r) != 0)
-            atomic_store(&r->failed, true); /* cannot track it: answer 500 now */
+            serve_req_fail(r, SERVE_FAIL_INTERNAL); /* cannot track it: answer 500 now */
     }
     struct serve_event *ev;
     size_t n;
@@ -291,7 +280,7 @@ static void process(struct serve_respond *p, struct serve_req *r)
         if (e->has_token) r->usage_completion++;
         if (e->choice == 0 && e->n_cached > r->usage_cached) r->usage_cached = e->n_cached;
         if (e->finish != SCHED_FINISH_NONE) r->n_finished++;
-        if (e->finish == SCHED_FINISH_ABORT && !atomic_load(&r->cancelled)) engine_error = true;
+        if (e->finish == SCHED_FINISH_ABORT && !serve_req_cancelled(r)) engine_error = true;
         if (answered(r)) continue;
         int rc = r->api->stream ? stream_event(p, r, e) : acc_event(p, r, e);
         if (rc) {
@@ -302,7 +291,8 @@ static void process(struct serve_respond *p, struct serve_req *r)
     serve_req_events_free(ev, n);
     bool all_done = r->n_finished == r->n_choices;
 
-    if (!answered(r) && (engine_error || atomic_load(&r->failed))) {
+    bool failed = serve_req_failure(r) != SERVE_FAIL_NONE;
+    if (!answered(r) && (engine_error || failed)) {
         /* Nothing more can be produced correctly for this request: an HTTP error while nothing
          * was sent, else (a stream under way) one SSE error event and the end of the stream, as
          * OpenAI-compatible servers do. */
@@ -317,9 +307,9 @@ static void process(struct serve_respond *p, struct serve_req *r)
                 r->stream = NULL;
             }
         }
-        cancel_request(r);
+        serve_req_cancel(r);
     }
-    if (!answered(r) && all_done && atomic_load(&r->cancelled)) abandon(p, r);
+    if (!answered(r) && all_done && serve_req_cancelled(r)) abandon(p, r);
     if (!answered(r) && all_done) {
         if (r->api->stream) {
             struct api_response_meta m;
@@ -341,7 +331,7 @@ static void process(struct serve_respond *p, struct serve_req *r)
     if (answered(r) && in_backlog) serve_req_list_remove(&p->backlog, r);
     /* Finished for us once the stream is released and the loop has ended every sequence (or we
      * gave up because the loop could not reach it). */
-    if (answered(r) && (all_done || atomic_load(&r->failed)) && !r->resp_done) {
+    if (answered(r) && (all_done || failed) && !r->resp_done) {
         r->resp_done = true;
         finish_request(p, r);
     }
@@ -391,26 +381,7 @@ static void *respond_main(void *arg)
     return NULL;
 }
 
-int serve_respond_start(const struct tokenizer *tok, const char *model_name,
-                        struct serve_respond **out)
-{
-    struct serve_respond *p = calloc(1, sizeof(*p));
-    if (!p) return ERR_NOMEM;
-    p->tok = tok;
-    p->model = model_name;
-    atomic_init(&p->pending, 0);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    if (pthread_create(&p->thread, NULL, respond_main, p) != 0) {
-        serve_respond_free(p);
-        return ERR_IO;
-    }
-    p->started = true;
-    *out = p;
-    return 0;
-}
-
-void serve_respond_post(struct serve_respond *p, struct serve_req *r)
+static void respond_post(struct serve_respond *p, struct serve_req *r)
 {
     if (atomic_exchange(&r->in_ready, true)) return;
     serve_req_ref(r);
@@ -425,6 +396,32 @@ void serve_respond_post(struct serve_respond *p, struct serve_req *r)
     }
 }
 
+/* The on_post hook of every adopted request (serve_req_post). */
+static void respond_post_hook(void *ctx, struct serve_req *r)
+{
+    respond_post(ctx, r);
+}
+
+int serve_respond_start(const struct tokenizer *tok, const char *model_name,
+                        struct serve_respond **out)
+{
+    struct serve_respond *p = calloc(1, sizeof(*p));
+    if (!p) return ERR_NOMEM;
+    p->tok = tok;
+    p->model = model_name;
+    p->post_hook = (struct serve_req_hook){respond_post_hook, p};
+    atomic_init(&p->pending, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->thread, NULL, respond_main, p) != 0) {
+        serve_respond_free(p);
+        return ERR_IO;
+    }
+    p->started = true;
+    *out = p;
+    return 0;
+}
+
 void serve_respond_adopt(struct serve_respond *p, struct serve_req *r)
 {
     atomic_fetch_add(&p->pending, 1);
@@ -433,7 +430,8 @@ void serve_respond_adopt(struct serve_respond *p, struct serve_req *r)
     pthread_mutex_lock(&p->mu);
     r->adopt_pending = true;
     pthread_mutex_unlock(&p->mu);
-    serve_respond_post(p, r);
+    serve_req_set_on_post(r, &p->post_hook);
+    respond_post(p, r);
 }
 
 int serve_respond_pending(const struct serve_respond *p)

@@ -10,16 +10,13 @@ struct serve_req;
 struct serve_respond;
 
 /* Starts the thread. `tok` (may be NULL) and `model_name` are borrowed for its life. When it finds
- * a client gone it marks the request cancelled and wakes the request's inference loop.
- * ERR_NOMEM / ERR_IO. */
+ * a client gone it cancels the request (serve_req_cancel). ERR_NOMEM / ERR_IO. */
 int serve_respond_start(const struct tokenizer *tok, const char *model_name,
                         struct serve_respond **out);
 
-/* Marks `r` as having new events (or a failure) to process. Any thread. */
-void serve_respond_post(struct serve_respond *p, struct serve_req *r);
-
-/* Hands a freshly submitted request to the responder, which takes over the request's initial
- * reference and its stream, and answers when all its choices finish. Any thread. */
+/* Hands a new request to the responder, which takes over the request's initial reference and its
+ * stream, registers itself as r's on_post hook (serve_req_post, serve_req_fail reach it from then
+ * on), and answers when all its choices finish or it fails. Before serve_loop_submit. Any thread. */
 void serve_respond_adopt(struct serve_respond *p, struct serve_req *r);
 
 /* Requests adopted and not yet answered. Any thread. */
