@@ -164,6 +164,36 @@ static uint64_t random_u64(void)
     return v;
 }
 
+/* The request as the other threads need it (serve_req.h "spec"): the scheduler's request, built
+ * here so that the parsed API request never leaves the HTTP thread. `r`, `ids` borrowed. */
+static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, double arrival,
+                    struct serve_req_spec *out)
+{
+    *out = (struct serve_req_spec){
+        .created = (long long)time(NULL),
+        .arrival = arrival,
+        .n_choices = r->n,
+        .kind = r->kind,
+        .stream = r->stream,
+        .include_usage = r->include_usage,
+        .logprobs = r->logprobs,
+        .sched =
+            {
+                .prompt = ids,
+                .n_prompt = n_ids,
+                .max_tokens = r->max_tokens,
+                .stops = (const char *const *)r->stop,
+                .n_stops = r->n_stop,
+                .ignore_eos = r->ignore_eos,
+                .priority = r->priority,
+                .cache_salt = r->cache_salt,
+            },
+    };
+    /* The client's seed, or a random one; choice c samples with seed + c. */
+    api_request_sampler_params(r, random_u64(), &out->sched.sampling);
+    (void)api_response_id(r->kind, random_u64(), out->id, sizeof(out->id));
+}
+
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
                    enum api_kind kind)
 {
@@ -176,6 +206,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     struct api_error err;
     int32_t *ids = NULL;
     int n_ids = 0;
+    struct serve_req *sr = NULL;
     if (api_request_parse(body, len, kind, &lim, &r, &err) != 0) goto fail;
     if (r->model && strcmp(r->model, api->model_name) != 0) {
         api_error_set(&err, API_ERR_MODEL_NOT_FOUND, "model",
@@ -189,24 +220,28 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
         serve_error_queue_full(&err, api->max_queue);
         goto fail;
     }
-    struct serve_req *sr = serve_req_new(r, ids, n_ids);
-    r = NULL;
-    ids = NULL;
+    struct serve_req_spec spec;
+    spec_of(r, ids, n_ids, arrival, &spec);
+    sr = serve_req_new(&spec);
+    api_request_free(r);
+    free(ids);
     if (!sr) {
         api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
-        goto fail;
+        serve_error_respond(req, &err);
+        return;
     }
-    sr->seed = random_u64();
-    sr->arrival = arrival;
-    sr->created = (long long)time(NULL);
-    (void)api_response_id(kind, random_u64(), sr->id, sizeof(sr->id));
-    sr->stream = http_req_defer(req);
-    if (!sr->stream) {
+    struct http_stream *stream = http_req_defer(req);
+    if (!stream) {
         serve_req_unref(sr);
         return; /* http_req_defer answered 500 */
     }
-    http_stream_on_cancel(sr->stream, on_client_gone, sr);
-    serve_respond_adopt(api->resp, sr);
+    http_stream_on_cancel(stream, on_client_gone, sr);
+    if (serve_respond_adopt(api->resp, sr, stream) != 0) {
+        api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
+        serve_error_respond_stream(stream, &err);
+        serve_req_unref(sr);
+        return;
+    }
     int rc = serve_loop_submit(api->loop, sr);
     if (rc) {
         /* Faulted since the gate let it through: refused like the requests after it. */
