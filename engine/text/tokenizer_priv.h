@@ -4,6 +4,7 @@
 #ifndef CINFER_ENGINE_TOKENIZER_PRIV_H
 #define CINFER_ENGINE_TOKENIZER_PRIV_H
 
+#include "common/heap.h"
 #include "engine/text/tokenizer.h"
 
 #include <stdbool.h>
@@ -103,18 +104,19 @@ int tokenizer_pretok_split(enum tokenizer_pre pre, const uint32_t *cpts, size_t 
 /* Fills every token's piece (tokenizer_detok.c); called once by the loader. */
 int tokenizer_detok_build_pieces(struct tokenizer *t);
 
-/* Min-heap of candidate merges ordered by (key, left), shared by the SPM and BPE encoders. */
+/* Min-heap of candidate merges ordered by (key, left), shared by the SPM and BPE encoders
+ * (common/heap.h: tokenizer_heap_push, tokenizer_heap_pop). */
 struct tokenizer_bigram {
     double key; /* SPM: -score; BPE: rank */
     int32_t left, right;
     uint32_t size; /* bytes of left + right when queued, to skip stale entries */
 };
-struct tokenizer_heap {
-    struct tokenizer_bigram *v;
-    size_t n, cap;
-};
-int tokenizer_heap_push(struct tokenizer_heap *h, struct tokenizer_bigram b);
-struct tokenizer_bigram tokenizer_heap_pop(struct tokenizer_heap *h);
+static inline bool tokenizer_bigram_less(const struct tokenizer_bigram *a,
+                                         const struct tokenizer_bigram *b)
+{
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+HEAP_DEFINE(tokenizer_heap, struct tokenizer_bigram, tokenizer_bigram_less)
 
 /* Symbol of the merge loops: a byte range of the word, linked to its live neighbours. */
 struct tokenizer_sym {
