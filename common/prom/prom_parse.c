@@ -6,6 +6,7 @@
 
 #include "common/assert.h"
 #include "common/err.h"
+#include "common/utf8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -105,9 +106,9 @@ static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, con
                             quote ? "\\\\ \\\" \\n" : "\\\\ \\n");
             i += 2;
         } else {
-            size_t k = prom_utf8_seq((const unsigned char *)p->text + i, p->le - i);
-            if (!k) return fail(p, ERR_PARSE, i, "invalid UTF-8 in %s", what);
-            i += k;
+            int k = utf8_seq_check((const uint8_t *)p->text + i, p->le - i);
+            if (k <= 0) return fail(p, ERR_PARSE, i, "invalid UTF-8 in %s", what);
+            i += (size_t)k;
         }
     }
     if (quote && i >= p->le) return fail(p, ERR_PARSE, open, "unterminated %s", what);

@@ -15,10 +15,6 @@ struct api_parse {
     const struct api_limits *lim;
 };
 
-/* Returns the offset of the first invalid UTF-8 sequence in s[0..len), or len when valid.
- * Rejects overlong forms, surrogates and code points above U+10FFFF (RFC 3629). */
-size_t api_utf8_invalid_at(const unsigned char *s, size_t len);
-
 /* Error helpers: each fills p->err (400 naming `param`, or 500) and returns ERR_INVAL / ERR_NOMEM. */
 int api_nomem(struct api_parse *p);
 int api_invalid(struct api_parse *p, const char *param, const char *msg);

@@ -6,6 +6,7 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
+#include "common/utf8.h"
 #include "engine/api/api_priv.h"
 #include "engine/sched/sampler.h"
 
@@ -24,38 +25,6 @@ const char *api_role_name(enum api_role r)
     case API_ROLE_TOOL: return "tool";
     }
     return "user";
-}
-
-size_t api_utf8_invalid_at(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t n;
-        unsigned cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            n = 2, cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            n = 3, cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            n = 4, cp = c & 0x07;
-        } else {
-            return i;
-        }
-        if (len - i < n) return i;
-        for (size_t k = 1; k < n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return i;
-        i += n;
-    }
-    return len;
 }
 
 int api_nomem(struct api_parse *p)
@@ -366,7 +335,7 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
     json_t *root = NULL;
     struct api_request *r = NULL;
     int rc = ERR_INVAL;
-    size_t bad = api_utf8_invalid_at((const unsigned char *)(body ? body : ""), body ? len : 0);
+    size_t bad = utf8_invalid_at(body ? body : "", body ? len : 0);
     if (bad < len) {
         api_error_set(err, API_ERR_INVALID, NULL,
                       "request body is not valid UTF-8 (bad byte 0x%02x at offset %zu)",
