@@ -45,7 +45,8 @@ struct serve_error_reply {
     size_t n_headers;
 };
 
-/* Formats `e` (borrowed) into `x`. Returns 0, or ERR_NOMEM / ERR_TOO_BIG (x is still finalisable). */
+/* Formats `e` (borrowed) into `x`. Returns 0, or ERR_NOMEM / ERR_TOO_BIG (x is still
+ * finalisable). */
 int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e);
 void serve_error_reply_fini(struct serve_error_reply *x);
 

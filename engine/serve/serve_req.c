@@ -56,7 +56,7 @@ void serve_req_ref(struct serve_req *r)
 void serve_req_unref(struct serve_req *r)
 {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
-    /* Each thread frees its part when it is done with the request, before dropping its reference. */
+    /* Each thread frees its part when done with the request, before dropping its reference. */
     ASSERT(!r->loop && !r->out);
     serve_req_events_free(r->events, r->n_events);
     pthread_mutex_destroy(&r->mu);

@@ -5,7 +5,8 @@
  *   - the shared part: the reference count, the locked event queue from the inference thread to
  *     the responder, and the cancel / fail state with the hooks that reach the two threads
  *     (serve_req_cancel, serve_req_fail, serve_req_post), atomic.
- *   - loop: the inference thread's state (struct serve_loop_req, defined and owned by serve_loop.c).
+ *   - loop: the inference thread's state (struct serve_loop_req, defined and owned by
+ *     serve_loop.c).
  *   - out: the responder's state and the client's stream (struct serve_respond_req, defined and
  *     owned by serve_respond.c). */
 #ifndef CINFER_ENGINE_SERVE_REQ_H

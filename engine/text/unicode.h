@@ -1,6 +1,7 @@
-/* Unicode helpers for the tokenizer: UTF-8 decoding the way llama.cpp does it (lenient, invalid bytes
- * become U+FFFD one byte at a time; strict validation is common/utf8.h), general-category classes, White_Space, simple lowercase, and the GPT-2 byte <-> code point mapping
- * of byte-level BPE. Tables come from hack/gen-unicode-tables.py. Pure functions, any thread. */
+/* Unicode helpers for the tokenizer: UTF-8 decoding the way llama.cpp does it (lenient, invalid
+ * bytes become U+FFFD one byte at a time; strict validation is common/utf8.h), general-category
+ * classes, White_Space, simple lowercase, and the GPT-2 byte <-> code point mapping of byte-level
+ * BPE. Tables come from hack/gen-unicode-tables.py. Pure functions, any thread. */
 #ifndef CINFER_ENGINE_UNICODE_H
 #define CINFER_ENGINE_UNICODE_H
 

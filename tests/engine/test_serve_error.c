@@ -1,5 +1,6 @@
-/* The serving core's own error replies (engine/serve/serve_error.c): each serve_fail's status, type,
- * code and Retry-After, and the OpenAI shape of the formatted body, notably for a faulted engine. */
+/* The serving core's own error replies (engine/serve/serve_error.c): each serve_fail's status,
+ * type, code and Retry-After, and the OpenAI shape of the formatted body, notably for a faulted
+ * engine. */
 #include "engine/serve/serve_error.h"
 
 #include <check.h>

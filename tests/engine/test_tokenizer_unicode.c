@@ -1,5 +1,6 @@
 /* Unicode helpers behind the tokenizer: generated category / lowercase tables, White_Space, lenient
- * (llama.cpp) UTF-8 decoding (strict validation: tests/common/test_utf8.c), and the GPT-2 byte <-> code point mapping. */
+ * (llama.cpp) UTF-8 decoding (strict validation: tests/common/test_utf8.c), and the GPT-2 byte <->
+ * code point mapping. */
 #include "engine/text/unicode.h"
 
 #include <check.h>
