@@ -15,7 +15,8 @@ struct api_parse {
     const struct api_limits *lim;
 };
 
-/* Error helpers: each fills p->err (400 naming `param`, or 500) and returns ERR_INVAL / ERR_NOMEM. */
+/* api_parse.c. Error helpers: each fills p->err (400 naming `param`, or 500) and returns
+ * ERR_INVAL / ERR_NOMEM. */
 int api_nomem(struct api_parse *p);
 int api_invalid(struct api_parse *p, const char *param, const char *msg);
 /* "'<param>' must be <want>, got <type of v>". */

@@ -27,47 +27,6 @@ const char *api_role_name(enum api_role r)
     return "user";
 }
 
-int api_nomem(struct api_parse *p)
-{
-    api_error_set(p->err, API_ERR_INTERNAL, NULL, "out of memory while parsing the request");
-    return ERR_NOMEM;
-}
-
-int api_invalid(struct api_parse *p, const char *param, const char *msg)
-{
-    api_error_set(p->err, API_ERR_INVALID, param, "%s", msg);
-    return ERR_INVAL;
-}
-
-const char *api_json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "a value";
-}
-
-/* The value of `key` in `obj`, or NULL when absent or JSON null (clients send null for "default"). */
-const json_t *api_field(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return json_is_null(v) ? NULL : v;
-}
-
-int api_wrong_type(struct api_parse *p, const char *param, const char *want, const json_t *v)
-{
-    api_error_set(p->err, API_ERR_INVALID, param, "'%s' must be %s, got %s", param, want,
-                  api_json_type_name(v));
-    return ERR_INVAL;
-}
-
 /* A number within [lo, hi] (lo excluded when lo_open). 0, ERR_NOT_FOUND (absent) or ERR_INVAL. */
 static int api_get_number(struct api_parse *p, const char *key, double lo, double hi, bool lo_open,
                           float *out)

@@ -1,6 +1,7 @@
 /* Internals shared by the tokenizer's files (tokenizer_vocab.c loads, tokenizer.c partitions special
  * tokens and dispatches, tokenizer_spm.c / tokenizer_bpe.c / tokenizer_pretok.c encode,
- * tokenizer_detok.c decodes). Not part of the engine's API: include engine/text/tokenizer.h instead. */
+ * tokenizer_detok.c decodes, tokenizer_store.c holds the arena and lookups they all use). Not part
+ * of the engine's API: include engine/text/tokenizer.h instead. */
 #ifndef CINFER_ENGINE_TOKENIZER_PRIV_H
 #define CINFER_ENGINE_TOKENIZER_PRIV_H
 
@@ -86,6 +87,9 @@ static inline const char *tokenizer_text_of(const struct tokenizer *t, int32_t i
 /* 64-bit FNV-1a, continued from `h` (start with TOKENIZER_HASH_SEED). */
 #define TOKENIZER_HASH_SEED 0xcbf29ce484222325ull
 uint64_t tokenizer_hash(uint64_t h, const void *p, size_t n);
+/* The hash of the merge text "left right" (the merge table's key; tokenizer_store.c). */
+uint64_t tokenizer_merge_hash(const char *left, size_t left_len, const char *right,
+                              size_t right_len);
 /* Rank of the merge (left, right), or -1. */
 int32_t tokenizer_merge_rank(const struct tokenizer *t, const char *left, size_t left_len,
                              const char *right, size_t right_len);
