@@ -33,13 +33,6 @@ const char *api_json_type_name(const json_t *v)
     return "a value";
 }
 
-/* The value of `key` in `obj`, or NULL when absent or JSON null (clients send null for "default"). */
-const json_t *api_field(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return json_is_null(v) ? NULL : v;
-}
-
 int api_wrong_type(struct api_parse *p, const char *param, const char *want, const json_t *v)
 {
     api_error_set(p->err, API_ERR_INVALID, param, "'%s' must be %s, got %s", param, want,

@@ -23,9 +23,6 @@ int api_invalid(struct api_parse *p, const char *param, const char *msg);
 int api_wrong_type(struct api_parse *p, const char *param, const char *want, const json_t *v);
 /* "an object", "a string", ... for messages; static. */
 const char *api_json_type_name(const json_t *v);
-/* The value of `key` in `obj` (borrowed), or NULL when absent or JSON null (clients send null for
- * "use the default"). */
-const json_t *api_field(const json_t *obj, const char *key);
 
 /* Parses "messages" into p->r (api_request_chat.c). 0, ERR_INVAL or ERR_NOMEM. */
 int api_parse_messages(struct api_parse *p);

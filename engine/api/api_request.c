@@ -6,6 +6,7 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 #include "common/utf8.h"
 #include "engine/api/api_priv.h"
 #include "engine/sched/sampler.h"
@@ -31,7 +32,7 @@ const char *api_role_name(enum api_role r)
 static int api_get_number(struct api_parse *p, const char *key, double lo, double hi, bool lo_open,
                           float *out)
 {
-    const json_t *v = api_field(p->root, key);
+    const json_t *v = json_util_field(p->root, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_number(v)) return api_wrong_type(p, key, "a number", v);
     double d = json_number_value(v);
@@ -52,7 +53,7 @@ static int api_get_number(struct api_parse *p, const char *key, double lo, doubl
 static int api_get_int_at(struct api_parse *p, const json_t *obj, const char *key,
                           const char *param, long long lo, long long hi, long long *out)
 {
-    const json_t *v = api_field(obj, key);
+    const json_t *v = json_util_field(obj, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_integer(v)) return api_wrong_type(p, param, "an integer", v);
     long long x = json_integer_value(v);
@@ -74,7 +75,7 @@ static int api_get_int(struct api_parse *p, const char *key, long long lo, long 
 static int api_get_bool_at(struct api_parse *p, const json_t *obj, const char *key,
                            const char *param, bool *out)
 {
-    const json_t *v = api_field(obj, key);
+    const json_t *v = json_util_field(obj, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_boolean(v)) return api_wrong_type(p, param, "a boolean", v);
     *out = json_is_true(v);
@@ -84,7 +85,7 @@ static int api_get_bool_at(struct api_parse *p, const json_t *obj, const char *k
 /* An owned copy of a string field of at most maxlen bytes. */
 static int api_get_str(struct api_parse *p, const char *key, size_t maxlen, char **out)
 {
-    const json_t *v = api_field(p->root, key);
+    const json_t *v = json_util_field(p->root, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_string(v)) return api_wrong_type(p, key, "a string", v);
     if (json_string_length(v) > maxlen) {
@@ -108,19 +109,21 @@ static int api_opt(int rc)
 static int api_check_unsupported(struct api_parse *p)
 {
     const json_t *v;
-    if ((v = api_field(p->root, "echo")) && !json_is_false(v))
+    if ((v = json_util_field(p->root, "echo")) && !json_is_false(v))
         return api_invalid(p, "echo", "'echo' is not supported");
-    if ((v = api_field(p->root, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
+    if ((v = json_util_field(p->root, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
         return api_invalid(p, "suffix", "'suffix' is not supported");
-    if ((v = api_field(p->root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
+    if ((v = json_util_field(p->root, "best_of")) &&
+        !(json_is_integer(v) && json_integer_value(v) == 1))
         return api_invalid(p, "best_of", "'best_of' other than 1 is not supported");
-    if ((v = api_field(p->root, "logit_bias")) && !(json_is_object(v) && !json_object_size(v)))
+    if ((v = json_util_field(p->root, "logit_bias")) &&
+        !(json_is_object(v) && !json_object_size(v)))
         return api_invalid(p, "logit_bias", "'logit_bias' is not supported");
-    if ((v = api_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
+    if ((v = json_util_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "tools", "'tools' (function calling) is not supported");
-    if ((v = api_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
+    if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "functions", "'functions' (function calling) is not supported");
-    if ((v = api_field(p->root, "response_format"))) {
+    if ((v = json_util_field(p->root, "response_format"))) {
         const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
         if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
             return api_invalid(p, "response_format",
@@ -157,7 +160,7 @@ static int api_parse_token_ids(struct api_parse *p, const json_t *a)
 /* "prompt": a string, an array of token ids, or a one-element array holding either. */
 static int api_parse_prompt(struct api_parse *p)
 {
-    const json_t *v = api_field(p->root, "prompt");
+    const json_t *v = json_util_field(p->root, "prompt");
     if (!v) return api_invalid(p, "prompt", "'prompt' is required");
     if (json_is_array(v) && json_array_size(v) > 0 && !json_is_integer(json_array_get(v, 0))) {
         if (json_array_size(v) > 1)
@@ -176,7 +179,7 @@ static int api_parse_prompt(struct api_parse *p)
 /* "stop": null, a string, or an array of up to API_MAX_STOP strings; none empty. */
 static int api_parse_stop(struct api_parse *p)
 {
-    const json_t *v = api_field(p->root, "stop");
+    const json_t *v = json_util_field(p->root, "stop");
     if (!v) return 0;
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_array(v) && !json_is_string(v))
@@ -219,7 +222,7 @@ static int api_parse_stream(struct api_parse *p)
 {
     int rc = api_opt(api_get_bool_at(p, p->root, "stream", "stream", &p->r->stream));
     if (rc) return rc;
-    const json_t *so = api_field(p->root, "stream_options");
+    const json_t *so = json_util_field(p->root, "stream_options");
     if (!so) return 0;
     if (!json_is_object(so)) return api_wrong_type(p, "stream_options", "an object", so);
     if (!p->r->stream)
