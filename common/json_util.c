@@ -6,9 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 
+/* fmt has exactly one %s, for the key. */
 static void json_util_msg(char *err, size_t errlen, const char *fmt, const char *key)
 {
-    if (err && errlen) snprintf(err, errlen, fmt, key);
+    err_fmt(err, errlen, 0, fmt, key);
 }
 
 int json_util_parse(const char *data, size_t len, json_t **out, char *err, size_t errlen)

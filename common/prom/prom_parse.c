@@ -35,16 +35,13 @@ struct parser {
 __attribute__((format(printf, 4, 5))) static int fail(struct parser *p, int rc, size_t pos,
                                                       const char *fmt, ...)
 {
-    if (p->err && p->err_len) {
-        int n = snprintf(p->err, p->err_len, "line %zu, column %zu: ", p->line_no, pos - p->ls + 1);
-        if (n >= 0 && (size_t)n < p->err_len) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + n, p->err_len - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return rc;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    err_vfmt(msg, sizeof(msg), 0, fmt, ap);
+    va_end(ap);
+    return err_fmt(p->err, p->err_len, rc, "line %zu, column %zu: %s", p->line_no, pos - p->ls + 1,
+                   msg);
 }
 
 /* At most this many bytes of a name are quoted in an error message. */

@@ -67,13 +67,12 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !errlen) return;
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    err_vfmt(msg, sizeof(msg), 0, fmt, ap);
     va_end(ap);
-    snprintf(err, errlen, "tokenizer: %s", msg);
+    err_fmt(err, errlen, 0, "tokenizer: %s", msg);
 }
 
 static size_t table_size(size_t n)
