@@ -125,7 +125,7 @@ static void mark_dirty(struct workqueue *q, struct wq_entry *e)
         fifo_push(q, e);
 }
 
-static int heap_push(struct workqueue *q, int64_t at, struct wq_entry *e)
+static int delayed_push(struct workqueue *q, int64_t at, struct wq_entry *e)
 {
     int rc = wq_heap_push(&q->delayed, (struct wq_delayed){at, e});
     if (!rc) e->heap_refs++;
@@ -200,7 +200,7 @@ int workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ms)
         int64_t at = now_ms(q) + delay_ms;
         if (!e->delay_until || at < e->delay_until) {
             e->delay_until = at;
-            rc = heap_push(q, at, e);
+            rc = delayed_push(q, at, e);
             if (rc) e->delay_until = 0;
             pthread_cond_signal(&q->cv); /* a sleeping worker may need to wake earlier */
         }
