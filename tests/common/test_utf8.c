@@ -111,6 +111,7 @@ Suite *utf8_suite(void)
 {
     Suite *s = suite_create("utf8");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60); /* the exhaustive check is ~0.5 s, several times that sanitized */
     tcase_add_test(tc, test_utf8_seq_check_is_strict);
     tcase_add_test(tc, test_utf8_invalid_at_offsets);
     tcase_add_test(tc, test_utf8_agrees_with_reference);
