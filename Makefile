@@ -6,7 +6,8 @@
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      engine benchmarks (see engine/BENCHMARKS.md)
 #   make fuzz       libFuzzer targets (clang) into build-fuzz/fuzz/
-#   make lint/fmt   clang-format check / rewrite, banned-function check
+#   make lint/fmt   clang-format check / rewrite, banned functions, hack/lint.sh (duplicate
+#                   primitives, include cycles between engine folders)
 #   make CUDA=1     add the CUDA backend
 #
 # Sources are discovered by directory, so a new module needs no Makefile edit:
@@ -174,6 +175,7 @@ BANNED     := \b(sprintf|strcpy|strcat|strtok|gets|atoi|atol|atof)[[:space:]]*\(
 lint:
 	$(Q)clang-format --dry-run --Werror $(LINT_FILES)
 	$(Q)if grep -nE '$(BANNED)' $(LINT_FILES); then echo "lint: banned function (see STYLE.md)"; exit 1; fi
+	$(Q)./hack/lint.sh # one copy of each primitive; no include cycle between engine folders
 	@echo "lint: ok"
 fmt:
 	$(Q)clang-format -i $(LINT_FILES)

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/informer.h"
+#include "common/json_util.h"
 #include "common/k8s/client.h"
 #include "common/leader.h"
 #include "common/log.h"
@@ -27,12 +28,6 @@
 #define REASON_MAX           (sizeof(((struct policy_decision *)0)->reason) + 64)
 #define STATUS_REFRESH_S     30 /* rewrite status.autoscaling at least this often */
 #define MAX_PODS_PER_SERVICE 1024
-
-static const char *str_at(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    return json_string_value(b ? json_object_get(x, b) : x);
-}
 
 /* ------------------------------------------------------------------------------------------------
  * Per-service state
@@ -240,25 +235,19 @@ static int register_metrics(struct loop *l, struct prom_registry *r)
  * One round
  * ---------------------------------------------------------------------------------------------- */
 
-static int json_int_at(const json_t *o, const char *a, const char *b, int def)
-{
-    const json_t *v = json_object_get(json_object_get(o, a), b);
-    return json_is_integer(v) ? (int)json_integer_value(v) : def;
-}
-
 /* Appends the pods (or --target URLs) of one service to `pods`; grows it as needed. */
 static int discover(struct loop *l, const json_t *isvc, struct round_pod **pods, size_t *n,
                     size_t *cap, int *not_ready)
 {
-    const char *ns = str_at(isvc, "metadata", "namespace"),
-               *name = str_at(isvc, "metadata", "name");
+    const char *ns = json_util_str_at(isvc, "metadata", "namespace"),
+               *name = json_util_str_at(isvc, "metadata", "name");
     json_t *list = NULL;
     size_t want = 0;
     bool by_target = false;
     for (size_t i = 0; i < l->targets.n; i++)
         if (strcmp(l->targets.v[i].name, name) == 0) want++, by_target = true;
     if (!by_target) {
-        const char *sel = str_at(isvc, "status", "selector");
+        const char *sel = json_util_str_at(isvc, "status", "selector");
         if (!sel || !*sel) return 0; /* the operator has not published the selector yet */
         struct k8s_ref ref = {&k8s_resource_pods, ns, NULL, NULL};
         struct k8s_list_opts lo = {.label_selector = sel};
@@ -303,7 +292,8 @@ static int discover(struct loop *l, const json_t *isvc, struct round_pod **pods,
                 (*not_ready)++;
             continue;
         }
-        const char *uid = str_at(pod, "metadata", "uid"), *pname = str_at(pod, "metadata", "name");
+        const char *uid = json_util_str_at(pod, "metadata", "uid"),
+                   *pname = json_util_str_at(pod, "metadata", "name");
         snprintf(p->key, sizeof(p->key), "%s", uid ? uid : pname ? pname : p->url);
         snprintf(p->pod, sizeof(p->pod), "%s", pname ? pname : "");
         const char *cost = json_string_value(json_object_get(
@@ -379,8 +369,8 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
 {
     struct svc *s = rs->svc;
     const json_t *isvc = rs->isvc;
-    const char *ns = str_at(isvc, "metadata", "namespace"),
-               *name = str_at(isvc, "metadata", "name");
+    const char *ns = json_util_str_at(isvc, "metadata", "namespace"),
+               *name = json_util_str_at(isvc, "metadata", "name");
     struct signals_pod *cur = rs->n ? calloc(rs->n, sizeof(*cur)) : NULL;
     if (rs->n && !cur) return;
     int failed = 0;
@@ -401,8 +391,8 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
     if (keep_round(s, cur, pods, rs->n) != 0) log_warn("out of memory keeping the scrape round");
     free(cur);
 
-    int current = json_int_at(isvc, "spec", "replicas", 1);
-    const char *rv = str_at(isvc, "metadata", "resourceVersion");
+    int current = (int)json_util_int_at(isvc, "spec", "replicas", 1);
+    const char *rv = json_util_str_at(isvc, "metadata", "resourceVersion");
     if (s->written_rv[0] && rv && strcmp(rv, s->written_rv) == 0)
         current = s->written;
     else
@@ -441,7 +431,7 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
         snprintf(msg, sizeof(msg), "Scaled from %d to %d replicas: %s", current, desired, reason);
         log_info("scaled", LOG_S("inferenceservice", s->key), LOG_I("from", current),
                  LOG_I("to", desired), LOG_S("reason", reason));
-        json_t *ev = actuate_event_new(ns, name, str_at(isvc, "metadata", "uid"),
+        json_t *ev = actuate_event_new(ns, name, json_util_str_at(isvc, "metadata", "uid"),
                                        desired > current ? "ScaledUp" : "ScaledDown", msg, now);
         if (!ev || actuate_event_record(l->client, ns, ev) != 0) {
             prom_counter_inc(l->api_errors, 1);
@@ -484,8 +474,8 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
 static struct svc *svc_for(struct loop *l, const json_t *isvc, const struct policy_spec *spec)
 {
     char key[KEY_MAX];
-    const char *ns = str_at(isvc, "metadata", "namespace"),
-               *name = str_at(isvc, "metadata", "name");
+    const char *ns = json_util_str_at(isvc, "metadata", "namespace"),
+               *name = json_util_str_at(isvc, "metadata", "name");
     if (!ns || !name) return NULL;
     snprintf(key, sizeof(key), "%s/%s", ns, name);
     struct svc *s = svc_get(l, key);

@@ -3,6 +3,7 @@
 #include "autoscaler/loop.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,12 +81,6 @@ out:
     return rc;
 }
 
-static const char *str_at(const json_t *o, const char *a, const char *b)
-{
-    const json_t *x = json_object_get(o, a);
-    return json_string_value(b ? json_object_get(x, b) : x);
-}
-
 bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_spec *out)
 {
     const json_t *sc = json_object_get(json_object_get(isvc, "spec"), "scaling");
@@ -142,7 +137,8 @@ bool loop_pod_endpoint(const json_t *pod, char *url, size_t urllen)
     json_t *c;
     json_array_foreach(json_object_get(status, "conditions"), i, c)
     {
-        const char *type = str_at(c, "type", NULL), *st = str_at(c, "status", NULL);
+        const char *type = json_util_str_at(c, "type", NULL),
+                   *st = json_util_str_at(c, "status", NULL);
         if (type && st && strcmp(type, "Ready") == 0) ready = strcmp(st, "True") == 0;
     }
     if (!ready) return false;

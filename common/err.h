@@ -6,6 +6,9 @@
 #ifndef CINFER_COMMON_ERR_H
 #define CINFER_COMMON_ERR_H
 
+#include <stdarg.h>
+#include <stddef.h>
+
 enum err_code {
     ERR_OK = 0,
     ERR_NOMEM = -1,        /* allocation failed */
@@ -30,5 +33,15 @@ enum err_code {
 
 /* Returns a static string naming `code` ("out of memory", ...); never NULL; any thread. */
 const char *err_str(int code);
+
+/* The one formatter of error-message buffers: writes the message formatted from `fmt` into
+ * err[0..errlen) and returns `rc`, so that a failure path reads
+ *   return err_fmt(err, errlen, ERR_INVAL, "tensor '%s': %s", name, why);
+ * Nothing is written when err is NULL or errlen is 0. A message too long for the buffer is cut at
+ * a character boundary (never inside a UTF-8 sequence) and stays NUL-terminated. Any thread. */
+int err_fmt(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int err_vfmt(char *err, size_t errlen, int rc, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 
 #endif

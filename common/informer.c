@@ -4,6 +4,7 @@
 #include "common/informer.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/shutdown.h"
 
@@ -31,14 +32,10 @@ struct informer {
     char resource_version[64]; /* last seen; informer thread only */
 };
 
-static const char *meta_str(const json_t *obj, const char *field)
-{
-    return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
-}
-
 static int object_key(const json_t *obj, char *out, size_t outlen)
 {
-    const char *ns = meta_str(obj, "namespace"), *name = meta_str(obj, "name");
+    const char *ns = json_util_str_at(obj, "metadata", "namespace"),
+               *name = json_util_str_at(obj, "metadata", "name");
     if (!name) return ERR_INVAL;
     int n = snprintf(out, outlen, "%s/%s", ns ? ns : "", name);
     return n < 0 || (size_t)n >= outlen ? ERR_TOO_BIG : 0;
@@ -114,8 +111,8 @@ static int relist(struct informer *inf, struct k8s_client *c)
             char key[512];
             if (object_key(item, key, sizeof(key)) == 0) json_object_set(seen, key, item);
         }
-        const char *rv = meta_str(list, "resourceVersion");
-        const char *next = meta_str(list, "continue");
+        const char *rv = json_util_str_at(list, "metadata", "resourceVersion");
+        const char *next = json_util_str_at(list, "metadata", "continue");
         snprintf(inf->resource_version, sizeof(inf->resource_version), "%s", rv ? rv : "");
         snprintf(cont, sizeof(cont), "%s", next ? next : "");
         json_decref(list);
@@ -152,7 +149,7 @@ static int relist(struct informer *inf, struct k8s_client *c)
 static int on_watch_event(void *ctx, const struct k8s_watch_event *ev)
 {
     struct informer *inf = ctx;
-    const char *rv = meta_str(ev->object, "resourceVersion");
+    const char *rv = json_util_str_at(ev->object, "metadata", "resourceVersion");
     if (rv) snprintf(inf->resource_version, sizeof(inf->resource_version), "%s", rv);
     switch (ev->type) {
     case K8S_WATCH_ADDED:
@@ -300,7 +297,7 @@ json_t *informer_list(struct informer *inf, const char *ns, const json_t *match_
     json_t *obj;
     json_object_foreach(inf->store, key, obj)
     {
-        const char *ons = meta_str(obj, "namespace");
+        const char *ons = json_util_str_at(obj, "metadata", "namespace");
         if (ns && (!ons || strcmp(ns, ons) != 0)) continue;
         if (match_labels && !labels_match(obj, match_labels)) continue;
         json_array_append(out, obj);

@@ -1,4 +1,4 @@
-/* jansson helpers: bounded parse with line/column errors, typed getters, bounded dump. */
+/* jansson helpers: bounded parse with line/column errors, typed and path getters, bounded dump. */
 #include "common/json_util.h"
 
 #include "common/err.h"
@@ -6,9 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 
+/* fmt has exactly one %s, for the key. */
 static void json_util_msg(char *err, size_t errlen, const char *fmt, const char *key)
 {
-    if (err && errlen) snprintf(err, errlen, fmt, key);
+    err_fmt(err, errlen, 0, fmt, key);
 }
 
 int json_util_parse(const char *data, size_t len, json_t **out, char *err, size_t errlen)
@@ -40,11 +41,27 @@ int json_util_parse_object(const char *data, size_t len, json_t **out, char *err
     return 0;
 }
 
-/* Returns the value at `key`, or NULL when absent or null. */
-static const json_t *json_util_field(const json_t *obj, const char *key)
+const json_t *json_util_field(const json_t *obj, const char *key)
 {
     const json_t *v = json_is_object(obj) ? json_object_get(obj, key) : NULL;
     return json_is_null(v) ? NULL : v;
+}
+
+const json_t *json_util_at(const json_t *obj, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(obj, a); /* NULL for a NULL or non-object obj */
+    return b ? json_object_get(v, b) : v;
+}
+
+const char *json_util_str_at(const json_t *obj, const char *a, const char *b)
+{
+    return json_string_value(json_util_at(obj, a, b));
+}
+
+long long json_util_int_at(const json_t *obj, const char *a, const char *b, long long def)
+{
+    const json_t *v = json_util_at(obj, a, b);
+    return json_is_integer(v) ? json_integer_value(v) : def;
 }
 
 int json_util_get_str(const json_t *obj, const char *key, const char **out, char *err,

@@ -1,6 +1,7 @@
 /* Small jansson helpers for the HTTP layers: parsing a request body with a precise error, typed field
  * getters whose errors name the field ("field \"max_tokens\" must be an integer between 1 and 4096"),
- * and dumping a value into a bounded struct buf. Not a schema validator, and nothing here owns state:
+ * path getters for nested objects (json_util_str_at(pod, "metadata", "name")), and dumping a value
+ * into a bounded struct buf. Not a schema validator, and nothing here owns state:
  * every function may be called from any thread on values that thread owns.
  *
  * Getters treat an absent key and a JSON null the same way (ERR_NOT_FOUND), since OpenAI clients send
@@ -22,6 +23,19 @@ int json_util_parse(const char *data, size_t len, json_t **out, char *err, size_
 
 /* Like json_util_parse but the value must be an object ("request body must be a JSON object"). */
 int json_util_parse_object(const char *data, size_t len, json_t **out, char *err, size_t errlen);
+
+/* The value of `key` in `obj` (borrowed from obj), or NULL when obj is not an object, the key is
+ * absent or its value is null. */
+const json_t *json_util_field(const json_t *obj, const char *key);
+
+/* Path getters for nested objects (Kubernetes objects: "metadata", "name"): the value at obj.a, or
+ * obj.a.b when `b` is not NULL, borrowed from obj; NULL when a step is absent or not an object.
+ * They never fail and never log: callers decide what a missing field means. */
+const json_t *json_util_at(const json_t *obj, const char *a, const char *b);
+/* The string at obj.a[.b] (borrowed), or NULL when absent or not a string. */
+const char *json_util_str_at(const json_t *obj, const char *a, const char *b);
+/* The integer at obj.a[.b], or `def` when absent or not an integer. */
+long long json_util_int_at(const json_t *obj, const char *a, const char *b, long long def);
 
 /* Typed getters on object `obj` (borrowed). Each returns 0 and writes *out, ERR_NOT_FOUND when the key
  * is absent or null (*out untouched, no message), or ERR_INVAL with a message naming `key` in `err`.

@@ -2,6 +2,7 @@
 #include "common/leader.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "common/shutdown.h"
 
@@ -52,11 +53,6 @@ bool leader_can_acquire(const char *holder, const char *me, long long observed_m
     return now_ms - observed_ms >= duration_ms; /* the holder stopped renewing */
 }
 
-static const char *spec_str(const json_t *lease, const char *f)
-{
-    return json_string_value(json_object_get(json_object_get(lease, "spec"), f));
-}
-
 /* One acquire-or-renew attempt. Returns 0 when we hold the lease afterwards. */
 static int try_acquire_or_renew(struct leader *l, struct k8s_client *c)
 {
@@ -83,8 +79,8 @@ static int try_acquire_or_renew(struct leader *l, struct k8s_client *c)
     }
     if (rc) return rc;
 
-    const char *holder = spec_str(lease, "holderIdentity");
-    const char *renew = spec_str(lease, "renewTime");
+    const char *holder = json_util_str_at(lease, "spec", "holderIdentity");
+    const char *renew = json_util_str_at(lease, "spec", "renewTime");
     /* Track when the record last changed, on our own clock. */
     if (strcmp(l->observed_holder, holder ? holder : "") != 0 ||
         strcmp(l->observed_renew, renew ? renew : "") != 0 || !l->observed_ms) {
@@ -137,7 +133,7 @@ static void release(struct leader *l, struct k8s_client *c)
                  LOG_S("error", k8s_client_errmsg(c)));
         return;
     }
-    const char *holder = spec_str(lease, "holderIdentity");
+    const char *holder = json_util_str_at(lease, "spec", "holderIdentity");
     if (holder && strcmp(holder, l->identity) == 0) {
         json_t *spec = json_object_get(lease, "spec");
         json_object_set_new(spec, "holderIdentity", json_string(""));

@@ -1,5 +1,4 @@
 /* cinfer-engine: dispatches to a subcommand. Everything else lives in modules that link into tests. */
-#include "engine/backend/cpu/cpu_bench.h"
 #include "engine/cmd/cmd.h"
 
 #include <stdio.h>
@@ -22,7 +21,8 @@ static const struct {
     {"bench", cmd_bench_main, "Measure prefill and decode throughput of a GGUF model"},
     {"fetch-model", cmd_fetch_model_main,
      "Download a model (https://, hf://) with resume and sha256"},
-    {"bench-kernels", cpu_bench_main, "CPU kernel microbenchmarks (GFLOP/s, GB/s per weight type)"},
+    {"bench-kernels", cmd_bench_kernels_main,
+     "CPU kernel microbenchmarks (GFLOP/s, GB/s per weight type)"},
 };
 
 static void usage(FILE *f)

@@ -2,6 +2,7 @@
 #include "operator/desired.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 #include "operator/model_uri.h"
 
 #include <ctype.h>
@@ -12,14 +13,6 @@
 #include <string.h>
 
 #define GRACE_MARGIN_SECONDS 15 /* time for the engine to exit after its own drain deadline */
-
-/* Borrowed string at a path of nested objects, or NULL. */
-static const char *str_at(const json_t *o, const char *a, const char *b)
-{
-    json_t *v = json_object_get(o, a);
-    if (b) v = json_object_get(v, b);
-    return json_string_value(v);
-}
 
 json_t *desired_labels(const char *name)
 {
@@ -93,8 +86,8 @@ static int engine_args(const json_t *isvc, const char *model_path, const struct 
 {
     const json_t *spec = json_object_get(isvc, "spec");
     const json_t *engine = json_object_get(spec, "engine");
-    const char *name = str_at(isvc, "metadata", "name");
-    const char *served = str_at(json_object_get(spec, "model"), "servedName", NULL);
+    const char *name = json_util_str_at(isvc, "metadata", "name");
+    const char *served = json_util_str_at(json_object_get(spec, "model"), "servedName", NULL);
     char grace[16];
     snprintf(grace, sizeof(grace), "%d", s->shutdown_timeout_seconds);
     char port[16];
@@ -157,7 +150,7 @@ static json_t *fetch_container(const json_t *model, const char *image, const cha
 {
     json_t *args = json_pack("[s, s, s]", "fetch-model",
                              json_string_value(json_object_get(model, "uri")), model_path);
-    const char *sha = str_at(model, "sha256", NULL);
+    const char *sha = json_util_str_at(model, "sha256", NULL);
     if (args && sha) {
         json_array_append_new(args, json_string("--sha256"));
         json_array_append_new(args, json_string(sha));
@@ -165,11 +158,11 @@ static json_t *fetch_container(const json_t *model, const char *image, const cha
     json_t *env = json_array();
     const json_t *ref = json_object_get(model, "tokenSecretRef");
     if (env && ref) {
-        const char *key = str_at(ref, "key", NULL);
+        const char *key = json_util_str_at(ref, "key", NULL);
         json_array_append_new(env,
                               json_pack("{s:s, s:{s:{s:s, s:s}}}", "name", "HF_TOKEN", "valueFrom",
-                                        "secretKeyRef", "name", str_at(ref, "name", NULL), "key",
-                                        key ? key : "HF_TOKEN"));
+                                        "secretKeyRef", "name", json_util_str_at(ref, "name", NULL),
+                                        "key", key ? key : "HF_TOKEN"));
     }
     return json_pack("{s:s, s:s, s:s, s:[s], s:o, s:o, s:[{s:s, s:s}, {s:s, s:s}], s:o}", "name",
                      "fetch-model", "image", image, "imagePullPolicy", pull, "command",
@@ -233,18 +226,19 @@ static json_t *merged_map(const json_t *user, json_t *ours)
 
 static json_t *owner_references(const json_t *isvc)
 {
-    return json_pack("[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", DESIRED_API_VERSION, "kind",
-                     DESIRED_KIND, "name", str_at(isvc, "metadata", "name"), "uid",
-                     str_at(isvc, "metadata", "uid") ? str_at(isvc, "metadata", "uid") : "",
-                     "controller", 1, "blockOwnerDeletion", 1);
+    return json_pack(
+        "[{s:s, s:s, s:s, s:s, s:b, s:b}]", "apiVersion", DESIRED_API_VERSION, "kind", DESIRED_KIND,
+        "name", json_util_str_at(isvc, "metadata", "name"), "uid",
+        json_util_str_at(isvc, "metadata", "uid") ? json_util_str_at(isvc, "metadata", "uid") : "",
+        "controller", 1, "blockOwnerDeletion", 1);
 }
 
 static json_t *object_meta(const json_t *isvc)
 {
-    const char *name = str_at(isvc, "metadata", "name");
+    const char *name = json_util_str_at(isvc, "metadata", "name");
     return json_pack("{s:s, s:s*, s:o, s:o}", "name", name, "namespace",
-                     str_at(isvc, "metadata", "namespace"), "labels", desired_labels(name),
-                     "ownerReferences", owner_references(isvc));
+                     json_util_str_at(isvc, "metadata", "namespace"), "labels",
+                     desired_labels(name), "ownerReferences", owner_references(isvc));
 }
 
 int desired_deployment(const json_t *isvc, const struct desired_settings *s, json_t **out,
@@ -253,17 +247,17 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
     const json_t *spec = json_object_get(isvc, "spec");
     const json_t *model = json_object_get(spec, "model");
     const json_t *engine = json_object_get(spec, "engine");
-    const char *name = str_at(isvc, "metadata", "name");
+    const char *name = json_util_str_at(isvc, "metadata", "name");
     if (!name) {
         snprintf(err, errlen, "metadata.name is missing");
         return ERR_INVAL;
     }
     struct model_uri m;
-    int rc = model_uri_parse(str_at(model, "uri", NULL), &m, err, errlen);
+    int rc = model_uri_parse(json_util_str_at(model, "uri", NULL), &m, err, errlen);
     if (rc) return rc;
 
-    const char *image = str_at(engine, "image", NULL);
-    const char *pull = str_at(engine, "imagePullPolicy", NULL);
+    const char *image = json_util_str_at(engine, "image", NULL);
+    const char *pull = json_util_str_at(engine, "imagePullPolicy", NULL);
     if (!image) image = s->engine_image;
     if (!pull) pull = s->image_pull_policy ? s->image_pull_policy : "IfNotPresent";
 
@@ -331,7 +325,7 @@ out:
 
 int desired_service(const json_t *isvc, json_t **out)
 {
-    const char *name = str_at(isvc, "metadata", "name");
+    const char *name = json_util_str_at(isvc, "metadata", "name");
     if (!name) return ERR_INVAL;
     json_t *svc = json_pack("{s:s, s:s, s:o, s:{s:s, s:o, s:[{s:s, s:i, s:s, s:s}]}}", "apiVersion",
                             "v1", "kind", "Service", "metadata", object_meta(isvc), "spec", "type",

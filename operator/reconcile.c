@@ -2,6 +2,7 @@
 #include "operator/reconcile.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 #include "common/log.h"
 #include "operator/conditions.h"
 #include "operator/model_uri.h"
@@ -12,11 +13,6 @@
 
 const struct k8s_resource reconcile_resource_isvcs = {"serving.cinfer.io", "v1alpha1",
                                                       "inferenceservices", true};
-
-static const char *meta_str(const json_t *o, const char *f)
-{
-    return json_string_value(json_object_get(json_object_get(o, "metadata"), f));
-}
 
 static void fail(struct reconcile_outcome *out, int rc, const char *what, const char *detail)
 {
@@ -54,7 +50,8 @@ static void emit_event(struct k8s_client *c, const json_t *isvc, const char *typ
 {
     char ts[32];
     conditions_format_time(now, ts, sizeof(ts));
-    const char *ns = meta_str(isvc, "namespace"), *name = meta_str(isvc, "name");
+    const char *ns = json_util_str_at(isvc, "metadata", "namespace"),
+               *name = json_util_str_at(isvc, "metadata", "name");
     char gen_name[300];
     snprintf(gen_name, sizeof(gen_name), "%s.", name);
     json_t *ev = json_pack(
@@ -62,9 +59,10 @@ static void emit_event(struct k8s_client *c, const json_t *isvc, const char *typ
         "s:s, s:s, s:i, s:s}",
         "apiVersion", "v1", "kind", "Event", "metadata", "generateName", gen_name, "namespace", ns,
         "involvedObject", "apiVersion", DESIRED_API_VERSION, "kind", DESIRED_KIND, "name", name,
-        "namespace", ns, "uid", meta_str(isvc, "uid"), "type", type, "reason", reason, "message",
-        message ? message : "", "source", "component", DESIRED_FIELD_MANAGER, "firstTimestamp", ts,
-        "lastTimestamp", ts, "count", 1, "reportingComponent", DESIRED_FIELD_MANAGER);
+        "namespace", ns, "uid", json_util_str_at(isvc, "metadata", "uid"), "type", type, "reason",
+        reason, "message", message ? message : "", "source", "component", DESIRED_FIELD_MANAGER,
+        "firstTimestamp", ts, "lastTimestamp", ts, "count", 1, "reportingComponent",
+        DESIRED_FIELD_MANAGER);
     struct k8s_ref ref = {&k8s_resource_events, ns, NULL, NULL};
     if (!ev || k8s_client_create(c, &ref, ev, NULL) != 0)
         log_warn("cannot record event", LOG_S("isvc", name), LOG_S("reason", reason),
@@ -95,8 +93,9 @@ static int write_status(struct k8s_client *c, const json_t *isvc, json_t *status
     json_t *obj = json_deep_copy(isvc);
     if (!obj) return ERR_NOMEM;
     json_object_set(obj, "status", status);
-    struct k8s_ref ref = {&reconcile_resource_isvcs, meta_str(isvc, "namespace"),
-                          meta_str(isvc, "name"), "status"};
+    struct k8s_ref ref = {&reconcile_resource_isvcs,
+                          json_util_str_at(isvc, "metadata", "namespace"),
+                          json_util_str_at(isvc, "metadata", "name"), "status"};
     int rc = k8s_client_update(c, &ref, obj, NULL);
     json_decref(obj);
     return rc;
@@ -119,7 +118,7 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
     /* Deleted (or being deleted): owned objects go through garbage collection. */
     if (!isvc || json_object_get(json_object_get(isvc, "metadata"), "deletionTimestamp")) goto out;
 
-    const char *uid = meta_str(isvc, "uid");
+    const char *uid = json_util_str_at(isvc, "metadata", "uid");
     const char *spec_reason = NULL;
     char spec_msg[512] = "";
     struct model_uri m;

@@ -1,6 +1,7 @@
 /* InferenceService status and conditions from observed state (see status.h). */
 #include "operator/status.h"
 
+#include "common/json_util.h"
 #include "operator/conditions.h"
 #include "operator/desired.h"
 
@@ -18,13 +19,6 @@ struct pod_problem {
     const char *reason;
     char message[512];
 };
-
-static long long int_at(const json_t *o, const char *a, const char *b)
-{
-    json_t *v = json_object_get(o, a);
-    if (b) v = json_object_get(v, b);
-    return json_is_integer(v) ? json_integer_value(v) : 0;
-}
 
 static bool is_failing_reason(const char *r)
 {
@@ -48,7 +42,8 @@ static bool container_problem(const char *pod, const json_t *statuses, bool init
         const char *msg = json_string_value(json_object_get(waiting, "message"));
         if (!reason) { /* an init container that failed and is being retried */
             const json_t *last = json_object_get(json_object_get(cs, "lastState"), "terminated");
-            if (init && (int_at(term, "exitCode", NULL) != 0 || int_at(last, "exitCode", NULL)))
+            if (init && (json_util_int_at(term, "exitCode", NULL, 0) != 0 ||
+                         json_util_int_at(last, "exitCode", NULL, 0)))
                 reason = "CrashLoopBackOff";
         }
         if (!is_failing_reason(reason)) continue;
@@ -110,15 +105,15 @@ json_t *status_compute(const struct status_input *in)
     const json_t *meta = json_object_get(in->isvc, "metadata");
     const char *name = json_string_value(json_object_get(meta, "name"));
     const char *ns = json_string_value(json_object_get(meta, "namespace"));
-    long long generation = int_at(in->isvc, "metadata", "generation");
-    long long want = json_is_integer(json_object_get(json_object_get(in->isvc, "spec"), "replicas"))
-                         ? int_at(json_object_get(in->isvc, "spec"), "replicas", NULL)
-                         : 1;
+    long long generation = json_util_int_at(in->isvc, "metadata", "generation", 0);
+    long long want = json_util_int_at(in->isvc, "spec", "replicas", 1);
     const json_t *dst = json_object_get(in->deployment, "status");
-    long long have = int_at(dst, "replicas", NULL), ready = int_at(dst, "readyReplicas", NULL);
-    long long updated = int_at(dst, "updatedReplicas", NULL);
-    bool dep_current = in->deployment && int_at(dst, "observedGeneration", NULL) >=
-                                             int_at(in->deployment, "metadata", "generation");
+    long long have = json_util_int_at(dst, "replicas", NULL, 0),
+              ready = json_util_int_at(dst, "readyReplicas", NULL, 0);
+    long long updated = json_util_int_at(dst, "updatedReplicas", NULL, 0);
+    bool dep_current =
+        in->deployment && json_util_int_at(dst, "observedGeneration", NULL, 0) >=
+                              json_util_int_at(in->deployment, "metadata", "generation", 0);
 
     char ready_msg[160], prog_msg[160], selector[512], url[600];
     struct condition ready_c, prog_c,

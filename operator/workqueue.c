@@ -4,6 +4,7 @@
 #include "operator/workqueue.h"
 
 #include "common/err.h"
+#include "common/heap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -31,6 +32,13 @@ struct wq_delayed {
     struct wq_entry *e;
 };
 
+static inline bool wq_delayed_less(const struct wq_delayed *a, const struct wq_delayed *b)
+{
+    return a->at < b->at;
+}
+
+HEAP_DEFINE(wq_heap, struct wq_delayed, wq_delayed_less)
+
 struct workqueue {
     struct workqueue_opts opts;
     pthread_mutex_t mu;
@@ -38,8 +46,7 @@ struct workqueue {
     struct wq_entry *buckets[WQ_BUCKETS];
     struct wq_entry *fifo_head, *fifo_tail;
     size_t ready;
-    struct wq_delayed *heap;
-    size_t heap_len, heap_cap;
+    struct wq_heap delayed; /* by time due */
     bool shutdown;
 };
 
@@ -118,52 +125,18 @@ static void mark_dirty(struct workqueue *q, struct wq_entry *e)
         fifo_push(q, e);
 }
 
-static void heap_swap(struct workqueue *q, size_t a, size_t b)
+static int delayed_push(struct workqueue *q, int64_t at, struct wq_entry *e)
 {
-    struct wq_delayed t = q->heap[a];
-    q->heap[a] = q->heap[b];
-    q->heap[b] = t;
-}
-
-static int heap_push(struct workqueue *q, int64_t at, struct wq_entry *e)
-{
-    if (q->heap_len == q->heap_cap) {
-        size_t cap = q->heap_cap ? q->heap_cap * 2 : 64;
-        struct wq_delayed *h = realloc(q->heap, cap * sizeof(*h));
-        if (!h) return ERR_NOMEM;
-        q->heap = h;
-        q->heap_cap = cap;
-    }
-    size_t i = q->heap_len++;
-    q->heap[i] = (struct wq_delayed){at, e};
-    e->heap_refs++;
-    while (i > 0 && q->heap[(i - 1) / 2].at > q->heap[i].at) {
-        heap_swap(q, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
-    return 0;
-}
-
-static struct wq_delayed heap_pop(struct workqueue *q)
-{
-    struct wq_delayed top = q->heap[0];
-    q->heap[0] = q->heap[--q->heap_len];
-    for (size_t i = 0;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < q->heap_len && q->heap[l].at < q->heap[m].at) m = l;
-        if (r < q->heap_len && q->heap[r].at < q->heap[m].at) m = r;
-        if (m == i) break;
-        heap_swap(q, i, m);
-        i = m;
-    }
-    return top;
+    int rc = wq_heap_push(&q->delayed, (struct wq_delayed){at, e});
+    if (!rc) e->heap_refs++;
+    return rc;
 }
 
 /* Moves delayed keys whose time has come to the ready list. */
 static void promote_due(struct workqueue *q, int64_t now)
 {
-    while (q->heap_len && q->heap[0].at <= now) {
-        struct wq_delayed d = heap_pop(q);
+    while (q->delayed.n && q->delayed.v[0].at <= now) {
+        struct wq_delayed d = wq_heap_pop(&q->delayed);
         d.e->heap_refs--;
         if (d.e->delay_until ==
             d.at) { /* stale items (superseded by an earlier delay) are skipped */
@@ -201,7 +174,7 @@ void workqueue_free(struct workqueue *q)
             free(e);
         }
     }
-    free(q->heap);
+    wq_heap_fini(&q->delayed);
     pthread_cond_destroy(&q->cv);
     pthread_mutex_destroy(&q->mu);
     free(q);
@@ -227,7 +200,7 @@ int workqueue_add_after(struct workqueue *q, const char *key, int64_t delay_ms)
         int64_t at = now_ms(q) + delay_ms;
         if (!e->delay_until || at < e->delay_until) {
             e->delay_until = at;
-            rc = heap_push(q, at, e);
+            rc = delayed_push(q, at, e);
             if (rc) e->delay_until = 0;
             pthread_cond_signal(&q->cv); /* a sleeping worker may need to wake earlier */
         }
@@ -298,7 +271,7 @@ char *workqueue_get(struct workqueue *q, int64_t timeout_ms)
         }
         if (now >= deadline) break;
         int64_t wake = deadline;
-        if (q->heap_len && q->heap[0].at < wake) wake = q->heap[0].at;
+        if (q->delayed.n && q->delayed.v[0].at < wake) wake = q->delayed.v[0].at;
         /* The injected clock may be fake: never sleep more than 50 ms at a time. */
         if (wake - now > 50) wake = now + 50;
         struct timespec ts;

@@ -26,16 +26,12 @@ struct builder {
 
 static int fail(struct builder *b, int rc, const char *fmt, ...)
 {
-    if (b->err && b->errlen) {
-        int n = snprintf(b->err, b->errlen, "line %zu: ", b->line);
-        if (n >= 0 && (size_t)n < b->errlen) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(b->err + n, b->errlen - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return rc;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    err_vfmt(msg, sizeof(msg), 0, fmt, ap);
+    va_end(ap);
+    return err_fmt(b->err, b->errlen, rc, "line %zu: %s", b->line, msg);
 }
 
 int trace_format_parse(const char *s, enum trace_format *out)

@@ -28,7 +28,7 @@ static int cfg_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    if (errlen) vsnprintf(err, errlen, fmt, ap);
+    err_vfmt(err, errlen, rc, fmt, ap);
     va_end(ap);
     return rc;
 }

@@ -6,6 +6,7 @@
 
 #include "common/assert.h"
 #include "common/err.h"
+#include "common/utf8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -34,16 +35,13 @@ struct parser {
 __attribute__((format(printf, 4, 5))) static int fail(struct parser *p, int rc, size_t pos,
                                                       const char *fmt, ...)
 {
-    if (p->err && p->err_len) {
-        int n = snprintf(p->err, p->err_len, "line %zu, column %zu: ", p->line_no, pos - p->ls + 1);
-        if (n >= 0 && (size_t)n < p->err_len) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + n, p->err_len - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return rc;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    err_vfmt(msg, sizeof(msg), 0, fmt, ap);
+    va_end(ap);
+    return err_fmt(p->err, p->err_len, rc, "line %zu, column %zu: %s", p->line_no, pos - p->ls + 1,
+                   msg);
 }
 
 /* At most this many bytes of a name are quoted in an error message. */
@@ -105,9 +103,9 @@ static int scan_escaped(struct parser *p, size_t i, bool quote, size_t *end, con
                             quote ? "\\\\ \\\" \\n" : "\\\\ \\n");
             i += 2;
         } else {
-            size_t k = prom_utf8_seq((const unsigned char *)p->text + i, p->le - i);
-            if (!k) return fail(p, ERR_PARSE, i, "invalid UTF-8 in %s", what);
-            i += k;
+            int k = utf8_seq_check((const uint8_t *)p->text + i, p->le - i);
+            if (k <= 0) return fail(p, ERR_PARSE, i, "invalid UTF-8 in %s", what);
+            i += (size_t)k;
         }
     }
     if (quote && i >= p->le) return fail(p, ERR_PARSE, open, "unterminated %s", what);

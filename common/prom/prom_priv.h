@@ -76,8 +76,6 @@ int prom_family_append(struct prom_exposition *e, const char *name, size_t n, si
 /* True when `c` may appear in a metric name (`colon_ok`) or label name, at the start when
  * `first`. */
 bool prom_name_char(char c, bool first, bool colon_ok);
-/* Returns the length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 when it is invalid. */
-size_t prom_utf8_seq(const unsigned char *s, size_t n);
 /* Parses the whole of s[0..n) as a float: [+-] digits [. digits] [e[+-]digits], or [+-] Inf,
  * Infinity, NaN in any case. Rejects hex, underscores, overflow to infinity. */
 bool prom_double_parse(const char *s, size_t n, double *out);

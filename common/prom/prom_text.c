@@ -73,30 +73,6 @@ char *prom_double_fmt(double v, char out[PROM_DOUBLE_MAX])
     return out;
 }
 
-/* Returns the length of the valid UTF-8 sequence at s[0..n) (n > 0), or 0 when it is invalid
- * (truncated, overlong, surrogate, above U+10FFFF). */
-size_t prom_utf8_seq(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80) return 1;
-    size_t len;
-    uint32_t cp, min;
-    if ((s[0] & 0xe0) == 0xc0)
-        len = 2, cp = s[0] & 0x1f, min = 0x80;
-    else if ((s[0] & 0xf0) == 0xe0)
-        len = 3, cp = s[0] & 0x0f, min = 0x800;
-    else if ((s[0] & 0xf8) == 0xf0)
-        len = 4, cp = s[0] & 0x07, min = 0x10000;
-    else
-        return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return len;
-}
-
 /* Parses a float token: [+-] then digits with an optional fraction and exponent, or Inf, Infinity,
  * NaN (any case). Hexadecimal and out-of-range values are rejected. */
 bool prom_double_parse(const char *s, size_t n, double *out)

@@ -28,18 +28,6 @@ static const struct api_error_info api_error_infos[] = {
     [API_ERR_INTERNAL] = {500, "server_error", NULL},
 };
 
-/* A truncated message may end inside a multi-byte character; drop that partial character so the
- * message stays valid UTF-8 (jansson refuses anything else). */
-static void api_error_trim_utf8(char *s)
-{
-    size_t len = strlen(s), i = len;
-    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && len - i < 3) i--;
-    if (i == 0) return;
-    unsigned char lead = (unsigned char)s[i - 1];
-    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
-    if (need > 1 && len - (i - 1) < need) s[i - 1] = '\0';
-}
-
 void api_error_set(struct api_error *e, enum api_error_kind kind, const char *param,
                    const char *fmt, ...)
 {
@@ -52,10 +40,9 @@ void api_error_set(struct api_error *e, enum api_error_kind kind, const char *pa
     e->retry_after_s = 0;
     snprintf(e->param, sizeof(e->param), "%s", param ? param : "");
     va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(e->message, sizeof(e->message), fmt, ap);
+    va_start(ap, fmt); /* a message cut short ends on a character boundary (err_vfmt) */
+    err_vfmt(e->message, sizeof(e->message), 0, fmt, ap);
     va_end(ap);
-    if (n >= (int)sizeof(e->message)) api_error_trim_utf8(e->message);
 }
 
 json_t *api_error_json(const struct api_error *e)

@@ -15,20 +15,14 @@ struct api_parse {
     const struct api_limits *lim;
 };
 
-/* Returns the offset of the first invalid UTF-8 sequence in s[0..len), or len when valid.
- * Rejects overlong forms, surrogates and code points above U+10FFFF (RFC 3629). */
-size_t api_utf8_invalid_at(const unsigned char *s, size_t len);
-
-/* Error helpers: each fills p->err (400 naming `param`, or 500) and returns ERR_INVAL / ERR_NOMEM. */
+/* api_parse.c. Error helpers: each fills p->err (400 naming `param`, or 500) and returns
+ * ERR_INVAL / ERR_NOMEM. */
 int api_nomem(struct api_parse *p);
 int api_invalid(struct api_parse *p, const char *param, const char *msg);
 /* "'<param>' must be <want>, got <type of v>". */
 int api_wrong_type(struct api_parse *p, const char *param, const char *want, const json_t *v);
 /* "an object", "a string", ... for messages; static. */
 const char *api_json_type_name(const json_t *v);
-/* The value of `key` in `obj` (borrowed), or NULL when absent or JSON null (clients send null for
- * "use the default"). */
-const json_t *api_field(const json_t *obj, const char *key);
 
 /* Parses "messages" into p->r (api_request_chat.c). 0, ERR_INVAL or ERR_NOMEM. */
 int api_parse_messages(struct api_parse *p);

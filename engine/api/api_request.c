@@ -6,6 +6,8 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
+#include "common/utf8.h"
 #include "engine/api/api_priv.h"
 #include "engine/sched/sampler.h"
 
@@ -26,84 +28,11 @@ const char *api_role_name(enum api_role r)
     return "user";
 }
 
-size_t api_utf8_invalid_at(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        unsigned char c = s[i];
-        size_t n;
-        unsigned cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
-            n = 2, cp = c & 0x1F;
-        } else if (c >= 0xE0 && c <= 0xEF) {
-            n = 3, cp = c & 0x0F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            n = 4, cp = c & 0x07;
-        } else {
-            return i;
-        }
-        if (len - i < n) return i;
-        for (size_t k = 1; k < n; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-            cp = (cp << 6) | (s[i + k] & 0x3F);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-            (cp >= 0xD800 && cp <= 0xDFFF))
-            return i;
-        i += n;
-    }
-    return len;
-}
-
-int api_nomem(struct api_parse *p)
-{
-    api_error_set(p->err, API_ERR_INTERNAL, NULL, "out of memory while parsing the request");
-    return ERR_NOMEM;
-}
-
-int api_invalid(struct api_parse *p, const char *param, const char *msg)
-{
-    api_error_set(p->err, API_ERR_INVALID, param, "%s", msg);
-    return ERR_INVAL;
-}
-
-const char *api_json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "a value";
-}
-
-/* The value of `key` in `obj`, or NULL when absent or JSON null (clients send null for "default"). */
-const json_t *api_field(const json_t *obj, const char *key)
-{
-    const json_t *v = json_object_get(obj, key);
-    return json_is_null(v) ? NULL : v;
-}
-
-int api_wrong_type(struct api_parse *p, const char *param, const char *want, const json_t *v)
-{
-    api_error_set(p->err, API_ERR_INVALID, param, "'%s' must be %s, got %s", param, want,
-                  api_json_type_name(v));
-    return ERR_INVAL;
-}
-
 /* A number within [lo, hi] (lo excluded when lo_open). 0, ERR_NOT_FOUND (absent) or ERR_INVAL. */
 static int api_get_number(struct api_parse *p, const char *key, double lo, double hi, bool lo_open,
                           float *out)
 {
-    const json_t *v = api_field(p->root, key);
+    const json_t *v = json_util_field(p->root, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_number(v)) return api_wrong_type(p, key, "a number", v);
     double d = json_number_value(v);
@@ -124,7 +53,7 @@ static int api_get_number(struct api_parse *p, const char *key, double lo, doubl
 static int api_get_int_at(struct api_parse *p, const json_t *obj, const char *key,
                           const char *param, long long lo, long long hi, long long *out)
 {
-    const json_t *v = api_field(obj, key);
+    const json_t *v = json_util_field(obj, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_integer(v)) return api_wrong_type(p, param, "an integer", v);
     long long x = json_integer_value(v);
@@ -146,7 +75,7 @@ static int api_get_int(struct api_parse *p, const char *key, long long lo, long 
 static int api_get_bool_at(struct api_parse *p, const json_t *obj, const char *key,
                            const char *param, bool *out)
 {
-    const json_t *v = api_field(obj, key);
+    const json_t *v = json_util_field(obj, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_boolean(v)) return api_wrong_type(p, param, "a boolean", v);
     *out = json_is_true(v);
@@ -156,7 +85,7 @@ static int api_get_bool_at(struct api_parse *p, const json_t *obj, const char *k
 /* An owned copy of a string field of at most maxlen bytes. */
 static int api_get_str(struct api_parse *p, const char *key, size_t maxlen, char **out)
 {
-    const json_t *v = api_field(p->root, key);
+    const json_t *v = json_util_field(p->root, key);
     if (!v) return ERR_NOT_FOUND;
     if (!json_is_string(v)) return api_wrong_type(p, key, "a string", v);
     if (json_string_length(v) > maxlen) {
@@ -180,19 +109,21 @@ static int api_opt(int rc)
 static int api_check_unsupported(struct api_parse *p)
 {
     const json_t *v;
-    if ((v = api_field(p->root, "echo")) && !json_is_false(v))
+    if ((v = json_util_field(p->root, "echo")) && !json_is_false(v))
         return api_invalid(p, "echo", "'echo' is not supported");
-    if ((v = api_field(p->root, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
+    if ((v = json_util_field(p->root, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
         return api_invalid(p, "suffix", "'suffix' is not supported");
-    if ((v = api_field(p->root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
+    if ((v = json_util_field(p->root, "best_of")) &&
+        !(json_is_integer(v) && json_integer_value(v) == 1))
         return api_invalid(p, "best_of", "'best_of' other than 1 is not supported");
-    if ((v = api_field(p->root, "logit_bias")) && !(json_is_object(v) && !json_object_size(v)))
+    if ((v = json_util_field(p->root, "logit_bias")) &&
+        !(json_is_object(v) && !json_object_size(v)))
         return api_invalid(p, "logit_bias", "'logit_bias' is not supported");
-    if ((v = api_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
+    if ((v = json_util_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "tools", "'tools' (function calling) is not supported");
-    if ((v = api_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
+    if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "functions", "'functions' (function calling) is not supported");
-    if ((v = api_field(p->root, "response_format"))) {
+    if ((v = json_util_field(p->root, "response_format"))) {
         const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
         if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
             return api_invalid(p, "response_format",
@@ -229,7 +160,7 @@ static int api_parse_token_ids(struct api_parse *p, const json_t *a)
 /* "prompt": a string, an array of token ids, or a one-element array holding either. */
 static int api_parse_prompt(struct api_parse *p)
 {
-    const json_t *v = api_field(p->root, "prompt");
+    const json_t *v = json_util_field(p->root, "prompt");
     if (!v) return api_invalid(p, "prompt", "'prompt' is required");
     if (json_is_array(v) && json_array_size(v) > 0 && !json_is_integer(json_array_get(v, 0))) {
         if (json_array_size(v) > 1)
@@ -248,7 +179,7 @@ static int api_parse_prompt(struct api_parse *p)
 /* "stop": null, a string, or an array of up to API_MAX_STOP strings; none empty. */
 static int api_parse_stop(struct api_parse *p)
 {
-    const json_t *v = api_field(p->root, "stop");
+    const json_t *v = json_util_field(p->root, "stop");
     if (!v) return 0;
     size_t n = json_is_array(v) ? json_array_size(v) : 1;
     if (!json_is_array(v) && !json_is_string(v))
@@ -291,7 +222,7 @@ static int api_parse_stream(struct api_parse *p)
 {
     int rc = api_opt(api_get_bool_at(p, p->root, "stream", "stream", &p->r->stream));
     if (rc) return rc;
-    const json_t *so = api_field(p->root, "stream_options");
+    const json_t *so = json_util_field(p->root, "stream_options");
     if (!so) return 0;
     if (!json_is_object(so)) return api_wrong_type(p, "stream_options", "an object", so);
     if (!p->r->stream)
@@ -366,7 +297,7 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
     json_t *root = NULL;
     struct api_request *r = NULL;
     int rc = ERR_INVAL;
-    size_t bad = api_utf8_invalid_at((const unsigned char *)(body ? body : ""), body ? len : 0);
+    size_t bad = utf8_invalid_at(body ? body : "", body ? len : 0);
     if (bad < len) {
         api_error_set(err, API_ERR_INVALID, NULL,
                       "request body is not valid UTF-8 (bad byte 0x%02x at offset %zu)",

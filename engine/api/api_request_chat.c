@@ -4,6 +4,7 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
+#include "common/json_util.h"
 #include "engine/api/api_priv.h"
 
 #include <stdio.h>
@@ -82,7 +83,7 @@ out:
 
 int api_parse_messages(struct api_parse *p)
 {
-    const json_t *a = api_field(p->root, "messages");
+    const json_t *a = json_util_field(p->root, "messages");
     if (!a) return api_invalid(p, "messages", "'messages' is required");
     if (!json_is_array(a)) return api_wrong_type(p, "messages", "an array", a);
     size_t n = json_array_size(a);
@@ -99,7 +100,7 @@ int api_parse_messages(struct api_parse *p)
         snprintf(param, sizeof(param), "messages[%zu].role", i);
         int rc = api_parse_role(p, m, param, &msg->role);
         if (rc) return rc;
-        const json_t *c = api_field(m, "content");
+        const json_t *c = json_util_field(m, "content");
         if (!c && msg->role != API_ROLE_ASSISTANT) { /* assistant may carry only tool calls */
             snprintf(param, sizeof(param), "messages[%zu].content", i);
             return api_invalid(p, param, "message 'content' is required");

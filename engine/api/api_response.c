@@ -7,7 +7,7 @@
 
 #include "common/err.h"
 #include "common/json_util.h"
-#include "engine/api/api_priv.h"
+#include "common/utf8.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -41,14 +41,14 @@ static json_t *api_text(const char *p, size_t len)
 {
     if (!p) p = "", len = 0;
     const unsigned char *s = (const unsigned char *)p;
-    size_t bad = api_utf8_invalid_at(s, len);
+    size_t bad = utf8_invalid_at(s, len);
     if (bad == len) return json_stringn(p, len);
     struct buf b;
     buf_init(&b, 0); /* at most 3x the input, which the caller bounds */
     json_t *j = NULL;
     size_t i = 0;
     while (i < len) {
-        bad = i + api_utf8_invalid_at(s + i, len - i);
+        bad = i + utf8_invalid_at(s + i, len - i);
         if (buf_append(&b, s + i, bad - i)) goto out;
         if (bad == len) break;
         if (buf_puts(&b, "\xEF\xBF\xBD")) goto out;

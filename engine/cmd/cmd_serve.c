@@ -274,7 +274,7 @@ static int serve_load(struct serve_state *s)
         .max_queue = c->max_queue,
         .request_timeout_s = c->request_timeout_s,
     };
-    rc = serve_loop_start(&lc, s->m, s->kv, s->tok, http_api_metrics(s->http), s->resp, &s->loop);
+    rc = serve_loop_start(&lc, s->m, s->kv, s->tok, http_api_metrics(s->http), &s->loop);
     if (rc) {
         log_error("cannot start the inference loop", LOG_S("err", err_str(rc)));
         return rc;

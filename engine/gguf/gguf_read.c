@@ -38,15 +38,12 @@ static int gguf_fail(struct gguf_cur *c, int rc, size_t at, const char *fmt, ...
 
 static int gguf_fail(struct gguf_cur *c, int rc, size_t at, const char *fmt, ...)
 {
-    if (c->err && c->errlen) {
-        char msg[384];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        snprintf(c->err, c->errlen, "gguf: %s at offset %zu", msg, at);
-    }
-    return rc;
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    err_vfmt(msg, sizeof(msg), 0, fmt, ap);
+    va_end(ap);
+    return err_fmt(c->err, c->errlen, rc, "gguf: %s at offset %zu", msg, at);
 }
 
 static void gguf_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -54,10 +51,9 @@ static void gguf_seterr(char *err, size_t errlen, const char *fmt, ...)
 
 static void gguf_seterr(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !errlen) return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    err_vfmt(err, errlen, 0, fmt, ap);
     va_end(ap);
 }
 

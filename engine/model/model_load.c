@@ -19,12 +19,10 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    err_vfmt(err, errlen, rc, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include "common/http_server.h"
 #include "common/log.h"
 #include "engine/api/api.h"
+#include "engine/serve/serve_error.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
 #include "engine/serve/serve_respond.h"
@@ -20,39 +21,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#define SERVE_API_RETRY_LOADING_S  5
-#define SERVE_API_RETRY_DRAINING_S 1
-#define SERVE_API_RETRY_QUEUE_S    1
-#define SERVE_API_RETRY_FAULTED_S  1           /* another replica can answer at once */
-#define SERVE_API_PROMPT_TEXT_MAX  (64u << 20) /* rendered chat prompt */
-
-#define SERVE_ERROR_BODY_MAX (1u << 16)
-
-int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e)
-{
-    buf_init(&x->body, SERVE_ERROR_BODY_MAX);
-    x->retry_after_header = (struct http_header){"Retry-After", x->retry_after};
-    bool has_ra = api_error_retry_after(e, x->retry_after, sizeof(x->retry_after)) == 1;
-    x->headers = has_ra ? &x->retry_after_header : NULL;
-    x->n_headers = has_ra ? 1 : 0;
-    return api_error_body(e, &x->body);
-}
-
-void serve_error_reply_fini(struct serve_error_reply *x)
-{
-    buf_fini(&x->body);
-}
-
-static void respond_api_error(struct http_req *req, const struct api_error *e)
-{
-    struct serve_error_reply x;
-    if (serve_error_reply_init(&x, e) == 0)
-        http_respond(req, e->status, "application/json", x.body.data, x.body.len, x.headers,
-                     x.n_headers);
-    else
-        http_respond_error(req, 500, "server_error", "cannot format the error");
-    serve_error_reply_fini(&x);
-}
+#define SERVE_API_PROMPT_TEXT_MAX (64u << 20) /* rendered chat prompt */
 
 bool serve_api_authorized(const char *key, const char *header)
 {
@@ -78,40 +47,22 @@ static bool authorized(const struct serve_api *api, struct http_req *req)
     api_error_set(&e, API_ERR_UNAUTHORIZED, NULL,
                   n >= 0 ? "Incorrect API key provided"
                          : "You didn't provide an API key: send \"Authorization: Bearer <key>\"");
-    respond_api_error(req, &e);
+    serve_error_respond(req, &e);
     return false;
-}
-
-void serve_api_error_faulted(struct api_error *e, bool running)
-{
-    if (running) {
-        api_error_set(e, API_ERR_INTERNAL, NULL,
-                      "the engine is faulted (inference steps keep failing) and stopped this "
-                      "response; the pod will be restarted: retry the request");
-    } else {
-        api_error_set(e, API_ERR_OVERLOADED, NULL,
-                      "the engine is faulted (inference steps keep failing); the pod will be "
-                      "restarted: retry on another replica");
-        e->retry_after_s = SERVE_API_RETRY_FAULTED_S;
-    }
-    e->code = "engine_faulted";
 }
 
 static bool gate_open(enum serve_api_gate gate, struct http_req *req)
 {
+    static const enum serve_fail why[] = {
+        [SERVE_API_OPEN] = SERVE_FAIL_NONE,
+        [SERVE_API_LOADING] = SERVE_FAIL_LOADING,
+        [SERVE_API_DRAINING] = SERVE_FAIL_DRAINING,
+        [SERVE_API_FAULTED] = SERVE_FAIL_FAULTED,
+    };
     if (gate == SERVE_API_OPEN) return true;
     struct api_error e;
-    if (gate == SERVE_API_FAULTED) {
-        serve_api_error_faulted(&e, false);
-    } else if (gate == SERVE_API_LOADING) {
-        api_error_set(&e, API_ERR_OVERLOADED, NULL, "the model is still loading; retry shortly");
-        e.retry_after_s = SERVE_API_RETRY_LOADING_S;
-    } else {
-        api_error_set(&e, API_ERR_OVERLOADED, NULL,
-                      "the server is shutting down; retry on another replica");
-        e.retry_after_s = SERVE_API_RETRY_DRAINING_S;
-    }
-    respond_api_error(req, &e);
+    serve_error_set(&e, why[gate]);
+    serve_error_respond(req, &e);
     return false;
 }
 
@@ -199,9 +150,7 @@ static bool fits_context(const struct serve_api *api, const struct api_request *
 /* Runs on the service thread when the client goes away mid-request. */
 static void on_client_gone(void *ud)
 {
-    struct serve_req *r = ud;
-    atomic_store(&r->cancelled, true);
-    serve_loop_wake(r->loop);
+    serve_req_cancel(ud);
 }
 
 static uint64_t random_u64(void)
@@ -213,6 +162,36 @@ static uint64_t random_u64(void)
         v = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
     }
     return v;
+}
+
+/* The request as the other threads need it (serve_req.h "spec"): the scheduler's request, built
+ * here so that the parsed API request never leaves the HTTP thread. `r`, `ids` borrowed. */
+static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, double arrival,
+                    struct serve_req_spec *out)
+{
+    *out = (struct serve_req_spec){
+        .created = (long long)time(NULL),
+        .arrival = arrival,
+        .n_choices = r->n,
+        .kind = r->kind,
+        .stream = r->stream,
+        .include_usage = r->include_usage,
+        .logprobs = r->logprobs,
+        .sched =
+            {
+                .prompt = ids,
+                .n_prompt = n_ids,
+                .max_tokens = r->max_tokens,
+                .stops = (const char *const *)r->stop,
+                .n_stops = r->n_stop,
+                .ignore_eos = r->ignore_eos,
+                .priority = r->priority,
+                .cache_salt = r->cache_salt,
+            },
+    };
+    /* The client's seed, or a random one; choice c samples with seed + c. */
+    api_request_sampler_params(r, random_u64(), &out->sched.sampling);
+    (void)api_response_id(r->kind, random_u64(), out->id, sizeof(out->id));
 }
 
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
@@ -227,6 +206,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     struct api_error err;
     int32_t *ids = NULL;
     int n_ids = 0;
+    struct serve_req *sr = NULL;
     if (api_request_parse(body, len, kind, &lim, &r, &err) != 0) goto fail;
     if (r->model && strcmp(r->model, api->model_name) != 0) {
         api_error_set(&err, API_ERR_MODEL_NOT_FOUND, "model",
@@ -237,44 +217,45 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     if (serve_api_prompt_ids(api, r, &ids, &n_ids, &err) != 0) goto fail;
     if (!fits_context(api, r, n_ids, &err)) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
-        api_error_set(&err, API_ERR_RATE_LIMIT, NULL,
-                      "too many requests are waiting (%d); retry later", api->max_queue);
-        err.retry_after_s = SERVE_API_RETRY_QUEUE_S;
+        serve_error_queue_full(&err, api->max_queue);
         goto fail;
     }
-    struct serve_req *sr = serve_req_new(r, ids, n_ids);
-    r = NULL;
-    ids = NULL;
+    struct serve_req_spec spec;
+    spec_of(r, ids, n_ids, arrival, &spec);
+    sr = serve_req_new(&spec);
+    api_request_free(r);
+    free(ids);
     if (!sr) {
         api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
-        goto fail;
+        serve_error_respond(req, &err);
+        return;
     }
-    sr->loop = api->loop;
-    sr->seed = random_u64();
-    sr->arrival = arrival;
-    sr->created = (long long)time(NULL);
-    (void)api_response_id(kind, random_u64(), sr->id, sizeof(sr->id));
-    sr->stream = http_req_defer(req);
-    if (!sr->stream) {
+    struct http_stream *stream = http_req_defer(req);
+    if (!stream) {
         serve_req_unref(sr);
         return; /* http_req_defer answered 500 */
     }
-    http_stream_on_cancel(sr->stream, on_client_gone, sr);
-    serve_respond_adopt(api->resp, sr);
+    http_stream_on_cancel(stream, on_client_gone, sr);
+    if (serve_respond_adopt(api->resp, sr, stream) != 0) {
+        api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
+        serve_error_respond_stream(stream, &err);
+        serve_req_unref(sr);
+        return;
+    }
     int rc = serve_loop_submit(api->loop, sr);
     if (rc) {
-        sr->fail_status = rc == ERR_AGAIN ? 429 : rc == ERR_BAD_STATE ? 503 : 500;
         /* Faulted since the gate let it through: refused like the requests after it. */
-        if (rc == ERR_BAD_STATE && serve_loop_faulted(api->loop))
-            atomic_store(&sr->fail_faulted, true);
-        atomic_store(&sr->failed, true);
-        serve_respond_post(api->resp, sr);
+        bool faulted = rc == ERR_BAD_STATE && serve_loop_faulted(api->loop);
+        serve_req_fail(sr, rc == ERR_AGAIN       ? SERVE_FAIL_QUEUE_FULL
+                           : faulted             ? SERVE_FAIL_FAULTED
+                           : rc == ERR_BAD_STATE ? SERVE_FAIL_DRAINING
+                                                 : SERVE_FAIL_INTERNAL);
     }
     return;
 fail:
     api_request_free(r);
     free(ids);
-    respond_api_error(req, &err);
+    serve_error_respond(req, &err);
 }
 
 void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate,

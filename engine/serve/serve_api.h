@@ -5,7 +5,6 @@
 #ifndef CINFER_ENGINE_SERVE_API_H
 #define CINFER_ENGINE_SERVE_API_H
 
-#include "common/buf.h"
 #include "common/http_server.h"
 #include "engine/api/chat_template.h"
 
@@ -34,7 +33,7 @@ enum serve_api_gate {
     SERVE_API_OPEN = 0, /* serving */
     SERVE_API_LOADING,  /* 503 "loading", Retry-After */
     SERVE_API_DRAINING, /* 503 "shutting down", Retry-After */
-    SERVE_API_FAULTED,  /* 503 code engine_faulted, Retry-After (serve_api_error_faulted) */
+    SERVE_API_FAULTED,  /* 503 code engine_faulted, Retry-After (SERVE_FAIL_FAULTED) */
 };
 
 /* Route handlers; `api` may be NULL while the model loads (the gate then says LOADING). Service
@@ -43,27 +42,6 @@ void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate
                            struct http_req *req);
 void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req);
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
-
-/* An OpenAI error ready to send, on a request or on a deferred stream: the JSON body and, when the
- * error asks for one, the Retry-After header (headers/n_headers point into the struct). */
-struct serve_error_reply {
-    struct buf body;
-    char retry_after[16];
-    struct http_header retry_after_header;
-    const struct http_header *headers; /* NULL or &retry_after_header */
-    size_t n_headers;
-};
-
-/* Formats `e` (borrowed) into `x`. Returns 0, or ERR_NOMEM / ERR_TOO_BIG (x is still finalisable).
- * Any thread. */
-int serve_error_reply_init(struct serve_error_reply *x, const struct api_error *e);
-void serve_error_reply_fini(struct serve_error_reply *x);
-
-/* Fills `e` with the OpenAI error of a faulted engine (serve_loop_faulted): type "server_error",
- * code "engine_faulted", a message saying the pod will be restarted. `running`: the request was
- * being generated when the engine faulted (500); otherwise it was refused before it ran (503 with
- * Retry-After, so a client retries, through the Service, on another replica). Pure; any thread. */
-void serve_api_error_faulted(struct api_error *e, bool running);
 
 /* True when `header` (the Authorization header's value, NULL when absent) carries the bearer
  * token `key` (NULL: no key configured, everything passes). Constant time in the key's length.

@@ -10,7 +10,6 @@
 #include "common/metric_names.h"
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/serve_req.h"
-#include "engine/serve/serve_respond.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,7 +24,7 @@ struct serve_loop {
     struct serve_loop_cfg cfg;
     struct sched *sched;
     struct serve_metrics *metrics;
-    struct serve_respond *resp;
+    struct serve_req_hook wake_hook; /* every submitted request's on_cancel */
 
     pthread_t thread;
     bool started;
@@ -58,19 +57,41 @@ static const char *finish_name(enum sched_finish f)
                                       : METRIC_FINISHED_ABORT;
 }
 
-/* A request's last sequence ended: metrics, one access-log line (never the prompt or the text), and
- * the loop's reference goes. */
+/* A request's state on the inference thread: allocated when the request is admitted, freed when
+ * its last sequence ends. The scheduler's cookie of choice c is &ch[c]. */
+struct serve_loop_choice {
+    struct serve_req *req;
+    int index;
+    struct sched_seq *seq; /* NULL once finished */
+    double last_token_at;  /* for inter-token latency; 0 before the first token */
+};
+
+struct serve_loop_req {
+    int n_live; /* choices whose sequences have not finished */
+    bool first_token_seen;
+    double first_token_at;
+    long generated, cached; /* for the access log */
+    bool timed_out;
+    struct serve_loop_choice ch[]; /* (n_choices) */
+};
+
+/* A request's last sequence ended: metrics, one access-log line (never the prompt or the text),
+ * the loop's state and reference go. */
 static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_finish f)
 {
-    double e2e = clock_mono_s() - r->arrival;
+    const struct serve_req_spec *sp = &r->spec;
+    struct serve_loop_req *lr = r->loop;
+    double e2e = clock_mono_s() - sp->arrival;
     serve_metrics_request_done(l->metrics, metric_finish(f), e2e);
-    log_info("request finished", LOG_S("id", r->id), LOG_I("choices", r->n_choices),
-             LOG_I("prompt_tokens", r->n_prompt), LOG_I("cached_tokens", r->loop_cached),
-             LOG_I("completion_tokens", r->loop_generated), LOG_S("finish_reason", finish_name(f)),
-             LOG_B("stream", r->api->stream),
-             LOG_F("ttft_s", r->first_token_seen ? r->first_token_at - r->arrival : -1.0),
+    log_info("request finished", LOG_S("id", sp->id), LOG_I("choices", sp->n_choices),
+             LOG_I("prompt_tokens", sp->sched.n_prompt), LOG_I("cached_tokens", lr->cached),
+             LOG_I("completion_tokens", lr->generated), LOG_S("finish_reason", finish_name(f)),
+             LOG_B("stream", sp->stream),
+             LOG_F("ttft_s", lr->first_token_seen ? lr->first_token_at - sp->arrival : -1.0),
              LOG_F("e2e_s", e2e));
     serve_req_list_remove(&l->live, r);
+    free(lr);
+    r->loop = NULL;
     atomic_fetch_sub(&l->inflight, 1);
     serve_req_unref(r);
 }
@@ -79,88 +100,83 @@ static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_f
 static void on_event(void *ctx, const struct sched_event *ev)
 {
     struct serve_loop *l = ctx;
-    struct serve_seq_ud *u = ev->ud;
-    struct serve_req *r = u->req;
+    struct serve_loop_choice *c = ev->ud;
+    struct serve_req *r = c->req;
+    struct serve_loop_req *lr = r->loop;
     double t = clock_mono_s();
     if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
-        if (u->choice == 0) serve_metrics_observe_queue_time(l->metrics, t - r->arrival);
+        if (c->index == 0) serve_metrics_observe_queue_time(l->metrics, t - r->spec.arrival);
         return;
     }
-    if (u->choice == 0 && ev->n_cached > r->loop_cached) r->loop_cached = ev->n_cached;
+    if (c->index == 0 && ev->n_cached > lr->cached) lr->cached = ev->n_cached;
     if (ev->has_token) {
-        r->loop_generated++;
-        if (!r->first_token_seen) {
-            r->first_token_seen = true;
-            r->first_token_at = t;
-            serve_metrics_observe_ttft(l->metrics, t - r->arrival);
-        } else if (r->last_token_at[u->choice] > 0) {
-            serve_metrics_observe_itl(l->metrics, t - r->last_token_at[u->choice]);
+        lr->generated++;
+        if (!lr->first_token_seen) {
+            lr->first_token_seen = true;
+            lr->first_token_at = t;
+            serve_metrics_observe_ttft(l->metrics, t - r->spec.arrival);
+        } else if (c->last_token_at > 0) {
+            serve_metrics_observe_itl(l->metrics, t - c->last_token_at);
         }
-        r->last_token_at[u->choice] = t;
+        c->last_token_at = t;
     }
-    if (serve_req_push(r, u->choice, ev) != 0) {
-        log_error("out of memory queueing output; failing the request", LOG_S("id", r->id));
-        atomic_store(&r->failed, true);
-        r->fail_status = 500;
+    if (serve_req_push(r, c->index, ev) != 0) {
+        log_error("out of memory queueing output; failing the request", LOG_S("id", r->spec.id));
+        serve_req_fail(r, SERVE_FAIL_INTERNAL);
+    } else {
+        serve_req_post(r);
     }
     if (ev->finish != SCHED_FINISH_NONE) {
-        r->seqs[u->choice] = NULL;
-        if (--r->n_live == 0) {
-            serve_respond_post(l->resp, r);
-            request_done(l, r, ev->finish);
-            return;
-        }
+        c->seq = NULL;
+        if (--lr->n_live == 0) request_done(l, r, ev->finish);
     }
-    serve_respond_post(l->resp, r);
 }
 
-/* Puts a new request's choices into the scheduler. */
+/* A request the loop gives up before any of its sequences ran: answered with `why`, and the
+ * loop's state and reference go. */
+static void reject_request(struct serve_loop *l, struct serve_req *r, enum serve_fail why)
+{
+    free(r->loop);
+    r->loop = NULL;
+    serve_req_fail(r, why);
+    atomic_fetch_sub(&l->inflight, 1);
+    serve_req_unref(r);
+}
+
+/* Puts a new request's choices into the scheduler: the HTTP thread's sched_request, with choice
+ * c's seed and cookie. */
 static void admit_request(struct serve_loop *l, struct serve_req *r)
 {
-    const struct api_request *a = r->api;
-    const char *stops[API_MAX_STOP];
-    for (size_t i = 0; i < a->n_stop; i++) stops[i] = a->stop[i];
-    if (serve_req_list_push(&l->live, r) != 0) goto fail;
-    for (int c = 0; c < r->n_choices; c++) {
-        struct sched_request sr = {
-            .prompt = r->prompt,
-            .n_prompt = r->n_prompt,
-            .max_tokens = a->max_tokens,
-            .stops = stops,
-            .n_stops = a->n_stop,
-            .ignore_eos = a->ignore_eos,
-            .priority = a->priority,
-            .cache_salt = a->cache_salt,
-            .ud = &r->uds[c],
-        };
-        api_request_sampler_params(a, r->seed + (uint64_t)c, &sr.sampling);
-        if (a->has_seed) sr.sampling.seed = a->seed + (uint64_t)c;
-        int rc = sched_add(l->sched, &sr, &r->seqs[c]);
+    const struct serve_req_spec *sp = &r->spec;
+    int n = sp->n_choices;
+    struct serve_loop_req *lr = calloc(1, sizeof(*lr) + (size_t)n * sizeof(lr->ch[0]));
+    r->loop = lr;
+    if (!lr || serve_req_list_push(&l->live, r) != 0) {
+        reject_request(l, r, SERVE_FAIL_INTERNAL);
+        return;
+    }
+    for (int c = 0; c < n; c++) lr->ch[c] = (struct serve_loop_choice){.req = r, .index = c};
+    for (int c = 0; c < n; c++) {
+        struct sched_request sr = sp->sched;
+        sr.sampling.seed += (uint64_t)c;
+        sr.ud = &lr->ch[c];
+        int rc = sched_add(l->sched, &sr, &lr->ch[c].seq);
         if (rc) {
             /* Choices already queued keep running; this one ends at once as failed. */
-            log_error("cannot queue a request", LOG_S("err", err_str(rc)), LOG_S("id", r->id));
-            atomic_store(&r->failed, true);
-            r->fail_status = 500;
-            r->seqs[c] = NULL;
+            log_error("cannot queue a request", LOG_S("err", err_str(rc)), LOG_S("id", sp->id));
+            lr->ch[c].seq = NULL;
             for (int k = 0; k < c; k++)
-                if (r->seqs[k]) sched_cancel(l->sched, r->seqs[k], SCHED_FINISH_ABORT);
+                if (lr->ch[k].seq) sched_cancel(l->sched, lr->ch[k].seq, SCHED_FINISH_ABORT);
             if (c == 0) {
                 serve_req_list_remove(&l->live, r);
-                serve_respond_post(l->resp, r);
-                atomic_fetch_sub(&l->inflight, 1);
-                serve_req_unref(r);
+                reject_request(l, r, SERVE_FAIL_INTERNAL);
+            } else {
+                serve_req_fail(r, SERVE_FAIL_INTERNAL);
             }
             return;
         }
-        r->n_live++;
+        lr->n_live++;
     }
-    return;
-fail:
-    atomic_store(&r->failed, true);
-    r->fail_status = 500;
-    serve_respond_post(l->resp, r);
-    atomic_fetch_sub(&l->inflight, 1);
-    serve_req_unref(r);
 }
 
 /* Client gone: abort. Past the request timeout: end with what was generated ("length"). */
@@ -169,31 +185,21 @@ static void cancel_requests(struct serve_loop *l)
     double now = l->cfg.request_timeout_s > 0 ? clock_mono_s() : 0;
     for (size_t i = 0; i < l->live.n; i++) {
         struct serve_req *r = l->live.v[i];
+        struct serve_loop_req *lr = r->loop;
         enum sched_finish why = SCHED_FINISH_NONE;
-        if (atomic_load(&r->cancelled))
+        if (serve_req_cancelled(r))
             why = SCHED_FINISH_ABORT;
-        else if (l->cfg.request_timeout_s > 0 && now - r->arrival > l->cfg.request_timeout_s) {
+        else if (l->cfg.request_timeout_s > 0 && now - r->spec.arrival > l->cfg.request_timeout_s) {
             why = SCHED_FINISH_LENGTH;
-            if (!r->timed_out)
-                log_warn("request timeout reached; ending the request", LOG_S("id", r->id),
+            if (!lr->timed_out)
+                log_warn("request timeout reached; ending the request", LOG_S("id", r->spec.id),
                          LOG_F("timeout_s", l->cfg.request_timeout_s));
-            r->timed_out = true;
+            lr->timed_out = true;
         }
         if (why == SCHED_FINISH_NONE) continue;
-        for (int c = 0; c < r->n_choices; c++)
-            if (r->seqs[c]) sched_cancel(l->sched, r->seqs[c], why);
+        for (int c = 0; c < r->spec.n_choices; c++)
+            if (lr->ch[c].seq) sched_cancel(l->sched, lr->ch[c].seq, why);
     }
-}
-
-/* A request that arrived after the fault: refused (503 engine_faulted) without running. */
-static void refuse_faulted(struct serve_loop *l, struct serve_req *r)
-{
-    r->fail_status = 503;
-    atomic_store(&r->fail_faulted, true);
-    atomic_store(&r->failed, true);
-    serve_respond_post(l->resp, r);
-    atomic_fetch_sub(&l->inflight, 1);
-    serve_req_unref(r);
 }
 
 /* SERVE_LOOP_FAULT_AFTER steps in a row failed: the backend is broken and retrying only spins.
@@ -209,8 +215,8 @@ static void enter_fault(struct serve_loop *l, int rc)
               LOG_S("err", err_str(rc)), LOG_I("failed_steps", SERVE_LOOP_FAULT_AFTER),
               LOG_I("running", st.running), LOG_I("waiting", st.waiting));
     atomic_store(&l->faulted, true);
-    /* The flag goes before the final events, which the responder reads under the request's lock. */
-    for (size_t i = 0; i < l->live.n; i++) atomic_store(&l->live.v[i]->fail_faulted, true);
+    /* The reason goes before the final events, so the responder answers engine_faulted. */
+    for (size_t i = 0; i < l->live.n; i++) serve_req_fail(l->live.v[i], SERVE_FAIL_FAULTED_RUNNING);
     sched_stop_all(l->sched, SCHED_FINISH_ABORT);
     ASSERT(l->live.n == 0 && sched_idle(l->sched));
 }
@@ -249,8 +255,8 @@ static void *loop_main(void *arg)
 
         bool faulted = atomic_load(&l->faulted);
         for (size_t i = 0; i < in.n; i++) {
-            if (faulted)
-                refuse_faulted(l, in.v[i]);
+            if (faulted) /* arrived after the fault: refused without running */
+                reject_request(l, in.v[i], SERVE_FAIL_FAULTED);
             else
                 admit_request(l, in.v[i]);
         }
@@ -286,11 +292,17 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+static void loop_wake_hook(void *ctx, struct serve_req *r)
+{
+    (void)r;
+    serve_loop_wake(ctx);
+}
+
 int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
                      const struct tokenizer *tok, struct serve_metrics *metrics,
-                     struct serve_respond *resp, struct serve_loop **out)
+                     struct serve_loop **out)
 {
-    if (!metrics || !resp || cfg->max_queue < 1) return ERR_INVAL;
+    if (!metrics || cfg->max_queue < 1) return ERR_INVAL;
     /* Reads CINFER_FAILPOINTS now, so that an armed or malformed failpoint is logged at start-up
      * rather than at the first request. */
     (void)failpoint_hits("serve.step");
@@ -298,7 +310,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     if (!l) return ERR_NOMEM;
     l->cfg = *cfg;
     l->metrics = metrics;
-    l->resp = resp;
+    l->wake_hook = (struct serve_req_hook){loop_wake_hook, l};
     atomic_init(&l->inflight, 0);
     atomic_init(&l->waiting, 0);
     atomic_init(&l->faulted, false);
@@ -329,6 +341,7 @@ int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
     else
         rc = serve_req_list_push(&l->inbox, r);
     if (!rc) {
+        serve_req_set_on_cancel(r, &l->wake_hook);
         serve_req_ref(r);
         atomic_fetch_add(&l->inflight, 1);
         pthread_cond_signal(&l->cv);
@@ -377,9 +390,7 @@ void serve_loop_free(struct serve_loop *l)
     serve_loop_stop(l);
     for (size_t i = 0; i < l->inbox.n; i++) {
         struct serve_req *r = l->inbox.v[i];
-        atomic_store(&r->failed, true);
-        r->fail_status = 503;
-        serve_respond_post(l->resp, r);
+        serve_req_fail(r, SERVE_FAIL_DRAINING);
         serve_req_unref(r);
     }
     sched_free(l->sched);

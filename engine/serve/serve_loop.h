@@ -1,7 +1,7 @@
 /* The inference thread of `cinfer-engine serve`: owns the scheduler (and through it the model and
  * the KV cache), takes new requests and cancellations from the HTTP thread through a locked inbox,
- * runs scheduler steps while there is work, copies each event into its request and hands the
- * request to the responder (engine/serve/serve_respond.h), and keeps the engine metrics current.
+ * runs scheduler steps while there is work, copies each event into its request and posts the
+ * request (serve_req_post: the responder's hook), and keeps the engine metrics current.
  * Functions here are called from the main and HTTP threads; the loop's own state stays on its
  * thread. */
 #ifndef CINFER_ENGINE_SERVE_LOOP_H
@@ -15,7 +15,6 @@ struct model;
 struct kv_cache;
 struct tokenizer;
 struct serve_metrics;
-struct serve_respond;
 struct serve_req;
 struct serve_loop;
 
@@ -26,16 +25,19 @@ struct serve_loop_cfg {
 };
 
 /* Creates the scheduler over the borrowed model, KV cache (initialised) and tokenizer, and starts
- * the thread. `metrics` and `resp` are borrowed and must outlive the loop. ERR_INVAL, ERR_NOMEM. */
+ * the thread. `metrics` is borrowed and must outlive the loop. ERR_INVAL, ERR_NOMEM. */
 int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct kv_cache *kv,
                      const struct tokenizer *tok, struct serve_metrics *metrics,
-                     struct serve_respond *resp, struct serve_loop **out);
+                     struct serve_loop **out);
 
-/* Queues `r` (the loop takes its own reference). ERR_AGAIN when max_queue requests are already
- * waiting, ERR_BAD_STATE once stopping or faulted (serve_loop_faulted tells which). Any thread. */
+/* Queues `r` (the loop takes its own reference) and registers the loop's wake-up as r's on_cancel
+ * hook (serve_req_cancel). r must be adopted by the responder first: the loop posts it from then
+ * on. ERR_AGAIN when max_queue requests are already waiting, ERR_BAD_STATE once stopping or faulted
+ * (serve_loop_faulted tells which); r is untouched then. Any thread. */
 int serve_loop_submit(struct serve_loop *l, struct serve_req *r);
 
-/* Wakes the loop so it notices r->cancelled. Any thread, never blocks for long. */
+/* Wakes the loop so it looks at its requests again (serve_req_cancel calls it). Any thread, never
+ * blocks for long. */
 void serve_loop_wake(struct serve_loop *l);
 
 /* Requests submitted and not yet finished. Any thread. */

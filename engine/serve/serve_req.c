@@ -1,54 +1,51 @@
-/* The shared request object of `cinfer-engine serve`: creation, reference counting and the locked
- * event queue between the inference thread and the responder. */
+/* The shared request object of `cinfer-engine serve`: creation from the HTTP thread's spec,
+ * reference counting, the locked event queue between the inference thread and the responder, and
+ * the cancel / fail state with the hooks that wake those threads. */
 #include "engine/serve/serve_req.h"
 
+#include "common/assert.h"
 #include "common/err.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-struct serve_req *serve_req_new(struct api_request *api, int32_t *prompt, int n_prompt)
+/* The storage behind spec.sched's pointers, in one allocation after the struct: the prompt, then
+ * the stop strings and the cache salt, each NUL-terminated. */
+struct serve_req *serve_req_new(const struct serve_req_spec *spec)
 {
-    struct serve_req *r = calloc(1, sizeof(*r));
-    int n = api->n;
-    if (!r) goto fail;
-    r->uds = calloc((size_t)n, sizeof(*r->uds));
-    r->seqs = calloc((size_t)n, sizeof(*r->seqs));
-    r->last_token_at = calloc((size_t)n, sizeof(*r->last_token_at));
-    r->acc = calloc((size_t)n, sizeof(*r->acc));
-    r->role_sent = calloc((size_t)n, sizeof(*r->role_sent));
-    r->text_chars = calloc((size_t)n, sizeof(*r->text_chars));
-    if (!r->uds || !r->seqs || !r->last_token_at || !r->acc || !r->role_sent || !r->text_chars)
-        goto fail;
-    if (pthread_mutex_init(&r->mu, NULL) != 0) goto fail;
-    for (int i = 0; i < n; i++) {
-        buf_init(&r->acc[i].text, 0);
-        r->uds[i] = (struct serve_seq_ud){r, i};
+    const struct sched_request *in = &spec->sched;
+    size_t n_prompt = in->n_prompt > 0 ? (size_t)in->n_prompt : 0;
+    size_t n_stops = in->n_stops <= API_MAX_STOP ? in->n_stops : API_MAX_STOP;
+    size_t stop_len[API_MAX_STOP], salt_len = in->cache_salt ? strlen(in->cache_salt) + 1 : 0;
+    size_t bytes = sizeof(struct serve_req) + n_prompt * sizeof(int32_t) + salt_len;
+    for (size_t i = 0; i < n_stops; i++) bytes += stop_len[i] = strlen(in->stops[i]) + 1;
+    struct serve_req *r = calloc(1, bytes);
+    if (!r) return NULL;
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return NULL;
     }
-    buf_init(&r->pending, 0);
-    atomic_init(&r->failed, false);
-    atomic_init(&r->fail_faulted, false);
+    r->spec = *spec;
+    struct sched_request *sr = &r->spec.sched;
+    char *p = (char *)(r + 1);
+    if (n_prompt) memcpy(p, in->prompt, n_prompt * sizeof(int32_t));
+    sr->prompt = (const int32_t *)p;
+    p += n_prompt * sizeof(int32_t);
+    for (size_t i = 0; i < n_stops; i++) {
+        r->stops[i] = memcpy(p, in->stops[i], stop_len[i]);
+        p += stop_len[i];
+    }
+    sr->stops = (const char *const *)r->stops;
+    sr->n_stops = n_stops;
+    sr->cache_salt = in->cache_salt ? memcpy(p, in->cache_salt, salt_len) : NULL;
+    sr->ud = NULL;
+    atomic_init(&r->fail, SERVE_FAIL_NONE);
+    atomic_init(&r->on_cancel, NULL);
+    atomic_init(&r->on_post, NULL);
     atomic_init(&r->refs, 1);
     atomic_init(&r->cancelled, false);
     atomic_init(&r->in_ready, false);
-    r->api = api;
-    r->prompt = prompt;
-    r->n_prompt = n_prompt;
-    r->n_choices = n;
     return r;
-fail:
-    if (r) {
-        free(r->uds);
-        free(r->seqs);
-        free(r->last_token_at);
-        free(r->acc);
-        free(r->role_sent);
-        free(r->text_chars);
-        free(r);
-    }
-    api_request_free(api);
-    free(prompt);
-    return NULL;
 }
 
 void serve_req_ref(struct serve_req *r)
@@ -56,30 +53,57 @@ void serve_req_ref(struct serve_req *r)
     atomic_fetch_add(&r->refs, 1);
 }
 
-static void acc_fini(struct serve_choice_acc *a)
-{
-    buf_fini(&a->text);
-    free(a->lp);
-    free(a->top_at);
-    free(a->top);
-}
-
 void serve_req_unref(struct serve_req *r)
 {
     if (!r || atomic_fetch_sub(&r->refs, 1) != 1) return;
+    /* Each thread frees its part when done with the request, before dropping its reference. */
+    ASSERT(!r->loop && !r->out);
     serve_req_events_free(r->events, r->n_events);
-    for (int i = 0; i < r->n_choices; i++) acc_fini(&r->acc[i]);
     pthread_mutex_destroy(&r->mu);
-    buf_fini(&r->pending);
-    api_request_free(r->api);
-    free(r->prompt);
-    free(r->uds);
-    free(r->seqs);
-    free(r->last_token_at);
-    free(r->acc);
-    free(r->role_sent);
-    free(r->text_chars);
     free(r);
+}
+
+void serve_req_set_on_cancel(struct serve_req *r, const struct serve_req_hook *h)
+{
+    atomic_store(&r->on_cancel, h);
+}
+
+void serve_req_set_on_post(struct serve_req *r, const struct serve_req_hook *h)
+{
+    atomic_store(&r->on_post, h);
+}
+
+void serve_req_post(struct serve_req *r)
+{
+    const struct serve_req_hook *h = atomic_load(&r->on_post);
+    if (h) h->fn(h->ctx, r);
+}
+
+void serve_req_fail(struct serve_req *r, enum serve_fail why)
+{
+    int none = SERVE_FAIL_NONE;
+    (void)atomic_compare_exchange_strong(&r->fail, &none, (int)why);
+    serve_req_post(r);
+}
+
+enum serve_fail serve_req_failure(const struct serve_req *r)
+{
+    return (enum serve_fail)atomic_load(&r->fail);
+}
+
+/* The store of `cancelled` comes before the load of the hook, and serve_loop_submit stores the
+ * hook before the loop can see the request: either the hook wakes the loop, or the loop finds
+ * the flag already set when it admits the request. */
+void serve_req_cancel(struct serve_req *r)
+{
+    if (atomic_exchange(&r->cancelled, true)) return;
+    const struct serve_req_hook *h = atomic_load(&r->on_cancel);
+    if (h) h->fn(h->ctx, r);
+}
+
+bool serve_req_cancelled(const struct serve_req *r)
+{
+    return atomic_load(&r->cancelled);
 }
 
 int serve_req_push(struct serve_req *r, int choice, const struct sched_event *ev)

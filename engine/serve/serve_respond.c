@@ -7,8 +7,7 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
-#include "engine/serve/serve_api.h"
-#include "engine/serve/serve_loop.h"
+#include "engine/serve/serve_error.h"
 #include "engine/serve/serve_req.h"
 #include "engine/text/tokenizer.h"
 
@@ -32,15 +31,59 @@ struct serve_respond {
     pthread_cond_t cv;
     struct serve_req_list ready; /* posted, each holding a reference */
     bool stopping;
-    atomic_int pending; /* adopted, not yet answered */
+    atomic_int pending;              /* adopted, not yet answered */
+    struct serve_req_hook post_hook; /* every adopted request's on_post */
 
     /* Responder thread only. */
     struct serve_req_list backlog; /* answered partially: output waiting for socket room */
     struct serve_req_list adopted; /* every request not yet answered (for the final abort) */
 };
 
-/* Per-request responder flags live in serve_req's responder-only fields; `began` doubles as "the
- * SSE headers went out". A request is answered when its stream handle is released. */
+/* A non-streaming choice being assembled. Logprob alternatives are stored flat in `top`; lp[i].top
+ * is set from top_at[i] only when the response is rendered (the array moves). */
+struct respond_acc {
+    struct buf text;
+    struct api_token_logprob *lp;
+    size_t *top_at;
+    size_t n_lp, cap_lp;
+    struct api_top_logprob *top;
+    size_t n_top, cap_top;
+    enum api_finish finish;
+};
+
+struct respond_choice {
+    struct respond_acc acc; /* non-streaming accumulation */
+    bool role_sent;         /* chat streaming: opening delta sent */
+    size_t text_chars;      /* completions streaming: characters sent */
+};
+
+/* A request's state on the responder thread (r->out): created by serve_respond_adopt, freed when
+ * the request is finished for the responder (finish_request) or at the final abort. A request is
+ * answered when its stream handle is released (stream NULL). */
+struct serve_respond_req {
+    struct http_stream *stream; /* the client's, owned here */
+    bool registered;            /* on the adopted list */
+    bool began;                 /* stream headers sent */
+    int n_finished;             /* choices whose final event was seen */
+    long usage_completion, usage_cached;
+    struct buf pending;         /* formatted bytes the client's stream had no room for yet */
+    struct respond_choice ch[]; /* (n_choices) */
+};
+
+static void respond_req_free(struct serve_req *r)
+{
+    struct serve_respond_req *o = r->out;
+    for (int i = 0; i < r->spec.n_choices; i++) {
+        struct respond_acc *a = &o->ch[i].acc;
+        buf_fini(&a->text);
+        free(a->lp);
+        free(a->top_at);
+        free(a->top);
+    }
+    buf_fini(&o->pending);
+    free(o);
+    r->out = NULL;
+}
 
 /* ---------------------------------------------------------------- answering */
 
@@ -48,81 +91,58 @@ static void meta_of(const struct serve_respond *p, const struct serve_req *r,
                     struct api_response_meta *m)
 {
     *m = (struct api_response_meta){
-        .kind = r->api->kind,
-        .id = r->id,
+        .kind = r->spec.kind,
+        .id = r->spec.id,
         .model = p->model,
-        .created = r->created,
-        .include_usage = r->api->include_usage,
+        .created = r->spec.created,
+        .include_usage = r->spec.include_usage,
     };
 }
 
 static bool answered(const struct serve_req *r)
 {
-    return r->stream == NULL;
+    return r->out->stream == NULL;
 }
 
-/* Releases the stream after a whole answer and drops the responder's reference. */
+/* After the whole answer (the stream released): the responder's state and reference go. */
 static void finish_request(struct serve_respond *p, struct serve_req *r)
 {
     serve_req_list_remove(&p->backlog, r);
     serve_req_list_remove(&p->adopted, r);
+    respond_req_free(r);
     atomic_fetch_sub(&p->pending, 1);
     serve_req_unref(r);
 }
 
-/* Tells the inference loop to stop generating for r. */
-static void cancel_request(struct serve_req *r)
-{
-    if (!atomic_exchange(&r->cancelled, true) && r->loop) serve_loop_wake(r->loop);
-}
-
 /* The client is gone (or unanswerable): give up the stream; the request is finished for us once
- * the loop has ended its sequences, which it does after r->cancelled. */
+ * the loop has ended its sequences, which it does once cancelled. */
 static void abandon(struct serve_respond *p, struct serve_req *r)
 {
-    if (r->stream) http_stream_abort(r->stream);
-    r->stream = NULL;
-    buf_reset(&r->pending);
-    cancel_request(r);
+    if (r->out->stream) http_stream_abort(r->out->stream);
+    r->out->stream = NULL;
+    buf_reset(&r->out->pending);
+    serve_req_cancel(r);
 }
 
 /* Answers the whole request with `e` (borrowed) and releases the stream. */
 static void respond_error(struct serve_req *r, const struct api_error *e)
 {
-    struct serve_error_reply x;
-    if (serve_error_reply_init(&x, e) == 0)
-        (void)http_stream_respond(r->stream, e->status, "application/json", x.body.data, x.body.len,
-                                  x.headers, x.n_headers);
-    else
-        http_stream_abort(r->stream);
-    r->stream = NULL;
-    serve_error_reply_fini(&x);
+    serve_error_respond_stream(r->out->stream, e);
+    r->out->stream = NULL;
 }
 
-/* Why a failed request (r->failed, or an engine abort) gets no normal answer. */
+/* Why a failed request (serve_req_fail, or an engine abort) gets no normal answer. */
 static void failure_error(const struct serve_req *r, struct api_error *e)
 {
-    int st = r->fail_status;
-    if (atomic_load(&r->fail_faulted)) {
-        serve_api_error_faulted(e, st != 503);
-    } else if (st == 429) {
-        api_error_set(e, API_ERR_RATE_LIMIT, NULL, "too many requests are waiting; retry later");
-        e->retry_after_s = 1;
-    } else if (st == 503) {
-        api_error_set(e, API_ERR_OVERLOADED, NULL,
-                      "the server is shutting down; retry on another replica");
-        e->retry_after_s = 1;
-    } else {
-        api_error_set(e, API_ERR_INTERNAL, NULL,
-                      "the engine failed while generating this response");
-    }
+    enum serve_fail why = serve_req_failure(r);
+    serve_error_set(e, why == SERVE_FAIL_NONE ? SERVE_FAIL_INTERNAL : why);
 }
 
 /* Appends one SSE event for `j` (consumed) to the pending output. */
 static int sse_add(struct serve_req *r, json_t *j)
 {
     if (!j) return ERR_NOMEM;
-    int rc = api_response_sse(j, &r->pending);
+    int rc = api_response_sse(j, &r->out->pending);
     json_decref(j);
     return rc;
 }
@@ -151,7 +171,7 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
 {
     struct api_response_meta m;
     meta_of(p, r, &m);
-    bool want_lp = r->api->logprobs && e->has_token;
+    bool want_lp = r->spec.logprobs && e->has_token;
     struct api_top_logprob top[SAMPLER_MAX_LOGPROBS];
     struct api_token_logprob lp;
     if (want_lp) logprob_entry(p, e, &lp, top);
@@ -162,12 +182,12 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
         .len = e->len,
         .logprobs = want_lp ? &lp : NULL,
         .n_logprobs = want_lp ? 1 : 0,
-        .text_offset = r->text_chars[e->choice],
+        .text_offset = r->out->ch[e->choice].text_chars,
     };
     int rc = 0;
-    if (r->api->kind == API_KIND_CHAT) {
-        if (!r->role_sent[e->choice]) {
-            r->role_sent[e->choice] = true;
+    if (r->spec.kind == API_KIND_CHAT) {
+        if (!r->out->ch[e->choice].role_sent) {
+            r->out->ch[e->choice].role_sent = true;
             rc = sse_add(r, api_response_chunk(&m, &c, true));
         }
         if (!rc && (e->len || want_lp)) rc = sse_add(r, api_response_chunk(&m, &c, false));
@@ -180,7 +200,7 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
         rc = sse_add(r, api_response_chunk(&m, &c, false));
     }
     for (size_t i = 0; i < e->len; i++)
-        r->text_chars[e->choice] += ((unsigned char)e->text[i] & 0xC0) != 0x80;
+        r->out->ch[e->choice].text_chars += ((unsigned char)e->text[i] & 0xC0) != 0x80;
     return rc;
 }
 
@@ -188,12 +208,12 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
 static int acc_event(const struct serve_respond *p, struct serve_req *r,
                      const struct serve_event *e)
 {
-    struct serve_choice_acc *a = &r->acc[e->choice];
+    struct respond_acc *a = &r->out->ch[e->choice].acc;
     int rc = e->len ? buf_append(&a->text, e->text, e->len) : 0;
     if (rc) return rc;
     if (e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH)
         a->finish = api_finish_of(e->finish);
-    if (!r->api->logprobs || !e->has_token) return 0;
+    if (!r->spec.logprobs || !e->has_token) return 0;
     if (a->n_lp == a->cap_lp) {
         size_t cap = a->cap_lp ? a->cap_lp * 2 : 16;
         struct api_token_logprob *g = realloc(a->lp, cap * sizeof(*g));
@@ -221,7 +241,7 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
 
 static void usage_of(const struct serve_req *r, struct api_usage *u)
 {
-    *u = (struct api_usage){r->n_prompt, r->usage_completion, r->usage_cached};
+    *u = (struct api_usage){r->spec.sched.n_prompt, r->out->usage_completion, r->out->usage_cached};
 }
 
 static void answer_whole(struct serve_respond *p, struct serve_req *r)
@@ -229,24 +249,24 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
     static const struct api_token_logprob no_logprobs[1]; /* "logprobs" present, no tokens */
     struct api_response_meta m;
     meta_of(p, r, &m);
-    struct api_choice *ch = calloc((size_t)r->n_choices, sizeof(*ch));
+    struct api_choice *ch = calloc((size_t)r->spec.n_choices, sizeof(*ch));
     json_t *j = NULL;
     if (ch) {
-        for (int i = 0; i < r->n_choices; i++) {
-            struct serve_choice_acc *a = &r->acc[i];
+        for (int i = 0; i < r->spec.n_choices; i++) {
+            struct respond_acc *a = &r->out->ch[i].acc;
             for (size_t k = 0; k < a->n_lp; k++) a->lp[k].top = a->top + a->top_at[k];
             ch[i] = (struct api_choice){
                 .index = i,
                 .text = a->text.data ? a->text.data : "",
                 .len = a->text.len,
                 .finish = a->finish,
-                .logprobs = r->api->logprobs ? (a->lp ? a->lp : no_logprobs) : NULL,
+                .logprobs = r->spec.logprobs ? (a->lp ? a->lp : no_logprobs) : NULL,
                 .n_logprobs = a->n_lp,
             };
         }
         struct api_usage u;
         usage_of(r, &u);
-        j = api_response_json(&m, ch, (size_t)r->n_choices, &u);
+        j = api_response_json(&m, ch, (size_t)r->spec.n_choices, &u);
     }
     free(ch);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -257,32 +277,32 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
         respond_error(r, &e);
         return;
     }
-    (void)http_stream_respond(r->stream, 200, "application/json", body, strlen(body), NULL, 0);
-    r->stream = NULL;
+    (void)http_stream_respond(r->out->stream, 200, "application/json", body, strlen(body), NULL, 0);
+    r->out->stream = NULL;
     free(body);
 }
 
 /* Writes pending output; false when the client is gone. */
 static bool flush_pending(struct serve_respond *p, struct serve_req *r)
 {
-    if (!r->pending.len) return true;
-    if (!r->began) {
-        int rc = http_stream_begin(r->stream, 200, "text/event-stream", NULL, 0);
+    if (!r->out->pending.len) return true;
+    if (!r->out->began) {
+        int rc = http_stream_begin(r->out->stream, 200, "text/event-stream", NULL, 0);
         if (rc) {
             abandon(p, r);
             return false;
         }
-        r->began = true;
+        r->out->began = true;
     }
-    int rc = http_stream_write(r->stream, r->pending.data, r->pending.len, 0);
+    int rc = http_stream_write(r->out->stream, r->out->pending.data, r->out->pending.len, 0);
     if (rc == 0) {
-        buf_reset(&r->pending);
+        buf_reset(&r->out->pending);
         return true;
     }
-    if (rc == ERR_AGAIN && r->pending.len <= RESPOND_PENDING_MAX) return true;
+    if (rc == ERR_AGAIN && r->out->pending.len <= RESPOND_PENDING_MAX) return true;
     if (rc == ERR_AGAIN || rc == ERR_TOO_BIG)
-        log_warn("client is not reading its stream; cancelling the request", LOG_S("id", r->id),
-                 LOG_I("unsent_bytes", (long long)r->pending.len));
+        log_warn("client is not reading its stream; cancelling the request",
+                 LOG_S("id", r->spec.id), LOG_I("unsent_bytes", (long long)r->out->pending.len));
     abandon(p, r);
     return false;
 }
@@ -290,74 +310,79 @@ static bool flush_pending(struct serve_respond *p, struct serve_req *r)
 /* Handles everything queued for r. */
 static void process(struct serve_respond *p, struct serve_req *r)
 {
-    if (r->adopt_pending) {
-        r->adopt_pending = false;
-        if (serve_req_list_push(&p->adopted, r) != 0)
-            atomic_store(&r->failed, true); /* cannot track it: answer 500 now */
-    }
     struct serve_event *ev;
     size_t n;
     serve_req_take(r, &ev, &n);
+    if (!r->out) { /* finished for us (failed): what the loop still sends has nowhere to go */
+        serve_req_events_free(ev, n);
+        return;
+    }
+    if (!r->out->registered) {
+        r->out->registered = true;
+        if (serve_req_list_push(&p->adopted, r) != 0)
+            serve_req_fail(r, SERVE_FAIL_INTERNAL); /* cannot track it: answer 500 now */
+    }
     bool engine_error = false;
     for (size_t i = 0; i < n; i++) {
         const struct serve_event *e = &ev[i];
-        if (e->has_token) r->usage_completion++;
-        if (e->choice == 0 && e->n_cached > r->usage_cached) r->usage_cached = e->n_cached;
-        if (e->finish != SCHED_FINISH_NONE) r->n_finished++;
-        if (e->finish == SCHED_FINISH_ABORT && !atomic_load(&r->cancelled)) engine_error = true;
+        if (e->has_token) r->out->usage_completion++;
+        if (e->choice == 0 && e->n_cached > r->out->usage_cached)
+            r->out->usage_cached = e->n_cached;
+        if (e->finish != SCHED_FINISH_NONE) r->out->n_finished++;
+        if (e->finish == SCHED_FINISH_ABORT && !serve_req_cancelled(r)) engine_error = true;
         if (answered(r)) continue;
-        int rc = r->api->stream ? stream_event(p, r, e) : acc_event(p, r, e);
+        int rc = r->spec.stream ? stream_event(p, r, e) : acc_event(p, r, e);
         if (rc) {
-            log_error("cannot format a response", LOG_S("err", err_str(rc)), LOG_S("id", r->id));
+            log_error("cannot format a response", LOG_S("err", err_str(rc)),
+                      LOG_S("id", r->spec.id));
             engine_error = true;
         }
     }
     serve_req_events_free(ev, n);
-    bool all_done = r->n_finished == r->n_choices;
+    bool all_done = r->out->n_finished == r->spec.n_choices;
 
-    if (!answered(r) && (engine_error || atomic_load(&r->failed))) {
+    bool failed = serve_req_failure(r) != SERVE_FAIL_NONE;
+    if (!answered(r) && (engine_error || failed)) {
         /* Nothing more can be produced correctly for this request: an HTTP error while nothing
          * was sent, else (a stream under way) one SSE error event and the end of the stream, as
          * OpenAI-compatible servers do. */
         struct api_error e;
         failure_error(r, &e);
-        if (!r->began && !r->pending.len) {
+        if (!r->out->began && !r->out->pending.len) {
             respond_error(r, &e);
         } else {
             (void)sse_add(r, api_error_json(&e));
             if (flush_pending(p, r)) {
-                (void)http_stream_end(r->stream);
-                r->stream = NULL;
+                (void)http_stream_end(r->out->stream);
+                r->out->stream = NULL;
             }
         }
-        cancel_request(r);
+        serve_req_cancel(r);
     }
-    if (!answered(r) && all_done && atomic_load(&r->cancelled)) abandon(p, r);
+    if (!answered(r) && all_done && serve_req_cancelled(r)) abandon(p, r);
     if (!answered(r) && all_done) {
-        if (r->api->stream) {
+        if (r->spec.stream) {
             struct api_response_meta m;
             meta_of(p, r, &m);
             struct api_usage u;
             usage_of(r, &u);
-            if (r->api->include_usage) (void)sse_add(r, api_response_usage_chunk(&m, &u));
-            (void)api_response_sse_done(&r->pending);
+            if (r->spec.include_usage) (void)sse_add(r, api_response_usage_chunk(&m, &u));
+            (void)api_response_sse_done(&r->out->pending);
         } else {
             answer_whole(p, r);
         }
     }
-    if (!answered(r) && r->api->stream && flush_pending(p, r) && all_done && !r->pending.len) {
-        (void)http_stream_end(r->stream);
-        r->stream = NULL;
+    if (!answered(r) && r->spec.stream && flush_pending(p, r) && all_done && !r->out->pending.len) {
+        (void)http_stream_end(r->out->stream);
+        r->out->stream = NULL;
     }
     bool in_backlog = serve_req_list_has(&p->backlog, r);
-    if (!answered(r) && r->pending.len && !in_backlog) (void)serve_req_list_push(&p->backlog, r);
+    if (!answered(r) && r->out->pending.len && !in_backlog)
+        (void)serve_req_list_push(&p->backlog, r);
     if (answered(r) && in_backlog) serve_req_list_remove(&p->backlog, r);
     /* Finished for us once the stream is released and the loop has ended every sequence (or we
      * gave up because the loop could not reach it). */
-    if (answered(r) && (all_done || atomic_load(&r->failed)) && !r->resp_done) {
-        r->resp_done = true;
-        finish_request(p, r);
-    }
+    if (answered(r) && (all_done || failed)) finish_request(p, r);
 }
 
 /* ---------------------------------------------------------------- thread */
@@ -404,26 +429,7 @@ static void *respond_main(void *arg)
     return NULL;
 }
 
-int serve_respond_start(const struct tokenizer *tok, const char *model_name,
-                        struct serve_respond **out)
-{
-    struct serve_respond *p = calloc(1, sizeof(*p));
-    if (!p) return ERR_NOMEM;
-    p->tok = tok;
-    p->model = model_name;
-    atomic_init(&p->pending, 0);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    if (pthread_create(&p->thread, NULL, respond_main, p) != 0) {
-        serve_respond_free(p);
-        return ERR_IO;
-    }
-    p->started = true;
-    *out = p;
-    return 0;
-}
-
-void serve_respond_post(struct serve_respond *p, struct serve_req *r)
+static void respond_post(struct serve_respond *p, struct serve_req *r)
 {
     if (atomic_exchange(&r->in_ready, true)) return;
     serve_req_ref(r);
@@ -438,15 +444,47 @@ void serve_respond_post(struct serve_respond *p, struct serve_req *r)
     }
 }
 
-void serve_respond_adopt(struct serve_respond *p, struct serve_req *r)
+/* The on_post hook of every adopted request (serve_req_post). */
+static void respond_post_hook(void *ctx, struct serve_req *r)
 {
+    respond_post(ctx, r);
+}
+
+int serve_respond_start(const struct tokenizer *tok, const char *model_name,
+                        struct serve_respond **out)
+{
+    struct serve_respond *p = calloc(1, sizeof(*p));
+    if (!p) return ERR_NOMEM;
+    p->tok = tok;
+    p->model = model_name;
+    p->post_hook = (struct serve_req_hook){respond_post_hook, p};
+    atomic_init(&p->pending, 0);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    if (pthread_create(&p->thread, NULL, respond_main, p) != 0) {
+        serve_respond_free(p);
+        return ERR_IO;
+    }
+    p->started = true;
+    *out = p;
+    return 0;
+}
+
+int serve_respond_adopt(struct serve_respond *p, struct serve_req *r, struct http_stream *stream)
+{
+    int n = r->spec.n_choices;
+    struct serve_respond_req *o = calloc(1, sizeof(*o) + (size_t)n * sizeof(o->ch[0]));
+    if (!o) return ERR_NOMEM;
+    o->stream = stream;
+    buf_init(&o->pending, 0);
+    for (int i = 0; i < n; i++) buf_init(&o->ch[i].acc.text, 0);
+    /* r->out is the responder thread's from here: the ready queue's lock hands it over, and the
+     * first process() puts r on the adopted list. */
+    r->out = o;
     atomic_fetch_add(&p->pending, 1);
-    /* The adopted list is the responder thread's; hand it over through the ready queue, whose
-     * processing registers it (see process_adopt). */
-    pthread_mutex_lock(&p->mu);
-    r->adopt_pending = true;
-    pthread_mutex_unlock(&p->mu);
-    serve_respond_post(p, r);
+    serve_req_set_on_post(r, &p->post_hook);
+    respond_post(p, r);
+    return 0;
 }
 
 int serve_respond_pending(const struct serve_respond *p)
@@ -471,14 +509,23 @@ void serve_respond_stop(struct serve_respond *p, int grace_ms)
     /* Whatever is still unanswered is cut off. */
     for (size_t i = 0; i < p->adopted.n; i++) {
         struct serve_req *r = p->adopted.v[i];
-        if (r->stream) http_stream_abort(r->stream);
-        r->stream = NULL;
+        if (r->out->stream) http_stream_abort(r->out->stream);
+        respond_req_free(r);
         serve_req_unref(r);
     }
     p->adopted.n = 0;
+    /* Posted after the thread's last pass (the thread drains the queue before it exits). One
+     * adopted then and never processed holds the initial reference too. */
     for (size_t i = 0; i < p->ready.n; i++) {
-        atomic_store(&p->ready.v[i]->in_ready, false);
-        serve_req_unref(p->ready.v[i]);
+        struct serve_req *r = p->ready.v[i];
+        atomic_store(&r->in_ready, false);
+        if (r->out && !r->out->registered) {
+            if (r->out->stream) http_stream_abort(r->out->stream);
+            respond_req_free(r);
+            atomic_fetch_sub(&p->pending, 1);
+            serve_req_unref(r);
+        }
+        serve_req_unref(r);
     }
     p->ready.n = 0;
 }

@@ -1,54 +1,12 @@
 /* Tokenizer front end: splits the input around special-token texts (longest first, like llama.cpp's
  * tokenizer_st_partition), hands each raw fragment to the SentencePiece or byte-level BPE encoder,
- * and adds BOS/EOS. Also the bigram heap both encoders share and the read-only accessors. */
+ * and adds BOS/EOS. Also the read-only accessors. */
 #include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static bool bigram_less(const struct tokenizer_bigram *a, const struct tokenizer_bigram *b)
-{
-    return a->key < b->key || (a->key == b->key && a->left < b->left);
-}
-
-int tokenizer_heap_push(struct tokenizer_heap *h, struct tokenizer_bigram b)
-{
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        struct tokenizer_bigram *v = realloc(h->v, cap * sizeof(*v));
-        if (!v) return ERR_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bigram_less(&b, &h->v[parent])) break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = b;
-    return 0;
-}
-
-struct tokenizer_bigram tokenizer_heap_pop(struct tokenizer_heap *h)
-{
-    struct tokenizer_bigram top = h->v[0];
-    struct tokenizer_bigram last = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= h->n) break;
-        if (c + 1 < h->n && bigram_less(&h->v[c + 1], &h->v[c])) c++;
-        if (!bigram_less(&h->v[c], &last)) break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (h->n) h->v[i] = last;
-    return top;
-}
 
 /* A piece of the input: raw text still to tokenize, or an already-recognized special token. */
 struct fragment {

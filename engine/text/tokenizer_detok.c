@@ -4,6 +4,7 @@
 #include "engine/text/tokenizer_priv.h"
 
 #include "common/err.h"
+#include "common/utf8.h"
 #include "engine/text/unicode.h"
 
 #include <stdlib.h>
@@ -137,7 +138,7 @@ int tokenizer_detok_push(struct tokenizer_detok *d, int32_t id, struct buf *out)
     if (!p) return ERR_RANGE;
     /* First complete (or reject) the character held back from earlier tokens. */
     while (d->n_pending) {
-        int k = unicode_utf8_check(d->pending, d->n_pending);
+        int k = utf8_seq_check(d->pending, d->n_pending);
         if (k == 0) {
             if (i == len) return 0;
             d->pending[d->n_pending++] = p[i++];
@@ -151,7 +152,7 @@ int tokenizer_detok_push(struct tokenizer_detok *d, int32_t id, struct buf *out)
     }
     size_t start = i;
     while (i < len) {
-        int k = unicode_utf8_check(p + i, len - i);
+        int k = utf8_seq_check(p + i, len - i);
         if (k > 0) {
             i += (size_t)k;
             continue;

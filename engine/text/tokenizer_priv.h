@@ -1,9 +1,11 @@
 /* Internals shared by the tokenizer's files (tokenizer_vocab.c loads, tokenizer.c partitions special
  * tokens and dispatches, tokenizer_spm.c / tokenizer_bpe.c / tokenizer_pretok.c encode,
- * tokenizer_detok.c decodes). Not part of the engine's API: include engine/text/tokenizer.h instead. */
+ * tokenizer_detok.c decodes, tokenizer_store.c holds the arena and lookups they all use). Not part
+ * of the engine's API: include engine/text/tokenizer.h instead. */
 #ifndef CINFER_ENGINE_TOKENIZER_PRIV_H
 #define CINFER_ENGINE_TOKENIZER_PRIV_H
 
+#include "common/heap.h"
 #include "engine/text/tokenizer.h"
 
 #include <stdbool.h>
@@ -85,6 +87,9 @@ static inline const char *tokenizer_text_of(const struct tokenizer *t, int32_t i
 /* 64-bit FNV-1a, continued from `h` (start with TOKENIZER_HASH_SEED). */
 #define TOKENIZER_HASH_SEED 0xcbf29ce484222325ull
 uint64_t tokenizer_hash(uint64_t h, const void *p, size_t n);
+/* The hash of the merge text "left right" (the merge table's key; tokenizer_store.c). */
+uint64_t tokenizer_merge_hash(const char *left, size_t left_len, const char *right,
+                              size_t right_len);
 /* Rank of the merge (left, right), or -1. */
 int32_t tokenizer_merge_rank(const struct tokenizer *t, const char *left, size_t left_len,
                              const char *right, size_t right_len);
@@ -103,18 +108,19 @@ int tokenizer_pretok_split(enum tokenizer_pre pre, const uint32_t *cpts, size_t 
 /* Fills every token's piece (tokenizer_detok.c); called once by the loader. */
 int tokenizer_detok_build_pieces(struct tokenizer *t);
 
-/* Min-heap of candidate merges ordered by (key, left), shared by the SPM and BPE encoders. */
+/* Min-heap of candidate merges ordered by (key, left), shared by the SPM and BPE encoders
+ * (common/heap.h: tokenizer_heap_push, tokenizer_heap_pop). */
 struct tokenizer_bigram {
     double key; /* SPM: -score; BPE: rank */
     int32_t left, right;
     uint32_t size; /* bytes of left + right when queued, to skip stale entries */
 };
-struct tokenizer_heap {
-    struct tokenizer_bigram *v;
-    size_t n, cap;
-};
-int tokenizer_heap_push(struct tokenizer_heap *h, struct tokenizer_bigram b);
-struct tokenizer_bigram tokenizer_heap_pop(struct tokenizer_heap *h);
+static inline bool tokenizer_bigram_less(const struct tokenizer_bigram *a,
+                                         const struct tokenizer_bigram *b)
+{
+    return a->key < b->key || (a->key == b->key && a->left < b->left);
+}
+HEAP_DEFINE(tokenizer_heap, struct tokenizer_bigram, tokenizer_bigram_less)
 
 /* Symbol of the merge loops: a byte range of the word, linked to its live neighbours. */
 struct tokenizer_sym {

@@ -67,53 +67,12 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
 {
-    if (!err || !errlen) return;
     char msg[256];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    err_vfmt(msg, sizeof(msg), 0, fmt, ap);
     va_end(ap);
-    snprintf(err, errlen, "tokenizer: %s", msg);
-}
-
-uint64_t tokenizer_hash(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *s = p;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-int tokenizer_ids_push(struct tokenizer_ids *ids, int32_t id)
-{
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 64;
-        int32_t *v = realloc(ids->v, cap * sizeof(*v));
-        if (!v) return ERR_NOMEM;
-        ids->v = v;
-        ids->cap = cap;
-    }
-    ids->v[ids->n++] = id;
-    return 0;
-}
-
-int tokenizer_arena_add(struct tokenizer *t, const void *p, size_t n, uint32_t *off)
-{
-    if (t->arena_len + n > UINT32_MAX) return ERR_TOO_BIG;
-    if (t->arena_len + n > t->arena_cap) {
-        size_t cap = t->arena_cap ? t->arena_cap : 4096;
-        while (cap < t->arena_len + n) cap *= 2;
-        char *a = realloc(t->arena, cap);
-        if (!a) return ERR_NOMEM;
-        t->arena = a;
-        t->arena_cap = cap;
-    }
-    if (n) memcpy(t->arena + t->arena_len, p, n);
-    *off = (uint32_t)t->arena_len;
-    t->arena_len += n;
-    return 0;
+    err_fmt(err, errlen, 0, "tokenizer: %s", msg);
 }
 
 static size_t table_size(size_t n)
@@ -121,41 +80,6 @@ static size_t table_size(size_t n)
     size_t sz = 16;
     while (sz < 2 * n) sz *= 2;
     return sz;
-}
-
-int32_t tokenizer_find(const struct tokenizer *t, const char *text, size_t len)
-{
-    size_t i = (size_t)tokenizer_hash(TOKENIZER_HASH_SEED, text, len) & t->tok_hash_mask;
-    for (;; i = (i + 1) & t->tok_hash_mask) {
-        int32_t id = t->tok_hash[i];
-        if (id < 0) return TOKENIZER_NULL;
-        const struct tokenizer_token *tk = &t->tokens[id];
-        if (tk->text_len == len && memcmp(t->arena + tk->text_off, text, len) == 0) return id;
-    }
-}
-
-static uint64_t merge_hash_of(const char *left, size_t left_len, const char *right,
-                              size_t right_len)
-{
-    uint64_t h = tokenizer_hash(TOKENIZER_HASH_SEED, left, left_len);
-    h = tokenizer_hash(h, " ", 1);
-    return tokenizer_hash(h, right, right_len);
-}
-
-int32_t tokenizer_merge_rank(const struct tokenizer *t, const char *left, size_t left_len,
-                             const char *right, size_t right_len)
-{
-    if (!t->merge_hash) return -1;
-    size_t i = (size_t)merge_hash_of(left, left_len, right, right_len) & t->merge_hash_mask;
-    for (;; i = (i + 1) & t->merge_hash_mask) {
-        int32_t r = t->merge_hash[i];
-        if (r < 0) return -1;
-        const struct tokenizer_merge *m = &t->merges[r];
-        const char *s = t->arena + m->off;
-        if (m->left_len == left_len && m->right_len == right_len &&
-            memcmp(s, left, left_len) == 0 && memcmp(s + left_len + 1, right, right_len) == 0)
-            return r;
-    }
 }
 
 static int load_tokens(struct tokenizer *t, const struct gguf *g, char *err, size_t errlen)
@@ -302,7 +226,8 @@ static int load_merges(struct tokenizer *t, const struct gguf *g, char *err, siz
         const char *l = t->arena + mg->off, *r = l + mg->left_len + 1;
         if (tokenizer_merge_rank(t, l, mg->left_len, r, mg->right_len) >= 0)
             continue; /* 1st wins */
-        size_t h = (size_t)merge_hash_of(l, mg->left_len, r, mg->right_len) & t->merge_hash_mask;
+        size_t h =
+            (size_t)tokenizer_merge_hash(l, mg->left_len, r, mg->right_len) & t->merge_hash_mask;
         while (t->merge_hash[h] >= 0) h = (h + 1) & t->merge_hash_mask;
         t->merge_hash[h] = (int32_t)i;
     }

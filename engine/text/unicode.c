@@ -76,46 +76,6 @@ size_t unicode_encode(uint32_t cpt, char out[4])
     return 4;
 }
 
-int unicode_utf8_check(const uint8_t *s, size_t n)
-{
-    uint8_t b = s[0];
-    size_t need;
-    uint8_t lo = 0x80, hi = 0xBF; /* allowed range of the second byte (RFC 3629 table) */
-
-    if (b < 0x80) return 1;
-    if (b < 0xC2) return -1; /* continuation byte or overlong 2-byte lead */
-    if (b < 0xE0) {
-        need = 2;
-    } else if (b < 0xF0) {
-        need = 3;
-        if (b == 0xE0) lo = 0xA0;
-        if (b == 0xED) hi = 0x9F; /* no surrogates */
-    } else if (b < 0xF5) {
-        need = 4;
-        if (b == 0xF0) lo = 0x90;
-        if (b == 0xF4) hi = 0x8F;
-    } else {
-        return -1;
-    }
-    for (size_t k = 1; k < need; k++) {
-        if (k >= n) return 0;
-        uint8_t c = s[k];
-        if (k == 1 ? (c < lo || c > hi) : (c & 0xC0) != 0x80) return -1;
-    }
-    return (int)need;
-}
-
-bool unicode_utf8_valid(const char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        int k = unicode_utf8_check((const uint8_t *)s + i, n - i);
-        if (k <= 0) return false;
-        i += (size_t)k;
-    }
-    return true;
-}
-
 enum unicode_cat unicode_cat(uint32_t cpt)
 {
     if (cpt > 0x10FFFF) return UNICODE_CAT_UNDEFINED;

@@ -1,7 +1,7 @@
-/* Unicode helpers for the tokenizer: UTF-8 decoding the way llama.cpp does it (lenient, invalid bytes
- * become U+FFFD one byte at a time), strict UTF-8 validation for the streaming detokenizer,
- * general-category classes, White_Space, simple lowercase, and the GPT-2 byte <-> code point mapping
- * of byte-level BPE. Tables come from hack/gen-unicode-tables.py. Pure functions, any thread. */
+/* Unicode helpers for the tokenizer: UTF-8 decoding the way llama.cpp does it (lenient, invalid
+ * bytes become U+FFFD one byte at a time; strict validation is common/utf8.h), general-category
+ * classes, White_Space, simple lowercase, and the GPT-2 byte <-> code point mapping of byte-level
+ * BPE. Tables come from hack/gen-unicode-tables.py. Pure functions, any thread. */
 #ifndef CINFER_ENGINE_UNICODE_H
 #define CINFER_ENGINE_UNICODE_H
 
@@ -35,14 +35,6 @@ uint32_t unicode_decode(const char *s, size_t len, size_t *pos);
 /* Encodes `cpt` (<= U+10FFFF) into out[0..3]; returns the byte count (1-4). Larger values encode
  * U+FFFD. */
 size_t unicode_encode(uint32_t cpt, char out[4]);
-
-/* Strict UTF-8 check of the sequence starting at s[0] (n > 0 bytes available): returns its length
- * (1-4) when it is a complete, valid, shortest-form scalar value; 0 when the n bytes are a valid but
- * incomplete prefix; -1 when s[0] cannot start a valid sequence with the bytes that follow (replace
- * one byte with U+FFFD and go on). */
-int unicode_utf8_check(const uint8_t *s, size_t n);
-/* True when all of s[0..n) is valid UTF-8. */
-bool unicode_utf8_valid(const char *s, size_t n);
 
 enum unicode_cat unicode_cat(uint32_t cpt);
 /* The Unicode White_Space property (PropList.txt). */

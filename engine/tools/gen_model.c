@@ -92,12 +92,10 @@ static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
 
 static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
 {
-    if (c->err && c->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->err, c->errlen, fmt, ap);
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    err_vfmt(c->err, c->errlen, rc, fmt, ap);
+    va_end(ap);
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/probe_server.h"
 #include "common/prom/prom.h"
+#include "tests/testutil.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -1302,7 +1303,7 @@ START_TEST(test_http_server_ipv6_loopback)
 {
     int probe = socket(AF_INET6, SOCK_STREAM, 0);
     if (probe < 0) {
-        printf("SKIP: no IPv6 on this machine\n");
+        test_skip("no IPv6 on this machine");
         return;
     }
     close(probe);
@@ -1312,7 +1313,7 @@ START_TEST(test_http_server_ipv6_loopback)
     cfg.port = 0;
     int rc = http_server_start(&cfg, routes, 1, &s6);
     if (rc == ERR_IO) {
-        printf("SKIP: cannot bind ::1\n");
+        test_skip("cannot bind ::1");
         return;
     }
     ck_assert_int_eq(rc, 0);

@@ -124,6 +124,30 @@ START_TEST(test_json_util_dump_bounded)
 }
 END_TEST
 
+START_TEST(test_json_util_path_getters)
+{
+    json_t *o = json_loads("{\"metadata\":{\"name\":\"a\",\"generation\":3,\"labels\":null},"
+                           "\"spec\":{\"replicas\":2.0},\"k\":\"top\",\"n\":null}",
+                           0, NULL);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_str_eq(json_util_str_at(o, "metadata", "name"), "a");
+    ck_assert_str_eq(json_util_str_at(o, "k", NULL), "top");
+    ck_assert_ptr_null(json_util_str_at(o, "metadata", "generation")); /* not a string */
+    ck_assert_ptr_null(json_util_str_at(o, "missing", "name"));
+    ck_assert_ptr_null(json_util_str_at(o, "k", "x")); /* a step that is not an object */
+    ck_assert_ptr_null(json_util_str_at(NULL, "metadata", "name"));
+    ck_assert_int_eq(json_util_int_at(o, "metadata", "generation", -1), 3);
+    ck_assert_int_eq(json_util_int_at(o, "spec", "replicas", -1), -1); /* a real, not an integer */
+    ck_assert_int_eq(json_util_int_at(o, "spec", "missing", 7), 7);
+    ck_assert_ptr_eq(json_util_at(o, "metadata", NULL), json_object_get(o, "metadata"));
+    /* json_util_field: JSON null reads as absent, non-objects have no fields. */
+    ck_assert_ptr_null(json_util_field(o, "n"));
+    ck_assert_ptr_null(json_util_field(json_object_get(o, "k"), "x"));
+    ck_assert_ptr_nonnull(json_util_field(o, "k"));
+    json_decref(o);
+}
+END_TEST
+
 Suite *json_util_suite(void)
 {
     Suite *s = suite_create("json_util");
@@ -132,6 +156,7 @@ Suite *json_util_suite(void)
     tcase_add_test(tc, test_json_util_parse_object_rejects_other_values);
     tcase_add_test(tc, test_json_util_get_typed_fields);
     tcase_add_test(tc, test_json_util_dump_bounded);
+    tcase_add_test(tc, test_json_util_path_getters);
     suite_add_tcase(s, tc);
     return s;
 }

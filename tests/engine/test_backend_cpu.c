@@ -5,9 +5,9 @@
 #include "common/err.h"
 #include "engine/backend/backend.h"
 #include "engine/backend/cpu/cpu_backend.h"
-#include "engine/backend/cpu/cpu_bench.h"
 #include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/cpu_pool.h"
+#include "engine/cmd/cmd.h"
 #include "engine/gguf/quant.h"
 
 #include <check.h>
@@ -1434,11 +1434,11 @@ START_TEST(test_bench_rejects_bad_arguments)
     char *a3[] = {"bench-kernels", "--bogus"};
     char *a4[] = {"bench-kernels", "--threads"};
     char *a5[] = {"bench-kernels", "--isa", "sse9"};
-    ck_assert_int_eq(cpu_bench_main(3, a1), 2);
-    ck_assert_int_eq(cpu_bench_main(3, a2), 2);
-    ck_assert_int_eq(cpu_bench_main(2, a3), 2);
-    ck_assert_int_eq(cpu_bench_main(2, a4), 2);
-    ck_assert_int_eq(cpu_bench_main(3, a5), 1);
+    ck_assert_int_eq(cmd_bench_kernels_main(3, a1), 2);
+    ck_assert_int_eq(cmd_bench_kernels_main(3, a2), 2);
+    ck_assert_int_eq(cmd_bench_kernels_main(2, a3), 2);
+    ck_assert_int_eq(cmd_bench_kernels_main(2, a4), 2);
+    ck_assert_int_eq(cmd_bench_kernels_main(3, a5), 1);
 }
 END_TEST
 

@@ -1,6 +1,5 @@
-/* The pure parts of the OpenAI route handlers: API-key checks, prompt -> token ids (text, token
- * ids, chat template) with stories260K's tokenizer (skipped without ../shared), and the errors of
- * a faulted engine. */
+/* The pure parts of the OpenAI route handlers: API-key checks and prompt -> token ids (text, token
+ * ids, chat template) with stories260K's tokenizer (skipped without ../shared). */
 #include "engine/serve/serve_api.h"
 
 #include "common/err.h"
@@ -10,7 +9,6 @@
 #include "tests/testutil.h"
 
 #include <check.h>
-#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,60 +115,12 @@ START_TEST(test_serve_api_prompt_ids)
 }
 END_TEST
 
-/* Parses an error reply's body and checks the OpenAI shape: {"error":{message,type,param,code}}. */
-static void assert_error_body(const struct serve_error_reply *x, const char *type, const char *code)
-{
-    json_error_t je;
-    json_t *j = json_loadb(x->body.data, x->body.len, 0, &je);
-    ck_assert_msg(j != NULL, "%s: %s", je.text, x->body.data);
-    json_t *err = json_object_get(j, "error");
-    ck_assert(json_is_object(err));
-    ck_assert_str_eq(json_string_value(json_object_get(err, "type")), type);
-    ck_assert_str_eq(json_string_value(json_object_get(err, "code")), code);
-    ck_assert(json_is_null(json_object_get(err, "param")));
-    const char *msg = json_string_value(json_object_get(err, "message"));
-    ck_assert_ptr_nonnull(msg);
-    ck_assert_msg(strstr(msg, "faulted") && strstr(msg, "restarted"), "%s", msg);
-    json_decref(j);
-}
-
-START_TEST(test_serve_api_error_faulted_running_is_500)
-{
-    struct api_error e;
-    serve_api_error_faulted(&e, true);
-    ck_assert_int_eq(e.status, 500);
-    ck_assert_int_eq(e.retry_after_s, 0);
-    struct serve_error_reply x;
-    ck_assert_int_eq(serve_error_reply_init(&x, &e), 0);
-    ck_assert_uint_eq(x.n_headers, 0); /* no Retry-After for a response cut short */
-    assert_error_body(&x, "server_error", "engine_faulted");
-    serve_error_reply_fini(&x);
-}
-END_TEST
-
-START_TEST(test_serve_api_error_faulted_refused_is_503_with_retry_after)
-{
-    struct api_error e;
-    serve_api_error_faulted(&e, false);
-    ck_assert_int_eq(e.status, 503);
-    struct serve_error_reply x;
-    ck_assert_int_eq(serve_error_reply_init(&x, &e), 0);
-    ck_assert_uint_eq(x.n_headers, 1);
-    ck_assert_str_eq(x.headers[0].name, "Retry-After");
-    ck_assert_str_eq(x.headers[0].value, "1");
-    assert_error_body(&x, "server_error", "engine_faulted");
-    serve_error_reply_fini(&x);
-}
-END_TEST
-
 Suite *serve_api_suite(void)
 {
     Suite *s = suite_create("serve_api");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_serve_api_authorized);
     tcase_add_test(tc, test_serve_api_prompt_ids);
-    tcase_add_test(tc, test_serve_api_error_faulted_running_is_500);
-    tcase_add_test(tc, test_serve_api_error_faulted_refused_is_503_with_retry_after);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,7 @@
  * for stories260K, and the streaming detokenizer with characters split across tokens and with
  * invalid byte sequences. */
 #include "common/buf.h"
+#include "common/utf8.h"
 #include "common/err.h"
 #include "engine/gguf/gguf.h"
 #include "engine/text/tokenizer.h"
@@ -78,7 +79,7 @@ static void stream_all(const struct tokenizer *t, const int32_t *ids, size_t n, 
     tokenizer_detok_init(&d, t, false);
     for (size_t i = 0; i < n; i++) {
         ck_assert_int_eq(tokenizer_detok_push(&d, ids[i], out), 0);
-        ck_assert_msg(unicode_utf8_valid(out->data ? out->data : "", out->len),
+        ck_assert_msg(utf8_valid(out->data ? out->data : "", out->len),
                       "invalid UTF-8 after token %zu", i);
     }
     ck_assert_int_eq(tokenizer_detok_flush(&d, out), 0);

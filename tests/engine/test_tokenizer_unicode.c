@@ -1,5 +1,6 @@
 /* Unicode helpers behind the tokenizer: generated category / lowercase tables, White_Space, lenient
- * (llama.cpp) and strict UTF-8 decoding, and the GPT-2 byte <-> code point mapping. */
+ * (llama.cpp) UTF-8 decoding (strict validation: tests/common/test_utf8.c), and the GPT-2 byte <->
+ * code point mapping. */
 #include "engine/text/unicode.h"
 
 #include <check.h>
@@ -93,27 +94,6 @@ START_TEST(test_unicode_decode_is_lenient_like_llama_cpp)
 }
 END_TEST
 
-START_TEST(test_unicode_utf8_check_is_strict)
-{
-    const uint8_t *u = (const uint8_t *)"\xe6\x88\x91";
-    ck_assert_int_eq(unicode_utf8_check(u, 3), 3);
-    ck_assert_int_eq(unicode_utf8_check(u, 2), 0);
-    ck_assert_int_eq(unicode_utf8_check(u, 1), 0);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"A", 1), 1);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\x80", 1), -1);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xc0\x80", 2), -1); /* overlong */
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xe0\x80\x80", 3), -1);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xed\xa0\x80", 3), -1); /* surrogate */
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xf4\x90\x80\x80", 4), -1);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xf5", 1), -1);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xf0\x9f", 2), 0);
-    ck_assert_int_eq(unicode_utf8_check((const uint8_t *)"\xf0\x9f(", 3), -1);
-    ck_assert(unicode_utf8_valid("h\xc3\xa9llo \xf0\x9f\xa6\x99", 11));
-    ck_assert(!unicode_utf8_valid("\xf0\x9f\xa6", 3));
-    ck_assert(unicode_utf8_valid("", 0));
-}
-END_TEST
-
 START_TEST(test_unicode_byte_mapping_is_gpt2s)
 {
     ck_assert_uint_eq(unicode_byte_to_cpt('A'), 'A');
@@ -145,7 +125,6 @@ Suite *tokenizer_unicode_suite(void)
     tcase_add_test(tc, test_unicode_cat_classifies_code_points);
     tcase_add_test(tc, test_unicode_whitespace_and_lowercase);
     tcase_add_test(tc, test_unicode_decode_is_lenient_like_llama_cpp);
-    tcase_add_test(tc, test_unicode_utf8_check_is_strict);
     tcase_add_test(tc, test_unicode_byte_mapping_is_gpt2s);
     suite_add_tcase(s, tc);
     return s;

@@ -4,6 +4,7 @@
  * Input: byte 0 picks the vocabulary (low 4 bits) and flags (add_special 0x10, parse_special 0x20,
  * render special 0x40); the rest is the text. */
 #include "common/buf.h"
+#include "common/utf8.h"
 #include "engine/gguf/gguf.h"
 #include "engine/text/tokenizer.h"
 #include "engine/text/unicode.h"
@@ -230,14 +231,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     tokenizer_detok_init(&d, t, special);
     for (size_t i = 0; i < n; i++) {
         if (tokenizer_detok_push(&d, ids[i], &out) != 0) abort();
-        if (!unicode_utf8_valid(buf_cstr(&out), out.len)) abort();
+        if (!utf8_valid(buf_cstr(&out), out.len)) abort();
     }
     if (tokenizer_detok_flush(&d, &out) != 0) abort();
-    if (!unicode_utf8_valid(buf_cstr(&out), out.len)) abort();
+    if (!utf8_valid(buf_cstr(&out), out.len)) abort();
 
     /* Byte-level BPE with every byte in the vocabulary loses nothing on valid UTF-8 (without BOS,
      * which llama-bpe would add). */
-    if (vi > 0 && !add_special && !parse_special && unicode_utf8_valid(text, len)) {
+    if (vi > 0 && !add_special && !parse_special && utf8_valid(text, len)) {
         struct buf dec;
         buf_init(&dec, 0);
         if (tokenizer_decode(t, ids, n, false, &dec) != 0) abort();

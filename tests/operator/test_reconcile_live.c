@@ -6,6 +6,7 @@
 #include "common/informer.h"
 #include "common/k8s/client.h"
 #include "operator/reconcile.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ START_TEST(test_reconcile_live_conflict_is_reported_and_fresh_cache_converges)
 {
     const char *kc = getenv("CINFER_K8S_LIVE_KUBECONFIG");
     if (!kc || !*kc) {
-        printf("SKIP: reconcile_live needs CINFER_K8S_LIVE_KUBECONFIG (tests/e2e/operator.sh)\n");
+        test_skip("reconcile_live needs CINFER_K8S_LIVE_KUBECONFIG (tests/e2e/operator.sh)");
         return;
     }
     struct k8s_client *c = NULL;

@@ -13,14 +13,6 @@
 #include <string.h>
 #include <time.h>
 
-struct bench_opts {
-    int n_threads;
-    const char *isa;
-    const char *types;
-    int quick;
-    int model; /* whole-model matmul sequence instead of per-shape microbenchmarks */
-};
-
 /* Wall clock, or with --cputime the process CPU time: on a loaded shared machine a 1-thread run's CPU
  * time is the kernel's own cost, undisturbed by the time it spent descheduled. */
 static clockid_t bench_clock = CLOCK_MONOTONIC;
@@ -105,7 +97,7 @@ static const struct {
 static const int64_t bench_shapes[][2] = {{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}};
 static const int bench_tokens[] = {1, 16, 512};
 
-static int bench_matmul_type(struct backend *b, const struct bench_opts *o, const char *name,
+static int bench_matmul_type(struct backend *b, const struct cpu_bench_opts *o, const char *name,
                              enum quant_type type)
 {
     double t_shape[4][3] = {{0}};
@@ -161,7 +153,7 @@ out:
 
 /* The matmuls of a whole 134M llama forward step with every weight in its own buffer (about 0.1-0.45
  * GB, far beyond L3), so decode streams the weights from DRAM as it does in the engine. */
-static int bench_model_type(struct backend *b, const struct bench_opts *o, const char *name,
+static int bench_model_type(struct backend *b, const struct cpu_bench_opts *o, const char *name,
                             enum quant_type type)
 {
     enum { N_LAYERS = 12, PER_LAYER = 7 };
@@ -302,32 +294,6 @@ out:
     return rc;
 }
 
-static int bench_parse(int argc, char **argv, struct bench_opts *o)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-        } else if (strcmp(a, "--model") == 0) {
-            o->model = 1;
-        } else if (strcmp(a, "--cputime") == 0) {
-            bench_clock = CLOCK_PROCESS_CPUTIME_ID;
-        } else if (i + 1 < argc && strcmp(a, "--threads") == 0) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 0 || v > 256) return ERR_INVAL;
-            o->n_threads = (int)v;
-        } else if (i + 1 < argc && strcmp(a, "--isa") == 0) {
-            o->isa = argv[++i];
-        } else if (i + 1 < argc && strcmp(a, "--types") == 0) {
-            o->types = argv[++i];
-        } else {
-            return ERR_INVAL;
-        }
-    }
-    return 0;
-}
-
 static int bench_type_selected(const char *list, const char *name)
 {
     if (!list) return 1;
@@ -337,16 +303,10 @@ static int bench_type_selected(const char *list, const char *name)
     return 0;
 }
 
-int cpu_bench_main(int argc, char **argv)
+int cpu_bench_run(const struct cpu_bench_opts *opts)
 {
-    struct bench_opts o = {0};
-    if (bench_parse(argc, argv, &o) != 0) {
-        fprintf(stderr,
-                "usage: %s [--threads N] [--isa scalar|avx2|avx512] [--types f32,q8_0,...] "
-                "[--quick] [--cputime] [--model]\n",
-                argv[0]);
-        return 2;
-    }
+    const struct cpu_bench_opts o = *opts;
+    bench_clock = o.cputime ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
     struct backend_options bo = {.n_threads = o.n_threads, .cpu_isa = o.isa};
     struct backend *b = NULL;
     int rc = backend_create("cpu", &bo, &b);
@@ -365,5 +325,5 @@ int cpu_bench_main(int argc, char **argv)
     if (rc == 0) rc = bench_attention(b, QUANT_F16);
     b->ops->destroy(b);
     if (rc != 0) fprintf(stderr, "bench: %s\n", err_str(rc));
-    return rc == 0 ? 0 : 1;
+    return rc;
 }

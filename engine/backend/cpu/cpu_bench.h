@@ -4,11 +4,22 @@
 #ifndef CINFER_ENGINE_BACKEND_CPU_BENCH_H
 #define CINFER_ENGINE_BACKEND_CPU_BENCH_H
 
-/* argv[0] is the subcommand name. Options: --threads N, --isa scalar|avx2|avx512, --types LIST
- * (comma-separated: f32,f16,bf16,q8_0,q4_0,q4_K,q6_K), --quick, --cputime (process CPU time instead
- * of wall time: meaningful with --threads 1 on a loaded machine), --model (the matmuls of a whole
- * 134M llama step, weights streamed from DRAM, instead of per-shape runs). Returns the exit
- * status (0, 1 runtime failure, 2 usage). Main thread. */
-int cpu_bench_main(int argc, char **argv);
+#include <stdbool.h>
+
+struct cpu_bench_opts {
+    int n_threads;   /* 0: the backend's default (the CPUs this process may use) */
+    const char *isa; /* "scalar", "avx2", "avx512" or NULL (the best available) */
+    const char
+        *types;   /* comma-separated weight types (f32,f16,bf16,q8_0,q4_0,q4_K,q6_K); NULL all */
+    bool quick;   /* fewer repetitions and shapes */
+    bool cputime; /* time with the process CPU clock (meaningful with n_threads 1) */
+    bool model;   /* the matmuls of a whole 134M llama step instead of per-shape runs */
+};
+
+/* Runs the benchmarks `o` selects (borrowed), printing tables on stdout and failures on stderr.
+ * Returns 0, or the error that stopped it (ERR_INVAL for an ISA this CPU lacks, ERR_NOMEM).
+ * Main thread; not reentrant (the clock choice is file state). The command line is
+ * engine/cmd/cmd_bench_kernels.c. */
+int cpu_bench_run(const struct cpu_bench_opts *o);
 
 #endif

@@ -1,0 +1,603 @@
+/* The serving core on its own (engine/serve/: http_api routes, serve_api handlers, the inference
+ * loop and the responder) over a loopback HTTP server, with a real model: a tiny random-weight
+ * llama that gen_model writes into a temp dir, so no shared data is needed. The client is a raw
+ * socket, so every byte of the answer (status, headers, chunked SSE framing) is what a client sees.
+ * Covers submit (whole and n > 1), stream (the same text as whole, usage, [DONE]), cancel (client
+ * gone mid-stream: aborted, KV freed), fail (an engine fault: 500 engine_faulted on a whole
+ * response, an SSE error event on a stream under way, 503 with Retry-After afterwards, probes
+ * 503) and drain (503 for new requests while draining, in-flight streams ended with "length").
+ * Deadlines below only bound a hang; nothing asserts how fast anything is. */
+#include "common/err.h"
+#include "common/failpoint.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/serve/http_api.h"
+#include "engine/serve/serve_api.h"
+#include "engine/serve/serve_loop.h"
+#include "engine/serve/serve_respond.h"
+#include "engine/text/tokenizer.h"
+#include "engine/tools/gen_model.h"
+#include "tests/testutil.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CORE_CTX      8192 /* long enough that a request runs for a while: cancel, drain */
+#define CORE_MODEL    "m"
+#define CORE_DEADLINE 120.0 /* seconds before a wait counts as a hang */
+
+static char model_path[512];
+
+/* ---------------------------------------------------------------- the model (once per suite) */
+
+static void model_write(void)
+{
+    snprintf(model_path, sizeof(model_path), "%s/cinfer_test_serve_core_%ld.gguf", test_tmpdir(),
+             (long)getpid());
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.dim = 64;
+    o.layers = 2;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.ffn = 128;
+    o.context_length = CORE_CTX;
+    o.vocab_size = 320;
+    o.seed = 7;
+    char err[256] = "";
+    ck_assert_msg(gen_model_write(&o, model_path, err, sizeof(err)) == 0, "%s", err);
+}
+
+static void model_remove(void)
+{
+    unlink(model_path);
+}
+
+/* ---------------------------------------------------------------- the serving core */
+
+struct core {
+    struct model *m;
+    struct tokenizer *tok;
+    struct kv_cache *kv;
+    struct http_api *http;
+    struct serve_respond *resp;
+    struct serve_loop *loop;
+    struct serve_api api;
+    int port;
+};
+
+/* Starts what cmd_serve.c starts, in the same order: HTTP first (503 while loading), then the
+ * model, KV cache, responder and loop, then SERVING. */
+static void core_start(struct core *c)
+{
+    memset(c, 0, sizeof(*c));
+    struct http_api_cfg hc = {
+        .host = "127.0.0.1", .max_body_bytes = 1 << 20, .model_name = CORE_MODEL};
+    ck_assert_int_eq(http_api_start(&hc, &c->http), 0);
+    c->port = http_api_port(c->http);
+    struct model_options mo;
+    model_options_default(&mo);
+    mo.n_threads = 1;
+    char err[256] = "";
+    ck_assert_msg(model_load(model_path, &mo, &c->m, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(tokenizer_load(model_gguf(c->m), &c->tok, err, sizeof(err)) == 0, "%s", err);
+    int bs = 16, per_seq = CORE_CTX / bs;
+    struct kv_cache_config kc = {2 * per_seq, bs, 4, per_seq};
+    ck_assert_int_eq(kv_cache_new(&kc, &c->kv), 0);
+    ck_assert_int_eq(model_kv_init(c->m, c->kv), 0);
+    ck_assert_int_eq(serve_respond_start(c->tok, CORE_MODEL, &c->resp), 0);
+    struct serve_loop_cfg lc = {
+        .sched = {.max_num_seqs = 4,
+                  .max_num_batched_tokens = 256,
+                  .chunked_prefill = true,
+                  .prefix_caching = true,
+                  .max_context = CORE_CTX},
+        .max_queue = 16,
+    };
+    ck_assert_int_eq(
+        serve_loop_start(&lc, c->m, c->kv, c->tok, http_api_metrics(c->http), &c->loop), 0);
+    c->api = (struct serve_api){
+        .model_name = CORE_MODEL,
+        .tok = c->tok,
+        .chat_template = CHAT_TEMPLATE_CHATML,
+        .n_vocab = model_hparams(c->m)->n_vocab,
+        .max_context = CORE_CTX,
+        .max_queue = 16,
+        .created = 1,
+        .loop = c->loop,
+        .resp = c->resp,
+    };
+    http_api_attach(c->http, &c->api);
+    http_api_set_state(c->http, HTTP_API_SERVING);
+}
+
+/* Stops in cmd_serve.c's teardown order. */
+static void core_stop(struct core *c)
+{
+    serve_loop_stop(c->loop);
+    serve_respond_stop(c->resp, 2000);
+    (void)http_api_shutdown(c->http, 2000);
+    http_api_free(c->http);
+    serve_loop_free(c->loop);
+    serve_respond_free(c->resp);
+    kv_cache_free(c->kv);
+    tokenizer_free(c->tok);
+    model_free(c->m);
+    (void)failpoint_configure(NULL);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits until nothing is in flight in the loop or the responder. */
+static void core_wait_idle(struct core *c)
+{
+    double end = now_s() + CORE_DEADLINE;
+    while (serve_loop_inflight(c->loop) > 0 || serve_respond_pending(c->resp) > 0) {
+        ck_assert_msg(now_s() < end, "the serving core did not go idle");
+        sleep_ms(5);
+    }
+}
+
+/* ---------------------------------------------------------------- a raw HTTP client */
+
+struct reply {
+    int status;
+    char *head; /* status line and headers */
+    char *body; /* de-chunked */
+    size_t body_len;
+};
+
+static void reply_fini(struct reply *r)
+{
+    free(r->head);
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+static int tc_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = {(time_t)CORE_DEADLINE, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    return fd;
+}
+
+/* Sends one request (Connection: close) and returns the connected socket. */
+static int tc_send(int port, const char *method, const char *path, const char *body)
+{
+    int fd = tc_connect(port);
+    char head[512];
+    size_t bl = body ? strlen(body) : 0;
+    int n = snprintf(head, sizeof(head),
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     method, path, bl);
+    ck_assert(n > 0 && (size_t)n < sizeof(head));
+    ck_assert_int_eq(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    if (bl) ck_assert_int_eq(send(fd, body, bl, MSG_NOSIGNAL), (ssize_t)bl);
+    return fd;
+}
+
+/* Reads until `needle` appears in what was received (appended to *acc, NUL-terminated) or the
+ * peer closes; returns true when it appeared. */
+static bool tc_read_until(int fd, char **acc, size_t *len, const char *needle)
+{
+    for (;;) {
+        if (*acc && strstr(*acc, needle)) return true;
+        char chunk[4096];
+        ssize_t k = recv(fd, chunk, sizeof(chunk), 0);
+        if (k <= 0) return *acc && strstr(*acc, needle);
+        char *g = realloc(*acc, *len + (size_t)k + 1);
+        ck_assert_ptr_nonnull(g);
+        memcpy(g + *len, chunk, (size_t)k);
+        *len += (size_t)k;
+        g[*len] = '\0';
+        *acc = g;
+    }
+}
+
+/* Splits a whole raw response (read to EOF) into status, head and de-chunked body. */
+static void reply_parse(char *raw, size_t len, struct reply *out)
+{
+    memset(out, 0, sizeof(*out));
+    ck_assert_ptr_nonnull(raw);
+    char *sep = strstr(raw, "\r\n\r\n");
+    ck_assert_msg(sep != NULL, "no header end in: %.200s", raw);
+    ck_assert_int_eq(sscanf(raw, "HTTP/1.1 %d", &out->status), 1);
+    out->head = strndup(raw, (size_t)(sep - raw));
+    const char *p = sep + 4, *end = raw + len;
+    out->body = calloc(1, (size_t)(end - p) + 1);
+    ck_assert_ptr_nonnull(out->body);
+    if (!strcasestr(out->head, "Transfer-Encoding: chunked")) {
+        memcpy(out->body, p, (size_t)(end - p));
+        out->body_len = (size_t)(end - p);
+        return;
+    }
+    while (p < end) {
+        char *next = NULL;
+        unsigned long n = strtoul(p, &next, 16);
+        ck_assert_msg(next && next + 2 <= end && next[0] == '\r' && next[1] == '\n',
+                      "bad chunk header");
+        p = next + 2;
+        if (n == 0) break;
+        ck_assert_msg(p + n + 2 <= end, "truncated chunk");
+        memcpy(out->body + out->body_len, p, n);
+        out->body_len += n;
+        p += n + 2;
+    }
+}
+
+/* Reads to EOF and parses. */
+static void tc_finish(int fd, char *raw, size_t len, struct reply *out)
+{
+    (void)tc_read_until(fd, &raw, &len, "\x01never\x01");
+    close(fd);
+    reply_parse(raw, len, out);
+    free(raw);
+}
+
+static void http_do(int port, const char *method, const char *path, const char *body,
+                    struct reply *out)
+{
+    int fd = tc_send(port, method, path, body);
+    tc_finish(fd, NULL, 0, out);
+}
+
+static json_t *body_json(const struct reply *r)
+{
+    json_error_t je;
+    json_t *j = json_loadb(r->body, r->body_len, 0, &je);
+    ck_assert_msg(j != NULL, "%s: %.300s", je.text, r->body);
+    return j;
+}
+
+static const char *error_code(json_t *j)
+{
+    return json_string_value(json_object_get(json_object_get(j, "error"), "code"));
+}
+
+/* The SSE events of a streamed body: each "data: X" payload but [DONE], parsed; *done when the
+ * stream ended with [DONE]. Returns a new array. */
+static json_t *sse_events(const struct reply *r, bool *done)
+{
+    json_t *a = json_array();
+    *done = false;
+    const char *p = r->body;
+    while ((p = strstr(p, "data: ")) != NULL) {
+        p += 6;
+        const char *e = strstr(p, "\n\n");
+        ck_assert_msg(e != NULL, "unterminated SSE event");
+        if ((size_t)(e - p) == 6 && strncmp(p, "[DONE]", 6) == 0) {
+            *done = true;
+        } else {
+            json_error_t je;
+            json_t *j = json_loadb(p, (size_t)(e - p), 0, &je);
+            ck_assert_msg(j != NULL, "%s", je.text);
+            json_array_append_new(a, j);
+        }
+        p = e + 2;
+    }
+    return a;
+}
+
+/* The text of every chunk's choices[0] joined, and the last finish_reason seen. */
+static char *sse_text(json_t *events, const char **finish)
+{
+    size_t cap = 1, n = 0;
+    char *s = calloc(1, cap);
+    *finish = NULL;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
+        const char *t = json_string_value(json_object_get(c, "text"));
+        const char *fr = json_string_value(json_object_get(c, "finish_reason"));
+        if (fr) *finish = fr;
+        if (!t) continue;
+        size_t tl = strlen(t);
+        s = realloc(s, cap += tl);
+        memcpy(s + n, t, tl + 1);
+        n += tl;
+    }
+    return s;
+}
+
+/* The value of the sample `name{...label...}` on the /metrics page, or -1 when absent. */
+static double metric(int port, const char *name, const char *label)
+{
+    struct reply r;
+    http_do(port, "GET", "/metrics", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    double v = -1;
+    size_t nl = strlen(name);
+    for (char *line = r.body; line && *line;) {
+        char *eol = strchr(line, '\n');
+        if (eol) *eol = '\0';
+        if (!strncmp(line, name, nl) && line[nl] == '{' && (!label || strstr(line, label))) {
+            const char *sp = strrchr(line, ' ');
+            if (sp) v = strtod(sp + 1, NULL);
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    reply_fini(&r);
+    return v;
+}
+
+/* Waits until the sample equals `want`: the loop refreshes gauges and counters after its steps,
+ * a moment after a request is answered. */
+static void metric_wait(int port, const char *name, const char *label, double want)
+{
+    double end = now_s() + CORE_DEADLINE, v;
+    while ((v = metric(port, name, label)) != want) {
+        ck_assert_msg(now_s() < end, "%s{%s} is %g, want %g", name, label ? label : "", v, want);
+        sleep_ms(5);
+    }
+}
+
+/* ---------------------------------------------------------------- submit */
+
+#define GREEDY_BODY                                                                                \
+    "{\"prompt\":\"hello world\",\"max_tokens\":12,\"temperature\":0,\"ignore_eos\":true"
+
+START_TEST(test_serve_core_submit_whole)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY ",\"n\":2}", &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "object")), "text_completion");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "model")), CORE_MODEL);
+    json_t *ch = json_object_get(j, "choices");
+    ck_assert_int_eq((int)json_array_size(ch), 2);
+    const char *t0 = json_string_value(json_object_get(json_array_get(ch, 0), "text"));
+    const char *t1 = json_string_value(json_object_get(json_array_get(ch, 1), "text"));
+    ck_assert_ptr_nonnull(t0);
+    ck_assert_str_eq(t0, t1); /* greedy: every choice the same */
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(ch, 0), "finish_reason")),
+                     "length");
+    json_t *u = json_object_get(j, "usage");
+    ck_assert_int_eq(json_integer_value(json_object_get(u, "completion_tokens")), 24);
+    ck_assert_int_gt(json_integer_value(json_object_get(u, "prompt_tokens")), 0);
+    json_decref(j);
+    reply_fini(&r);
+    core_wait_idle(&c);
+    ck_assert(metric(c.port, "cinfer_requests_total", "finished_reason=\"length\"") == 1);
+    metric_wait(c.port, "cinfer_generation_tokens_total", NULL, 24);
+    core_stop(&c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- stream */
+
+START_TEST(test_serve_core_stream_matches_whole)
+{
+    struct core c;
+    core_start(&c);
+    struct reply whole, st;
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY "}", &whole);
+    ck_assert_int_eq(whole.status, 200);
+    json_t *wj = body_json(&whole);
+    const char *want = json_string_value(
+        json_object_get(json_array_get(json_object_get(wj, "choices"), 0), "text"));
+    http_do(c.port, "POST", "/v1/completions",
+            GREEDY_BODY ",\"stream\":true,\"stream_options\":{\"include_usage\":true}}", &st);
+    ck_assert_int_eq(st.status, 200);
+    ck_assert_ptr_nonnull(strcasestr(st.head, "Content-Type: text/event-stream"));
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    ck_assert_int_ge((int)json_array_size(events), 2);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(text, want);
+    ck_assert_str_eq(finish, "length");
+    /* The usage chunk comes last, with no choices. */
+    json_t *last = json_array_get(events, json_array_size(events) - 1);
+    ck_assert_int_eq((int)json_array_size(json_object_get(last, "choices")), 0);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(last, "usage"), "completion_tokens")),
+        12);
+    free(text);
+    json_decref(events);
+    json_decref(wj);
+    reply_fini(&whole);
+    reply_fini(&st);
+    core_stop(&c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- cancel */
+
+#define LONG_STREAM_BODY                                                                           \
+    "{\"prompt\":\"hello\",\"max_tokens\":8000,\"temperature\":0,\"ignore_eos\":true,"             \
+    "\"stream\":true}"
+
+START_TEST(test_serve_core_cancel_client_gone)
+{
+    struct core c;
+    core_start(&c);
+    int fd = tc_send(c.port, "POST", "/v1/completions", LONG_STREAM_BODY);
+    char *raw = NULL;
+    size_t len = 0;
+    ck_assert(tc_read_until(fd, &raw, &len, "data: "));
+    ck_assert_int_eq(serve_loop_inflight(c.loop), 1);
+    close(fd); /* the client goes away mid-stream */
+    free(raw);
+    core_wait_idle(&c);
+    ck_assert(metric(c.port, "cinfer_requests_total", "finished_reason=\"abort\"") == 1);
+    ck_assert(metric(c.port, "cinfer_requests_total", "finished_reason=\"length\"") == 0);
+    /* Its blocks are free again (the gauge counts blocks held by sequences). */
+    metric_wait(c.port, "cinfer_kv_cache_usage_ratio", NULL, 0);
+    metric_wait(c.port, "cinfer_requests_running", NULL, 0);
+    ck_assert(metric(c.port, "cinfer_generation_tokens_total", NULL) < 8000);
+    /* The engine serves on. */
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY "}", &r);
+    ck_assert_int_eq(r.status, 200);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- fail */
+
+/* Every forward step fails: after three the engine is faulted; the request that was running gets
+ * 500 engine_faulted, later ones 503 engine_faulted with Retry-After, and both probes fail. */
+START_TEST(test_serve_core_fail_engine_faulted)
+{
+    ck_assert_int_eq(failpoint_configure("serve.step=error"), 0);
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY "}", &r);
+    ck_assert_msg(r.status == 500, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(error_code(j), "engine_faulted");
+    json_decref(j);
+    reply_fini(&r);
+    ck_assert(serve_loop_faulted(c.loop));
+
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY "}", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strcasestr(r.head, "Retry-After: 1"));
+    j = body_json(&r);
+    ck_assert_str_eq(error_code(j), "engine_faulted");
+    json_decref(j);
+    reply_fini(&r);
+    http_do(c.port, "GET", "/health", NULL, &r);
+    ck_assert_int_eq(r.status, 503);
+    reply_fini(&r);
+    http_do(c.port, "GET", "/live", NULL, &r);
+    ck_assert_int_eq(r.status, 503);
+    reply_fini(&r);
+    core_wait_idle(&c);
+    core_stop(&c);
+}
+END_TEST
+
+/* Steps fail from the 5th on: a stream that already sent tokens ends with one SSE error event
+ * (engine_faulted), not with [DONE]. */
+START_TEST(test_serve_core_fail_stream_under_way)
+{
+    ck_assert_int_eq(failpoint_configure("serve.step=error@5"), 0);
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions", LONG_STREAM_BODY, &r);
+    ck_assert_int_eq(r.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&r, &done);
+    ck_assert(!done);
+    size_t n = json_array_size(events);
+    ck_assert_int_ge((int)n, 2); /* tokens, then the error */
+    json_t *last = json_array_get(events, n - 1);
+    ck_assert_str_eq(error_code(last), "engine_faulted");
+    ck_assert_ptr_nonnull(json_object_get(json_array_get(events, 0), "choices"));
+    json_decref(events);
+    reply_fini(&r);
+    core_wait_idle(&c);
+    core_stop(&c);
+}
+END_TEST
+
+/* A prompt longer than the context never reaches the loop: 400 naming the parameter. */
+START_TEST(test_serve_core_fail_validation_400)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions", "{\"prompt\":\"x\",\"max_tokens\":9000}", &r);
+    ck_assert_int_eq(r.status, 400);
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "param")),
+                     "max_tokens");
+    json_decref(j);
+    reply_fini(&r);
+    ck_assert_int_eq(serve_loop_inflight(c.loop), 0);
+    core_stop(&c);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- drain */
+
+/* While draining new requests get 503 with Retry-After; stopping the loop then ends the stream in
+ * flight with what it generated (finish_reason "length") and a proper end ([DONE]). */
+START_TEST(test_serve_core_drain)
+{
+    struct core c;
+    core_start(&c);
+    int fd = tc_send(c.port, "POST", "/v1/completions", LONG_STREAM_BODY);
+    char *raw = NULL;
+    size_t len = 0;
+    ck_assert(tc_read_until(fd, &raw, &len, "data: "));
+    http_api_set_state(c.http, HTTP_API_DRAINING);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY "}", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strcasestr(r.head, "Retry-After: 1"));
+    reply_fini(&r);
+    http_do(c.port, "GET", "/health", NULL, &r);
+    ck_assert_int_eq(r.status, 503);
+    reply_fini(&r);
+    ck_assert_int_eq(serve_loop_inflight(c.loop), 1); /* still generating */
+    serve_loop_stop(c.loop);                          /* the drain timeout */
+    struct reply st;
+    tc_finish(fd, raw, len, &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(finish, "length");
+    free(text);
+    json_decref(events);
+    reply_fini(&st);
+    core_wait_idle(&c);
+    core_stop(&c);
+}
+END_TEST
+
+Suite *serve_core_suite(void)
+{
+    Suite *s = suite_create("serve_core");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300);
+    tcase_add_unchecked_fixture(tc, model_write, model_remove);
+    tcase_add_test(tc, test_serve_core_submit_whole);
+    tcase_add_test(tc, test_serve_core_stream_matches_whole);
+    tcase_add_test(tc, test_serve_core_cancel_client_gone);
+    tcase_add_test(tc, test_serve_core_fail_engine_faulted);
+    tcase_add_test(tc, test_serve_core_fail_stream_under_way);
+    tcase_add_test(tc, test_serve_core_fail_validation_400);
+    tcase_add_test(tc, test_serve_core_drain);
+    suite_add_tcase(s, tc);
+    return s;
+}
