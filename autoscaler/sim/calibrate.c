@@ -11,7 +11,7 @@
 #define LINE_MAX_BYTES 4096
 
 /* Reads a positive finite number field; false when absent or not one. */
-static bool num_at(const json_t *o, const char *k, double *out)
+static bool positive_number(const json_t *o, const char *k, double *out)
 {
     const json_t *v = json_object_get(o, k);
     if (!json_is_number(v)) return false;
@@ -51,8 +51,8 @@ int calibrate_from_bench(const char *text, size_t len, struct sim_replica_model 
         json_error_t je;
         json_t *o = json_loadb(line, n, 0, &je);
         double b = 0, pp = 0, tg = 0;
-        bool ok = o && num_at(o, "batch", &b) && num_at(o, "pp_tok_s", &pp) &&
-                  num_at(o, "tg_tok_s", &tg) && b == floor(b) && b <= 65536;
+        bool ok = o && positive_number(o, "batch", &b) && positive_number(o, "pp_tok_s", &pp) &&
+                  positive_number(o, "tg_tok_s", &tg) && b == floor(b) && b <= 65536;
         json_decref(o);
         if (!ok) {
             snprintf(err, errlen,
