@@ -11,6 +11,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/kv/kv_slots.h"
 #include "engine/kv/prefix_cache.h"
 #include "engine/text/stop_matcher.h"
 #include "engine/text/tokenizer.h"
@@ -40,11 +41,9 @@ struct sched_seq {
     long max_tokens; /* -1: until max_context */
     bool ignore_eos;
 
-    int kv_seq;       /* -1 while waiting */
-    int chunk;        /* tokens scheduled in the current step (0: not in it) */
-    uint64_t root;    /* prefix-cache chain root (from the salt) */
-    uint64_t *hashes; /* chained hash of each full computed block */
-    int n_hashed;
+    int kv_seq;            /* -1 while waiting */
+    int chunk;             /* tokens scheduled in the current step (0: not in it) */
+    struct kv_chain chain; /* prefix-cache chain (root from the salt), hashes of full blocks */
 
     struct sampler_params sampling;
     struct sampler *smp; /* created at first admission: its scratch is O(vocabulary) */
@@ -57,7 +56,7 @@ struct sched {
     struct model *m;
     struct kv_cache *kv;
     const struct tokenizer *tok;
-    struct prefix_cache *pc; /* NULL when prefix caching is off */
+    struct kv_slots *slots; /* the pool's reservation, eviction and prefix cache */
     sched_emit_fn emit;
     void *emit_ctx;
     int n_vocab;
@@ -73,8 +72,7 @@ struct sched {
 
     struct model_batch_entry *entries; /* max_num_seqs */
     struct sched_seq **entry_seq;
-    int32_t *scratch_blocks; /* max_blocks_per_seq */
-    struct buf piece, text;  /* event text assembly */
+    struct buf piece, text; /* event text assembly */
     struct sched_stats st;
 };
 
@@ -89,9 +87,9 @@ static int seq_grow(const struct sched *s, struct sched_seq *q, int want)
     if (!t) return ERR_NOMEM;
     q->tokens = t;
     size_t nh = (size_t)want / (size_t)s->block_size + 1;
-    uint64_t *h = realloc(q->hashes, nh * sizeof(uint64_t));
+    uint64_t *h = realloc(q->chain.hashes, nh * sizeof(uint64_t));
     if (!h) return ERR_NOMEM;
-    q->hashes = h;
+    q->chain.hashes = h;
     q->cap_tokens = want;
     return 0;
 }
@@ -102,7 +100,7 @@ static void seq_free(struct sched_seq *q)
     sampler_free(q->smp);
     stop_matcher_free(q->stop);
     free(q->tokens);
-    free(q->hashes);
+    free(q->chain.hashes);
     free(q);
 }
 
@@ -112,7 +110,7 @@ static void seq_release_kv(struct sched *s, struct sched_seq *q)
     if (q->kv_seq >= 0) kv_cache_seq_close(s->kv, q->kv_seq);
     q->kv_seq = -1;
     q->n_computed = 0;
-    q->n_hashed = 0;
+    q->chain.n_hashed = 0;
     q->chunk = 0;
 }
 
@@ -256,25 +254,17 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
 
 /* ---------------------------------------------------------------- KV and prefix cache */
 
-static int blocks_available(const struct sched *s)
+/* The backend's copy-on-write of a shared partial block (kv_slots_copy_fn). */
+static int seq_copy_block(void *ctx, int32_t src, int32_t dst)
 {
-    int n = kv_cache_blocks_free(s->kv);
-    if (s->pc) n += prefix_cache_evictable(s->pc);
-    return n;
+    return model_kv_copy_block(ctx, src, dst);
 }
 
-/* Reserves `n` more slots for q, evicting cached blocks when the free list is short. ERR_AGAIN when
- * the pool cannot provide them. */
+/* Reserves `n` more slots for q (evicting cached blocks when the free list is short). ERR_AGAIN
+ * when the pool cannot provide them. */
 static int seq_reserve(struct sched *s, struct sched_seq *q, int n)
 {
-    int need = kv_cache_seq_blocks_needed(s->kv, q->kv_seq, n);
-    int free_blocks = kv_cache_blocks_free(s->kv);
-    if (need > free_blocks && s->pc) prefix_cache_evict(s->pc, need - free_blocks);
-    struct kv_cache_copy cp;
-    int rc = kv_cache_seq_append(s->kv, q->kv_seq, n, &cp);
-    if (rc) return rc;
-    if (cp.n) rc = model_kv_copy_block(s->m, cp.src, cp.dst);
-    return rc;
+    return kv_slots_reserve(s->slots, q->kv_seq, n, seq_copy_block, s->m);
 }
 
 /* Creates q's sampler and feeds it the prompt (the penalties' history). */
@@ -284,42 +274,6 @@ static int seq_make_sampler(struct sched *s, struct sched_seq *q)
     if (rc) return rc;
     for (int i = 0; i < q->n_prompt; i++) sampler_accept(q->smp, q->tokens[i]);
     return 0;
-}
-
-/* Attaches the longest cached prefix of q's tokens (never the last token: it must be computed to
- * give logits). */
-static void seq_attach_prefix(struct sched *s, struct sched_seq *q)
-{
-    if (!s->pc) return;
-    int bs = s->block_size;
-    int max_blocks = (q->n_tokens - 1) / bs;
-    int k = max_blocks
-                ? prefix_cache_lookup(s->pc, q->root, q->tokens, max_blocks, s->scratch_blocks)
-                : 0;
-    if (k > 0 && kv_cache_seq_attach(s->kv, q->kv_seq, s->scratch_blocks, k) != 0) k = 0;
-    uint64_t parent = q->root;
-    for (int b = 0; b < k; b++) {
-        parent = prefix_cache_block_hash(parent, q->tokens + (size_t)b * bs, bs);
-        q->hashes[b] = parent;
-    }
-    q->n_hashed = k;
-    q->n_computed = k * bs;
-}
-
-/* Offers q's newly completed blocks to the prefix cache. */
-static void seq_cache_blocks(struct sched *s, struct sched_seq *q)
-{
-    if (!s->pc) return;
-    int bs = s->block_size, n_table = 0;
-    const int32_t *table = kv_cache_seq_blocks(s->kv, q->kv_seq, &n_table);
-    int full = q->n_computed / bs;
-    for (int b = q->n_hashed; b < full && b < n_table; b++) {
-        uint64_t parent = b ? q->hashes[b - 1] : q->root;
-        if (prefix_cache_insert(s->pc, parent, q->tokens + (size_t)b * bs, table[b],
-                                &q->hashes[b]) != 0)
-            break;
-        q->n_hashed = b + 1;
-    }
 }
 
 /* Sends running sequence i back to the waiting queue, releasing its blocks. */
@@ -421,11 +375,10 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
             seq_finish(s, q, SCHED_FINISH_ABORT);
             continue;
         }
-        seq_attach_prefix(s, q);
+        q->n_computed =
+            kv_slots_attach_prefix(s->slots, q->kv_seq, q->tokens, q->n_tokens, &q->chain);
         int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
-        if (chunk == 0 ||
-            kv_cache_seq_blocks_needed(s->kv, q->kv_seq, chunk) > blocks_available(s) ||
-            seq_reserve(s, q, chunk) != 0) {
+        if (chunk == 0 || seq_reserve(s, q, chunk) != 0) {
             seq_release_kv(s, q); /* head-of-line: wait for blocks to come back */
             return;
         }
@@ -434,7 +387,7 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
             q->ever_admitted = true;
             q->n_cached = q->n_computed;
             s->st.prompt_tokens += (uint64_t)q->n_prompt;
-            if (s->pc) {
+            if (kv_slots_prefix_caching(s->slots)) {
                 s->st.prefix_queries += (uint64_t)q->n_prompt;
                 s->st.prefix_hits += (uint64_t)q->n_cached;
             }
@@ -489,7 +442,7 @@ int sched_step(struct sched *s)
         struct sched_seq *q = s->entry_seq[e];
         q->n_computed += q->chunk;
         q->chunk = 0;
-        seq_cache_blocks(s, q);
+        kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
         if (s->entries[e].logits != MODEL_LOGITS_LAST) continue;
         ASSERT(row < n_rows);
         struct sampler_result r;
@@ -538,9 +491,8 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
     s->running = calloc((size_t)cfg->max_num_seqs, sizeof(*s->running));
     s->entries = calloc((size_t)cfg->max_num_seqs, sizeof(*s->entries));
     s->entry_seq = calloc((size_t)cfg->max_num_seqs, sizeof(*s->entry_seq));
-    s->scratch_blocks = calloc((size_t)kv_cache_max_blocks_per_seq(kv), sizeof(int32_t));
-    if (!s->running || !s->entries || !s->entry_seq || !s->scratch_blocks) goto fail;
-    if (cfg->prefix_caching && (rc = prefix_cache_new(kv, &s->pc)) != 0) goto fail;
+    if (!s->running || !s->entries || !s->entry_seq) goto fail;
+    if ((rc = kv_slots_new(kv, cfg->prefix_caching, &s->slots)) != 0) goto fail;
     *out = s;
     return 0;
 fail:
@@ -553,12 +505,11 @@ void sched_free(struct sched *s)
     if (!s) return;
     for (int i = 0; i < s->n_waiting; i++) seq_free(s->waiting[i]);
     for (int i = 0; i < s->n_running; i++) seq_destroy(s, s->running[i]);
-    prefix_cache_free(s->pc);
+    kv_slots_free(s->slots);
     free(s->waiting);
     free(s->running);
     free(s->entries);
     free(s->entry_seq);
-    free(s->scratch_blocks);
     buf_fini(&s->piece);
     buf_fini(&s->text);
     free(s);
@@ -584,7 +535,7 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
     q->priority = r->priority;
     q->ud = r->ud;
     q->kv_seq = -1;
-    q->root = prefix_cache_root(r->cache_salt, r->cache_salt ? strlen(r->cache_salt) : 0);
+    q->chain.root = prefix_cache_root(r->cache_salt, r->cache_salt ? strlen(r->cache_salt) : 0);
     /* The sampler itself waits for admission: a long waiting queue must not hold a vocabulary-
      * sized scratch per request. */
     if (!sampler_params_valid(&r->sampling)) {
@@ -644,6 +595,5 @@ void sched_stats(const struct sched *s, struct sched_stats *out)
         if (q->n_computed + 1 < q->n_tokens) pending += q->n_tokens - q->n_computed;
     }
     out->prefill_tokens_waiting = pending;
-    int used = kv_cache_blocks_used(s->kv) - (s->pc ? prefix_cache_evictable(s->pc) : 0);
-    out->kv_usage = (double)used / (double)kv_cache_n_blocks(s->kv);
+    out->kv_usage = kv_slots_usage(s->slots);
 }

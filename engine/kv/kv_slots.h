@@ -1,0 +1,71 @@
+/* KV slots for the scheduler: the block pool (kv_cache.h) and its optional prefix cache
+ * (prefix_cache.h) behind the few calls admission and decoding make. Reserving slots evicts cached
+ * blocks when the free list is short and performs the copy-on-write of a shared partial block in
+ * one call; attaching a sequence's cached prefix and publishing its newly full blocks keep the
+ * sequence's hash chain (struct kv_chain) in step. Bookkeeping only: K/V tensors stay in the
+ * backend, reached through the copy callback.
+ *
+ * Not thread-safe: owned by the one inference thread, like the pool it borrows. */
+#ifndef CINFER_ENGINE_KV_SLOTS_H
+#define CINFER_ENGINE_KV_SLOTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kv_cache;
+struct kv_slots;
+
+/* A sequence's place in the prefix cache: the chain root of its tenant salt (prefix_cache_root)
+ * and the chained hash of each full block it has computed, hashes[0..n_hashed). Owned by the
+ * caller, one per sequence; `hashes` must have room for every block of the sequence. */
+struct kv_chain {
+    uint64_t root;
+    uint64_t *hashes;
+    int n_hashed;
+};
+
+/* Creates the slots of `kv` (borrowed; must outlive them), with a prefix cache over it when
+ * prefix_caching. *out is new (kv_slots_free). ERR_NOMEM. */
+int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out);
+/* Drops the prefix cache's references (blocks no sequence uses return to the free list) and
+ * frees. NULL-safe. */
+void kv_slots_free(struct kv_slots *ks);
+
+bool kv_slots_prefix_caching(const struct kv_slots *ks);
+
+/* Blocks a reservation can obtain now: the free list plus the cached blocks only the prefix cache
+ * holds (evictable). */
+int kv_slots_available(const struct kv_slots *ks);
+
+/* Share of the pool's blocks in use by sequences, in [0, 1]: evictable cached blocks count as
+ * free, since any reservation may take them. */
+double kv_slots_usage(const struct kv_slots *ks);
+
+/* Copies the K/V data of block src to block dst (the backend's copy-on-write); 0 or an error. */
+typedef int (*kv_slots_copy_fn)(void *ctx, int32_t src, int32_t dst);
+
+/* Reserves n more slots for the open sequence seq: evicts least recently used cached blocks when
+ * the free list is short, appends, and has `copy` duplicate a shared partial last block before it
+ * is written. ERR_AGAIN, with nothing changed (nothing evicted either), when the pool cannot
+ * provide the blocks even after eviction; ERR_RANGE for a length past the sequence's block
+ * table; the copy's error (the slots stay reserved: the caller abandons the
+ * sequence). */
+int kv_slots_reserve(struct kv_slots *ks, int seq, int n, kv_slots_copy_fn copy, void *ctx);
+
+/* Attaches to the open, empty sequence seq the longest cached run of full blocks of
+ * tokens[0..n_tokens) (borrowed) under chain->root, never the block holding the last token (it
+ * must be computed to give logits), and records their hashes in chain (n_hashed = blocks
+ * attached). Returns the tokens attached: a multiple of the block size, 0 without prefix caching
+ * or when nothing matched. Every hit becomes most recently used. */
+int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, int n_tokens,
+                           struct kv_chain *chain);
+
+/* Offers the prefix cache seq's full blocks among its first n_computed tokens (borrowed, the
+ * sequence's tokens) that chain has not recorded yet, in order, and extends chain with their
+ * hashes; stops at the first block the cache cannot index (see prefix_cache_insert). No-op without
+ * prefix caching. */
+void kv_slots_publish(struct kv_slots *ks, int seq, const int32_t *tokens, int n_computed,
+                      struct kv_chain *chain);
+
+#endif
