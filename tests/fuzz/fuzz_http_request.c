@@ -114,7 +114,14 @@ static int connect_server(void)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) abort();
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
+        perror("fuzz_http_request: connect");
+        abort();
+    }
+    /* Closed with a reset (after the exchange is over): thousands of inputs a second would
+     * otherwise fill the ephemeral ports with TIME_WAIT sockets. */
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     return fd;
 }
 
