@@ -57,8 +57,18 @@ END_TEST
 START_TEST(test_http_parse_head_incomplete)
 {
     static const char *const partial[] = {
-        "", "\r", "\r\n", "G", "GET", "GET ", "GET /", "GET / HTTP/1", "GET / HTTP/1.1\r",
-        "GET / HTTP/1.1\r\n", "GET / HTTP/1.1\r\nHost: x", "GET / HTTP/1.1\r\nHost: x\r\n\r",
+        "",
+        "\r",
+        "\r\n",
+        "G",
+        "GET",
+        "GET ",
+        "GET /",
+        "GET / HTTP/1",
+        "GET / HTTP/1.1\r",
+        "GET / HTTP/1.1\r\n",
+        "GET / HTTP/1.1\r\nHost: x",
+        "GET / HTTP/1.1\r\nHost: x\r\n\r",
         "PRI * HTTP/2",
     };
     for (size_t i = 0; i < sizeof(partial) / sizeof(partial[0]); i++) {
@@ -143,22 +153,20 @@ START_TEST(test_http_parse_path_forms)
 {
     char out[32];
     struct http_parse_err err;
-    ck_assert_int_eq(http_parse_path("/a%20b%2Fc?q=%zz", 16, HTTP_TARGET_ORIGIN, out, sizeof(out),
-                                     &err),
-                     0);
+    ck_assert_int_eq(
+        http_parse_path("/a%20b%2Fc?q=%zz", 16, HTTP_TARGET_ORIGIN, out, sizeof(out), &err), 0);
     ck_assert_str_eq(out, "/a b/c");
-    ck_assert_int_eq(http_parse_path("http://h:1/x?y", 14, HTTP_TARGET_ABSOLUTE, out, sizeof(out),
-                                     &err),
-                     0);
+    ck_assert_int_eq(
+        http_parse_path("http://h:1/x?y", 14, HTTP_TARGET_ABSOLUTE, out, sizeof(out), &err), 0);
     ck_assert_str_eq(out, "/x");
     ck_assert_int_eq(http_parse_path("https://h", 9, HTTP_TARGET_ABSOLUTE, out, sizeof(out), &err),
                      0);
     ck_assert_str_eq(out, "/");
     static const char *const bad[] = {"/%zz", "/%2", "/%", "/a%00", "/a#b"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        ck_assert_int_eq(http_parse_path(bad[i], strlen(bad[i]), HTTP_TARGET_ORIGIN, out,
-                                         sizeof(out), &err),
-                         -1);
+        ck_assert_int_eq(
+            http_parse_path(bad[i], strlen(bad[i]), HTTP_TARGET_ORIGIN, out, sizeof(out), &err),
+            -1);
         ck_assert_int_eq(err.status, 400);
     }
     ck_assert_int_eq(http_parse_path("http:///x", 9, HTTP_TARGET_ABSOLUTE, out, sizeof(out), &err),
@@ -201,7 +209,7 @@ START_TEST(test_http_chunked_decoding)
     chunked_case("2;a=b;c\r\nhe\r\n3 ; x=\"y\"\r\nllo\r\n0\r\nT: 1\r\nU: 2\r\n\r\n", 1, 0, "hello",
                  100);
     chunked_case("A\r\n0123456789\r\n0\r\n\r\n", 1, 0, "0123456789", 100);
-    chunked_case("5\r\nhel", 0, 0, "hel", 100); /* more needed */
+    chunked_case("5\r\nhel", 0, 0, "hel", 100);  /* more needed */
     chunked_case("0\r\n\r\nGET", 1, 0, "", 100); /* stops at the end of the body */
     chunked_case("zz\r\n", -1, 400, NULL, 100);
     chunked_case("\r\n", -1, 400, NULL, 100);
@@ -213,8 +221,8 @@ START_TEST(test_http_chunked_decoding)
     chunked_case("0\r\nT\x01\r\n\r\n", -1, 400, NULL, 100);
     chunked_case("0\r\n\n", -1, 400, NULL, 100);
     chunked_case("65\r\n", -1, 413, NULL, 100); /* 101 bytes > 100 */
-    chunked_case("32\r\n01234567890123456789012345678901234567890123456789\r\n33\r\n", -1, 413, NULL,
-                 100);
+    chunked_case("32\r\n01234567890123456789012345678901234567890123456789\r\n33\r\n", -1, 413,
+                 NULL, 100);
     /* The returned `used` leaves what follows the body. */
     struct http_chunked d;
     memset(&d, 0, sizeof(d));

@@ -64,8 +64,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (h->chunked && h->has_length) abort();
         char path[256];
         if (h->form != HTTP_TARGET_ASTERISK &&
-            http_parse_path(in + h->target.off, h->target.len, h->form, path, sizeof(path),
-                            &err) == 0 &&
+            http_parse_path(in + h->target.off, h->target.len, h->form, path, sizeof(path), &err) ==
+                0 &&
             strlen(path) >= sizeof(path))
             abort();
         char v[64];
@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t stop = hl > 0 ? (size_t)hl : n;
     for (size_t k = 0; k < stop && k < 600; k++) {
         long r = http_parse_head(in, k, MAX_HEAD, h2, &err);
-        if (r > 0) abort(); /* complete before the whole parse found the end */
+        if (r > 0) abort();            /* complete before the whole parse found the end */
         if (r < 0 && hl >= 0) abort(); /* refused a prefix of a valid or incomplete head */
     }
     /* The chunked decoder, at once and in pieces. */
