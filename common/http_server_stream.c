@@ -41,9 +41,12 @@ void http_stream_unref(struct http_stream *s)
     free(s);
 }
 
-/* Under s->mu: tells the service thread there is work. */
+/* Under s->mu: tells the service thread there is work. A stream already dirty has a wake pending
+ * (the service thread clears the flag under mu before it looks at the stream), so one wake covers
+ * every token queued meanwhile. */
 static void http_stream_kick(struct http_stream *s)
 {
+    if (s->dirty) return;
     s->dirty = true;
     if (s->srv) http_server_wake(s->srv);
 }

@@ -8,8 +8,9 @@
 #   hack/http-bench.sh [ROUNDS] BIN...          (default: build/bin/cinfer-engine, 3 rounds)
 #   e.g. hack/http-bench.sh 3 /tmp/cinfer-engine-lws build/bin/cinfer-engine
 #
-# Needs ab (Debian: apache2-utils) and python3. Prints one line per measurement; BENCHMARKS.md
-# quotes the medians.
+# Needs ab (Debian: apache2-utils) and python3. Prints one line per measurement, with the server's
+# CPU time per request (utime + stime from /proc, the number that a busy shared machine disturbs
+# least); BENCHMARKS.md quotes the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,16 +49,21 @@ stop() {
 	pid=""
 }
 
-# ab_line LABEL ARGS: requests/s, mean and p99 latency (ms) of one ab run.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
+# us_per_req TICKS0 N: server CPU microseconds per request since TICKS0.
+us_per_req() { echo $((($(cpu_ticks) - $1) * 1000000 / $(getconf CLK_TCK) / $2)); }
+
+# ab_line LABEL ARGS: requests/s, mean and p99 latency (ms) of one ab run (20000 requests).
 ab_line() {
-	local label="$1" out
+	local label="$1" out t0
 	shift
-	out="$(ab -q -r -s 10 "$@" "http://127.0.0.1:$port/health" 2>&1)" || true
-	printf '%-44s %8s req/s  mean %6s ms  p99 %5s ms  failed %s\n' "$label" \
+	t0="$(cpu_ticks)"
+	out="$(ab -q -r -s 10 -n 20000 "$@" "http://127.0.0.1:$port/health" 2>&1)" || true
+	printf '%-44s %8s req/s  mean %6s ms  p99 %5s ms  failed %s  server %s us/req\n' "$label" \
 		"$(awk '/Requests per second/ {print $4}' <<<"$out")" \
 		"$(awk '/Time per request.*\(mean\)$/ {print $4}' <<<"$out")" \
 		"$(awk '$1 == "99%" {print $2}' <<<"$out")" \
-		"$(awk '/Failed requests/ {print $3}' <<<"$out")"
+		"$(awk '/Failed requests/ {print $3}' <<<"$out")" "$(us_per_req "$t0" 20000)"
 }
 
 attack() {
@@ -96,14 +102,15 @@ for r in $(seq 1 "$rounds"); do
 	for b in "${bins[@]}"; do
 		echo "== round $r: $b"
 		start "$b"
-		ab_line "/health, connect per request (c=16)" -n 20000 -c 16
-		ab_line "/health, keep-alive (c=16)" -n 20000 -c 16 -k
+		ab_line "/health, connect per request (c=16)" -c 16
+		ab_line "/health, keep-alive (c=16)" -c 16 -k
 		for ka in "" --keep-alive; do
-			out="$(python3 hack/loadgen --url "http://127.0.0.1:$port" --concurrency 16 --requests 400 \
-				--warmup 16 --max-tokens 8 --prompt-tokens 16 $ka 2>&1)"
-			printf '%-44s %s | %s\n' "completions c=16 ${ka:-connect-per-request}" \
-				"$(grep '^throughput:' <<<"$out" | sed 's/throughput: *//')" \
-				"$(grep '^e2e ms:' <<<"$out" | sed 's/e2e ms: *//; s/ *(n=.*//')"
+			t0="$(cpu_ticks)"
+			out="$(python3 hack/loadgen --url "http://127.0.0.1:$port" --concurrency 16 --requests 800 \
+				--max-tokens 8 --prompt-tokens 16 $ka 2>&1)"
+			printf '%-44s %s | e2e %s | server %s us/req\n' "completions c=16 ${ka:-connect-per-request}" \
+				"$(grep '^throughput:' <<<"$out" | sed 's/throughput: *//; s/,.*//')" \
+				"$(grep '^e2e ms:' <<<"$out" | sed 's/e2e ms: *//; s/ *(n=.*//')" "$(us_per_req "$t0" 800)"
 		done
 		attack
 		stop

@@ -298,8 +298,96 @@ def test_attacks():
     checks.check(f"small limits: /health after the attack ({dt * 1000:.1f} ms)", st == 200, f"{st}")
 
 
+# ---- a keep-alive soak with disconnects (the ASan soak under `make asan`) ----
+
+
+def soak_client(seed, stats):
+    import random
+    import struct
+
+    rng = random.Random(seed)
+    s, buf = None, b""
+    for _ in range(150):
+        if s is None:
+            s, buf = connect(MAIN, 30), b""
+        act = rng.randrange(6)
+        try:
+            if act == 0:  # a completion, streamed or not, on the kept connection
+                s.sendall(completion_request(dict(BODY, stream=rng.random() < 0.5, max_tokens=rng.randrange(1, 12))))
+                r, buf = read_response(s, buf)
+                stats["ok" if r.status == 200 else f"status {r.status}"] += 1
+            elif act == 1:  # two pipelined probes
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /live HTTP/1.1\r\nHost: x\r\n\r\n")
+                r1, buf = read_response(s, buf)
+                r2, buf = read_response(s, buf)
+                stats["ok" if (r1.status, r2.status) == (200, 200) else f"probe {r1.status}/{r2.status}"] += 1
+            elif act == 2:  # leaves in the middle of a stream
+                s.sendall(completion_request(dict(BODY, stream=True, max_tokens=64)))
+                while b"data: " not in buf:
+                    b = s.recv(4096)
+                    if not b:
+                        break
+                    buf += b
+                s.close()
+                s = None
+                stats["left mid-stream"] += 1
+            elif act == 3:  # resets with half a body sent
+                s.sendall(completion_request()[:-3])
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+                s = None
+                stats["reset mid-body"] += 1
+            elif act == 4:  # garbage: an error answer and the close
+                s.sendall(b"GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n")
+                r, buf = read_response(s, buf)
+                stats["ok" if r.status == 400 else f"garbage {r.status}"] += 1
+                s.close()
+                s = None
+            else:  # says Connection: close
+                s.sendall(completion_request(extra=b"Connection: close\r\n"))
+                r, buf = read_response(s, buf)
+                stats["ok" if r.status == 200 else f"status {r.status}"] += 1
+                s.close()
+                s = None
+        except (OSError, ValueError) as e:
+            stats[f"error {type(e).__name__}"] += 1
+            if s is not None:
+                s.close()
+            s = None
+    if s is not None:
+        s.close()
+
+
+def test_soak():
+    from collections import Counter
+
+    stats = Counter()
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=soak_client, args=(i, stats)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dt = time.monotonic() - t0
+    bad = {k: v for k, v in stats.items() if k not in ("ok", "left mid-stream", "reset mid-body")}
+    checks.check(f"soak: 8 keep-alive clients x 150 actions with disconnects in {dt:.1f} s ({dict(stats)})",
+                 not bad and stats["ok"] > 400, f"{dict(stats)}")
+    # Nothing left running, and the server still answers.
+    deadline = time.monotonic() + 20 * SLOW
+    running = None
+    while time.monotonic() < deadline:
+        m = parse_response(raw_exchange(MAIN, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")).body.decode()
+        running = [ln for ln in m.splitlines() if ln.startswith("cinfer_requests_running")]
+        if running and running[0].split()[-1] == "0":
+            break
+        time.sleep(0.2)
+    checks.check(f"soak: no request left running afterwards ({running})",
+                 running and running[0].split()[-1] == "0" and health(MAIN) == 200, f"{running}")
+
+
 checks.run("SDK keep-alive", test_sdk_keep_alive)
 checks.run("protocol", test_protocol)
 checks.run("CORS", test_cors)
+checks.run("soak", test_soak)
 checks.run("attacks", test_attacks)
 sys.exit(finish(checks))

@@ -10,6 +10,8 @@
 #include "common/log.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -114,9 +116,20 @@ static int connect_server(void)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    /* libFuzzer's timer signal may interrupt a blocking connect: it then completes on its own. */
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0) {
-        perror("fuzz_http_request: connect");
-        abort();
+        int err = errno;
+        socklen_t el = sizeof(err);
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        if (err == EINTR) {
+            while (poll(&pf, 1, 5000) < 0 && errno == EINTR) {
+            }
+            if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0) err = errno;
+        }
+        if (err) {
+            fprintf(stderr, "fuzz_http_request: connect: %s\n", strerror(err));
+            abort();
+        }
     }
     /* Closed with a reset (after the exchange is over): thousands of inputs a second would
      * otherwise fill the ephemeral ports with TIME_WAIT sockets. */
@@ -129,6 +142,7 @@ static bool send_all(int fd, const char *c, size_t n)
 {
     while (n) {
         ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return false; /* the server may close early (413, garbage) */
         c += w;
         n -= (size_t)w;
@@ -152,6 +166,7 @@ static size_t exchange(const void *p, size_t n, size_t split, char *out, size_t 
     char sink[4096];
     for (;;) {
         ssize_t r = recv(fd, got < cap ? out + got : sink, got < cap ? cap - got : sizeof(sink), 0);
+        if (r < 0 && errno == EINTR) continue;
         if (r <= 0) break;
         if (got < cap) got += (size_t)r;
     }
