@@ -9,6 +9,10 @@
  * (a prior-knowledge preface gets 505), and Upgrade (h2c, WebSocket) is ignored as RFC 9110 section
  * 7.8 allows: the request is answered as HTTP/1.1 and never with 101. Every request read is
  * answered, errors in the OpenAI error shape, or the connection is closed after a logged reason.
+ * The end of the client's input (FIN) between requests or after an answered one is the normal end
+ * of the connection (what is queued is still sent); while a deferred answer is still being
+ * produced it means the client is gone (a server cannot tell a half-close from a close), so the
+ * stream is cancelled.
  *
  * Limits: a request head must arrive whole within header_timeout_s; a body or a write that makes no
  * progress for request_timeout_s is closed; at most max_connections connections, at most

@@ -68,9 +68,12 @@ static long http_request_line(const char *buf, size_t len, size_t off, size_t ma
     size_t i = off;
     while (i < len && http_tchar((unsigned char)buf[i])) i++;
     if (i == off) return http_fail(err, 400, "malformed HTTP request: bad request line");
-    /* A method we do not serve is refused as soon as its token says so (RFC 9110 section 9.1). */
-    if (!http_method_prefix(buf + off, i - off, i < len))
-        return http_fail(err, 501, "method not implemented");
+    /* A method we do not serve is refused as soon as its token says so (RFC 9110 section 9.1):
+     * 501 for a well-formed token, 400 for one that cannot become a request line. */
+    if (!http_method_prefix(buf + off, i - off, i < len)) {
+        if (i < len && buf[i] == ' ') return http_fail(err, 501, "method not implemented");
+        return http_fail(err, 400, "malformed HTTP request: bad request line");
+    }
     if (i == len) return 0;
     if (buf[i] != ' ') return http_fail(err, 400, "malformed HTTP request: bad request line");
     h->method_tok = (struct http_span){(uint32_t)off, (uint32_t)(i - off)};

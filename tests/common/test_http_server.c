@@ -1376,8 +1376,8 @@ START_TEST(test_http_server_garbage_request_line_400)
         {RAW_REQ("GET  /hello HTTP/1.1\r\n\r\n"), 400},
         {RAW_REQ("GET /hello http/1.1\r\n\r\n"), 400},
         {RAW_REQ("GET /hello HTTP/1.1\nHost: t\n\n"), 400},
-        {RAW_REQ("HELLO\r\n\r\n"), 501},
-        {RAW_REQ("hello"), 501}, /* no line end at all: the method alone decides */
+        {RAW_REQ("HELLO\r\n\r\n"), 400},
+        {RAW_REQ("hello"), 400}, /* no line end at all: the token alone decides */
         {RAW_REQ("GARBAGE / HTTP/1.1\r\nHost: t\r\n\r\n"), 501},
         {RAW_REQ("BREW /hello HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"), 501},
         {RAW_REQ("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com\r\n\r\n"), 501},

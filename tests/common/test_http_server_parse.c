@@ -95,6 +95,8 @@ START_TEST(test_http_parse_head_refused)
         {"GET /a\x7f HTTP/1.1\r\n\r\n", 400},
         {"FOO / HTTP/1.1\r\n\r\n", 501},
         {"get / HTTP/1.1\r\n\r\n", 501}, /* methods are case-sensitive */
+        {"HELLO\r\n\r\n", 400},
+        {"hello", 400},
         {"GET / HTTP/2.0\r\n\r\n", 505},
         {"GET / HTTP/0.9\r\n\r\n", 505},
         {"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505},
