@@ -257,10 +257,14 @@ static bool http_evict(struct http_server *srv, const struct http_client *client
         if (!victim || c->t_idle < victim->t_idle) victim = c;
     }
     if (!victim) return false;
+    /* Read what it sent but we have not seen yet (a connection accepted in this same batch): a
+     * close with unread bytes would reset the connection instead of answering it. */
+    if (!victim->dead && victim->state == CONN_HEAD) http_conn_read(victim);
+    if (victim->dead) return true;
     if (victim->state == CONN_HEAD && victim->in_len) { /* an unfinished head: say why */
         victim->keep_alive = false;
-        http_conn_reject(victim, 503, "connection closed to make room: request head too slow", NULL,
-                         0, true);
+        http_conn_reject(victim, 503, "too many connections: this one was closed to make room",
+                         NULL, 0, true);
         if (!victim->dead) http_conn_flush(victim);
     }
     http_conn_close(victim);

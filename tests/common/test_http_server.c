@@ -1662,13 +1662,14 @@ START_TEST(test_http_server_connection_limits)
         ck_assert_int_eq(r.status, 200);
         tresp_fini(&r);
     }
-    /* The oldest were closed to make room, the unfinished one with a 503. */
+    /* The oldest were closed to make room, the unfinished one with a 503 saying so. */
     ck_assert(tc_wait_closed(idle[0]));
     struct trd *rd = calloc(1, sizeof(*rd));
     rd->fd = idle[1];
     struct tresp r;
     ck_assert(tc_read_response(rd, &r));
     ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "make room"));
     tresp_fini(&r);
     for (int i = 0; i < 12; i++) close(idle[i]);
     usleep(100000);
