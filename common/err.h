@@ -1,5 +1,5 @@
 /* Error codes shared by every cinfer module. (ERR_BAD_STATE, not ERR_STATE: OpenSSL, which
- * libwebsockets and libcurl headers pull in, has a typedef of that name.)
+ * libcurl headers pull in, has a typedef of that name.)
  * Fallible functions return 0 on success or one of these negative codes; err_str() names it for logs
  * and messages. Codes say what kind of failure happened; the detail goes in the log line or an
  * error-message buffer next to the call. */

@@ -1,9 +1,25 @@
-/* HTTP/1.1 server on libwebsockets with one service thread: exact-path routing by method, bounded
- * request bodies, JSON helpers, and deferred/streaming responses (chunked or Server-Sent Events) that
- * another thread produces through a bounded, thread-safe per-connection queue. Plain HTTP only (no
- * TLS, no HTTP/2, no WebSocket); request bodies must carry a Content-Length (chunked uploads are
- * refused). One request per connection: every answer carries "Connection: close", because lws 4.1
- * mishandles pipelined requests (a use-after-free and busy loops found by fuzzing; http_server.c).
+/* HTTP/1.1 server with one service thread (epoll) and a strict incremental parser
+ * (common/http_server_parse.h): exact-path routing by method, bounded request bodies (Content-Length
+ * or chunked), JSON helpers, and deferred/streaming responses (chunked or Server-Sent Events) that
+ * another thread produces through a bounded, thread-safe per-connection queue.
+ *
+ * Protocol: HTTP/1.1 persistent connections (idle timeout, a bound on requests per connection),
+ * pipelined requests answered in order, "100 Continue" for "Expect: 100-continue", HTTP/1.0 answers
+ * framed by Content-Length or by closing (never chunked). Plain HTTP/1.x only: no TLS, no HTTP/2
+ * (a prior-knowledge preface gets 505), and Upgrade (h2c, WebSocket) is ignored as RFC 9110 section
+ * 7.8 allows: the request is answered as HTTP/1.1 and never with 101. Every request read is
+ * answered, errors in the OpenAI error shape, or the connection is closed after a logged reason.
+ * The end of the client's input (FIN) between requests or after an answered one is the normal end
+ * of the connection (what is queued is still sent); while a deferred answer is still being
+ * produced it means the client is gone (a server cannot tell a half-close from a close), so the
+ * stream is cancelled.
+ *
+ * Limits: a request head must arrive whole within header_timeout_s; a body or a write that makes no
+ * progress for request_timeout_s is closed; at most max_connections connections, at most
+ * max_connections_per_client from one address. A new connection over a limit takes the place of the
+ * longest-idle connection that has no request in flight (idle keep-alive, unfinished head), so idle
+ * or slow connections can never lock out a probe; only when every connection is busy with a request
+ * is the new one answered 503 and closed.
  *
  * Threads (STYLE.md "Concurrency"):
  *   - http_server_start/port/shutdown/free: the owning thread (main), never from a handler.
@@ -43,7 +59,7 @@ enum http_method {
 /* Returns "GET", "POST", ... (static), or "?" for an unknown value; any thread. */
 const char *http_method_str(enum http_method m);
 
-struct http_server; /* opaque: lws context, routes, service thread */
+struct http_server; /* opaque: listener, connections, routes, service thread */
 struct http_req;    /* opaque: one request, valid during its handler call on the service thread */
 struct http_stream; /* opaque: a deferred response that any thread can complete or stream */
 
@@ -60,7 +76,9 @@ typedef void (*http_handler_fn)(struct http_req *req, void *ud);
 
 struct http_route {
     enum http_method method;
-    /* Exact match on the decoded path without the query string, e.g. "/v1/models". */
+    /* Exact match on the decoded path without the query string, e.g. "/v1/models". A HEAD request
+     * with no HEAD route runs the GET route and gets its head only; OPTIONS with no OPTIONS route
+     * gets 204 with Allow (and the CORS preflight headers for an allowed origin). */
     const char *path;
     http_handler_fn fn;
     void *ud; /* passed to fn; borrowed, must outlive the server */
@@ -70,13 +88,21 @@ struct http_server_cfg {
     /* An IPv4/IPv6 literal or "localhost" (no other names); NULL, "", "0.0.0.0", "::" or "*" listen
      * on every address. Borrowed for the start call only. */
     const char *host;
-    int port;                  /* 0 = an ephemeral port (read it with http_server_port) */
-    size_t max_body_bytes;     /* larger request bodies get 413 */
-    size_t stream_queue_bytes; /* per-stream queue bound between producer and socket */
-    int request_timeout_s;     /* a request head or body that stalls this long is closed */
-    int max_header_bytes;      /* request line + headers; larger are refused by lws */
-    int max_pending_headers;   /* connections that may be receiving headers at once */
-    const char *name;          /* for log lines ("engine", "probe"); borrowed, static */
+    int port;                       /* 0 = an ephemeral port (read it with http_server_port) */
+    size_t max_body_bytes;          /* larger request bodies get 413 */
+    size_t stream_queue_bytes;      /* per-stream queue bound between producer and socket */
+    int request_timeout_s;          /* a request body or an answer's write that stalls this long */
+    int header_timeout_s;           /* a request head not complete this long after its first byte
+                                  (or after the connection opened) gets 408 and is closed */
+    int idle_timeout_s;             /* a keep-alive connection idle this long is closed */
+    int max_header_bytes;           /* request line + headers; larger get 431 (or 414) */
+    int max_connections;            /* open connections at once (see "Limits" above) */
+    int max_connections_per_client; /* from one client address */
+    int max_requests_per_conn; /* the answer to the last one says "Connection: close"; 0 = none */
+    /* CORS: a comma-separated list of allowed origins ("https://app.example.com"), or "*" for any;
+     * NULL or "" for none (no Access-Control-* headers). Borrowed for the start call only. */
+    const char *allowed_origins;
+    const char *name; /* for log lines ("engine", "probe"); borrowed, static */
 };
 
 #define HTTP_SERVER_CFG_DEFAULT                                                                    \
@@ -85,14 +111,21 @@ struct http_server_cfg {
                               .max_body_bytes = 1u << 20,                                          \
                               .stream_queue_bytes = 256u << 10,                                    \
                               .request_timeout_s = 30,                                             \
+                              .header_timeout_s = 10,                                              \
+                              .idle_timeout_s = 60,                                                \
                               .max_header_bytes = 16384,                                           \
-                              .max_pending_headers = 256,                                          \
+                              .max_connections = 4096,                                             \
+                              .max_connections_per_client = 1024,                                  \
+                              .max_requests_per_conn = 1000,                                       \
+                              .allowed_origins = NULL,                                             \
                               .name = "http"})
 
 /* Validates `cfg` (borrowed; copied) and `routes` (borrowed: the array and its strings must outlive
  * the server), binds the listening socket and starts the service thread. Writes a new server to *out
  * (free with http_server_free). Returns 0, ERR_INVAL (bad config or duplicate route), ERR_IO (cannot
- * bind; logged with the address) or ERR_NOMEM. Owning thread. */
+ * bind; logged with the address) or ERR_NOMEM. Raises the process's soft RLIMIT_NOFILE towards its
+ * hard limit when max_connections needs it, and lowers max_connections (logged) when even that is
+ * short. Owning thread. */
 int http_server_start(const struct http_server_cfg *cfg, const struct http_route *routes,
                       size_t n_routes, struct http_server **out);
 
@@ -106,8 +139,8 @@ int http_server_inflight(const struct http_server *srv);
 /* True once http_server_shutdown began (new requests are refused). Any thread. */
 bool http_server_draining(const struct http_server *srv);
 
-/* Graceful stop: from now on new connections are closed and new requests on open connections get
- * 503 with "Connection: close"; waits up to `grace_ms` for in-flight requests to finish, then
+/* Graceful stop: from now on the listening socket is closed, idle keep-alive connections too, and
+ * new requests on open connections get 503 with "Connection: close"; waits up to `grace_ms` for in-flight requests to finish, then
  * cancels the rest (their producers see ERR_CANCELLED and their cancel callbacks run), closes every
  * connection and joins the service thread. Returns 0 when everything finished in time, ERR_TIMEOUT
  * when streams had to be cancelled. Idempotent. Owning thread, never a handler. */

@@ -1,7 +1,8 @@
 /* Deferred and streamed responses: the bounded queue between a producer thread (the engine's
- * inference thread) and the service thread. Producers lock, queue, mark the stream dirty and wake
- * the loop with lws_cancel_service(); the service thread frames queued bytes as HTTP/1.1 chunks.
- * The stream is reference-counted: one reference for the connection, one for the producer. */
+ * responder thread) and the service thread. Producers lock, queue, mark the stream dirty and wake
+ * the loop (http_server_wake); the service thread frames queued bytes as HTTP/1.1 chunks (or, for
+ * an HTTP/1.0 client, sends them raw and closes at the end) into the connection's output. The
+ * stream is reference-counted: one reference for the connection, one for the producer. */
 #include "common/assert.h"
 #include "common/http_server_priv.h"
 #include "common/log.h"
@@ -40,11 +41,14 @@ void http_stream_unref(struct http_stream *s)
     free(s);
 }
 
-/* Under s->mu: tells the service thread there is work. */
+/* Under s->mu: tells the service thread there is work. A stream already dirty has a wake pending
+ * (the service thread clears the flag under mu before it looks at the stream), so one wake covers
+ * every token queued meanwhile. */
 static void http_stream_kick(struct http_stream *s)
 {
+    if (s->dirty) return;
     s->dirty = true;
-    if (s->srv) lws_cancel_service(s->srv->ctx);
+    if (s->srv) http_server_wake(s->srv);
 }
 
 void http_stream_detach(struct http_stream *s, bool completed)
@@ -68,14 +72,6 @@ void http_stream_detach(struct http_stream *s, bool completed)
     http_stream_unref(s);
 }
 
-/* Writes the terminating chunk. */
-static int http_stream_write_last(struct http_conn *c)
-{
-    unsigned char *p = c->srv->scratch + LWS_PRE;
-    memcpy(p, "0\r\n\r\n", 5);
-    return lws_write(c->wsi, p, 5, LWS_WRITE_HTTP_FINAL) < 5 ? -1 : 1;
-}
-
 int http_stream_service(struct http_stream *s)
 {
     struct http_conn *c = s->conn;
@@ -85,50 +81,46 @@ int http_stream_service(struct http_stream *s)
         return -1;
     }
     if (s->whole && s->resp) {
-        /* A whole response: hand it to the connection's writer. */
-        c->resp = s->resp;
+        struct http_resp *r = s->resp;
         s->resp = NULL;
         pthread_mutex_unlock(&s->mu);
-        c->resp_off = 0;
-        c->head_sent = false;
-        c->state = CONN_WRITING;
-        lws_callback_on_writable(c->wsi);
-        return 0;
+        int rc = http_conn_queue_resp(c, r);
+        http_resp_free(r);
+        return rc ? -1 : 1;
     }
     if (!s->begun) {
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
+    int rc = 0;
     if (!s->head_sent) {
         struct http_resp *r = s->resp;
         s->resp = NULL;
-        pthread_mutex_unlock(&s->mu);
-        int rc = http_conn_write_head(c, r, true);
-        http_resp_free(r);
-        if (rc) return -1;
         s->head_sent = true;
-        lws_callback_on_writable(c->wsi);
-        return 0;
+        rc = http_conn_queue_head(c, r, c->http10 ? HTTP_FRAME_CLOSE : HTTP_FRAME_CHUNKED, 0);
+        http_resp_free(r);
     }
-    if (s->q.len) {
+    /* Move at most a slice per call, so one stream cannot fill the output without bound. */
+    if (!rc && s->q.len) {
         size_t n = s->q.len > HTTP_WRITE_SLICE ? HTTP_WRITE_SLICE : s->q.len;
-        unsigned char *p = c->srv->scratch + LWS_PRE;
-        int hl = snprintf((char *)p, HTTP_CHUNK_HEAD, "%zx\r\n", n);
-        memcpy(p + hl, s->q.data, n);
-        memcpy(p + hl + n, "\r\n", 2);
+        if (!c->head_only) {
+            char hl[24];
+            int hn = snprintf(hl, sizeof(hl), "%zx\r\n", n);
+            if (!c->http10) rc = http_conn_out(c, hl, (size_t)hn);
+            if (!rc) rc = http_conn_out(c, s->q.data, n);
+            if (!rc && !c->http10) rc = http_conn_out(c, "\r\n", 2);
+        }
         memmove(s->q.data, s->q.data + n, s->q.len - n);
         s->q.len -= n;
         s->q.data[s->q.len] = 0;
         pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        size_t total = (size_t)hl + n + 2;
-        if (lws_write(c->wsi, p, total, LWS_WRITE_HTTP) < (int)total) return -1;
-        lws_callback_on_writable(c->wsi); /* more data, or the end, may follow */
-        return 0;
     }
-    bool ended = s->ended;
+    bool done = !rc && s->ended && s->q.len == 0;
     pthread_mutex_unlock(&s->mu);
-    return ended ? http_stream_write_last(c) : 0;
+    if (rc) return -1;
+    if (!done) return 0;
+    if (!c->http10 && !c->head_only && http_conn_out(c, "0\r\n\r\n", 5) != 0) return -1;
+    return 1;
 }
 
 /* ---- Producer side (any thread) ---------------------------------------------------------------- */

@@ -118,7 +118,11 @@ int probe_server_start(const char *addr, probe_metrics_fn metrics, void *ud,
     p->routes[2] = (struct http_route){HTTP_GET, "/metrics", probe_metrics, p};
     cfg.host = host;
     cfg.max_body_bytes = 4096;
-    cfg.max_pending_headers = 32;
+    /* Few clients (kubelet, Prometheus): small bounds. Idle or slow connections give way to new ones
+     * (http_server.h "Limits"), so a probe always gets through. */
+    cfg.max_connections = 256;
+    cfg.max_connections_per_client = 128;
+    cfg.header_timeout_s = 5;
     cfg.request_timeout_s = 10;
     cfg.name = "probe";
     int rc = http_server_start(&cfg, p->routes, 3, &p->http);

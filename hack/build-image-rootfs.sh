@@ -23,9 +23,9 @@ cd "$(dirname "$0")/.."
 # binary built on Debian 12 (checked on every staging and by tests/e2e/images.sh), so a new library
 # dependency fails the image build here instead of at container start.
 declare -A runtime_libs=(
-	[engine]="libc6 libcurl4 libjansson4 libssl3 libwebsockets17"
-	[operator]="libc6 libcurl4 libjansson4 libwebsockets17 libyaml-0-2"
-	[autoscaler]="libc6 libcurl4 libjansson4 libwebsockets17 libyaml-0-2"
+	[engine]="libc6 libcurl4 libjansson4 libssl3"
+	[operator]="libc6 libcurl4 libjansson4 libyaml-0-2"
+	[autoscaler]="libc6 libcurl4 libjansson4 libyaml-0-2"
 )
 # Packages needed at run time that no ldd can see. engine: `fetch-model` downloads https:// and hf://
 # models with libcurl, which verifies servers against /etc/ssl/certs. The operator and autoscaler

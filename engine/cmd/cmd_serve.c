@@ -50,6 +50,8 @@ struct serve_cfg {
     const char *metrics_compat;
     const char *chat_template;
     const char *api_key;
+    const char *allowed_origins;
+    int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
     const char *log_level, *log_format;
 };
@@ -105,6 +107,19 @@ static const struct cfg_opt serve_opts[] = {
      "Require \"Authorization: Bearer <key>\" on /v1 routes (prefer the environment variable "
      "CINFER_ENGINE_API_KEY: flags show in ps)",
      NULL, 0},
+    {"allowed-origins", CFG_STRING, O(allowed_origins), NULL, 1, 0,
+     "CORS: comma-separated origins browsers may call the API from (\"https://app.example.com\"), "
+     "or \"*\" for any; default none",
+     NULL, 0},
+    {"http-keep-alive-timeout", CFG_INT, O(http_keep_alive_s), "60", 1, 3600,
+     "Seconds an idle keep-alive connection stays open", NULL, 0},
+    {"http-header-timeout", CFG_INT, O(http_header_timeout_s), "10", 1, 600,
+     "Seconds a client has to send a whole request head (then 408)", NULL, 0},
+    {"max-connections", CFG_INT, O(max_connections), "4096", 16, 1 << 20,
+     "Open HTTP connections at once; over it a new one takes the place of the longest idle one",
+     NULL, 0},
+    {"max-connections-per-client", CFG_INT, O(max_connections_per_client), "1024", 1, 1 << 20,
+     "Open HTTP connections from one client address (the same rule within it)", NULL, 0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
     {"shutdown-delay-seconds", CFG_INT, O(shutdown_delay_s), "0", 0, 600,
@@ -343,6 +358,11 @@ int cmd_serve_main(int argc, char **argv)
         .host = cfg.host,
         .port = cfg.port,
         .max_body_bytes = (size_t)cfg.max_body_bytes,
+        .allowed_origins = cfg.allowed_origins,
+        .keep_alive_s = cfg.http_keep_alive_s,
+        .header_timeout_s = cfg.http_header_timeout_s,
+        .max_connections = cfg.max_connections,
+        .max_connections_per_client = cfg.max_connections_per_client,
         .model_name = s.model_name,
         .vllm_compat = strcmp(cfg.metrics_compat, "vllm") == 0,
     };

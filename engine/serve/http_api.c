@@ -143,6 +143,12 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     hc.host = cfg->host;
     hc.port = cfg->port;
     hc.max_body_bytes = cfg->max_body_bytes;
+    hc.allowed_origins = cfg->allowed_origins;
+    if (cfg->keep_alive_s) hc.idle_timeout_s = cfg->keep_alive_s;
+    if (cfg->header_timeout_s) hc.header_timeout_s = cfg->header_timeout_s;
+    if (cfg->max_connections) hc.max_connections = cfg->max_connections;
+    if (cfg->max_connections_per_client)
+        hc.max_connections_per_client = cfg->max_connections_per_client;
     hc.name = "engine";
     atomic_store(&a->state, HTTP_API_STARTING);
     if ((rc = http_server_start(&hc, a->routes, ARRAY_LEN(a->routes), &a->srv)) != 0) goto fail;

@@ -23,9 +23,12 @@ enum http_api_state {
 };
 
 struct http_api_cfg {
-    const char *host;       /* borrowed for http_api_start only */
-    int port;               /* 0 = ephemeral */
-    size_t max_body_bytes;  /* request bodies above get 413 */
+    const char *host;      /* borrowed for http_api_start only */
+    int port;              /* 0 = ephemeral */
+    size_t max_body_bytes; /* request bodies above get 413 */
+    /* common/http_server.h's connection settings; 0 (or NULL) keeps its default: */
+    const char *allowed_origins; /* CORS; borrowed for http_api_start only */
+    int keep_alive_s, header_timeout_s, max_connections, max_connections_per_client;
     const char *model_name; /* the model_name label on every engine metric; borrowed, must
                                  outlive the api */
     bool vllm_compat;       /* also expose each engine metric under its vLLM name */

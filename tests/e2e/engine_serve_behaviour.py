@@ -348,7 +348,7 @@ def raw_stream_socket(port, body):
     s = socket.create_connection(("127.0.0.1", port), timeout=30 * SLOW)
     s.sendall(
         b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-        + b"Content-Length: %d\r\n\r\n" % len(data)
+        + b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(data)
         + data
     )
     return s

@@ -113,12 +113,59 @@ def read_to_close(s):
         chunks.append(b)
 
 
+def response_end(raw):
+    """The length of the first complete final response at the start of `raw` (interim 1xx answers
+    skipped), or 0 while it is incomplete or framed by the end of the connection. (Not for answers
+    to HEAD, whose Content-Length has no body behind it.)"""
+    pos = 0
+    while True:
+        end = raw.find(b"\r\n\r\n", pos)
+        if end < 0:
+            return 0
+        head = raw[pos:end].decode("latin-1").lower()
+        if not re.match(r"http/1\.[01] 1\d\d", head):
+            break
+        pos = end + 4
+    body = end + 4
+    if re.match(r"http/1\.[01] (204|304)", head):
+        return body
+    if re.search(r"\ntransfer-encoding:[^\n]*chunked", head):
+        while True:
+            eol = raw.find(b"\r\n", body)
+            if eol < 0:
+                return 0
+            try:
+                size = int(raw[body:eol].split(b";")[0], 16)
+            except ValueError:
+                return 0
+            body = eol + 2
+            if size == 0:
+                return body + 2 if raw[body : body + 2] == b"\r\n" else 0
+            body += size + 2
+            if body > len(raw):
+                return 0
+    m = re.search(r"\ncontent-length:\s*(\d+)", head)
+    if m is None:
+        return 0
+    n = body + int(m.group(1))
+    return n if len(raw) >= n else 0
+
+
 def raw_exchange(port, data, timeout=10.0):
-    """Sends `data` on a new connection and reads until the server closes it. Returns the bytes
-    received (b"" when the server closed without answering). Raises socket.timeout on a stall."""
+    """Sends `data` on a new connection and reads one response: until the server closes the
+    connection, or until a complete response has arrived (the server keeps connections alive).
+    Returns the bytes received (b"" when the server closed without answering). Raises
+    socket.timeout on a stall."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW) as s:
         s.sendall(data)
-        return read_to_close(s)
+        got = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                return got
+            got += b
+            if response_end(got):
+                return got
 
 
 def request(port, method, path, body=None, headers=None, timeout=30.0):

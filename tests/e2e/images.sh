@@ -411,7 +411,7 @@ for inv in "${invocations[@]}"; do
 	fi
 	rootfs="$tmp/rootfs-$prog"
 	mkdir -p "$rootfs/tmp" "$rootfs/dev" && chmod 0755 "$rootfs" && chmod 1777 "$rootfs/tmp"
-	# The device nodes every container runtime provides (libwebsockets reads /dev/urandom).
+	# The device nodes every container runtime provides.
 	check "$prog: rootfs device nodes (null, zero, random, urandom)" eval "mknod -m 0666 '$rootfs/dev/null' c 1 3 &&
 		mknod -m 0666 '$rootfs/dev/zero' c 1 5 && mknod -m 0666 '$rootfs/dev/random' c 1 8 &&
 		mknod -m 0666 '$rootfs/dev/urandom' c 1 9"
