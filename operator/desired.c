@@ -346,6 +346,11 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
         init = json_pack("[o]", fetch_container(model, image, pull, model_path, &sz));
     else if (sha)
         init = json_pack("[o]", verify_container(sha, image, pull, model_path, mounts));
+    if ((model_uri_is_download(&m) || sha) && !init) { /* never a pod that skips its check */
+        rc = ERR_NOMEM;
+        snprintf(err, errlen, "out of memory building the init container");
+        goto out;
+    }
 
     json_t *container = json_pack(
         "{s:s, s:s, s:s, s:[s], s:o, s:[{s:s, s:i, s:s}], s:o, s:o, s:o, s:o, s:o, s:o}", "name",

@@ -63,6 +63,24 @@ static int sync_network_policy(struct k8s_client *c, const char *ns, const char 
     return rc == ERR_NOT_FOUND ? 0 : rc;
 }
 
+/* The live NetworkPolicy named `name`, or NULL: from the cache, which holds only objects with the
+ * operator's label; and when `lookup` (a policy is about to be applied) from the API server if the
+ * cache has none, so that a policy someone else made under that name is reported as a NameConflict
+ * instead of being taken over by the forced apply. *out is new. */
+static int live_network_policy(struct k8s_client *c, const struct reconcile_caches *caches,
+                               const char *ns, const char *name, bool lookup, json_t **out)
+{
+    *out = caches->networkpolicies ? informer_get(caches->networkpolicies, ns, name) : NULL;
+    if (*out || !lookup) return 0;
+    struct k8s_ref ref = {&k8s_resource_networkpolicies, ns, name, NULL};
+    int rc = k8s_client_get(c, &ref, out);
+    if (rc == ERR_NOT_FOUND) {
+        *out = NULL;
+        return 0;
+    }
+    return rc;
+}
+
 /* Records a core/v1 Event about the InferenceService; failures are logged, never fatal. */
 static void emit_event(struct k8s_client *c, const json_t *isvc, const char *type,
                        const char *reason, const char *message, time_t now)
@@ -148,7 +166,11 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
                     0)) {
         spec_reason = "InvalidSpec";
     }
-    if (caches->networkpolicies) np = informer_get(caches->networkpolicies, ns, name);
+    int rc = live_network_policy(c, caches, ns, name, np_desired != NULL, &np);
+    if (rc) {
+        fail(out, rc, "get NetworkPolicy", k8s_client_errmsg(c));
+        goto out;
+    }
     dep = informer_get(caches->deployments, ns, name);
     json_t *svc = informer_get(caches->services, ns, name);
     bool np_foreign = np_desired && np && !owned_by(np, uid);
@@ -164,7 +186,6 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
     }
     json_decref(svc);
 
-    int rc = 0;
     const char *apply_reason = NULL;
     char apply_msg[K8S_STATUS_MSG_MAX + 64] = "";
     if (!spec_reason) {

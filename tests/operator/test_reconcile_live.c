@@ -34,14 +34,24 @@ static int live_client(void *ctx, struct k8s_client **out)
     return rc;
 }
 
-static struct informer *start(const char *name, const struct k8s_resource *res)
+static struct informer *start_selected(const char *name, const struct k8s_resource *res,
+                                       const char *selector)
 {
-    struct informer_opts o = {
-        .name = name, .res = res, .ns = ns, .new_client = live_client, .watch_timeout_s = 2};
+    struct informer_opts o = {.name = name,
+                              .res = res,
+                              .ns = ns,
+                              .label_selector = selector,
+                              .new_client = live_client,
+                              .watch_timeout_s = 2};
     struct informer *inf = NULL;
     ck_assert_int_eq(informer_start(&o, &inf), 0);
     ck_assert_msg(informer_wait_synced(inf, 20000), "%s informer did not sync", name);
     return inf;
+}
+
+static struct informer *start(const char *name, const struct k8s_resource *res)
+{
+    return start_selected(name, res, NULL);
 }
 
 static json_t *wait_cached(struct informer *inf, const char *name, bool with_status)
@@ -168,11 +178,11 @@ START_TEST(test_reconcile_live_namespace_list_and_network_policy)
     make_isvc(c, a, "np");
     make_isvc(c, b, "clash");
     make_isvc(c, other, "elsewhere");
-    /* A NetworkPolicy named like "clash" that no InferenceService owns. */
+    /* A NetworkPolicy named like "clash" that someone else made (without the operator's label, so
+     * its cache never sees it: the reconcile must look it up before applying). */
     json_t *foreign =
-        json_pack("{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:{}}}", "apiVersion", "networking.k8s.io/v1",
-                  "kind", "NetworkPolicy", "metadata", "name", "clash", "labels",
-                  "app.kubernetes.io/managed-by", "cinfer-operator", "spec", "podSelector");
+        json_pack("{s:s, s:s, s:{s:s}, s:{s:{}}}", "apiVersion", "networking.k8s.io/v1", "kind",
+                  "NetworkPolicy", "metadata", "name", "clash", "spec", "podSelector");
     struct k8s_ref npcoll = {&k8s_resource_networkpolicies, b, NULL, NULL};
     ck_assert_msg(k8s_client_create(c, &npcoll, foreign, NULL) == 0, "%s", k8s_client_errmsg(c));
     json_decref(foreign);
@@ -182,14 +192,16 @@ START_TEST(test_reconcile_live_namespace_list_and_network_policy)
         .isvcs = start("isvcs", &reconcile_resource_isvcs),
         .deployments = start("deployments", &k8s_resource_deployments),
         .services = start("services", &k8s_resource_services),
-        .networkpolicies = start("networkpolicies", &k8s_resource_networkpolicies),
+        /* as the controller watches them: the operator's own objects only */
+        .networkpolicies = start_selected("networkpolicies", &k8s_resource_networkpolicies,
+                                          "app.kubernetes.io/managed-by=cinfer-operator"),
         .pods = start("pods", &k8s_resource_pods),
     };
     snprintf(ns, sizeof(ns), "%s", a);
     json_decref(wait_cached(caches.isvcs, "np", false));
     snprintf(ns, sizeof(ns), "%s", b);
     json_decref(wait_cached(caches.isvcs, "clash", false));
-    json_decref(wait_cached(caches.networkpolicies, "clash", false));
+    ck_assert_ptr_null(informer_get(caches.networkpolicies, b, "clash"));
     ck_assert_uint_eq(informer_len(caches.isvcs), 2); /* not the one in the third namespace */
     ck_assert_ptr_null(informer_get(caches.isvcs, other, "elsewhere"));
     json_t *both = informer_list(caches.isvcs, NULL, NULL);
@@ -238,9 +250,11 @@ START_TEST(test_reconcile_live_namespace_list_and_network_policy)
     reconcile_key(c, &caches, &s, key, time(NULL), &out);
     ck_assert_msg(out.result == RECONCILE_DONE, "reconcile np (off): %s", out.message);
     ck_assert_int_eq(k8s_client_get(c, &npref, &np), ERR_NOT_FOUND);
-    /* ... and the foreign one stays. */
+    /* ... and the foreign one stays as it was: not taken over by the forced apply. */
     struct k8s_ref fref = {&k8s_resource_networkpolicies, b, "clash", NULL};
     ck_assert_int_eq(k8s_client_get(c, &fref, &np), 0);
+    ck_assert_ptr_null(json_object_get(json_object_get(np, "metadata"), "ownerReferences"));
+    ck_assert_ptr_null(json_object_get(json_object_get(np, "spec"), "ingress"));
     json_decref(np);
 
     informer_free(caches.isvcs);
