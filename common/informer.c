@@ -1,10 +1,11 @@
 /* List+watch cache of one Kubernetes kind (see informer.h).
  * The cache is a jansson object keyed "ns/name" holding immutable objects; the informer thread is
- * the only writer. */
+ * the only writer. A list of namespaces is one such informer per namespace behind a composite. */
 #include "common/informer.h"
 
 #include "common/err.h"
 #include "common/json_util.h"
+#include "common/k8s/names.h"
 #include "common/log.h"
 #include "common/shutdown.h"
 
@@ -30,7 +31,13 @@ struct informer {
     pthread_cond_t synced_cv;
     json_t *store;             /* "ns/name" -> object; guarded by mu */
     char resource_version[64]; /* last seen; informer thread only */
+    /* Several namespaces: one informer per namespace; this one has no thread or store of its own
+     * and every public call combines the parts (multi_* below). */
+    struct informer **parts;
+    size_t n_parts;
 };
+
+static int multi_start(const struct informer_opts *opts, struct informer **out);
 
 static int object_key(const json_t *obj, char *out, size_t outlen)
 {
@@ -205,6 +212,7 @@ static void *informer_main(void *arg)
 
 int informer_start(const struct informer_opts *opts, struct informer **out)
 {
+    if (opts->ns && strchr(opts->ns, ',')) return multi_start(opts, out);
     struct informer *inf = calloc(1, sizeof(*inf));
     if (!inf) return ERR_NOMEM;
     inf->opts = *opts;
@@ -225,6 +233,7 @@ int informer_start(const struct informer_opts *opts, struct informer **out)
 
 void informer_stop(struct informer *inf)
 {
+    for (size_t i = 0; inf && i < inf->n_parts; i++) informer_stop(inf->parts[i]);
     if (!inf || !inf->started) return;
     atomic_store(&inf->stop, true);
     pthread_join(inf->thread, NULL);
@@ -235,6 +244,8 @@ void informer_free(struct informer *inf)
 {
     if (!inf) return;
     informer_stop(inf);
+    for (size_t i = 0; i < inf->n_parts; i++) informer_free(inf->parts[i]);
+    free(inf->parts);
     json_decref(inf->store);
     free(inf->ns);
     free(inf->label_selector);
@@ -245,11 +256,16 @@ void informer_free(struct informer *inf)
 
 bool informer_has_synced(struct informer *inf)
 {
-    return atomic_load(&inf->synced);
+    for (size_t i = 0; i < inf->n_parts; i++)
+        if (!informer_has_synced(inf->parts[i])) return false;
+    return inf->n_parts ? true : atomic_load(&inf->synced);
 }
+
+static bool multi_wait_synced(struct informer *inf, long timeout_ms);
 
 bool informer_wait_synced(struct informer *inf, long timeout_ms)
 {
+    if (inf->n_parts) return multi_wait_synced(inf, timeout_ms);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += timeout_ms / 1000;
@@ -265,8 +281,14 @@ bool informer_wait_synced(struct informer *inf, long timeout_ms)
     return atomic_load(&inf->synced);
 }
 
+static struct informer *multi_part(struct informer *inf, const char *ns);
+
 json_t *informer_get(struct informer *inf, const char *ns, const char *name)
 {
+    if (inf->n_parts) {
+        struct informer *part = multi_part(inf, ns);
+        return part ? informer_get(part, ns, name) : NULL;
+    }
     char key[512];
     snprintf(key, sizeof(key), "%s/%s", ns ? ns : "", name);
     pthread_mutex_lock(&inf->mu);
@@ -288,8 +310,11 @@ static bool labels_match(const json_t *obj, const json_t *want)
     return true;
 }
 
+static json_t *multi_list(struct informer *inf, const char *ns, const json_t *match_labels);
+
 json_t *informer_list(struct informer *inf, const char *ns, const json_t *match_labels)
 {
+    if (inf->n_parts) return multi_list(inf, ns, match_labels);
     json_t *out = json_array();
     if (!out) return NULL;
     pthread_mutex_lock(&inf->mu);
@@ -308,6 +333,9 @@ json_t *informer_list(struct informer *inf, const char *ns, const json_t *match_
 
 size_t informer_len(struct informer *inf)
 {
+    size_t sum = 0;
+    for (size_t i = 0; i < inf->n_parts; i++) sum += informer_len(inf->parts[i]);
+    if (inf->n_parts) return sum;
     pthread_mutex_lock(&inf->mu);
     size_t n = json_object_size(inf->store);
     pthread_mutex_unlock(&inf->mu);
@@ -316,5 +344,92 @@ size_t informer_len(struct informer *inf)
 
 unsigned informer_relists(struct informer *inf)
 {
-    return atomic_load(&inf->relists);
+    unsigned least = 0;
+    for (size_t i = 0; i < inf->n_parts; i++) {
+        unsigned r = informer_relists(inf->parts[i]);
+        if (i == 0 || r < least) least = r;
+    }
+    return inf->n_parts ? least : atomic_load(&inf->relists);
+}
+
+/* --- several namespaces ------------------------------------------------------------------------ */
+
+static int multi_start(const struct informer_opts *opts, struct informer **out)
+{
+    size_t n = 1;
+    for (const char *c = opts->ns; *c; c++) n += *c == ',';
+    struct informer *inf = calloc(1, sizeof(*inf));
+    if (!inf) return ERR_NOMEM;
+    inf->opts = *opts;
+    pthread_mutex_init(&inf->mu, NULL);
+    pthread_cond_init(&inf->synced_cv, NULL);
+    inf->parts = calloc(n, sizeof(*inf->parts));
+    int rc = inf->parts ? 0 : ERR_NOMEM;
+    for (const char *p = opts->ns; !rc && p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char ns[64];
+        if (!k8s_name_is_dns_label(p, len)) {
+            log_error("informer: not a namespace list (a,b,...)", LOG_S("informer", opts->name),
+                      LOG_S("namespaces", opts->ns));
+            rc = ERR_INVAL;
+            break;
+        }
+        snprintf(ns, sizeof(ns), "%.*s", (int)len, p);
+        if (multi_part(inf, ns)) {
+            log_error("informer: namespace listed twice", LOG_S("informer", opts->name),
+                      LOG_S("namespace", ns));
+            rc = ERR_INVAL;
+            break;
+        }
+        struct informer_opts po = *opts;
+        po.ns = ns;
+        rc = informer_start(&po, &inf->parts[inf->n_parts]);
+        if (!rc) inf->n_parts++;
+        p = comma ? comma + 1 : NULL;
+    }
+    if (rc) {
+        informer_free(inf);
+        return rc;
+    }
+    *out = inf;
+    return 0;
+}
+
+static struct informer *multi_part(struct informer *inf, const char *ns)
+{
+    for (size_t i = 0; ns && i < inf->n_parts; i++)
+        if (strcmp(inf->parts[i]->ns, ns) == 0) return inf->parts[i];
+    return NULL;
+}
+
+static bool multi_wait_synced(struct informer *inf, long timeout_ms)
+{
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (size_t i = 0; i < inf->n_parts; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long spent = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+        if (!informer_wait_synced(inf->parts[i], timeout_ms > spent ? timeout_ms - spent : 0))
+            return false;
+    }
+    return true;
+}
+
+static json_t *multi_list(struct informer *inf, const char *ns, const json_t *match_labels)
+{
+    if (ns) {
+        struct informer *part = multi_part(inf, ns);
+        return part ? informer_list(part, ns, match_labels) : json_array();
+    }
+    json_t *out = json_array();
+    for (size_t i = 0; out && i < inf->n_parts; i++) {
+        json_t *some = informer_list(inf->parts[i], NULL, match_labels);
+        if (!some || json_array_extend(out, some) != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+        json_decref(some);
+    }
+    return out;
 }

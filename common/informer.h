@@ -24,7 +24,9 @@ typedef void (*informer_event_fn)(void *ctx, enum k8s_watch_type type, const jso
 struct informer_opts {
     const char *name;               /* for logs: "inferenceservices" (borrowed, static) */
     const struct k8s_resource *res; /* kind to watch (borrowed, static) */
-    const char *ns;                 /* namespace, or NULL for all (copied) */
+    const char *ns;                 /* namespace, "a,b,c" (one list+watch each; informer_start
+                                       fails with ERR_INVAL on an empty, malformed or repeated
+                                       name), or NULL for all (copied) */
     const char *label_selector;     /* or NULL (copied) */
     informer_client_fn new_client;
     void *client_ctx;

@@ -24,6 +24,8 @@
 
 struct controller {
     const struct controller_cfg *cfg;
+    struct desired_settings desired; /* cfg->desired with the system namespace resolved */
+    char system_ns[254];
     struct reconcile_caches caches;
     struct workqueue *queue;
     struct leader *leader;
@@ -100,7 +102,7 @@ static void *worker_main(void *arg)
         /* A reconcile id ties together the log lines of one pass over one key. */
         char rid[32];
         snprintf(rid, sizeof(rid), "w%d-%llu", wa->id, ++wa->count);
-        reconcile_key(c, &ctl->caches, &ctl->cfg->desired, key, time(NULL), &res);
+        reconcile_key(c, &ctl->caches, &ctl->desired, key, time(NULL), &res);
         double took = clock_mono_s() - t0;
         prom_histogram_observe(ctl->duration, took);
         if (res.result == RECONCILE_DONE) {
@@ -205,6 +207,8 @@ static int start_informers(struct controller *ctl)
         {"deployments", &k8s_resource_deployments, OWNED_SELECTOR, on_owned,
          &ctl->caches.deployments},
         {"services", &k8s_resource_services, OWNED_SELECTOR, on_owned, &ctl->caches.services},
+        {"networkpolicies", &k8s_resource_networkpolicies, OWNED_SELECTOR, on_owned,
+         &ctl->caches.networkpolicies},
         {"pods", &k8s_resource_pods, ENGINE_SELECTOR, on_owned, &ctl->caches.pods},
     };
     for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
@@ -225,7 +229,9 @@ static int start_informers(struct controller *ctl)
 static bool caches_synced(struct controller *ctl)
 {
     return informer_has_synced(ctl->caches.isvcs) && informer_has_synced(ctl->caches.deployments) &&
-           informer_has_synced(ctl->caches.services) && informer_has_synced(ctl->caches.pods);
+           informer_has_synced(ctl->caches.services) &&
+           informer_has_synced(ctl->caches.networkpolicies) &&
+           informer_has_synced(ctl->caches.pods);
 }
 
 /* Enqueues every cached InferenceService: the periodic resync that repairs anything missed. */
@@ -249,16 +255,25 @@ int controller_run(const struct controller_cfg *cfg)
     if (!ctl.queue) return ERR_NOMEM;
     rc = register_metrics(&ctl, cfg->metrics);
     if (rc) goto out;
+    /* The client's default namespace (in cluster: the operator's own) for the Lease and for the
+     * router and autoscaler that NetworkPolicies admit, unless a flag names them. */
+    struct k8s_client *probe = NULL;
+    rc = new_client((void *)cfg, &probe);
+    if (rc) goto out;
+    char own_ns[254];
+    snprintf(own_ns, sizeof(own_ns), "%s", k8s_client_config(probe)->ns);
+    k8s_client_free(probe);
+    ctl.desired = cfg->desired;
+    snprintf(ctl.system_ns, sizeof(ctl.system_ns), "%s",
+             cfg->desired.system_namespace && *cfg->desired.system_namespace
+                 ? cfg->desired.system_namespace
+                 : own_ns);
+    ctl.desired.system_namespace = ctl.system_ns;
 
     if (cfg->leader_elect) {
-        struct k8s_client *probe = NULL;
-        rc = new_client((void *)cfg, &probe);
-        if (rc) goto out;
         char lease_ns[254];
         snprintf(lease_ns, sizeof(lease_ns), "%s",
-                 cfg->lease_namespace && *cfg->lease_namespace ? cfg->lease_namespace
-                                                               : k8s_client_config(probe)->ns);
-        k8s_client_free(probe);
+                 cfg->lease_namespace && *cfg->lease_namespace ? cfg->lease_namespace : own_ns);
         struct leader_opts lo = {.ns = lease_ns,
                                  .name = "cinfer-operator",
                                  .identity = cfg->identity,
@@ -286,7 +301,9 @@ int controller_run(const struct controller_cfg *cfg)
     if (shutdown_requested()) goto out;
     if (cfg->set_ready) cfg->set_ready(cfg->ready_ctx, true);
     log_info("controller started", LOG_I("workers", cfg->workers),
-             LOG_S("namespace", cfg->ns && *cfg->ns ? cfg->ns : "(all)"));
+             LOG_S("namespace", cfg->ns && *cfg->ns ? cfg->ns : "(all)"),
+             LOG_B("network_policies", ctl.desired.network_policy),
+             LOG_S("system_namespace", ctl.system_ns));
 
     for (; n_workers < cfg->workers && n_workers < MAX_WORKERS; n_workers++) {
         args[n_workers] = (struct worker_arg){&ctl, n_workers, 0};
@@ -310,6 +327,7 @@ out:
     informer_free(ctl.caches.isvcs);
     informer_free(ctl.caches.deployments);
     informer_free(ctl.caches.services);
+    informer_free(ctl.caches.networkpolicies);
     informer_free(ctl.caches.pods);
     bool lost = atomic_load(&ctl.lost);
     leader_free(ctl.leader);

@@ -1,8 +1,10 @@
-/* Desired Deployment and Service for an InferenceService (see desired.h). */
+/* Desired Deployment, Service and NetworkPolicy for an InferenceService (see desired.h); sizes and
+ * resources are desired_resources.c. */
 #include "operator/desired.h"
 
 #include "common/err.h"
 #include "common/json_util.h"
+#include "common/k8s/names.h"
 #include "operator/model_uri.h"
 
 #include <ctype.h>
@@ -13,6 +15,8 @@
 #include <string.h>
 
 #define GRACE_MARGIN_SECONDS 15 /* time for the engine to exit after its own drain deadline */
+#define API_KEY_ENV          "CINFER_ENGINE_API_KEY" /* engine serve --api-key (cmd_serve.c) */
+#define API_KEY_DEFAULT_KEY  "api-key"               /* the CRD's default secret key */
 
 json_t *desired_labels(const char *name)
 {
@@ -88,13 +92,15 @@ static int engine_args(const json_t *isvc, const char *model_path, const struct 
     const json_t *engine = json_object_get(spec, "engine");
     const char *name = json_util_str_at(isvc, "metadata", "name");
     const char *served = json_util_str_at(json_object_get(spec, "model"), "servedName", NULL);
-    char grace[16];
+    char grace[16], delay[16];
     snprintf(grace, sizeof(grace), "%d", s->shutdown_timeout_seconds);
+    snprintf(delay, sizeof(delay), "%d", s->shutdown_delay_seconds);
     char port[16];
     snprintf(port, sizeof(port), "%d", DESIRED_ENGINE_PORT);
-    json_t *args = json_pack("[s, s,s, s,s, s,s, s,s, s,s]", "serve", "--model", model_path,
-                             "--host", "0.0.0.0", "--port", port, "--served-model-name",
-                             served ? served : name, "--shutdown-timeout", grace);
+    json_t *args =
+        json_pack("[s, s,s, s,s, s,s, s,s, s,s, s,s]", "serve", "--model", model_path, "--host",
+                  "0.0.0.0", "--port", port, "--served-model-name", served ? served : name,
+                  "--shutdown-delay-seconds", delay, "--shutdown-timeout", grace);
     if (!args) return ERR_NOMEM;
     int rc = add_int_flag(args, engine, "threads", "--threads");
     if (!rc) rc = add_int_flag(args, engine, "maxNumSeqs", "--max-num-seqs");
@@ -146,10 +152,13 @@ static json_t *http_probe(const char *path, int period, int failures)
 
 /* The fetch-model init container for https:// and hf:// models. */
 static json_t *fetch_container(const json_t *model, const char *image, const char *pull,
-                               const char *model_path)
+                               const char *model_path, const struct desired_sizes *sz)
 {
-    json_t *args = json_pack("[s, s, s]", "fetch-model",
-                             json_string_value(json_object_get(model, "uri")), model_path);
+    char max[32];
+    snprintf(max, sizeof(max), "%llu", sz->download_max_bytes);
+    json_t *args =
+        json_pack("[s, s, s, s, s]", "fetch-model",
+                  json_string_value(json_object_get(model, "uri")), model_path, "--max-bytes", max);
     const char *sha = json_util_str_at(model, "sha256", NULL);
     if (args && sha) {
         json_array_append_new(args, json_string("--sha256"));
@@ -171,9 +180,60 @@ static json_t *fetch_container(const json_t *model, const char *image, const cha
                      "securityContext", container_security_context());
 }
 
+/* The verify-model init container for a model that is not downloaded (file://, pvc://) when the
+ * spec gives spec.model.sha256: fetch-model --verify hashes the file the engine is about to map and
+ * fails the pod (reason ModelVerifyFailed) on a mismatch. `mounts` (borrowed) are the engine's. */
+static json_t *verify_container(const char *sha, const char *image, const char *pull,
+                                const char *model_path, const json_t *mounts)
+{
+    return json_pack("{s:s, s:s, s:s, s:[s], s:[s, s, s, s, s], s:O, s:o}", "name", "verify-model",
+                     "image", image, "imagePullPolicy", pull, "command", "cinfer-engine", "args",
+                     "fetch-model", "--verify", model_path, "--sha256", sha, "volumeMounts", mounts,
+                     "securityContext", container_security_context());
+}
+
+/* The engine's environment: spec.engine.env, then the API key from its Secret
+ * (spec.security.apiKeySecretRef) as CINFER_ENGINE_API_KEY, never in args (args show in ps and in
+ * the pod spec; the kubelet resolves the Secret, the operator never reads it). *out is new. */
+static int engine_env(const json_t *spec, json_t **out, char *err, size_t errlen)
+{
+    const json_t *user = json_object_get(json_object_get(spec, "engine"), "env");
+    const json_t *ref = json_object_get(json_object_get(spec, "security"), "apiKeySecretRef");
+    const char *ref_name = json_string_value(json_object_get(ref, "name"));
+    const char *ref_key = json_string_value(json_object_get(ref, "key"));
+    size_t i;
+    json_t *e;
+    if (ref && (!ref_name || !*ref_name)) {
+        snprintf(err, errlen, "spec.security.apiKeySecretRef.name is missing");
+        return ERR_INVAL;
+    }
+    json_array_foreach(user, i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        if (ref && n && strcmp(n, API_KEY_ENV) == 0) {
+            snprintf(err, errlen,
+                     "spec.engine.env sets %s, which spec.security.apiKeySecretRef provides",
+                     API_KEY_ENV);
+            return ERR_INVAL;
+        }
+    }
+    json_t *env = json_is_array(user) ? json_deep_copy(user) : json_array();
+    if (env && ref &&
+        json_array_append_new(env, json_pack("{s:s, s:{s:{s:s, s:s, s:b}}}", "name", API_KEY_ENV,
+                                             "valueFrom", "secretKeyRef", "name", ref_name, "key",
+                                             ref_key ? ref_key : API_KEY_DEFAULT_KEY, "optional",
+                                             0)) != 0) {
+        json_decref(env);
+        env = NULL;
+    }
+    if (!env) return ERR_NOMEM;
+    *out = env;
+    return 0;
+}
+
 /* Volumes and the engine's mounts for the model source; sets *model_path (static or in `path`). */
-static int model_volumes(const struct model_uri *m, json_t *volumes, json_t *mounts, char *path,
-                         size_t pathlen)
+static int model_volumes(const struct model_uri *m, const struct desired_sizes *sz, json_t *volumes,
+                         json_t *mounts, char *path, size_t pathlen)
 {
     int rc = 0;
     switch (m->kind) {
@@ -189,14 +249,14 @@ static int model_volumes(const struct model_uri *m, json_t *volumes, json_t *mou
         break;
     case MODEL_URI_HTTPS:
     case MODEL_URI_HF:
-        rc |= json_array_append_new(volumes, json_pack("{s:s, s:{}}", "name", "model", "emptyDir"));
+        rc |= json_array_append_new(volumes, desired_download_volume(sz));
         rc |=
             json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "model", "mountPath",
                                                     DESIRED_MODEL_DIR, "readOnly", 1));
         snprintf(path, pathlen, "%s/model.gguf", DESIRED_MODEL_DIR);
         break;
     }
-    rc |= json_array_append_new(volumes, json_pack("{s:s, s:{}}", "name", "tmp", "emptyDir"));
+    rc |= json_array_append_new(volumes, desired_tmp_volume());
     rc |=
         json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "tmp", "mountPath", "/tmp"));
     return rc ? ERR_NOMEM : 0;
@@ -261,40 +321,63 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
     if (!image) image = s->engine_image;
     if (!pull) pull = s->image_pull_policy ? s->image_pull_policy : "IfNotPresent";
 
-    json_t *volumes = json_array(), *mounts = json_array(), *args = NULL, *dep = NULL;
+    struct desired_sizes sz;
+    json_t *volumes = json_array(), *mounts = json_array(), *args = NULL, *env = NULL;
+    json_t *resources = NULL, *init = NULL, *dep = NULL;
     char model_path[4200];
-    rc = volumes && mounts ? model_volumes(&m, volumes, mounts, model_path, sizeof(model_path))
-                           : ERR_NOMEM;
+    rc = desired_sizes_compute(isvc, s, &sz, err, errlen);
+    if (!rc)
+        rc = volumes && mounts
+                 ? model_volumes(&m, &sz, volumes, mounts, model_path, sizeof(model_path))
+                 : ERR_NOMEM;
     if (!rc) rc = engine_args(isvc, model_path, s, &args, err, errlen);
+    if (!rc) rc = engine_env(spec, &env, err, errlen);
+    if (!rc) rc = desired_resources(isvc, &sz, model_uri_is_download(&m), &resources);
     if (rc) goto out;
+    /* Downloads are verified by fetch-model; a model already on disk by verify-model. */
+    const char *sha = json_string_value(json_object_get(model, "sha256"));
+    if (model_uri_is_download(&m))
+        init = json_pack("[o]", fetch_container(model, image, pull, model_path, &sz));
+    else if (sha)
+        init = json_pack("[o]", verify_container(sha, image, pull, model_path, mounts));
+    if ((model_uri_is_download(&m) || sha) && !init) { /* never a pod that skips its check */
+        rc = ERR_NOMEM;
+        snprintf(err, errlen, "out of memory building the init container");
+        goto out;
+    }
 
-    json_t *env = json_object_get(engine, "env");
-    env = json_is_array(env) ? json_incref(env) : json_array();
     json_t *container = json_pack(
-        "{s:s, s:s, s:s, s:[s], s:o, s:[{s:s, s:i, s:s}], s:o, s:o, s:o, s:o, s:o}", "name",
+        "{s:s, s:s, s:s, s:[s], s:o, s:[{s:s, s:i, s:s}], s:o, s:o, s:o, s:o, s:o, s:o}", "name",
         "engine", "image", image, "imagePullPolicy", pull, "command", "cinfer-engine", "args", args,
         "ports", "name", "http", "containerPort", DESIRED_ENGINE_PORT, "protocol", "TCP", "env",
         env, "volumeMounts", mounts, "readinessProbe", http_probe("/health", 5, 3), "livenessProbe",
-        http_probe("/live", 10, 6), "securityContext", container_security_context());
-    args = mounts = NULL; /* stolen by json_pack, even on failure */
-    if (container && json_object_get(spec, "resources"))
-        json_object_set(container, "resources", json_object_get(spec, "resources"));
+        http_probe("/live", 10, 6), "resources", resources, "securityContext",
+        container_security_context());
+    args = mounts = env = resources = NULL; /* stolen by json_pack, even on failure */
 
     json_t *pod_labels = merged_map(json_object_get(spec, "labels"), desired_labels(name));
     json_t *pod_annotations =
         merged_map(json_object_get(spec, "annotations"),
                    json_pack("{s:s, s:s, s:s}", "prometheus.io/scrape", "true",
                              "prometheus.io/port", "8000", "prometheus.io/path", "/metrics"));
-    json_t *pod_spec =
-        json_pack("{s:[o], s:o, s:I, s:{s:b, s:i, s:i, s:i, s:{s:s}}, s:b}", "containers",
-                  container, "volumes", volumes, "terminationGracePeriodSeconds",
-                  (json_int_t)s->shutdown_timeout_seconds + GRACE_MARGIN_SECONDS, "securityContext",
-                  "runAsNonRoot", 1, "runAsUser", 65532, "runAsGroup", 65532, "fsGroup", 65532,
-                  "seccompProfile", "type", "RuntimeDefault", "automountServiceAccountToken", 0);
+    /* Termination: the pod leaves its Service's EndpointSlices as soon as it is deleted, while the
+     * kubelet sends SIGTERM at the same time; the engine then serves on for the shutdown delay
+     * (with /health at 503, so consumers of terminating-but-serving endpoints stop too) until
+     * kube-proxy, the router and ingresses have caught up, then refuses new requests and drains
+     * in-flight ones for the shutdown timeout. The grace period covers both plus a margin to exit.
+     * There is no preStop hook: a preStop sleep would do the delay's job without the 503 and only
+     * add to the time; its exec form needs a sleep binary in whatever spec.engine.image is, and
+     * the lifecycle sleep action is on by default only from Kubernetes 1.30. */
+    json_t *pod_spec = json_pack(
+        "{s:[o], s:o, s:I, s:{s:b, s:i, s:i, s:i, s:{s:s}}, s:b}", "containers", container,
+        "volumes", volumes, "terminationGracePeriodSeconds",
+        (json_int_t)s->shutdown_delay_seconds + s->shutdown_timeout_seconds + GRACE_MARGIN_SECONDS,
+        "securityContext", "runAsNonRoot", 1, "runAsUser", 65532, "runAsGroup", 65532, "fsGroup",
+        65532, "seccompProfile", "type", "RuntimeDefault", "automountServiceAccountToken", 0);
     volumes = NULL;
-    if (pod_spec && model_uri_is_download(&m)) {
-        json_object_set_new(pod_spec, "initContainers",
-                            json_pack("[o]", fetch_container(model, image, pull, model_path)));
+    if (pod_spec && init) {
+        json_object_set_new(pod_spec, "initContainers", init);
+        init = NULL;
     }
     if (pod_spec) {
         static const char *const passthrough[] = {"nodeSelector",      "tolerations",
@@ -319,6 +402,9 @@ out:
     json_decref(volumes);
     json_decref(mounts);
     json_decref(args);
+    json_decref(env);
+    json_decref(resources);
+    json_decref(init);
     if (!rc) *out = dep;
     return rc;
 }
@@ -334,4 +420,96 @@ int desired_service(const json_t *isvc, json_t **out)
     if (!svc) return ERR_NOMEM;
     *out = svc;
     return 0;
+}
+
+/* Appends namespace s[0..n) to the array `names` unless it is there; ERR_INVAL when malformed. */
+static int add_namespace(json_t *names, const char *s, size_t n, const char *what, char *err,
+                         size_t errlen)
+{
+    if (!k8s_name_is_dns_label(s, n)) {
+        snprintf(err, errlen, "%s: \"%.*s\" is not a namespace name", what, (int)(n > 63 ? 63 : n),
+                 s);
+        return ERR_INVAL;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(names, i, v)
+    {
+        if (strlen(json_string_value(v)) == n && memcmp(json_string_value(v), s, n) == 0) return 0;
+    }
+    return json_array_append_new(names, json_stringn(s, n)) ? ERR_NOMEM : 0;
+}
+
+/* A peer: pods matching `pod_labels` (new; NULL = every pod) in namespace `ns`. */
+static json_t *peer_in(const char *ns, json_t *pod_labels)
+{
+    json_t *p = json_pack("{s:{s:{s:s}}}", "namespaceSelector", "matchLabels",
+                          "kubernetes.io/metadata.name", ns);
+    if (p && pod_labels)
+        json_object_set_new(p, "podSelector", json_pack("{s:o}", "matchLabels", pod_labels));
+    else
+        json_decref(pod_labels);
+    return p;
+}
+
+int desired_network_policy(const json_t *isvc, const struct desired_settings *s, json_t **out,
+                           char *err, size_t errlen)
+{
+    const json_t *meta = json_object_get(isvc, "metadata");
+    const char *name = json_string_value(json_object_get(meta, "name"));
+    const char *sys = s->system_namespace;
+    if (!name) {
+        snprintf(err, errlen, "metadata.name is missing");
+        return ERR_INVAL;
+    }
+    if (!sys || !k8s_name_is_dns_label(sys, strlen(sys))) {
+        snprintf(err, errlen, "the operator's --network-policy-namespace is not a namespace");
+        return ERR_INVAL;
+    }
+    json_t *names = json_array(), *from = NULL, *np = NULL;
+    int rc = names ? 0 : ERR_NOMEM;
+    const char *list = s->allowed_namespaces;
+    for (const char *p = list && *list ? list : NULL; !rc && p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        rc = add_namespace(names, p, n, "the operator's --network-policy-allow-namespaces", err,
+                           errlen);
+        p = comma ? comma + 1 : NULL;
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(json_object_get(json_object_get(isvc, "spec"), "security"),
+                                       "allowedNamespaces"),
+                       i, v)
+    {
+        const char *ns = json_string_value(v);
+        if (!rc)
+            rc = add_namespace(names, ns ? ns : "", ns ? strlen(ns) : 0,
+                               "spec.security.allowedNamespaces", err, errlen);
+    }
+    if (rc) goto out;
+    from = json_pack("[o, o]",
+                     peer_in(sys, json_pack("{s:s}", "app.kubernetes.io/name", "cinfer-router")),
+                     peer_in(sys, json_pack("{s:s, s:s}", "app.kubernetes.io/component",
+                                            "autoscaler", "app.kubernetes.io/part-of", "cinfer")));
+    json_array_foreach(names, i, v)
+    {
+        if (from && json_array_append_new(from, peer_in(json_string_value(v), NULL)) != 0) {
+            json_decref(from);
+            from = NULL;
+        }
+    }
+    np = from
+             ? json_pack("{s:s, s:s, s:o, s:{s:{s:o}, s:[s], s:[{s:o, s:[{s:s, s:i}]}]}}",
+                         "apiVersion", "networking.k8s.io/v1", "kind", "NetworkPolicy", "metadata",
+                         object_meta(isvc), "spec", "podSelector", "matchLabels",
+                         selector_labels(name), "policyTypes", "Ingress", "ingress", "from",
+                         json_incref(from), "ports", "protocol", "TCP", "port", DESIRED_ENGINE_PORT)
+             : NULL;
+    rc = np ? 0 : ERR_NOMEM;
+out:
+    json_decref(names);
+    json_decref(from);
+    if (!rc) *out = np;
+    return rc;
 }

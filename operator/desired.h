@@ -6,6 +6,7 @@
 #define CINFER_OPERATOR_DESIRED_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define DESIRED_ENGINE_PORT   8000 /* engine container port "http" (ARCHITECTURE.md) */
@@ -19,6 +20,23 @@ struct desired_settings {
     const char *engine_image;      /* used when spec.engine.image is unset */
     const char *image_pull_policy; /* used when spec.engine.imagePullPolicy is unset */
     int shutdown_timeout_seconds; /* engine --shutdown-timeout; the pod's grace period adds margin */
+    /* Engine --shutdown-delay-seconds: after SIGTERM the engine keeps serving (with /health at 503)
+     * while the pod's removal from EndpointSlices reaches kube-proxy, the router and ingresses;
+     * the grace period is delay + timeout + margin. It plays the part of a preStop sleep, which
+     * would only add to it (see desired_deployment). */
+    int shutdown_delay_seconds;
+    bool network_policy;            /* a NetworkPolicy per InferenceService (else delete ours) */
+    const char *system_namespace;   /* namespace of the router and the autoscaler (policy peers) */
+    const char *allowed_namespaces; /* "a,b": namespaces every service admits, or NULL/"" */
+    unsigned long long download_limit_bytes; /* a download's limit without spec.model.sizeBytes */
+};
+
+/* An engine pod's sizes from spec.model.sizeBytes and spec.engine.kvCacheBytes. */
+struct desired_sizes {
+    unsigned long long model_bytes;           /* 0 = unknown */
+    unsigned long long kv_bytes;              /* 0 = the engine's automatic budget */
+    unsigned long long download_max_bytes;    /* fetch-model --max-bytes */
+    unsigned long long download_volume_bytes; /* its emptyDir's sizeLimit (+10%) */
 };
 
 /* The label set every owned object carries (ARCHITECTURE.md "Labels"); returns new or NULL. */
@@ -33,6 +51,30 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
                        char *err, size_t errlen);
 /* Builds the ClusterIP Service for `isvc` (borrowed). *out is new. */
 int desired_service(const json_t *isvc, json_t **out);
+
+/* Builds the NetworkPolicy for `isvc` (borrowed): ingress to its engine pods' port only from the
+ * router (app.kubernetes.io/name=cinfer-router) and the autoscaler (app.kubernetes.io/component=
+ * autoscaler, part-of=cinfer, scraping /metrics) in s->system_namespace, and from every pod of
+ * the namespaces in spec.security.allowedNamespaces and s->allowed_namespaces. The kubelet's
+ * probes come from the pod's own node, which NetworkPolicy implementations admit (Kubernetes:
+ * "traffic to and from the node where a Pod is running is always allowed"). Egress is not
+ * limited (downloads). *out is new. ERR_INVAL with a reason in `err` for a bad namespace name. */
+int desired_network_policy(const json_t *isvc, const struct desired_settings *s, json_t **out,
+                           char *err, size_t errlen);
+
+/* Fills *out from the spec (validated: ERR_INVAL with a reason in `err`) and the settings. */
+int desired_sizes_compute(const json_t *isvc, const struct desired_settings *s,
+                          struct desired_sizes *out, char *err, size_t errlen);
+/* The engine container's resources: spec.resources (borrowed, copied) plus a default for each of
+ * cpu, memory and ephemeral-storage that it names under neither requests nor limits: cpu request
+ * spec.engine.threads (or 1), no cpu limit; memory request = limit from the model and KV sizes
+ * (only when sizeBytes is known); ephemeral-storage request = the download volume (`downloads`
+ * and sizeBytes known). *out is new; ERR_NOMEM. */
+int desired_resources(const json_t *isvc, const struct desired_sizes *sz, int downloads,
+                      json_t **out);
+/* The download emptyDir "model" with its sizeLimit, and the "tmp" emptyDir; new or NULL. */
+json_t *desired_download_volume(const struct desired_sizes *sz);
+json_t *desired_tmp_volume(void);
 
 /* Converts a Kubernetes quantity ("2Gi", "1500M", "123") or JSON integer to bytes.
  * Returns 0, ERR_INVAL or ERR_RANGE. */

@@ -2,6 +2,7 @@
  * --probe-addr) and runs the controller until SIGTERM (exit 0) or loss of leadership (exit 1). */
 #include "common/cli.h"
 #include "common/err.h"
+#include "common/k8s/names.h"
 #include "common/log.h"
 #include "common/probe_server.h"
 #include "common/prom/prom.h"
@@ -9,7 +10,9 @@
 #include "operator/controller.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 struct operator_cfg {
     const char *kubeconfig, *context, *ns;
@@ -18,7 +21,10 @@ struct operator_cfg {
     const char *lease_ns, *identity;
     int resync_seconds;
     const char *engine_image, *engine_pull_policy;
-    int engine_shutdown_timeout;
+    int engine_shutdown_timeout, engine_shutdown_delay;
+    bool network_policy;
+    const char *network_policy_ns, *network_policy_allow;
+    uint64_t model_download_limit;
     const char *probe_addr;
     const char *log_level, *log_format;
 };
@@ -32,7 +38,8 @@ static const struct cfg_opt opts[] = {
     OPT("kubeconfig", CFG_STRING, kubeconfig, NULL, 1, 0,
         "Path to a kubeconfig; default $KUBECONFIG, in-cluster credentials, ~/.kube/config", NULL),
     OPT("context", CFG_STRING, context, NULL, 1, 0, "kubeconfig context (default: current)", NULL),
-    OPT("namespace", CFG_STRING, ns, "", 1, 0, "Watch one namespace; empty watches all", NULL),
+    OPT("namespace", CFG_STRING, ns, "", 1, 0,
+        "Watch these namespaces (a or a,b,c; RBAC: a Role in each); empty watches all", NULL),
     OPT("workers", CFG_INT, workers, "2", 1, 64, "Concurrent reconciles", NULL),
     OPT("leader-elect", CFG_BOOL, leader_elect, "true", 1, 0,
         "Elect a leader on the Lease cinfer-operator so only one replica reconciles", NULL),
@@ -48,6 +55,24 @@ static const struct cfg_opt opts[] = {
         "Pull policy for that image", "Always|IfNotPresent|Never"),
     OPT("engine-shutdown-timeout", CFG_INT, engine_shutdown_timeout, "30", 1, 3600,
         "Engine --shutdown-timeout in seconds; pods get this plus a margin to drain", NULL),
+    OPT("engine-shutdown-delay", CFG_INT, engine_shutdown_delay, "10", 0, 600,
+        "Engine --shutdown-delay-seconds: after SIGTERM engines serve on this long (with /health "
+        "503) while endpoints drop them; added to the pods' grace period",
+        NULL),
+    OPT("network-policy", CFG_BOOL, network_policy, "true", 1, 0,
+        "A NetworkPolicy per InferenceService admitting only the router, the autoscaler and the "
+        "namespaces it lists; false deletes the ones the operator made",
+        NULL),
+    OPT("network-policy-namespace", CFG_STRING, network_policy_ns, NULL, 1, 0,
+        "Namespace of the router and the autoscaler the policies admit (default: the operator's "
+        "own)",
+        NULL),
+    OPT("network-policy-allow-namespaces", CFG_STRING, network_policy_allow, "", 1, 0,
+        "Namespaces every policy admits as well (a,b; e.g. where Prometheus runs)", NULL),
+    OPT("model-download-limit", CFG_SIZE, model_download_limit, "64G", 1, 1e15,
+        "Size limit of a downloaded model without spec.model.sizeBytes (its emptyDir sizeLimit "
+        "and fetch-model --max-bytes)",
+        NULL),
     OPT("probe-addr", CFG_STRING, probe_addr, "127.0.0.1:8081", 1, 0,
         "Address for /healthz, /readyz and /metrics", NULL),
     CLI_LOG_OPTS(struct operator_cfg),
@@ -61,6 +86,21 @@ static const struct cfg_spec spec = {
     .n_opts = sizeof(opts) / sizeof(opts[0]),
 };
 
+/* True when `v` is unset, empty or a namespace (or with `many` a list a,b,c); says why not. */
+static bool namespaces_ok(const char *flag, const char *v, bool many)
+{
+    for (const char *p = v && *v ? v : NULL; p;) {
+        const char *comma = many ? strchr(p, ',') : NULL;
+        if (!k8s_name_is_dns_label(p, comma ? (size_t)(comma - p) : strlen(p))) {
+            fprintf(stderr, "cinfer-operator: %s: \"%s\" is not a namespace%s\n", flag, v,
+                    many ? " list (a,b,...)" : "");
+            return false;
+        }
+        p = comma ? comma + 1 : NULL;
+    }
+    return true;
+}
+
 static void set_ready(void *ctx, bool ready)
 {
     probe_server_set_ready(ctx, ready);
@@ -73,6 +113,10 @@ int main(int argc, char **argv)
     enum cli_parse_result pr = cli_parse(&spec, &cfg, argc, argv, &res);
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("operator", cfg.log_level, cfg.log_format);
+    if (!namespaces_ok("--namespace", cfg.ns, true) ||
+        !namespaces_ok("--network-policy-namespace", cfg.network_policy_ns, false) ||
+        !namespaces_ok("--network-policy-allow-namespaces", cfg.network_policy_allow, true))
+        return 2;
     if (shutdown_install() != 0) {
         log_error("cannot install signal handlers");
         return 1;
@@ -92,7 +136,12 @@ int main(int argc, char **argv)
         .resync_seconds = cfg.resync_seconds,
         .desired = {.engine_image = cfg.engine_image,
                     .image_pull_policy = cfg.engine_pull_policy,
-                    .shutdown_timeout_seconds = cfg.engine_shutdown_timeout},
+                    .shutdown_timeout_seconds = cfg.engine_shutdown_timeout,
+                    .shutdown_delay_seconds = cfg.engine_shutdown_delay,
+                    .network_policy = cfg.network_policy,
+                    .system_namespace = cfg.network_policy_ns,
+                    .allowed_namespaces = cfg.network_policy_allow,
+                    .download_limit_bytes = cfg.model_download_limit},
         .metrics = metrics,
         .set_ready = set_ready,
         .ready_ctx = probe,

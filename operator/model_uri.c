@@ -2,22 +2,10 @@
 #include "operator/model_uri.h"
 
 #include "common/err.h"
+#include "common/k8s/names.h"
 
 #include <stdio.h>
 #include <string.h>
-
-/* RFC 1123 DNS label/subdomain rules as Kubernetes applies them to PVC names. */
-static int valid_dns_subdomain(const char *s, size_t n)
-{
-    if (n == 0 || n > 253) return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-        if (!alnum && c != '-' && c != '.') return 0;
-        if ((i == 0 || i == n - 1) && !alnum) return 0;
-    }
-    return 1;
-}
 
 static int has_space_or_ctl(const char *s)
 {
@@ -65,7 +53,7 @@ int model_uri_parse(const char *uri, struct model_uri *out, char *err, size_t er
     if (strncmp(uri, "pvc://", 6) == 0) {
         const char *claim = uri + 6, *slash = strchr(claim, '/');
         size_t n = slash ? (size_t)(slash - claim) : strlen(claim);
-        if (!valid_dns_subdomain(claim, n) || n >= sizeof(out->claim)) {
+        if (!k8s_name_is_dns_subdomain(claim, n) || n >= sizeof(out->claim)) {
             snprintf(err, errlen, "pvc:// URI needs a valid claim name, as in pvc://models/m.gguf");
             return ERR_INVAL;
         }

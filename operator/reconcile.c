@@ -44,6 +44,39 @@ static int apply(struct k8s_client *c, const struct k8s_resource *res, const cha
     return k8s_client_patch(c, &ref, K8S_PATCH_APPLY, obj, &po, NULL);
 }
 
+/* Applies the NetworkPolicy `np` (borrowed) when there is one, else deletes the cached `live`
+ * policy (borrowed) if this InferenceService owns it: turning the operator's network policies off
+ * removes the ones it made. A policy already gone is success. */
+static int sync_network_policy(struct k8s_client *c, const char *ns, const char *name,
+                               const json_t *np, const json_t *live, const char *uid)
+{
+    if (np) return apply(c, &k8s_resource_networkpolicies, ns, name, np);
+    if (!live || !owned_by(live, uid)) return 0;
+    struct k8s_ref ref = {&k8s_resource_networkpolicies, ns, name, NULL};
+    struct k8s_delete_opts o = {.precondition_uid = json_string_value(
+                                    json_object_get(json_object_get(live, "metadata"), "uid"))};
+    int rc = k8s_client_delete(c, &ref, &o, NULL);
+    return rc == ERR_NOT_FOUND ? 0 : rc;
+}
+
+/* The live NetworkPolicy named `name`, or NULL: from the cache, which holds only objects with the
+ * operator's label; and when `lookup` (a policy is about to be applied) from the API server if the
+ * cache has none, so that a policy someone else made under that name is reported as a NameConflict
+ * instead of being taken over by the forced apply. *out is new. */
+static int live_network_policy(struct k8s_client *c, const struct reconcile_caches *caches,
+                               const char *ns, const char *name, bool lookup, json_t **out)
+{
+    *out = caches->networkpolicies ? informer_get(caches->networkpolicies, ns, name) : NULL;
+    if (*out || !lookup) return 0;
+    struct k8s_ref ref = {&k8s_resource_networkpolicies, ns, name, NULL};
+    int rc = k8s_client_get(c, &ref, out);
+    if (rc == ERR_NOT_FOUND) {
+        *out = NULL;
+        return 0;
+    }
+    return rc;
+}
+
 /* Records a core/v1 Event about the InferenceService; failures are logged, never fatal. */
 static void emit_event(struct k8s_client *c, const json_t *isvc, const char *type,
                        const char *reason, const char *message, time_t now)
@@ -114,7 +147,7 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
 
     json_t *isvc = informer_get(caches->isvcs, ns, name);
     json_t *dep_desired = NULL, *svc_desired = NULL, *dep = NULL, *pods = NULL, *status = NULL;
-    json_t *match = NULL;
+    json_t *match = NULL, *np_desired = NULL, *np = NULL;
     /* Deleted (or being deleted): owned objects go through garbage collection. */
     if (!isvc || json_object_get(json_object_get(isvc, "metadata"), "deletionTimestamp")) goto out;
 
@@ -126,20 +159,32 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
         json_object_get(json_object_get(json_object_get(isvc, "spec"), "model"), "uri"));
     if (model_uri_parse(uri, &m, spec_msg, sizeof(spec_msg)) != 0) {
         spec_reason = "InvalidModelURI";
-    } else if (desired_deployment(isvc, settings, &dep_desired, spec_msg, sizeof(spec_msg)) != 0) {
+    } else if (desired_deployment(isvc, settings, &dep_desired, spec_msg, sizeof(spec_msg)) != 0 ||
+               (settings->network_policy &&
+                desired_network_policy(isvc, settings, &np_desired, spec_msg, sizeof(spec_msg)) !=
+                    0)) {
         spec_reason = "InvalidSpec";
+    }
+    int rc = live_network_policy(c, caches, ns, name, np_desired != NULL, &np);
+    if (rc) {
+        fail(out, rc, "get NetworkPolicy", k8s_client_errmsg(c));
+        goto out;
     }
     dep = informer_get(caches->deployments, ns, name);
     json_t *svc = informer_get(caches->services, ns, name);
-    if (!spec_reason && ((dep && !owned_by(dep, uid)) || (svc && !owned_by(svc, uid)))) {
+    bool np_foreign = np_desired && np && !owned_by(np, uid);
+    if (!spec_reason &&
+        ((dep && !owned_by(dep, uid)) || (svc && !owned_by(svc, uid)) || np_foreign)) {
         spec_reason = "NameConflict";
         snprintf(spec_msg, sizeof(spec_msg),
                  "a %s named %s exists and is not owned by this InferenceService",
-                 dep && !owned_by(dep, uid) ? "Deployment" : "Service", name);
+                 dep && !owned_by(dep, uid)   ? "Deployment"
+                 : svc && !owned_by(svc, uid) ? "Service"
+                                              : "NetworkPolicy",
+                 name);
     }
     json_decref(svc);
 
-    int rc = 0;
     const char *apply_reason = NULL;
     char apply_msg[K8S_STATUS_MSG_MAX + 64] = "";
     if (!spec_reason) {
@@ -150,6 +195,10 @@ void reconcile_key(struct k8s_client *c, const struct reconcile_caches *caches,
             rc = desired_service(isvc, &svc_desired);
             if (!rc) rc = apply(c, &k8s_resource_services, ns, name, svc_desired);
             if (rc) apply_reason = "ServiceApplyFailed";
+        }
+        if (!rc) {
+            rc = sync_network_policy(c, ns, name, np_desired, np, uid);
+            if (rc) apply_reason = "NetworkPolicyApplyFailed";
         }
         if (rc) {
             fail(out, rc, apply_reason, k8s_client_errmsg(c));
@@ -196,5 +245,7 @@ out:
     json_decref(dep);
     json_decref(dep_desired);
     json_decref(svc_desired);
+    json_decref(np_desired);
+    json_decref(np);
     json_decref(isvc);
 }

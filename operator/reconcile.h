@@ -1,7 +1,8 @@
 /* Reconcile one InferenceService: the one place that combines the cache read, the pure desired-state
  * and status functions, the writes (server-side apply of the Deployment and Service, a status update)
  * and Events (STYLE.md "Kubernetes code"). Level-triggered: it looks only at the current state of
- * the key it is given, so it can run any number of times. Called from worker threads, each with
+ * the key it is given, so it can run any number of times. The NetworkPolicy is applied when
+ * settings->network_policy is set and deleted (when it is ours) when it is not. Called from worker threads, each with
  * its own client. */
 #ifndef CINFER_OPERATOR_RECONCILE_H
 #define CINFER_OPERATOR_RECONCILE_H
@@ -17,6 +18,7 @@ struct reconcile_caches {
     struct informer *isvcs;
     struct informer *deployments;
     struct informer *services;
+    struct informer *networkpolicies;
     struct informer *pods;
 };
 

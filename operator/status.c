@@ -47,11 +47,12 @@ static bool container_problem(const char *pod, const json_t *statuses, bool init
                 reason = "CrashLoopBackOff";
         }
         if (!is_failing_reason(reason)) continue;
-        /* The download itself failed (it ran and exited non-zero); an image that cannot be
-         * pulled keeps its own reason, whichever container it is for. */
-        bool fetch = init && name && strcmp(name, "fetch-model") == 0 &&
-                     strcmp(reason, "CrashLoopBackOff") == 0;
-        p->reason = fetch ? "ModelFetchFailed" : reason;
+        /* The download or the checksum itself failed (it ran and exited non-zero); an image that
+         * cannot be pulled keeps its own reason, whichever container it is for. */
+        bool ran = init && name && strcmp(reason, "CrashLoopBackOff") == 0;
+        p->reason = ran && strcmp(name, "fetch-model") == 0    ? "ModelFetchFailed"
+                    : ran && strcmp(name, "verify-model") == 0 ? "ModelVerifyFailed"
+                                                               : reason;
         snprintf(p->message, sizeof(p->message), "pod %s: container %s: %s%s%s", pod,
                  name ? name : "?", reason, msg ? ": " : "", msg ? msg : "");
         return true;

@@ -12,3 +12,5 @@ const struct k8s_resource k8s_resource_replicasets = {"apps", "v1", "replicasets
 const struct k8s_resource k8s_resource_leases = {"coordination.k8s.io", "v1", "leases", true};
 const struct k8s_resource k8s_resource_crds = {"apiextensions.k8s.io", "v1",
                                                "customresourcedefinitions", false};
+const struct k8s_resource k8s_resource_networkpolicies = {"networking.k8s.io", "v1",
+                                                          "networkpolicies", true};

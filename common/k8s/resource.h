@@ -31,5 +31,6 @@ extern const struct k8s_resource k8s_resource_deployments;
 extern const struct k8s_resource k8s_resource_replicasets;
 extern const struct k8s_resource k8s_resource_leases;
 extern const struct k8s_resource k8s_resource_crds;
+extern const struct k8s_resource k8s_resource_networkpolicies;
 
 #endif

@@ -1,4 +1,6 @@
-/* cinfer-engine fetch-model URI DEST: the InferenceService init container's download step. */
+/* cinfer-engine fetch-model URI DEST: the InferenceService init container's download step; and
+ * fetch-model --verify PATH --sha256 HEX, its check of a model that is not downloaded (file://,
+ * pvc://) before the engine loads it. */
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -7,12 +9,14 @@
 #include "engine/tools/fetch_model.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 struct fetch_cfg {
-    const char *sha256, *cacert, *hf_endpoint, *token_env;
+    const char *sha256, *cacert, *hf_endpoint, *token_env, *verify;
     int retries, progress_seconds, connect_timeout, stall_timeout;
+    uint64_t max_bytes;
     const char *log_level, *log_format;
 };
 
@@ -34,20 +38,48 @@ static const struct cfg_opt opts[] = {
      "Connection timeout in seconds", NULL, 0},
     {"stall-timeout", CFG_INT, offsetof(struct fetch_cfg, stall_timeout), "60", 1, 3600,
      "Abort and retry when no data arrived for this many seconds", NULL, 0},
+    {"max-bytes", CFG_SIZE, offsetof(struct fetch_cfg, max_bytes), "0", 0, 1e15,
+     "Refuse a model larger than this (by its Content-Length or what arrived); 0 = no limit", NULL,
+     0},
+    {"verify", CFG_STRING, offsetof(struct fetch_cfg, verify), NULL, 1, 0,
+     "Download nothing: check that the file at this path has the --sha256 digest (no URI, no DEST)",
+     NULL, 0},
     CLI_LOG_OPTS(struct fetch_cfg),
 };
 
 static const struct cfg_spec spec = {
     .program = "cinfer-engine fetch-model",
-    .usage = "URI DEST",
+    .usage = "URI DEST  |  --verify PATH --sha256 HEX",
     .summary = "Download a GGUF model (https:// or hf://org/repo/file) to DEST, resuming and "
-               "verifying it.",
+               "verifying it; or verify a model already on disk.",
     .env_prefix = "CINFER_ENGINE_",
     .opts = opts,
     .n_opts = sizeof(opts) / sizeof(opts[0]),
-    .min_positional = 2,
+    .min_positional = 0,
     .max_positional = 2,
 };
+
+/* The download: URI DEST. */
+static int download(const struct fetch_cfg *cfg, const struct cfg_result *res, char *err,
+                    size_t errlen)
+{
+    struct fetch_model_opts o = {
+        .uri = res->positional[0],
+        .dest = res->positional[1],
+        .sha256 = cfg->sha256,
+        .cacert = cfg->cacert,
+        .token = getenv(cfg->token_env),
+        .hf_endpoint = cfg->hf_endpoint,
+        .retries = cfg->retries,
+        .progress_seconds = cfg->progress_seconds,
+        .connect_timeout_s = cfg->connect_timeout,
+        .stall_timeout_s = cfg->stall_timeout,
+        .backoff_max_s = 30,
+        .max_bytes = cfg->max_bytes,
+    };
+    shutdown_install();
+    return fetch_model(&o, err, errlen);
+}
 
 int cmd_fetch_model_main(int argc, char **argv)
 {
@@ -56,24 +88,17 @@ int cmd_fetch_model_main(int argc, char **argv)
     enum cli_parse_result pr = cli_parse(&spec, &cfg, argc, argv, &res);
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("fetch-model", cfg.log_level, cfg.log_format);
-    shutdown_install();
-    struct fetch_model_opts o = {
-        .uri = res.positional[0],
-        .dest = res.positional[1],
-        .sha256 = cfg.sha256,
-        .cacert = cfg.cacert,
-        .token = getenv(cfg.token_env),
-        .hf_endpoint = cfg.hf_endpoint,
-        .retries = cfg.retries,
-        .progress_seconds = cfg.progress_seconds,
-        .connect_timeout_s = cfg.connect_timeout,
-        .stall_timeout_s = cfg.stall_timeout,
-        .backoff_max_s = 30,
-    };
+    if (cfg.verify ? res.n_positional != 0 || !cfg.sha256 : res.n_positional != 2) {
+        fprintf(stderr, "cinfer-engine fetch-model: expected URI DEST, or --verify PATH with "
+                        "--sha256 (see --help)\n");
+        return 2;
+    }
     char err[1024] = "";
-    int rc = fetch_model(&o, err, sizeof(err));
+    int rc = cfg.verify ? fetch_model_verify(cfg.verify, cfg.sha256, err, sizeof(err))
+                        : download(&cfg, &res, err, sizeof(err));
     if (rc) {
-        log_error("fetch failed", LOG_S("error", err), LOG_S("code", err_str(rc)));
+        log_error(cfg.verify ? "verify failed" : "fetch failed", LOG_S("error", err),
+                  LOG_S("code", err_str(rc)));
         fprintf(stderr, "cinfer-engine fetch-model: %s\n", err);
         return rc == ERR_INVAL ? 2 : 1;
     }

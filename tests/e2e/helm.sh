@@ -4,9 +4,12 @@
 # real API server (hack/control-plane.sh): lint, rendering with every values file in
 # tests/testdata/helm/, bad values rejected by values.schema.json naming the field, the chart's CRD
 # identical to crds/, server-side dry runs, `helm install`, the installed RBAC checked verb by verb
-# with the ServiceAccounts' own tokens (what they may do and what they must not), cinfer-operator and
-# cinfer-autoscaler run out of cluster with only those tokens (the operator reconciles an example
-# InferenceService into a Deployment), and `helm uninstall` removing everything but the CRD.
+# with the ServiceAccounts' own tokens (what they may do and what they must not), the admission policy
+# that narrows the autoscaler's pod patches to the deletion-cost annotation (enforced by this API
+# server, checked change by change), cinfer-operator and cinfer-autoscaler run out of cluster with
+# only those tokens (the operator reconciles an example InferenceService into a Deployment and its
+# NetworkPolicy: checked as an object, since no CNI runs here to enforce it), RBAC confined to a list
+# of namespaces, and `helm uninstall` removing everything but the CRD.
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -15,6 +18,7 @@ chart="$e2e_root/charts/cinfer"
 testdata="$e2e_root/tests/testdata/helm"
 ns=cinfer-system  # release namespace
 wns=models        # namespace the InferenceServices live in
+wns2=models2      # and a second one
 proc_pids=()
 cleanup_extra() {
 	local p
@@ -84,11 +88,22 @@ done
 
 # --- rendering: defaults -------------------------------------------------------------------------
 check "template: default values" render default
+vap="ValidatingAdmissionPolicy=1 ValidatingAdmissionPolicyBinding=1"
 check "default: objects" kinds_are default \
-	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2"
+	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2 $vap"
 check "default: operator flags" has default '"--engine-image=ghcr.io/cinfer/cinfer-engine:0.1.0"' \
 	'"--engine-image-pull-policy=IfNotPresent"' '"--workers=2"' '"--leader-elect=true"' \
 	"\"--leader-election-namespace=$ns\"" '"--probe-addr=0.0.0.0:8081"' '"--log-format=json"'
+check "default: engines drain 10 s after SIGTERM, downloads limited" has default \
+	'"--engine-shutdown-timeout=30"' '"--engine-shutdown-delay=10"' '"--model-download-limit=64GiB"'
+check "default: NetworkPolicies on, peers in the release namespace" has default \
+	'"--network-policy=true"' "\"--network-policy-namespace=$ns\""
+check "default: no extra namespaces admitted" lacks default '--network-policy-allow-namespaces'
+check "default: operator may manage NetworkPolicies" has default 'networking.k8s.io' 'networkpolicies'
+check "default: admission policy matches only the autoscaler's ServiceAccount" has default \
+	"request.userInfo.username == 'system:serviceaccount:$ns:r1-cinfer-autoscaler'" \
+	"'controller.kubernetes.io/pod-deletion-cost'" 'policyName: r1-cinfer-autoscaler-pod-patch' \
+	'validationActions: [Deny]' 'failurePolicy: Fail'
 check "default: images follow appVersion" has default '"ghcr.io/cinfer/cinfer-operator:0.1.0"' \
 	'"ghcr.io/cinfer/cinfer-autoscaler:0.1.0"'
 check "default: no --namespace (all namespaces)" lacks default '"--namespace='
@@ -109,13 +124,26 @@ check "default: optional objects off" lacks default 'kind: ServiceMonitor' \
 # --- rendering: each values file -----------------------------------------------------------------
 check "template: watch-namespace.yaml" render watch "$testdata/watch-namespace.yaml"
 check "watch-namespace: Roles only, no cluster-wide RBAC" kinds_are watch \
-	"Deployment=2 Role=4 RoleBinding=4 Service=2 ServiceAccount=2"
+	"Deployment=2 Role=4 RoleBinding=4 Service=2 ServiceAccount=2 $vap"
 check "watch-namespace: --namespace=models, Roles in models" has watch '"--namespace=models"' \
 	"namespace: $wns"
+check "template: watch-namespaces.yaml" render watch2 "$testdata/watch-namespaces.yaml"
+check "watch-namespaces: a Role and a RoleBinding per program and namespace" kinds_are watch2 \
+	"Deployment=2 Role=6 RoleBinding=6 Service=2 ServiceAccount=2 $vap"
+check "watch-namespaces: both programs get --namespace=models,models2" bash -c \
+	'[ "$(grep -c -- "\"--namespace=models,models2\"" "$0")" = 2 ]' "$work/watch2.yaml"
+check "watch-namespaces: Roles in models2" has watch2 "namespace: models2"
+check "template: network-policy-off.yaml" render netoff "$testdata/network-policy-off.yaml"
+check "network-policy-off: --network-policy=false, no admission policy" has netoff '"--network-policy=false"'
+check "network-policy-off: objects" kinds_are netoff \
+	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2"
+check "podPatchPolicy on a cluster older than 1.30: refused, naming the value" bash -c \
+	'! out="$("$0" template r1 "$1" --kube-version 1.29.4 2>&1)" && grep -q "autoscaler.podPatchPolicy=false" <<<"$out"' \
+	"$helm_bin" "$chart"
 
 check "template: monitoring.yaml" render mon "$testdata/monitoring.yaml"
 check "monitoring: ServiceMonitors, PDBs, dashboard" kinds_are mon \
-	"ClusterRole=2 ClusterRoleBinding=2 ConfigMap=1 Deployment=2 PodDisruptionBudget=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2 ServiceMonitor=2"
+	"ClusterRole=2 ClusterRoleBinding=2 ConfigMap=1 Deployment=2 PodDisruptionBudget=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2 ServiceMonitor=2 $vap"
 check "monitoring: ServiceMonitor settings" has mon 'apiVersion: monitoring.coreos.com/v1' \
 	'interval: 15s' 'release: prometheus' 'port: http-metrics' 'minAvailable: 50%' \
 	'grafana_dashboard: "1"'
@@ -143,7 +171,8 @@ check "overrides: names, images, flags" has over 'name: llm-operator' 'name: llm
 	'"--engine-image=registry.example.com/cinfer/engine:0.2.0-rc1"' \
 	'"--engine-image-pull-policy=Always"' '"--engine-shutdown-timeout=120"' '"--workers=8"' \
 	'"--log-level=debug"' '"--log-format=text"' '"--identity=fixed"' '"--interval=2.5"' \
-	'"--probe-addr=0.0.0.0:9090"' 'name: CINFER_OPERATOR_RESYNC_PERIOD'
+	'"--probe-addr=0.0.0.0:9090"' 'name: CINFER_OPERATOR_RESYNC_PERIOD' '"--engine-shutdown-delay=20"' \
+	'"--model-download-limit=200GiB"' '"--network-policy-allow-namespaces=monitoring,ingress-nginx"'
 check "overrides: scheduling, pull secrets, ServiceAccounts" has over 'kubernetes.io/os: linux' \
 	'key: dedicated' 'key: kubernetes.io/arch' 'priorityClassName: system-cluster-critical' \
 	'- name: regcred' 'serviceAccountName: cinfer-op' 'serviceAccountName: cinfer-as' \
@@ -152,7 +181,9 @@ check "overrides: no default names left" lacks over 'r1-cinfer'
 
 check "template: existing-serviceaccounts.yaml" render exsa "$testdata/existing-serviceaccounts.yaml"
 check "existing-serviceaccounts: no ServiceAccounts, autoscaler RBAC only" kinds_are exsa \
-	"ClusterRole=1 ClusterRoleBinding=1 Deployment=2 Role=1 RoleBinding=1 Service=2"
+	"ClusterRole=1 ClusterRoleBinding=1 Deployment=2 Role=1 RoleBinding=1 Service=2 $vap"
+check "existing-serviceaccounts: the admission policy names the existing ServiceAccount" has exsa \
+	"system:serviceaccount:$ns:cinfer-as-existing"
 check "existing-serviceaccounts: pods and bindings use them" has exsa \
 	'serviceAccountName: cinfer-op-existing' 'serviceAccountName: cinfer-as-existing' \
 	'name: cinfer-as-existing'
@@ -193,6 +224,7 @@ fi
 k() { kubectl --request-timeout=20s "$@"; }
 k create namespace "$ns" >/dev/null
 k create namespace "$wns" >/dev/null
+k create namespace "$wns2" >/dev/null # the second of tests/testdata/helm/watch-namespaces.yaml
 check "CRD applies from the chart" k apply -f "$chart/crds/serving.cinfer.io_inferenceservices.yaml"
 check "CRD established" k wait --for=condition=Established --timeout=30s \
 	crd/inferenceservices.serving.cinfer.io
@@ -222,7 +254,7 @@ dry_run() {
 		drop_kind ServiceMonitor <"$f" | k apply --dry-run=server -f -
 	fi
 }
-for r in default watch mon rep2 over exsa noas; do
+for r in default watch watch2 netoff mon rep2 over exsa noas; do
 	check "kubectl apply --dry-run=server: $r" dry_run "$r"
 done
 if [ "$(drop_kind ServiceMonitor <"$work/mon.yaml" | grep -c '^kind: \(PodDisruptionBudget\|ConfigMap\|ServiceMonitor\)')" = 3 ]; then
@@ -251,9 +283,17 @@ for o in deploy/r1-cinfer-operator deploy/r1-cinfer-autoscaler sa/r1-cinfer-oper
 	check "installed: $o" k -n "$ns" get "$o"
 done
 for o in clusterrole/r1-cinfer-operator clusterrole/r1-cinfer-autoscaler \
-	clusterrolebinding/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler; do
+	clusterrolebinding/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler \
+	validatingadmissionpolicy/r1-cinfer-autoscaler-pod-patch \
+	validatingadmissionpolicybinding/r1-cinfer-autoscaler-pod-patch; do
 	check "installed: $o" k get "$o"
 done
+# The API server compiled the policy's expressions: no type-checking warnings in its status.
+vap_checked() {
+	[ "$(k get validatingadmissionpolicy r1-cinfer-autoscaler-pod-patch -o jsonpath='{.status.observedGeneration}')" = 1 ] &&
+		[ -z "$(k get validatingadmissionpolicy r1-cinfer-autoscaler-pod-patch -o jsonpath='{.status.typeChecking.expressionWarnings}')" ]
+}
+check "admission policy type-checks" wait_for 20 vap_checked
 check "operator Deployment creates its ReplicaSet and pod (Pending: no kubelet)" wait_for 30 \
 	bash -c '[ -n "$(kubectl -n "$0" get pods -l app.kubernetes.io/component=operator,app.kubernetes.io/instance=r1 -o name)" ]' "$ns"
 
@@ -333,6 +373,12 @@ get services
 create services
 patch services
 delete services
+get networkpolicies.networking.k8s.io
+list networkpolicies.networking.k8s.io
+watch networkpolicies.networking.k8s.io
+create networkpolicies.networking.k8s.io
+patch networkpolicies.networking.k8s.io
+delete networkpolicies.networking.k8s.io
 list pods
 watch pods
 create events
@@ -341,6 +387,7 @@ EOF
 can_list "$op_kc" yes "-A" operator <<'EOF'
 list inferenceservices.serving.cinfer.io
 watch deployments.apps
+watch networkpolicies.networking.k8s.io
 EOF
 can_list "$op_kc" yes "-n $ns" operator <<'EOF'
 create leases.coordination.k8s.io
@@ -394,7 +441,15 @@ update inferenceservices.serving.cinfer.io status
 create deployments.apps
 patch deployments.apps
 delete services
+create networkpolicies.networking.k8s.io
+delete networkpolicies.networking.k8s.io
+update pods
+patch pods status
+patch pods ephemeralcontainers
+create pods eviction
 create clusterrolebindings.rbac.authorization.k8s.io
+create validatingadmissionpolicybindings.admissionregistration.k8s.io
+delete validatingadmissionpolicies.admissionregistration.k8s.io
 EOF
 can_list "$as_kc" no "-n $ns" autoscaler <<'EOF'
 update leases.coordination.k8s.io/cinfer-operator
@@ -440,6 +495,76 @@ check "operator writes its status" wait_for 30 bash -c \
 check "Deployment uses the operator's engine image" wait_for 10 bash -c \
 	'kubectl -n "$0" get deploy/stories -o jsonpath="{.spec.template.spec.containers[*].image}" |
 	grep -qF ghcr.io/cinfer/cinfer-engine:0.1.0' "$wns"
+check "Deployment: the chart's shutdown delay, grace period 10 + 30 + 15" wait_for 10 bash -c \
+	'[ "$(kubectl -n "$0" get deploy/stories -o jsonpath="{.spec.template.spec.terminationGracePeriodSeconds}")" = 55 ]' "$wns"
+
+# The NetworkPolicy, made with the operator's token and the chart's args. No CNI runs in this
+# control plane, so nothing enforces it here: what is checked is that it exists, selects the engine
+# pods of this InferenceService, and admits exactly the router and the autoscaler of the release
+# namespace on the engine port (a request from an unlisted namespace cannot be shown to be refused
+# without a network plugin).
+np_is() { [ "$(k -n "$wns" get networkpolicy/stories -o "jsonpath=$1" 2>/dev/null)" = "$2" ]; }
+check "operator creates the NetworkPolicy" wait_for 30 k -n "$wns" get networkpolicy/stories
+check "NetworkPolicy selects the engine pods of stories" np_is \
+	'{.spec.podSelector.matchLabels.app\.kubernetes\.io/name}/{.spec.podSelector.matchLabels.serving\.cinfer\.io/inferenceservice}/{.spec.policyTypes}' \
+	'cinfer-engine/stories/["Ingress"]'
+check "NetworkPolicy admits the router of $ns" np_is \
+	'{.spec.ingress[0].from[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name}/{.spec.ingress[0].from[0].podSelector.matchLabels.app\.kubernetes\.io/name}' \
+	"$ns/cinfer-router"
+check "NetworkPolicy admits the autoscaler of $ns (it scrapes /metrics)" np_is \
+	'{.spec.ingress[0].from[1].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name}/{.spec.ingress[0].from[1].podSelector.matchLabels.app\.kubernetes\.io/component}/{.spec.ingress[0].from[1].podSelector.matchLabels.app\.kubernetes\.io/part-of}' \
+	"$ns/autoscaler/cinfer"
+check "NetworkPolicy: the autoscaler pods of the chart carry those labels" bash -c \
+	'kubectl -n "$0" get pods -l app.kubernetes.io/component=autoscaler,app.kubernetes.io/part-of=cinfer -o name | grep -q .' "$ns"
+check "NetworkPolicy: nothing else, engine port only" bash -c 'kubectl -n "$0" get networkpolicy/stories -o json |
+	python3 -c "import json,sys; s=json.load(sys.stdin)[\"spec\"]; r=s[\"ingress\"]
+assert len(r) == 1 and len(r[0][\"from\"]) == 2 and r[0][\"ports\"] == [{\"port\": 8000, \"protocol\": \"TCP\"}], s"' "$wns"
+
+# --- the autoscaler's pod patches: the admission policy, change by change ---------------------------
+# RBAC gives it "patch pods" for the deletion-cost annotation; the ValidatingAdmissionPolicy lets
+# nothing else through (this API server enforces it).
+engine_pod() { k -n "$wns" get pods -l serving.cinfer.io/inferenceservice=stories -o name | head -n1; }
+check "engine pod created by the Deployment" wait_for 60 bash -c '[ -n "$(kubectl -n "$0" get pods \
+	-l serving.cinfer.io/inferenceservice=stories -o name)" ]' "$wns"
+epod="$(engine_pod)"
+as() { kubectl --kubeconfig "$as_kc" --request-timeout=20s -n "$wns" "$@"; }
+# denied CMD...: CMD fails and the API server names the policy
+denied() {
+	local out
+	if out="$("$@" 2>&1)"; then
+		echo "allowed: $*"
+		return 1
+	fi
+	grep -q "ValidatingAdmissionPolicy 'r1-cinfer-autoscaler-pod-patch'" <<<"$out" || {
+		echo "refused, but not by the policy: $out"
+		return 1
+	}
+}
+check "autoscaler may set the deletion cost of an engine pod" as annotate "$epod" \
+	controller.kubernetes.io/pod-deletion-cost=1000 --overwrite
+check "... and change it" as annotate "$epod" controller.kubernetes.io/pod-deletion-cost=-2000 --overwrite
+check "... (the value is there)" bash -c '[ "$(kubectl -n "$0" get "$1" -o jsonpath="{.metadata.annotations.controller\.kubernetes\.io/pod-deletion-cost}")" = -2000 ]' \
+	"$wns" "$epod"
+# (the API server validates the value itself before admission; the policy says the same)
+check "autoscaler may not set a deletion cost that is not an integer" bash -c \
+	'! kubectl --kubeconfig "$0" -n "$1" annotate "$2" controller.kubernetes.io/pod-deletion-cost=lowest --overwrite' \
+	"$as_kc" "$wns" "$epod"
+check "autoscaler may not change a pod's labels" denied as label "$epod" \
+	serving.cinfer.io/inferenceservice=hijacked --overwrite
+check "autoscaler may not add a label" denied as label "$epod" example.com/x=y
+check "autoscaler may not set other annotations" denied as annotate "$epod" example.com/x=y
+check "autoscaler may not change a container image" denied as patch "$epod" --type strategic -p \
+	'{"spec":{"containers":[{"name":"engine","image":"attacker/evil:1"}]}}'
+check "autoscaler may not add a finalizer" denied as patch "$epod" --type merge -p \
+	'{"metadata":{"finalizers":["example.com/stuck"]}}'
+check "autoscaler may not drop the owner reference (orphan the pod)" denied as patch "$epod" \
+	--type json -p '[{"op":"remove","path":"/metadata/ownerReferences"}]'
+k -n "$wns" run not-an-engine --image=registry.example.com/app:1 --restart=Never >/dev/null
+check "autoscaler may not annotate a pod that is not an engine pod" denied as annotate \
+	pod/not-an-engine controller.kubernetes.io/pod-deletion-cost=5
+check "others are not bound by it (admin labels the engine pod)" k -n "$wns" label "$epod" example.com/x=y
+k -n "$wns" delete pod not-an-engine --wait=false >/dev/null
+
 # The autoscaler sees the autoscaled example through its InferenceService informer (list/watch
 # under its ClusterRole). Whether it writes status.autoscaling without engine metrics depends on
 # its policy timing, so that is left to tests/e2e/autoscaler.sh; the verbs it needs for it are
@@ -477,47 +602,89 @@ for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 proc_pids=()
 
-# --- a namespaced install: RBAC confined to watchNamespace -----------------------------------------
+# --- a namespaced install: RBAC confined to the watchNamespaces list ------------------------------
 sns=cinfer-scoped
 k create namespace "$sns" >/dev/null
-check "helm install (watchNamespace=$wns)" h install r2 "$chart" -n "$sns" --kubeconfig "$KUBECONFIG" \
-	-f "$testdata/watch-namespace.yaml"
-check "scoped: no ClusterRole" bash -c '! kubectl get clusterrole r2-cinfer-operator 2>/dev/null'
-check "scoped: Role in $wns" k -n "$wns" get role/r2-cinfer-operator rolebinding/r2-cinfer-operator
+check "helm install (watchNamespaces=[$wns, $wns2])" h install r2 "$chart" -n "$sns" --kubeconfig "$KUBECONFIG" \
+	-f "$testdata/watch-namespaces.yaml"
+check "scoped: no ClusterRole" bash -c '! kubectl get clusterrole r2-cinfer-operator r2-cinfer-autoscaler 2>/dev/null'
+for n in "$wns" "$wns2"; do
+	check "scoped: Roles and RoleBindings in $n" k -n "$n" get role/r2-cinfer-operator \
+		rolebinding/r2-cinfer-operator role/r2-cinfer-autoscaler rolebinding/r2-cinfer-autoscaler
+done
 sc_kc="$work/scoped.kubeconfig"
+sa_kc="$work/scoped-autoscaler.kubeconfig"
 check "scoped operator token kubeconfig" token_kubeconfig r2-cinfer-operator "$sns" "$sc_kc"
-can_list "$sc_kc" yes "-n $wns" "scoped operator" <<'EOF'
+check "scoped autoscaler token kubeconfig" token_kubeconfig r2-cinfer-autoscaler "$sns" "$sa_kc"
+for n in "$wns" "$wns2"; do
+	can_list "$sc_kc" yes "-n $n" "scoped operator" <<'EOF'
 list inferenceservices.serving.cinfer.io
 create deployments.apps
+create networkpolicies.networking.k8s.io
 EOF
+	can_list "$sa_kc" yes "-n $n" "scoped autoscaler" <<'EOF'
+list inferenceservices.serving.cinfer.io
+patch inferenceservices.serving.cinfer.io scale
+patch pods
+EOF
+done
 can_list "$sc_kc" yes "-n $sns" "scoped operator" <<'EOF'
 create leases.coordination.k8s.io
 EOF
 can_list "$sc_kc" no "-n default" "scoped operator" <<'EOF'
 list inferenceservices.serving.cinfer.io
 create deployments.apps
+create networkpolicies.networking.k8s.io
+EOF
+can_list "$sa_kc" no "-n default" "scoped autoscaler" <<'EOF'
+list inferenceservices.serving.cinfer.io
+patch pods
 EOF
 can_list "$sc_kc" no "-A" "scoped operator" <<'EOF'
 list inferenceservices.serving.cinfer.io
 EOF
-# The scoped operator, with its token and the chart's args (--namespace=models), reconciles.
+can_list "$sa_kc" no "-A" "scoped autoscaler" <<'EOF'
+list pods
+EOF
+# Both programs, with their tokens and the chart's args (--namespace=models,models2), work in both.
 sc_port="$(free_port)"
-mapfile -t sc_args < <(chart_args operator "$sc_port" r2 "$sns" -f "$testdata/watch-namespace.yaml")
-check "scoped operator args carry --namespace=$wns" bash -c 'printf "%s\n" "$@" | grep -qx -- "--namespace=$0"' \
-	"$wns" "${sc_args[@]}"
+mapfile -t sc_args < <(chart_args operator "$sc_port" r2 "$sns" -f "$testdata/watch-namespaces.yaml")
+sa_port="$(free_port)"
+mapfile -t sa_args < <(chart_args autoscaler "$sa_port" r2 "$sns" -f "$testdata/watch-namespaces.yaml")
+check "scoped args carry --namespace=$wns,$wns2" bash -c \
+	'printf "%s\n" "$@" | grep -qx -- "--namespace=$0"' "$wns,$wns2" "${sc_args[@]}" "${sa_args[@]}"
 "$e2e_bin/cinfer-operator" --kubeconfig "$sc_kc" "${sc_args[@]}" >"$work/scoped.log" 2>&1 &
 proc_pids+=($!)
+"$e2e_bin/cinfer-autoscaler" --kubeconfig "$sa_kc" "${sa_args[@]}" >"$work/scoped-autoscaler.log" 2>&1 &
+proc_pids+=($!)
 check "scoped operator with its token: ready" wait_for 30 readyz "$sc_port"
+check "scoped autoscaler with its token: ready" wait_for 30 readyz "$sa_port"
 check "second example applies" bash -c 'sed "s/name: stories/name: scoped/" "$0" |
 	kubectl -n "$1" apply -f -' "$e2e_root/crds/examples/minimal.yaml" "$wns"
-check "scoped operator reconciles it into a Deployment" wait_for 30 k -n "$wns" get deploy/scoped
+check "an example in $wns2 applies" bash -c 'sed "s/name: chat/name: chat2/" "$0" |
+	kubectl -n "$1" apply -f -' "$e2e_root/crds/examples/autoscaled.yaml" "$wns2"
+check "scoped operator reconciles in $wns" wait_for 30 k -n "$wns" get deploy/scoped networkpolicy/scoped
+check "scoped operator reconciles in $wns2" wait_for 30 k -n "$wns2" get deploy/chat2 networkpolicy/chat2
+if wait_for 30 grep -q "\"msg\":\"managing\",\"inferenceservice\":\"$wns2/chat2\"" "$work/scoped-autoscaler.log"; then
+	ok "scoped autoscaler manages the example in $wns2"
+else
+	not_ok "scoped autoscaler manages the example in $wns2"
+	tail -n 20 "$work/scoped-autoscaler.log" | sed 's/^/    /'
+fi
 check "no RBAC denials in the scoped operator log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' \
 	"$work/scoped.log"
+check "no RBAC denials in the scoped autoscaler log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' \
+	"$work/scoped-autoscaler.log"
 for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 proc_pids=()
 check "helm uninstall r2" h uninstall r2 -n "$sns" --kubeconfig "$KUBECONFIG"
-check "r2 Role in $wns removed" wait_for 30 bash -c '! kubectl -n "$0" get role/r2-cinfer-operator 2>/dev/null' "$wns"
+for n in "$wns" "$wns2"; do
+	check "r2 Roles in $n removed" wait_for 30 bash -c \
+		'! kubectl -n "$0" get role/r2-cinfer-operator 2>/dev/null && ! kubectl -n "$0" get role/r2-cinfer-autoscaler 2>/dev/null' "$n"
+done
+check "r2 admission policy removed" wait_for 30 bash -c \
+	'! kubectl get validatingadmissionpolicy/r2-cinfer-autoscaler-pod-patch 2>/dev/null'
 
 # --- helm uninstall ------------------------------------------------------------------------------
 check "helm uninstall r1" h uninstall r1 -n "$ns" --kubeconfig "$KUBECONFIG"
@@ -527,7 +694,9 @@ for o in deploy/r1-cinfer-operator deploy/r1-cinfer-autoscaler sa/r1-cinfer-oper
 	rolebinding/r1-cinfer-autoscaler-leader-election; do
 	check "uninstalled: $o" wait_for 30 gone -n "$ns" get "$o"
 done
-for o in clusterrole/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler; do
+for o in clusterrole/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler \
+	validatingadmissionpolicy/r1-cinfer-autoscaler-pod-patch \
+	validatingadmissionpolicybinding/r1-cinfer-autoscaler-pod-patch; do
 	check "uninstalled: $o" wait_for 30 gone get "$o"
 done
 check "no objects of the release left" bash -c \

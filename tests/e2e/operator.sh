@@ -4,7 +4,11 @@
 # printer columns, spec edits rolling out, kubectl scale through the /scale subresource, manual edits
 # of owned fields reverted while other fields are left alone, readiness and Degraded reasons from pod
 # status (no kubelet runs here, so the test writes pod status through the API as a kubelet would),
-# Events, garbage collection on delete, and leader election between two replicas.
+# Events, garbage collection on delete, and leader election between two replicas. Hardening: bad
+# specs refused naming the field, the API key from a Secret in the environment, verify-model for a
+# checksum on a volume model, sizes and resources, the shutdown delay and grace period, the
+# NetworkPolicy per InferenceService (as objects: no CNI enforces them here) and its removal with
+# --network-policy=false, a namespace list.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -46,14 +50,11 @@ check "CRD established" k wait --for=condition=Established --timeout=30s \
 	crd/inferenceservices.serving.cinfer.io
 k create namespace "$ns" >/dev/null
 for bad in "$e2e_root"/tests/testdata/crd-invalid/*.yaml; do
-	case "$(basename "$bad")" in
-	min-over-max.yaml) field="spec.scaling.minReplicas" ;;
-	bad-uri.yaml) field="spec.model.uri" ;;
-	negative-replicas.yaml) field="spec.replicas" ;;
-	bad-policy.yaml) field="spec.scaling.policy" ;;
-	sha-on-file.yaml) field="spec.model.sha256" ;;
-	missing-model.yaml) field="spec.model" ;;
-	esac
+	field="$(sed -n 's/^# expect: //p' "$bad")"
+	if [ -z "$field" ]; then
+		not_ok "invalid $(basename "$bad"): no '# expect: ' line"
+		continue
+	fi
 	out="$(kn apply -f "$bad" 2>&1)"
 	if [ $? -ne 0 ] && grep -qF "$field" <<<"$out"; then
 		ok "invalid $(basename "$bad") rejected naming $field"
@@ -62,11 +63,18 @@ for bad in "$e2e_root"/tests/testdata/crd-invalid/*.yaml; do
 	fi
 done
 
+# The checksum applies to every source now (verify-model for file:// and pvc://).
+check "sha256 on a file:// model accepted" bash -c 'sed "s/^# expect: .*//; s/name: sha-uppercase/name: sha-file/; s/sha256: .*/sha256: $1/" \
+	"$0" | kubectl -n "$2" apply --dry-run=server -f -' "$e2e_root/tests/testdata/crd-invalid/sha-uppercase.yaml" \
+	"$(printf 'ab%.0s' {1..32})" "$ns"
+check "apiKeySecretRef.key defaults to api-key" bash -c 'kubectl -n "$0" apply --dry-run=server -o jsonpath="{.spec.security.apiKeySecretRef.key}" \
+	-f "$1" | grep -qx api-key' "$ns" "$e2e_root/crds/examples/secured.yaml"
+
 # --- reconcile against the live API server: 409 on a stale cache is reported, then converges ----
 live_test="$e2e_root/${CINFER_BUILD:-build}/tests/operator/test_reconcile_live"
 if out="$(CINFER_K8S_LIVE_KUBECONFIG="$KUBECONFIG" "$live_test" 2>&1)" &&
-	grep -q "100%: Checks: 1, Failures: 0, Errors: 0" <<<"$out"; then
-	ok "reconcile: stale-cache status write gets 409 Conflict and is retried"
+	grep -q "100%: Checks: 2, Failures: 0, Errors: 0" <<<"$out"; then
+	ok "reconcile: stale-cache status write gets 409 Conflict and is retried; namespace lists and NetworkPolicies"
 else
 	not_ok "reconcile: stale-cache conflict: $out"
 fi
@@ -76,9 +84,11 @@ port1="$(free_port)"
 start_operator op1 "$port1" --identity op1
 check "operator ready (leader, caches synced)" wait_for 30 readyz "$port1"
 check "examples apply" kn apply -f "$e2e_root/crds/examples/"
-for name in stories qwen-gpu llama-pvc chat; do
+for name in stories qwen-gpu llama-pvc chat secured; do
 	check "$name: Deployment created" wait_for 30 kn get "deploy/$name"
 	check "$name: Service created" wait_for 30 kn get "svc/$name"
+	check "$name: NetworkPolicy created, owned" wait_for 30 jp_is "networkpolicy/$name" \
+		'{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name}' "InferenceService/$name"
 done
 check "Deployment owned by its InferenceService" \
 	jp_is deploy/stories '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].controller}' \
@@ -99,6 +109,39 @@ check "hf:// model fetched by an init container" jp_is deploy/qwen-gpu \
 check "pvc:// model mounted read-only" jp_is deploy/llama-pvc \
 	'{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}/{.spec.template.spec.volumes[0].persistentVolumeClaim.readOnly}' \
 	"models/true"
+# --- hardening: shutdown, API key, checksum, sizes, NetworkPolicy ---------------------------------
+check "engines serve on 10 s after SIGTERM (--shutdown-delay-seconds)" jp_has deploy/stories \
+	'{.spec.template.spec.containers[0].args}' '"--shutdown-delay-seconds","10","--shutdown-timeout","30"'
+check "grace period covers delay + timeout + margin (55 s), no preStop" jp_is deploy/stories \
+	'{.spec.template.spec.terminationGracePeriodSeconds}/{.spec.template.spec.containers[0].lifecycle}' "55/"
+check "API key from its Secret, in the environment" jp_is deploy/secured \
+	'{.spec.template.spec.containers[0].env[?(@.name=="CINFER_ENGINE_API_KEY")].valueFrom.secretKeyRef.name}/{.spec.template.spec.containers[0].env[?(@.name=="CINFER_ENGINE_API_KEY")].valueFrom.secretKeyRef.key}' \
+	"secured-api-key/api-key"
+check "API key never in the args" bash -c '! kubectl -n "$0" get deploy/secured -o jsonpath="{.spec.template.spec.containers[0].args}" | grep -qi "api.key"' "$ns"
+check "pvc:// model with sha256: verify-model runs before the engine" jp_is deploy/secured \
+	'{.spec.template.spec.initContainers[0].name} {.spec.template.spec.initContainers[0].args}' \
+	'verify-model ["fetch-model","--verify","/models/llama-3.2-1b-instruct-q4_k_m.gguf","--sha256","6f85a640a97cf2bf5b8e764087b1e83da0fdb51d7c9fab7d0fece9385611df83"]'
+check "memory from sizeBytes + kvCacheBytes + overhead (808 + 1024 + 562.5 -> 2395Mi)" jp_is deploy/secured \
+	'{.spec.template.spec.containers[0].resources.requests.memory}/{.spec.template.spec.containers[0].resources.limits.memory}/{.spec.template.spec.containers[0].resources.requests.cpu}' \
+	"2395Mi/2395Mi/1"
+check "the user's resources win (llama-pvc: cpu 4, memory 4Gi, no defaults)" jp_is deploy/llama-pvc \
+	'{.spec.template.spec.containers[0].resources}' '{"requests":{"cpu":"4","memory":"4Gi"}}'
+check "download volume limited (qwen-gpu: no sizeBytes: 64Gi + 10%)" jp_is deploy/qwen-gpu \
+	'{.spec.template.spec.volumes[?(@.name=="model")].emptyDir.sizeLimit}' "72090Mi"
+check "fetch-model gets the same byte limit" jp_has deploy/qwen-gpu \
+	'{.spec.template.spec.initContainers[0].args}' '"--max-bytes","68719476736"'
+check "NetworkPolicy selects the engine pods, ingress only" jp_is networkpolicy/secured \
+	'{.spec.podSelector.matchLabels.serving\.cinfer\.io/inferenceservice}/{.spec.policyTypes}' 'secured/["Ingress"]'
+# The operator's own namespace: out of cluster, its kubeconfig's ("default"); the chart passes the
+# release namespace (tests/e2e/helm.sh).
+check "NetworkPolicy admits the router and autoscaler of the operator's namespace" jp_is networkpolicy/secured \
+	'{.spec.ingress[0].from[0].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name}/{.spec.ingress[0].from[0].podSelector.matchLabels.app\.kubernetes\.io/name} {.spec.ingress[0].from[1].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name}/{.spec.ingress[0].from[1].podSelector.matchLabels.app\.kubernetes\.io/component}' \
+	"default/cinfer-router default/autoscaler"
+check "NetworkPolicy admits the listed namespace, on the engine port only" jp_is networkpolicy/secured \
+	'{.spec.ingress[0].from[2].namespaceSelector.matchLabels.kubernetes\.io/metadata\.name} {.spec.ingress[0].ports[0].port}' "apps 8000"
+check "without allowedNamespaces: router and autoscaler only" jp_is networkpolicy/stories \
+	'{.spec.ingress[0].from[*].podSelector.matchLabels.app\.kubernetes\.io/name}' "cinfer-router"
+echo "# NetworkPolicies are checked as objects: this control plane has no CNI to enforce them"
 check "Service selects the engine pods on port 80" jp_is svc/stories \
 	'{.spec.ports[0].port}/{.spec.selector.serving\.cinfer\.io/inferenceservice}' "80/stories"
 check "status url and selector" wait_for 30 jp_is cisvc/stories '{.status.url}' \
@@ -235,8 +278,47 @@ check "leader that could not renew its lease exited non-zero" [ "$rc" -ne 0 ]
 check "its log says why" grep -q "lost leader lease" "$logdir/op2.log"
 check "operator without election still serving" readyz "$port3"
 
+# --- --network-policy=false: the operator removes the policies it made, and only those ----------
+kill -TERM "${op_pids[2]}"
+wait "${op_pids[2]}"
+kn apply -f - >/dev/null <<'YAML'
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: someone-elses
+spec:
+  podSelector: {}
+YAML
+port4="$(free_port)"
+start_operator op4 "$port4" --leader-elect=false --network-policy=false
+check "operator with --network-policy=false ready" wait_for 30 readyz "$port4"
+check "its NetworkPolicies deleted" wait_for 30 bash -c \
+	'[ -z "$(kubectl -n "$0" get networkpolicy -l app.kubernetes.io/managed-by=cinfer-operator -o name)" ]' "$ns"
+check "a NetworkPolicy it did not make stays" kn get networkpolicy/someone-elses
+check "Deployments stay" kn get deploy/stories deploy/secured
+kill -TERM "${op_pids[3]}"
+wait "${op_pids[3]}"
+
+# --- a namespace list: --namespace a,b reconciles both and nothing elsewhere ---------------------
+ns2="$ns-two" ns3="$ns-three" ns4="$ns-four"
+for n in "$ns2" "$ns3" "$ns4"; do
+	k create namespace "$n" >/dev/null
+	sed "s/name: stories/name: in-$n/" "$e2e_root/crds/examples/minimal.yaml" | k -n "$n" apply -f - >/dev/null
+done
+port5="$(free_port)"
+start_operator op5 "$port5" --leader-elect=false --namespace "$ns2,$ns3"
+check "operator watching $ns2,$ns3 ready" wait_for 30 readyz "$port5"
+check "it reconciles in $ns2" wait_for 30 k -n "$ns2" get "deploy/in-$ns2" "networkpolicy/in-$ns2"
+check "it reconciles in $ns3" wait_for 30 k -n "$ns3" get "deploy/in-$ns3"
+check "it leaves $ns4 alone" bash -c '! kubectl -n "$0" get "deploy/in-$0" 2>/dev/null' "$ns4"
+check "it logs the list" grep -q "namespace=$ns2,$ns3" "$logdir/op5.log"
+kill -TERM "${op_pids[4]}"
+wait "${op_pids[4]}"
+"$e2e_bin/cinfer-operator" --kubeconfig "$KUBECONFIG" --namespace "$ns2,,$ns3" >"$logdir/bad-ns.log" 2>&1
+check "a malformed namespace list is refused (exit 2)" [ $? -eq 2 ]
+
 # --- delete: garbage collection removes owned objects -------------------------------------------
-kn delete cisvc stories --wait=false >/dev/null
+kn delete cisvc stories secured --wait=false >/dev/null
 check "Deployment garbage-collected" wait_for 60 bash -c "! kubectl -n $ns get deploy/stories 2>/dev/null"
 check "Service garbage-collected" wait_for 60 bash -c "! kubectl -n $ns get svc/stories 2>/dev/null"
 

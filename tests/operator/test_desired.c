@@ -4,42 +4,63 @@
 #include "tests/operator/golden.h"
 
 #include <check.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct desired_settings settings = {
     .engine_image = "ghcr.io/cinfer/cinfer-engine:0.1.0",
     .image_pull_policy = "IfNotPresent",
     .shutdown_timeout_seconds = 30,
+    .shutdown_delay_seconds = 10,
+    .network_policy = true,
+    .system_namespace = "cinfer-system",
+    .allowed_namespaces = "monitoring",
+    .download_limit_bytes = 64ull << 30,
 };
 
-static void check_example(const char *in, const char *dep_golden, const char *svc_golden)
+static void check_example(const char *in, const char *dep_golden, const char *svc_golden,
+                          const char *np_golden)
 {
-    json_t *isvc = golden_load(in), *dep = NULL, *svc = NULL;
+    json_t *isvc = golden_load(in), *dep = NULL, *svc = NULL, *np = NULL;
     char err[256] = "";
     ck_assert_msg(desired_deployment(isvc, &settings, &dep, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(desired_service(isvc, &svc), 0);
+    ck_assert_msg(desired_network_policy(isvc, &settings, &np, err, sizeof(err)) == 0, "%s", err);
     golden_check(dep, dep_golden);
-    golden_check(svc, svc_golden);
+    if (svc_golden) golden_check(svc, svc_golden);
+    if (np_golden) golden_check(np, np_golden);
     json_decref(dep);
     json_decref(svc);
+    json_decref(np);
     json_decref(isvc);
 }
 
 START_TEST(test_desired_minimal_golden)
 {
-    check_example("isvc-minimal.json", "minimal.deployment.json", "minimal.service.json");
+    check_example("isvc-minimal.json", "minimal.deployment.json", "minimal.service.json",
+                  "minimal.networkpolicy.json");
 }
 END_TEST
 
 START_TEST(test_desired_gpu_hf_golden)
 {
-    check_example("isvc-gpu-hf.json", "gpu-hf.deployment.json", "gpu-hf.service.json");
+    check_example("isvc-gpu-hf.json", "gpu-hf.deployment.json", "gpu-hf.service.json", NULL);
 }
 END_TEST
 
 START_TEST(test_desired_pvc_golden)
 {
-    check_example("isvc-pvc.json", "pvc.deployment.json", "pvc.service.json");
+    check_example("isvc-pvc.json", "pvc.deployment.json", "pvc.service.json", NULL);
+}
+END_TEST
+
+/* A hardened service: API key from a Secret, listed namespaces, a checksum on a volume model, sizes
+ * from sizeBytes and kvCacheBytes; and a sized download. */
+START_TEST(test_desired_secure_golden)
+{
+    check_example("isvc-secure.json", "secure.deployment.json", NULL, "secure.networkpolicy.json");
+    check_example("isvc-download-sized.json", "download-sized.deployment.json", NULL, NULL);
 }
 END_TEST
 
@@ -119,6 +140,277 @@ START_TEST(test_desired_deployment_rejects_bad_specs)
 }
 END_TEST
 
+/* desired_deployment on a JSON spec; returns its rc, the Deployment in *dep (or NULL). */
+static int build(const char *spec_json, json_t **dep, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *spec = json_loads(spec_json, 0, &je);
+    ck_assert_msg(spec != NULL, "%s: %s", spec_json, je.text);
+    json_t *isvc = json_pack("{s:{s:s, s:s, s:s}, s:o}", "metadata", "name", "x", "namespace", "ns",
+                             "uid", "u-1", "spec", spec);
+    *dep = NULL;
+    int rc = desired_deployment(isvc, &settings, dep, err, errlen);
+    json_decref(isvc);
+    return rc;
+}
+
+static json_t *pod_spec_of(const json_t *dep)
+{
+    return json_object_get(json_object_get(json_object_get(dep, "spec"), "template"), "spec");
+}
+
+static json_t *engine_of(const json_t *dep)
+{
+    return json_array_get(json_object_get(pod_spec_of(dep), "containers"), 0);
+}
+
+/* The value at requests/limits `map` for `res` in the engine container, or NULL. */
+static const char *resource(const json_t *dep, const char *map, const char *res)
+{
+    return json_string_value(
+        json_object_get(json_object_get(json_object_get(engine_of(dep), "resources"), map), res));
+}
+
+static bool args_have(const json_t *args, const char *a, const char *b)
+{
+    for (size_t i = 0; i + 1 < json_array_size(args); i++)
+        if (strcmp(json_string_value(json_array_get(args, i)), a) == 0 &&
+            strcmp(json_string_value(json_array_get(args, i + 1)), b) == 0)
+            return true;
+    return false;
+}
+
+/* The API key reaches the engine only through its environment, from the Secret. */
+START_TEST(test_desired_api_key_from_secret)
+{
+    json_t *dep;
+    char err[256] = "";
+    ck_assert_int_eq(build("{\"model\":{\"uri\":\"file:///m.gguf\"},"
+                           "\"security\":{\"apiKeySecretRef\":{\"name\":\"k\"}}}",
+                           &dep, err, sizeof(err)),
+                     0);
+    json_t *c = engine_of(dep);
+    json_t *env = json_array_get(json_object_get(c, "env"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(env, "name")), "CINFER_ENGINE_API_KEY");
+    ck_assert_ptr_null(json_object_get(env, "value"));
+    json_t *ref = json_object_get(json_object_get(env, "valueFrom"), "secretKeyRef");
+    ck_assert_str_eq(json_string_value(json_object_get(ref, "name")), "k");
+    ck_assert_str_eq(json_string_value(json_object_get(ref, "key")), "api-key"); /* CRD default */
+    ck_assert(json_is_false(json_object_get(ref, "optional")));
+    char *args = json_dumps(json_object_get(c, "args"), 0);
+    ck_assert_ptr_null(strstr(args, "api-key"));
+    ck_assert_ptr_null(strstr(args, "API_KEY"));
+    free(args);
+    json_decref(dep);
+    /* Without the reference nothing is added. */
+    ck_assert_int_eq(build("{\"model\":{\"uri\":\"file:///m.gguf\"}}", &dep, err, sizeof(err)), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(engine_of(dep), "env")), 0);
+    json_decref(dep);
+    /* A second source of the same variable, or a reference without a name, is refused. */
+    ck_assert_int_eq(
+        build("{\"model\":{\"uri\":\"file:///m.gguf\"},"
+              "\"engine\":{\"env\":[{\"name\":\"CINFER_ENGINE_API_KEY\",\"value\":\"x\"}]},"
+              "\"security\":{\"apiKeySecretRef\":{\"name\":\"k\"}}}",
+              &dep, err, sizeof(err)),
+        ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "spec.security.apiKeySecretRef provides"));
+    ck_assert_int_eq(build("{\"model\":{\"uri\":\"file:///m.gguf\"},"
+                           "\"security\":{\"apiKeySecretRef\":{\"key\":\"k\"}}}",
+                           &dep, err, sizeof(err)),
+                     ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "apiKeySecretRef.name"));
+}
+END_TEST
+
+/* Defaults for each resource the spec leaves out, never next to one it sets. */
+START_TEST(test_desired_resources_defaults)
+{
+    static const struct {
+        const char *spec;
+        const char *cpu_req, *mem_req, *mem_lim, *eph_req;
+    } cases[] = {
+        /* size unknown: a cpu request only */
+        {"{\"model\":{\"uri\":\"file:///m.gguf\"}}", "1", NULL, NULL, NULL},
+        /* threads; 1Gi model, automatic KV: (1024 + 512 + 64) * 4/3 = 2133.3 -> 2134Mi */
+        {"{\"model\":{\"uri\":\"pvc://c/"
+         "m.gguf\",\"sizeBytes\":\"1Gi\"},\"engine\":{\"threads\":8}}",
+         "8", "2134Mi", "2134Mi", NULL},
+        /* explicit KV: 1024 + 2048 + 576 = 3648Mi */
+        {"{\"model\":{\"uri\":\"file:///m.gguf\",\"sizeBytes\":1073741824},"
+         "\"engine\":{\"kvCacheBytes\":\"2Gi\"}}",
+         "1", "3648Mi", "3648Mi", NULL},
+        /* whole GiB stay GiB: 8Gi + 4Gi + (512Mi + 512Mi) = 13Gi */
+        {"{\"model\":{\"uri\":\"file:///m.gguf\",\"sizeBytes\":\"8Gi\"},"
+         "\"engine\":{\"kvCacheBytes\":\"4Gi\"}}",
+         "1", "13Gi", "13Gi", NULL},
+        /* a download of known size asks for its disk */
+        {"{\"model\":{\"uri\":\"https://h/m.gguf\",\"sizeBytes\":\"1000Mi\"},"
+         "\"engine\":{\"kvCacheBytes\":\"1Gi\"}}",
+         "1", "2599Mi", "2599Mi", "1100Mi"},
+        /* a download of unknown size: no disk request (the fallback limit is only a backstop) */
+        {"{\"model\":{\"uri\":\"https://h/m.gguf\"}}", "1", NULL, NULL, NULL},
+        /* the user's memory limit alone: no memory default (it would exceed or undercut it) */
+        {"{\"model\":{\"uri\":\"file:///m.gguf\",\"sizeBytes\":\"1Gi\"},"
+         "\"resources\":{\"limits\":{\"memory\":\"1Gi\"}}}",
+         "1", NULL, "1Gi", NULL},
+        /* the user's cpu limit alone: no cpu request default */
+        {"{\"model\":{\"uri\":\"file:///m.gguf\"},\"resources\":{\"limits\":{\"cpu\":\"500m\"}}}",
+         NULL, NULL, NULL, NULL},
+        /* the user's own values win */
+        {"{\"model\":{\"uri\":\"https://h/m.gguf\",\"sizeBytes\":\"1Gi\"},"
+         "\"resources\":{\"requests\":{\"cpu\":\"3\",\"memory\":\"5Gi\","
+         "\"ephemeral-storage\":\"9Gi\"}}}",
+         "3", "5Gi", NULL, "9Gi"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *dep;
+        char err[256] = "";
+        ck_assert_msg(build(cases[i].spec, &dep, err, sizeof(err)) == 0, "case %zu: %s", i, err);
+        const char *got[] = {resource(dep, "requests", "cpu"), resource(dep, "requests", "memory"),
+                             resource(dep, "limits", "memory"),
+                             resource(dep, "requests", "ephemeral-storage")};
+        const char *want[] = {cases[i].cpu_req, cases[i].mem_req, cases[i].mem_lim,
+                              cases[i].eph_req};
+        for (int j = 0; j < 4; j++)
+            ck_assert_msg(want[j] ? got[j] && strcmp(got[j], want[j]) == 0 : !got[j],
+                          "case %zu field %d: got %s, want %s", i, j, got[j] ? got[j] : "(none)",
+                          want[j] ? want[j] : "(none)");
+        if (!strstr(cases[i].spec, "500m")) /* never a default cpu limit */
+            ck_assert_ptr_null(resource(dep, "limits", "cpu"));
+        json_decref(dep);
+    }
+}
+END_TEST
+
+/* The download volume and fetch-model's byte limit follow sizeBytes, else the operator's limit;
+ * sizes are validated. */
+START_TEST(test_desired_download_limits)
+{
+    json_t *dep;
+    char err[256] = "";
+    ck_assert_int_eq(build("{\"model\":{\"uri\":\"hf://o/r/m.gguf\",\"sizeBytes\":\"10Gi\"}}", &dep,
+                           err, sizeof(err)),
+                     0);
+    json_t *pod = pod_spec_of(dep);
+    json_t *fetch = json_array_get(json_object_get(pod, "initContainers"), 0);
+    ck_assert(args_have(json_object_get(fetch, "args"), "--max-bytes", "10737418240"));
+    json_t *vol = json_array_get(json_object_get(pod, "volumes"), 0);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_object_get(vol, "emptyDir"), "sizeLimit")),
+        "11Gi"); /* + 10% */
+    json_decref(dep);
+    ck_assert_int_eq(build("{\"model\":{\"uri\":\"https://h/m.gguf\"}}", &dep, err, sizeof(err)),
+                     0);
+    fetch = json_array_get(json_object_get(pod_spec_of(dep), "initContainers"), 0);
+    ck_assert(args_have(json_object_get(fetch, "args"), "--max-bytes", "68719476736"));
+    json_decref(dep);
+    static const char *const bad[] = {"0", "\"0Gi\"", "\"lots\"", "-5", "\"2Pi\"", "\"-1Gi\""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char spec[256];
+        snprintf(spec, sizeof(spec), "{\"model\":{\"uri\":\"https://h/m.gguf\",\"sizeBytes\":%s}}",
+                 bad[i]);
+        ck_assert_msg(build(spec, &dep, err, sizeof(err)) == ERR_INVAL, "accepted %s", bad[i]);
+        ck_assert_ptr_nonnull(strstr(err, "spec.model.sizeBytes"));
+        ck_assert_ptr_null(dep);
+    }
+}
+END_TEST
+
+/* spec.model.sha256 is checked for every source: fetch-model for downloads, verify-model before
+ * the engine for file:// and pvc://; nothing to check without it. */
+START_TEST(test_desired_sha256_every_source)
+{
+    static const char *const sha =
+        "4f9a1c2b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8";
+    static const struct {
+        const char *uri, *container, *path;
+    } cases[] = {
+        {"file:///models/m.gguf", "verify-model", "/models/m.gguf"},
+        {"pvc://claim/dir/m.gguf", "verify-model", "/models/dir/m.gguf"},
+        {"https://h/m.gguf", "fetch-model", NULL},
+        {"hf://o/r/m.gguf", "fetch-model", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char spec[512], err[256] = "";
+        json_t *dep;
+        snprintf(spec, sizeof(spec), "{\"model\":{\"uri\":\"%s\",\"sha256\":\"%s\"}}", cases[i].uri,
+                 sha);
+        ck_assert_int_eq(build(spec, &dep, err, sizeof(err)), 0);
+        json_t *inits = json_object_get(pod_spec_of(dep), "initContainers");
+        ck_assert_uint_eq(json_array_size(inits), 1);
+        json_t *c = json_array_get(inits, 0), *args = json_object_get(c, "args");
+        ck_assert_str_eq(json_string_value(json_object_get(c, "name")), cases[i].container);
+        ck_assert(args_have(args, "--sha256", sha));
+        if (cases[i].path) {
+            ck_assert(args_have(args, "--verify", cases[i].path));
+            /* the engine maps the file that was checked */
+            ck_assert(args_have(json_object_get(engine_of(dep), "args"), "--model", cases[i].path));
+            ck_assert(json_equal(json_object_get(c, "volumeMounts"),
+                                 json_object_get(engine_of(dep), "volumeMounts")));
+        }
+        json_decref(dep);
+        snprintf(spec, sizeof(spec), "{\"model\":{\"uri\":\"%s\"}}", cases[i].uri);
+        ck_assert_int_eq(build(spec, &dep, err, sizeof(err)), 0);
+        ck_assert_uint_eq(json_array_size(json_object_get(pod_spec_of(dep), "initContainers")),
+                          cases[i].path ? 0 : 1);
+        json_decref(dep);
+    }
+}
+END_TEST
+
+/* Shutdown: the engine serves on for the delay, drains for the timeout; the grace period covers
+ * both; no preStop hook adds to them. */
+START_TEST(test_desired_shutdown_timing)
+{
+    json_t *dep;
+    char err[256] = "";
+    ck_assert_int_eq(build("{\"model\":{\"uri\":\"file:///m.gguf\"}}", &dep, err, sizeof(err)), 0);
+    json_t *c = engine_of(dep), *args = json_object_get(c, "args");
+    ck_assert(args_have(args, "--shutdown-delay-seconds", "10"));
+    ck_assert(args_have(args, "--shutdown-timeout", "30"));
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(pod_spec_of(dep), "terminationGracePeriodSeconds")),
+        10 + 30 + 15);
+    ck_assert_ptr_null(json_object_get(c, "lifecycle"));
+    json_decref(dep);
+}
+END_TEST
+
+/* The policy admits the router and the autoscaler of the system namespace and whole listed
+ * namespaces, on the engine port only; malformed namespace names are refused. */
+START_TEST(test_desired_network_policy_peers)
+{
+    json_t *isvc = golden_load("isvc-minimal.json"), *np = NULL;
+    char err[256] = "";
+    struct desired_settings s = settings;
+    s.allowed_namespaces = NULL;
+    ck_assert_int_eq(desired_network_policy(isvc, &s, &np, err, sizeof(err)), 0);
+    json_t *rule = json_array_get(json_object_get(json_object_get(np, "spec"), "ingress"), 0);
+    ck_assert_uint_eq(json_array_size(json_object_get(rule, "from")), 2); /* router, autoscaler */
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(rule, "ports"), 0), "port")),
+                     DESIRED_ENGINE_PORT);
+    json_decref(np);
+    static const char *const bad_settings[] = {"a,", "A", "a,,b", "a b"};
+    for (size_t i = 0; i < sizeof(bad_settings) / sizeof(bad_settings[0]); i++) {
+        s.allowed_namespaces = bad_settings[i];
+        ck_assert_int_eq(desired_network_policy(isvc, &s, &np, err, sizeof(err)), ERR_INVAL);
+        ck_assert_ptr_nonnull(strstr(err, "--network-policy-allow-namespaces"));
+    }
+    s = settings;
+    s.system_namespace = NULL;
+    ck_assert_int_eq(desired_network_policy(isvc, &s, &np, err, sizeof(err)), ERR_INVAL);
+    json_decref(isvc);
+    isvc = json_pack("{s:{s:s, s:s}, s:{s:{s:s}, s:{s:[s]}}}", "metadata", "name", "x", "namespace",
+                     "ns", "spec", "model", "uri", "file:///m.gguf", "security",
+                     "allowedNamespaces", "Bad_NS");
+    ck_assert_int_eq(desired_network_policy(isvc, &settings, &np, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "spec.security.allowedNamespaces"));
+    ck_assert_ptr_nonnull(strstr(err, "Bad_NS"));
+    json_decref(isvc);
+}
+END_TEST
+
 START_TEST(test_desired_quantity_bytes)
 {
     unsigned long long b;
@@ -163,8 +455,15 @@ Suite *desired_suite(void)
     tcase_add_test(tc, test_desired_minimal_golden);
     tcase_add_test(tc, test_desired_gpu_hf_golden);
     tcase_add_test(tc, test_desired_pvc_golden);
+    tcase_add_test(tc, test_desired_secure_golden);
     tcase_add_test(tc, test_desired_deployment_invariants);
     tcase_add_test(tc, test_desired_deployment_rejects_bad_specs);
+    tcase_add_test(tc, test_desired_api_key_from_secret);
+    tcase_add_test(tc, test_desired_resources_defaults);
+    tcase_add_test(tc, test_desired_download_limits);
+    tcase_add_test(tc, test_desired_sha256_every_source);
+    tcase_add_test(tc, test_desired_shutdown_timing);
+    tcase_add_test(tc, test_desired_network_policy_peers);
     tcase_add_test(tc, test_desired_quantity_bytes);
     tcase_add_test(tc, test_desired_selector_matches_labels);
     suite_add_tcase(s, tc);

@@ -119,6 +119,8 @@ START_TEST(test_status_degraded_pod_failures_name_the_pod)
         {"containerStatuses", "engine", "CrashLoopBackOff", "CrashLoopBackOff"},
         {"initContainerStatuses", "fetch-model", "CrashLoopBackOff", "ModelFetchFailed"},
         {"initContainerStatuses", "fetch-model", "ImagePullBackOff", "ImagePullBackOff"},
+        {"initContainerStatuses", "verify-model", "CrashLoopBackOff", "ModelVerifyFailed"},
+        {"initContainerStatuses", "verify-model", "ErrImagePull", "ErrImagePull"},
         {"containerStatuses", "engine", "CreateContainerConfigError", "CreateContainerConfigError"},
     };
     json_t *isvc = isvc_with(1, NULL), *dep = deployment(1, 1, 1, 1, 0);

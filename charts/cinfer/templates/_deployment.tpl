@@ -61,8 +61,8 @@ spec:
             {{- range .args }}
             - {{ . | quote }}
             {{- end }}
-            {{- if .ctx.Values.watchNamespace }}
-            - {{ printf "--namespace=%s" .ctx.Values.watchNamespace | quote }}
+            {{- with .ctx.Values.watchNamespaces }}
+            - {{ printf "--namespace=%s" (join "," .) | quote }}
             {{- end }}
             - {{ printf "--leader-elect=%t" (or $v.leaderElect (gt (int $v.replicas) 1)) | quote }}
             - {{ printf "--leader-election-namespace=%s" .ctx.Release.Namespace | quote }}

@@ -9,6 +9,7 @@ Serves one file (--file) under several paths that each behave like a real-world 
   /norange/model.gguf              ignores Range (always 200 with the whole file)
   /token/model.gguf                401 unless "Authorization: Bearer secret-token"
   anything else                    404
+A query string is ignored (URLs with ?token=... reach the same files).
 Each request is logged to --log as "<path> <range header or ->".
 Writes the bound port to --port-file, then serves until killed.
 """
@@ -71,7 +72,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         global flaky_done
         self.record()
-        p = self.path
+        p = self.path.split("?", 1)[0]
         if p in ("/model.gguf", "/org/repo/resolve/main/m.gguf"):
             self.send_body()
         elif p == "/flaky/model.gguf":
@@ -100,7 +101,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"not found")
 
 
-srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+class Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # clients that abort on purpose (limits, cut transfers) are not errors here
+
+
+srv = Server(("127.0.0.1", 0), Handler)
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(args.cert, args.key)
 srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
