@@ -41,7 +41,8 @@ void sim_fifo_fini(struct sim_fifo *q)
     memset(q, 0, sizeof(*q));
 }
 
-int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double now, double ready_at)
+int sim_replica_init(struct sim_replica *r, const struct sim_world *w, uint32_t slot, double now,
+                     double ready_at)
 {
     memset(r, 0, sizeof(*r));
     r->state = ready_at <= now ? SIM_READY : SIM_STARTING;
@@ -51,7 +52,7 @@ int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double no
     r->run = calloc((size_t)w->m->max_running, sizeof(*r->run));
     if (!r->run) return ERR_NOMEM;
     size_t blocks = w->block_tokens > 0 ? (size_t)(w->m->cache_tokens / w->block_tokens) : 0;
-    int rc = sim_cache_init(&r->cache, blocks);
+    int rc = sim_cache_init(&r->cache, blocks, w->cache_index, slot);
     if (rc != 0) {
         free(r->run);
         r->run = NULL;

@@ -114,7 +114,7 @@ END_TEST
 START_TEST(test_sim_cache_lru_eviction_keeps_leading_blocks)
 {
     struct sim_cache c;
-    ck_assert_int_eq(sim_cache_init(&c, 3), 0);
+    ck_assert_int_eq(sim_cache_init(&c, 3, NULL, 0), 0);
     const uint64_t a[] = {1, 2, 3}, b[] = {1, 9};
     sim_cache_insert(&c, a, 3);
     ck_assert_uint_eq(sim_cache_match(&c, a, 3), 3);
@@ -126,7 +126,7 @@ START_TEST(test_sim_cache_lru_eviction_keeps_leading_blocks)
     for (uint64_t k = 100; k < 1000; k++) sim_cache_insert(&c, &k, 1);
     ck_assert_uint_eq(c.n, 3);
     sim_cache_fini(&c);
-    ck_assert_int_eq(sim_cache_init(&c, 0), 0); /* holds nothing */
+    ck_assert_int_eq(sim_cache_init(&c, 0, NULL, 0), 0); /* holds nothing */
     sim_cache_insert(&c, a, 3);
     ck_assert_uint_eq(sim_cache_match(&c, a, 3), 0);
     sim_cache_fini(&c);
