@@ -16,6 +16,10 @@
 
 #define SIM_MAX_SAMPLES  (1u << 20)
 #define SIM_MAX_REPLICAS 4096
+/* The run's ITL quantiles: log-spaced bins of ratio 10^(1/100) (2.3%) from 0.1 ms to 1000 s. */
+#define ITL_FINE_LO      1e-4
+#define ITL_FINE_PER_DEC 100
+#define ITL_FINE_BINS    (7 * ITL_FINE_PER_DEC + 2)
 
 enum ev_kind { EV_ARRIVAL, EV_REPLICA, EV_READY, EV_SCRAPE };
 
@@ -46,7 +50,10 @@ struct sim {
     double last_event_t;
     int last_dir;
     /* Per-interval accumulators, as the control loop reads them from counter/histogram deltas. */
-    struct policy_hist ttft_hist; /* the engine's TTFT buckets, counts of this interval */
+    struct policy_hist ttft_hist;   /* the engine's TTFT buckets, counts of this interval */
+    struct policy_hist itl_hist;    /* the engine's ITL buckets, counts of this interval */
+    double itl_fine[ITL_FINE_BINS]; /* every gap of the run, log bins (ITL_FINE_*) */
+    double itl_gaps, itl_over;
     double *ttft_iv;
     size_t n_ttft_iv, cap_ttft_iv;
     size_t arrivals_iv;
@@ -111,6 +118,45 @@ static void on_first_token(void *ctx, uint32_t req, double t)
         s->cap_ttft_iv = cap;
     }
     s->ttft_iv[s->n_ttft_iv++] = ttft;
+}
+
+static const double itl_bounds[] = {METRIC_BUCKETS_INTER_TOKEN_LATENCY};
+#define N_ITL_BOUNDS (sizeof(itl_bounds) / sizeof(itl_bounds[0]))
+
+static size_t fine_bin(double gap)
+{
+    if (!(gap > ITL_FINE_LO)) return 0;
+    double b = 1 + floor(log10(gap / ITL_FINE_LO) * ITL_FINE_PER_DEC);
+    return b >= ITL_FINE_BINS - 1 ? ITL_FINE_BINS - 1 : (size_t)b;
+}
+
+/* Upper edge of fine bin i (bin 0 holds gaps <= ITL_FINE_LO). */
+static double fine_edge(size_t i)
+{
+    return ITL_FINE_LO * pow(10, (double)i / ITL_FINE_PER_DEC);
+}
+
+static void on_gaps(void *ctx, double gap, double count)
+{
+    struct sim *s = ctx;
+    size_t b = 0;
+    while (b < N_ITL_BOUNDS && gap > itl_bounds[b]) b++;
+    s->itl_hist.count[b] += count;
+    s->itl_fine[fine_bin(gap)] += count;
+    s->itl_gaps += count;
+    if (s->cfg->slo_itl_s > 0 && gap > s->cfg->slo_itl_s) s->itl_over += count;
+}
+
+/* The q-quantile of the run's gaps: the upper edge of the bin where it falls, or -1. */
+static double itl_quantile(const struct sim *s, double q)
+{
+    if (!(s->itl_gaps > 0)) return -1;
+    double want = q * s->itl_gaps, cum = 0;
+    for (size_t i = 0; i < ITL_FINE_BINS; i++) {
+        cum += s->itl_fine[i];
+        if (cum >= want) return fine_edge(i);
+    }
+    return fine_edge(ITL_FINE_BINS - 1);
 }
 
 static void on_done(void *ctx, uint32_t req, double t)
@@ -326,6 +372,9 @@ static int scrape(struct sim *s, double now)
     for (size_t b = 1; b < sig.ttft.n; b++) sig.ttft.count[b] += sig.ttft.count[b - 1];
     sig.ttft_p99_s = policy_hist_quantile(&sig.ttft, 0.99);
     for (size_t b = 0; b < s->ttft_hist.n; b++) s->ttft_hist.count[b] = 0;
+    sig.itl = s->itl_hist;
+    for (size_t b = 1; b < sig.itl.n; b++) sig.itl.count[b] += sig.itl.count[b - 1];
+    for (size_t b = 0; b < s->itl_hist.n; b++) s->itl_hist.count[b] = 0;
     s->last_prompt = prompt;
     s->last_gen = gen;
     s->last_hit = hit;
@@ -414,7 +463,8 @@ static int check_config(const struct sim_config *c, char *err, size_t errlen)
         bad = "KV capacity must be >= 1 token";
     else if (!(c->spec.interval_s > 0))
         bad = "interval must be > 0";
-    else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0)
+    else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0 ||
+             c->slo_itl_s < 0 || c->spec.objective_itl_s < 0)
         bad = "bad startup or TTFT objective";
     else if (c->replicas < 0 || c->replicas > SIM_MAX_REPLICAS)
         bad = "replicas must be in [0, 4096]";
@@ -546,6 +596,10 @@ static int summarise(struct sim *s)
     res->ttft_p99_s = quantile(ttft, s->n_req, 0.99);
     res->ttft_mean_s = sum / (double)s->n_req;
     res->replica_seconds = s->replica_seconds;
+    res->itl_gaps = s->itl_gaps;
+    res->itl_p50_s = itl_quantile(s, 0.5);
+    res->itl_p99_s = itl_quantile(s, 0.99);
+    res->itl_violation_rate = s->itl_gaps > 0 ? s->itl_over / s->itl_gaps : 0;
     double hit = s->gone_hit, query = s->gone_query;
     for (int i = 0; i < s->n_reps; i++) {
         hit += s->reps[i].hit_tokens;
@@ -601,6 +655,10 @@ int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_res
     s.ttft_hist.n = N_TTFT_BOUNDS + 1;
     for (size_t b = 0; b < N_TTFT_BOUNDS; b++) s.ttft_hist.le[b] = ttft_bounds[b];
     s.ttft_hist.le[N_TTFT_BOUNDS] = INFINITY;
+    s.itl_hist.n = N_ITL_BOUNDS + 1;
+    for (size_t b = 0; b < N_ITL_BOUNDS; b++) s.itl_hist.le[b] = itl_bounds[b];
+    s.itl_hist.le[N_ITL_BOUNDS] = INFINITY;
+    s.w.on_gaps = on_gaps;
     s.w.on_done = on_done;
     s.w.ctx = &s;
     res->policy = policy_name(cfg->spec.kind);
@@ -659,14 +717,15 @@ void sim_result_json(const struct sim_result *r, char *buf, size_t len)
 {
     snprintf(buf, len,
              "{\"policy\":\"%s\",\"requests\":%zu,\"slo_violation_rate\":%.6f,"
-             "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"replica_seconds\":%.3f,"
+             "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"itl_p99\":%.6f,"
+             "\"itl_violation_rate\":%.6f,\"replica_seconds\":%.3f,"
              "\"scale_events\":%d,\"prefix_hit_rate\":%.6f,\"initial_replicas\":%d,"
              "\"max_replicas\":%d,\"reversals\":%d,\"violations\":{\"prefill\":%.6f,"
              "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f}}",
              r->policy ? r->policy : "unknown", r->requests, r->slo_violation_rate, r->ttft_p50_s,
-             r->ttft_p99_s, r->replica_seconds, r->scale_events, r->prefix_hit_rate,
-             r->initial_replicas, r->max_replicas_seen, r->reversals,
-             r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
+             r->ttft_p99_s, r->itl_p99_s, r->itl_violation_rate, r->replica_seconds,
+             r->scale_events, r->prefix_hit_rate, r->initial_replicas, r->max_replicas_seen,
+             r->reversals, r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
              r->cause_rate[SIM_CAUSE_LONG_PREFILL], r->cause_rate[SIM_CAUSE_FLEET_SHORT],
              r->cause_rate[SIM_CAUSE_QUEUED]);
 }

@@ -26,6 +26,9 @@ struct sim_seq {
     bool prefill; /* still prefilling: rem = uncached prompt tokens left */
     double rem;   /* tokens left in the current phase */
     double kv;    /* tokens reserved */
+    /* Decoding: progress towards the next token (0..1) and the time since the last one, which
+     * includes the pauses of other sequences' prefills (the gaps the engine's ITL histogram sees). */
+    double frac, gap;
 };
 
 struct sim_fifo {
@@ -64,6 +67,7 @@ struct sim_world {
     double decode_k;       /* batching curve parameter */
     void (*on_first_token)(void *ctx, uint32_t req, double t);
     void (*on_done)(void *ctx, uint32_t req, double t);
+    void (*on_gaps)(void *ctx, double gap_s, double count); /* `count` token gaps of gap_s */
     void *ctx;
 };
 

@@ -85,6 +85,35 @@ START_TEST(test_sim_run_prefill_queues_fifo_and_batches_decode)
 }
 END_TEST
 
+START_TEST(test_sim_run_itl_gaps_include_prefill_pauses)
+{
+    /* A: 2000-token prompt (1 s of prefill), 61 output tokens: 60 gaps of 1/60 s alone. B arrives
+     * at 1.5 s with a 1000-token prompt: its 0.5 s prefill pauses A, whose gap spanning it is
+     * 0.5 + 1/60 s; B emits only its first token. So 60 gaps, exactly one above 0.4 s. */
+    const char *s = "{\"timestamp\":0,\"input_length\":2000,\"output_length\":61}\n"
+                    "{\"timestamp\":1500,\"input_length\":1000,\"output_length\":1}\n";
+    struct trace *tr = NULL;
+    char err[256];
+    ck_assert_int_eq(trace_parse(s, strlen(s), TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.spread_ties = false;
+    cfg.slo_itl_s = 0.4;
+    struct sim_result r;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq_tol(r.itl_gaps, 60, 1e-6);
+    ck_assert_double_eq_tol(r.itl_violation_rate, 1.0 / 60, 1e-9);
+    ck_assert_double_eq_tol(r.itl_p50_s, 1.0 / 60, 0.03 / 60); /* the bin's upper edge */
+    ck_assert_double_eq_tol(r.duration_s, 1 + 60.0 / 60 + 0.5, 1e-6);
+    cfg.slo_itl_s = 0; /* not counted */
+    sim_result_fini(&r);
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq(r.itl_violation_rate, 0);
+    sim_result_fini(&r);
+    trace_free(tr);
+}
+END_TEST
+
 START_TEST(test_sim_run_prefix_cache_hits)
 {
     /* Same 2-block prefix (1024 tokens of 1024) twice, 10 s apart: the second prefill is cached
@@ -353,6 +382,7 @@ Suite *sim_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_sim_run_single_request_exact_times);
     tcase_add_test(tc, test_sim_run_prefill_queues_fifo_and_batches_decode);
+    tcase_add_test(tc, test_sim_run_itl_gaps_include_prefill_pauses);
     tcase_add_test(tc, test_sim_run_prefix_cache_hits);
     tcase_add_test(tc, test_sim_cache_lru_eviction_keeps_leading_blocks);
     tcase_add_test(tc, test_sim_run_same_seed_identical_json);

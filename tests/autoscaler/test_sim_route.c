@@ -24,9 +24,9 @@ START_TEST(test_sim_heap_pops_in_key_then_tie_order)
     ck_assert_int_eq(sim_heap_init(&h, 0), 0);
     uint64_t rng = 7;
     for (uint64_t i = 0; i < 1000; i++)
-        ck_assert_int_eq(sim_heap_push(&h, (struct sim_heap_item){.key = (double)(lcg(&rng) % 50),
-                                                                  .tie = i}),
-                         0);
+        ck_assert_int_eq(
+            sim_heap_push(&h, (struct sim_heap_item){.key = (double)(lcg(&rng) % 50), .tie = i}),
+            0);
     double key = -1;
     uint64_t tie = 0;
     for (int i = 0; i < 1000; i++) {
@@ -123,10 +123,11 @@ END_TEST
 /* A trace with four requests whose hashes are [10, 11], [10, 11], [10, 12], [20]. */
 static struct trace *small_trace(void)
 {
-    const char *s = "{\"timestamp\":0,\"input_length\":1024,\"output_length\":1,\"hash_ids\":[10,11]}\n"
-                    "{\"timestamp\":1,\"input_length\":1024,\"output_length\":1,\"hash_ids\":[10,11]}\n"
-                    "{\"timestamp\":2,\"input_length\":1024,\"output_length\":1,\"hash_ids\":[10,12]}\n"
-                    "{\"timestamp\":3,\"input_length\":512,\"output_length\":1,\"hash_ids\":[20]}\n";
+    const char *s =
+        "{\"timestamp\":0,\"input_length\":1024,\"output_length\":1,\"hash_ids\":[10,11]}\n"
+        "{\"timestamp\":1,\"input_length\":1024,\"output_length\":1,\"hash_ids\":[10,11]}\n"
+        "{\"timestamp\":2,\"input_length\":1024,\"output_length\":1,\"hash_ids\":[10,12]}\n"
+        "{\"timestamp\":3,\"input_length\":512,\"output_length\":1,\"hash_ids\":[20]}\n";
     struct trace *tr = NULL;
     char err[128];
     ck_assert_int_eq(trace_parse(s, strlen(s), TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
