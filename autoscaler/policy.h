@@ -69,8 +69,9 @@ struct policy_spec {
     double target_kv_usage;    /* 0..1 per replica; <= 0 disables */
     double tolerance;          /* 0.1 */
     double scale_up_window_s;  /* stabilisation window for scale-up (0) */
-    double
-        scale_down_window_s; /* stabilisation window for scale-down (300, scaleDownDelaySeconds) */
+    /* Stabilisation window for scale-down (scaleDownDelaySeconds); POLICY_DOWN_WINDOW_AUTO (the
+     * default) derives it from the start-up: see policy_down_window(). */
+    double scale_down_window_s;
     /* Rate policies (HPA defaults: up max(4 pods, 100%) per 15 s; down 100% per 15 s). */
     int up_pods_per_period;
     double up_percent_per_period;
@@ -94,6 +95,16 @@ struct policy_spec {
                                  * parameters by grid search over them (forecast_fit); 0 keeps
                                  * the fixed defaults of forecast.h (0) */
 };
+
+/* The default scale-down window: a replica is kept as long as a new one would take to be ready
+ * again (start-up + one interval), at least a minute, not the HPA's five minutes: at 120 s
+ * start-up the five minutes cost 12-14% more replica-seconds for the same violations
+ * (autoscaler/BENCHMARKS.md). */
+#define POLICY_DOWN_WINDOW_AUTO (-1.0)
+#define POLICY_DOWN_WINDOW_MIN  60.0
+
+/* The scale-down window in effect for `spec` (seconds). Pure. */
+double policy_down_window(const struct policy_spec *spec);
 
 /* Fills `spec` with the defaults above for `kind` (no objective; queue depth 2 and KV 0.7 targets). */
 void policy_spec_defaults(struct policy_spec *spec, enum policy_kind kind);
@@ -133,6 +144,9 @@ struct policy_decision {
     double capacity_work;       /* learned work/s per replica while the objective holds */
     double load_work;           /* work/s arriving now (served or offered, the larger) */
     double backlog_work;        /* queued prefill work, in work units */
+    double headroom;            /* planned load over the smoothed load (burst headroom), >= 1 */
+    double burst_share;         /* share of the recent work that arrived in bursts */
+    double burst_amplitude;     /* typical peak of past bursts over the load before them; 0 none */
     char reason[160];           /* one line for status.autoscaling.reason and the Event */
 };
 

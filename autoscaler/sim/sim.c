@@ -391,9 +391,10 @@ static int scrape(struct sim *s, double now)
     if (cfg->decisions)
         fprintf(cfg->decisions,
                 "t=%.0f arrivals=%.2f/s ready=%d current=%d desired=%d prefill_waiting=%.0f "
-                "ttft_p99=%.2f objective=%s capacity=%.0f load=%.0f | %s\n",
+                "ttft_p99=%.2f objective=%s capacity=%.0f load=%.0f burst=%.2fx/%.1f%% | %s\n",
                 now, sig.arrival_rate, sig.ready_pods, current, desired, sig.prefill_waiting, p99,
-                policy_objective_state_name(d.objective), d.capacity_work, d.load_work, d.reason);
+                policy_objective_state_name(d.objective), d.capacity_work, d.load_work,
+                d.burst_amplitude, 100 * d.burst_share, d.reason);
     if (desired != current) {
         s->res->scale_events++;
         int dir = desired > current ? 1 : -1;
