@@ -16,13 +16,13 @@
 #include <math.h>
 #include <string.h>
 
-#define BIN_RATIO 1.025 /* bin width */
-#define BIN_MIN   1e-3  /* work/s per replica of bin 0 */
-#define DECAY_S   7200  /* observations lose weight with this time constant */
-#define MIN_MASS  200.0 /* observations a block needs to count as evidence */
-#define PROBE     0.05  /* beyond the best load seen fine while it is only a lower bound */
-#define SIGNIFICANT 2.0  /* standard errors over the aim that make loads miss it */
-#define SEEN_MASS   0.95 /* a lower bound probes past the load this much of the mass was seen at */
+#define BIN_RATIO   1.025 /* bin width */
+#define BIN_MIN     1e-3  /* work/s per replica of bin 0 */
+#define DECAY_S     7200  /* observations lose weight with this time constant */
+#define MIN_MASS    200.0 /* observations a block needs to count as evidence */
+#define PROBE       0.05  /* beyond the best load seen fine while it is only a lower bound */
+#define SIGNIFICANT 2.0   /* standard errors over the aim that make loads miss it */
+#define SEEN_MASS   0.95  /* a lower bound probes past the load this much of the mass was seen at */
 
 static int bin_of(double x)
 {

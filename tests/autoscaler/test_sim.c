@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* Mooncake-format trace text: `n` requests at `rps` (constant), or a step to `rps2` after `t_step`
  * seconds; prompt/output tokens fixed; hashes [0, i % groups + 1] when groups > 0. */
@@ -260,6 +261,21 @@ START_TEST(test_plot_png_encode_structure)
     ck_assert_uint_eq(rd32(png + 20), 200);
     ck_assert_int_eq(memcmp(png + len - 8, "IEND", 4), 0);
     ck_assert_uint_eq(rd32(png + len - 4), 0xAE426082u); /* the well-known CRC of IEND */
+    /* IDAT (after IHDR's and PLTE's chunks) inflates to the scanlines: filter byte 0, then the
+     * palette indices; the mostly white canvas compresses to well under a tenth. */
+    size_t idat = 8 + 25 + 12 + 3 * PLOT_N_COLORS;
+    ck_assert_int_eq(memcmp(png + idat + 4, "IDAT", 4), 0);
+    uint32_t zn = rd32(png + idat);
+    ck_assert_uint_lt(zn, 301 * 200 / 10);
+    uLongf rawn = 301 * 200;
+    uint8_t *raw = malloc(rawn);
+    ck_assert_int_eq(uncompress(raw, &rawn, png + idat + 8, zn), Z_OK);
+    ck_assert_uint_eq(rawn, 301 * 200);
+    for (int y = 0; y < 200; y++) {
+        ck_assert_int_eq(raw[(size_t)y * 301], 0);
+        ck_assert_int_eq(memcmp(raw + (size_t)y * 301 + 1, c.px + (size_t)y * 300, 300), 0);
+    }
+    free(raw);
     free(png);
     plot_canvas_fini(&c);
     ck_assert_int_eq(plot_canvas_init(&c, 0, 10), ERR_RANGE);
