@@ -220,9 +220,9 @@ static int rate_limit(const struct policy_state *st, double now, int want, int c
         long hi = sp->max_replicas;
         if (hi > lim) {
             hi = lim;
-            if (want > hi) *limited = "scale-up rate limit";
+            if (want > hi) *limited = POLICY_LIMIT_UP_RATE;
         } else if (want > hi) {
-            *limited = "max replicas";
+            *limited = POLICY_LIMIT_MAX;
         }
         return want > hi ? (int)hi : want;
     }
@@ -242,9 +242,9 @@ static int rate_limit(const struct policy_state *st, double now, int want, int c
         long lo = sp->min_replicas;
         if (lo < lim) {
             lo = lim;
-            if (want < lo) *limited = "scale-down rate limit";
+            if (want < lo) *limited = POLICY_LIMIT_DOWN_RATE;
         } else if (want < lo) {
-            *limited = "min replicas";
+            *limited = POLICY_LIMIT_MIN;
         }
         return want < lo ? (int)lo : want;
     }
@@ -328,6 +328,7 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     if (current > sp->max_replicas || current < sp->min_replicas) {
         int d = current > sp->max_replicas ? sp->max_replicas : sp->min_replicas;
         out->desired = out->reactive = d;
+        out->limit = current > sp->max_replicas ? POLICY_LIMIT_MAX : POLICY_LIMIT_MIN;
         record_event(st, now, current, d);
         reasonf(out, "%d replicas outside [%d, %d]: set to %d", current, sp->min_replicas,
                 sp->max_replicas, d);
@@ -373,6 +374,7 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     const char *limited;
     int desired = rate_limit(st, now, stable, current, &limited);
     out->desired = desired;
+    out->limit = limited;
     record_event(st, now, current, desired);
     if (from_forecast)
         reasonf(out,

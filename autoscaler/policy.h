@@ -147,8 +147,15 @@ struct policy_decision {
     double headroom;            /* planned load over the smoothed load (burst headroom), >= 1 */
     double burst_share;         /* share of the recent work that arrived in bursts */
     double burst_amplitude;     /* typical peak of past bursts over the load before them; 0 none */
-    char reason[160];           /* one line for status.autoscaling.reason and the Event */
+    /* What bounded the decision: POLICY_LIMIT_* (a static string), or NULL when nothing did. */
+    const char *limit;
+    char reason[160]; /* one line for status.autoscaling.reason and the Event */
 };
+
+#define POLICY_LIMIT_MAX       "max replicas"
+#define POLICY_LIMIT_MIN       "min replicas"
+#define POLICY_LIMIT_UP_RATE   "scale-up rate limit"
+#define POLICY_LIMIT_DOWN_RATE "scale-down rate limit"
 
 /* Feeds one interval's signals and decides, given the current replica count. Not thread-safe per
  * state; different states are independent. */

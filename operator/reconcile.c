@@ -3,7 +3,7 @@
 
 #include "common/err.h"
 #include "common/log.h"
-#include "operator/conditions.h"
+#include "common/conditions.h"
 #include "operator/model_uri.h"
 #include "operator/status.h"
 

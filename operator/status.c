@@ -1,7 +1,7 @@
 /* InferenceService status and conditions from observed state (see status.h). */
 #include "operator/status.h"
 
-#include "operator/conditions.h"
+#include "common/conditions.h"
 #include "operator/desired.h"
 
 #include <stdbool.h>
