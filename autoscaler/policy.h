@@ -4,15 +4,18 @@
  *
  * Two ways to say what "enough replicas" means, combined by taking the maximum:
  *  - Objectives (spec.scaling.objectives: TTFT and/or inter-token latency at a percentile). A
- *    capacity model (policy_objective.c) learns, per InferenceService, how much work one replica
- *    carries while the objective holds, and the recommendation is the work arriving now plus the
- *    prefill work queued, over that capacity. This is the default whenever an objective is set.
+ *    capacity model (policy_objective.c, policy_curve.c) learns, per InferenceService, how much
+ *    work one replica carries while the objective holds, and the recommendation is the work
+ *    arriving now (with the typical rise within the horizon and burst headroom, policy_burst.c)
+ *    plus the prefill work queued, over that capacity. The default whenever an objective is set.
  *  - Explicit targets (queue depth, KV usage per replica): the HorizontalPodAutoscaler's algorithm
  *    (k8s.io/kubernetes/pkg/controller/podautoscaler): per metric desired = ceil(current * usage /
  *    target), skipped inside the tolerance (10%), unready pods counted as the HPA counts them.
  *    Without an objective and without targets, the HPA defaults apply (queue depth 2, KV 0.7).
  * Then min/max, the scale-up / scale-down rate policies and stabilisation windows (up 0 s, down
- * 300 s by default) over the recommendation history. Missing metrics never cause a scale-down.
+ * start-up + interval by default, policy_down_window) over the recommendation history; a fresh
+ * state counts the current replicas as its first recommendation. Missing metrics never cause a
+ * scale-down.
  * Predictive adds forecasts of the arrival rate (forecast.h) at a horizon of pod start-up plus one
  * interval, through the same capacity model: max(reactive, predictive) for scale-up; it never
  * scales down on a forecast alone. */

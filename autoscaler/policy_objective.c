@@ -3,7 +3,7 @@
  * latency histograms. Pure arithmetic: no clock, no I/O.
  *
  * Judgement. Each interval's TTFT and inter-token histograms (deltas, as the engine exports them)
- * give the observations above the objective. Counts are smoothed (EWMA, alpha 0.3, about three
+ * give the observations above the objective. Counts are smoothed (EWMA, time constant 45 s: three
  * intervals), since an interval of 75 first tokens cannot tell 1% from 2%: the objective is MET when
  * at most (1 - percentile) of the smoothed observations are above it, MISSED otherwise. Prompts
  * whose prefill alone exceeds the TTFT objective violate it at any replica count: the violation
@@ -28,11 +28,13 @@
 #include <math.h>
 #include <stdio.h>
 
-#define MIX_ALPHA          0.1  /* work per request, prompt per request, hit rate */
-#define JUDGE_ALPHA        0.3  /* observation counts for the objective judgement; the load */
-#define TYPICAL_ALPHA      0.05 /* no objective: TTFT p99 while the targets hold */
-#define LEARN_ALPHA        0.2  /* no objective: capacity towards an observed bound */
-#define TARGETS_PROBE_LOAD 0.7  /* no objective: probe upwards when loaded at this fraction */
+/* Smoothing time constants (EWMA weights follow from the interval: 1 - e^(-interval / tau), so
+ * a 1 s interval judges on as many observations as a 15 s one). */
+#define MIX_TAU_S          150 /* work per request, prompt per request, hit rate (alpha 0.1 at 15 s) */
+#define JUDGE_TAU_S        45  /* observation counts for the objective judgement; the load (0.28) */
+#define TYPICAL_TAU_S      300 /* no objective: TTFT p99 while the targets hold (0.05) */
+#define LEARN_TAU_S        67  /* no objective: capacity towards an observed bound (0.2) */
+#define TARGETS_PROBE_LOAD 0.7 /* no objective: probe upwards when loaded at this fraction */
 #define TARGETS_PROBE_STEP 0.02
 #define FLOOR_DECAY_S      7200  /* the floor's observations weigh about the last two hours */
 #define FLOOR_MIN_OBS      200.0 /* observations in light intervals before the floor counts */
@@ -89,6 +91,12 @@ static double ewma(double old, double x, double a, bool first)
     return first ? x : old + a * (x - old);
 }
 
+/* The EWMA weight of one interval for time constant `tau_s`. */
+static double alpha(const struct policy_spec *sp, double tau_s)
+{
+    return 1 - exp(-(sp->interval_s > 0 ? sp->interval_s : 15) / tau_s);
+}
+
 static double budget_of(const struct policy_spec *sp)
 {
     double p = sp->objective_percentile > 0 && sp->objective_percentile < 1
@@ -104,17 +112,16 @@ double policy_capacity_rps(const struct policy_capacity *c, const struct policy_
 }
 
 /* Smooths one latency objective's interval: observations, those above the objective, the
- * quantile. Writes this interval's fraction above to *now_frac (0 when nothing was observed). */
-static void judge(const struct policy_hist *h, double objective, double pct, double *n,
-                  double *over, double *q, bool first, double *now_frac)
+ * quantile. */
+static void judge(const struct policy_hist *h, double objective, double pct, double a, double *n,
+                  double *over, double *q, bool first)
 {
     double tot = policy_hist_total(h);
     double above = tot > 0 ? policy_hist_above(h, objective) : 0;
-    *n = ewma(*n, tot > 0 ? tot : 0, JUDGE_ALPHA, first);
-    *over = ewma(*over, above, JUDGE_ALPHA, first);
+    *n = ewma(*n, tot > 0 ? tot : 0, a, first);
+    *over = ewma(*over, above, a, first);
     double qv = tot > 0 ? policy_hist_quantile(h, pct) : -1;
-    if (qv >= 0) *q = ewma(*q, qv, JUDGE_ALPHA, *q <= 0);
-    *now_frac = tot > 0 ? above / tot : 0;
+    if (qv >= 0) *q = ewma(*q, qv, a, *q <= 0);
 }
 
 /* No objective: the old gate (the targets hold and the TTFT p99 is at its typical level). */
@@ -126,15 +133,16 @@ static void observe_targets(struct policy_capacity *c, const struct policy_spec 
     bool content = sig->waiting / sig->ready_pods <= qtarget &&
                    (sp->target_kv_usage <= 0 || sig->kv_usage <= sp->target_kv_usage);
     if (content)
-        c->p99_typical = ewma(c->p99_typical, sig->ttft_p99_s, TYPICAL_ALPHA, c->p99_typical <= 0);
+        c->p99_typical =
+            ewma(c->p99_typical, sig->ttft_p99_s, alpha(sp, TYPICAL_TAU_S), c->p99_typical <= 0);
     bool ok = c->p99_typical > 0 && sig->ttft_p99_s <= c->p99_typical;
     if (ok && content) {
         if (per_pod > c->cap_work)
-            c->cap_work = ewma(c->cap_work, per_pod, LEARN_ALPHA, c->cap_work <= 0);
+            c->cap_work = ewma(c->cap_work, per_pod, alpha(sp, LEARN_TAU_S), c->cap_work <= 0);
         else if (per_pod >= TARGETS_PROBE_LOAD * c->cap_work)
             c->cap_work *= 1 + TARGETS_PROBE_STEP;
     } else if (!ok && !content) {
-        c->cap_work = ewma(c->cap_work, per_pod, LEARN_ALPHA, c->cap_work <= 0);
+        c->cap_work = ewma(c->cap_work, per_pod, alpha(sp, LEARN_TAU_S), c->cap_work <= 0);
     }
 }
 
@@ -151,7 +159,8 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
 {
     if (!sig->metrics_ok || sig->ready_pods <= 0) return;
     double hit = sig->prefix_hit_rate >= 0 && sig->prefix_hit_rate <= 1 ? sig->prefix_hit_rate : 0;
-    c->hit_rate = ewma(c->hit_rate, hit, MIX_ALPHA, !c->hit_seen);
+    double amix = alpha(sp, MIX_TAU_S), aj = alpha(sp, JUDGE_TAU_S);
+    c->hit_rate = ewma(c->hit_rate, hit, amix, !c->hit_seen);
     c->hit_seen = true;
     double ratio = sp->prefill_cost_ratio;
     double prompt =
@@ -160,13 +169,12 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     double work = gen + ratio * prompt * (1 - hit);
     double arr = isfinite(sig->arrival_rate) && sig->arrival_rate > 0 ? sig->arrival_rate : 0;
     if (arr > 0 && work > 0) {
-        c->work_per_req = ewma(c->work_per_req, work / arr, MIX_ALPHA, c->work_per_req <= 0);
-        c->prompt_per_req =
-            ewma(c->prompt_per_req, prompt / arr, MIX_ALPHA, c->prompt_per_req <= 0);
+        c->work_per_req = ewma(c->work_per_req, work / arr, amix, c->work_per_req <= 0);
+        c->prompt_per_req = ewma(c->prompt_per_req, prompt / arr, amix, c->prompt_per_req <= 0);
     }
     /* Offered load: served work lags arrivals when replicas are saturated. */
     c->load_work = fmax(work, arr * c->work_per_req);
-    c->load_s = ewma(c->load_s, c->load_work, JUDGE_ALPHA, c->load_s <= 0);
+    c->load_s = ewma(c->load_s, c->load_work, aj, c->load_s <= 0);
     double gen_per_req = fmax(0, c->work_per_req - ratio * c->prompt_per_req * (1 - c->hit_rate));
     double waiting = isfinite(sig->waiting) && sig->waiting > 0 ? sig->waiting : 0;
     double pending = sig->prefill_waiting >= 0 && isfinite(sig->prefill_waiting)
@@ -185,30 +193,27 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     int h = (int)ceil((sp->startup_s + interval) / interval - 1e-9);
     /* Bursts are seen in arrivals (served work lags them, then drains a backlog). */
     double offered = arr * c->work_per_req;
-    c->arrive_s = ewma(c->arrive_s, offered, JUDGE_ALPHA, c->arrive_s <= 0);
+    c->arrive_s = ewma(c->arrive_s, offered, aj, c->arrive_s <= 0);
     policy_burst_observe(&c->burst, c->arrive_s, offered, h, interval);
     bool first = c->state == POLICY_OBJECTIVE_NONE;
-    double frac = 0, n = 0, now_t = 0, now_i = 0;
+    double frac = 0, n = 0;
     if (sp->objective_ttft_s > 0) {
-        judge(&sig->ttft, sp->objective_ttft_s, pct, &c->ttft_n, &c->ttft_over, &c->ttft_q, first,
-              &now_t);
+        judge(&sig->ttft, sp->objective_ttft_s, pct, aj, &c->ttft_n, &c->ttft_over, &c->ttft_q,
+              first);
         if (c->ttft_n > 0) frac = c->ttft_over / c->ttft_n;
         n = c->ttft_n;
     }
     if (sp->objective_itl_s > 0) {
-        judge(&sig->itl, sp->objective_itl_s, pct, &c->itl_n, &c->itl_over, &c->itl_q, first,
-              &now_i);
+        judge(&sig->itl, sp->objective_itl_s, pct, aj, &c->itl_n, &c->itl_over, &c->itl_q, first);
         if (c->itl_n > 0) frac = fmax(frac, c->itl_over / c->itl_n);
         n = fmax(n, c->itl_n);
     }
-    (void)now_t;
-    (void)now_i;
     /* The curve's abscissa is what the fleet is planned with: the smoothed offered load per ready
      * replica (so the noise around it is part of the share it shows), the larger of this
      * interval's and the last one's (queues seen now were built then). */
     double xs = c->load_s / sig->ready_pods;
-    double x = fmax(xs, c->last_per_pod);
-    c->last_per_pod = xs;
+    double x = fmax(xs, c->last_x);
+    c->last_x = xs;
     /* Light: the queued prefill drains in under half the objective; what misses then is the
      * floor (prompts too long for the objective on their own), which no replica count fixes.
      * The aim is the floor plus the budget: the budget applies to what scaling can fix. */
@@ -257,7 +262,7 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     }
     c->cap_work = cap;
     c->confirmed = confirmed;
-    if (n * (1 / JUDGE_ALPHA) < MIN_JUDGED)
+    if (n / aj < MIN_JUDGED)
         c->state = POLICY_OBJECTIVE_UNKNOWN;
     else if (c->floor > budget)
         c->state = POLICY_OBJECTIVE_INFEASIBLE;
@@ -277,9 +282,9 @@ int policy_capacity_replicas(struct policy_capacity *c, const struct policy_spec
         return -1;
     }
     double horizon = sp->startup_s + (sp->interval_s > 0 ? sp->interval_s : 15);
-    /* Smoothed load (15 s of arrivals are noisy), the current one when the objective is at risk,
-     * and the burst headroom when bursts are part of the traffic. */
-    /* At risk: violations past half the budget over the floor (the floor itself is no risk). */
+    /* Smoothed load (15 s of arrivals are noisy), the current one when the objective is at risk
+     * (violations past half the budget over the floor: the floor itself is no risk), and the
+     * burst headroom when bursts are part of the traffic. */
     bool risk = c->state == POLICY_OBJECTIVE_MISSED || c->frac > c->aim - budget_of(sp) / 2;
     double load = risk ? fmax(c->load_work, c->load_s) : c->load_s;
     /* What the load typically does before a replica ordered now is ready. */

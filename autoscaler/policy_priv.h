@@ -76,7 +76,7 @@ struct policy_capacity {
     double ceiling;  /* the last crossing seen, relaxing slowly while none is: a lower bound
                       * probes no further than this; 0 before the first */
     struct policy_curve ttft_curve, itl_curve;
-    double last_per_pod;   /* offered work per ready replica of the previous interval */
+    double last_x;         /* the curve's abscissa of the previous interval */
     double work_per_req;   /* EWMA of work per arriving request; 0 until seen */
     double prompt_per_req; /* EWMA of prompt tokens per arriving request */
     double hit_rate;       /* EWMA of the prefix-cache hit rate */

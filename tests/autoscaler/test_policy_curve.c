@@ -229,6 +229,28 @@ START_TEST(test_policy_objective_floor_is_no_reason_to_scale)
 }
 END_TEST
 
+START_TEST(test_policy_objective_judged_on_time_not_intervals)
+{
+    /* 3 first tokens per 1 s interval: judged after a few seconds (the smoothing spans ~45 s of
+     * observations, not three intervals of them). */
+    struct policy_spec sp;
+    policy_spec_defaults(&sp, POLICY_REACTIVE);
+    sp.objective_ttft_s = 0.5;
+    sp.target_queue_depth = sp.target_kv_usage = 0;
+    sp.interval_s = 1;
+    struct policy_state *st = policy_state_new(&sp);
+    struct policy_decision d;
+    for (int k = 0; k < 10; k++) {
+        struct policy_signals s = obj_sig(k + 1, 3, 100, 0, 0);
+        s.ttft.count[0] = 3;
+        s.ttft.count[1] = s.ttft.count[2] = 3;
+        policy_decide(st, &s, 3, &d);
+    }
+    ck_assert_int_eq(d.objective, POLICY_OBJECTIVE_MET);
+    policy_state_free(st);
+}
+END_TEST
+
 Suite *policy_curve_suite(void)
 {
     Suite *s = suite_create("policy_curve");
@@ -240,6 +262,7 @@ Suite *policy_curve_suite(void)
     tcase_add_test(tc, test_policy_down_window_from_startup);
     tcase_add_test(tc, test_policy_decide_fresh_state_holds_a_window);
     tcase_add_test(tc, test_policy_objective_floor_is_no_reason_to_scale);
+    tcase_add_test(tc, test_policy_objective_judged_on_time_not_intervals);
     suite_add_tcase(s, tc);
     return s;
 }
