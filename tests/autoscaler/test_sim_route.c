@@ -114,7 +114,10 @@ START_TEST(test_sim_cache_index_follows_stores_and_evictions)
     ck_assert_uint_eq(holders(&ix, 4), 0);
     ck_assert_int_eq(sim_cache_init(&a, 3, &ix, 1), 0); /* the slot reused */
     ck_assert_uint_eq(holders(&ix, 0), 1u << 2);
+    sim_cache_fini(&b);
+    ck_assert_uint_eq(holders(&ix, 0), 0);
     ck_assert_int_eq(sim_cache_init(&b, 3, &ix, 9), ERR_RANGE); /* no such slot */
+    sim_cache_fini(&b);
     sim_cache_fini(&a);
     sim_cache_index_fini(&ix);
 }
