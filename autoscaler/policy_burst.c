@@ -4,9 +4,9 @@
  * and the fleet must hold capacity for them. Which is which is measured: an episode starts when the
  * smoothed arrivals (in work) stand 1.5x or more above their level one horizon earlier, and is a
  * burst when they fall back by half the rise within ten minutes (else it was a new level, or a
- * ramp, and is forgotten); the work that arrived during bursts, over about the last hour, is compared with the
- * budget (1 - percentile). The amplitude held for is the typical peak of past bursts over the load
- * before them. Pure arithmetic. */
+ * ramp, and is forgotten); the work that arrived during bursts, over about the last hour, is
+ * compared with the budget (1 - percentile). The amplitude held for is the typical peak of past
+ * bursts over the load before them. Pure arithmetic. */
 #include "autoscaler/policy_priv.h"
 
 #include <math.h>

@@ -4,11 +4,13 @@
  *
  * Each interval adds its observations (first tokens or token gaps) and those above the objective
  * to the bin of its work per replica; bins are log-spaced (2.5% wide) and decay with a two-hour
- * time constant, so the curve re-learns when the model or the traffic changes. The curve is read
+ * time constant of traffic (an interval without observations ages nothing), so the curve
+ * re-learns when the model or the traffic changes. The curve is read
  * through an isotonic (non-decreasing) fit, pool-adjacent-violators weighted by observations: a
  * burst of long prompts at a light load does not make that load look bad on its own, it is pooled
  * with its neighbours. The capacity is the bottom of the first fitted block whose share is
- * significantly over the aim (two standard errors, with enough observations). While none is, the capacity is only a lower bound and the model probes 5% beyond the load 95% of the
+ * significantly over the aim (two standard errors, with enough observations). While none is,
+ * the capacity is only a lower bound and the model probes 5% beyond the load 95% of the
  * observations were seen at; once loads above it were seen missing, the crossing is known and
  * the capacity sits on it. */
 #include "autoscaler/policy_priv.h"

@@ -3,24 +3,25 @@
  * latency histograms. Pure arithmetic: no clock, no I/O.
  *
  * Judgement. Each interval's TTFT and inter-token histograms (deltas, as the engine exports them)
- * give the observations above the objective. Counts are smoothed (EWMA, time constant 45 s: three
- * intervals), since an interval of 75 first tokens cannot tell 1% from 2%: the objective is MET when
- * at most (1 - percentile) of the smoothed observations are above it, MISSED otherwise. Prompts
- * whose prefill alone exceeds the TTFT objective violate it at any replica count: the violation
- * curve's share at the lightest loads is that floor, and when it exceeds the budget the objective
- * is INFEASIBLE and the policy aims at the floor x 1.5 instead of scaling to maxReplicas for
- * nothing.
+ * give the observations above the objective. Counts are smoothed (EWMA, time constant 45 s:
+ * three 15 s intervals), since an interval of 75 first tokens cannot tell 1% from 2%: the
+ * objective is MET when at most floor + (1 - percentile) of the smoothed observations are above
+ * it, MISSED otherwise. The floor is the share above in light intervals (queued prefill drains in
+ * under half the objective): prompts whose prefill alone exceeds the TTFT objective violate it at
+ * any replica count, so when the floor exceeds the budget the objective is INFEASIBLE and the
+ * policy aims at floor + budget instead of scaling to maxReplicas for nothing.
  *
  * Capacity. work = generated tokens + prefill_cost_ratio x prompt tokens missing the prefix cache
  * (the hit rate is measured). Every judged interval adds its observations to the violation curve
- * (policy_curve.c) at the offered work per ready replica (the larger of this interval's and the
- * last one's: queues seen now were built then); the capacity is where the curve crosses the aim.
- * Until loads above it were seen missing it is a lower bound, 5% past the best load seen fine: it
- * may lower the fleet, and raise it only when the objective is under threat.
+ * (policy_curve.c) at the smoothed offered work per ready replica (the larger of this interval's
+ * and the last one's: queues seen now were built then); the capacity is where the curve crosses
+ * the aim. Until loads above it were seen missing it is a lower bound, 5% past the load most
+ * observations were seen at: it may lower the fleet, and raise it only when the objective is
+ * under threat. A crossing once seen stays a ceiling that relaxes slowly.
  *
- * Plan. Replicas = (smoothed offered load, or the current one when the objective is under threat,
- * or the burst headroom of policy_burst.c, the largest, + queued prefill work drained over the
- * horizon) / capacity. */
+ * Plan. Replicas = (smoothed offered load x its median rise within the horizon, or the current
+ * load when the objective is under threat, or the burst headroom of policy_burst.c, the largest,
+ * + queued prefill work drained over the horizon) / capacity. */
 #include "autoscaler/policy_priv.h"
 
 #include "common/prom/prom.h"
@@ -30,7 +31,7 @@
 
 /* Smoothing time constants (EWMA weights follow from the interval: 1 - e^(-interval / tau), so
  * a 1 s interval judges on as many observations as a 15 s one). */
-#define MIX_TAU_S          150 /* work per request, prompt per request, hit rate (alpha 0.1 at 15 s) */
+#define MIX_TAU_S          150 /* work and prompt per request, hit rate (alpha 0.1 at 15 s) */
 #define JUDGE_TAU_S        45  /* observation counts for the objective judgement; the load (0.28) */
 #define TYPICAL_TAU_S      300 /* no objective: TTFT p99 while the targets hold (0.05) */
 #define LEARN_TAU_S        67  /* no objective: capacity towards an observed bound (0.2) */

@@ -27,7 +27,8 @@ struct sim_seq {
     double rem;   /* tokens left in the current phase */
     double kv;    /* tokens reserved */
     /* Decoding: progress towards the next token (0..1) and the time since the last one, which
-     * includes the pauses of other sequences' prefills (the gaps the engine's ITL histogram sees). */
+     * includes the pauses of other sequences' prefills: the gaps the engine's ITL histogram
+     * sees. */
     double frac, gap;
 };
 
