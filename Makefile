@@ -22,7 +22,7 @@ CC       ?= cc
 V        ?= 0
 Q        := $(if $(filter 1,$(V)),,@)
 
-PKGS     := libcurl jansson openssl check yaml-0.1
+PKGS     := libcurl jansson openssl check yaml-0.1 zlib
 
 # A fresh machine has none of the libraries: install them before anything asks pkg-config.
 ifeq ($(filter clean fmt,$(MAKECMDGOALS)),)

@@ -1,21 +1,15 @@
 /* The autoscaler's API writes and their JSON (see actuate.h). */
 #include "autoscaler/actuate.h"
 
+#include "common/conditions.h"
 #include "common/err.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 const struct k8s_resource actuate_resource_isvcs = {"serving.cinfer.io", "v1alpha1",
                                                     "inferenceservices", true};
-
-void actuate_format_time(time_t t, char *out, size_t outlen)
-{
-    struct tm tm;
-    if (!gmtime_r(&t, &tm) || strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-        if (outlen) out[0] = '\0';
-    }
-}
 
 /* A finite number, or JSON null (NaN and infinities are not JSON). */
 static json_t *num(double v)
@@ -35,6 +29,76 @@ static json_t *nonneg(double v)
     return isfinite(v) && v >= 0 ? json_real(v) : json_null();
 }
 
+/* CamelCase reason of a policy limit. */
+static const char *limit_reason(const char *limit)
+{
+    if (!limit) return "DesiredWithinRange";
+    if (strcmp(limit, POLICY_LIMIT_MAX) == 0) return "TooManyReplicas";
+    if (strcmp(limit, POLICY_LIMIT_MIN) == 0) return "TooFewReplicas";
+    if (strcmp(limit, POLICY_LIMIT_UP_RATE) == 0) return "ScaleUpLimit";
+    return "ScaleDownLimit";
+}
+
+json_t *actuate_conditions(const struct actuate_status *st)
+{
+    const struct policy_signals *s = st->sig;
+    const struct policy_decision *d = st->dec;
+    char able[96], active[96], limited[192], objective[192];
+    snprintf(able, sizeof(able),
+             st->scale_failed ? "the /scale write failed; will retry"
+                              : "the /scale subresource accepts writes");
+    if (s->metrics_ok)
+        snprintf(active, sizeof(active), "engine metrics from %d ready pods", s->ready_pods);
+    else
+        snprintf(active, sizeof(active), "no usable engine metrics (%d pods not ready)",
+                 s->unready_pods);
+    const char *lim = d ? d->limit : NULL;
+    if (st->held)
+        snprintf(limited, sizeof(limited), "scale-down held: metrics missing from some engines");
+    else if (lim)
+        snprintf(limited, sizeof(limited), "the desired count was bounded by the %s", lim);
+    else
+        snprintf(limited, sizeof(limited), "the desired count is within range");
+    struct condition c[4] = {
+        {ACTUATE_COND_ABLE, !st->scale_failed,
+         st->scale_failed ? "FailedUpdateScale" : "ReadyForNewScale", able},
+        {ACTUATE_COND_ACTIVE, s->metrics_ok,
+         s->metrics_ok ? "ValidMetricFound" : "FailedGetMetrics", active},
+        {ACTUATE_COND_LIMITED, st->held || lim != NULL,
+         st->held ? "MissingMetrics" : limit_reason(lim), limited},
+    };
+    size_t n = 3;
+    if (d && st->spec && policy_spec_has_objective(st->spec)) {
+        enum condition_status cs = CONDITION_UNKNOWN;
+        const char *reason = "TooFewObservations";
+        switch (d->objective) {
+        case POLICY_OBJECTIVE_MET:
+            cs = CONDITION_TRUE;
+            reason = "ObjectiveMet";
+            break;
+        case POLICY_OBJECTIVE_MISSED:
+            cs = CONDITION_FALSE;
+            reason = "ObjectiveMissed";
+            break;
+        case POLICY_OBJECTIVE_INFEASIBLE:
+            cs = CONDITION_FALSE;
+            reason = "ObjectiveInfeasible";
+            break;
+        default: break;
+        }
+        double over = st->spec->objective_ttft_s > 0 ? d->ttft_over : d->itl_over;
+        if (over >= 0)
+            snprintf(objective, sizeof(objective),
+                     "%.2f%% of observations over the objective "
+                     "(budget %.2f%%)",
+                     100 * over, 100 * (1 - st->spec->objective_percentile));
+        else
+            snprintf(objective, sizeof(objective), "not enough observations yet");
+        c[n++] = (struct condition){ACTUATE_COND_OBJECTIVE, cs, reason, objective};
+    }
+    return conditions_merge(st->prev_conditions, c, n, st->generation, st->now);
+}
+
 json_t *actuate_status_patch(const struct actuate_status *st)
 {
     const struct policy_signals *s = st->sig;
@@ -50,6 +114,11 @@ json_t *actuate_status_patch(const struct actuate_status *st)
                            "desiredReplicas", st->desired, "reason", st->reason ? st->reason : "",
                            "signals", sig);
     if (!as) return NULL;
+    json_t *conds = actuate_conditions(st);
+    if (!conds || json_object_set_new(as, "conditions", conds) != 0) {
+        json_decref(as);
+        return NULL;
+    }
     if (st->dec && st->spec) {
         const struct policy_decision *d = st->dec;
         const struct policy_spec *sp = st->spec;
@@ -74,7 +143,7 @@ json_t *actuate_status_patch(const struct actuate_status *st)
     }
     if (st->last_scale) {
         char ts[32];
-        actuate_format_time(st->last_scale, ts, sizeof(ts));
+        conditions_format_time(st->last_scale, ts, sizeof(ts));
         if (json_object_set_new(as, "lastScaleTime", json_string(ts)) != 0) {
             json_decref(as);
             return NULL;
@@ -87,7 +156,7 @@ json_t *actuate_event_new(const char *ns, const char *name, const char *uid, con
                           const char *message, time_t now)
 {
     char ts[32], gen_name[300];
-    actuate_format_time(now, ts, sizeof(ts));
+    conditions_format_time(now, ts, sizeof(ts));
     snprintf(gen_name, sizeof(gen_name), "%s.", name);
     return json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s*}, s:s, s:s, s:s, "
                      "s:{s:s}, s:s, s:s, s:i, s:s}",

@@ -10,6 +10,7 @@
 #include "common/k8s/client.h"
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <time.h>
 
 #define ACTUATE_FIELD_MANAGER "cinfer-autoscaler"
@@ -27,10 +28,34 @@ struct actuate_status {
     const struct policy_decision *dec; /* borrowed or NULL; objective{...}, capacity{...} */
     const struct policy_spec *spec;    /* borrowed or NULL; the objectives echoed */
     long long generation;              /* observedGeneration: the spec this decision used */
+    /* For conditions[]: */
+    const json_t *prev_conditions; /* borrowed: status.autoscaling.conditions as stored, or NULL */
+    bool scale_failed;             /* the /scale write for this decision failed */
+    bool held;                     /* a scale-down was held because metrics were missing */
+    time_t now;                    /* for lastTransitionTime */
 };
 
+/* Condition types of status.autoscaling.conditions, as the HorizontalPodAutoscaler names its own
+ * (AbleToScale, ScalingActive, ScalingLimited) plus ObjectiveMet when an objective is set. */
+#define ACTUATE_COND_ABLE      "AbleToScale"
+#define ACTUATE_COND_ACTIVE    "ScalingActive"
+#define ACTUATE_COND_LIMITED   "ScalingLimited"
+#define ACTUATE_COND_OBJECTIVE "ObjectiveMet"
+
+/* Returns the new conditions array for `st` (merged with st->prev_conditions so that
+ * lastTransitionTime moves only when a status flips), or NULL on ERR_NOMEM. Pure:
+ *  AbleToScale    True ReadyForNewScale | False FailedUpdateScale (the /scale write failed)
+ *  ScalingActive  True ValidMetricFound | False FailedGetMetrics (no usable engine metrics)
+ *  ScalingLimited True TooManyReplicas (maxReplicas) | TooFewReplicas (minReplicas) |
+ *                 ScaleUpLimit | ScaleDownLimit (rate policies) | MissingMetrics (a scale-down
+ *                 held) | False DesiredWithinRange
+ *  ObjectiveMet   True ObjectiveMet | False ObjectiveMissed | ObjectiveInfeasible |
+ *                 Unknown TooFewObservations (only with an objective and a decision). */
+json_t *actuate_conditions(const struct actuate_status *st);
+
 /* Returns a new merge patch {"status":{"autoscaling":{...}}} (NULL on ERR_NOMEM):
- * observedGeneration, desiredReplicas, reason, lastScaleTime, signals{...} and, with `dec`,
+ * observedGeneration, desiredReplicas, reason, lastScaleTime, conditions[] (actuate_conditions),
+ * signals{...} and, with `dec`,
  * objective{ttftSeconds, interTokenSeconds, percentile (the spec's), state (Met, Missed,
  * Infeasible, Unknown, None), observedTTFTSeconds, observedInterTokenSeconds (at the percentile,
  * smoothed over ~3 intervals), ttftAboveFraction, interTokenAboveFraction} and capacity{
@@ -42,9 +67,6 @@ json_t *actuate_status_patch(const struct actuate_status *st);
  * `reason`, message `message`, at `now`. NULL on ERR_NOMEM. Pure. */
 json_t *actuate_event_new(const char *ns, const char *name, const char *uid, const char *reason,
                           const char *message, time_t now);
-
-/* Formats `t` as RFC 3339 UTC ("2026-11-29T09:04:41Z") into out (at least 21 bytes). */
-void actuate_format_time(time_t t, char *out, size_t outlen);
 
 /* PATCHes /scale of ns/name to `replicas`. Returns 0 or the client's error (message from
  * k8s_client_errmsg). */

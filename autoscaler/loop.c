@@ -42,6 +42,7 @@ struct svc {
     size_t n_prev;
     int last_desired;
     char last_reason[REASON_MAX];
+    bool last_scale_failed; /* what the last status write said about /scale */
     time_t last_status_write, last_scale;
     /* Our last /scale write and the resourceVersion the cache held then: until the watch brings
      * a newer object, the cached spec.replicas predates the write and `written` is current. */
@@ -404,8 +405,10 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
     snprintf(reason, sizeof(reason), "%s", d.reason);
     /* Missing metrics never cause a scale-down: with no usable metrics, or with an engine that
      * is ready but did not answer, a lower recommendation may only reflect what we cannot see. */
+    bool held = false, scale_failed = false;
     if (desired < current && (!sig.metrics_ok || failed > 0)) {
         prom_counter_inc(l->holds, 1);
+        held = true;
         if (failed > 0)
             snprintf(reason, sizeof(reason),
                      "holding %d replicas: metrics missing from %d of %zu engines", current, failed,
@@ -421,8 +424,10 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
             prom_counter_inc(l->api_errors, 1);
             log_warn("cannot write /scale", LOG_S("inferenceservice", s->key),
                      LOG_S("error", k8s_client_errmsg(l->client)));
-            return;
+            scale_failed = true; /* status says so (AbleToScale False); retried next interval */
         }
+    }
+    if (desired != current && !scale_failed) {
         s->last_scale = now;
         s->written = desired;
         snprintf(s->written_rv, sizeof(s->written_rv), "%s", rv ? rv : "");
@@ -441,17 +446,24 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
         json_decref(ev);
     }
     prom_gauge_set(s->desired_gauge, desired);
-    bool changed =
-        desired != s->last_desired || strcmp(reason, s->last_reason) != 0 || s->last_scale == now;
+    bool changed = desired != s->last_desired || strcmp(reason, s->last_reason) != 0 ||
+                   s->last_scale == now || scale_failed != s->last_scale_failed;
     if (changed || now - s->last_status_write >= STATUS_REFRESH_S) {
         json_t *gen = json_object_get(json_object_get(isvc, "metadata"), "generation");
-        struct actuate_status st = {desired,
-                                    reason,
-                                    s->last_scale,
-                                    &sig,
-                                    &d,
-                                    &s->spec,
-                                    json_is_integer(gen) ? (long long)json_integer_value(gen) : 0};
+        const json_t *prev = json_object_get(
+            json_object_get(json_object_get(isvc, "status"), "autoscaling"), "conditions");
+        struct actuate_status st = {
+            .desired = desired,
+            .reason = reason,
+            .last_scale = s->last_scale,
+            .sig = &sig,
+            .dec = &d,
+            .spec = &s->spec,
+            .generation = json_is_integer(gen) ? (long long)json_integer_value(gen) : 0,
+            .prev_conditions = prev,
+            .scale_failed = scale_failed,
+            .held = held,
+            .now = now};
         json_t *patch = actuate_status_patch(&st);
         if (!patch || actuate_status_write(l->client, ns, name, patch) != 0) {
             prom_counter_inc(l->api_errors, 1);
@@ -460,6 +472,7 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
         } else {
             s->last_status_write = now;
             s->last_desired = desired;
+            s->last_scale_failed = scale_failed;
             snprintf(s->last_reason, sizeof(s->last_reason), "%s", reason);
         }
         json_decref(patch);

@@ -50,7 +50,7 @@ void policy_spec_defaults(struct policy_spec *spec, enum policy_kind kind)
     spec->target_kv_usage = 0.7;
     spec->tolerance = 0.1;
     spec->scale_up_window_s = 0;
-    spec->scale_down_window_s = 300;
+    spec->scale_down_window_s = POLICY_DOWN_WINDOW_AUTO;
     spec->up_pods_per_period = 4;
     spec->up_percent_per_period = 100;
     spec->down_pods_per_period = 0; /* the HPA's default scale-down has only the percent policy */
@@ -65,6 +65,13 @@ void policy_spec_defaults(struct policy_spec *spec, enum policy_kind kind)
     spec->capacity_rps = 0;
     spec->headroom = 0.9;
     spec->prefill_cost_ratio = 0.35;
+}
+
+double policy_down_window(const struct policy_spec *spec)
+{
+    if (spec->scale_down_window_s >= 0) return spec->scale_down_window_s;
+    double w = spec->startup_s + (spec->interval_s > 0 ? spec->interval_s : 15);
+    return w > POLICY_DOWN_WINDOW_MIN ? w : POLICY_DOWN_WINDOW_MIN;
 }
 
 bool policy_spec_has_objective(const struct policy_spec *spec)
@@ -179,7 +186,7 @@ static int reactive_replicas(const struct policy_spec *sp, const struct policy_s
 static int stabilise(struct policy_state *st, double now, int raw, int current)
 {
     const struct policy_spec *sp = &st->spec;
-    double up_cut = now - sp->scale_up_window_s, down_cut = now - sp->scale_down_window_s;
+    double up_cut = now - sp->scale_up_window_s, down_cut = now - policy_down_window(sp);
     int up = raw, down = raw;
     for (size_t i = 0; i < st->recs.n; i++) {
         const struct timed *r = &st->recs.a[i];
@@ -213,9 +220,9 @@ static int rate_limit(const struct policy_state *st, double now, int want, int c
         long hi = sp->max_replicas;
         if (hi > lim) {
             hi = lim;
-            if (want > hi) *limited = "scale-up rate limit";
+            if (want > hi) *limited = POLICY_LIMIT_UP_RATE;
         } else if (want > hi) {
-            *limited = "max replicas";
+            *limited = POLICY_LIMIT_MAX;
         }
         return want > hi ? (int)hi : want;
     }
@@ -235,9 +242,9 @@ static int rate_limit(const struct policy_state *st, double now, int want, int c
         long lo = sp->min_replicas;
         if (lo < lim) {
             lo = lim;
-            if (want < lo) *limited = "scale-down rate limit";
+            if (want < lo) *limited = POLICY_LIMIT_DOWN_RATE;
         } else if (want < lo) {
-            *limited = "min replicas";
+            *limited = POLICY_LIMIT_MIN;
         }
         return want < lo ? (int)lo : want;
     }
@@ -288,6 +295,9 @@ static void report(const struct policy_state *st, struct policy_decision *out)
     out->capacity_work = c->cap_work;
     out->load_work = c->load_work;
     out->backlog_work = c->backlog_work;
+    out->headroom = c->headroom >= 1 ? c->headroom : 1;
+    out->burst_share = policy_burst_share(&c->burst);
+    out->burst_amplitude = c->burst.amp;
     if (out->capacity_rps <= 0) out->capacity_rps = policy_capacity_rps(c, &st->spec);
 }
 
@@ -318,6 +328,7 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
     if (current > sp->max_replicas || current < sp->min_replicas) {
         int d = current > sp->max_replicas ? sp->max_replicas : sp->min_replicas;
         out->desired = out->reactive = d;
+        out->limit = current > sp->max_replicas ? POLICY_LIMIT_MAX : POLICY_LIMIT_MIN;
         record_event(st, now, current, d);
         reasonf(out, "%d replicas outside [%d, %d]: set to %d", current, sp->min_replicas,
                 sp->max_replicas, d);
@@ -356,10 +367,14 @@ void policy_decide(struct policy_state *st, const struct policy_signals *sig, in
         raw = pred;
         from_forecast = true;
     }
+    /* As the HPA does for an autoscaler it has not seen before: the current count is the first
+     * recommendation, so a (re)started autoscaler scales down only after a full window. */
+    if (st->recs.n == 0) series_push(&st->recs, REC_MAX, -INFINITY, now, current);
     int stable = stabilise(st, now, raw, current);
     const char *limited;
     int desired = rate_limit(st, now, stable, current, &limited);
     out->desired = desired;
+    out->limit = limited;
     record_event(st, now, current, desired);
     if (from_forecast)
         reasonf(out,

@@ -4,15 +4,18 @@
  *
  * Two ways to say what "enough replicas" means, combined by taking the maximum:
  *  - Objectives (spec.scaling.objectives: TTFT and/or inter-token latency at a percentile). A
- *    capacity model (policy_objective.c) learns, per InferenceService, how much work one replica
- *    carries while the objective holds, and the recommendation is the work arriving now plus the
- *    prefill work queued, over that capacity. This is the default whenever an objective is set.
+ *    capacity model (policy_objective.c, policy_curve.c) learns, per InferenceService, how much
+ *    work one replica carries while the objective holds, and the recommendation is the work
+ *    arriving now (with the typical rise within the horizon and burst headroom, policy_burst.c)
+ *    plus the prefill work queued, over that capacity. The default whenever an objective is set.
  *  - Explicit targets (queue depth, KV usage per replica): the HorizontalPodAutoscaler's algorithm
  *    (k8s.io/kubernetes/pkg/controller/podautoscaler): per metric desired = ceil(current * usage /
  *    target), skipped inside the tolerance (10%), unready pods counted as the HPA counts them.
  *    Without an objective and without targets, the HPA defaults apply (queue depth 2, KV 0.7).
  * Then min/max, the scale-up / scale-down rate policies and stabilisation windows (up 0 s, down
- * 300 s by default) over the recommendation history. Missing metrics never cause a scale-down.
+ * start-up + interval by default, policy_down_window) over the recommendation history; a fresh
+ * state counts the current replicas as its first recommendation. Missing metrics never cause a
+ * scale-down.
  * Predictive adds forecasts of the arrival rate (forecast.h) at a horizon of pod start-up plus one
  * interval, through the same capacity model: max(reactive, predictive) for scale-up; it never
  * scales down on a forecast alone. */
@@ -69,8 +72,9 @@ struct policy_spec {
     double target_kv_usage;    /* 0..1 per replica; <= 0 disables */
     double tolerance;          /* 0.1 */
     double scale_up_window_s;  /* stabilisation window for scale-up (0) */
-    double
-        scale_down_window_s; /* stabilisation window for scale-down (300, scaleDownDelaySeconds) */
+    /* Stabilisation window for scale-down (scaleDownDelaySeconds); POLICY_DOWN_WINDOW_AUTO (the
+     * default) derives it from the start-up: see policy_down_window(). */
+    double scale_down_window_s;
     /* Rate policies (HPA defaults: up max(4 pods, 100%) per 15 s; down 100% per 15 s). */
     int up_pods_per_period;
     double up_percent_per_period;
@@ -94,6 +98,16 @@ struct policy_spec {
                                  * parameters by grid search over them (forecast_fit); 0 keeps
                                  * the fixed defaults of forecast.h (0) */
 };
+
+/* The default scale-down window: a replica is kept as long as a new one would take to be ready
+ * again (start-up + one interval), at least a minute, not the HPA's five minutes: at 120 s
+ * start-up the five minutes cost 12-14% more replica-seconds for the same violations
+ * (autoscaler/BENCHMARKS.md). */
+#define POLICY_DOWN_WINDOW_AUTO (-1.0)
+#define POLICY_DOWN_WINDOW_MIN  60.0
+
+/* The scale-down window in effect for `spec` (seconds). Pure. */
+double policy_down_window(const struct policy_spec *spec);
 
 /* Fills `spec` with the defaults above for `kind` (no objective; queue depth 2 and KV 0.7 targets). */
 void policy_spec_defaults(struct policy_spec *spec, enum policy_kind kind);
@@ -133,8 +147,18 @@ struct policy_decision {
     double capacity_work;       /* learned work/s per replica while the objective holds */
     double load_work;           /* work/s arriving now (served or offered, the larger) */
     double backlog_work;        /* queued prefill work, in work units */
-    char reason[160];           /* one line for status.autoscaling.reason and the Event */
+    double headroom;            /* planned load over the smoothed load (burst headroom), >= 1 */
+    double burst_share;         /* share of the recent work that arrived in bursts */
+    double burst_amplitude;     /* typical peak of past bursts over the load before them; 0 none */
+    /* What bounded the decision: POLICY_LIMIT_* (a static string), or NULL when nothing did. */
+    const char *limit;
+    char reason[160]; /* one line for status.autoscaling.reason and the Event */
 };
+
+#define POLICY_LIMIT_MAX       "max replicas"
+#define POLICY_LIMIT_MIN       "min replicas"
+#define POLICY_LIMIT_UP_RATE   "scale-up rate limit"
+#define POLICY_LIMIT_DOWN_RATE "scale-down rate limit"
 
 /* Feeds one interval's signals and decides, given the current replica count. Not thread-safe per
  * state; different states are independent. */

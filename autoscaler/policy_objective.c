@@ -3,26 +3,25 @@
  * latency histograms. Pure arithmetic: no clock, no I/O.
  *
  * Judgement. Each interval's TTFT and inter-token histograms (deltas, as the engine exports them)
- * give the observations above the objective. Counts are smoothed (EWMA, alpha 0.3, about three
- * intervals), since an interval of 75 first tokens cannot tell 1% from 2%: the objective is MET when
- * at most (1 - percentile) of the smoothed observations are above it, MISSED otherwise. Prompts
- * whose prefill alone exceeds the TTFT objective violate it at any replica count; their share is
- * the lowest smoothed share seen (relaxing 2% per interval), and when it exceeds the
- * budget the objective is INFEASIBLE and the policy aims at that floor (x 1.5) instead of scaling
- * to maxReplicas for nothing.
+ * give the observations above the objective. Counts are smoothed (EWMA, time constant 45 s:
+ * three 15 s intervals), since an interval of 75 first tokens cannot tell 1% from 2%: the
+ * objective is MET when at most floor + (1 - percentile) of the smoothed observations are above
+ * it, MISSED otherwise. The floor is the share above in light intervals (queued prefill drains in
+ * under half the objective): prompts whose prefill alone exceeds the TTFT objective violate it at
+ * any replica count, so when the floor exceeds the budget the objective is INFEASIBLE and the
+ * policy aims at floor + budget instead of scaling to maxReplicas for nothing.
  *
  * Capacity. work = generated tokens + prefill_cost_ratio x prompt tokens missing the prefix cache
- * (the hit rate is measured), per ready replica:
- *  - the first interval with traffic seeds the estimate with the observed work per replica;
- *  - objective met: the observed work is a lower bound of capacity (the estimate rises towards it,
- *    alpha 0.2, never falls); replicas loaded at >= 70% of the estimate and fine mean the estimate
- *    is probably low (the fleet was sized from it, so observed load cannot exceed it): it grows
- *    3% per such interval, 1% once the smoothed violations use half the budget;
- *  - objective missed in this interval and in the smoothed view, on loaded replicas: the work they
- *    carried is more than they can hold: the estimate moves towards it (alpha 0.2).
- * This is additive-increase, multiplicative-decrease on the capacity at the objective, so the
- * fleet settles where the objective is just met, and re-learns when the model or the prompts
- * change. */
+ * (the hit rate is measured). Every judged interval adds its observations to the violation curve
+ * (policy_curve.c) at the smoothed offered work per ready replica (the larger of this interval's
+ * and the last one's: queues seen now were built then); the capacity is where the curve crosses
+ * the aim. Until loads above it were seen missing it is a lower bound, 5% past the load most
+ * observations were seen at: it may lower the fleet, and raise it only when the objective is
+ * under threat. A crossing once seen stays a ceiling that relaxes slowly.
+ *
+ * Plan. Replicas = (smoothed offered load x its median rise within the horizon, or the current
+ * load when the objective is under threat, or the burst headroom of policy_burst.c, the largest,
+ * + queued prefill work drained over the horizon) / capacity. */
 #include "autoscaler/policy_priv.h"
 
 #include "common/prom/prom.h"
@@ -30,21 +29,19 @@
 #include <math.h>
 #include <stdio.h>
 
-#define MIX_ALPHA          0.1  /* work per request, prompt per request, hit rate */
-#define JUDGE_ALPHA        0.3  /* observation counts for the objective judgement */
-#define FLOOR_RELAX        0.02 /* the violation floor relaxes this much per interval */
-#define LEARN_ALPHA        0.2  /* capacity towards an observed bound */
-#define TYPICAL_ALPHA      0.05 /* no objective: TTFT p99 while the targets hold */
-#define TARGETS_PROBE_LOAD 0.7  /* no objective: probe upwards when loaded at this fraction */
+/* Smoothing time constants (EWMA weights follow from the interval: 1 - e^(-interval / tau), so
+ * a 1 s interval judges on as many observations as a 15 s one). */
+#define MIX_TAU_S          150 /* work and prompt per request, hit rate (alpha 0.1 at 15 s) */
+#define JUDGE_TAU_S        45  /* observation counts for the objective judgement; the load (0.28) */
+#define TYPICAL_TAU_S      300 /* no objective: TTFT p99 while the targets hold (0.05) */
+#define LEARN_TAU_S        67  /* no objective: capacity towards an observed bound (0.2) */
+#define TARGETS_PROBE_LOAD 0.7 /* no objective: probe upwards when loaded at this fraction */
 #define TARGETS_PROBE_STEP 0.02
-#define PROBE_START        0.10  /* plan beyond the best load seen fine, until the first miss */
-#define PROBE_FAST         0.03  /* and after it */
-#define BACKOFF            0.9   /* plan at most this fraction of the load seen missing */
-#define MISS_LOAD          0.8   /* a miss below this fraction of cap_lb does not bound capacity */
-#define UB_RELAX           0.005 /* the upper bound relaxes this much per interval without a miss */
-#define LIGHT_LOAD         0.5   /* below this fraction of capacity a replica queues little */
-#define FLOOR_MARGIN       1.5 /* aim at the measured floor x this when the objective is infeasible */
-#define MIN_JUDGED         20.0 /* smoothed observations needed before judging */
+#define FLOOR_DECAY_S      7200  /* the floor's observations weigh about the last two hours */
+#define FLOOR_MIN_OBS      200.0 /* observations in light intervals before the floor counts */
+#define RISE_QUANTILE      0.5   /* plan for this quantile of the rises within one horizon */
+#define CEILING_RELAX      0.002 /* a crossing seen once relaxes this much per interval */
+#define MIN_JUDGED         20.0  /* smoothed observations needed before judging */
 
 double policy_hist_total(const struct policy_hist *h)
 {
@@ -95,6 +92,12 @@ static double ewma(double old, double x, double a, bool first)
     return first ? x : old + a * (x - old);
 }
 
+/* The EWMA weight of one interval for time constant `tau_s`. */
+static double alpha(const struct policy_spec *sp, double tau_s)
+{
+    return 1 - exp(-(sp->interval_s > 0 ? sp->interval_s : 15) / tau_s);
+}
+
 static double budget_of(const struct policy_spec *sp)
 {
     double p = sp->objective_percentile > 0 && sp->objective_percentile < 1
@@ -110,17 +113,16 @@ double policy_capacity_rps(const struct policy_capacity *c, const struct policy_
 }
 
 /* Smooths one latency objective's interval: observations, those above the objective, the
- * quantile. Writes this interval's fraction above to *now_frac (0 when nothing was observed). */
-static void judge(const struct policy_hist *h, double objective, double pct, double *n,
-                  double *over, double *q, bool first, double *now_frac)
+ * quantile. */
+static void judge(const struct policy_hist *h, double objective, double pct, double a, double *n,
+                  double *over, double *q, bool first)
 {
     double tot = policy_hist_total(h);
     double above = tot > 0 ? policy_hist_above(h, objective) : 0;
-    *n = ewma(*n, tot > 0 ? tot : 0, JUDGE_ALPHA, first);
-    *over = ewma(*over, above, JUDGE_ALPHA, first);
+    *n = ewma(*n, tot > 0 ? tot : 0, a, first);
+    *over = ewma(*over, above, a, first);
     double qv = tot > 0 ? policy_hist_quantile(h, pct) : -1;
-    if (qv >= 0) *q = ewma(*q, qv, JUDGE_ALPHA, *q <= 0);
-    *now_frac = tot > 0 ? above / tot : 0;
+    if (qv >= 0) *q = ewma(*q, qv, a, *q <= 0);
 }
 
 /* No objective: the old gate (the targets hold and the TTFT p99 is at its typical level). */
@@ -132,47 +134,25 @@ static void observe_targets(struct policy_capacity *c, const struct policy_spec 
     bool content = sig->waiting / sig->ready_pods <= qtarget &&
                    (sp->target_kv_usage <= 0 || sig->kv_usage <= sp->target_kv_usage);
     if (content)
-        c->p99_typical = ewma(c->p99_typical, sig->ttft_p99_s, TYPICAL_ALPHA, c->p99_typical <= 0);
+        c->p99_typical =
+            ewma(c->p99_typical, sig->ttft_p99_s, alpha(sp, TYPICAL_TAU_S), c->p99_typical <= 0);
     bool ok = c->p99_typical > 0 && sig->ttft_p99_s <= c->p99_typical;
     if (ok && content) {
         if (per_pod > c->cap_work)
-            c->cap_work = ewma(c->cap_work, per_pod, LEARN_ALPHA, c->cap_work <= 0);
+            c->cap_work = ewma(c->cap_work, per_pod, alpha(sp, LEARN_TAU_S), c->cap_work <= 0);
         else if (per_pod >= TARGETS_PROBE_LOAD * c->cap_work)
             c->cap_work *= 1 + TARGETS_PROBE_STEP;
     } else if (!ok && !content) {
-        c->cap_work = ewma(c->cap_work, per_pod, LEARN_ALPHA, c->cap_work <= 0);
+        c->cap_work = ewma(c->cap_work, per_pod, alpha(sp, LEARN_TAU_S), c->cap_work <= 0);
     }
 }
 
-/* The capacity bounds (see the top of the file) from one interval's work per replica. */
-static void learn(struct policy_capacity *c, const struct policy_spec *sp, double now,
-                  double per_pod, bool missed, bool met)
+/* Adds the interval to the curve of one objective and reads it at the aim. */
+static void learn(struct policy_curve *curve, const struct policy_spec *sp, double per_pod,
+                  double n, double over, double aim, struct policy_curve_fit *fit)
 {
-    if (!(per_pod > 0)) return;
-    bool first = c->per_pod_s <= 0;
-    c->per_pod_s = ewma(c->per_pod_s, per_pod, JUDGE_ALPHA, first);
-    double x = c->per_pod_s;
-    if (first) c->cap_lb = x;
-    if (met && x > c->cap_lb) c->cap_lb = x;
-    if (missed && now >= c->hold_until && x < MISS_LOAD * c->cap_lb) {
-        /* Missed well below a load seen fine: a burst of long prompts or an overload draining,
-         * not capacity; only a repeated one wears the lower bound down (a slower model). */
-        c->cap_lb *= BACKOFF + (1 - BACKOFF) / 2;
-        c->hold_until = now + sp->startup_s + 2 * (sp->interval_s > 0 ? sp->interval_s : 15);
-    } else if (missed && now >= c->hold_until) {
-        /* Once per episode: the fleet resized from the new bound needs a start-up to show
-         * whether it holds; a second bound meanwhile would count one overload many times. */
-        c->cap_ub = c->cap_ub > 0 ? fmin(c->cap_ub, x) : x;
-        c->hold_until = now + sp->startup_s + 2 * (sp->interval_s > 0 ? sp->interval_s : 15);
-    }
-    if (c->cap_ub > 0) {
-        if (!missed) c->cap_ub *= 1 + UB_RELAX; /* probe again, slowly, after an overload */
-        if (c->cap_lb > BACKOFF * c->cap_ub) c->cap_lb = BACKOFF * c->cap_ub;
-        c->cap_work = fmin(c->cap_lb * (1 + PROBE_FAST), BACKOFF * c->cap_ub);
-    } else {
-        c->cap_work = c->cap_lb * (1 + PROBE_START);
-    }
-    c->confirmed = c->cap_ub > 0;
+    if (n > 0) policy_curve_add(curve, per_pod, n, over, sp->interval_s);
+    policy_curve_read(curve, aim, fit);
 }
 
 void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec *sp,
@@ -180,7 +160,8 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
 {
     if (!sig->metrics_ok || sig->ready_pods <= 0) return;
     double hit = sig->prefix_hit_rate >= 0 && sig->prefix_hit_rate <= 1 ? sig->prefix_hit_rate : 0;
-    c->hit_rate = ewma(c->hit_rate, hit, MIX_ALPHA, !c->hit_seen);
+    double amix = alpha(sp, MIX_TAU_S), aj = alpha(sp, JUDGE_TAU_S);
+    c->hit_rate = ewma(c->hit_rate, hit, amix, !c->hit_seen);
     c->hit_seen = true;
     double ratio = sp->prefill_cost_ratio;
     double prompt =
@@ -189,73 +170,111 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     double work = gen + ratio * prompt * (1 - hit);
     double arr = isfinite(sig->arrival_rate) && sig->arrival_rate > 0 ? sig->arrival_rate : 0;
     if (arr > 0 && work > 0) {
-        c->work_per_req = ewma(c->work_per_req, work / arr, MIX_ALPHA, c->work_per_req <= 0);
-        c->prompt_per_req =
-            ewma(c->prompt_per_req, prompt / arr, MIX_ALPHA, c->prompt_per_req <= 0);
+        c->work_per_req = ewma(c->work_per_req, work / arr, amix, c->work_per_req <= 0);
+        c->prompt_per_req = ewma(c->prompt_per_req, prompt / arr, amix, c->prompt_per_req <= 0);
     }
     /* Offered load: served work lags arrivals when replicas are saturated. */
     c->load_work = fmax(work, arr * c->work_per_req);
-    c->load_s = ewma(c->load_s, c->load_work, JUDGE_ALPHA, c->load_s <= 0);
+    c->load_s = ewma(c->load_s, c->load_work, aj, c->load_s <= 0);
     double gen_per_req = fmax(0, c->work_per_req - ratio * c->prompt_per_req * (1 - c->hit_rate));
     double waiting = isfinite(sig->waiting) && sig->waiting > 0 ? sig->waiting : 0;
     double pending = sig->prefill_waiting >= 0 && isfinite(sig->prefill_waiting)
                          ? sig->prefill_waiting
                          : waiting * c->prompt_per_req;
     c->backlog_work = ratio * pending * (1 - c->hit_rate) + waiting * gen_per_req;
-    double per_pod = work / sig->ready_pods;
+    double per_pod = c->load_work / sig->ready_pods;
 
     if (!policy_spec_has_objective(sp)) {
         c->state = POLICY_OBJECTIVE_NONE;
-        observe_targets(c, sp, sig, per_pod);
+        observe_targets(c, sp, sig, work / sig->ready_pods);
         return;
     }
     double budget = budget_of(sp), pct = 1 - budget;
+    double interval = sp->interval_s > 0 ? sp->interval_s : 15;
+    int h = (int)ceil((sp->startup_s + interval) / interval - 1e-9);
+    /* Bursts are seen in arrivals (served work lags them, then drains a backlog). */
+    double offered = arr * c->work_per_req;
+    c->arrive_s = ewma(c->arrive_s, offered, aj, c->arrive_s <= 0);
+    policy_burst_observe(&c->burst, c->arrive_s, offered, h, interval);
     bool first = c->state == POLICY_OBJECTIVE_NONE;
-    bool light = c->cap_work > 0 && per_pod < LIGHT_LOAD * c->cap_work &&
-                 c->backlog_work < LIGHT_LOAD * c->cap_work * sig->ready_pods;
-    /* The budget the fleet can be held to: the objective's, or the floor of long prompts. */
-    double aim = fmax(budget, c->floor_seen ? c->floor_over * FLOOR_MARGIN : 0);
-    double frac = 0, n = 0, now_t = 0, now_i = 0;
+    double frac = 0, n = 0;
     if (sp->objective_ttft_s > 0) {
-        judge(&sig->ttft, sp->objective_ttft_s, pct, &c->ttft_n, &c->ttft_over, &c->ttft_q, first,
-              &now_t);
+        judge(&sig->ttft, sp->objective_ttft_s, pct, aj, &c->ttft_n, &c->ttft_over, &c->ttft_q,
+              first);
         if (c->ttft_n > 0) frac = c->ttft_over / c->ttft_n;
         n = c->ttft_n;
     }
     if (sp->objective_itl_s > 0) {
-        judge(&sig->itl, sp->objective_itl_s, pct, &c->itl_n, &c->itl_over, &c->itl_q, first,
-              &now_i);
+        judge(&sig->itl, sp->objective_itl_s, pct, aj, &c->itl_n, &c->itl_over, &c->itl_q, first);
         if (c->itl_n > 0) frac = fmax(frac, c->itl_over / c->itl_n);
         n = fmax(n, c->itl_n);
     }
-    /* The floor: the lowest smoothed share above the objective seen so far, relaxing upwards
-     * slowly. Scaling cannot go below it (prompts whose prefill alone exceeds the objective), so
-     * when it exceeds the budget the policy aims at it instead of adding replicas for nothing. */
-    if (n * (1 / JUDGE_ALPHA) >= MIN_JUDGED && sp->objective_ttft_s > 0) {
-        double f = c->ttft_over / c->ttft_n;
-        c->floor_over = c->floor_seen ? fmin(c->floor_over * (1 + FLOOR_RELAX), f) : f;
-        c->floor_seen = true;
+    /* The curve's abscissa is what the fleet is planned with: the smoothed offered load per ready
+     * replica (so the noise around it is part of the share it shows), the larger of this
+     * interval's and the last one's (queues seen now were built then). */
+    double xs = c->load_s / sig->ready_pods;
+    double x = fmax(xs, c->last_x);
+    c->last_x = xs;
+    /* Light: the queued prefill drains in under half the objective; what misses then is the
+     * floor (prompts too long for the objective on their own), which no replica count fixes.
+     * The aim is the floor plus the budget: the budget applies to what scaling can fix. */
+    double rate = fmax(c->cap_work, per_pod);
+    bool light = rate > 0 && c->backlog_work / sig->ready_pods / rate <
+                                 0.5 * (sp->objective_ttft_s > 0 ? sp->objective_ttft_s : 1);
+    double fd = exp(-interval / FLOOR_DECAY_S);
+    struct policy_curve_fit ft = {0}, fi = {0};
+    double cap = 0, aim = budget;
+    bool confirmed = false;
+    if (sp->objective_ttft_s > 0) {
+        double tot = policy_hist_total(&sig->ttft);
+        double above = tot > 0 ? policy_hist_above(&sig->ttft, sp->objective_ttft_s) : 0;
+        c->floor_n = c->floor_n * fd + (light ? tot : 0);
+        c->floor_over = c->floor_over * fd + (light ? above : 0);
+        c->floor = c->floor_n >= FLOOR_MIN_OBS ? c->floor_over / c->floor_n : 0;
+        aim = c->floor + budget;
+        learn(&c->ttft_curve, sp, x, tot, above, aim, &ft);
+        cap = ft.capacity;
+        confirmed = ft.confirmed;
     }
-    aim = fmax(budget, c->floor_seen ? c->floor_over * FLOOR_MARGIN : 0);
-    bool missed = frac > aim, missed_now = fmax(now_t, now_i) > aim;
-    if (n * (1 / JUDGE_ALPHA) < MIN_JUDGED)
+    if (sp->objective_itl_s > 0) {
+        double tot = policy_hist_total(&sig->itl);
+        double above = tot > 0 ? policy_hist_above(&sig->itl, sp->objective_itl_s) : 0;
+        c->ifloor_n = c->ifloor_n * fd + (light ? tot : 0);
+        c->ifloor_over = c->ifloor_over * fd + (light ? above : 0);
+        double ifloor = c->ifloor_n >= FLOOR_MIN_OBS ? c->ifloor_over / c->ifloor_n : 0;
+        learn(&c->itl_curve, sp, x, tot, above, ifloor + budget, &fi);
+        if (fi.capacity > 0 && (!(cap > 0) || fi.capacity < cap)) {
+            cap = fi.capacity;
+            confirmed = fi.confirmed;
+        }
+        if (ifloor > c->floor) c->floor = ifloor;
+        aim = fmax(aim, ifloor + budget);
+    }
+    /* A crossing once seen stays a ceiling, relaxing 0.2% per interval (10% in about 12 minutes
+     * at 15 s): the evidence of it decays or is pooled away, the cliff usually has not moved. */
+    if (confirmed) {
+        c->ceiling = cap;
+    } else if (c->ceiling > 0) {
+        c->ceiling *= 1 + CEILING_RELAX;
+        if (cap >= c->ceiling) {
+            cap = c->ceiling;
+            confirmed = true;
+        }
+    }
+    c->cap_work = cap;
+    c->confirmed = confirmed;
+    if (n / aj < MIN_JUDGED)
         c->state = POLICY_OBJECTIVE_UNKNOWN;
-    else if (c->floor_seen && c->floor_over > budget)
+    else if (c->floor > budget)
         c->state = POLICY_OBJECTIVE_INFEASIBLE;
     else
-        c->state = missed ? POLICY_OBJECTIVE_MISSED : POLICY_OBJECTIVE_MET;
-
+        c->state = frac > aim ? POLICY_OBJECTIVE_MISSED : POLICY_OBJECTIVE_MET;
     c->frac = frac;
     c->aim = aim;
-    /* An infeasible objective is missed at any load: only the intervals that meet the floor's aim
-     * teach capacity then. */
-    bool infeasible = c->state == POLICY_OBJECTIVE_INFEASIBLE;
-    learn(c, sp, sig->time_s, per_pod, missed && missed_now && !light && !infeasible,
-          !missed && !missed_now);
 }
 
-int policy_capacity_replicas(const struct policy_capacity *c, const struct policy_spec *sp,
-                             int current, char *why, size_t whylen)
+int policy_capacity_replicas(struct policy_capacity *c, const struct policy_spec *sp, int current,
+                             char *why, size_t whylen)
 {
     double cap = c->cap_work;
     if (sp->capacity_rps > 0 && c->work_per_req > 0) cap = sp->capacity_rps * c->work_per_req;
@@ -264,20 +283,28 @@ int policy_capacity_replicas(const struct policy_capacity *c, const struct polic
         return -1;
     }
     double horizon = sp->startup_s + (sp->interval_s > 0 ? sp->interval_s : 15);
-    /* Smoothed load (15 s of arrivals are noisy), the current one when the objective is at risk. */
-    bool risk = c->state == POLICY_OBJECTIVE_MISSED || c->frac > c->aim / 2;
+    /* Smoothed load (15 s of arrivals are noisy), the current one when the objective is at risk
+     * (violations past half the budget over the floor: the floor itself is no risk), and the
+     * burst headroom when bursts are part of the traffic. */
+    bool risk = c->state == POLICY_OBJECTIVE_MISSED || c->frac > c->aim - budget_of(sp) / 2;
     double load = risk ? fmax(c->load_work, c->load_s) : c->load_s;
+    /* What the load typically does before a replica ordered now is ready. */
+    double rise = policy_spec_has_objective(sp) ? policy_burst_rise(&c->burst, RISE_QUANTILE) : 1;
+    load *= rise;
+    double burst = policy_spec_has_objective(sp) ? policy_burst_plan(&c->burst, budget_of(sp)) : 0;
+    c->headroom = load > 0 && burst > load ? burst / load : 1;
+    if (burst > load) load = burst;
     double need = (load + c->backlog_work / horizon) / cap;
     if (need > 1e6) need = 1e6;
     int n = (int)ceil(need - 1e-9);
-    /* Before the first miss the estimate is a lower bound of capacity, so load over it is an
-     * upper bound of the replicas needed: it may lower the fleet, and raise it only when the
-     * objective is under threat (violations past half the budget). */
+    /* Before the crossing is seen the estimate is a lower bound of capacity, so load over it is
+     * an upper bound of the replicas needed: it may lower the fleet, and raise it only when the
+     * objective is under threat (violations past half the aim). */
     bool bound = !c->confirmed && sp->capacity_rps <= 0 && !risk;
     if (bound && n > current) n = current;
     snprintf(why, whylen,
-             "load %.0f + backlog %.0f/%.0fs work/s over %.0f/replica%s (objective %s) -> %d", load,
-             c->backlog_work, horizon, cap, bound ? " (a lower bound)" : "",
-             policy_objective_state_name(c->state), n);
+             "load %.0f%s + backlog %.0f/%.0fs work/s over %.0f/replica%s (objective %s) -> %d",
+             load, c->headroom > 1 ? " (burst headroom)" : "", c->backlog_work, horizon, cap,
+             bound ? " (a lower bound)" : "", policy_objective_state_name(c->state), n);
     return n;
 }

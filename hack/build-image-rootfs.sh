@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 declare -A runtime_libs=(
 	[engine]="libc6 libcurl4 libjansson4 libssl3"
 	[operator]="libc6 libcurl4 libjansson4 libyaml-0-2"
-	[autoscaler]="libc6 libcurl4 libjansson4 libyaml-0-2"
+	[autoscaler]="libc6 libcurl4 libjansson4 libyaml-0-2 zlib1g"
 )
 # Packages needed at run time that no ldd can see. engine: `fetch-model` downloads https:// and hf://
 # models with libcurl, which verifies servers against /etc/ssl/certs. The operator and autoscaler

@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential pkg-config
-  libcurl4-openssl-dev libjansson-dev libssl-dev check libyaml-dev
+  libcurl4-openssl-dev libjansson-dev libssl-dev check libyaml-dev zlib1g-dev
   clang clang-format libclang-rt-14-dev   # lint, fuzz targets (libFuzzer)
   openssl curl python3 python3-venv       # control plane certificates, tests
 )

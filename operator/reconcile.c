@@ -4,7 +4,7 @@
 #include "common/err.h"
 #include "common/json_util.h"
 #include "common/log.h"
-#include "operator/conditions.h"
+#include "common/conditions.h"
 #include "operator/model_uri.h"
 #include "operator/status.h"
 

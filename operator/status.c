@@ -1,8 +1,8 @@
 /* InferenceService status and conditions from observed state (see status.h). */
 #include "operator/status.h"
 
+#include "common/conditions.h"
 #include "common/json_util.h"
-#include "operator/conditions.h"
 #include "operator/desired.h"
 
 #include <stdbool.h>

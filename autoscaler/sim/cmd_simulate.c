@@ -17,10 +17,10 @@
 #include <string.h>
 
 struct simulate_cfg {
-    const char *trace, *format, *policy, *plot, *routing, *calibrate, *synthetic;
+    const char *trace, *format, *policy, *plot, *routing, *calibrate, *synthetic, *metric;
     int replicas, min_replicas, max_replicas, seed, max_running, fit_intervals, amplify;
     bool frontier;
-    double time_scale, token_scale, startup_s, slo_s, slo_pct, interval_s;
+    double time_scale, token_scale, startup_s, slo_s, slo_itl_s, slo_pct, interval_s;
     double target_queue, target_kv, down_window_s, capacity_rps, headroom, season_s;
     double prefill_tps, decode_tps, decode_batch_tps, kv_tokens, cache_tokens;
     bool prefix_routing, objective_driven, decisions;
@@ -49,6 +49,14 @@ static const struct cfg_opt opts[] = {
      0},
     {"slo-ttft-seconds", CFG_DOUBLE, F(slo_s), "2", 1e-6, 86400,
      "TTFT objective (violations are counted against it; the policy scales to it)", NULL, 0},
+    {"slo-itl-seconds", CFG_DOUBLE, F(slo_itl_s), "0", 0, 86400,
+     "Inter-token latency objective (0 = none): token gaps above it are counted, and the policy "
+     "scales to it as well",
+     NULL, 0},
+    {"frontier-metric", CFG_STRING, F(metric), "ttft", 1, 0,
+     "What --frontier judges: the share of requests over the TTFT objective, or of token gaps "
+     "over the ITL objective",
+     "ttft|itl", 0},
     {"slo-percentile", CFG_DOUBLE, F(slo_pct), "0.99", 0.5, 0.9999,
      "Percentile of the objective (at most 1 - this of first tokens above it)", NULL, 0},
     {"objective-driven", CFG_BOOL, F(objective_driven), "true", 1, 0,
@@ -82,8 +90,8 @@ static const struct cfg_opt opts[] = {
      "Waiting requests per replica (0 disables; -1: off with an objective, else 2)", NULL, 0},
     {"target-kv-usage", CFG_DOUBLE, F(target_kv), "-1", -1, 1,
      "KV usage per replica (0 disables; -1: off with an objective, else 0.7)", NULL, 0},
-    {"scale-down-window", CFG_DOUBLE, F(down_window_s), "300", 0, 86400,
-     "Scale-down stabilisation window (s)", NULL, 0},
+    {"scale-down-window", CFG_DOUBLE, F(down_window_s), "-1", -1, 86400,
+     "Scale-down stabilisation window (s; -1: start-up + interval, at least 60 s)", NULL, 0},
     {"capacity-rps", CFG_DOUBLE, F(capacity_rps), "0", 0, 1e6,
      "Predictive: per-replica capacity (0 = learn it)", NULL, 0},
     {"headroom", CFG_DOUBLE, F(headroom), "0.9", 0.05, 1,
@@ -138,6 +146,8 @@ static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
     /* As for an InferenceService: with an objective the default targets are off unless named. */
     sc->slo_ttft_s = c->slo_s;
     sp->objective_ttft_s = c->objective_driven ? c->slo_s : 0;
+    sc->slo_itl_s = c->slo_itl_s;
+    sp->objective_itl_s = c->objective_driven ? c->slo_itl_s : 0;
     if (c->objective_driven) {
         sp->target_queue_depth = sp->target_kv_usage = 0;
     } else { /* the HPA defaults of policy_spec_defaults */
@@ -177,6 +187,11 @@ static void print_summary(const struct simulate_cfg *c, const struct sim_result 
            c->slo_s);
     printf("replica-seconds  %.0f (mean %.2f replicas, max %d)\n", r->replica_seconds,
            r->duration_s > 0 ? r->replica_seconds / r->duration_s : 0, r->max_replicas_seen);
+    if (r->itl_gaps > 0)
+        printf("ITL              p50 %.3f s, p99 %.3f s over %.0f token gaps%s", r->itl_p50_s,
+               r->itl_p99_s, r->itl_gaps, c->slo_itl_s > 0 ? "" : "\n");
+    if (r->itl_gaps > 0 && c->slo_itl_s > 0)
+        printf("; %.2f%% over %.3g s\n", 100 * r->itl_violation_rate, c->slo_itl_s);
     printf("scale events     %d\n", r->scale_events);
     printf("prefix hit rate  %.1f%% of prompt tokens\n", 100 * r->prefix_hit_rate);
     printf("violations by    prefill alone %.3f%%, at a draining replica %.3f%%, behind a long "
@@ -221,9 +236,16 @@ static int load_calibration(const char *path, struct sim_config *sc, char *desc,
     return rc;
 }
 
-static void print_point(const char *name, const struct sim_result *r, double frontier_v, bool below)
+/* The violations --frontier judges (--frontier-metric). */
+static double violations_of(const struct simulate_cfg *c, const struct sim_result *r)
 {
-    printf("%-12s %8.3f%% %12.0f %8.2f %7d %9d", name, 100 * r->slo_violation_rate,
+    return strcmp(c->metric, "itl") == 0 ? r->itl_violation_rate : r->slo_violation_rate;
+}
+
+static void print_point(const struct simulate_cfg *c, const char *name, const struct sim_result *r,
+                        double frontier_v, bool below)
+{
+    printf("%-12s %8.3f%% %12.0f %8.2f %7d %9d", name, 100 * violations_of(c, r),
            r->replica_seconds, r->duration_s > 0 ? r->replica_seconds / r->duration_s : 0,
            r->scale_events, r->reversals);
     if (frontier_v >= 0) printf("  %s %.3f%%", below ? "below" : "ABOVE", 100 * frontier_v);
@@ -252,15 +274,17 @@ static int run_frontier(const struct simulate_cfg *c, const struct trace *tr,
         sc.replicas = k;
         struct sim_result r;
         if ((rc = sim_run(tr, &sc, &r, err, errlen)) != 0) goto out;
-        pts[n++] = (struct frontier_point){k, r.replica_seconds, r.slo_violation_rate};
+        pts[n++] = (struct frontier_point){k, r.replica_seconds, violations_of(c, &r)};
+        /* Flat only once the fleet is not overloaded (an overloaded fleet queues most requests,
+         * which then show few token gaps: the ITL share is flat there too). */
         if (n > 1 && pts[n - 2].violations - pts[n - 1].violations < 0.0002 &&
-            pts[n - 1].violations < 0.5)
+            pts[n - 1].violations < 0.5 && r.slo_violation_rate < 0.5)
             flat++;
         else
             flat = 0;
         char name[32];
         snprintf(name, sizeof(name), "static %d", k);
-        print_point(name, &r, -1, false);
+        print_point(c, name, &r, -1, false);
         sim_result_json(&r, json, sizeof(json));
         printf("%s\n", json);
         sim_result_fini(&r);
@@ -271,10 +295,10 @@ static int run_frontier(const struct simulate_cfg *c, const struct trace *tr,
         sc.replicas = c->replicas;
         struct sim_result r;
         if ((rc = sim_run(tr, &sc, &r, err, errlen)) != 0) goto out;
-        pol[i] = (struct frontier_point){0, r.replica_seconds, r.slo_violation_rate};
+        pol[i] = (struct frontier_point){0, r.replica_seconds, violations_of(c, &r)};
         struct frontier_verdict v;
         frontier_judge(pts, n, &pol[i], &v);
-        print_point(i == 0 ? "reactive" : "predictive", &r, v.frontier_violations, v.below);
+        print_point(c, i == 0 ? "reactive" : "predictive", &r, v.frontier_violations, v.below);
         printf("             best static: %.3f%% at %.0f replica-s; this run %.2fx of its "
                "replica-s, %+.3f points: goal (<= +1 point at <= 0.8x) %s\n",
                100 * v.best_violations, v.best_replica_seconds, v.cost_ratio,
@@ -351,6 +375,11 @@ int cmd_simulate_main(int argc, char **argv)
     if (sc.spec.kind != POLICY_STATIC && c.min_replicas > c.max_replicas) {
         log_error("--min-replicas exceeds --max-replicas", LOG_I("min", c.min_replicas),
                   LOG_I("max", c.max_replicas));
+        status = 2;
+        goto out;
+    }
+    if (strcmp(c.metric, "itl") == 0 && !(c.slo_itl_s > 0)) {
+        log_error("--frontier-metric itl needs --slo-itl-seconds", LOG_S("metric", c.metric));
         status = 2;
         goto out;
     }

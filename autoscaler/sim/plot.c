@@ -1,6 +1,5 @@
-/* PNG encoding (RFC 2083: signature, IHDR, PLTE, IDAT with a zlib stream of stored deflate blocks
- * per RFC 1950/1951, IEND; CRC-32 per chunk, Adler-32 over the raw scanlines) and the simulator's
- * three-panel chart. */
+/* PNG encoding (RFC 2083: signature, IHDR, PLTE, IDAT holding the scanlines compressed by zlib,
+ * IEND; zlib's CRC-32 per chunk) and the simulator's charts. */
 #include "autoscaler/sim/plot.h"
 #include "autoscaler/sim/frontier.h"
 
@@ -11,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 static const uint8_t palette[PLOT_N_COLORS][3] = {{255, 255, 255}, {0, 0, 0},     {215, 215, 215},
                                                   {31, 119, 180},  {214, 39, 40}, {44, 160, 44},
@@ -124,16 +124,6 @@ void plot_text(struct plot_canvas *c, int x, int y, const char *s, enum plot_col
 
 /* ---- PNG ---- */
 
-static uint32_t crc32_update(uint32_t crc, const uint8_t *p, size_t n)
-{
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1)));
-    }
-    return ~crc;
-}
-
 struct out {
     uint8_t *p;
     size_t n;
@@ -153,46 +143,30 @@ static void chunk(struct out *o, const char *type, const uint8_t *data, size_t l
     be32(o->p + o->n, (uint32_t)len);
     memcpy(o->p + o->n + 4, type, 4);
     if (len) memcpy(o->p + o->n + 8, data, len);
-    uint32_t crc = crc32_update(0, o->p + o->n + 4, len + 4);
-    be32(o->p + o->n + 8 + len, crc);
+    uLong crc = crc32(0L, o->p + o->n + 4, (uInt)(len + 4));
+    be32(o->p + o->n + 8 + len, (uint32_t)crc);
     o->n += len + 12;
 }
 
 int plot_png_encode(const struct plot_canvas *c, uint8_t **out, size_t *len)
 {
     size_t row = (size_t)c->w + 1, raw_n = row * (size_t)c->h;
-    size_t blocks = (raw_n + 65534) / 65535;
-    size_t zlen = 2 + raw_n + 5 * blocks + 4;
-    size_t total = 8 + (12 + 13) + (12 + 3 * PLOT_N_COLORS) + (12 + zlen) + 12;
+    uLongf zlen = compressBound((uLong)raw_n);
     uint8_t *raw = malloc(raw_n), *z = malloc(zlen);
-    struct out o = {malloc(total), 0};
+    struct out o = {NULL, 0};
     int rc = ERR_NOMEM;
-    if (!raw || !z || !o.p) goto out;
+    if (!raw || !z) goto out;
     for (int y = 0; y < c->h; y++) {
-        raw[(size_t)y * row] = 0; /* filter: none */
+        raw[(size_t)y * row] = 0; /* filter: none (palette images compress well without) */
         memcpy(raw + (size_t)y * row + 1, c->px + (size_t)y * (size_t)c->w, (size_t)c->w);
     }
-    size_t zn = 0;
-    z[zn++] = 0x78; /* deflate, 32K window */
-    z[zn++] = 0x01; /* no preset dictionary; (0x78 << 8 | 0x01) % 31 == 0 */
-    uint32_t a = 1, b = 0;
-    for (size_t off = 0; off < raw_n;) {
-        size_t n = raw_n - off > 65535 ? 65535 : raw_n - off;
-        z[zn++] = off + n == raw_n ? 1 : 0; /* BFINAL, BTYPE 00 (stored) */
-        z[zn++] = (uint8_t)n;
-        z[zn++] = (uint8_t)(n >> 8);
-        z[zn++] = (uint8_t)~n;
-        z[zn++] = (uint8_t)(~n >> 8);
-        memcpy(z + zn, raw + off, n);
-        for (size_t i = 0; i < n; i++) { /* Adler-32 */
-            a = (a + raw[off + i]) % 65521;
-            b = (b + a) % 65521;
-        }
-        zn += n;
-        off += n;
+    int zrc = compress2(z, &zlen, raw, (uLong)raw_n, Z_BEST_COMPRESSION);
+    if (zrc != Z_OK) {
+        rc = zrc == Z_MEM_ERROR ? ERR_NOMEM : ERR_INTERNAL;
+        goto out;
     }
-    be32(z + zn, (b << 16) | a);
-    zn += 4;
+    size_t total = 8 + (12 + 13) + (12 + 3 * PLOT_N_COLORS) + (12 + zlen) + 12;
+    if (!(o.p = malloc(total))) goto out;
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
     memcpy(o.p, sig, 8);
     o.n = 8;
@@ -206,7 +180,7 @@ int plot_png_encode(const struct plot_canvas *c, uint8_t **out, size_t *len)
     ihdr[12] = 0; /* no interlace */
     chunk(&o, "IHDR", ihdr, sizeof(ihdr));
     chunk(&o, "PLTE", &palette[0][0], sizeof(palette));
-    chunk(&o, "IDAT", z, zn);
+    chunk(&o, "IDAT", z, zlen);
     chunk(&o, "IEND", NULL, 0);
     *out = o.p;
     *len = o.n;

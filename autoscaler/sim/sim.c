@@ -1,7 +1,9 @@
 /* The simulator's event loop (see sim.h): arrivals from the trace, the router, replica
  * completions, replica start-ups and one scrape + policy decision per interval. Events are ordered
  * by (time, insertion sequence), so a run is a pure function of the trace and the config. */
+#include "autoscaler/sim/sim_heap.h"
 #include "autoscaler/sim/sim_priv.h"
+#include "autoscaler/sim/sim_route.h"
 #include "autoscaler/victims.h"
 
 #include "common/err.h"
@@ -14,6 +16,10 @@
 
 #define SIM_MAX_SAMPLES  (1u << 20)
 #define SIM_MAX_REPLICAS 4096
+/* The run's ITL quantiles: log-spaced bins of ratio 10^(1/100) (2.3%) from 0.1 ms to 1000 s. */
+#define ITL_FINE_LO      1e-4
+#define ITL_FINE_PER_DEC 100
+#define ITL_FINE_BINS    (7 * ITL_FINE_PER_DEC + 2)
 
 enum ev_kind { EV_ARRIVAL, EV_REPLICA, EV_READY, EV_SCRAPE };
 
@@ -29,18 +35,25 @@ struct sim {
     const struct sim_config *cfg;
     struct sim_world w;
     size_t n_req, next_arrival, done;
-    struct ev *heap;
-    size_t n_heap, cap_heap;
+    struct sim_heap events; /* key = time, tie = insertion sequence */
     uint64_t seq;
-    struct sim_replica *reps;
-    int n_reps;
-    struct sim_fifo pending; /* arrived while no replica was ready */
+    struct sim_replica *reps; /* slots; a gone replica's slot is reused by the next one */
+    int n_reps, cap_reps;
+    int n_ready, n_starting, n_alive; /* alive: starting, ready or draining */
+    uint32_t *free_slots;             /* slots of gone replicas, reused last-in first-out */
+    int n_free;
+    struct sim_router router;
+    double gone_prompt, gone_gen, gone_hit, gone_query; /* counters of replicas whose slot was
+                                                         * reused (the fleet's totals keep them) */
+    struct sim_fifo pending;                            /* arrived while no replica was ready */
     struct policy_state *policy;
-    uint64_t rng; /* random routing only */
     double last_event_t;
     int last_dir;
     /* Per-interval accumulators, as the control loop reads them from counter/histogram deltas. */
-    struct policy_hist ttft_hist; /* the engine's TTFT buckets, counts of this interval */
+    struct policy_hist ttft_hist;   /* the engine's TTFT buckets, counts of this interval */
+    struct policy_hist itl_hist;    /* the engine's ITL buckets, counts of this interval */
+    double itl_fine[ITL_FINE_BINS]; /* every gap of the run, log bins (ITL_FINE_*) */
+    double itl_gaps, itl_over;
     double *ttft_iv;
     size_t n_ttft_iv, cap_ttft_iv;
     size_t arrivals_iv;
@@ -51,46 +64,21 @@ struct sim {
     size_t cap_samples;
 };
 
-/* ---- event heap ---- */
-
-static bool ev_less(const struct ev *a, const struct ev *b)
-{
-    return a->t < b->t || (a->t == b->t && a->seq < b->seq);
-}
+/* ---- events ---- */
 
 static int push(struct sim *s, double t, enum ev_kind k, int replica, uint32_t version)
 {
-    if (s->n_heap == s->cap_heap) {
-        size_t cap = s->cap_heap ? s->cap_heap * 2 : 256;
-        struct ev *h = realloc(s->heap, cap * sizeof(*h));
-        if (!h) return ERR_NOMEM;
-        s->heap = h;
-        s->cap_heap = cap;
-    }
-    size_t i = s->n_heap++;
-    struct ev e = {t, s->seq++, k, replica, version};
-    while (i > 0 && ev_less(&e, &s->heap[(i - 1) / 2])) {
-        s->heap[i] = s->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    s->heap[i] = e;
-    return 0;
+    return sim_heap_push(&s->events, (struct sim_heap_item){.key = t,
+                                                            .tie = s->seq++,
+                                                            .id = (uint32_t)replica,
+                                                            .aux = (uint32_t)k,
+                                                            .aux2 = version});
 }
 
 static struct ev pop(struct sim *s)
 {
-    struct ev top = s->heap[0], last = s->heap[--s->n_heap];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= s->n_heap) break;
-        if (c + 1 < s->n_heap && ev_less(&s->heap[c + 1], &s->heap[c])) c++;
-        if (!ev_less(&s->heap[c], &last)) break;
-        s->heap[i] = s->heap[c];
-        i = c;
-    }
-    if (s->n_heap) s->heap[i] = last;
-    return top;
+    struct sim_heap_item it = sim_heap_pop(&s->events);
+    return (struct ev){it.key, it.tie, (enum ev_kind)it.aux, (int)it.id, (uint32_t)it.aux2};
 }
 
 /* ---- callbacks from the replica model ---- */
@@ -132,6 +120,45 @@ static void on_first_token(void *ctx, uint32_t req, double t)
     s->ttft_iv[s->n_ttft_iv++] = ttft;
 }
 
+static const double itl_bounds[] = {METRIC_BUCKETS_INTER_TOKEN_LATENCY};
+#define N_ITL_BOUNDS (sizeof(itl_bounds) / sizeof(itl_bounds[0]))
+
+static size_t fine_bin(double gap)
+{
+    if (!(gap > ITL_FINE_LO)) return 0;
+    double b = 1 + floor(log10(gap / ITL_FINE_LO) * ITL_FINE_PER_DEC);
+    return b >= ITL_FINE_BINS - 1 ? ITL_FINE_BINS - 1 : (size_t)b;
+}
+
+/* Upper edge of fine bin i (bin 0 holds gaps <= ITL_FINE_LO). */
+static double fine_edge(size_t i)
+{
+    return ITL_FINE_LO * pow(10, (double)i / ITL_FINE_PER_DEC);
+}
+
+static void on_gaps(void *ctx, double gap, double count)
+{
+    struct sim *s = ctx;
+    size_t b = 0;
+    while (b < N_ITL_BOUNDS && gap > itl_bounds[b]) b++;
+    s->itl_hist.count[b] += count;
+    s->itl_fine[fine_bin(gap)] += count;
+    s->itl_gaps += count;
+    if (s->cfg->slo_itl_s > 0 && gap > s->cfg->slo_itl_s) s->itl_over += count;
+}
+
+/* The q-quantile of the run's gaps: the upper edge of the bin where it falls, or -1. */
+static double itl_quantile(const struct sim *s, double q)
+{
+    if (!(s->itl_gaps > 0)) return -1;
+    double want = q * s->itl_gaps, cum = 0;
+    for (size_t i = 0; i < ITL_FINE_BINS; i++) {
+        cum += s->itl_fine[i];
+        if (cum >= want) return fine_edge(i);
+    }
+    return fine_edge(ITL_FINE_BINS - 1);
+}
+
 static void on_done(void *ctx, uint32_t req, double t)
 {
     struct sim *s = ctx;
@@ -144,48 +171,82 @@ static void on_done(void *ctx, uint32_t req, double t)
 
 static void account(struct sim *s, double now)
 {
-    int alive = 0;
-    for (int i = 0; i < s->n_reps; i++) alive += s->reps[i].state != SIM_GONE;
-    s->replica_seconds += alive * (now - s->last_t);
+    s->replica_seconds += s->n_alive * (now - s->last_t);
     s->last_t = now;
 }
 
-/* Steps replica i at `now` and schedules its next completion. */
+/* The one place a replica changes state: keeps the counters, the router's ready set and the free
+ * slots in step. */
+static int set_state(struct sim *s, int i, enum sim_replica_state to)
+{
+    struct sim_replica *r = &s->reps[i];
+    enum sim_replica_state from = r->state;
+    s->n_ready += (to == SIM_READY) - (from == SIM_READY);
+    s->n_starting += (to == SIM_STARTING) - (from == SIM_STARTING);
+    s->n_alive += (to != SIM_GONE) - (from != SIM_GONE);
+    r->state = to;
+    if (to == SIM_GONE) s->free_slots[s->n_free++] = (uint32_t)i;
+    return sim_router_update(&s->router, (uint32_t)i, to == SIM_READY ? r : NULL);
+}
+
+/* Steps replica i at `now`, refreshes its load at the router and schedules its next completion. */
 static int touch(struct sim *s, int i, double now)
 {
     struct sim_replica *r = &s->reps[i];
     sim_replica_step(r, &s->w, now);
-    if (r->state == SIM_DRAINING && sim_replica_outstanding(r) == 0) {
-        r->state = SIM_GONE;
-        return 0;
-    }
+    if (r->state == SIM_DRAINING && sim_replica_outstanding(r) == 0)
+        return set_state(s, i, SIM_GONE);
+    int rc = r->state == SIM_READY ? sim_router_update(&s->router, (uint32_t)i, r) : 0;
     double next = sim_replica_next(r, &s->w);
-    return next >= 0 ? push(s, next, EV_REPLICA, i, r->version) : 0;
+    return !rc && next >= 0 ? push(s, next, EV_REPLICA, i, r->version) : rc;
 }
 
+/* A new replica, in the slot of a gone one when there is one. Its version continues the slot's
+ * (stale completion and ready events of the slot's last replica never match). */
 static int add_replica(struct sim *s, double now, double ready_at)
 {
-    if (s->n_reps >= SIM_MAX_REPLICAS) return ERR_RANGE;
-    struct sim_replica *r = realloc(s->reps, (size_t)(s->n_reps + 1) * sizeof(*r));
-    if (!r) return ERR_NOMEM;
-    s->reps = r;
-    int rc = sim_replica_init(&s->reps[s->n_reps], &s->w, now, ready_at);
-    if (rc != 0) return rc;
-    s->n_reps++;
-    if (ready_at > now) return push(s, ready_at, EV_READY, s->n_reps - 1, 0);
+    int i;
+    uint32_t version = 0;
+    if (s->n_free > 0) {
+        i = (int)s->free_slots[--s->n_free];
+        struct sim_replica *g = &s->reps[i];
+        version = g->version + 1;
+        s->gone_prompt += g->prompt_tokens;
+        s->gone_gen += g->gen_tokens;
+        s->gone_hit += g->hit_tokens;
+        s->gone_query += g->query_tokens;
+        sim_replica_fini(g);
+    } else {
+        if (s->n_reps >= SIM_MAX_REPLICAS) return ERR_RANGE;
+        if (s->n_reps == s->cap_reps) {
+            int cap = s->cap_reps ? 2 * s->cap_reps : 64;
+            if (cap > SIM_MAX_REPLICAS) cap = SIM_MAX_REPLICAS;
+            struct sim_replica *r = realloc(s->reps, (size_t)cap * sizeof(*r));
+            if (!r) return ERR_NOMEM;
+            s->reps = r;
+            s->cap_reps = cap;
+        }
+        i = s->n_reps++;
+    }
+    struct sim_replica *r = &s->reps[i];
+    int rc = sim_replica_init(r, &s->w, (uint32_t)i, now, ready_at);
+    enum sim_replica_state st = r->state;
+    r->state = SIM_GONE; /* so that set_state counts the transition from no replica */
+    if (rc != 0) {
+        s->free_slots[s->n_free++] = (uint32_t)i; /* an empty slot, as a gone replica's */
+        return rc;
+    }
+    r->version = version;
+    if ((rc = set_state(s, i, st)) != 0) return rc;
+    if (ready_at > now) return push(s, ready_at, EV_READY, i, version);
     return 0;
 }
 
 /* Replicas counted by the Deployment: ready plus starting (draining ones are being deleted). */
 static int count_spec(const struct sim *s, int *ready)
 {
-    int n = 0, rd = 0;
-    for (int i = 0; i < s->n_reps; i++) {
-        n += s->reps[i].state == SIM_READY || s->reps[i].state == SIM_STARTING;
-        rd += s->reps[i].state == SIM_READY;
-    }
-    if (ready) *ready = rd;
-    return n;
+    if (ready) *ready = s->n_ready;
+    return s->n_ready + s->n_starting;
 }
 
 /* ---- routing ---- */
@@ -201,63 +262,10 @@ int sim_routing_parse(const char *str, enum sim_routing *out)
     return ERR_INVAL;
 }
 
-/* The router's load score of a ready replica: queued prefill work (tokens) for least-prefill, with
- * each request in flight worth a 64-token prefill (a full batch delays admission), or the
- * outstanding requests for least-requests. */
-static double load_of(const struct sim *s, const struct sim_replica *r)
-{
-    double out = sim_replica_outstanding(r);
-    if (s->cfg->routing == SIM_ROUTE_LEAST_REQUESTS) return out;
-    return sim_replica_prefill_waiting(r) + 64 * out;
-}
-
-static int route(struct sim *s, uint32_t id)
-{
-    const struct sim_req *q = &s->w.reqs[id];
-    int n_ready = 0;
-    if (s->cfg->routing == SIM_ROUTE_RANDOM) {
-        for (int i = 0; i < s->n_reps; i++) n_ready += s->reps[i].state == SIM_READY;
-        if (n_ready == 0) return -1;
-        int k = (int)(trace_splitmix64(&s->rng) % (uint64_t)n_ready);
-        for (int i = 0; i < s->n_reps; i++)
-            if (s->reps[i].state == SIM_READY && k-- == 0) return i;
-        return -1;
-    }
-    int best = -1, least = -1;
-    double best_load = 0, least_load = 0;
-    size_t best_match = 0;
-    bool affinity = s->cfg->prefix_routing && q->n_hash > 0;
-    for (int i = 0; i < s->n_reps; i++) {
-        const struct sim_replica *r = &s->reps[i];
-        if (r->state != SIM_READY) continue;
-        double load = load_of(s, r);
-        if (least < 0 || load < least_load) {
-            least = i;
-            least_load = load;
-        }
-        if (!affinity) continue;
-        size_t m = sim_cache_match(&r->cache, s->w.hashes + q->hash_off, q->n_hash);
-        if (best < 0 || m > best_match || (m == best_match && load < best_load)) {
-            best = i;
-            best_match = m;
-            best_load = load;
-        }
-    }
-    if (least < 0) return -1;
-    /* Cache-aware routing as SGLang's router does it: affinity only when the best match covers at
-     * least half the prompt's blocks (a prefix every request shares, such as Mooncake's block 0,
-     * must not pull all traffic to the warm replicas) and that replica is not overloaded (more
-     * than half a batch of requests, or of their prefill, beyond the least loaded). */
-    double slack = s->cfg->routing == SIM_ROUTE_LEAST_REQUESTS
-                       ? s->cfg->model.max_running / 2.0
-                       : 64.0 * s->cfg->model.max_running / 2.0 + (double)q->prompt;
-    if (best >= 0 && 2 * best_match >= q->n_hash && best_load <= least_load + slack) return best;
-    return least;
-}
-
 static int dispatch(struct sim *s, uint32_t id, double now)
 {
-    int i = route(s, id);
+    const struct sim_req *q = &s->w.reqs[id];
+    int i = sim_router_pick(&s->router, q, s->reps);
     if (i < 0) return sim_fifo_push(&s->pending, id);
     s->w.reqs[id].replica = i;
     int rc = sim_replica_enqueue(&s->reps[i], &s->w, id);
@@ -292,11 +300,11 @@ static int scale_to(struct sim *s, int desired, double now)
     victims_order(pods, n, order);
     for (size_t k = 0; k < n && cur > desired; k++, cur--) {
         struct sim_replica *r = &s->reps[map[order[k]]];
-        if (r->state == SIM_STARTING || sim_replica_outstanding(r) == 0) {
-            r->state = SIM_GONE; /* never served, or idle: gone at once */
-        } else {
-            r->state = SIM_DRAINING; /* finishes what it accepted, takes nothing new */
-        }
+        /* Never served, or idle: gone at once; otherwise it finishes what it accepted and
+         * takes nothing new. */
+        bool idle = r->state == SIM_STARTING || sim_replica_outstanding(r) == 0;
+        rc = set_state(s, (int)map[order[k]], idle ? SIM_GONE : SIM_DRAINING);
+        if (rc) goto out;
     }
     rc = 0;
 out:
@@ -324,7 +332,8 @@ static int scrape(struct sim *s, double now)
 {
     const struct sim_config *cfg = s->cfg;
     struct policy_signals sig = {.time_s = now, .ttft_p99_s = -1};
-    double prompt = 0, gen = 0, hit = 0, query = 0, kv = 0;
+    double prompt = s->gone_prompt, gen = s->gone_gen, hit = s->gone_hit, query = s->gone_query;
+    double kv = 0;
     sig.prefill_waiting = 0;
     for (int i = 0; i < s->n_reps; i++) {
         struct sim_replica *r = &s->reps[i];
@@ -363,6 +372,9 @@ static int scrape(struct sim *s, double now)
     for (size_t b = 1; b < sig.ttft.n; b++) sig.ttft.count[b] += sig.ttft.count[b - 1];
     sig.ttft_p99_s = policy_hist_quantile(&sig.ttft, 0.99);
     for (size_t b = 0; b < s->ttft_hist.n; b++) s->ttft_hist.count[b] = 0;
+    sig.itl = s->itl_hist;
+    for (size_t b = 1; b < sig.itl.n; b++) sig.itl.count[b] += sig.itl.count[b - 1];
+    for (size_t b = 0; b < s->itl_hist.n; b++) s->itl_hist.count[b] = 0;
     s->last_prompt = prompt;
     s->last_gen = gen;
     s->last_hit = hit;
@@ -379,9 +391,10 @@ static int scrape(struct sim *s, double now)
     if (cfg->decisions)
         fprintf(cfg->decisions,
                 "t=%.0f arrivals=%.2f/s ready=%d current=%d desired=%d prefill_waiting=%.0f "
-                "ttft_p99=%.2f objective=%s capacity=%.0f load=%.0f | %s\n",
+                "ttft_p99=%.2f objective=%s capacity=%.0f load=%.0f burst=%.2fx/%.1f%% | %s\n",
                 now, sig.arrival_rate, sig.ready_pods, current, desired, sig.prefill_waiting, p99,
-                policy_objective_state_name(d.objective), d.capacity_work, d.load_work, d.reason);
+                policy_objective_state_name(d.objective), d.capacity_work, d.load_work,
+                d.burst_amplitude, 100 * d.burst_share, d.reason);
     if (desired != current) {
         s->res->scale_events++;
         int dir = desired > current ? 1 : -1;
@@ -451,7 +464,8 @@ static int check_config(const struct sim_config *c, char *err, size_t errlen)
         bad = "KV capacity must be >= 1 token";
     else if (!(c->spec.interval_s > 0))
         bad = "interval must be > 0";
-    else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0)
+    else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0 ||
+             c->slo_itl_s < 0 || c->spec.objective_itl_s < 0)
         bad = "bad startup or TTFT objective";
     else if (c->replicas < 0 || c->replicas > SIM_MAX_REPLICAS)
         bad = "replicas must be in [0, 4096]";
@@ -516,7 +530,6 @@ static int build_requests(struct sim *s, const struct trace *tr)
                                         .replica = -1};
     }
     free(t);
-    s->w.hashes = tr->hashes;
     s->w.block_tokens = TRACE_BLOCK_TOKENS * c->token_scale;
     return 0;
 }
@@ -525,7 +538,7 @@ static int run_loop(struct sim *s)
 {
     int rc = push(s, s->w.reqs[0].arrival, EV_ARRIVAL, -1, 0);
     if (!rc) rc = push(s, s->cfg->spec.interval_s, EV_SCRAPE, -1, 0);
-    while (!rc && s->n_heap) {
+    while (!rc && s->events.n) {
         struct ev e = pop(s);
         if (e.kind == EV_SCRAPE && s->done == s->n_req) continue; /* over: no more intervals */
         account(s, e.t);
@@ -547,9 +560,10 @@ static int run_loop(struct sim *s)
             break;
         }
         case EV_READY:
-            if (s->reps[e.replica].state != SIM_STARTING) break;
-            s->reps[e.replica].state = SIM_READY;
+            if (s->reps[e.replica].state != SIM_STARTING || s->reps[e.replica].version != e.version)
+                break; /* removed while starting (the slot may hold another replica now) */
             s->reps[e.replica].t = e.t;
+            rc = set_state(s, e.replica, SIM_READY);
             while (!rc && s->pending.n) rc = dispatch(s, sim_fifo_pop(&s->pending), e.t);
             break;
         case EV_SCRAPE:
@@ -583,7 +597,11 @@ static int summarise(struct sim *s)
     res->ttft_p99_s = quantile(ttft, s->n_req, 0.99);
     res->ttft_mean_s = sum / (double)s->n_req;
     res->replica_seconds = s->replica_seconds;
-    double hit = 0, query = 0;
+    res->itl_gaps = s->itl_gaps;
+    res->itl_p50_s = itl_quantile(s, 0.5);
+    res->itl_p99_s = itl_quantile(s, 0.99);
+    res->itl_violation_rate = s->itl_gaps > 0 ? s->itl_over / s->itl_gaps : 0;
+    double hit = s->gone_hit, query = s->gone_query;
     for (int i = 0; i < s->n_reps; i++) {
         hit += s->reps[i].hit_tokens;
         query += s->reps[i].query_tokens;
@@ -635,14 +653,27 @@ int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_res
                        : 1;
     s.w.on_first_token = on_first_token;
     s.w.long_prefill_s = cfg->slo_ttft_s / 2;
-    s.rng = cfg->seed ^ 0x9e3779b97f4a7c15ull;
     s.ttft_hist.n = N_TTFT_BOUNDS + 1;
     for (size_t b = 0; b < N_TTFT_BOUNDS; b++) s.ttft_hist.le[b] = ttft_bounds[b];
     s.ttft_hist.le[N_TTFT_BOUNDS] = INFINITY;
+    s.itl_hist.n = N_ITL_BOUNDS + 1;
+    for (size_t b = 0; b < N_ITL_BOUNDS; b++) s.itl_hist.le[b] = itl_bounds[b];
+    s.itl_hist.le[N_ITL_BOUNDS] = INFINITY;
+    s.w.on_gaps = on_gaps;
     s.w.on_done = on_done;
     s.w.ctx = &s;
     res->policy = policy_name(cfg->spec.kind);
     if ((rc = build_requests(&s, tr)) != 0) goto out;
+    if ((rc = sim_heap_init(&s.events, 0)) != 0 ||
+        (rc = sim_router_init(&s.router, cfg, tr, SIM_MAX_REPLICAS)) != 0)
+        goto out;
+    s.w.hashes = s.router.keys;
+    s.w.cache_index = s.router.affinity ? &s.router.index : NULL;
+    s.free_slots = malloc(SIM_MAX_REPLICAS * sizeof(*s.free_slots));
+    if (!s.free_slots) {
+        rc = ERR_NOMEM;
+        goto out;
+    }
     int n0 = cfg->replicas;
     if (cfg->spec.kind != POLICY_STATIC && n0 == 0) n0 = sim_initial_replicas(tr, cfg);
     if (cfg->spec.kind != POLICY_STATIC) {
@@ -664,7 +695,9 @@ out:
     if (rc && err && errlen && !err[0]) snprintf(err, errlen, "simulation failed: %s", err_str(rc));
     for (int i = 0; i < s.n_reps; i++) sim_replica_fini(&s.reps[i]);
     free(s.reps);
-    free(s.heap);
+    free(s.free_slots);
+    sim_heap_fini(&s.events);
+    sim_router_fini(&s.router);
     free(s.ttft_iv);
     free(s.w.reqs);
     sim_fifo_fini(&s.pending);
@@ -685,14 +718,15 @@ void sim_result_json(const struct sim_result *r, char *buf, size_t len)
 {
     snprintf(buf, len,
              "{\"policy\":\"%s\",\"requests\":%zu,\"slo_violation_rate\":%.6f,"
-             "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"replica_seconds\":%.3f,"
+             "\"ttft_p50\":%.6f,\"ttft_p99\":%.6f,\"itl_p99\":%.6f,"
+             "\"itl_violation_rate\":%.6f,\"replica_seconds\":%.3f,"
              "\"scale_events\":%d,\"prefix_hit_rate\":%.6f,\"initial_replicas\":%d,"
              "\"max_replicas\":%d,\"reversals\":%d,\"violations\":{\"prefill\":%.6f,"
              "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f}}",
              r->policy ? r->policy : "unknown", r->requests, r->slo_violation_rate, r->ttft_p50_s,
-             r->ttft_p99_s, r->replica_seconds, r->scale_events, r->prefix_hit_rate,
-             r->initial_replicas, r->max_replicas_seen, r->reversals,
-             r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
+             r->ttft_p99_s, r->itl_p99_s, r->itl_violation_rate, r->replica_seconds,
+             r->scale_events, r->prefix_hit_rate, r->initial_replicas, r->max_replicas_seen,
+             r->reversals, r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
              r->cause_rate[SIM_CAUSE_LONG_PREFILL], r->cause_rate[SIM_CAUSE_FLEET_SHORT],
              r->cause_rate[SIM_CAUSE_QUEUED]);
 }

@@ -64,6 +64,7 @@ const char *sim_cause_name(enum sim_cause c);
 struct sim_config {
     struct policy_spec spec; /* policy, objective, targets, windows, min/max, startup, interval */
     double slo_ttft_s;       /* violations are counted against this TTFT (2) */
+    double slo_itl_s;        /* token gaps above this count as ITL violations (0 = not counted) */
     struct sim_replica_model model;
     int replicas; /* static: the fixed count; others: the initial count (raised to min);
                           * 0 = sized for the trace's first 5 minutes (sim_initial_replicas) */
@@ -101,6 +102,11 @@ struct sim_result {
     size_t requests;
     double slo_violation_rate; /* fraction of requests with TTFT > slo */
     double ttft_p50_s, ttft_p99_s, ttft_mean_s;
+    /* Inter-token latency: every gap between consecutive output tokens of a request (a prefill on
+     * the replica pauses its decoding sequences: that pause is in the gap spanning it). */
+    double itl_p50_s, itl_p99_s; /* from a 1%-resolution log histogram; -1 without gaps */
+    double itl_gaps;             /* token gaps observed */
+    double itl_violation_rate;   /* fraction of gaps above slo_itl_s (0 when not counted) */
     double replica_seconds; /* integral of existing replicas (starting and draining included) */
     int scale_events;       /* decisions that changed the replica count */
     double prefix_hit_rate; /* cached prompt tokens / prompt tokens */

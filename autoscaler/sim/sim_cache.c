@@ -1,9 +1,13 @@
 /* Chained hash table over a fixed node pool plus an intrusive LRU list (see sim_cache.h). */
 #include "autoscaler/sim/sim_cache.h"
 
+#include "common/assert.h"
 #include "common/err.h"
 
 #include <stdlib.h>
+#include <string.h>
+
+#define NODE_BITS 24
 
 struct sim_cache_node {
     uint64_t key;
@@ -19,29 +23,100 @@ static size_t bucket_of(const struct sim_cache *c, uint64_t k)
     return (size_t)(k % c->nb);
 }
 
-int sim_cache_init(struct sim_cache *c, size_t cap_blocks)
+int sim_cache_index_init(struct sim_cache_index *ix, size_t n_keys, size_t n_slots)
+{
+    memset(ix, 0, sizeof(*ix));
+    ix->head = malloc((n_keys ? n_keys : 1) * sizeof(*ix->head));
+    ix->links = calloc(n_slots ? n_slots : 1, sizeof(*ix->links));
+    if (!ix->head || !ix->links) {
+        sim_cache_index_fini(ix);
+        return ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n_keys; i++) ix->head[i] = -1;
+    ix->n_keys = n_keys;
+    ix->n_slots = n_slots;
+    return 0;
+}
+
+void sim_cache_index_fini(struct sim_cache_index *ix)
+{
+    free(ix->head);
+    free(ix->links);
+    memset(ix, 0, sizeof(*ix));
+}
+
+static struct sim_cache_link *link_of(const struct sim_cache_index *ix, int64_t it)
+{
+    return &ix->links[it >> NODE_BITS][it & ((1 << NODE_BITS) - 1)];
+}
+
+int64_t sim_cache_index_first(const struct sim_cache_index *ix, uint64_t key)
+{
+    return key < ix->n_keys ? ix->head[key] : -1;
+}
+
+int64_t sim_cache_index_next(const struct sim_cache_index *ix, int64_t it)
+{
+    return link_of(ix, it)->next;
+}
+
+static void index_add(struct sim_cache *c, int32_t i)
+{
+    if (!c->ix) return;
+    ASSERT(c->nodes[i].key < c->ix->n_keys);
+    int64_t it = (int64_t)c->slot << NODE_BITS | i, *head = &c->ix->head[c->nodes[i].key];
+    c->links[i] = (struct sim_cache_link){-1, *head};
+    if (*head >= 0) link_of(c->ix, *head)->prev = it;
+    *head = it;
+}
+
+static void index_remove(struct sim_cache *c, int32_t i)
+{
+    if (!c->ix) return;
+    struct sim_cache_link *l = &c->links[i];
+    if (l->prev >= 0)
+        link_of(c->ix, l->prev)->next = l->next;
+    else
+        c->ix->head[c->nodes[i].key] = l->next;
+    if (l->next >= 0) link_of(c->ix, l->next)->prev = l->prev;
+}
+
+int sim_cache_init(struct sim_cache *c, size_t cap_blocks, struct sim_cache_index *ix,
+                   uint32_t slot)
 {
     *c = (struct sim_cache){.cap = cap_blocks, .head = -1, .tail = -1};
     if (cap_blocks == 0) return 0;
-    if (cap_blocks > INT32_MAX / 2) return ERR_RANGE;
+    if (cap_blocks > INT32_MAX / 2 ||
+        (ix && (cap_blocks >= (1u << NODE_BITS) || slot >= ix->n_slots)))
+        return ERR_RANGE;
     c->nb = cap_blocks * 2 + 1;
     c->nodes = calloc(cap_blocks, sizeof(*c->nodes));
     c->buckets = malloc(c->nb * sizeof(*c->buckets));
-    if (!c->nodes || !c->buckets) {
+    if (ix) c->links = malloc(cap_blocks * sizeof(*c->links));
+    if (!c->nodes || !c->buckets || (ix && !c->links)) {
         sim_cache_fini(c);
         return ERR_NOMEM;
     }
     for (size_t i = 0; i < c->nb; i++) c->buckets[i] = -1;
+    if (ix) {
+        c->ix = ix;
+        c->slot = slot;
+        ix->links[slot] = c->links;
+    }
     return 0;
 }
 
 void sim_cache_fini(struct sim_cache *c)
 {
+    if (c->ix) {
+        for (size_t i = 0; i < c->n; i++) index_remove(c, (int32_t)i);
+        c->ix->links[c->slot] = NULL;
+    }
     free(c->nodes);
     free(c->buckets);
-    c->nodes = NULL;
-    c->buckets = NULL;
-    c->cap = c->n = 0;
+    free(c->links);
+    memset(c, 0, sizeof(*c));
+    c->head = c->tail = -1;
 }
 
 static int32_t find(const struct sim_cache *c, uint64_t k)
@@ -106,11 +181,13 @@ void sim_cache_insert(struct sim_cache *c, const uint64_t *h, size_t n)
             i = c->tail;
             list_unlink(c, i);
             chain_remove(c, i);
+            index_remove(c, i);
         }
         size_t b = bucket_of(c, h[k]);
         c->nodes[i].key = h[k];
         c->nodes[i].hnext = c->buckets[b];
         c->buckets[b] = i;
         list_push_front(c, i);
+        index_add(c, i);
     }
 }

@@ -26,6 +26,10 @@ struct sim_seq {
     bool prefill; /* still prefilling: rem = uncached prompt tokens left */
     double rem;   /* tokens left in the current phase */
     double kv;    /* tokens reserved */
+    /* Decoding: progress towards the next token (0..1) and the time since the last one, which
+     * includes the pauses of other sequences' prefills: the gaps the engine's ITL histogram
+     * sees. */
+    double frac, gap;
 };
 
 struct sim_fifo {
@@ -56,12 +60,15 @@ struct sim_replica {
 struct sim_world {
     const struct sim_replica_model *m;
     struct sim_req *reqs;
-    const uint64_t *hashes;
+    const uint64_t *hashes; /* the trace's block hashes as the router's dense keys */
+    struct sim_cache_index
+        *cache_index;      /* the router's view of every cache; NULL without affinity */
     double block_tokens;   /* tokens per hash block after token scaling */
     double long_prefill_s; /* a prefill at least this long counts as "long" (half the objective) */
     double decode_k;       /* batching curve parameter */
     void (*on_first_token)(void *ctx, uint32_t req, double t);
     void (*on_done)(void *ctx, uint32_t req, double t);
+    void (*on_gaps)(void *ctx, double gap_s, double count); /* `count` token gaps of gap_s */
     void *ctx;
 };
 
@@ -69,7 +76,9 @@ int sim_fifo_push(struct sim_fifo *q, uint32_t v);
 uint32_t sim_fifo_pop(struct sim_fifo *q);
 void sim_fifo_fini(struct sim_fifo *q);
 
-int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double now, double ready_at);
+/* A replica in slot `slot` (its cache is listed there in w->cache_index), ready at `ready_at`. */
+int sim_replica_init(struct sim_replica *r, const struct sim_world *w, uint32_t slot, double now,
+                     double ready_at);
 void sim_replica_fini(struct sim_replica *r);
 /* Advances the service state to `now`, completes what finished, admits waiting requests. */
 void sim_replica_step(struct sim_replica *r, const struct sim_world *w, double now);

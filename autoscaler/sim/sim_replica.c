@@ -41,7 +41,8 @@ void sim_fifo_fini(struct sim_fifo *q)
     memset(q, 0, sizeof(*q));
 }
 
-int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double now, double ready_at)
+int sim_replica_init(struct sim_replica *r, const struct sim_world *w, uint32_t slot, double now,
+                     double ready_at)
 {
     memset(r, 0, sizeof(*r));
     r->state = ready_at <= now ? SIM_READY : SIM_STARTING;
@@ -51,7 +52,7 @@ int sim_replica_init(struct sim_replica *r, const struct sim_world *w, double no
     r->run = calloc((size_t)w->m->max_running, sizeof(*r->run));
     if (!r->run) return ERR_NOMEM;
     size_t blocks = w->block_tokens > 0 ? (size_t)(w->m->cache_tokens / w->block_tokens) : 0;
-    int rc = sim_cache_init(&r->cache, blocks);
+    int rc = sim_cache_init(&r->cache, blocks, w->cache_index, slot);
     if (rc != 0) {
         free(r->run);
         r->run = NULL;
@@ -94,6 +95,23 @@ static int prefilling(const struct sim_replica *r)
     return -1;
 }
 
+/* Sequence `s` decoded `done` tokens at `rate` per second: reports the gaps of the whole tokens
+ * it completed (the first one carries the time since the previous token, pauses included). */
+static void emit(struct sim_seq *s, const struct sim_world *w, double done, double rate)
+{
+    double x = s->frac + done;
+    double whole = floor(x + 1e-9);
+    if (whole < 1) {
+        s->frac = x;
+        s->gap += done / rate;
+        return;
+    }
+    w->on_gaps(w->ctx, s->gap + (1 - s->frac) / rate, 1);
+    if (whole > 1) w->on_gaps(w->ctx, 1 / rate, whole - 1);
+    s->frac = fmax(0, x - whole);
+    s->gap = s->frac / rate;
+}
+
 static void advance(struct sim_replica *r, const struct sim_world *w, double now)
 {
     double dt = now - r->t;
@@ -102,6 +120,8 @@ static void advance(struct sim_replica *r, const struct sim_world *w, double now
     int p = prefilling(r);
     if (p >= 0) {
         r->run[p].rem -= dt * w->m->prefill_tps;
+        for (int i = 0; i < r->n_run; i++) /* decoding pauses */
+            if (!r->run[i].prefill) r->run[i].gap += dt;
         return;
     }
     double rate = decode_rate(w, r->n_run);
@@ -109,6 +129,7 @@ static void advance(struct sim_replica *r, const struct sim_world *w, double now
         double done = fmin(r->run[i].rem, dt * rate);
         r->run[i].rem -= done;
         r->gen_tokens += done;
+        if (done > 0 && w->on_gaps) emit(&r->run[i], w, done, rate);
     }
 }
 
@@ -131,7 +152,7 @@ static void admit(struct sim_replica *r, const struct sim_world *w)
         /* Even a fully cached prompt computes its last position to emit the first token. */
         double todo = fmax((double)q->prompt - cached, 1);
         w->reqs[id].prefill_s = (float)(todo / w->m->prefill_tps);
-        r->run[r->n_run++] = (struct sim_seq){id, true, todo, need};
+        r->run[r->n_run++] = (struct sim_seq){.req = id, .prefill = true, .rem = todo, .kv = need};
     }
 }
 
@@ -144,6 +165,7 @@ void sim_replica_step(struct sim_replica *r, const struct sim_world *w, double n
         if (s->prefill && s->rem <= EPS_TOKENS) {
             s->prefill = false;
             s->rem = q->output > 1 ? q->output - 1 : 0; /* prefill emits the first token */
+            s->frac = s->gap = 0;
             r->prompt_tokens += q->prompt;
             r->gen_tokens += 1;
             sim_cache_insert(&r->cache, w->hashes + q->hash_off, q->n_hash);

@@ -182,7 +182,7 @@ static int client_exchange(struct k8s_client *c, const char *method, const char 
 
     http_response_init(&resp);
     snprintf(ct, sizeof(ct), "Content-Type: %s", content_type ? content_type : "application/json");
-    if (body && !(text = json_dumps(body, JSON_COMPACT))) {
+    if (body && !(text = json_dumps(body, K8S_JSON_DUMP_FLAGS))) {
         snprintf(c->errmsg, sizeof(c->errmsg), "%s %s: cannot encode the body", method,
                  client_path(c));
         rc = ERR_INVAL;

@@ -27,6 +27,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* How request bodies are encoded: compact, 15 significant digits (DBL_DIG), so every decimal a
+ * person or a policy writes reads back the same and 0.99 is sent as 0.99, not jansson's default
+ * 0.98999999999999999. */
+#define K8S_JSON_DUMP_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
+
 struct k8s_client_opts {
     long timeout_ms;           /* per request; 0 = 30 s */
     long connect_timeout_ms;   /* 0 = 10 s */

@@ -3,6 +3,7 @@
 #include "autoscaler/actuate.h"
 #include "autoscaler/loop.h"
 
+#include "common/conditions.h"
 #include "common/err.h"
 
 #include <check.h>
@@ -212,9 +213,18 @@ START_TEST(test_actuate_status_patch)
                                  .prompt_tok_rate = 100,
                                  .gen_tok_rate = NAN,
                                  .ttft_p99_s = -1};
-    struct actuate_status st = {5, "queue depth 3.00/replica", 1796000000, &sig, NULL, NULL, 0};
+    struct actuate_status st = {.desired = 5,
+                                .reason = "queue depth 3.00/replica",
+                                .last_scale = 1796000000,
+                                .sig = &sig,
+                                .now = 1796000000};
     json_t *p = actuate_status_patch(&st);
     ck_assert_ptr_nonnull(p);
+    /* conditions[] (tested below): three without an objective. */
+    json_t *conds =
+        json_object_get(json_object_get(json_object_get(p, "status"), "autoscaling"), "conditions");
+    ck_assert_uint_eq(json_array_size(conds), 3);
+    json_object_del(json_object_get(json_object_get(p, "status"), "autoscaling"), "conditions");
     char *s = json_dumps(p, JSON_SORT_KEYS | JSON_COMPACT);
     ck_assert_str_eq(
         s, "{\"status\":{\"autoscaling\":{\"desiredReplicas\":5,\"lastScaleTime\":"
@@ -254,11 +264,12 @@ START_TEST(test_actuate_status_patch)
     st.generation = 7;
     p = actuate_status_patch(&st);
     as = json_object_get(json_object_get(p, "status"), "autoscaling");
-    s = json_dumps(json_object_get(as, "objective"), JSON_SORT_KEYS | JSON_COMPACT);
+    /* As the client sends it: 0.99, not 0.98999999999999999. */
+    s = json_dumps(json_object_get(as, "objective"), JSON_SORT_KEYS | K8S_JSON_DUMP_FLAGS);
     ck_assert_str_eq(s, "{\"interTokenAboveFraction\":null,\"interTokenSeconds\":null,"
                         "\"observedInterTokenSeconds\":null,\"observedTTFTSeconds\":2.5,"
-                        "\"percentile\":0.98999999999999999,\"state\":\"Met\","
-                        "\"ttftAboveFraction\":0.0040000000000000001,\"ttftSeconds\":3.0}");
+                        "\"percentile\":0.99,\"state\":\"Met\","
+                        "\"ttftAboveFraction\":0.004,\"ttftSeconds\":3.0}");
     free(s);
     s = json_dumps(json_object_get(as, "capacity"), JSON_SORT_KEYS | JSON_COMPACT);
     ck_assert_str_eq(s, "{\"backlogWork\":0.0,\"loadWork\":3000.0,\"requestsPerReplica\":1.5,"
@@ -266,6 +277,97 @@ START_TEST(test_actuate_status_patch)
     free(s);
     ck_assert_int_eq(json_integer_value(json_object_get(as, "observedGeneration")), 7);
     json_decref(p);
+}
+END_TEST
+
+/* The condition of `type` in the patch's conditions: "status/reason". */
+static const char *cond(const json_t *conds, const char *type)
+{
+    static char buf[128];
+    const json_t *c = conditions_find(conds, type);
+    if (!c) return "absent";
+    snprintf(buf, sizeof(buf), "%s/%s", json_string_value(json_object_get(c, "status")),
+             json_string_value(json_object_get(c, "reason")));
+    return buf;
+}
+
+START_TEST(test_actuate_conditions_table)
+{
+    struct policy_spec sp;
+    policy_spec_defaults(&sp, POLICY_REACTIVE);
+    sp.objective_ttft_s = 3;
+    struct policy_signals ok = {.ready_pods = 3, .metrics_ok = true};
+    struct policy_signals none = {.unready_pods = 2, .metrics_ok = false};
+    struct policy_decision met = {.objective = POLICY_OBJECTIVE_MET, .ttft_over = 0.002};
+    struct policy_decision capped = {
+        .objective = POLICY_OBJECTIVE_MISSED, .ttft_over = 0.05, .limit = POLICY_LIMIT_MAX};
+    struct policy_decision rate = {.objective = POLICY_OBJECTIVE_INFEASIBLE,
+                                   .limit = POLICY_LIMIT_UP_RATE};
+    struct policy_decision unknown = {.objective = POLICY_OBJECTIVE_UNKNOWN, .ttft_over = -1};
+    static const struct {
+        const char *name;
+        int sig; /* 0 ok, 1 none */
+        int dec; /* 0 met, 1 capped, 2 rate, 3 unknown */
+        bool failed, held, objective;
+        const char *able, *active, *limited, *obj;
+    } cases[] = {
+        {"all well", 0, 0, false, false, true, "True/ReadyForNewScale", "True/ValidMetricFound",
+         "False/DesiredWithinRange", "True/ObjectiveMet"},
+        {"at maxReplicas, missing", 0, 1, false, false, true, "True/ReadyForNewScale",
+         "True/ValidMetricFound", "True/TooManyReplicas", "False/ObjectiveMissed"},
+        {"rate limited, infeasible", 0, 2, false, false, true, "True/ReadyForNewScale",
+         "True/ValidMetricFound", "True/ScaleUpLimit", "False/ObjectiveInfeasible"},
+        {"scale write failed", 0, 0, true, false, true, "False/FailedUpdateScale",
+         "True/ValidMetricFound", "False/DesiredWithinRange", "True/ObjectiveMet"},
+        {"no metrics, held", 1, 3, false, true, true, "True/ReadyForNewScale",
+         "False/FailedGetMetrics", "True/MissingMetrics", "Unknown/TooFewObservations"},
+        {"no objective", 0, 0, false, false, false, "True/ReadyForNewScale",
+         "True/ValidMetricFound", "False/DesiredWithinRange", "absent"},
+    };
+    const struct policy_decision *decs[] = {&met, &capped, &rate, &unknown};
+    struct policy_spec plain;
+    policy_spec_defaults(&plain, POLICY_REACTIVE);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct actuate_status st = {.desired = 2,
+                                    .reason = "r",
+                                    .sig = cases[i].sig ? &none : &ok,
+                                    .dec = decs[cases[i].dec],
+                                    .spec = cases[i].objective ? &sp : &plain,
+                                    .generation = 4,
+                                    .scale_failed = cases[i].failed,
+                                    .held = cases[i].held,
+                                    .now = 1796000000};
+        json_t *c = actuate_conditions(&st);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_msg(strcmp(cond(c, "AbleToScale"), cases[i].able) == 0, "%s: %s", cases[i].name,
+                      cond(c, "AbleToScale"));
+        ck_assert_msg(strcmp(cond(c, "ScalingActive"), cases[i].active) == 0, "%s: %s",
+                      cases[i].name, cond(c, "ScalingActive"));
+        ck_assert_msg(strcmp(cond(c, "ScalingLimited"), cases[i].limited) == 0, "%s: %s",
+                      cases[i].name, cond(c, "ScalingLimited"));
+        ck_assert_msg(strcmp(cond(c, "ObjectiveMet"), cases[i].obj) == 0, "%s: %s", cases[i].name,
+                      cond(c, "ObjectiveMet"));
+        json_decref(c);
+    }
+    /* lastTransitionTime: kept while a status holds, moved when it flips. */
+    struct actuate_status st = {
+        .desired = 2, .sig = &ok, .dec = &met, .spec = &sp, .generation = 4, .now = 1796000000};
+    json_t *first = actuate_conditions(&st);
+    st.prev_conditions = first;
+    st.now += 60;
+    st.scale_failed = true;
+    json_t *second = actuate_conditions(&st);
+    const char *t_active = json_string_value(
+        json_object_get(conditions_find(second, "ScalingActive"), "lastTransitionTime"));
+    const char *t_able = json_string_value(
+        json_object_get(conditions_find(second, "AbleToScale"), "lastTransitionTime"));
+    ck_assert_str_eq(t_active, "2026-11-30T00:53:20Z");
+    ck_assert_str_eq(t_able, "2026-11-30T00:54:20Z");
+    ck_assert_int_eq(json_integer_value(json_object_get(conditions_find(second, "AbleToScale"),
+                                                        "observedGeneration")),
+                     4);
+    json_decref(first);
+    json_decref(second);
 }
 END_TEST
 
@@ -305,6 +407,7 @@ Suite *loop_suite(void)
     tcase_add_test(tc, test_loop_spec_from_isvc_fields);
     tcase_add_test(tc, test_loop_pod_endpoint);
     tcase_add_test(tc, test_actuate_status_patch);
+    tcase_add_test(tc, test_actuate_conditions_table);
     tcase_add_test(tc, test_actuate_event_new);
     suite_add_tcase(s, tc);
     return s;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 /* Mooncake-format trace text: `n` requests at `rps` (constant), or a step to `rps2` after `t_step`
  * seconds; prompt/output tokens fixed; hashes [0, i % groups + 1] when groups > 0. */
@@ -85,6 +86,35 @@ START_TEST(test_sim_run_prefill_queues_fifo_and_batches_decode)
 }
 END_TEST
 
+START_TEST(test_sim_run_itl_gaps_include_prefill_pauses)
+{
+    /* A: 2000-token prompt (1 s of prefill), 61 output tokens: 60 gaps of 1/60 s alone. B arrives
+     * at 1.5 s with a 1000-token prompt: its 0.5 s prefill pauses A, whose gap spanning it is
+     * 0.5 + 1/60 s; B emits only its first token. So 60 gaps, exactly one above 0.4 s. */
+    const char *s = "{\"timestamp\":0,\"input_length\":2000,\"output_length\":61}\n"
+                    "{\"timestamp\":1500,\"input_length\":1000,\"output_length\":1}\n";
+    struct trace *tr = NULL;
+    char err[256];
+    ck_assert_int_eq(trace_parse(s, strlen(s), TRACE_MOONCAKE, &tr, err, sizeof(err)), 0);
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.spread_ties = false;
+    cfg.slo_itl_s = 0.4;
+    struct sim_result r;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq_tol(r.itl_gaps, 60, 1e-6);
+    ck_assert_double_eq_tol(r.itl_violation_rate, 1.0 / 60, 1e-9);
+    ck_assert_double_eq_tol(r.itl_p50_s, 1.0 / 60, 0.03 / 60); /* the bin's upper edge */
+    ck_assert_double_eq_tol(r.duration_s, 1 + 60.0 / 60 + 0.5, 1e-6);
+    cfg.slo_itl_s = 0; /* not counted */
+    sim_result_fini(&r);
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_eq(r.itl_violation_rate, 0);
+    sim_result_fini(&r);
+    trace_free(tr);
+}
+END_TEST
+
 START_TEST(test_sim_run_prefix_cache_hits)
 {
     /* Same 2-block prefix (1024 tokens of 1024) twice, 10 s apart: the second prefill is cached
@@ -114,7 +144,7 @@ END_TEST
 START_TEST(test_sim_cache_lru_eviction_keeps_leading_blocks)
 {
     struct sim_cache c;
-    ck_assert_int_eq(sim_cache_init(&c, 3), 0);
+    ck_assert_int_eq(sim_cache_init(&c, 3, NULL, 0), 0);
     const uint64_t a[] = {1, 2, 3}, b[] = {1, 9};
     sim_cache_insert(&c, a, 3);
     ck_assert_uint_eq(sim_cache_match(&c, a, 3), 3);
@@ -126,7 +156,7 @@ START_TEST(test_sim_cache_lru_eviction_keeps_leading_blocks)
     for (uint64_t k = 100; k < 1000; k++) sim_cache_insert(&c, &k, 1);
     ck_assert_uint_eq(c.n, 3);
     sim_cache_fini(&c);
-    ck_assert_int_eq(sim_cache_init(&c, 0), 0); /* holds nothing */
+    ck_assert_int_eq(sim_cache_init(&c, 0, NULL, 0), 0); /* holds nothing */
     sim_cache_insert(&c, a, 3);
     ck_assert_uint_eq(sim_cache_match(&c, a, 3), 0);
     sim_cache_fini(&c);
@@ -231,6 +261,21 @@ START_TEST(test_plot_png_encode_structure)
     ck_assert_uint_eq(rd32(png + 20), 200);
     ck_assert_int_eq(memcmp(png + len - 8, "IEND", 4), 0);
     ck_assert_uint_eq(rd32(png + len - 4), 0xAE426082u); /* the well-known CRC of IEND */
+    /* IDAT (after IHDR's and PLTE's chunks) inflates to the scanlines: filter byte 0, then the
+     * palette indices; the mostly white canvas compresses to well under a tenth. */
+    size_t idat = 8 + 25 + 12 + 3 * PLOT_N_COLORS;
+    ck_assert_int_eq(memcmp(png + idat + 4, "IDAT", 4), 0);
+    uint32_t zn = rd32(png + idat);
+    ck_assert_uint_lt(zn, 301 * 200 / 10);
+    uLongf rawn = 301 * 200;
+    uint8_t *raw = malloc(rawn);
+    ck_assert_int_eq(uncompress(raw, &rawn, png + idat + 8, zn), Z_OK);
+    ck_assert_uint_eq(rawn, 301 * 200);
+    for (int y = 0; y < 200; y++) {
+        ck_assert_int_eq(raw[(size_t)y * 301], 0);
+        ck_assert_int_eq(memcmp(raw + (size_t)y * 301 + 1, c.px + (size_t)y * 300, 300), 0);
+    }
+    free(raw);
     free(png);
     plot_canvas_fini(&c);
     ck_assert_int_eq(plot_canvas_init(&c, 0, 10), ERR_RANGE);
@@ -353,6 +398,7 @@ Suite *sim_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_sim_run_single_request_exact_times);
     tcase_add_test(tc, test_sim_run_prefill_queues_fifo_and_batches_decode);
+    tcase_add_test(tc, test_sim_run_itl_gaps_include_prefill_pauses);
     tcase_add_test(tc, test_sim_run_prefix_cache_hits);
     tcase_add_test(tc, test_sim_cache_lru_eviction_keeps_leading_blocks);
     tcase_add_test(tc, test_sim_run_same_seed_identical_json);

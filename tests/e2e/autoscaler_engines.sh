@@ -8,7 +8,12 @@
 # to maxReplicas (kubectl get cisvc, status.autoscaling, a ScaledUp Event); load gone, replicas come
 # back to minReplicas only after scaleDownDelaySeconds (ScaledDown Event); an engine killed while idle
 # (scrape failure) holds replicas instead of scaling down; the autoscaler's /metrics counts the
-# scrape errors; the engine back, scale-down resumes. Skips when stories260K is absent.
+# scrape errors; the engine back, scale-down resumes. status.autoscaling.conditions along the way
+# (AbleToScale, ScalingActive, ScalingLimited TooManyReplicas at maxReplicas). Then the same service
+# switched to an objective (spec.scaling.objectives.ttftSeconds 0.5, no targets): 6 clients on one
+# engine queue behind its 2 sequences and miss it, the objective alone scales 1 -> 3 (ObjectiveMet
+# False / ObjectiveMissed); the same 6 clients spread 2 per engine, as a router would once 3
+# replicas exist, meet it (ObjectiveMet True). Skips when stories260K is absent.
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -159,6 +164,13 @@ check "status.autoscaling.signals.waiting saw the queue ($w)" bash -c "[ \"\${0%
 check "status.autoscaling.reason names the queue" bash -c \
 	"kubectl -n $ns get cisvc stories -o jsonpath='{.status.autoscaling.reason}' | grep -qi 'queue\\|waiting'"
 check "ScaledUp Event" wait_for 10 has_event ScaledUp
+cond_is() { jp_is cisvc/stories "{.status.autoscaling.conditions[?(@.type==\"$1\")].status}/{.status.autoscaling.conditions[?(@.type==\"$1\")].reason}" "$2"; }
+check "condition AbleToScale True/ReadyForNewScale" cond_is AbleToScale True/ReadyForNewScale
+check "condition ScalingActive True/ValidMetricFound" cond_is ScalingActive True/ValidMetricFound
+check "condition ScalingLimited True/TooManyReplicas (the queue asks for more than 3)" wait_for 10 \
+	cond_is ScalingLimited True/TooManyReplicas
+check "no ObjectiveMet condition without an objective" bash -c \
+	"[ -z \"\$(kubectl -n $ns get cisvc stories -o jsonpath='{.status.autoscaling.conditions[?(@.type==\"ObjectiveMet\")].status}')\" ]"
 check "ScaledUp Event message names from 1 to 3" bash -c \
 	"kubectl -n $ns get events --field-selector involvedObject.name=stories,reason=ScaledUp \
 	-o jsonpath='{.items[*].message}' | grep -q 'to 3'"
@@ -203,6 +215,62 @@ step "engine 2 restarted"
 start_engine 2
 check "engine 2 healthy again" wait_for 60 engine_healthy 2
 check "all metrics back: scale-down to 1" wait_for 60 replicas_is 1
+
+# --- the objective alone: missed on one engine, scale-up, met once spread --------------------------
+step "objective-driven: ttftSeconds 0.5, no targets"
+check "switch to an objective (targetQueueDepth removed)" kn patch cisvc stories --type merge -p \
+	'{"spec":{"scaling":{"targetQueueDepth":null,"objectives":{"ttftSeconds":0.5}}}}'
+check "status echoes the objective" wait_for 15 jp_is cisvc/stories '{.status.autoscaling.objective.ttftSeconds}' 0.5
+check "status: percentile 0.99 (written as 0.99)" bash -c \
+	"kubectl -n $ns get cisvc stories -o json | grep -q '\"percentile\": 0.99,'"
+check "idle: replicas 1" replicas_is 1
+# load_on N C: C closed-loop clients on engine N (same requests as start_load).
+load_on() {
+	"$e2e_root/hack/loadgen" --url "http://127.0.0.1:${engine_ports[$1]}" --concurrency "$2" \
+		--requests 1000000 --prompt-tokens 16 --max-tokens 256 --ignore-eos --timeout 600 \
+		>"$work/loadgen-obj$1.log" 2>&1 &
+	obj_pids+=($!)
+}
+stop_obj_load() {
+	local p
+	for p in "${obj_pids[@]}"; do kill -TERM "$p" 2>/dev/null; done
+	for p in "${obj_pids[@]}"; do wait "$p" 2>/dev/null; done
+	obj_pids=()
+}
+obj_pids=()
+t_obj=$SECONDS
+load_on 0 6
+lg_pid="${obj_pids[*]}" # killed by the cleanup on failure
+check "6 clients on one engine queue (cinfer_requests_waiting >= 3)" wait_for 60 waiting_above 3
+check "objective missed: status.autoscaling.objective.state Missed" wait_for 60 \
+	jp_is cisvc/stories '{.status.autoscaling.objective.state}' Missed
+check "condition ObjectiveMet False/ObjectiveMissed" wait_for 10 cond_is ObjectiveMet False/ObjectiveMissed
+check "the objective alone raises spec.replicas to 3" wait_for 90 replicas_is 3
+echo "# measured: objective-driven 1 -> 3 $((SECONDS - t_obj)) s after the load started (interval 1 s)"
+check "status.autoscaling.reason names the objective" bash -c \
+	"kubectl -n $ns get cisvc stories -o jsonpath='{.status.autoscaling.reason}' | grep -q 'objective'"
+check "status.autoscaling.capacity.workPerReplica learned" bash -c \
+	"[ -n \"\$(kubectl -n $ns get cisvc stories -o jsonpath='{.status.autoscaling.capacity.workPerReplica}')\" ]"
+o="$(jp cisvc/stories '{.status.autoscaling.objective.observedTTFTSeconds}')"
+f="$(jp cisvc/stories '{.status.autoscaling.objective.ttftAboveFraction}')"
+check "status reports the observed TTFT ($o s at p99) and the share above ($f, over the 0.01 budget)" \
+	bash -c 'awk -v v="$0" -v f="$1" "BEGIN { exit !(v > 0 && f > 0.01) }"' "${o:-0}" "${f:-0}"
+step "the same 6 clients, 2 per engine (as a router spreads them over 3 replicas)"
+stop_obj_load
+load_on 0 2
+load_on 1 2
+load_on 2 2
+lg_pid="${obj_pids[*]}"
+# The judgement is smoothed over ~45 s: from a heavy miss it takes about three minutes to come back.
+t_met=$SECONDS
+check "spread over 3 engines: objective Met" wait_for 300 jp_is cisvc/stories '{.status.autoscaling.objective.state}' Met
+echo "# measured: Missed -> Met $((SECONDS - t_met)) s after the load was spread"
+check "condition ObjectiveMet True/ObjectiveMet" wait_for 10 cond_is ObjectiveMet True/ObjectiveMet
+stop_obj_load
+lg_pid=""
+for i in 0 1 2; do
+	check "objective load on engine $i served without errors" grep -q 'errors: *none' "$work/loadgen-obj$i.log"
+done
 
 # --- clean shutdown -------------------------------------------------------------------------------
 kill -TERM "$as_pid"

@@ -1,5 +1,5 @@
 /* InferenceService status from observed state: conditions, reasons, transition times. */
-#include "operator/conditions.h"
+#include "common/conditions.h"
 #include "operator/status.h"
 
 #include <check.h>

@@ -1,21 +1,26 @@
 /* Status conditions (Kubernetes API conventions): a list keyed by `type`, each with status
  * True/False/Unknown, a CamelCase `reason`, a human `message`, `observedGeneration`, and a
- * `lastTransitionTime` that changes only when the status flips. Pure functions; `now` is passed in. */
-#ifndef CINFER_OPERATOR_CONDITIONS_H
-#define CINFER_OPERATOR_CONDITIONS_H
+ * `lastTransitionTime` that changes only when the status flips. Pure functions; `now` is passed in.
+ * Shared by the operator (status.conditions) and the autoscaler (status.autoscaling.conditions). */
+#ifndef CINFER_COMMON_CONDITIONS_H
+#define CINFER_COMMON_CONDITIONS_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <time.h>
 
+/* A condition's status; 0 and 1 are false and true, so a bool converts as expected. */
+enum condition_status { CONDITION_FALSE = 0, CONDITION_TRUE = 1, CONDITION_UNKNOWN = 2 };
+
 struct condition {
     const char *type;
-    bool status;
+    enum condition_status status;
     const char *reason;
     const char *message;
 };
 
-/* Formats `t` as RFC 3339 UTC ("2026-11-29T08:00:00Z") into out (at least 21 bytes). */
+/* Formats `t` as RFC 3339 UTC ("2026-11-29T08:00:00Z") into out (at least 21 bytes; an empty
+ * string when it does not fit or `t` cannot be represented). Any thread. */
 void conditions_format_time(time_t t, char *out, size_t outlen);
 
 /* Returns a new conditions array holding `next` (n entries, borrowed) in order. Entries whose type

@@ -1,13 +1,14 @@
 /* Status condition merging with Kubernetes' lastTransitionTime semantics. */
-#include "operator/conditions.h"
+#include "common/conditions.h"
 
 #include <string.h>
 
 void conditions_format_time(time_t t, char *out, size_t outlen)
 {
     struct tm tm;
-    gmtime_r(&t, &tm);
-    strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (!gmtime_r(&t, &tm) || strftime(out, outlen, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        if (outlen) out[0] = '\0';
+    }
 }
 
 const json_t *conditions_find(const json_t *conds, const char *type)
@@ -29,7 +30,9 @@ json_t *conditions_merge(const json_t *prev, const struct condition *next, size_
     conditions_format_time(now, now_s, sizeof(now_s));
     json_t *out = json_array();
     for (size_t i = 0; out && i < n; i++) {
-        const char *status = next[i].status ? "True" : "False";
+        const char *status = next[i].status == CONDITION_UNKNOWN ? "Unknown"
+                             : next[i].status                    ? "True"
+                                                                 : "False";
         const json_t *old = conditions_find(prev, next[i].type);
         const char *old_status = json_string_value(json_object_get(old, "status"));
         const char *old_time = json_string_value(json_object_get(old, "lastTransitionTime"));
