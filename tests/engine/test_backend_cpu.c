@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Attention parameters with only a scale (no soft-cap, no sliding window). */
+#define ATTN_SCALE(s) (&(struct backend_attn_params){.scale = (s)})
+
 /* ---- helpers ------------------------------------------------------------------------------ */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -680,7 +683,11 @@ START_TEST(test_small_ops_parallel_match_serial)
     fill_f(g, (size_t)dim);
     fill_f(up, n);
     for (int t = 0; t < nt; t++) pos[t] = t * 7;
-    struct backend_rope_params rp = {BACKEND_ROPE_NEOX, hd, 10000.0f, 1.0f};
+    struct backend_rope_params rp = {.mode = BACKEND_ROPE_NEOX,
+                                     .n_rot = hd,
+                                     .freq_base = 10000.0f,
+                                     .freq_scale = 1.0f,
+                                     .attn_factor = 1.0f};
     for (int th = 1; th <= 2; th++) {
         struct backend *b = make_backend(NULL, th);
         struct backend_weight *w = f32_weight(b, g, dim);
@@ -750,7 +757,11 @@ static void check_rope(enum backend_rope_mode mode, int head_dim, int n_rot, flo
     float *x = malloc(n * sizeof(float)), *x0 = malloc(n * sizeof(float));
     fill_f(x, n);
     memcpy(x0, x, n * sizeof(float));
-    struct backend_rope_params p = {mode, n_rot, 10000.0f, scale};
+    struct backend_rope_params p = {.mode = mode,
+                                    .n_rot = n_rot,
+                                    .freq_base = 10000.0f,
+                                    .freq_scale = scale,
+                                    .attn_factor = 1.0f};
     ck_assert_int_eq(b->ops->rope(b, x, pos, nt, nh, head_dim, &p), 0);
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < nh; h++) {
@@ -822,8 +833,11 @@ START_TEST(test_rope_reuses_angles_only_for_the_same_positions)
         int nt = calls[c].nt;
         for (int t = 0; t < nt; t++)
             pos[t] = calls[c].first + 3 * t; /* the same buffer each time */
-        struct backend_rope_params p = {calls[c].mode, calls[c].n_rot, calls[c].base,
-                                        calls[c].scale};
+        struct backend_rope_params p = {.mode = calls[c].mode,
+                                        .n_rot = calls[c].n_rot,
+                                        .freq_base = calls[c].base,
+                                        .freq_scale = calls[c].scale,
+                                        .attn_factor = 1.0f};
         float x[MAXT * NH * HD], want[MAXT * NH * HD];
         fill_f(x, (size_t)nt * NH * HD);
         memcpy(want, x, sizeof(float) * (size_t)nt * NH * HD);
@@ -832,10 +846,13 @@ START_TEST(test_rope_reuses_angles_only_for_the_same_positions)
         ck_assert_msg(memcmp(x, want, sizeof(float) * (size_t)nt * NH * HD) == 0,
                       "call %zu differs from a fresh backend's", c);
     }
-    ck_assert_int_eq(
-        b->ops->rope(b, NULL, pos, 0, NH, HD,
-                     &(struct backend_rope_params){BACKEND_ROPE_NORMAL, 32, 1e4f, 1.0f}),
-        ERR_INVAL);
+    ck_assert_int_eq(b->ops->rope(b, NULL, pos, 0, NH, HD,
+                                  &(struct backend_rope_params){.mode = BACKEND_ROPE_NORMAL,
+                                                                .n_rot = 32,
+                                                                .freq_base = 1e4f,
+                                                                .freq_scale = 1.0f,
+                                                                .attn_factor = 1.0f}),
+                     ERR_INVAL);
     b->ops->destroy(b);
 }
 END_TEST
@@ -1046,7 +1063,8 @@ static float *scene_attention(const char *isa, int n_threads, const struct att_s
                                .block_tables = s->tab,
                                .n_seqs = s->n_seqs,
                                .max_blocks = s->max_blocks};
-    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, nh, 1.0f / sqrtf((float)s->hd)), 0);
+    ck_assert_int_eq(
+        b->ops->attention(b, 1, q, out, &bt, nh, ATTN_SCALE(1.0f / sqrtf((float)s->hd))), 0);
     b->ops->kv_free(b);
     b->ops->destroy(b);
     return out;
@@ -1219,12 +1237,12 @@ START_TEST(test_kv_copy_block_copies_every_layer)
         int32_t pos[] = {40}, seq[] = {0};
         for (int layer = 0; layer < 2; layer++) {
             struct backend_batch bt = {1, pos, seq, s.tab, 1, 8, NULL};
-            ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, 0.2f), 0);
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, ATTN_SCALE(0.2f)), 0);
             bt.block_tables = tab2;
-            ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, 0.2f), 0);
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, ATTN_SCALE(0.2f)), 0);
             ck_assert_mem_eq(o1, o2, sizeof(o1));
             tab2[2] = 29; /* never written: the copy is what made o2 right */
-            ck_assert_int_eq(b->ops->attention(b, layer, q, o3, &bt, 4, 0.2f), 0);
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o3, &bt, 4, ATTN_SCALE(0.2f)), 0);
             ck_assert(memcmp(o1, o3, sizeof(o1)) != 0);
             tab2[2] = 30;
         }
@@ -1257,26 +1275,28 @@ START_TEST(test_attention_rejects_bad_batches)
     int32_t pos[] = {3}, seq[] = {0}, tab[] = {0, 1};
     int64_t slots[] = {3};
     struct backend_batch bt = {1, pos, seq, tab, 1, 2, slots};
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_BAD_STATE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_BAD_STATE);
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_BAD_STATE);
     struct backend_kv_desc kd = {1, 4, 4, 2, 16, QUANT_F32};
     ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), 0);
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), 0);
-    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, 4, 1.0f), ERR_INVAL); /* layer */
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 3, 1.0f), ERR_INVAL); /* heads */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), 0);
+    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, 4, ATTN_SCALE(1.0f)),
+                     ERR_INVAL); /* layer */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 3, ATTN_SCALE(1.0f)),
+                     ERR_INVAL); /* heads */
     slots[0] = 16;
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_RANGE);
     pos[0] = 8; /* needs a third block */
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     pos[0] = -1;
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     pos[0] = 5;
     tab[1] = 4; /* physical block out of range */
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     tab[1] = 1;
     seq[0] = 1;
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     kd.type = QUANT_Q8_0;
     ck_assert_int_eq(b->ops->kv_alloc(b, &kd), ERR_UNSUPPORTED);
     kd.type = QUANT_F32;
@@ -1342,7 +1362,11 @@ static int lanes_probe_fn(void *ctx, int lane)
         atomic_store(&p->nested_rc, p->b->ops->run_lanes(p->b, 1, lanes_probe_fn, ctx));
     float *y = p->y + (size_t)lane * LANES_T * LANES_ROWS;
     int rc = p->b->ops->matmul(p->b, p->w, p->x + (size_t)lane * LANES_T * LANES_COLS, y, LANES_T);
-    struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, LANES_ROWS / LANES_HEADS, 10000.0f, 1.0f};
+    struct backend_rope_params rp = {.mode = BACKEND_ROPE_NORMAL,
+                                     .n_rot = LANES_ROWS / LANES_HEADS,
+                                     .freq_base = 10000.0f,
+                                     .freq_scale = 1.0f,
+                                     .attn_factor = 1.0f};
     return rc ? rc
               : p->b->ops->rope(p->b, y, p->pos + lane * LANES_T, LANES_T, LANES_HEADS,
                                 LANES_ROWS / LANES_HEADS, &rp);

@@ -282,6 +282,7 @@ static void cpu_destroy(struct backend *b)
         free(cb->lanes[i].scratch);
     }
     free(cb->lanes);
+    free(cb->gelu_f16);
     free(cb->kv_mem);
     cpu_arena_fini(&cb->weights);
     free(cb);
@@ -307,6 +308,12 @@ static const struct backend_ops cpu_ops_table = {
     .rmsnorm_heads = cpu_ops_rmsnorm_heads,
     .rope = cpu_ops_rope,
     .silu_mul = cpu_ops_silu_mul,
+    .gelu_mul = cpu_ops_gelu_mul,
+    .scale = cpu_ops_scale,
+    .softcap = cpu_ops_softcap,
+    .moe_route = cpu_ops_moe_route,
+    .moe_combine = cpu_ops_moe_combine,
+    .scale_rows_sigmoid = cpu_ops_scale_rows_sigmoid,
     .kv_store = cpu_attention_kv_store,
     .attention = cpu_attention_run,
     .gather_rows = cpu_ops_gather_rows,
@@ -343,13 +350,18 @@ int cpu_backend_create(const struct backend_options *opt, struct backend **out)
     cb->isa = isa;
     cpu_kernels_init(&cb->kern, isa);
     cb->lanes = calloc((size_t)n_threads, sizeof(*cb->lanes));
-    if (!cb->lanes) {
+    cb->gelu_f16 = malloc(65536 * sizeof(*cb->gelu_f16));
+    if (!cb->lanes || !cb->gelu_f16) {
+        free(cb->lanes);
+        free(cb->gelu_f16);
         free(cb);
         return ERR_NOMEM;
     }
+    cpu_ops_gelu_table(cb->gelu_f16);
     rc = cpu_pool_new(n_threads, &cb->pool);
     if (rc != 0) {
         free(cb->lanes);
+        free(cb->gelu_f16);
         free(cb);
         return rc;
     }

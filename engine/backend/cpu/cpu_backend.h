@@ -135,9 +135,9 @@ void cpu_qpack_weights(enum quant_type type, const void *src, size_t row_bytes, 
 struct cpu_rope_table {
     float *cs;    /* (n_tokens, n_rot) */
     int32_t *pos; /* (n_tokens) the positions they belong to */
-    int n_tokens, n_rot;
-    float freq_base, freq_scale;
-    size_t cap_cs, cap_pos; /* allocated elements */
+    int n_tokens;
+    struct backend_rope_params params; /* they were computed with (the mode aside) */
+    size_t cap_cs, cap_pos;            /* allocated elements */
 };
 
 /* What an op mutates besides its outputs, one per lane (run_lanes): ops running side by side in
@@ -168,6 +168,8 @@ struct cpu_backend {
     size_t kv_layer_bytes; /* K (or V) of one layer: n_blocks * block_size * n_kv_heads positions */
 
     struct cpu_arena weights; /* packed weight copies */
+    /* ggml's GELU table: gelu (tanh approximation) of every f16 value, rounded to f16 (gelu_mul) */
+    uint16_t *gelu_f16; /* (65536) */
 };
 
 static inline struct cpu_backend *cpu_backend_of(struct backend *b)
@@ -213,7 +215,8 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
 int cpu_matmul_group_run(struct backend *b, const struct backend_weight *const *w, int n,
                          const float *x, float *const *y, int n_tokens);
 int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
-                      const struct backend_batch *batch, int n_heads, float scale);
+                      const struct backend_batch *batch, int n_heads,
+                      const struct backend_attn_params *p);
 int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const float *v,
                            const struct backend_batch *batch);
 int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
@@ -229,6 +232,20 @@ int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, 
 int cpu_ops_silu_mul(struct backend *b, float *gate, const float *up, size_t n);
 int cpu_ops_gather_rows(struct backend *b, const float *src, const int32_t *idx, int n, int dim,
                         float *dst);
+int cpu_ops_gelu_mul(struct backend *b, float *gate, const float *up, size_t n);
+int cpu_ops_scale(struct backend *b, float *x, size_t n, float s);
+int cpu_ops_softcap(struct backend *b, float *x, size_t n, float cap);
+int cpu_ops_moe_route(struct backend *b, const float *logits, int n_rows, int n_expert, int k,
+                      bool norm, int32_t *ids, float *w);
+int cpu_ops_moe_combine(struct backend *b, const float *x, const float *w, int n_rows, int k,
+                        int dim, float *out);
+int cpu_ops_scale_rows_sigmoid(struct backend *b, float *x, const float *g, int n_rows, int dim);
+/* Fills the GELU table (65536 entries) as ggml_cpu_init fills ggml_table_gelu_f16. */
+void cpu_ops_gelu_table(uint16_t *table);
+/* ggml_v_expf (llama.cpp's vector exp on AVX-512) lane by lane, and the sum of 16 floats in the
+ * order of _mm512_reduce_add_ps (cpu_attention.c): ggml's softmax arithmetic. */
+float cpu_ggml_expf(float x);
+float cpu_ggml_reduce16(const float *v);
 
 /* Creates the CPU backend (see backend_create). */
 int cpu_backend_create(const struct backend_options *opt, struct backend **out);

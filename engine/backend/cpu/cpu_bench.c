@@ -228,12 +228,13 @@ static int bench_attention(struct backend *b, enum quant_type kv_type)
     for (int i = 0; i < n; i++) pos[i] = i, slots[i] = i;
     for (int i = 0; i < n * nh * hd; i++) q[i] = sinf((float)i * 0.1f);
     struct backend_batch bt = {n, pos, seq, tab, 1, n / bs, slots};
+    struct backend_attn_params ap = {.scale = 0.125f};
     rc = b->ops->kv_store(b, 0, q, q, &bt);
     if (rc != 0) goto out;
     double t0 = bench_now();
     int reps = 0;
     while (reps < 2 || bench_now() - t0 < 0.3) {
-        rc = b->ops->attention(b, 0, q, out, &bt, nh, 0.125f);
+        rc = b->ops->attention(b, 0, q, out, &bt, nh, &ap);
         if (rc != 0) goto out;
         reps++;
     }
@@ -242,7 +243,7 @@ static int bench_attention(struct backend *b, enum quant_type kv_type)
     t0 = bench_now();
     reps = 0;
     while (reps < 10 || bench_now() - t0 < 0.2) {
-        rc = b->ops->attention(b, 0, q, out, &one, nh, 0.125f);
+        rc = b->ops->attention(b, 0, q, out, &one, nh, &ap);
         if (rc != 0) goto out;
         reps++;
     }
@@ -276,7 +277,11 @@ static int bench_small_ops(struct backend *b)
     struct backend_weight_desc d = {QUANT_F32, 1, dim, g, false};
     rc = b->ops->weight_prepare(b, &d, &w);
     if (rc != 0) goto out;
-    struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, hd, 10000.0f, 1.0f};
+    struct backend_rope_params rp = {.mode = BACKEND_ROPE_NORMAL,
+                                     .n_rot = hd,
+                                     .freq_base = 10000.0f,
+                                     .freq_scale = 1.0f,
+                                     .attn_factor = 1.0f};
     double t[3] = {1e9, 1e9, 1e9};
     for (int rep = 0; rep < 5; rep++) {
         double t0 = bench_now();
