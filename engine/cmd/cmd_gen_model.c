@@ -22,7 +22,7 @@ struct gen_model_cfg {
 #define GM_OFF(f) offsetof(struct gen_model_cfg, f)
 static const struct cfg_opt gen_model_opts[] = {
     {"out", CFG_STRING, GM_OFF(out), NULL, 1, 0, "Output GGUF path", NULL, CFG_REQUIRED},
-    {"type", CFG_STRING, GM_OFF(type), "f32", 1, 0, "Weight type", "f32|f16|q8_0|q4_0", 0},
+    {"type", CFG_STRING, GM_OFF(type), "f32", 1, 0, "Weight type: " QUANT_TYPE_NAMES, NULL, 0},
     {"dim", CFG_INT, GM_OFF(dim), "768", 2, 65536, "Embedding length", NULL, 0},
     {"layers", CFG_INT, GM_OFF(layers), "12", 1, 4096, "Transformer blocks", NULL, 0},
     {"heads", CFG_INT, GM_OFF(heads), "12", 1, 4096, "Attention heads", NULL, 0},
@@ -49,14 +49,6 @@ static const struct cfg_spec gen_model_spec = {
     .n_opts = sizeof(gen_model_opts) / sizeof(gen_model_opts[0]),
 };
 
-static enum quant_type gen_model_type(const char *s)
-{
-    if (strcmp(s, "f16") == 0) return QUANT_F16;
-    if (strcmp(s, "q8_0") == 0) return QUANT_Q8_0;
-    if (strcmp(s, "q4_0") == 0) return QUANT_Q4_0;
-    return QUANT_F32; /* the table's choices admit nothing else */
-}
-
 int cmd_gen_model_main(int argc, char **argv)
 {
     struct gen_model_cfg cfg;
@@ -68,7 +60,11 @@ int cmd_gen_model_main(int argc, char **argv)
 
     struct gen_model_opts o;
     gen_model_defaults(&o);
-    o.type = gen_model_type(cfg.type);
+    if (!quant_type_parse(cfg.type, &o.type)) {
+        fprintf(stderr, "cinfer-engine gen-model: --type \"%s\" is not one of %s\n", cfg.type,
+                quant_type_names());
+        return 2;
+    }
     o.dim = (uint32_t)cfg.dim;
     o.layers = (uint32_t)cfg.layers;
     o.heads = (uint32_t)cfg.heads;

@@ -196,8 +196,8 @@ static int parse_gemma(const struct gguf *g, struct model_hparams *hp, char *err
     hp->post_norms = true;
     /* gemma_pytorch's query_pre_attn_scalar: n_embd / n_head for the 27B models, else head_dim */
     bool is_27b = hp->n_layer == (g2 ? 46 : 62);
-    hp->q_scale = is_27b ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
-                         : 1.0f / sqrtf((float)hp->head_dim);
+    hp->q_scale =
+        is_27b ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head)) : 1.0f / sqrtf((float)hp->head_dim);
     hp->rope_freq_base_swa = g2 ? hp->rope_freq_base : 10000.0f;
     hp->rope_freq_scale_swa = g2 ? hp->rope_freq_scale : 1.0f;
     if ((rc = arch_count(g, a, "attention.sliding_window", g2 ? 4096 : 0, INT32_MAX, &hp->n_swa,
@@ -209,8 +209,8 @@ static int parse_gemma(const struct gguf *g, struct model_hparams *hp, char *err
                              &hp->rope_freq_base_swa, err, errlen)))
             return rc;
     }
-    if (g2 && (rc = arch_float(g, a, "attn_logit_softcapping", 50.0f, &hp->attn_softcap, err,
-                               errlen)))
+    if (g2 &&
+        (rc = arch_float(g, a, "attn_logit_softcapping", 50.0f, &hp->attn_softcap, err, errlen)))
         return rc;
     return arch_float_ext(g, a, "final_logit_softcapping", g2 ? 30.0f : 0.0f, true,
                           &hp->final_softcap, err, errlen);
@@ -222,8 +222,7 @@ static int parse_experts(const struct gguf *g, struct model_hparams *hp, char *e
     const char *a = hp->arch_name;
     bool moe_arch = hp->arch == MODEL_ARCH_QWEN2MOE || hp->arch == MODEL_ARCH_QWEN3MOE;
     int rc;
-    if ((rc = arch_count(g, a, "expert_count", 0, MODEL_MAX_EXPERTS, &hp->n_expert, err,
-                         errlen)) ||
+    if ((rc = arch_count(g, a, "expert_count", 0, MODEL_MAX_EXPERTS, &hp->n_expert, err, errlen)) ||
         (rc = arch_count(g, a, "expert_used_count", 0, MODEL_MAX_EXPERTS, &hp->n_expert_used, err,
                          errlen)))
         return rc;
@@ -237,8 +236,8 @@ static int parse_experts(const struct gguf *g, struct model_hparams *hp, char *e
                           "%s.expert_count %d: experts are not supported for %s", a, hp->n_expert,
                           a);
     int def = hp->arch == MODEL_ARCH_LLAMA ? hp->n_ff : hp->n_ff / hp->n_expert_used;
-    if ((rc = arch_count(g, a, "expert_feed_forward_length", def, MODEL_MAX_DIM, &hp->n_ff_exp,
-                         err, errlen)))
+    if ((rc = arch_count(g, a, "expert_feed_forward_length", def, MODEL_MAX_DIM, &hp->n_ff_exp, err,
+                         errlen)))
         return rc;
     if (hp->n_ff_exp == 0)
         return model_fail(err, errlen, ERR_INVAL, "missing key %s.expert_feed_forward_length", a);
@@ -260,8 +259,8 @@ static int parse_heads(const struct gguf *g, struct model_hparams *hp, char *err
 {
     const char *a = hp->arch_name;
     int rc;
-    if ((rc = arch_int(g, a, "attention.head_count_kv", hp->n_head, hp->n_head, &hp->n_head_kv,
-                       err, errlen)))
+    if ((rc = arch_int(g, a, "attention.head_count_kv", hp->n_head, hp->n_head, &hp->n_head_kv, err,
+                       errlen)))
         return rc;
     if (hp->n_head % hp->n_head_kv != 0)
         return model_fail(err, errlen, ERR_INVAL,
@@ -339,14 +338,13 @@ int model_hparams_parse(const struct gguf *g, struct model_hparams *out, char *e
     if ((rc = arch_int(g, a, "context_length", -1, INT32_MAX, &hp.n_ctx_train, err, errlen)) ||
         (rc = arch_int(g, a, "embedding_length", -1, MODEL_MAX_DIM, &hp.n_embd, err, errlen)) ||
         (rc = arch_int(g, a, "block_count", -1, MODEL_MAX_LAYERS, &hp.n_layer, err, errlen)) ||
-        (rc = arch_int(g, a, "feed_forward_length", moe_arch ? 0 : -1, MODEL_MAX_DIM, &hp.n_ff,
-                       err, errlen)) ||
-        (rc = arch_int(g, a, "attention.head_count", -1, MODEL_MAX_DIM, &hp.n_head, err,
+        (rc = arch_int(g, a, "feed_forward_length", moe_arch ? 0 : -1, MODEL_MAX_DIM, &hp.n_ff, err,
                        errlen)) ||
+        (rc = arch_int(g, a, "attention.head_count", -1, MODEL_MAX_DIM, &hp.n_head, err, errlen)) ||
         (rc = parse_heads(g, &hp, err, errlen)))
         return rc;
-    if ((rc = arch_float(g, a, "attention.layer_norm_rms_epsilon", NAN, &hp.rms_eps, err,
-                         errlen)) ||
+    if ((rc =
+             arch_float(g, a, "attention.layer_norm_rms_epsilon", NAN, &hp.rms_eps, err, errlen)) ||
         (rc = arch_float(g, a, "rope.freq_base", 10000.0f, &hp.rope_freq_base, err, errlen)) ||
         (rc = parse_rope(g, &hp, err, errlen)) || (rc = parse_experts(g, &hp, err, errlen)))
         return rc;
@@ -368,8 +366,7 @@ int model_hparams_parse(const struct gguf *g, struct model_hparams *out, char *e
                           hp.n_embd);
     hp.n_vocab = (int)emb->ne[1];
     /* gemma2 always reuses the embedding (llama.cpp ignores an output.weight there) */
-    hp.tied_output =
-        hp.arch == MODEL_ARCH_GEMMA2 || gguf_find_tensor(g, "output.weight") == NULL;
+    hp.tied_output = hp.arch == MODEL_ARCH_GEMMA2 || gguf_find_tensor(g, "output.weight") == NULL;
     *out = hp;
     return 0;
 }

@@ -70,7 +70,7 @@ static int find_tensor(struct model *m, const char *name, int64_t rows, int64_t 
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t && (flags & WEIGHT_OPTIONAL)) return 0;
     if (!t) return model_fail(err, errlen, ERR_NOT_FOUND, "missing tensor %s", name);
-    if (!quant_type_known(t->type) || t->type == QUANT_Q8_K)
+    if (!quant_type_known(t->type))
         return model_fail(err, errlen, ERR_UNSUPPORTED, "tensor %s: type %s (%u) cannot be loaded",
                           name, quant_type_name(t->type), (unsigned)t->type);
     bool ok = t->ne[0] == (uint64_t)cols && t->ne[1] == (uint64_t)rows && t->ne[3] == 1;

@@ -218,10 +218,9 @@ out:
 static int gen_model_check(struct gen_model_ctx *c)
 {
     const struct gen_model_opts *o = c->o;
-    if (o->type != QUANT_F32 && o->type != QUANT_F16 && o->type != QUANT_Q8_0 &&
-        o->type != QUANT_Q4_0)
-        return gen_model_fail(c, ERR_INVAL, "type %s is not one of f32, f16, q8_0, q4_0",
-                              quant_type_name(o->type));
+    if (!quant_type_known((uint32_t)o->type))
+        return gen_model_fail(c, ERR_INVAL, "type %d is not one of %s", (int)o->type,
+                              quant_type_names());
     if (o->dim == 0 || o->layers == 0 || o->heads == 0 || o->kv_heads == 0 || o->ffn == 0 ||
         o->context_length == 0)
         return gen_model_fail(c, ERR_INVAL, "every dimension must be positive");
@@ -241,17 +240,6 @@ static int gen_model_check(struct gen_model_ctx *c)
     return 0;
 }
 
-/* llama.cpp's general.file_type (enum llama_ftype) for the weight type. */
-static uint32_t gen_model_ftype(enum quant_type t)
-{
-    switch (t) {
-    case QUANT_F16: return 1;
-    case QUANT_Q4_0: return 2;
-    case QUANT_Q8_0: return 7;
-    default: return 0;
-    }
-}
-
 static int gen_model_metadata(struct gen_model_ctx *c, uint64_t vocab)
 {
     const struct gen_model_opts *o = c->o;
@@ -259,7 +247,7 @@ static int gen_model_metadata(struct gen_model_ctx *c, uint64_t vocab)
     int rc;
     if ((rc = gguf_writer_set_str(w, "general.architecture", "llama")) ||
         (rc = gguf_writer_set_str(w, "general.name", "cinfer-random")) ||
-        (rc = gguf_writer_set_u32(w, "general.file_type", gen_model_ftype(o->type))) ||
+        (rc = gguf_writer_set_u32(w, "general.file_type", quant_type_file_type(o->type))) ||
         (rc = gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
         (rc = gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)vocab)) ||
         (rc = gguf_writer_set_u32(w, "llama.context_length", o->context_length)) ||

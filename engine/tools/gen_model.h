@@ -13,7 +13,8 @@
 #include <stdint.h>
 
 struct gen_model_opts {
-    enum quant_type type;    /* F32, F16, Q8_0 or Q4_0: 2-D weights incl. token_embd */
+    enum quant_type type;    /* any known type: 2-D weights incl. token_embd (F32 where a row
+                              * is not a multiple of its block) */
     uint32_t dim;            /* embedding length */
     uint32_t layers;         /* block count */
     uint32_t heads;          /* attention heads; dim % heads == 0, head dim even */

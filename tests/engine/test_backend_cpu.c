@@ -61,7 +61,17 @@ static size_t type_row_bytes(enum quant_type t, int64_t cols)
     return quant_row_bytes(t, (uint64_t)cols);
 }
 
-/* Random row data of `type`: scales small and positive-ish like real models, quants uniform. */
+/* Overwrites the f16 at byte `off` of every `bsz`-byte block with a random small scale. */
+static void fix_scales(uint8_t *p, size_t total, size_t bsz, size_t off, float lo, float span)
+{
+    for (size_t i = 0; i < total / bsz; i++) {
+        uint16_t h = quant_f32_to_f16(lo + span * fabsf(rng_f()));
+        memcpy(p + i * bsz + off, &h, sizeof(h));
+    }
+}
+
+/* Random row data of `type`: every quant and sub-block scale bit pattern uniform (random bytes),
+ * the f16 super-scales small and positive like real models' (mins and Q4_1/Q5_1 offsets signed). */
 static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
 {
     size_t rb = type_row_bytes(type, cols), total = rb * (size_t)rows;
@@ -79,30 +89,44 @@ static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
         for (size_t i = 0; i < n; i++) ((uint16_t *)p)[i] = quant_f32_to_bf16(rng_f());
         break;
     case QUANT_Q8_0:
+        fix_scales(p, total, 34, 0, 0.001f, 0.01f);
         for (size_t i = 0; i < total / 34; i++) {
             struct quant_block_q8_0 *b = (struct quant_block_q8_0 *)p + i;
-            b->d = quant_f32_to_f16(0.001f + 0.01f * fabsf(rng_f()));
             for (int j = 0; j < 32; j++)
                 if (b->qs[j] == -128) b->qs[j] = -127; /* ggml's quantizer never emits -128 */
         }
         break;
-    case QUANT_Q4_0:
-        for (size_t i = 0; i < total / 18; i++)
-            ((struct quant_block_q4_0 *)p)[i].d = quant_f32_to_f16(0.01f + 0.05f * rng_f());
+    case QUANT_Q4_0: fix_scales(p, total, 18, 0, -0.05f, 0.1f); break;
+    case QUANT_Q4_1:
+        fix_scales(p, total, 20, 0, 0.001f, 0.01f);
+        fix_scales(p, total, 20, 2, -0.08f, 0.04f);
         break;
+    case QUANT_Q5_0: fix_scales(p, total, 22, 0, -0.02f, 0.04f); break;
+    case QUANT_Q5_1:
+        fix_scales(p, total, 24, 0, 0.0005f, 0.005f);
+        fix_scales(p, total, 24, 2, -0.08f, 0.04f);
+        break;
+    case QUANT_Q2_K:
+        fix_scales(p, total, 84, 80, 0.0005f, 0.005f);
+        fix_scales(p, total, 84, 82, 0.0005f, 0.002f);
+        break;
+    case QUANT_Q3_K: fix_scales(p, total, 110, 108, 0.0002f, 0.001f); break;
     case QUANT_Q4_K:
-        for (size_t i = 0; i < total / 144; i++) {
-            struct quant_block_q4_k *b = (struct quant_block_q4_k *)p + i;
-            b->d = quant_f32_to_f16(0.002f * fabsf(rng_f()) + 0.0005f);
-            b->dmin = quant_f32_to_f16(0.002f * fabsf(rng_f()));
+    case QUANT_Q5_K: {
+        size_t bsz = type == QUANT_Q4_K ? 144 : 176;
+        fix_scales(p, total, bsz, 0, 0.0005f, 0.002f);
+        fix_scales(p, total, bsz, 2, 0.0f, 0.002f);
+        break;
+    }
+    case QUANT_Q6_K: fix_scales(p, total, 210, 208, -0.0005f, 0.0015f); break;
+    case QUANT_Q8_K:
+        for (size_t i = 0; i < total / 292; i++) {
+            float d = 0.0001f + 0.001f * fabsf(rng_f());
+            memcpy(p + i * 292, &d, sizeof(d));
         }
         break;
-    case QUANT_Q6_K:
-        for (size_t i = 0; i < total / 210; i++) {
-            struct quant_block_q6_k *b = (struct quant_block_q6_k *)p + i;
-            b->d = quant_f32_to_f16(0.0005f + 0.001f * rng_f());
-        }
-        break;
+    case QUANT_IQ4_NL: fix_scales(p, total, 18, 0, -0.0005f, 0.001f); break;
+    case QUANT_IQ4_XS: fix_scales(p, total, 136, 0, 0.00005f, 0.0002f); break;
     default: ck_abort_msg("unexpected type");
     }
     return p;
@@ -221,45 +245,20 @@ static void check_matmul_type(enum quant_type type, int64_t block)
             }
 }
 
-START_TEST(test_matmul_f32)
-{
-    check_matmul_type(QUANT_F32, 1);
-}
-END_TEST
+/* Every weight type, one loop iteration each (block: elements per block, 1 for float types). */
+static const struct {
+    enum quant_type type;
+    int64_t block;
+} matmul_types[] = {
+    {QUANT_F32, 1},     {QUANT_F16, 1},    {QUANT_BF16, 1},   {QUANT_Q8_0, 32},
+    {QUANT_Q4_0, 32},   {QUANT_Q4_1, 32},  {QUANT_Q5_0, 32},  {QUANT_Q5_1, 32},
+    {QUANT_IQ4_NL, 32}, {QUANT_Q2_K, 256}, {QUANT_Q3_K, 256}, {QUANT_Q4_K, 256},
+    {QUANT_Q5_K, 256},  {QUANT_Q6_K, 256}, {QUANT_Q8_K, 256}, {QUANT_IQ4_XS, 256},
+};
 
-START_TEST(test_matmul_f16)
+START_TEST(test_matmul_every_type)
 {
-    check_matmul_type(QUANT_F16, 1);
-}
-END_TEST
-
-START_TEST(test_matmul_bf16)
-{
-    check_matmul_type(QUANT_BF16, 1);
-}
-END_TEST
-
-START_TEST(test_matmul_q8_0)
-{
-    check_matmul_type(QUANT_Q8_0, 32);
-}
-END_TEST
-
-START_TEST(test_matmul_q4_0)
-{
-    check_matmul_type(QUANT_Q4_0, 32);
-}
-END_TEST
-
-START_TEST(test_matmul_q4_k)
-{
-    check_matmul_type(QUANT_Q4_K, 256);
-}
-END_TEST
-
-START_TEST(test_matmul_q6_k)
-{
-    check_matmul_type(QUANT_Q6_K, 256);
+    check_matmul_type(matmul_types[_i].type, matmul_types[_i].block);
 }
 END_TEST
 
@@ -267,13 +266,12 @@ END_TEST
  * relies on this for batch-invariant logits). */
 START_TEST(test_matmul_batch_invariant)
 {
-    const enum quant_type types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
-                                     QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K};
-    const int64_t cols_for[] = {172, 172, 172, 96, 96, 256, 256};
     int64_t rows = 37;
     int nt = 100;
-    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
-        int64_t cols = cols_for[ti];
+    enum quant_type types[ARRAY_LEN(matmul_types)];
+    for (size_t ti = 0; ti < ARRAY_LEN(matmul_types); ti++) {
+        types[ti] = matmul_types[ti].type;
+        int64_t cols = matmul_types[ti].block == 1 ? 172 : 3 * matmul_types[ti].block;
         void *wd = random_weights(types[ti], rows, cols);
         struct backend_weight_desc d = {types[ti], rows, cols, wd, false};
         float *x = malloc(sizeof(float) * nt * cols);
@@ -522,7 +520,7 @@ START_TEST(test_weight_prepare_rejects_bad_desc)
     struct backend_weight_desc d = {.type = QUANT_Q8_0, .rows = 1, .cols = 33, .data = buf};
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_INVAL); /* partial block */
     d.cols = 32;
-    d.type = QUANT_Q8_K;
+    d.type = (enum quant_type)16; /* IQ2_XXS: a ggml type this engine does not read */
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_UNSUPPORTED);
     d.type = (enum quant_type)99;
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_UNSUPPORTED);
@@ -543,10 +541,10 @@ END_TEST
 
 START_TEST(test_get_rows_every_type)
 {
-    const enum quant_type types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
-                                     QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K};
+    enum quant_type types[ARRAY_LEN(matmul_types)];
     struct backend *b = make_backend(NULL, 2);
     for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+        types[ti] = matmul_types[ti].type;
         int64_t rows = 9, cols = 512;
         void *data = random_weights(types[ti], rows, cols);
         struct backend_weight_desc d = {types[ti], rows, cols, data, false};
@@ -593,7 +591,7 @@ START_TEST(test_f32_to_f16_levels_match_scalar)
         cpu_kernels_init(&k, (enum cpu_isa)lvl);
         k.f32_to_f16(x, got, N);
         for (int i = 0; i < N; i++) {
-            uint16_t want = cpu_quant_f32_to_f16(x[i]);
+            uint16_t want = quant_f32_to_f16(x[i]);
             if (isnan(x[i]))
                 ck_assert_msg((got[i] & 0x7c00) == 0x7c00 && (got[i] & 0x3ff) != 0,
                               "level %d: NaN became %#x", lvl, got[i]);
@@ -607,24 +605,27 @@ START_TEST(test_f32_to_f16_levels_match_scalar)
 }
 END_TEST
 
-START_TEST(test_fp16_conversions_match_quant)
+/* Every level widens all 65536 half floats exactly as the reference conversion does. */
+START_TEST(test_f16_to_f32_levels_match_quant)
 {
-    for (uint32_t h = 0; h < 65536; h++) {
-        float a = cpu_quant_f16_to_f32((uint16_t)h), r = quant_f16_to_f32((uint16_t)h);
-        if (isnan(r))
-            ck_assert(isnan(a));
-        else
-            ck_assert_msg(memcmp(&a, &r, 4) == 0, "h=%#x: %g vs %g", h, a, r);
-        if (!isnan(r)) ck_assert_uint_eq(cpu_quant_f32_to_f16(r), (uint16_t)h);
+    uint16_t *h = malloc(sizeof(uint16_t) * 65536);
+    float *got = malloc(sizeof(float) * 65536);
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        k.f16_to_f32(h, got, 65536);
+        for (uint32_t i = 0; i < 65536; i++) {
+            float r = quant_f16_to_f32((uint16_t)i);
+            if (isnan(r))
+                ck_assert(isnan(got[i]));
+            else
+                ck_assert_msg(memcmp(&got[i], &r, 4) == 0, "level %d h=%#x: %g vs %g", lvl, i,
+                              got[i], r);
+        }
     }
-    for (int i = 0; i < 200000; i++) {
-        uint32_t bits = rng_u32() ^ (rng_u32() << 16);
-        float f;
-        memcpy(&f, &bits, 4);
-        if (isnan(f)) continue;
-        ck_assert_msg(cpu_quant_f32_to_f16(f) == quant_f32_to_f16(f), "f=%a: %#x vs %#x", f,
-                      cpu_quant_f32_to_f16(f), quant_f32_to_f16(f));
-    }
+    free(h);
+    free(got);
 }
 END_TEST
 
@@ -1458,6 +1459,10 @@ START_TEST(test_bench_rejects_bad_arguments)
     char *a3[] = {"bench-kernels", "--bogus"};
     char *a4[] = {"bench-kernels", "--threads"};
     char *a5[] = {"bench-kernels", "--isa", "sse9"};
+    char *a6[] = {"bench-kernels", "--types", "q4_K,q9_Z"};
+    char *a7[] = {"bench-kernels", "--types", "q4_K,,f32"};
+    ck_assert_int_eq(cpu_bench_main(3, a6), 2);
+    ck_assert_int_eq(cpu_bench_main(3, a7), 2);
     ck_assert_int_eq(cpu_bench_main(3, a1), 2);
     ck_assert_int_eq(cpu_bench_main(3, a2), 2);
     ck_assert_int_eq(cpu_bench_main(2, a3), 2);
@@ -1488,7 +1493,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_isa_parse);
     tcase_add_test(tc, test_bench_rejects_bad_arguments);
     tcase_add_test(tc, test_pool_claims_every_item_once);
-    tcase_add_test(tc, test_fp16_conversions_match_quant);
+    tcase_add_test(tc, test_f16_to_f32_levels_match_quant);
     tcase_add_test(tc, test_f32_to_f16_levels_match_scalar);
     tcase_add_test(tc, test_weight_prepare_rejects_bad_desc);
     tcase_add_test(tc, test_get_rows_every_type);
@@ -1501,15 +1506,9 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
     tcase_add_test(tc, test_attention_f16_kernels_match_widening);
-    tcase_add_test(tc, test_matmul_f32);
-    tcase_add_test(tc, test_matmul_f16);
-    tcase_add_test(tc, test_matmul_bf16);
-    tcase_add_test(tc, test_matmul_q8_0);
-    tcase_add_test(tc, test_matmul_q4_0);
-    tcase_add_test(tc, test_matmul_q4_k);
-    tcase_add_test(tc, test_matmul_q6_k);
     tcase_add_test(tc, test_matmul_model_shapes);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
+    tcase_add_loop_test(tc, test_matmul_every_type, 0, (int)ARRAY_LEN(matmul_types));
     tcase_add_test(tc, test_matmul_batch_invariant);
     tcase_add_test(tc, test_matmul_group_matches_single);
     tcase_add_test(tc, test_attention_gqa_ratios);

@@ -104,9 +104,12 @@ START_TEST(test_quant_sizes)
 {
     ck_assert(quant_type_known(QUANT_F32) && quant_type_known(QUANT_BF16));
     ck_assert(quant_type_known(QUANT_Q4_K) && quant_type_known(QUANT_Q6_K));
-    ck_assert(!quant_type_known(QUANT_Q8_K)); /* activations only, never in a file */
-    ck_assert(!quant_type_known(3) && !quant_type_known(7) && !quant_type_known(UINT32_MAX));
+    ck_assert(quant_type_known(QUANT_Q4_1) && quant_type_known(QUANT_IQ4_XS));
+    ck_assert(quant_type_known(QUANT_Q8_K));
+    ck_assert(!quant_type_known(4) && !quant_type_known(9) && !quant_type_known(16));
+    ck_assert(!quant_type_known(31) && !quant_type_known(UINT32_MAX));
     ck_assert_str_eq(quant_type_name(QUANT_Q4_K), "q4_K");
+    ck_assert_str_eq(quant_type_name(QUANT_IQ4_NL), "iq4_nl");
     ck_assert_str_eq(quant_type_name((enum quant_type)77), "unknown");
     ck_assert_uint_eq(quant_row_bytes(QUANT_F32, 3), 12);
     ck_assert_uint_eq(quant_row_bytes(QUANT_F16, 3), 6);
@@ -116,7 +119,16 @@ START_TEST(test_quant_sizes)
     ck_assert_uint_eq(quant_row_bytes(QUANT_Q6_K, 256), 210);
     ck_assert_uint_eq(quant_row_bytes(QUANT_Q8_0, 33), 0);
     ck_assert_uint_eq(quant_row_bytes(QUANT_Q4_K, 32), 0);
-    ck_assert_uint_eq(quant_row_bytes((enum quant_type)7, 32), 0);
+    ck_assert_uint_eq(quant_row_bytes((enum quant_type)9, 32), 0);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_Q4_1, 64), 40);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_Q5_0, 32), 22);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_Q5_1, 32), 24);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_Q2_K, 256), 84);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_Q3_K, 512), 220);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_Q5_K, 256), 176);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_IQ4_NL, 64), 36);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_IQ4_XS, 256), 136);
+    ck_assert_uint_eq(quant_row_bytes(QUANT_IQ4_XS, 32), 0);
     ck_assert_uint_eq(quant_row_bytes(QUANT_F32, UINT64_MAX / 2), 0); /* overflow */
     ck_assert_uint_eq(quant_block_elems((enum quant_type)99), 0);
     ck_assert_uint_eq(quant_block_bytes(QUANT_Q8_K), 292);
@@ -255,12 +267,39 @@ START_TEST(test_quant_q6_k_layout)
 }
 END_TEST
 
-START_TEST(test_quant_unsupported_encoders)
+/* Names parse whatever their case; unknown ids and names are refused; ggml's other types are named
+ * for error messages. */
+START_TEST(test_quant_names_and_unknown_types)
 {
-    float x[256] = {0};
-    uint8_t out[256];
-    ck_assert_int_eq(quant_quantize_row(QUANT_Q4_K, x, out, 256), ERR_UNSUPPORTED);
-    ck_assert_int_eq(quant_quantize_row(QUANT_Q6_K, x, out, 256), ERR_UNSUPPORTED);
+    enum quant_type t = QUANT_F32;
+    ck_assert(quant_type_parse("q4_k", &t) && t == QUANT_Q4_K);
+    ck_assert(quant_type_parse("Q6_K", &t) && t == QUANT_Q6_K);
+    ck_assert(quant_type_parse("IQ4_NL", &t) && t == QUANT_IQ4_NL);
+    ck_assert(quant_type_parse("bf16", &t) && t == QUANT_BF16);
+    ck_assert(!quant_type_parse("q4_2", &t) && !quant_type_parse("", &t));
+    ck_assert(!quant_type_parse("iq2_xxs", &t) && !quant_type_parse(NULL, &t));
+    ck_assert_int_eq(t, QUANT_BF16); /* untouched on failure */
+    /* every name in the list parses back to a known type of that name */
+    char names[256];
+    snprintf(names, sizeof(names), "%s", quant_type_names());
+    int n = 0;
+    for (char *save = NULL, *p = strtok_r(names, "|", &save); p; p = strtok_r(NULL, "|", &save)) {
+        ck_assert_msg(quant_type_parse(p, &t), "%s", p);
+        ck_assert_str_eq(quant_type_name(t), p);
+        n++;
+    }
+    ck_assert_int_eq(n, 16);
+    ck_assert_str_eq(quant_ggml_type_name(16), "iq2_xxs");
+    ck_assert_str_eq(quant_ggml_type_name(39), "mxfp4");
+    ck_assert_ptr_null(quant_ggml_type_name(4));
+    ck_assert_ptr_null(quant_ggml_type_name(1000));
+    ck_assert_uint_eq(quant_type_file_type(QUANT_Q4_K), 14);
+    ck_assert_uint_eq(quant_type_file_type(QUANT_Q6_K), 18);
+    ck_assert_uint_eq(quant_type_file_type(QUANT_F32), 0);
+    float x[32] = {0};
+    uint8_t out[64];
+    ck_assert_int_eq(quant_quantize_row((enum quant_type)16, x, out, 32), ERR_UNSUPPORTED);
+    ck_assert_int_eq(quant_quantize_row((enum quant_type)99, x, out, 32), ERR_UNSUPPORTED);
 }
 END_TEST
 
@@ -364,7 +403,7 @@ Suite *quant_suite(void)
     tcase_add_test(tc, test_quant_q8_k_reference);
     tcase_add_test(tc, test_quant_q4_k_layout);
     tcase_add_test(tc, test_quant_q6_k_layout);
-    tcase_add_test(tc, test_quant_unsupported_encoders);
+    tcase_add_test(tc, test_quant_names_and_unknown_types);
     tcase_add_test(tc, test_quant_float_rows);
     tcase_add_test(tc, test_quant_matches_llamacpp_q8_0);
     tcase_add_test(tc, test_quant_matches_llamacpp_q4_0);

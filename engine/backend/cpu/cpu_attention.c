@@ -89,7 +89,7 @@ static void kv_store_row(const struct cpu_backend *cb, const float *x, char *dst
             float d;
             int32_t sum;
             cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, (int8_t *)(blk + 2), &d, &sum);
-            uint16_t dh = cpu_quant_f32_to_f16(d); /* d is already an f16 value */
+            uint16_t dh = quant_f32_to_f16(d); /* d is already an f16 value */
             memcpy(blk, &dh, sizeof(dh));
         }
     }
@@ -342,7 +342,7 @@ float cpu_ggml_reduce16(const float *v)
 
 static float attn_f16_round(float v)
 {
-    return cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(v));
+    return quant_f16_to_f32(quant_f32_to_f16(v));
 }
 
 /* One item with an F16 cache, in the arithmetic of llama.cpp's CPU path (non-flash attention):
@@ -380,7 +380,7 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
         for (int p = lo; p < np; p++) {
             const uint16_t *kp = (const uint16_t *)attn_row(j, j->k_base, tab, p, kvh);
             double dot = 0.0;
-            for (int i = 0; i < hd; i++) dot += (double)(qh[i] * cpu_quant_f16_to_f32(kp[i]));
+            for (int i = 0; i < hd; i++) dot += (double)(qh[i] * quant_f16_to_f32(kp[i]));
             float sc = (float)dot;
             if (j->softcap > 0.0f) sc = tanhf(sc * (1.0f / j->softcap)) * j->softcap;
             pr[p] = sc * j->scale;
@@ -405,7 +405,7 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
             const uint16_t *vp = (const uint16_t *)attn_row(j, j->v_base, tab, p, kvh);
             float *a = acc + (p % 16);
             for (int i = 0; i < hd; i++)
-                a[i * 16] = fmaf(pr[p], cpu_quant_f16_to_f32(vp[i]), a[i * 16]);
+                a[i * 16] = fmaf(pr[p], quant_f16_to_f32(vp[i]), a[i * 16]);
         }
         float *dst = j->out + ((size_t)t * j->n_heads + head) * hd;
         for (int i = 0; i < hd; i++) dst[i] = cpu_ggml_reduce16(acc + (size_t)i * 16);

@@ -162,19 +162,9 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
                               struct backend_weight **out)
 {
     if (!desc || !out || !desc->data || desc->rows <= 0 || desc->cols <= 0) return ERR_INVAL;
-    size_t row_bytes = cpu_quant_row_bytes(desc->type, desc->cols);
-    if (row_bytes == 0) {
-        switch (desc->type) {
-        case QUANT_F32:
-        case QUANT_F16:
-        case QUANT_BF16:
-        case QUANT_Q8_0:
-        case QUANT_Q4_0:
-        case QUANT_Q4_K:
-        case QUANT_Q6_K: return ERR_INVAL; /* cols not a multiple of the block size */
-        default: return ERR_UNSUPPORTED;
-        }
-    }
+    size_t row_bytes = quant_row_bytes(desc->type, (uint64_t)desc->cols);
+    if (row_bytes == 0) /* an unknown type, or cols not a multiple of the block size */
+        return quant_block_elems(desc->type) == 0 ? ERR_UNSUPPORTED : ERR_INVAL;
     if ((uint64_t)desc->rows > SIZE_MAX / row_bytes) return ERR_TOO_BIG;
     if (desc->cols > INT32_MAX || desc->rows > INT32_MAX) return ERR_TOO_BIG;
     struct backend_weight *w = calloc(1, sizeof(*w));
@@ -189,7 +179,7 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
             free(w);
             return ERR_NOMEM;
         }
-        cpu_quant_dequant_row(desc->type, desc->data, w->owned, desc->cols);
+        quant_dequantize_row(desc->type, desc->data, w->owned, (size_t)desc->cols);
         w->f32 = w->owned;
     } else if (cpu_weight_pack(cpu_backend_of(b), w) != 0) {
         free(w);

@@ -57,11 +57,11 @@ struct cpu_kernels {
     void (*quantize_q8_0)(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
     /* gate (n) = silu(gate) * up */
     void (*silu_mul)(float *gate, const float *up, size_t n);
-    /* Dequantizes a row of any weight type (as cpu_quant_dequant_row, to within rounding). */
+    /* Dequantizes a row of any weight type (as quant_dequantize_row, to within rounding). */
     void (*dequant_row)(enum quant_type type, const void *src, float *dst, int64_t n);
     /* dst (n) = f16 src (n) converted */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
-    /* dst (n) = src (n) rounded to f16 as cpu_quant_f32_to_f16 (nearest even; NaN stays NaN) */
+    /* dst (n) = src (n) rounded to f16 as quant_f32_to_f16 (nearest even; NaN stays NaN) */
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Attention over one (KV head, up to CPU_ATTN_ROWS query rows) item; s is position-major
      * (np, CPU_ATTN_ROWS), qt is the scaled queries transposed (hd, CPU_ATTN_ROWS), o (CPU_ATTN_ROWS, hd).
@@ -197,14 +197,6 @@ void cpu_backend_run(struct cpu_backend *cb, cpu_pool_fn fn, void *ctx);
  * by the backend, valid until the lane's next call) or NULL. */
 void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes);
 
-/* Scalar element conversions (IEEE half, bfloat16), exact and round-to-nearest-even as ggml. */
-float cpu_quant_f16_to_f32(uint16_t h);
-uint16_t cpu_quant_f32_to_f16(float f);
-float cpu_quant_bf16_to_f32(uint16_t h);
-/* Dequantizes `n` elements (a multiple of the block size) of a row of `type`; scalar. */
-void cpu_quant_dequant_row(enum quant_type type, const void *src, float *dst, int64_t n);
-/* Bytes of a row of `n` elements of `type`, 0 for an unsupported type or a partial block. */
-size_t cpu_quant_row_bytes(enum quant_type type, int64_t n);
 /* Quantizes one row of `k` floats (k % 32 == 0) into Q8_0 blocks as ggml's reference quantizer, split
  * into quants, scales and per-block quant sums. */
 void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *sum);

@@ -420,14 +420,14 @@ static AVX512 void f16_to_f32_512(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
-/* vcvtps2ph rounds to nearest even like cpu_quant_f32_to_f16 (NaN payloads may differ) */
+/* vcvtps2ph rounds to nearest even like quant_f32_to_f16 (NaN payloads may differ) */
 static AVX512 void f32_to_f16_512(const float *src, uint16_t *dst, int64_t n)
 {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+    for (; i < n; i++) dst[i] = quant_f32_to_f16(src[i]);
 }
 
 /* exp(x) for softmax inputs (x <= 0): Cephes' reduction and polynomial, 2^n applied with scalef so

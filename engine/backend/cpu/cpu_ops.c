@@ -119,7 +119,7 @@ static void gelu_mul_range(const uint16_t *table, float *gate, const float *up, 
         else if (x >= 10.0f)
             gate[i] = x * up[i];
         else
-            gate[i] = cpu_quant_f16_to_f32(table[cpu_quant_f32_to_f16(x)]) * up[i];
+            gate[i] = quant_f16_to_f32(table[quant_f32_to_f16(x)]) * up[i];
     }
 }
 
@@ -479,8 +479,8 @@ void cpu_ops_gelu_table(uint16_t *table)
 {
     const float sqrt_2_over_pi = 0.79788456080286535587989211986876f, coef_a = 0.044715f;
     for (uint32_t i = 0; i < 65536; i++) {
-        float x = cpu_quant_f16_to_f32((uint16_t)i);
+        float x = quant_f16_to_f32((uint16_t)i);
         float g = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
-        table[i] = cpu_quant_f32_to_f16(g);
+        table[i] = quant_f32_to_f16(g);
     }
 }
