@@ -227,14 +227,14 @@ static int parse_experts(const struct gguf *g, struct model_hparams *hp, char *e
                          errlen)))
         return rc;
     if (hp->n_expert == 0 && hp->n_expert_used == 0 && !moe_arch) return 0;
-    if (hp->n_expert == 0 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
-        return model_fail(err, errlen, ERR_INVAL,
-                          "%s.expert_count %d / expert_used_count %d: need 1 <= used <= count", a,
-                          hp->n_expert, hp->n_expert_used);
     if (hp->arch != MODEL_ARCH_LLAMA && !moe_arch)
         return model_fail(err, errlen, ERR_UNSUPPORTED,
                           "%s.expert_count %d: experts are not supported for %s", a, hp->n_expert,
                           a);
+    if (hp->n_expert == 0 || hp->n_expert_used == 0 || hp->n_expert_used > hp->n_expert)
+        return model_fail(err, errlen, ERR_INVAL,
+                          "%s.expert_count %d / expert_used_count %d: need 1 <= used <= count", a,
+                          hp->n_expert, hp->n_expert_used);
     int def = hp->arch == MODEL_ARCH_LLAMA ? hp->n_ff : hp->n_ff / hp->n_expert_used;
     if ((rc = arch_count(g, a, "expert_feed_forward_length", def, MODEL_MAX_DIM, &hp->n_ff_exp, err,
                          errlen)))
