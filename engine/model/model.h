@@ -119,6 +119,9 @@ struct model_options {
     /* The longest sequence the caller will run (tokens); 0 = the model's context_length. Picks
      * long-rope models' long or short frequency factors as llama.cpp does with its n_ctx. */
     int n_ctx_seq;
+    /* Seconds between "loading weights" progress lines (bytes read, total, percent, MB/s) while
+     * model_load reads the tensors; 0 = 2 s. A load shorter than that logs none. */
+    double progress_s;
 };
 
 /* The `--kv-type` names: "f16", "f32", "q8_0" (ggml's Q8_0 blocks of 32: about half the bytes of

@@ -37,20 +37,20 @@ enum {
     WEIGHT_LOOKUP_ONLY = 2, /* only read by get_rows (see backend_weight_desc) */
 };
 
-/* Seconds between load progress lines. */
+/* Seconds between load progress lines by default (model_options.progress_s). */
 #define MODEL_LOAD_LOG_S 2.0
 
 /* Faults in the pages of a tensor before the backend prepares it (so a large model's weights are
  * read while /health still says loading, not by the first requests) and logs progress: bytes,
- * percent and rate, at most every MODEL_LOAD_LOG_S seconds. */
+ * percent and rate, at most every progress_s seconds, and at the end if it logged before. */
 static void load_progress(struct model *m, const struct gguf_tensor *t)
 {
     const volatile char *p = t->data;
     for (uint64_t off = 0; off < t->size; off += 4096) (void)p[off];
     m->load_done += t->size;
     double now = clock_mono_s();
-    if (now - m->load_logged < MODEL_LOAD_LOG_S && m->load_done < m->load_total) return;
-    if (m->load_done == m->load_total && m->load_logged == m->load_t0) return; /* quick: quiet */
+    double every = m->opt.progress_s > 0 ? m->opt.progress_s : MODEL_LOAD_LOG_S;
+    if (now - m->load_logged < every) return;
     m->load_logged = now;
     double s = now - m->load_t0;
     log_info("loading weights", LOG_I("bytes", (long long)m->load_done),
@@ -351,6 +351,7 @@ static int load_rope_factors(struct model *m, char *err, size_t errlen)
     if (t->type != QUANT_F32 || ((uintptr_t)t->data & 3u) != 0)
         return model_fail(err, errlen, ERR_UNSUPPORTED, "tensor %s: type %s, expected aligned F32",
                           name, quant_type_name(t->type));
+    load_progress(m, t);
     m->rope_factors = t->data;
     return 0;
 }
@@ -484,6 +485,10 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
     if ((rc = load_output(m, err, errlen)) || (rc = load_rope_factors(m, err, errlen))) goto out;
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = load_layer(m, il, err, errlen))) goto out;
+    if (m->load_logged != m->load_t0) /* it took long enough to say so: say when it is done */
+        log_info("weights loaded", LOG_I("bytes", (long long)m->load_done),
+                 LOG_I("total", (long long)m->load_total),
+                 LOG_F("seconds", clock_mono_s() - m->load_t0));
     /* Lanes (model_lanes.c) where the backend runs them and no matrix is on the float path. */
     m->lanes_max = 1;
     if (!m->opt.no_lanes && !m->float_matmuls && m->be->ops->run_lanes)

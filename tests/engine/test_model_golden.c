@@ -753,6 +753,56 @@ START_TEST(test_model_load_rejects_bad_architectures)
 }
 END_TEST
 
+/* Loading logs its progress (bytes read of the file's, percent, rate) every progress_s seconds,
+ * then a line when it is done; a quick load with the default interval logs none of it. */
+START_TEST(test_model_load_logs_progress)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/cinfer-test-progress-%d.gguf", test_tmpdir(), (int)getpid());
+    char *argv[] = {"gen-model", "--out",  path,    "--log-level", "error",
+                    TINY_SHAPE,  "--arch", "llama", NULL};
+    ck_assert_int_eq(cmd_gen_model_main((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv), 0);
+    struct gguf *g = NULL;
+    char err[256];
+    ck_assert_int_eq(gguf_open(path, &g, err, sizeof(err)), 0);
+    uint64_t total = 0;
+    for (size_t i = 0; i < gguf_tensor_count(g); i++) total += gguf_tensor_at(g, i)->size;
+    size_t n_tensors = gguf_tensor_count(g);
+    gguf_close(g);
+    log_setup("engine", LOG_INFO, LOG_FORMAT_JSON); /* gen-model set "error" */
+    for (int every = 0; every <= 1; every++) {
+        struct model_options opt;
+        model_options_default(&opt);
+        opt.n_threads = 1;
+        opt.progress_s = every ? 1e-9 : 0;
+        struct test_log_capture cap;
+        ck_assert_ptr_nonnull(test_log_capture_start(&cap));
+        struct model *m = NULL;
+        int rc = model_load(path, &opt, &m, err, sizeof(err));
+        const char *log = test_log_capture_end(&cap);
+        ck_assert_msg(rc == 0, "%s", err);
+        size_t lines = 0;
+        for (const char *p = log; p && (p = strstr(p, "loading weights")); p++) lines++;
+        if (!every) {
+            ck_assert_uint_eq(lines, 0);
+            ck_assert_ptr_null(strstr(log ? log : "", "weights loaded"));
+        } else {
+            ck_assert_uint_eq(lines, n_tensors); /* every tensor is read: one line each */
+            ck_assert_ptr_nonnull(strstr(log, "percent"));
+            ck_assert_ptr_nonnull(strstr(log, "mb_per_s"));
+            char want[64];
+            snprintf(want, sizeof(want), "%llu", (unsigned long long)total);
+            const char *done = strstr(log, "weights loaded");
+            ck_assert_ptr_nonnull(done);
+            ck_assert_msg(strstr(done, want) != NULL, "final line lacks %s: %s", want, done);
+        }
+        test_log_capture_free(&cap);
+        model_free(m);
+    }
+    unlink(path);
+}
+END_TEST
+
 /* Every architecture against the double-precision reference (F32 weights and KV cache). */
 START_TEST(test_model_forward_matches_reference)
 {
@@ -940,6 +990,7 @@ Suite *model_golden_suite(void)
     tcase_add_test(load, test_model_load_hparams_and_defaults);
     tcase_add_test(load, test_model_load_rejects_bad_models);
     tcase_add_test(load, test_model_load_rejects_bad_architectures);
+    tcase_add_test(load, test_model_load_logs_progress);
     tcase_add_loop_test(load, test_model_forward_matches_reference, 0, 4);
     tcase_add_test(load, test_generate_stops_at_eos);
     suite_add_tcase(s, load);
