@@ -117,6 +117,31 @@ struct model {
 int model_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* Tensors (model_tensor.c). `flags` are MODEL_WEIGHT_* bits. */
+enum {
+    MODEL_WEIGHT_OPTIONAL = 1,    /* a missing tensor leaves the weight NULL, not an error */
+    MODEL_WEIGHT_LOOKUP_ONLY = 2, /* only read by get_rows (see backend_weight_desc) */
+};
+/* Finds tensor `name` and checks it against the shape ne = {cols, rows, n}: n == 0 means a 2-D
+ * tensor, or a 1-D one when rows == 1; n > 0 a 3-D stack of n matrices. Checks its type can be
+ * loaded and its data size. *out is NULL for a missing optional tensor. Errors name the tensor. */
+int model_tensor_find(struct model *m, const char *name, int64_t rows, int64_t cols, int64_t n,
+                      unsigned flags, const struct gguf_tensor **out, char *err, size_t errlen);
+/* Faults in the tensor's pages and counts its bytes; logs progress every opt.progress_s. */
+void model_tensor_progress(struct model *m, const struct gguf_tensor *t);
+/* Validates `name` as (rows, cols) (1-D when rows == 1) and prepares it into *out. */
+int model_tensor_load(struct model *m, const char *name, int64_t rows, int64_t cols, unsigned flags,
+                      struct backend_weight **out, char *err, size_t errlen);
+/* A fused tensor of sum(parts) rows as n weights of parts[i] rows (zero-copy slices), or with
+ * cols == 0 a fused 1-D bias split by columns into parts of parts[i] values. */
+int model_tensor_load_split(struct model *m, const char *name, const int64_t *parts, int n,
+                            int64_t cols, unsigned flags, struct backend_weight **out, char *err,
+                            size_t errlen);
+/* A stack ne = {cols, rows, n_expert} as a new array of n_expert weights (*out, freed by the
+ * caller with each weight), one slice per expert. */
+int model_tensor_load_experts(struct model *m, const char *name, int64_t rows, int64_t cols,
+                              struct backend_weight ***out, char *err, size_t errlen);
+
 /* Frees every lane's activations and their array (model_free). */
 void model_scratch_release(struct model *m);
 
