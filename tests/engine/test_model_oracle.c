@@ -64,10 +64,10 @@ struct tol {
 };
 
 static const struct tol tols[] = {
-    {"f32", 5e-3, 0},       {"f16", 3e-2, 0},      {"q8_0", 4e-2, 0},     {"q4_0", 4e-2, 0},
-    {"q4_1", 6e-2, 0.04},   {"q5_0", 6e-2, 0.04},  {"q5_1", 6e-2, 0.04},  {"iq4_nl", 6e-2, 0.04},
-    {"q2_k", 0.25, 0.04},   {"q3_k", 0.25, 0.04},  {"q4_k", 0.25, 0.04},  {"q5_k", 0.25, 0.04},
-    {"q6_k", 0.25, 0.04},   {"iq4_xs", 0.25, 0.04},
+    {"f32", 5e-3, 0},     {"f16", 3e-2, 0},       {"q8_0", 4e-2, 0},    {"q4_0", 4e-2, 0},
+    {"q4_1", 6e-2, 0.04}, {"q5_0", 6e-2, 0.04},   {"q5_1", 6e-2, 0.04}, {"iq4_nl", 6e-2, 0.04},
+    {"q2_k", 0.25, 0.04}, {"q3_k", 0.25, 0.04},   {"q4_k", 0.25, 0.04}, {"q5_k", 0.25, 0.04},
+    {"q6_k", 0.25, 0.04}, {"iq4_xs", 0.25, 0.04},
 };
 
 static const struct tol *tol_for(const char *type)
@@ -151,7 +151,6 @@ static const struct {
     {"stories260K-moe-noise", "f32", NULL},
     {"smollm2-q4_1", "q4_1", &smollm2_tol},
 };
-
 
 /* +1 or -1 for vocabulary index i: the generator's checksum_sign. */
 static double chk_sign(uint32_t i)
@@ -302,7 +301,8 @@ static void load_prompt(json_t *p, struct prompt *out)
     out->n = (int)json_array_size(t);
     out->n_greedy = (int)json_array_size(g);
     ck_assert(out->n > 0 && out->n <= MAX_TOKENS && out->n_greedy <= MAX_TOKENS);
-    for (int i = 0; i < out->n; i++) out->toks[i] = (int32_t)json_integer_value(json_array_get(t, i));
+    for (int i = 0; i < out->n; i++)
+        out->toks[i] = (int32_t)json_integer_value(json_array_get(t, i));
     for (int i = 0; i < out->n_greedy; i++)
         out->greedy[i] = (int32_t)json_integer_value(json_array_get(g, i));
 }
@@ -314,7 +314,8 @@ START_TEST(test_model_matches_llamacpp)
     snprintf(path, sizeof(path), "tests/testdata/oracle/%s.json", name);
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
-    ck_assert_msg(root != NULL, "%s: %s (regenerate with hack/gen-oracle-outputs.py)", path, je.text);
+    ck_assert_msg(root != NULL, "%s: %s (regenerate with hack/gen-oracle-outputs.py)", path,
+                  je.text);
     char model_path[4096];
     if (!case_model(json_object_get(root, "model"), model_path, sizeof(model_path))) {
         json_decref(root);
@@ -434,6 +435,43 @@ START_TEST(test_model_matches_llamacpp)
 }
 END_TEST
 
+/* The known answer of ../shared/models/moe/SOURCE.md: four copies of stories260K's FFN as experts
+ * (top-2, weights renormalised) give the dense model's logits, whatever the router picks: w1 e +
+ * w2 e with w1 + w2 = 1 rounds within a few ulp of e. */
+START_TEST(test_moe_identical_experts_equal_dense)
+{
+    const char *rel[2] = {"models/tinyllamas/stories260K.gguf",
+                          "models/moe/stories260K-moe4x-top2-identical.gguf"};
+    static const int32_t toks[] = {1, 403, 407, 261, 378, 29, 261, 488, 11, 2};
+    enum { N = sizeof(toks) / sizeof(toks[0]) };
+    static float rows[2][N * 512];
+    for (int i = 0; i < 2; i++) {
+        const char *path = test_shared_path(rel[i]);
+        if (!path) return;
+        struct model_options opt;
+        model_options_default(&opt);
+        opt.n_threads = 2;
+        opt.kv_type = QUANT_F32;
+        struct run r = {0};
+        char err[256];
+        ck_assert_msg(model_load(path, &opt, &r.m, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(model_hparams(r.m)->n_expert, i == 0 ? 0 : 4);
+        struct kv_cache_config kc = {8, 16, 1, 8};
+        ck_assert_int_eq(kv_cache_new(&kc, &r.kv), 0);
+        ck_assert_int_eq(model_kv_init(r.m, r.kv), 0);
+        int seq, n = N;
+        ck_assert_int_eq(kv_cache_seq_open(r.kv, &seq), 0);
+        int32_t *tp = (int32_t *)toks;
+        memcpy(rows[i], step(&r, &seq, &tp, &n, 1, true), sizeof(rows[i]));
+        kv_cache_free(r.kv);
+        model_free(r.m);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < N * 512; i++) worst = fmax(worst, fabs(rows[0][i] - rows[1][i]));
+    ck_assert_msg(worst < 1e-4, "identical experts differ from the dense model by %g", worst);
+}
+END_TEST
+
 Suite *model_oracle_suite(void);
 Suite *model_oracle_suite(void)
 {
@@ -441,6 +479,7 @@ Suite *model_oracle_suite(void)
     TCase *tc = tcase_create("llamacpp");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_model_matches_llamacpp, 0, sizeof(cases) / sizeof(cases[0]));
+    tcase_add_test(tc, test_moe_identical_experts_equal_dense);
     suite_add_tcase(s, tc);
     return s;
 }
