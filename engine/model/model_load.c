@@ -232,7 +232,8 @@ static int load_weight(struct model *m, const char *name, int64_t rows, int64_t 
         return fail(err, errlen, rc, "tensor %s: backend cannot prepare it (%s)", name,
                     err_str(rc));
     m->weight_bytes += t->size;
-    if (rows > 1 && !d.lookup_only && t->type != QUANT_Q8_0 && t->type != QUANT_Q4_0)
+    if (rows > 1 && !d.lookup_only && m->be->ops->weight_float_path &&
+        m->be->ops->weight_float_path(m->be, *out))
         m->float_matmuls = true;
     return 0;
 }

@@ -129,18 +129,23 @@ static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
     return p;
 }
 
-/* Q8_0 activation error bound of one output: per block, 0.6 * amax/127 * sum |w| (rounding to
- * half a step plus the f16 rounding of the block scale). */
-static double act_q8_bound(const float *w, const float *x, int64_t cols)
+/* The error bound of one output from quantizing the activations (cpu_act_of): per block of the
+ * activation format, half a quantization step amax/127 times sum |w| of the block's weights. Q8_0
+ * stores its scale as f16 (a relative 2^-11 more: 0.6 for 0.5); Q8_K keeps a float scale and
+ * rounds to nearest (0.51). The weights are exact in both (the dequantized values themselves). */
+static double act_bound(enum quant_type type, const float *w, const float *x, int64_t cols)
 {
-    double bound = 0.0;
-    for (int64_t b = 0; b < cols / 32; b++) {
+    enum cpu_act act = cpu_act_of(type);
+    if (act == CPU_ACT_FLOAT) return 0.0;
+    int blk = act == CPU_ACT_Q8_K ? 256 : 32;
+    double f = act == CPU_ACT_Q8_K ? 0.51 : 0.6, bound = 0.0;
+    for (int64_t b = 0; b < cols / blk; b++) {
         double amax = 0.0, sw = 0.0;
-        for (int j = 0; j < 32; j++) {
-            amax = fmax(amax, fabs(x[b * 32 + j]));
-            sw += fabs(w[b * 32 + j]);
+        for (int j = 0; j < blk; j++) {
+            amax = fmax(amax, fabs(x[b * blk + j]));
+            sw += fabs(w[b * blk + j]);
         }
-        bound += 0.6 * amax / 127.0 * sw;
+        bound += f * amax / 127.0 * sw;
     }
     return bound;
 }
@@ -184,9 +189,10 @@ static void check_matmul_case(const struct mm_case *c)
     size_t rb = type_row_bytes(c->type, cols);
     for (int64_t r = 0; r < rows; r++)
         quant_dequantize_row(c->type, (const char *)wdata + r * rb, wf + r * cols, (size_t)cols);
-    int integer = c->type == QUANT_Q8_0 || c->type == QUANT_Q4_0;
 
     float *ref_scalar = run_matmul("scalar", 1, &d, x, nt);
+    bool exact =
+        cpu_act_of(c->type) != CPU_ACT_FLOAT && c->type != QUANT_Q8_0 && c->type != QUANT_Q4_0;
     for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
         for (int th = 1; th <= 2; th++) {
             float *y = run_matmul(isa_levels[li], th, &d, x, nt);
@@ -205,14 +211,20 @@ static void check_matmul_case(const struct mm_case *c)
                         ref += (double)wr[i] * xt[i];
                         mag += fabs((double)wr[i] * xt[i]);
                     }
-                    double tol = 1e-4 * mag + 1e-5 + (integer ? act_q8_bound(wr, xt, cols) : 0);
+                    double tol = 1e-4 * mag + 1e-5 + act_bound(c->type, wr, xt, cols);
                     double got = y[(size_t)t * rows + r];
                     ck_assert_msg(fabs(got - ref) <= tol,
                                   "type %d %lldx%lld nt %d isa %s: y[%d][%lld] = %g, ref %g",
                                   c->type, (long long)rows, (long long)cols, nt, isa_levels[li], t,
                                   (long long)r, got, ref);
-                    /* every level agrees with the scalar kernels far more tightly */
+                    /* every level agrees with the scalar kernels far more tightly, and
+                     * bit for bit where the integer sums are exact (cpu_qdot.c) */
                     double s = ref_scalar[(size_t)t * rows + r];
+                    if (exact)
+                        ck_assert_msg(memcmp(&y[(size_t)t * rows + r],
+                                             &ref_scalar[(size_t)t * rows + r], 4) == 0,
+                                      "type %d isa %s threads %d: y[%d][%lld] = %.9g, scalar %.9g",
+                                      c->type, isa_levels[li], th, t, (long long)r, got, s);
                     ck_assert_msg(fabs(got - s) <= 2e-5 * mag + 1e-6,
                                   "type %d isa %s: y[%d][%lld] = %.9g, scalar %.9g", c->type,
                                   isa_levels[li], t, (long long)r, got, s);

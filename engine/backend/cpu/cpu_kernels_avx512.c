@@ -805,10 +805,10 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_512;
     k->gemm_f16 = gemm_f16_512;
-    k->gemm_q8_0 = gemm_q8_0_512;
-    k->gemm_q4_0 = gemm_q4_0_512;
-    k->gemm_q8_0_packed = gemm_q8_0_packed_512;
-    k->gemm_q4_0_packed = gemm_q4_0_packed_512;
+    k->gemm_q[QUANT_Q8_0] = gemm_q8_0_512;
+    k->gemm_q[QUANT_Q4_0] = gemm_q4_0_512;
+    k->gemm_qpack[QUANT_Q8_0] = gemm_q8_0_packed_512;
+    k->gemm_qpack[QUANT_Q4_0] = gemm_q4_0_packed_512;
     k->f16_to_f32 = f16_to_f32_512;
     k->f32_to_f16 = f32_to_f16_512;
     k->quantize_q8_0 = quantize_q8_0_512;
