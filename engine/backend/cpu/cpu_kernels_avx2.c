@@ -3,18 +3,12 @@
  * maddubs: Q8_0 weights with the sign trick (|w| times sign(w)*x fits int16 pairs), Q4_0 weights as
  * unsigned nibbles with the -8 offset folded into the per-block sum of the activation quants. */
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_simd.h"
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-/* Tile loops have compile-time trip counts; unrolling them keeps accumulators in registers. */
-#define UNROLL _Pragma("GCC unroll 4")
-
-#define AVX2        __attribute__((target("avx2,fma,f16c")))
-#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 AVX2_INLINE float hsum_avx2(__m256 v)
 {

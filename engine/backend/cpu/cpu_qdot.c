@@ -287,7 +287,8 @@ static void gemm_k_scalar(enum quant_type type, const void *w, size_t row_bytes,
                     }
                     float dx = xq->d[xb];
                     if (wb.has_min)
-                        acc[t] = fmaf(dx, fmaf(wb.d, (float)isum, -(wb.dmin * (float)msum)), acc[t]);
+                        acc[t] =
+                            fmaf(dx, fmaf(wb.d, (float)isum, -(wb.dmin * (float)msum)), acc[t]);
                     else
                         acc[t] = fmaf(dx, wb.d * (float)isum, acc[t]);
                 }
