@@ -125,8 +125,9 @@ void cpu_kernels_init(struct cpu_kernels *k, enum cpu_isa isa);
 void cpu_kernels_scalar(struct cpu_kernels *k);
 void cpu_kernels_avx2(struct cpu_kernels *k);
 void cpu_kernels_avx512(struct cpu_kernels *k);
-/* The kernels of the types added after Q8_0/Q4_0, installed by the level functions above: packed
- * ones at AVX-512 (cpu_kernels_avx512_q.c). */
+/* The kernels of the types added after Q8_0/Q4_0, installed by the level functions above:
+ * row-major ones at AVX2 (cpu_kernels_avx2_q.c), packed ones at AVX-512 (cpu_kernels_avx512_q.c). */
+void cpu_kernels_avx2_q(struct cpu_kernels *k);
 void cpu_kernels_avx512_q(struct cpu_kernels *k);
 
 /* A prepared weight: the descriptor (borrowing the mapping), plus an owned F32 copy for 1-D weights

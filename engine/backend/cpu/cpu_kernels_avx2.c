@@ -497,6 +497,7 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->gemm_f16 = gemm_f16_avx2;
     k->gemm_q[QUANT_Q8_0] = gemm_q8_0_avx2;
     k->gemm_q[QUANT_Q4_0] = gemm_q4_0_avx2;
+    cpu_kernels_avx2_q(k);
     k->f16_to_f32 = f16_to_f32_avx2;
     k->f32_to_f16 = f32_to_f16_avx2;
     k->silu_mul = silu_mul_avx2;

@@ -26,8 +26,7 @@ AVX512_INLINE __m512i qk_dot_512(__m512i init, const __m512i *w, const int8_t *x
     UNROLL_ALL
     for (int c = 1; c < C; c++) s[c] = _mm512_setzero_si512();
     UNROLL_ALL
-    for (int k = 0; k < n; k++)
-        s[k % C] = dpbusd_bcast_512(s[k % C], w[k0 + k], x + 4 * (k0 + k));
+    for (int k = 0; k < n; k++) s[k % C] = dpbusd_bcast_512(s[k % C], w[k0 + k], x + 4 * (k0 + k));
     UNROLL_ALL
     for (int c = 1; c < C; c++) s[0] = _mm512_add_epi32(s[0], s[c]);
     return s[0];
@@ -192,7 +191,10 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
     const int per16 = type == QUANT_Q6_K || type == QUANT_Q3_K || type == QUANT_Q2_K;
     const int has_min = type == QUANT_Q4_K || type == QUANT_Q5_K || type == QUANT_Q2_K;
     /* offset of the unsigned quants: added back as -off * (activation sum) */
-    const int off = type == QUANT_Q6_K ? 32 : type == QUANT_Q3_K ? 4 : type == QUANT_IQ4_XS ? 128 : 0;
+    const int off = type == QUANT_Q6_K     ? 32
+                    : type == QUANT_Q3_K   ? 4
+                    : type == QUANT_IQ4_XS ? 128
+                                           : 0;
     /* where each record keeps its per-sub-block scales */
     const size_t sc_at = type == QUANT_Q4_K || type == QUANT_Q5_K || type == QUANT_Q2_K ? 64 : 32;
     const int sc_signed = type == QUANT_Q6_K || type == QUANT_Q3_K || type == QUANT_IQ4_XS;
@@ -204,8 +206,8 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
         const uint8_t *r = g + (size_t)sb * rec;
         if (pf)
             for (size_t o = 0; o < rec; o += 64)
-                _mm_prefetch((const char *)pf + (size_t)sb * rec + o, T >= 8 ? _MM_HINT_T1
-                                                                             : _MM_HINT_T0);
+                _mm_prefetch((const char *)pf + (size_t)sb * rec + o,
+                             T >= 8 ? _MM_HINT_T1 : _MM_HINT_T0);
         __m512i isum[8];
         UNROLL_ALL
         for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
@@ -226,9 +228,9 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
                     const int16_t *s16 = xq->sum16 + tok * (cols / 16) + (size_t)sb * 16 + 2 * j;
                     __m512i a0 = qk_dot_512(_mm512_set1_epi32(-off * s16[0]), w, xs, 0, 4, C);
                     __m512i a1 = qk_dot_512(_mm512_set1_epi32(-off * s16[1]), w, xs, 4, 4, C);
-                    isum[t] = _mm512_add_epi32(
-                        isum[t], _mm512_add_epi32(_mm512_mullo_epi32(a0, s0),
-                                                  _mm512_mullo_epi32(a1, s1)));
+                    isum[t] =
+                        _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(a0, s0),
+                                                                   _mm512_mullo_epi32(a1, s1)));
                 }
             } else {
                 __m512i s = kpack_scales_512(r + sc_at + (size_t)j * 16, sc_signed);
@@ -285,7 +287,8 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
         }
     }
     UNROLL_ALL
-    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (size_t)t * ldy, m, _mm512_load_ps(accs[t]));
+    for (int t = 0; t < T; t++)
+        _mm512_mask_storeu_ps(y + (size_t)t * ldy, m, _mm512_load_ps(accs[t]));
 }
 
 /* ---- drivers -------------------------------------------------------------------------------- */
