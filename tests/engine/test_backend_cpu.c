@@ -524,6 +524,48 @@ START_TEST(test_quantize_q8_0_levels_agree)
 }
 END_TEST
 
+/* Every level's Q8_K activation quantizer is ggml's quantize_row_q8_K_ref (quant.c's encoder) bit
+ * for bit, with the sums of 16 and 32: normal rows, ties, an all-zero block, equal magnitudes of
+ * both signs (the first wins), NaN (skipped by the max, quantized as ggml's bit trick does) and
+ * infinities. */
+START_TEST(test_quantize_q8_k_levels_agree)
+{
+    enum { K = 256 * 6 };
+    float *x = malloc(sizeof(float) * K);
+    fill_f(x, K);
+    for (int i = 0; i < 256; i++) x[i] = (float)(i % 64 - 32) * 0.5f; /* many exact ties */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;
+    x[512 + 7] = 3.0f, x[512 + 100] = -3.0f; /* same magnitude: the first sets the sign */
+    x[768 + 3] = NAN;
+    x[1024 + 9] = INFINITY;
+    x[1280 + 200] = -INFINITY, x[1280 + 201] = NAN;
+    int8_t *q = malloc(K);
+    float d[K / 256];
+    int16_t s16[K / 16], s32[K / 32];
+    struct quant_block_q8_k ref[K / 256];
+    ck_assert_int_eq(quant_quantize_row(QUANT_Q8_K, x, ref, K), 0);
+    ck_assert_int_eq(ref[2].qs[7], -127);
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        memset(q, 0x55, K);
+        k.quantize_q8_k(x, K, q, d, s16, s32);
+        for (int b = 0; b < K / 256; b++) {
+            ck_assert_msg(memcmp(q + 256 * b, ref[b].qs, 256) == 0, "level %d block %d", lvl, b);
+            ck_assert_msg(memcmp(&d[b], &ref[b].d, 4) == 0 || (isnan(d[b]) && isnan(ref[b].d)),
+                          "level %d block %d: d %g vs %g", lvl, b, d[b], ref[b].d);
+            for (int j = 0; j < 16; j++) {
+                ck_assert_int_eq(s16[b * 16 + j], ref[b].bsums[j]);
+                if (j % 2)
+                    ck_assert_int_eq(s32[b * 8 + j / 2], ref[b].bsums[j - 1] + ref[b].bsums[j]);
+            }
+        }
+    }
+    free(q);
+    free(x);
+}
+END_TEST
+
 /* ---- weights, get_rows, conversions ------------------------------------------------------- */
 
 START_TEST(test_weight_prepare_rejects_bad_desc)
@@ -1498,6 +1540,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
+    tcase_add_test(tc, test_quantize_q8_k_levels_agree);
     tcase_add_test(tc, test_attention_f16_kernels_match_widening);
     tcase_add_test(tc, test_matmul_model_shapes);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);

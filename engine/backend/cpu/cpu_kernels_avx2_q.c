@@ -66,8 +66,9 @@ AVX2_INLINE __m256i qa_pairs(__m256i w, __m256i x, const int is_signed)
 
 /* ---- 32-element formats ------------------------------------------------------------------- */
 
-AVX2_INLINE void qa_block32(const enum quant_type type, const uint8_t *row, size_t row_bytes, int nr,
-                            const struct cpu_act_q8 *xq, int t0, int nt, float *y, size_t ldy)
+AVX2_INLINE void qa_block32(const enum quant_type type, const uint8_t *row, size_t row_bytes,
+                            int nr, const struct cpu_act_q8 *xq, int t0, int nt, float *y,
+                            size_t ldy)
 {
     const int has_m = type == QUANT_Q4_1 || type == QUANT_Q5_1;
     const int q5 = type == QUANT_Q5_0 || type == QUANT_Q5_1, sgn = type == QUANT_IQ4_NL;
@@ -166,8 +167,10 @@ AVX2_INLINE void qa_unpack_k(const enum quant_type type, const uint8_t *blk, str
             __m256i a = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * hh));
             __m256i c = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * hh + 32));
             __m256i h = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * hh));
-            o->u[4 * hh + 0] = _mm256_or_si256(qa_masked(a, 0x0f), qa_masked(qa_bit(h, 0, 4), 0x30));
-            o->u[4 * hh + 1] = _mm256_or_si256(qa_masked(c, 0x0f), qa_masked(qa_bit(h, 2, 4), 0x30));
+            o->u[4 * hh + 0] =
+                _mm256_or_si256(qa_masked(a, 0x0f), qa_masked(qa_bit(h, 0, 4), 0x30));
+            o->u[4 * hh + 1] =
+                _mm256_or_si256(qa_masked(c, 0x0f), qa_masked(qa_bit(h, 2, 4), 0x30));
             o->u[4 * hh + 2] = _mm256_or_si256(qa_masked(_mm256_srli_epi16(a, 4), 0x0f),
                                                qa_masked(qa_bit(h, 4, 4), 0x30));
             o->u[4 * hh + 3] = _mm256_or_si256(qa_masked(_mm256_srli_epi16(c, 4), 0x0f),
@@ -180,8 +183,8 @@ AVX2_INLINE void qa_unpack_k(const enum quant_type type, const uint8_t *blk, str
     case QUANT_Q3_K:
     case QUANT_Q2_K: {
         const uint8_t *qs = blk + (type == QUANT_Q3_K ? 32 : 16);
-        __m256i m = type == QUANT_Q3_K ? _mm256_loadu_si256((const __m256i *)blk)
-                                       : _mm256_setzero_si256();
+        __m256i m =
+            type == QUANT_Q3_K ? _mm256_loadu_si256((const __m256i *)blk) : _mm256_setzero_si256();
         for (int hh = 0; hh < 2; hh++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * hh));
             o->u[4 * hh + 0] = qa_masked(q, 0x03);
@@ -218,7 +221,8 @@ AVX2_INLINE void qa_unpack_k(const enum quant_type type, const uint8_t *blk, str
     }
     }
     for (int j = 0; j < 8; j++)
-        o->sv[j] = _mm256_set_m128i(_mm_set1_epi16(o->sc16[2 * j + 1]), _mm_set1_epi16(o->sc16[2 * j]));
+        o->sv[j] =
+            _mm256_set_m128i(_mm_set1_epi16(o->sc16[2 * j + 1]), _mm_set1_epi16(o->sc16[2 * j]));
 }
 
 AVX2_INLINE void qa_k(const enum quant_type type, const uint8_t *row, size_t row_bytes, int nr,
@@ -242,12 +246,13 @@ AVX2_INLINE void qa_k(const enum quant_type type, const uint8_t *row, size_t row
                 for (int t = 0; t < n; t++) {
                     size_t tok = (size_t)(t0 + tc + t);
                     const int8_t *xs = xq->qs + tok * cols + (size_t)b * QUANT_QK_K;
-                    __m256i s16 =
-                        _mm256_loadu_si256((const __m256i *)(xq->sum16 + tok * (cols / 16) + b * 16));
+                    __m256i s16 = _mm256_loadu_si256(
+                        (const __m256i *)(xq->sum16 + tok * (cols / 16) + b * 16));
                     __m256i iv = _mm256_setzero_si256();
                     for (int j = 0; j < 8; j++) {
                         __m256i xv = _mm256_loadu_si256((const __m256i *)(xs + 32 * j));
-                        iv = _mm256_add_epi32(iv, _mm256_madd_epi16(qa_pairs(s.u[j], xv, sgn), s.sv[j]));
+                        iv = _mm256_add_epi32(
+                            iv, _mm256_madd_epi16(qa_pairs(s.u[j], xv, sgn), s.sv[j]));
                     }
                     int32_t isum = qa_hsum_epi32(iv);
                     if (off) isum -= off * qa_hsum_epi32(_mm256_madd_epi16(scv, s16));
@@ -262,6 +267,61 @@ AVX2_INLINE void qa_k(const enum quant_type type, const uint8_t *row, size_t row
             }
             for (int t = 0; t < n; t++) y[(size_t)(tc + t) * ldy + r] = acc[t];
         }
+    }
+}
+
+/* ---- Q8_K activations ---------------------------------------------------------------------- */
+
+/* quantize_row_q8_K_ref bit for bit, 8 lanes at a time (see quantize_q8_k_512). */
+static AVX2 void quantize_q8_k_avx2(const float *x, int k, int8_t *qs, float *d, int16_t *sum16,
+                                    int16_t *sum32)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int b = 0; b < k / QUANT_QK_K; b++) {
+        const float *xb = x + b * QUANT_QK_K;
+        int8_t *q = qs + b * QUANT_QK_K;
+        __m256 amax = _mm256_setzero_ps();
+        for (int i = 0; i < QUANT_QK_K; i += 8) /* NaN lanes keep the running max */
+            amax = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(xb + i), absmask), amax);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float am = _mm_cvtss_f32(m4);
+        if (am == 0.0f) {
+            memset(q, 0, QUANT_QK_K);
+            d[b] = 0.0f;
+            memset(sum16 + b * 16, 0, 16 * sizeof(int16_t));
+            memset(sum32 + b * 8, 0, 8 * sizeof(int16_t));
+            continue;
+        }
+        float max = 0.0f;
+        for (int i = 0; i < QUANT_QK_K; i += 8) {
+            __m256 a = _mm256_and_ps(_mm256_loadu_ps(xb + i), absmask);
+            int eq = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(am), _CMP_EQ_OQ));
+            if (eq) {
+                max = xb[i + __builtin_ctz((unsigned)eq)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m256 is = _mm256_set1_ps(iscale), magic = _mm256_set1_ps(12582912.f);
+        for (int i = 0; i < QUANT_QK_K; i += 8) {
+            __m256i bits = _mm256_castps_si256(
+                _mm256_add_ps(_mm256_mul_ps(is, _mm256_loadu_ps(xb + i)), magic));
+            __m256i v = _mm256_sub_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+                                         _mm256_set1_epi32(0x00400000));
+            v = _mm256_min_epi32(v, _mm256_set1_epi32(127));
+            int32_t lanes[8];
+            _mm256_storeu_si256((__m256i *)lanes, v);
+            for (int l = 0; l < 8; l++) q[i + l] = (int8_t)(uint8_t)lanes[l];
+        }
+        for (int j = 0; j < 16; j++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += q[16 * j + l];
+            sum16[b * 16 + j] = (int16_t)s;
+            if (j % 2) sum32[b * 8 + j / 2] = (int16_t)(sum16[b * 16 + j - 1] + s);
+        }
+        d[b] = 1 / iscale;
     }
 }
 
@@ -295,6 +355,7 @@ void cpu_kernels_avx2_q(struct cpu_kernels *k)
     k->gemm_q[QUANT_Q5_K] = gemm_q5_k_avx2;
     k->gemm_q[QUANT_Q6_K] = gemm_q6_k_avx2;
     k->gemm_q[QUANT_IQ4_XS] = gemm_iq4_xs_avx2;
+    k->quantize_q8_k = quantize_q8_k_avx2;
 }
 
 #else

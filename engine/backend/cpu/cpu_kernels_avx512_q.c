@@ -291,6 +291,57 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
         _mm512_mask_storeu_ps(y + (size_t)t * ldy, m, _mm512_load_ps(accs[t]));
 }
 
+/* ---- Q8_K activations ---------------------------------------------------------------------- */
+
+/* ggml's quantize_row_q8_K_ref, 16 lanes at a time and bit for bit: the first element of largest
+ * magnitude (NaN never is one) sets iscale = -127 / max; quants are nearest_int's own bit trick
+ * (so even NaN payloads map as there), clamped to 127 and truncated to bytes; then the sums. */
+static AVX512 void quantize_q8_k_512(const float *x, int k, int8_t *qs, float *d, int16_t *sum16,
+                                     int16_t *sum32)
+{
+    for (int b = 0; b < k / QUANT_QK_K; b++) {
+        const float *xb = x + b * QUANT_QK_K;
+        int8_t *q = qs + b * QUANT_QK_K;
+        __m512 amax = _mm512_setzero_ps();
+        for (int i = 0; i < QUANT_QK_K; i += 16) /* NaN lanes keep the running max */
+            amax = _mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(xb + i)), amax);
+        float am = _mm512_reduce_max_ps(amax);
+        if (am == 0.0f) {
+            memset(q, 0, QUANT_QK_K);
+            d[b] = 0.0f;
+            memset(sum16 + b * 16, 0, 16 * sizeof(int16_t));
+            memset(sum32 + b * 8, 0, 8 * sizeof(int16_t));
+            continue;
+        }
+        float max = 0.0f;
+        for (int i = 0; i < QUANT_QK_K; i += 16) {
+            __mmask16 eq = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + i)),
+                                              _mm512_set1_ps(am), _CMP_EQ_OQ);
+            if (eq) {
+                max = xb[i + __builtin_ctz(eq)];
+                break;
+            }
+        }
+        const float iscale = -127.f / max;
+        const __m512 is = _mm512_set1_ps(iscale), magic = _mm512_set1_ps(12582912.f);
+        for (int i = 0; i < QUANT_QK_K; i += 16) {
+            __m512i bits = _mm512_castps_si512(
+                _mm512_add_ps(_mm512_mul_ps(is, _mm512_loadu_ps(xb + i)), magic));
+            __m512i v = _mm512_sub_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(0x007fffff)),
+                                         _mm512_set1_epi32(0x00400000));
+            v = _mm512_min_epi32(v, _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(q + i), _mm512_cvtepi32_epi8(v));
+        }
+        for (int j = 0; j < 16; j++) {
+            int s = _mm512_reduce_add_epi32(
+                _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + 16 * j))));
+            sum16[b * 16 + j] = (int16_t)s;
+            if (j % 2) sum32[b * 8 + j / 2] = (int16_t)(sum16[b * 16 + j - 1] + s);
+        }
+        d[b] = 1 / iscale;
+    }
+}
+
 /* ---- drivers -------------------------------------------------------------------------------- */
 
 /* Token tiles of 8, 4, 2, 1 over one group; only the first reads the group from memory (and, with
@@ -362,6 +413,7 @@ void cpu_kernels_avx512_q(struct cpu_kernels *k)
     k->gemm_qpack[QUANT_Q5_K] = gemm_q5_k_packed_512;
     k->gemm_qpack[QUANT_Q6_K] = gemm_q6_k_packed_512;
     k->gemm_qpack[QUANT_IQ4_XS] = gemm_iq4_xs_packed_512;
+    k->quantize_q8_k = quantize_q8_k_512;
 }
 
 #else
