@@ -8,7 +8,9 @@
 #include "engine/backend/cpu/cpu_bench.h"
 #include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/cpu_pool.h"
+#include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -436,6 +438,62 @@ START_TEST(test_weight_lookup_only_and_source_untouched)
         free(copy);
         free(wd);
     }
+}
+END_TEST
+
+/* The real published matrices of ../shared/testdata/quant (Q6_K, Q4_K, Q5_0, Q8_0, Q4_1) times their
+ * fixture inputs, at every level and 1 and 2 threads, against the fixture's y = dequant(W) @ x in
+ * float64: within the activation-quantization bound of each output (act_bound: the inputs are
+ * rounded to Q8_0 or Q8_K as ggml does), plus 1e-5 of sum |w x| for float summation order. The
+ * same x repeated as 3 tokens checks each token alone gives the same output. */
+START_TEST(test_matmul_real_tensors)
+{
+    const char *p = test_shared_path("testdata/quant/quant-fixtures-real-tensors.gguf");
+    if (!p) return;
+    char err[256];
+    struct gguf *f = NULL;
+    ck_assert_msg(gguf_open(p, &f, err, sizeof(err)) == 0, "%s", err);
+    int checked = 0;
+    for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->type == QUANT_F32) continue;
+        char name[160];
+        snprintf(name, sizeof(name), "%s.x", t->name);
+        const struct gguf_tensor *tx = gguf_find_tensor(f, name);
+        snprintf(name, sizeof(name), "%s.y", t->name);
+        const struct gguf_tensor *ty = gguf_find_tensor(f, name);
+        ck_assert(tx && ty);
+        int64_t cols = (int64_t)t->ne[0], rows = (int64_t)t->ne[1];
+        float *x = malloc(sizeof(float) * 3 * (size_t)cols), *w = malloc(sizeof(float) * cols);
+        for (int k = 0; k < 3; k++) memcpy(x + k * cols, tx->data, sizeof(float) * cols);
+        struct backend_weight_desc d = {t->type, rows, cols, t->data, false};
+        size_t rb = quant_row_bytes(t->type, (uint64_t)cols);
+        for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++)
+            for (int th = 1; th <= 2; th++) {
+                float *y = run_matmul(isa_levels[li], th, &d, x, 3);
+                if (!y) continue;
+                for (int64_t r = 0; r < rows; r++) {
+                    quant_dequantize_row(t->type, (const char *)t->data + r * rb, w, (size_t)cols);
+                    double mag = 0.0;
+                    for (int64_t c = 0; c < cols; c++) mag += fabs((double)w[c] * x[c]);
+                    float want;
+                    memcpy(&want, (const char *)ty->data + r * 4, 4);
+                    double tol = act_bound(t->type, w, x, cols) + 1e-5 * mag + 1e-6;
+                    ck_assert_msg(fabs(y[r] - want) <= tol,
+                                  "%s (%s) isa %s: y[%lld] = %.7g, fixture %.7g (bound %.3g)",
+                                  t->name, quant_type_name(t->type), isa_levels[li], (long long)r,
+                                  y[r], want, tol);
+                    ck_assert(memcmp(&y[r], &y[rows + r], 4) == 0);
+                    ck_assert(memcmp(&y[r], &y[2 * rows + r], 4) == 0);
+                }
+                free(y);
+            }
+        free(x);
+        free(w);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 6);
+    gguf_close(f);
 }
 END_TEST
 
@@ -1543,6 +1601,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_quantize_q8_k_levels_agree);
     tcase_add_test(tc, test_attention_f16_kernels_match_widening);
     tcase_add_test(tc, test_matmul_model_shapes);
+    tcase_add_test(tc, test_matmul_real_tensors);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
     tcase_add_loop_test(tc, test_matmul_every_type, 0, (int)ARRAY_LEN(matmul_types));
     tcase_add_test(tc, test_matmul_batch_invariant);
