@@ -212,7 +212,8 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
         UNROLL_ALL
         for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
         UNROLL_ALL /* j must be a constant in each copy: it picks the shifts and the nibble */
-        for (int j = 0; j < 8; j++) {
+            for (int j = 0; j < 8; j++)
+        {
             __m512i w[8];
             kpack_unpack_512(r, j, w, type);
             if (per16) {
