@@ -7,6 +7,12 @@
 #
 #   ./hack/bench.sh [path/to/cinfer-engine]
 #   THREADS=2 REPS=3 TYPES="f16 q8_0 q4_0 f32" BATCH=1,4,16 PROMPT=512 GEN=128 BENCH_DIR=build/bench
+#
+# Side by side with llama.cpp (the oracle venv, hack/oracle.sh): QUANT="Q4_K_M Q5_K_M Q6_K Q4_1
+# Q5_0" quantizes bench-f16.gguf with llama.cpp's own quantizer into each of those file types
+# (hack/llamacpp-quantize.py), then runs REPS alternations of `cinfer-engine bench` (b1, b16 and
+# pp, one repetition each) and hack/bench-llamacpp.py (b1 and pp) on the same file, and prints
+# the medians and their ratios. TYPES="" skips the generated-model runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +22,7 @@ vocab="$shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf"
 dir="${BENCH_DIR:-build/bench}"
 threads="${THREADS:-2}"
 reps="${REPS:-3}"
-types="${TYPES:-f16 q8_0 q4_0 f32}"
+types="${TYPES-f16 q8_0 q4_0 f32}"
 batch="${BATCH:-1,4,16}"
 prompt="${PROMPT:-512}"
 gen="${GEN:-128}"
@@ -56,9 +62,9 @@ for t in $types; do
 	grep '^{' "$dir/bench-$t.txt" | jq -c --arg type "$t" '. + {type: $type}' >>"$results"
 done
 
-echo
-echo "== summary (ratios to llama.cpp, $threads threads; batch 1 decode, pp$prompt)"
-printf '%-6s %10s %8s %10s %8s %14s\n' type tg_tok_s tg_ratio pp_tok_s pp_ratio tg_b16_tok_s
+[ -z "$types" ] || echo
+[ -z "$types" ] || echo "== summary (ratios to llama.cpp, $threads threads; batch 1 decode, pp$prompt)"
+[ -z "$types" ] || printf '%-6s %10s %8s %10s %8s %14s\n' type tg_tok_s tg_ratio pp_tok_s pp_ratio tg_b16_tok_s
 for t in $types; do
 	tg1="$(jq -r --arg t "$t" 'select(.type == $t and .batch == 1) | .tg_tok_s' "$results")"
 	pp1="$(jq -r --arg t "$t" 'select(.type == $t and .batch == 1) | .pp_tok_s' "$results")"
@@ -67,5 +73,51 @@ for t in $types; do
 		-v rtg="${ref_tg[$t]:-0}" -v rpp="${ref_pp[$t]:-0}" 'BEGIN {
 		printf "%-6s %10.1f %8s %10.1f %8s %14s\n", t, tg, rtg ? sprintf("%.2fx", tg / rtg) : "-",
 			pp, rpp ? sprintf("%.2fx", pp / rpp) : "-", tg16
+	}'
+done
+
+# ---- side by side with llama.cpp on llama.cpp-quantized files ---------------------------------
+quant="${QUANT:-}"
+[ -n "$quant" ] || exit 0
+py="$(hack/oracle.sh)"
+src="$dir/bench-f16.gguf"
+if [ ! -s "$src" ]; then
+	echo "== generating $src"
+	"$bin" gen-model --out "$src" --type f16 "${vocab_args[@]}" --log-format text
+fi
+peer="$dir/peer.jsonl"
+: >"$peer"
+for q in $quant; do
+	model="$dir/bench-$q.gguf"
+	if [ ! -s "$model" ]; then
+		echo "== llama.cpp quantizes $src to $q"
+		"$py" hack/llamacpp-quantize.py "$src" "$model" "$q" --threads "$threads"
+	fi
+	for rep in $(seq "$reps"); do
+		echo "== $q run $rep: cinfer-engine"
+		"$bin" bench --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --batch 1,16 \
+			--threads "$threads" --repetitions 1 --log-format text |
+			grep '^{' | jq -c --arg q "$q" '. + {engine: "cinfer", file: $q}' | tee -a "$peer"
+		echo "== $q run $rep: llama.cpp"
+		"$py" hack/bench-llamacpp.py "$model" --threads "$threads" --prompt-tokens "$prompt" \
+			--gen-tokens "$gen" --repetitions 1 |
+			jq -c --arg q "$q" '. + {file: $q, batch: 1}' | tee -a "$peer"
+	done
+done
+
+echo
+echo "== side by side, medians of $reps alternations ($threads threads; tg at batch 1, pp$prompt)"
+printf '%-8s %12s %12s %8s %12s %12s %8s %14s %8s\n' file cinfer_tg llama_tg ratio cinfer_pp \
+	llama_pp ratio cinfer_tg_b16 b16/b1
+med() { jq -s -r "$1"' | sort | if length == 0 then 0 else .[(length - 1) / 2 | floor] end' "$peer"; }
+for q in $quant; do
+	ctg="$(med "map(select(.file == \"$q\" and .engine == \"cinfer\" and .batch == 1) | .tg_tok_s)")"
+	ltg="$(med "map(select(.file == \"$q\" and .engine == \"llama.cpp\") | .tg_tok_s)")"
+	cpp="$(med "map(select(.file == \"$q\" and .engine == \"cinfer\" and .batch == 1) | .pp_tok_s)")"
+	lpp="$(med "map(select(.file == \"$q\" and .engine == \"llama.cpp\") | .pp_tok_s)")"
+	c16="$(med "map(select(.file == \"$q\" and .engine == \"cinfer\" and .batch == 16) | .tg_tok_s)")"
+	awk -v q="$q" -v ctg="$ctg" -v ltg="$ltg" -v cpp="$cpp" -v lpp="$lpp" -v c16="$c16" 'BEGIN {
+		printf "%-8s %12.1f %12.1f %7.2fx %12.1f %12.1f %7.2fx %14.1f %7.2fx\n", q, ctg, ltg,
+			ltg ? ctg / ltg : 0, cpp, lpp, lpp ? cpp / lpp : 0, c16, ctg ? c16 / ctg : 0
 	}'
 done

@@ -108,6 +108,10 @@ struct backend_ops {
     int (*weight_prepare)(struct backend *b, const struct backend_weight_desc *desc,
                           struct backend_weight **out);
     void (*weight_free)(struct backend *b, struct backend_weight *w);
+    /* Whether matmul on `w` converts its rows to floats on every call (the CPU backend's float path:
+     * F32/F16/BF16 rows; the model then runs no lanes, each of which would redo that per weight).
+     * Optional: NULL means no weight does. Any thread; `w` is borrowed. */
+    bool (*weight_float_path)(struct backend *b, const struct backend_weight *w);
 
     /* KV cache storage for the whole model, committed (resident) before it returns, so that a
      * shortfall shows here rather than under load; kv_free releases it. */
@@ -118,8 +122,9 @@ struct backend_ops {
     int (*get_rows)(struct backend *b, const struct backend_weight *w, const int32_t *ids_host,
                     int n, float *out);
     /* y (n_tokens, w.rows) = x (n_tokens, w.cols) @ W^T. Every weight type; all tokens in one call.
-     * x and y must not overlap. Q8_0/Q4_0 weights multiply activations quantized to Q8_0 per 32
-     * elements (as ggml does), so results differ from a float reference by that rounding. */
+     * x and y must not overlap. Quantized weights multiply activations quantized as ggml's
+     * vec_dot_type (Q8_0 per 32 elements for the 32-element formats, Q8_K per 256 for the K-quants
+     * and IQ4_XS), so results differ from a float reference by that rounding. */
     int (*matmul)(struct backend *b, const struct backend_weight *w, const float *x, float *y,
                   int n_tokens);
     /* y[i] = x @ W[i]^T for n weights of equal cols sharing the input (Q/K/V, gate/up), each

@@ -36,9 +36,7 @@ void quant_dequant_iq4_xs(const uint8_t *src, float *dst, size_t nb)
         const uint8_t *qs = b.qs;
         float *y = dst + i * QUANT_QK_K;
         for (int ib = 0; ib < QUANT_QK_K / 32; ++ib, y += 32, qs += 16) {
-            const int ls =
-                ((b.scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((b.scales_h >> 2 * ib) & 3) << 4);
-            const float dl = d * (float)(ls - 32);
+            const float dl = d * (float)quant_scale_iq4_xs(b.scales_h, b.scales_l, ib);
             for (int j = 0; j < 16; ++j) {
                 y[j + 0] = dl * (float)quant_iq4nl_values[qs[j] & 0xf];
                 y[j + 16] = dl * (float)quant_iq4nl_values[qs[j] >> 4];

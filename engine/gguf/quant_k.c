@@ -17,28 +17,6 @@ static inline int quant_clampi(int v, int lo, int hi)
 
 /* ---- decoders ------------------------------------------------------------------------------- */
 
-/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (ggml's get_scale_min_k4):
- * entries 0-3 sit in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their
- * low nibble from bytes 8-11 and their top two bits from the spare high bits of bytes 0-7. */
-static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
-{
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
-/* The 6-bit scale j (0..15) of a Q3_K block, minus 32: low nibbles in bytes 0-7 (j < 8 low, else
- * high nibble of byte j - 8), top two bits in bytes 8-11. */
-static inline int quant_scale_q3_k(const uint8_t *s, int j)
-{
-    int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-    return (int8_t)((lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
-}
-
 void quant_dequant_q2_k(const uint8_t *src, float *dst, size_t nb)
 {
     for (size_t i = 0; i < nb; i++) {

@@ -105,7 +105,7 @@ struct model {
     struct model_scratch *s;
     /* The backend's lanes_max; 1 without run_lanes, with no_lanes or with float_matmuls. */
     int lanes_max;
-    /* Some matrix is multiplied on the backend's float path (F32, F16, BF16, K-quants): each lane
+    /* Some matrix is multiplied on the backend's float path (weight_float_path): each lane
      * would then convert or stream every weight itself, so steps never split (bench b16 with F32
      * weights: 308 vs 433 tok/s split). Set while the weights load. */
     bool float_matmuls;

@@ -48,7 +48,7 @@ void model_tensor_progress(struct model *m, const struct gguf_tensor *t)
 }
 
 int model_tensor_find(struct model *m, const char *name, int64_t rows, int64_t cols, int64_t n,
-                       unsigned flags, const struct gguf_tensor **out, char *err, size_t errlen)
+                      unsigned flags, const struct gguf_tensor **out, char *err, size_t errlen)
 {
     *out = NULL;
     const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
@@ -101,15 +101,16 @@ static int prepare_rows(struct model *m, const struct gguf_tensor *t, int64_t ro
     if (rc)
         return model_fail(err, errlen, rc, "tensor %s: backend cannot prepare it (%s)", t->name,
                           err_str(rc));
-    if (rows > 1 && !lookup_only && t->type != QUANT_Q8_0 && t->type != QUANT_Q4_0)
+    if (rows > 1 && !lookup_only && m->be->ops->weight_float_path &&
+        m->be->ops->weight_float_path(m->be, *out))
         m->float_matmuls = true;
     return 0;
 }
 
 /* Validates tensor `name` as (rows, cols) with ne[0] = cols (a 1-D tensor when rows == 1) and
  * prepares it; `flags` are WEIGHT_* bits. */
-int model_tensor_load(struct model *m, const char *name, int64_t rows, int64_t cols,
-                       unsigned flags, struct backend_weight **out, char *err, size_t errlen)
+int model_tensor_load(struct model *m, const char *name, int64_t rows, int64_t cols, unsigned flags,
+                      struct backend_weight **out, char *err, size_t errlen)
 {
     const struct gguf_tensor *t;
     *out = NULL;
@@ -117,21 +118,24 @@ int model_tensor_load(struct model *m, const char *name, int64_t rows, int64_t c
     if (rc || !t) return rc;
     model_tensor_progress(m, t);
     m->weight_bytes += t->size;
-    return prepare_rows(m, t, 0, rows, cols, (flags & MODEL_WEIGHT_LOOKUP_ONLY) != 0, out, err, errlen);
+    return prepare_rows(m, t, 0, rows, cols, (flags & MODEL_WEIGHT_LOOKUP_ONLY) != 0, out, err,
+                        errlen);
 }
 
 /* A fused tensor of sum(rows[i]) rows split into n weights of rows[i] rows each (out[i]); with
  * MODEL_WEIGHT_OPTIONAL a missing tensor leaves them NULL. 1-D fused biases split by columns instead:
  * rows 1, `cols` the parts' widths, the parts contiguous in the row. */
-int model_tensor_load_split(struct model *m, const char *name, const int64_t *parts, int n, int64_t cols,
-                      unsigned flags, struct backend_weight **out, char *err, size_t errlen)
+int model_tensor_load_split(struct model *m, const char *name, const int64_t *parts, int n,
+                            int64_t cols, unsigned flags, struct backend_weight **out, char *err,
+                            size_t errlen)
 {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += parts[i];
     bool bias = cols == 0; /* parts are column widths of one row */
     const struct gguf_tensor *t;
     for (int i = 0; i < n; i++) out[i] = NULL;
-    int rc = model_tensor_find(m, name, bias ? 1 : total, bias ? total : cols, 0, flags, &t, err, errlen);
+    int rc = model_tensor_find(m, name, bias ? 1 : total, bias ? total : cols, 0, flags, &t, err,
+                               errlen);
     if (rc || !t) return rc;
     model_tensor_progress(m, t);
     m->weight_bytes += t->size;
@@ -159,7 +163,7 @@ int model_tensor_load_split(struct model *m, const char *name, const int64_t *pa
 
 /* A stack ne = {cols, rows, n_expert} as one weight per expert. */
 int model_tensor_load_experts(struct model *m, const char *name, int64_t rows, int64_t cols,
-                        struct backend_weight ***out, char *err, size_t errlen)
+                              struct backend_weight ***out, char *err, size_t errlen)
 {
     int ne = m->hp.n_expert;
     const struct gguf_tensor *t;
@@ -175,4 +179,3 @@ int model_tensor_load_experts(struct model *m, const char *name, int64_t rows, i
             return rc;
     return 0;
 }
-

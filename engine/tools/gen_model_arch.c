@@ -55,15 +55,18 @@ int gen_model_arch_check(struct gen_model_ctx *c)
     if (hd == 0 || hd % 2 != 0 || hd > 4096)
         return gen_model_fail(c, ERR_INVAL, "head dimension %u must be even (and <= 4096)", hd);
     if (!o->head_dim && o->dim % o->heads != 0)
-        return gen_model_fail(c, ERR_INVAL, "dim %u is not a multiple of heads %u (or give a head "
-                              "dimension)", o->dim, o->heads);
+        return gen_model_fail(c, ERR_INVAL,
+                              "dim %u is not a multiple of heads %u (or give a head "
+                              "dimension)",
+                              o->dim, o->heads);
     bool qmoe = arch_is(o, "qwen2moe") || arch_is(o, "qwen3moe");
     if (qmoe && o->experts == 0)
         return gen_model_fail(c, ERR_INVAL, "%s needs experts (--experts, --experts-used)",
                               o->arch);
     if (o->experts > 0 && !qmoe && !arch_is(o, "llama"))
         return gen_model_fail(c, ERR_INVAL, "experts are for llama, qwen2moe and qwen3moe");
-    if (o->experts > 512 || (o->experts > 0 && (o->experts_used == 0 || o->experts_used > o->experts)))
+    if (o->experts > 512 ||
+        (o->experts > 0 && (o->experts_used == 0 || o->experts_used > o->experts)))
         return gen_model_fail(c, ERR_INVAL, "experts %u, used %u: need 1 <= used <= experts <= 512",
                               o->experts, o->experts_used);
     if ((o->sliding_window || o->swa_pattern || o->attn_softcap > 0 || o->final_softcap > 0) &&
@@ -71,8 +74,9 @@ int gen_model_arch_check(struct gen_model_ctx *c)
         return gen_model_fail(c, ERR_INVAL, "sliding windows and soft-caps are for gemma2/gemma3");
     if (o->rope_scaling && !rope_is(o, "none") && !rope_is(o, "linear") && !rope_is(o, "yarn") &&
         !rope_is(o, "llama3") && !rope_is(o, "longrope"))
-        return gen_model_fail(c, ERR_INVAL, "rope scaling \"%s\" is not one of "
-                              GEN_MODEL_ROPE_SCALINGS, o->rope_scaling);
+        return gen_model_fail(c, ERR_INVAL,
+                              "rope scaling \"%s\" is not one of " GEN_MODEL_ROPE_SCALINGS,
+                              o->rope_scaling);
     if (rope_is(o, "llama3") && !arch_is(o, "llama"))
         return gen_model_fail(c, ERR_INVAL, "llama3 rope scaling is for llama");
     if (rope_is(o, "longrope") && !arch_is(o, "phi3"))
@@ -160,9 +164,8 @@ int gen_model_arch_metadata(struct gen_model_ctx *c)
         if (!arch_is(o, "llama") &&
             (rc = key_u32(c, "expert_feed_forward_length", o->expert_ffn ? o->expert_ffn : o->ffn)))
             return rc;
-        if (arch_is(o, "qwen2moe") &&
-            (rc = key_u32(c, "expert_shared_feed_forward_length",
-                          o->shared_ffn ? o->shared_ffn : o->ffn)))
+        if (arch_is(o, "qwen2moe") && (rc = key_u32(c, "expert_shared_feed_forward_length",
+                                                    o->shared_ffn ? o->shared_ffn : o->ffn)))
             return rc;
     }
     if (!gemma) return 0;
@@ -176,8 +179,10 @@ int gen_model_arch_metadata(struct gen_model_ctx *c)
             return rc;
         return 0;
     }
-    if ((rc = key_f32(c, "attn_logit_softcapping", o->attn_softcap > 0 ? o->attn_softcap : 50.0f)) ||
-        (rc = key_f32(c, "final_logit_softcapping", o->final_softcap > 0 ? o->final_softcap : 30.0f)))
+    if ((rc =
+             key_f32(c, "attn_logit_softcapping", o->attn_softcap > 0 ? o->attn_softcap : 50.0f)) ||
+        (rc = key_f32(c, "final_logit_softcapping",
+                      o->final_softcap > 0 ? o->final_softcap : 30.0f)))
         return rc;
     return 0;
 }
@@ -187,7 +192,8 @@ static int layer_tensor(struct gen_model_ctx *c, uint32_t l, const char *part, u
                         uint64_t rows, uint64_t n3, enum gen_model_kind kind)
 {
     char name[64];
-    snprintf(name, sizeof(name), "blk.%u.%s.%s", l, part, kind == GEN_MODEL_BIAS ? "bias" : "weight");
+    snprintf(name, sizeof(name), "blk.%u.%s.%s", l, part,
+             kind == GEN_MODEL_BIAS ? "bias" : "weight");
     return gen_model_tensor(c, name, cols, rows, n3, kind);
 }
 
@@ -303,8 +309,7 @@ int gen_model_arch_tensors(struct gen_model_ctx *c, uint64_t vocab)
         if ((rc = layer_tensors(c, l))) return rc;
     if ((rc = gen_model_tensor(c, "output_norm.weight", o->dim, 0, 0, GEN_MODEL_NORM))) return rc;
     bool tied = o->tied_output || arch_is(o, "gemma2");
-    if (!tied &&
-        (rc = gen_model_tensor(c, "output.weight", o->dim, vocab, 0, GEN_MODEL_WEIGHT)))
+    if (!tied && (rc = gen_model_tensor(c, "output.weight", o->dim, vocab, 0, GEN_MODEL_WEIGHT)))
         return rc;
     return rope_tensors(c);
 }

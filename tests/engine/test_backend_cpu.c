@@ -8,7 +8,9 @@
 #include "engine/backend/cpu/cpu_bench.h"
 #include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/cpu_pool.h"
+#include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <math.h>
@@ -132,18 +134,23 @@ static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
     return p;
 }
 
-/* Q8_0 activation error bound of one output: per block, 0.6 * amax/127 * sum |w| (rounding to
- * half a step plus the f16 rounding of the block scale). */
-static double act_q8_bound(const float *w, const float *x, int64_t cols)
+/* The error bound of one output from quantizing the activations (cpu_act_of): per block of the
+ * activation format, half a quantization step amax/127 times sum |w| of the block's weights. Q8_0
+ * stores its scale as f16 (a relative 2^-11 more: 0.6 for 0.5); Q8_K keeps a float scale and
+ * rounds to nearest (0.51). The weights are exact in both (the dequantized values themselves). */
+static double act_bound(enum quant_type type, const float *w, const float *x, int64_t cols)
 {
-    double bound = 0.0;
-    for (int64_t b = 0; b < cols / 32; b++) {
+    enum cpu_act act = cpu_act_of(type);
+    if (act == CPU_ACT_FLOAT) return 0.0;
+    int blk = act == CPU_ACT_Q8_K ? 256 : 32;
+    double f = act == CPU_ACT_Q8_K ? 0.51 : 0.6, bound = 0.0;
+    for (int64_t b = 0; b < cols / blk; b++) {
         double amax = 0.0, sw = 0.0;
-        for (int j = 0; j < 32; j++) {
-            amax = fmax(amax, fabs(x[b * 32 + j]));
-            sw += fabs(w[b * 32 + j]);
+        for (int j = 0; j < blk; j++) {
+            amax = fmax(amax, fabs(x[b * blk + j]));
+            sw += fabs(w[b * blk + j]);
         }
-        bound += 0.6 * amax / 127.0 * sw;
+        bound += f * amax / 127.0 * sw;
     }
     return bound;
 }
@@ -187,9 +194,10 @@ static void check_matmul_case(const struct mm_case *c)
     size_t rb = type_row_bytes(c->type, cols);
     for (int64_t r = 0; r < rows; r++)
         quant_dequantize_row(c->type, (const char *)wdata + r * rb, wf + r * cols, (size_t)cols);
-    int integer = c->type == QUANT_Q8_0 || c->type == QUANT_Q4_0;
 
     float *ref_scalar = run_matmul("scalar", 1, &d, x, nt);
+    bool exact =
+        cpu_act_of(c->type) != CPU_ACT_FLOAT && c->type != QUANT_Q8_0 && c->type != QUANT_Q4_0;
     for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
         for (int th = 1; th <= 2; th++) {
             float *y = run_matmul(isa_levels[li], th, &d, x, nt);
@@ -208,14 +216,20 @@ static void check_matmul_case(const struct mm_case *c)
                         ref += (double)wr[i] * xt[i];
                         mag += fabs((double)wr[i] * xt[i]);
                     }
-                    double tol = 1e-4 * mag + 1e-5 + (integer ? act_q8_bound(wr, xt, cols) : 0);
+                    double tol = 1e-4 * mag + 1e-5 + act_bound(c->type, wr, xt, cols);
                     double got = y[(size_t)t * rows + r];
                     ck_assert_msg(fabs(got - ref) <= tol,
                                   "type %d %lldx%lld nt %d isa %s: y[%d][%lld] = %g, ref %g",
                                   c->type, (long long)rows, (long long)cols, nt, isa_levels[li], t,
                                   (long long)r, got, ref);
-                    /* every level agrees with the scalar kernels far more tightly */
+                    /* every level agrees with the scalar kernels far more tightly, and
+                     * bit for bit where the integer sums are exact (cpu_qdot.c) */
                     double s = ref_scalar[(size_t)t * rows + r];
+                    if (exact)
+                        ck_assert_msg(memcmp(&y[(size_t)t * rows + r],
+                                             &ref_scalar[(size_t)t * rows + r], 4) == 0,
+                                      "type %d isa %s threads %d: y[%d][%lld] = %.9g, scalar %.9g",
+                                      c->type, isa_levels[li], th, t, (long long)r, got, s);
                     ck_assert_msg(fabs(got - s) <= 2e-5 * mag + 1e-6,
                                   "type %d isa %s: y[%d][%lld] = %.9g, scalar %.9g", c->type,
                                   isa_levels[li], t, (long long)r, got, s);
@@ -389,15 +403,19 @@ START_TEST(test_matmul_group_matches_single)
 }
 END_TEST
 
-/* A weight marked lookup_only is not repacked, yet matmul on it still agrees with the repacked one,
+/* A weight marked lookup_only is not repacked, yet matmul on it still agrees with the repacked one
+ * (bit for bit for the exact-sum types),
  * get_rows reads it, and preparing (which repacks and advises the kernel to drop the original's
  * pages) never changes the caller's data. */
 START_TEST(test_weight_lookup_only_and_source_untouched)
 {
-    const enum quant_type types[] = {QUANT_Q8_0, QUANT_Q4_0};
     int64_t rows = 40, cols = 256;
     int nt = 5;
-    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+    enum quant_type types[ARRAY_LEN(matmul_types)];
+    for (size_t ti = 0; ti < ARRAY_LEN(matmul_types); ti++) {
+        types[ti] = matmul_types[ti].type;
+        if (cpu_act_of(types[ti]) == CPU_ACT_FLOAT) continue;
+        bool exact = types[ti] != QUANT_Q8_0 && types[ti] != QUANT_Q4_0;
         size_t bytes = type_row_bytes(types[ti], cols) * (size_t)rows;
         void *wd = random_weights(types[ti], rows, cols);
         void *copy = malloc(bytes);
@@ -411,7 +429,8 @@ START_TEST(test_weight_lookup_only_and_source_untouched)
             d.lookup_only = true;
             float *plain = run_matmul(isa_levels[li], 2, &d, x, nt);
             for (int i = 0; i < nt * rows; i++)
-                ck_assert_msg(fabs(packed[i] - plain[i]) <= 1e-4 * (fabs(plain[i]) + 1.0),
+                ck_assert_msg(exact ? memcmp(&packed[i], &plain[i], 4) == 0
+                                    : fabs(packed[i] - plain[i]) <= 1e-4 * (fabs(plain[i]) + 1.0),
                               "type %d isa %s [%d]: %g vs %g", types[ti], isa_levels[li], i,
                               packed[i], plain[i]);
             ck_assert_int_eq(memcmp(wd, copy, bytes), 0);
@@ -422,6 +441,62 @@ START_TEST(test_weight_lookup_only_and_source_untouched)
         free(copy);
         free(wd);
     }
+}
+END_TEST
+
+/* The real published matrices of ../shared/testdata/quant (Q6_K, Q4_K, Q5_0, Q8_0, Q4_1) times their
+ * fixture inputs, at every level and 1 and 2 threads, against the fixture's y = dequant(W) @ x in
+ * float64: within the activation-quantization bound of each output (act_bound: the inputs are
+ * rounded to Q8_0 or Q8_K as ggml does), plus 1e-5 of sum |w x| for float summation order. The
+ * same x repeated as 3 tokens checks each token alone gives the same output. */
+START_TEST(test_matmul_real_tensors)
+{
+    const char *p = test_shared_path("testdata/quant/quant-fixtures-real-tensors.gguf");
+    if (!p) return;
+    char err[256];
+    struct gguf *f = NULL;
+    ck_assert_msg(gguf_open(p, &f, err, sizeof(err)) == 0, "%s", err);
+    int checked = 0;
+    for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->type == QUANT_F32) continue;
+        char name[160];
+        snprintf(name, sizeof(name), "%s.x", t->name);
+        const struct gguf_tensor *tx = gguf_find_tensor(f, name);
+        snprintf(name, sizeof(name), "%s.y", t->name);
+        const struct gguf_tensor *ty = gguf_find_tensor(f, name);
+        ck_assert(tx && ty);
+        int64_t cols = (int64_t)t->ne[0], rows = (int64_t)t->ne[1];
+        float *x = malloc(sizeof(float) * 3 * (size_t)cols), *w = malloc(sizeof(float) * cols);
+        for (int k = 0; k < 3; k++) memcpy(x + k * cols, tx->data, sizeof(float) * cols);
+        struct backend_weight_desc d = {t->type, rows, cols, t->data, false};
+        size_t rb = quant_row_bytes(t->type, (uint64_t)cols);
+        for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++)
+            for (int th = 1; th <= 2; th++) {
+                float *y = run_matmul(isa_levels[li], th, &d, x, 3);
+                if (!y) continue;
+                for (int64_t r = 0; r < rows; r++) {
+                    quant_dequantize_row(t->type, (const char *)t->data + r * rb, w, (size_t)cols);
+                    double mag = 0.0;
+                    for (int64_t c = 0; c < cols; c++) mag += fabs((double)w[c] * x[c]);
+                    float want;
+                    memcpy(&want, (const char *)ty->data + r * 4, 4);
+                    double tol = act_bound(t->type, w, x, cols) + 1e-5 * mag + 1e-6;
+                    ck_assert_msg(fabs(y[r] - want) <= tol,
+                                  "%s (%s) isa %s: y[%lld] = %.7g, fixture %.7g (bound %.3g)",
+                                  t->name, quant_type_name(t->type), isa_levels[li], (long long)r,
+                                  y[r], want, tol);
+                    ck_assert(memcmp(&y[r], &y[rows + r], 4) == 0);
+                    ck_assert(memcmp(&y[r], &y[2 * rows + r], 4) == 0);
+                }
+                free(y);
+            }
+        free(x);
+        free(w);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 6);
+    gguf_close(f);
 }
 END_TEST
 
@@ -507,6 +582,48 @@ START_TEST(test_quantize_q8_0_levels_agree)
             if (!isnan(d_ref[b])) ck_assert_float_eq(d[b], d_ref[b]);
         }
     }
+}
+END_TEST
+
+/* Every level's Q8_K activation quantizer is ggml's quantize_row_q8_K_ref (quant.c's encoder) bit
+ * for bit, with the sums of 16 and 32: normal rows, ties, an all-zero block, equal magnitudes of
+ * both signs (the first wins), NaN (skipped by the max, quantized as ggml's bit trick does) and
+ * infinities. */
+START_TEST(test_quantize_q8_k_levels_agree)
+{
+    enum { K = 256 * 6 };
+    float *x = malloc(sizeof(float) * K);
+    fill_f(x, K);
+    for (int i = 0; i < 256; i++) x[i] = (float)(i % 64 - 32) * 0.5f; /* many exact ties */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;
+    x[512 + 7] = 3.0f, x[512 + 100] = -3.0f; /* same magnitude: the first sets the sign */
+    x[768 + 3] = NAN;
+    x[1024 + 9] = INFINITY;
+    x[1280 + 200] = -INFINITY, x[1280 + 201] = NAN;
+    int8_t *q = malloc(K);
+    float d[K / 256];
+    int16_t s16[K / 16], s32[K / 32];
+    struct quant_block_q8_k ref[K / 256];
+    ck_assert_int_eq(quant_quantize_row(QUANT_Q8_K, x, ref, K), 0);
+    ck_assert_int_eq(ref[2].qs[7], -127);
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        memset(q, 0x55, K);
+        k.quantize_q8_k(x, K, q, d, s16, s32);
+        for (int b = 0; b < K / 256; b++) {
+            ck_assert_msg(memcmp(q + 256 * b, ref[b].qs, 256) == 0, "level %d block %d", lvl, b);
+            ck_assert_msg(memcmp(&d[b], &ref[b].d, 4) == 0 || (isnan(d[b]) && isnan(ref[b].d)),
+                          "level %d block %d: d %g vs %g", lvl, b, d[b], ref[b].d);
+            for (int j = 0; j < 16; j++) {
+                ck_assert_int_eq(s16[b * 16 + j], ref[b].bsums[j]);
+                if (j % 2)
+                    ck_assert_int_eq(s32[b * 8 + j / 2], ref[b].bsums[j - 1] + ref[b].bsums[j]);
+            }
+        }
+    }
+    free(q);
+    free(x);
 }
 END_TEST
 
@@ -1505,8 +1622,10 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
+    tcase_add_test(tc, test_quantize_q8_k_levels_agree);
     tcase_add_test(tc, test_attention_f16_kernels_match_widening);
     tcase_add_test(tc, test_matmul_model_shapes);
+    tcase_add_test(tc, test_matmul_real_tensors);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
     tcase_add_loop_test(tc, test_matmul_every_type, 0, (int)ARRAY_LEN(matmul_types));
     tcase_add_test(tc, test_matmul_batch_invariant);

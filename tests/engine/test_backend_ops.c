@@ -72,13 +72,27 @@ START_TEST(test_rope_yarn_factors_and_attn_factor)
     for (int i = 0; i < HD / 2; i++) factors[i] = 1.0f + 0.5f * (float)i;
     const int32_t pos[NT] = {0, 1, 17, 300, 4095};
     struct backend_rope_params cases[] = {
-        {.mode = BACKEND_ROPE_NEOX, .n_rot = HD, .freq_base = 1e6f, .freq_scale = 0.25f,
-         .ext_factor = 1.0f, .attn_factor = 0.88f, .beta_fast = 32, .beta_slow = 1,
+        {.mode = BACKEND_ROPE_NEOX,
+         .n_rot = HD,
+         .freq_base = 1e6f,
+         .freq_scale = 0.25f,
+         .ext_factor = 1.0f,
+         .attn_factor = 0.88f,
+         .beta_fast = 32,
+         .beta_slow = 1,
          .n_ctx_orig = 4096},
-        {.mode = BACKEND_ROPE_NORMAL, .n_rot = HD, .freq_base = 5e5f, .freq_scale = 1.0f,
-         .attn_factor = 1.0f, .freq_factors = factors},
-        {.mode = BACKEND_ROPE_NEOX, .n_rot = 16, .freq_base = 1e4f, .freq_scale = 1.0f,
-         .attn_factor = 1.19f, .freq_factors = factors},
+        {.mode = BACKEND_ROPE_NORMAL,
+         .n_rot = HD,
+         .freq_base = 5e5f,
+         .freq_scale = 1.0f,
+         .attn_factor = 1.0f,
+         .freq_factors = factors},
+        {.mode = BACKEND_ROPE_NEOX,
+         .n_rot = 16,
+         .freq_base = 1e4f,
+         .freq_scale = 1.0f,
+         .attn_factor = 1.19f,
+         .freq_factors = factors},
     };
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
         const struct backend_rope_params *p = &cases[ci];
@@ -216,12 +230,13 @@ static void check_window(enum quant_type kv, int hd, float softcap, int window)
                     for (int i = 0; i < hd; i++) {
                         double o = 0;
                         for (int p = lo; p <= t; p++)
-                            o += rnd(w[p] / sum, f16) * rnd(vc[(size_t)p * row + kvh * hd + i], f16);
+                            o +=
+                                rnd(w[p] / sum, f16) * rnd(vc[(size_t)p * row + kvh * hd + i], f16);
                         float got = out[((size_t)t * nh + h) * hd + i];
-                        ck_assert_msg(fabs(got - o) < 2e-4,
-                                      "kv %s hd %d cap %g window %d isa %s: t %d h %d i %d: %g vs %g",
-                                      quant_type_name(kv), hd, softcap, window, isas[li], t, h, i,
-                                      got, o);
+                        ck_assert_msg(
+                            fabs(got - o) < 2e-4,
+                            "kv %s hd %d cap %g window %d isa %s: t %d h %d i %d: %g vs %g",
+                            quant_type_name(kv), hd, softcap, window, isas[li], t, h, i, got, o);
                     }
                 }
             /* the thread count changes no bit */
@@ -315,8 +330,8 @@ START_TEST(test_gelu_mul_scale_softcap)
                     want = x * u[i];
                 else { /* tanh GELU at x rounded to f16, rounded to f16 (ggml's table) */
                     double xh = quant_f16_to_f32(quant_f32_to_f16((float)x));
-                    double ge = 0.5 * xh * (1 + tanh(0.7978845608028654 * xh *
-                                                     (1 + 0.044715 * xh * xh)));
+                    double ge =
+                        0.5 * xh * (1 + tanh(0.7978845608028654 * xh * (1 + 0.044715 * xh * xh)));
                     want = quant_f16_to_f32(quant_f32_to_f16((float)ge)) * u[i];
                 }
                 /* one f16 ulp where float and double GELU round to neighbours */
@@ -325,8 +340,7 @@ START_TEST(test_gelu_mul_scale_softcap)
             }
             memcpy(y, g, sizeof(float) * N);
             ck_assert_int_eq(b->ops->softcap(b, y, N, 3.0f), 0);
-            for (int i = 0; i < N; i++)
-                ck_assert(fabs(y[i] - 3.0 * tanh(g[i] / 3.0)) < 2e-6);
+            for (int i = 0; i < N; i++) ck_assert(fabs(y[i] - 3.0 * tanh(g[i] / 3.0)) < 2e-6);
             memcpy(y, g, sizeof(float) * N);
             ck_assert_int_eq(b->ops->scale(b, y, N, 0.125f), 0);
             for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], g[i] * 0.125f);
@@ -368,8 +382,8 @@ START_TEST(test_moe_route_softmax_topk)
                 /* descending, and nothing left out beats the last one chosen */
                 if (j > 0) ck_assert(p[e] <= p[ids[r * K + j - 1]]);
                 double want = p[e] / sum / (norm ? sel : 1.0);
-                ck_assert_msg(fabs(w[r * K + j] - want) < 1e-6, "row %d slot %d: %g want %g", r,
-                              j, w[r * K + j], want);
+                ck_assert_msg(fabs(w[r * K + j] - want) < 1e-6, "row %d slot %d: %g want %g", r, j,
+                              w[r * K + j], want);
             }
             for (int e = 0; e < NE; e++) {
                 bool chosen = false;

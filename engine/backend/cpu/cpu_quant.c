@@ -1,9 +1,10 @@
 /* Activation quantization for the CPU backend's integer matmul kernels: every token row becomes Q8_0
- * blocks split into quants, scales and quant sums, exactly as ggml's quantize_row_q8_0_ref would
- * encode them. The weight formats' codecs are engine/gguf/quant.c's (one reference for both). */
+ * or Q8_K blocks split into quants, scales and quant sums, as ggml's quantize_row_q8_0_ref and
+ * quantize_row_q8_K_ref encode them (the latter is engine/gguf/quant.c's encoder itself). */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include <math.h>
+#include <string.h>
 
 void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *sum)
 {
@@ -24,5 +25,19 @@ void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *su
             s += q;
         }
         sum[b] = s;
+    }
+}
+
+void cpu_quant_q8_k_row(const float *x, int k, int8_t *qs, float *d, int16_t *sum16, int16_t *sum32)
+{
+    for (int b = 0; b < k / QUANT_QK_K; b++) {
+        struct quant_block_q8_k blk;
+        quant_quantize_row(QUANT_Q8_K, x + b * QUANT_QK_K, &blk, QUANT_QK_K);
+        memcpy(qs + b * QUANT_QK_K, blk.qs, sizeof(blk.qs));
+        d[b] = blk.d;
+        for (int j = 0; j < QUANT_QK_K / 16; j++) {
+            sum16[b * 16 + j] = blk.bsums[j];
+            if (j % 2) sum32[b * 8 + j / 2] = (int16_t)(blk.bsums[j - 1] + blk.bsums[j]);
+        }
     }
 }
