@@ -34,30 +34,38 @@ def main():
     prompt = [(i * 7919 + 13) % (n_vocab - 3) + 3 for i in range(a.prompt_tokens)]
 
     # reset() rewinds to position 0; eval then drops the cache from there (kv_cache_seq_rm)
+    # Each run returns (tokens per wall second, tokens per CPU second of the process times the thread
+    # count: an estimate of the quiet-machine rate on a loaded one, as cinfer-engine bench's
+    # *_cpu_tok_s; ggml's workers spin while waiting, so it is an optimistic one).
+    def timed(fn, n):
+        w0, c0 = time.perf_counter(), time.process_time()
+        fn()
+        w, c = time.perf_counter() - w0, time.process_time() - c0
+        return n / w, n / (c / a.threads)
+
     def pp():
         llm.reset()
-        t0 = time.perf_counter()
-        llm.eval(prompt)
-        return a.prompt_tokens / (time.perf_counter() - t0)
+        return timed(lambda: llm.eval(prompt), a.prompt_tokens)
 
     def tg():
         llm.reset()
         llm.eval([llm.token_bos()])
-        tok = prompt[0]
-        t0 = time.perf_counter()
-        for i in range(a.gen_tokens):
-            llm.eval([tok])
-            tok = prompt[(i + 1) % len(prompt)]
-        return a.gen_tokens / (time.perf_counter() - t0)
+
+        def loop():
+            for i in range(a.gen_tokens):
+                llm.eval([prompt[i % len(prompt)]])
+
+        return timed(loop, a.gen_tokens)
 
     pp(), tg()  # warm-up
     pps = [pp() for _ in range(a.repetitions)]
     tgs = [tg() for _ in range(a.repetitions)]
+    med = lambda runs, i: round(statistics.median(r[i] for r in runs), 1)
     print(json.dumps({"engine": "llama.cpp", "model": a.model, "threads": a.threads,
-                      "pp_tokens": a.prompt_tokens, "pp_tok_s": round(statistics.median(pps), 1),
-                      "pp_runs": [round(v, 1) for v in pps], "tg_tokens": a.gen_tokens,
-                      "tg_tok_s": round(statistics.median(tgs), 1),
-                      "tg_runs": [round(v, 1) for v in tgs]}), flush=True)
+                      "pp_tokens": a.prompt_tokens, "pp_tok_s": med(pps, 0),
+                      "pp_cpu_tok_s": med(pps, 1), "pp_runs": [round(v[0], 1) for v in pps],
+                      "tg_tokens": a.gen_tokens, "tg_tok_s": med(tgs, 0), "tg_cpu_tok_s": med(tgs, 1),
+                      "tg_runs": [round(v[0], 1) for v in tgs]}), flush=True)
 
 
 if __name__ == "__main__":

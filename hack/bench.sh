@@ -95,9 +95,16 @@ for q in $quant; do
 	fi
 	for rep in $(seq "$reps"); do
 		echo "== $q run $rep: cinfer-engine"
+		# the table's CPU-time columns (pp_cpu_tok_s, tg_cpu_tok_s) joined to the JSON lines
 		"$bin" bench --model "$model" --prompt-tokens "$prompt" --gen-tokens "$gen" --batch 1,16 \
-			--threads "$threads" --repetitions 1 --log-format text |
-			grep '^{' | jq -c --arg q "$q" '. + {engine: "cinfer", file: $q}' | tee -a "$peer"
+			--threads "$threads" --repetitions 1 --log-format text >"$dir/peer-run.txt"
+		awk '$2 ~ /^[0-9]+$/ && NF == 9 { printf "{\"batch\":%d,\"pp_cpu_tok_s\":%s,\"tg_cpu_tok_s\":%s}\n", $2, $8, $9 }' \
+			"$dir/peer-run.txt" >"$dir/peer-cpu.jsonl"
+		grep '^{' "$dir/peer-run.txt" | while read -r line; do
+			b="$(jq -r .batch <<<"$line")"
+			jq -c --arg q "$q" --argjson cpu "$(jq -c "select(.batch == $b)" "$dir/peer-cpu.jsonl")" \
+				'. + $cpu + {engine: "cinfer", file: $q}' <<<"$line"
+		done | tee -a "$peer"
 		echo "== $q run $rep: llama.cpp"
 		"$py" hack/bench-llamacpp.py "$model" --threads "$threads" --prompt-tokens "$prompt" \
 			--gen-tokens "$gen" --repetitions 1 |
@@ -107,17 +114,21 @@ done
 
 echo
 echo "== side by side, medians of $reps alternations ($threads threads; tg at batch 1, pp$prompt)"
-printf '%-8s %12s %12s %8s %12s %12s %8s %14s %8s\n' file cinfer_tg llama_tg ratio cinfer_pp \
-	llama_pp ratio cinfer_tg_b16 b16/b1
+echo "   wall clock tok/s, then tokens per CPU-second x threads (the quiet-machine estimate)"
+printf '%-8s %9s %9s %7s %9s %9s %7s %9s %7s | %8s %8s %7s %8s %8s %7s\n' file c_tg l_tg ratio \
+	c_pp l_pp ratio c_tg_b16 b16/b1 c_tgcpu l_tgcpu ratio c_ppcpu l_ppcpu ratio
 med() { jq -s -r "$1"' | sort | if length == 0 then 0 else .[(length - 1) / 2 | floor] end' "$peer"; }
 for q in $quant; do
-	ctg="$(med "map(select(.file == \"$q\" and .engine == \"cinfer\" and .batch == 1) | .tg_tok_s)")"
-	ltg="$(med "map(select(.file == \"$q\" and .engine == \"llama.cpp\") | .tg_tok_s)")"
-	cpp="$(med "map(select(.file == \"$q\" and .engine == \"cinfer\" and .batch == 1) | .pp_tok_s)")"
-	lpp="$(med "map(select(.file == \"$q\" and .engine == \"llama.cpp\") | .pp_tok_s)")"
-	c16="$(med "map(select(.file == \"$q\" and .engine == \"cinfer\" and .batch == 16) | .tg_tok_s)")"
-	awk -v q="$q" -v ctg="$ctg" -v ltg="$ltg" -v cpp="$cpp" -v lpp="$lpp" -v c16="$c16" 'BEGIN {
-		printf "%-8s %12.1f %12.1f %7.2fx %12.1f %12.1f %7.2fx %14.1f %7.2fx\n", q, ctg, ltg,
-			ltg ? ctg / ltg : 0, cpp, lpp, lpp ? cpp / lpp : 0, c16, ctg ? c16 / ctg : 0
+	sel() { echo "map(select(.file == \"$q\" and $1) | .$2)"; }
+	c='.engine == "cinfer" and .batch == 1'
+	l='.engine == "llama.cpp"'
+	awk -v q="$q" -v ctg="$(med "$(sel "$c" tg_tok_s)")" -v ltg="$(med "$(sel "$l" tg_tok_s)")" \
+		-v cpp="$(med "$(sel "$c" pp_tok_s)")" -v lpp="$(med "$(sel "$l" pp_tok_s)")" \
+		-v c16="$(med "$(sel '.engine == "cinfer" and .batch == 16' tg_tok_s)")" \
+		-v ctc="$(med "$(sel "$c" tg_cpu_tok_s)")" -v ltc="$(med "$(sel "$l" tg_cpu_tok_s)")" \
+		-v cpc="$(med "$(sel "$c" pp_cpu_tok_s)")" -v lpc="$(med "$(sel "$l" pp_cpu_tok_s)")" 'BEGIN {
+		printf "%-8s %9.1f %9.1f %6.2fx %9.1f %9.1f %6.2fx %9.1f %6.2fx | %8.1f %8.1f %6.2fx %8.1f %8.1f %6.2fx\n",
+			q, ctg, ltg, ltg ? ctg / ltg : 0, cpp, lpp, lpp ? cpp / lpp : 0, c16, ctg ? c16 / ctg : 0,
+			ctc, ltc, ltc ? ctc / ltc : 0, cpc, lpc, lpc ? cpc / lpc : 0
 	}'
 done

@@ -239,8 +239,10 @@ static void compare(const struct result *a, const struct result *b, const char *
     }
 }
 
-/* Steps split into lanes only when every matrix takes the integer kernels (Q8_0, Q4_0): the
- * stories260K Q8_0 and Q4_0 files keep their ffn_down in F32 (172 columns, no multiple of 32). */
+/* Steps split into lanes only when every matrix takes the integer kernels (every quantized type):
+ * the stories260K Q8_0 and Q4_0 files keep their ffn_down in F32 (172 columns, no multiple of 32).
+ * The generated Q4_K and Q5_0 models cover the K-quant (Q8_K activations) and the other 32-element
+ * kernels. */
 static const struct model_case models[] = {
     {"stories260K.gguf", QUANT_F32, false, NULL},
     {"stories260K-F16.gguf", QUANT_F32, false, NULL},
@@ -248,6 +250,8 @@ static const struct model_case models[] = {
     {"stories260K-Q4_0.gguf", QUANT_F32, false, NULL},
     {NULL, QUANT_F32, false, NULL},
     {NULL, QUANT_Q8_0, true, NULL},
+    {NULL, QUANT_Q4_K, true, NULL},
+    {NULL, QUANT_Q5_0, true, NULL},
     {NULL, QUANT_Q8_0, true, "gemma2"},
     {NULL, QUANT_F32, false, "gemma3"},
     {NULL, QUANT_Q8_0, true, "qwen2moe"},
@@ -271,7 +275,7 @@ START_TEST(test_model_forward_batch_invariant)
     /* All at once: one prefill step for every prompt, then one decode step for all. */
     int same_start[N_SEQ] = {0};
     /* Its decode steps (16 alike tokens on 2 threads) run as two lanes where the weights take
-     * the integer kernels (Q8_0, Q4_0), and never split otherwise. */
+     * the integer kernels (any quantized type), and never split otherwise. */
     int split = run_together(&c, p, same_start, MAX_LEN, together);
     if (models[_i].splits)
         ck_assert_int_gt(split, 0);

@@ -4,6 +4,7 @@
  * against ggml's quantizer on normal and edge-case rows, every decoder bit for bit against gguf-py on
  * random blocks with extreme scales, the real published tensors of ../shared/testdata/quant against
  * gguf-py's decoding and their expected products, and whole files quantized by llama.cpp. */
+#include "engine/cmd/cmd.h"
 #include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
 #include "engine/tools/gen_model.h"
@@ -623,10 +624,70 @@ START_TEST(test_quant_matches_llamacpp_quantize)
 }
 END_TEST
 
+/* `cinfer-engine quantize IN OUT q5_K` and `gen-model --type`-style generation (gen_model_write) give
+ * every 2-D tensor whose rows fill whole blocks the requested type, with the reference encoder's
+ * bytes; 1-D tensors stay F32 and the file type is recorded. */
+START_TEST(test_quant_cli_and_gen_model_types)
+{
+    char src[512], dst[512], err[256];
+    snprintf(src, sizeof(src), "%s/cinfer-quant-cli-%d.gguf", test_tmpdir(), (int)getpid());
+    snprintf(dst, sizeof(dst), "%s/cinfer-quant-cli-%d-q.gguf", test_tmpdir(), (int)getpid());
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.dim = 256, o.layers = 1, o.heads = 4, o.kv_heads = 4, o.ffn = 256, o.vocab_size = 300;
+    o.context_length = 64;
+    const enum quant_type kinds[] = {QUANT_Q5_K, QUANT_IQ4_NL};
+    for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+        enum quant_type want = kinds[k];
+        o.type = QUANT_F32;
+        ck_assert_msg(gen_model_write(&o, src, err, sizeof(err)) == 0, "%s", err);
+        char *argv[] = {"quantize",    src,     dst, (char *)quant_type_name(want),
+                        "--log-level", "error", NULL};
+        ck_assert_int_eq(cmd_quantize_main(6, argv), 0);
+        /* the same model generated directly in the type */
+        o.type = want;
+        char direct[600];
+        snprintf(direct, sizeof(direct), "%s.direct", dst);
+        ck_assert_msg(gen_model_write(&o, direct, err, sizeof(err)) == 0, "%s", err);
+        struct gguf *gs = NULL, *gq = NULL, *gd = NULL;
+        ck_assert(gguf_open(src, &gs, err, sizeof(err)) == 0);
+        ck_assert(gguf_open(dst, &gq, err, sizeof(err)) == 0);
+        ck_assert(gguf_open(direct, &gd, err, sizeof(err)) == 0);
+        uint32_t ft = 0;
+        ck_assert_int_eq(gguf_get_u32(gq, "general.file_type", &ft), 0);
+        ck_assert_uint_eq(ft, quant_type_file_type(want));
+        for (size_t i = 0; i < gguf_tensor_count(gq); i++) {
+            const struct gguf_tensor *q = gguf_tensor_at(gq, i), *f = gguf_find_tensor(gs, q->name);
+            const struct gguf_tensor *d = gguf_find_tensor(gd, q->name);
+            ck_assert(f && d && f->type == QUANT_F32);
+            ck_assert_msg(q->type == (q->n_dims == 2 ? want : QUANT_F32), "%s is %s", q->name,
+                          quant_type_name(q->type));
+            ck_assert_int_eq(d->type, q->type);
+            float *x = malloc(f->size);
+            memcpy(x, f->data, f->size);
+            uint8_t *enc = malloc(q->size);
+            ck_assert_int_eq(quant_quantize_row(q->type, x, enc, f->size / sizeof(float)), 0);
+            ck_assert_msg(memcmp(enc, q->data, q->size) == 0, "%s: quantize's bytes", q->name);
+            ck_assert_msg(q->size == d->size && memcmp(enc, d->data, q->size) == 0,
+                          "%s: gen-model's bytes", q->name);
+            free(enc);
+            free(x);
+        }
+        gguf_close(gs);
+        gguf_close(gq);
+        gguf_close(gd);
+        unlink(direct);
+    }
+    unlink(src);
+    unlink(dst);
+}
+END_TEST
+
 Suite *quant_suite(void)
 {
     Suite *s = suite_create("quant");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 300); /* the K-quant searches of whole files take seconds under ASan */
     tcase_add_test(tc, test_quant_f16_edges);
     tcase_add_test(tc, test_quant_f16_round_trip_all);
     tcase_add_test(tc, test_quant_bf16_edges);
@@ -645,6 +706,7 @@ Suite *quant_suite(void)
     tcase_add_test(tc, test_quant_decoders_match_gguf_py);
     tcase_add_test(tc, test_quant_real_tensors);
     tcase_add_test(tc, test_quant_matches_llamacpp_quantize);
+    tcase_add_test(tc, test_quant_cli_and_gen_model_types);
     suite_add_tcase(s, tc);
     return s;
 }
