@@ -1,7 +1,7 @@
 # cinfer: one non-recursive Makefile; everything builds into $(BUILD)/.
 #
 #   make            build the three programs into build/bin/
-#   make run        serve a model on 127.0.0.1:8000 (MODEL=path.gguf; default: a small random one)
+#   make run        serve a model on 127.0.0.1:8000 (MODEL=path.gguf; default: the shipped stories260K)
 #   make test       build and run every test suite (Check unit tests, corpus tests, e2e scripts)
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      engine benchmarks (see engine/BENCHMARKS.md)

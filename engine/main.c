@@ -16,7 +16,7 @@ static const struct {
     {"serve", cmd_serve_main, "Serve a GGUF model over an OpenAI-compatible HTTP API"},
     {"tokenize", cmd_tokenize_main, "Print the token ids of a text for a GGUF model's tokenizer"},
     {"gen-model", cmd_gen_model_main, "Write a random-weight llama GGUF model (tests, benchmarks)"},
-    {"quantize", cmd_quantize_main, "Quantize a GGUF model's weights to q8_0 or q4_0"},
+    {"quantize", cmd_quantize_main, "Quantize a GGUF model's weights to one tensor type"},
     {"generate", cmd_generate_main, "Generate a continuation of a prompt (text to stdout)"},
     {"bench", cmd_bench_main, "Measure prefill and decode throughput of a GGUF model"},
     {"fetch-model", cmd_fetch_model_main,

@@ -40,11 +40,32 @@ struct backend_weight; /* prepared weight, opaque; owned by the backend, freed b
 
 enum backend_rope_mode { BACKEND_ROPE_NORMAL = 0, BACKEND_ROPE_NEOX = 2 }; /* ggml's mode ids */
 
+/* Rotary embedding as ggml_rope_ext computes it: dimension pair i of a token at position p turns by
+ * theta_i = p * freq_base^(-2i/n_rot) / freq_factors[i]; with ext_factor 0 the angle is
+ * freq_scale * theta_i, else YaRN's blend of that and theta_i (ramp between the correction dims that
+ * beta_fast, beta_slow and n_ctx_orig give), with the magnitude also scaled by
+ * 1 + 0.1 ln(1 / freq_scale); cos and sin are multiplied by attn_factor. */
 struct backend_rope_params {
     enum backend_rope_mode mode;
-    int n_rot;        /* dimensions rotated per head (usually head_dim) */
-    float freq_base;  /* theta, e.g. 10000 */
-    float freq_scale; /* 1 / linear scaling factor */
+    int n_rot;         /* dimensions rotated per head (usually head_dim) */
+    float freq_base;   /* theta, e.g. 10000 */
+    float freq_scale;  /* 1 / linear (or YaRN) scaling factor */
+    float ext_factor;  /* YaRN extrapolation mix: 0 = off (none, linear, longrope), 1 = YaRN */
+    float attn_factor; /* cos/sin magnitude: 1 unless YaRN or long-rope ask otherwise */
+    float beta_fast, beta_slow; /* YaRN correction range (ggml's defaults 32 and 1) */
+    int n_ctx_orig;             /* YaRN: the context the model was trained on */
+    /* (n_rot / 2) host floats that divide each pair's frequency (Llama 3 rope_freqs, Phi-3 long or
+     * short factors), borrowed for the call; NULL = none */
+    const float *freq_factors;
+};
+
+/* Attention scores of one layer: s = scale * q.k, then, with softcap > 0, s = softcap *
+ * tanh(s / softcap) (Gemma 2); a token at position pos attends to positions p <= pos, and with
+ * window > 0 only to p > pos - window (sliding-window layers, llama.cpp's standard SWA mask). */
+struct backend_attn_params {
+    float scale;
+    float softcap;
+    int window;
 };
 
 /* One step's batch layout for paged attention. Every token belongs to one sequence and sits at a
@@ -87,6 +108,10 @@ struct backend_ops {
     int (*weight_prepare)(struct backend *b, const struct backend_weight_desc *desc,
                           struct backend_weight **out);
     void (*weight_free)(struct backend *b, struct backend_weight *w);
+    /* Whether matmul on `w` converts its rows to floats on every call (the CPU backend's float path:
+     * F32/F16/BF16 rows; the model then runs no lanes, each of which would redo that per weight).
+     * Optional: NULL means no weight does. Any thread; `w` is borrowed. */
+    bool (*weight_float_path)(struct backend *b, const struct backend_weight *w);
 
     /* KV cache storage for the whole model, committed (resident) before it returns, so that a
      * shortfall shows here rather than under load; kv_free releases it. */
@@ -97,8 +122,9 @@ struct backend_ops {
     int (*get_rows)(struct backend *b, const struct backend_weight *w, const int32_t *ids_host,
                     int n, float *out);
     /* y (n_tokens, w.rows) = x (n_tokens, w.cols) @ W^T. Every weight type; all tokens in one call.
-     * x and y must not overlap. Q8_0/Q4_0 weights multiply activations quantized to Q8_0 per 32
-     * elements (as ggml does), so results differ from a float reference by that rounding. */
+     * x and y must not overlap. Quantized weights multiply activations quantized as ggml's
+     * vec_dot_type (Q8_0 per 32 elements for the 32-element formats, Q8_K per 256 for the K-quants
+     * and IQ4_XS), so results differ from a float reference by that rounding. */
     int (*matmul)(struct backend *b, const struct backend_weight *w, const float *x, float *y,
                   int n_tokens);
     /* y[i] = x @ W[i]^T for n weights of equal cols sharing the input (Q/K/V, gate/up), each
@@ -121,12 +147,35 @@ struct backend_ops {
                 int head_dim, const struct backend_rope_params *p);
     /* gate (n) = silu(gate) * up */
     int (*silu_mul)(struct backend *b, float *gate, const float *up, size_t n);
+    /* gate (n) = gelu(gate) * up (GeGLU), gelu the tanh approximation evaluated as ggml's CPU
+     * backend does: from an f16 table at gate rounded to f16, 0 below -10, identity above 10. */
+    int (*gelu_mul)(struct backend *b, float *gate, const float *up, size_t n);
+    /* x (n) *= s (Gemma's embedding scale sqrt(n_embd), query pre-scaling) */
+    int (*scale)(struct backend *b, float *x, size_t n, float s);
+    /* x (n) = cap * tanh(x * (1 / cap)) (Gemma 2 final logit soft-capping); cap > 0 */
+    int (*softcap)(struct backend *b, float *x, size_t n, float cap);
+    /* Mixture-of-experts routing (llama.cpp's build_moe_ffn with softmax gating): for each row of
+     * logits (n_rows, n_expert) in backend memory, the softmax, the k experts of highest
+     * probability in descending order into ids_host (n_rows, k), their probabilities into w_host
+     * (n_rows, k), divided by their sum when `norm` (the sum clamped below at 2^-14 as there).
+     * 1 <= k <= n_expert. */
+    int (*moe_route)(struct backend *b, const float *logits, int n_rows, int n_expert, int k,
+                     bool norm, int32_t *ids_host, float *w_host);
+    /* out (n_rows, dim) = sum over j < k, in j order, of w_host[r * k + j] * x[r * k + j]: each
+     * row's k expert outputs x (n_rows * k, dim) weighted and added as llama.cpp adds them. out
+     * must not overlap x. */
+    int (*moe_combine)(struct backend *b, const float *x, const float *w_host, int n_rows, int k,
+                       int dim, float *out);
+    /* x (n_rows, dim): row r *= silu(g[r]) / g[r] (the sigmoid gate of Qwen2-MoE's shared expert,
+     * computed as llama.cpp does); g (n_rows) in backend memory. */
+    int (*scale_rows_sigmoid)(struct backend *b, float *x, const float *g, int n_rows, int dim);
     /* Writes k, v (n_tokens, n_kv_heads * head_dim) of `layer` into the cache slots of `batch`.
      * ERR_BAD_STATE before kv_alloc, ERR_RANGE for a slot outside the cache (nothing is written then). */
     int (*kv_store)(struct backend *b, int layer, const float *k, const float *v,
                     const struct backend_batch *batch);
-    /* out (n_tokens, n_heads, head_dim) = softmax(q K^T * scale) V over each token's causal
-     * context in the paged cache of `layer` (GQA: n_heads / n_kv_heads query heads per KV head).
+    /* out (n_tokens, n_heads, head_dim) = softmax(scores) V over each token's causal context
+     * (within p->window) in the paged cache of `layer`, scores as backend_attn_params says (GQA:
+     * n_heads / n_kv_heads query heads per KV head).
      * Every position 0..pos of each token's sequence must already be stored (kv_store this batch
      * first). With an F16 cache, q and the normalized probabilities are rounded to f16 before they
      * meet K and V, as llama.cpp's CPU backend does, so logits track its reference outputs. A Q8_0
@@ -134,7 +183,8 @@ struct backend_ops {
      * int8 quants, quantized by kv_store) and attention reads their exact values d * q.
      * ERR_RANGE for a seq, pos or block id outside the tables or the cache. */
     int (*attention)(struct backend *b, int layer, const float *q, float *out,
-                     const struct backend_batch *batch, int n_heads, float scale);
+                     const struct backend_batch *batch, int n_heads,
+                     const struct backend_attn_params *p);
     /* dst (n, dim) = rows `idx_host` of src (n_src, dim); selects the positions whose logits we need.
      * Indices must be < n_src (the caller's invariant; negative ones give ERR_RANGE). */
     int (*gather_rows)(struct backend *b, const float *src, const int32_t *idx_host, int n, int dim,

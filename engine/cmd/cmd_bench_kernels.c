@@ -21,8 +21,8 @@ static const struct cfg_opt bench_kernels_opts[] = {
     {"isa", CFG_STRING, O(isa), NULL, 1, 0,
      "Kernel set: scalar, avx2 or avx512 (default: the best this CPU runs)", NULL, 0},
     {"types", CFG_STRING, O(types), NULL, 1, 0,
-     "Weight types to measure, comma-separated (f32,f16,bf16,q8_0,q4_0,q4_K,q6_K; default all)",
-     NULL, 0},
+     "Weight types to measure, comma-separated (f32, q8_0, q4_K, iq4_xs, ...; default all)", NULL,
+     0},
     {"quick", CFG_BOOL, O(quick), "false", 1, 0, "Fewer repetitions and shapes", NULL, 0},
     {"cputime", CFG_BOOL, O(cputime), "false", 1, 0,
      "Time with the process CPU clock instead of wall time (meaningful with --threads 1 on a "
@@ -53,6 +53,8 @@ int cmd_bench_kernels_main(int argc, char **argv)
     enum cli_parse_result pr = cli_parse(&bench_kernels_spec, &cfg, argc, argv, &res);
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("bench-kernels", cfg.log_level, cfg.log_format);
+    enum quant_type types[QUANT_TYPE_END];
+    if (cpu_bench_types(cfg.types, types, QUANT_TYPE_END) < 0) return 2;
     struct cpu_bench_opts o = {
         .n_threads = cfg.threads,
         .isa = cfg.isa,

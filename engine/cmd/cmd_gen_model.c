@@ -1,6 +1,8 @@
-/* cinfer-engine gen-model: writes a random-weight llama GGUF (engine/tools/gen_model.c) for tests and
- * benchmarks, e.g. the default 134M-parameter shape:
- *   cinfer-engine gen-model --out /tmp/m.gguf --type q8_0 --vocab-from ggml-vocab-llama-spm.gguf */
+/* cinfer-engine gen-model: writes a random-weight GGUF of any architecture the engine reads
+ * (engine/tools/gen_model.c) for tests and benchmarks, e.g. the default 134M-parameter llama:
+ *   cinfer-engine gen-model --out /tmp/m.gguf --type q8_0 --vocab-from ggml-vocab-llama-spm.gguf
+ * or a tiny gemma3: --arch gemma3 --dim 64 --layers 4 --heads 4 --kv-heads 2 --ffn 128
+ *   --vocab-size 512 --sliding-window 8 --swa-pattern 2 */
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -13,8 +15,11 @@
 #include <time.h>
 
 struct gen_model_cfg {
-    const char *out, *type, *vocab_from;
+    const char *out, *type, *vocab_from, *arch, *rope_scaling;
     int dim, layers, heads, kv_heads, ffn, context_length, vocab_size, seed;
+    int head_dim, experts, experts_used, expert_ffn, shared_ffn, sliding_window, swa_pattern;
+    int rope_orig_ctx;
+    double std, norm_std, attn_softcap, final_softcap, rope_factor;
     bool tied_output;
     const char *log_level, *log_format;
 };
@@ -22,7 +27,7 @@ struct gen_model_cfg {
 #define GM_OFF(f) offsetof(struct gen_model_cfg, f)
 static const struct cfg_opt gen_model_opts[] = {
     {"out", CFG_STRING, GM_OFF(out), NULL, 1, 0, "Output GGUF path", NULL, CFG_REQUIRED},
-    {"type", CFG_STRING, GM_OFF(type), "f32", 1, 0, "Weight type", "f32|f16|q8_0|q4_0", 0},
+    {"type", CFG_STRING, GM_OFF(type), "f32", 1, 0, "Weight type: " QUANT_TYPE_NAMES, NULL, 0},
     {"dim", CFG_INT, GM_OFF(dim), "768", 2, 65536, "Embedding length", NULL, 0},
     {"layers", CFG_INT, GM_OFF(layers), "12", 1, 4096, "Transformer blocks", NULL, 0},
     {"heads", CFG_INT, GM_OFF(heads), "12", 1, 4096, "Attention heads", NULL, 0},
@@ -38,24 +43,46 @@ static const struct cfg_opt gen_model_opts[] = {
      "Omit output.weight (the output reuses token_embd)", NULL, 0},
     {"seed", CFG_INT, GM_OFF(seed), "42", 0, 2147483647, "PRNG seed (same seed, same file)", NULL,
      0},
+    {"arch", CFG_STRING, GM_OFF(arch), "llama", 1, 0, "general.architecture", GEN_MODEL_ARCHS, 0},
+    {"head-dim", CFG_INT, GM_OFF(head_dim), "0", 0, 4096,
+     "Head dimension (0: dim / heads; else written as attention.key_length)", NULL, 0},
+    {"std", CFG_DOUBLE, GM_OFF(std), "0.02", 0.0001, 10, "Standard deviation of the weights", NULL,
+     0},
+    {"norm-std", CFG_DOUBLE, GM_OFF(norm_std), "0", 0, 10,
+     "Norm gains are 1 + normal(0, this) (0: all 1)", NULL, 0},
+    {"experts", CFG_INT, GM_OFF(experts), "0", 0, 512,
+     "Experts per layer (llama: 0 = dense; qwen2moe/qwen3moe need them)", NULL, 0},
+    {"experts-used", CFG_INT, GM_OFF(experts_used), "2", 1, 512, "Experts routed per token (top-k)",
+     NULL, 0},
+    {"expert-ffn", CFG_INT, GM_OFF(expert_ffn), "0", 0, 262144,
+     "qwen2moe/qwen3moe expert width (0: --ffn)", NULL, 0},
+    {"shared-ffn", CFG_INT, GM_OFF(shared_ffn), "0", 0, 262144,
+     "qwen2moe shared expert width (0: --ffn)", NULL, 0},
+    {"sliding-window", CFG_INT, GM_OFF(sliding_window), "0", 0, 1048576,
+     "gemma2/gemma3 attention.sliding_window (0: gemma2 4096, gemma3 none)", NULL, 0},
+    {"swa-pattern", CFG_INT, GM_OFF(swa_pattern), "0", 0, 4096,
+     "gemma attention.sliding_window_pattern: every n-th layer global (0: llama.cpp's default)",
+     NULL, 0},
+    {"attn-softcap", CFG_DOUBLE, GM_OFF(attn_softcap), "0", 0, 1e6,
+     "gemma2 attn_logit_softcapping (0: 50)", NULL, 0},
+    {"final-softcap", CFG_DOUBLE, GM_OFF(final_softcap), "0", 0, 1e6,
+     "gemma final_logit_softcapping (0: gemma2 30, gemma3 none)", NULL, 0},
+    {"rope-scaling", CFG_STRING, GM_OFF(rope_scaling), "none", 1, 0,
+     "Rope scaling: keys (linear, yarn), Llama 3.1 rope_freqs (llama3) or phi3 factors (longrope)",
+     GEN_MODEL_ROPE_SCALINGS, 0},
+    {"rope-factor", CFG_DOUBLE, GM_OFF(rope_factor), "4", 1, 1e6, "Rope scaling factor", NULL, 0},
+    {"rope-orig-context", CFG_INT, GM_OFF(rope_orig_ctx), "0", 0, 1048576,
+     "Original context of the rope scaling (0: context / 4)", NULL, 0},
     CLI_LOG_OPTS(struct gen_model_cfg),
 };
 
 static const struct cfg_spec gen_model_spec = {
     .program = "cinfer-engine gen-model",
-    .summary = "Write a random-weight llama-architecture GGUF model",
+    .summary = "Write a random-weight GGUF model of any supported architecture",
     .env_prefix = "CINFER_ENGINE_",
     .opts = gen_model_opts,
     .n_opts = sizeof(gen_model_opts) / sizeof(gen_model_opts[0]),
 };
-
-static enum quant_type gen_model_type(const char *s)
-{
-    if (strcmp(s, "f16") == 0) return QUANT_F16;
-    if (strcmp(s, "q8_0") == 0) return QUANT_Q8_0;
-    if (strcmp(s, "q4_0") == 0) return QUANT_Q4_0;
-    return QUANT_F32; /* the table's choices admit nothing else */
-}
 
 int cmd_gen_model_main(int argc, char **argv)
 {
@@ -68,7 +95,11 @@ int cmd_gen_model_main(int argc, char **argv)
 
     struct gen_model_opts o;
     gen_model_defaults(&o);
-    o.type = gen_model_type(cfg.type);
+    if (!quant_type_parse(cfg.type, &o.type)) {
+        fprintf(stderr, "cinfer-engine gen-model: --type \"%s\" is not one of %s\n", cfg.type,
+                quant_type_names());
+        return 2;
+    }
     o.dim = (uint32_t)cfg.dim;
     o.layers = (uint32_t)cfg.layers;
     o.heads = (uint32_t)cfg.heads;
@@ -79,6 +110,21 @@ int cmd_gen_model_main(int argc, char **argv)
     o.tied_output = cfg.tied_output;
     o.seed = (uint64_t)cfg.seed;
     o.vocab_from = cfg.vocab_from;
+    o.arch = cfg.arch;
+    o.head_dim = (uint32_t)cfg.head_dim;
+    o.std = (float)cfg.std;
+    o.norm_std = (float)cfg.norm_std;
+    o.experts = (uint32_t)cfg.experts;
+    o.experts_used = (uint32_t)cfg.experts_used;
+    o.expert_ffn = (uint32_t)cfg.expert_ffn;
+    o.shared_ffn = (uint32_t)cfg.shared_ffn;
+    o.sliding_window = (uint32_t)cfg.sliding_window;
+    o.swa_pattern = (uint32_t)cfg.swa_pattern;
+    o.attn_softcap = (float)cfg.attn_softcap;
+    o.final_softcap = (float)cfg.final_softcap;
+    o.rope_scaling = cfg.rope_scaling;
+    o.rope_factor = (float)cfg.rope_factor;
+    o.rope_orig_ctx = (uint32_t)cfg.rope_orig_ctx;
 
     char err[512] = "";
     struct timespec t0, t1;

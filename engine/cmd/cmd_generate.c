@@ -293,6 +293,7 @@ int cmd_generate_main(int argc, char **argv)
     mo.backend = c.backend;
     mo.n_threads = c.threads;
     model_kv_type_parse(c.kv_type, &mo.kv_type); /* the option's choices admit only known names */
+    mo.n_ctx_seq = (int)c.n_ctx; /* long-rope models pick their factors by it (0: trained) */
     int rc = model_load(c.model, &mo, &g.m, err, sizeof(err));
     if (rc) {
         fprintf(stderr, "cinfer-engine generate: %s: %s\n", c.model, err);

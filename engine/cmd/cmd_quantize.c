@@ -1,7 +1,9 @@
-/* cinfer-engine quantize IN.gguf OUT.gguf q8_0|q4_0: converts the F32/F16/BF16 2-D weights of a
- * GGUF to Q8_0 or Q4_0 with the reference quantizers (engine/gguf/quant.c), as llama.cpp does: 1-D
- * tensors (norms) and tensors whose rows are not a multiple of 32 keep their type and bytes. All
- * metadata is copied; general.file_type and general.quantization_version are set. */
+/* cinfer-engine quantize IN.gguf OUT.gguf TYPE: converts the F32/F16/BF16 2-D weights of a GGUF to
+ * one tensor type with the reference quantizers (engine/gguf/quant.c; the bytes llama.cpp's
+ * quantizer writes for that type without an importance matrix). 1-D tensors (norms) and tensors
+ * whose rows are not a multiple of the type's block keep their type and bytes; unlike llama.cpp
+ * there are no per-tensor mixtures (Q4_K_M) and no fallback types. All metadata is copied;
+ * general.file_type and general.quantization_version are set. */
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -23,8 +25,8 @@ static const struct cfg_opt quantize_opts[] = {
 
 static const struct cfg_spec quantize_spec = {
     .program = "cinfer-engine quantize",
-    .usage = "IN.gguf OUT.gguf q8_0|q4_0",
-    .summary = "Quantize the 2-D F32/F16/BF16 weights of a GGUF model to Q8_0 or Q4_0",
+    .usage = "IN.gguf OUT.gguf " QUANT_TYPE_NAMES,
+    .summary = "Quantize the 2-D F32/F16/BF16 weights of a GGUF model to one tensor type",
     .env_prefix = "CINFER_ENGINE_",
     .opts = quantize_opts,
     .n_opts = sizeof(quantize_opts) / sizeof(quantize_opts[0]),
@@ -121,16 +123,11 @@ int cmd_quantize_main(int argc, char **argv)
     cli_log_setup("engine", cfg.log_level, cfg.log_format);
     const char *type = res.positional[2];
     enum quant_type to;
-    uint32_t ftype; /* llama.cpp's enum llama_ftype */
-    if (strcmp(type, "q8_0") == 0) {
-        to = QUANT_Q8_0;
-        ftype = 7;
-    } else if (strcmp(type, "q4_0") == 0) {
-        to = QUANT_Q4_0;
-        ftype = 2;
-    } else {
-        fprintf(stderr, "cinfer-engine quantize: type \"%s\" is not q8_0 or q4_0\n", type);
+    if (!quant_type_parse(type, &to)) {
+        fprintf(stderr, "cinfer-engine quantize: type \"%s\" is not one of %s\n", type,
+                quant_type_names());
         return 2;
     }
-    return quantize_file(res.positional[0], res.positional[1], to, ftype) ? 1 : 0;
+    return quantize_file(res.positional[0], res.positional[1], to, quant_type_file_type(to)) ? 1
+                                                                                             : 0;
 }

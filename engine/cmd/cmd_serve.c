@@ -251,6 +251,7 @@ static int serve_load(struct serve_state *s)
     mo.n_threads = c->threads;
     model_kv_type_parse(c->kv_type, &mo.kv_type); /* the option's choices admit only known names */
     mo.no_lanes = c->no_lanes;
+    mo.n_ctx_seq = c->context_length; /* long-rope models pick their factors by it (0: trained) */
     double t0 = clock_mono_s();
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {

@@ -259,9 +259,13 @@ static int gguf_parse_tensor_info(struct gguf_cur *c, struct gguf_tensor *ti)
     }
     size_t tat = c->pos;
     if ((rc = gguf_rd_u32(c, &type, "tensor type"))) return rc;
-    if (!quant_type_known(type))
-        return gguf_fail(c, ERR_UNSUPPORTED, tat, "tensor '%s' has unknown type id %" PRIu32,
-                         ti->name, type);
+    if (!quant_type_known(type)) {
+        const char *ggml = quant_ggml_type_name(type);
+        return gguf_fail(c, ERR_UNSUPPORTED, tat,
+                         "tensor '%s' has unknown type id %" PRIu32 "%s%s%s", ti->name, type,
+                         ggml ? " (ggml " : "", ggml ? ggml : "",
+                         ggml ? ", which this engine cannot read)" : "");
+    }
     ti->type = (enum quant_type)type;
     size_t row = quant_row_bytes(ti->type, ti->ne[0]);
     if (row == 0)

@@ -1,82 +1,17 @@
-/* Tensor element types: block sizes, scalar half/bfloat conversions and the reference row codecs.
- * Every function reproduces ggml's scalar reference bit for bit (ggml-impl.h, ggml-quants.c), so a
- * file quantized here is byte-identical to one written by llama.cpp. Blocks are read and written
- * through memcpy: tensor data in a GGUF mapping is only as aligned as the file says (possibly 1). */
+/* Tensor element types: the type table (names, block sizes, codecs), the half/bfloat conversions and
+ * the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0). Every function reproduces ggml's scalar code
+ * bit for bit (ggml-impl.h, ggml-quants.c), so a file quantized here is byte-identical to one written
+ * by llama.cpp. Blocks are read and written through memcpy: tensor data in a GGUF mapping is only as
+ * aligned as the file says (possibly 1). The K-quants are in quant_k.c, IQ4_NL/IQ4_XS in quant_iq.c. */
 #include "engine/gguf/quant.h"
 
 #include "common/assert.h"
 #include "common/err.h"
+#include "engine/gguf/quant_priv.h"
 
+#include <float.h>
 #include <math.h>
-#include <string.h>
-
-bool quant_type_known(uint32_t id)
-{
-    switch (id) {
-    case QUANT_F32:
-    case QUANT_F16:
-    case QUANT_Q4_0:
-    case QUANT_Q8_0:
-    case QUANT_Q4_K:
-    case QUANT_Q6_K:
-    case QUANT_BF16: return true;
-    default: return false;
-    }
-}
-
-const char *quant_type_name(enum quant_type t)
-{
-    switch (t) {
-    case QUANT_F32: return "f32";
-    case QUANT_F16: return "f16";
-    case QUANT_Q4_0: return "q4_0";
-    case QUANT_Q8_0: return "q8_0";
-    case QUANT_Q4_K: return "q4_K";
-    case QUANT_Q6_K: return "q6_K";
-    case QUANT_Q8_K: return "q8_K";
-    case QUANT_BF16: return "bf16";
-    }
-    return "unknown";
-}
-
-size_t quant_block_elems(enum quant_type t)
-{
-    switch (t) {
-    case QUANT_F32:
-    case QUANT_F16:
-    case QUANT_BF16: return 1;
-    case QUANT_Q4_0: return QUANT_QK4_0;
-    case QUANT_Q8_0: return QUANT_QK8_0;
-    case QUANT_Q4_K:
-    case QUANT_Q6_K:
-    case QUANT_Q8_K: return QUANT_QK_K;
-    }
-    return 0;
-}
-
-size_t quant_block_bytes(enum quant_type t)
-{
-    switch (t) {
-    case QUANT_F32: return sizeof(float);
-    case QUANT_F16:
-    case QUANT_BF16: return sizeof(uint16_t);
-    case QUANT_Q4_0: return sizeof(struct quant_block_q4_0);
-    case QUANT_Q8_0: return sizeof(struct quant_block_q8_0);
-    case QUANT_Q4_K: return sizeof(struct quant_block_q4_k);
-    case QUANT_Q6_K: return sizeof(struct quant_block_q6_k);
-    case QUANT_Q8_K: return sizeof(struct quant_block_q8_k);
-    }
-    return 0;
-}
-
-size_t quant_row_bytes(enum quant_type t, uint64_t n)
-{
-    size_t be = quant_block_elems(t), bb = quant_block_bytes(t);
-    if (be == 0 || n % be != 0) return 0;
-    uint64_t blocks = n / be;
-    if (blocks > SIZE_MAX / bb) return 0; /* would overflow: as malformed as a partial block */
-    return (size_t)(blocks * bb);
-}
+#include <strings.h>
 
 static inline uint32_t quant_f32_bits(float f)
 {
@@ -148,13 +83,56 @@ uint16_t quant_f32_to_bf16(float f)
     return (uint16_t)((u + (UINT32_C(0x7fff) + ((u >> 16) & 1))) >> 16);
 }
 
-/* ggml's nearest_int: round half to even via the 1.5 * 2^23 trick; valid for |x| <= 4194303. */
-static inline int quant_nearest_int(float fval)
+/* ---- float rows (a "block" is one element) ---------------------------------------------------- */
+
+static void quant_dequant_f32(const uint8_t *src, float *dst, size_t n)
 {
-    float val = fval + 12582912.f;
-    int32_t i;
-    memcpy(&i, &val, sizeof(i));
-    return (i & 0x007fffff) - 0x00400000;
+    memcpy(dst, src, n * sizeof(float));
+}
+
+static void quant_quant_f32(const float *x, uint8_t *dst, size_t n)
+{
+    memcpy(dst, x, n * sizeof(float));
+}
+
+static void quant_dequant_f16(const uint8_t *src, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = quant_f16_to_f32(quant_load_u16(src + 2 * i));
+}
+
+static void quant_quant_f16(const float *x, uint8_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = quant_f32_to_f16(x[i]);
+        memcpy(dst + 2 * i, &h, sizeof(h));
+    }
+}
+
+static void quant_dequant_bf16(const uint8_t *src, float *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = quant_bf16_to_f32(quant_load_u16(src + 2 * i));
+}
+
+static void quant_quant_bf16(const float *x, uint8_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h = quant_f32_to_bf16(x[i]);
+        memcpy(dst + 2 * i, &h, sizeof(h));
+    }
+}
+
+/* ---- 32-element formats -------------------------------------------------------------------------
+ * Each row of qs holds element j in the low nibble of byte j and element j + 16 in the high one.
+ * The Q5 formats keep the fifth bit of element j in bit j of the little-endian uint32 qh. */
+
+static inline uint32_t quant_load_qh(const uint8_t *qh)
+{
+    return (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+}
+
+static inline void quant_store_qh(uint8_t *qh, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) qh[i] = (uint8_t)(v >> (8 * i));
 }
 
 static void quant_dequant_q4_0(const uint8_t *src, float *dst, size_t nb)
@@ -171,6 +149,52 @@ static void quant_dequant_q4_0(const uint8_t *src, float *dst, size_t nb)
     }
 }
 
+static void quant_dequant_q4_1(const uint8_t *src, float *dst, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++) {
+        struct quant_block_q4_1 b;
+        memcpy(&b, src + i * sizeof(b), sizeof(b));
+        const float d = quant_f16_to_f32(b.d), m = quant_f16_to_f32(b.m);
+        float *y = dst + i * QUANT_QK4_1;
+        for (int j = 0; j < QUANT_QK4_1 / 2; j++) {
+            y[j] = (float)(b.qs[j] & 0x0F) * d + m;
+            y[j + QUANT_QK4_1 / 2] = (float)(b.qs[j] >> 4) * d + m;
+        }
+    }
+}
+
+static void quant_dequant_q5_0(const uint8_t *src, float *dst, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++) {
+        struct quant_block_q5_0 b;
+        memcpy(&b, src + i * sizeof(b), sizeof(b));
+        const float d = quant_f16_to_f32(b.d);
+        const uint32_t qh = quant_load_qh(b.qh);
+        float *y = dst + i * QUANT_QK5_0;
+        for (int j = 0; j < QUANT_QK5_0 / 2; j++) {
+            const int h0 = (int)(((qh >> j) << 4) & 0x10), h1 = (int)((qh >> (j + 12)) & 0x10);
+            y[j] = (float)(((b.qs[j] & 0x0F) | h0) - 16) * d;
+            y[j + QUANT_QK5_0 / 2] = (float)(((b.qs[j] >> 4) | h1) - 16) * d;
+        }
+    }
+}
+
+static void quant_dequant_q5_1(const uint8_t *src, float *dst, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++) {
+        struct quant_block_q5_1 b;
+        memcpy(&b, src + i * sizeof(b), sizeof(b));
+        const float d = quant_f16_to_f32(b.d), m = quant_f16_to_f32(b.m);
+        const uint32_t qh = quant_load_qh(b.qh);
+        float *y = dst + i * QUANT_QK5_1;
+        for (int j = 0; j < QUANT_QK5_1 / 2; j++) {
+            const int h0 = (int)(((qh >> j) << 4) & 0x10), h1 = (int)((qh >> (j + 12)) & 0x10);
+            y[j] = (float)((b.qs[j] & 0x0F) | h0) * d + m;
+            y[j + QUANT_QK5_1 / 2] = (float)((b.qs[j] >> 4) | h1) * d + m;
+        }
+    }
+}
+
 static void quant_dequant_q8_0(const uint8_t *src, float *dst, size_t nb)
 {
     for (size_t i = 0; i < nb; i++) {
@@ -182,216 +206,257 @@ static void quant_dequant_q8_0(const uint8_t *src, float *dst, size_t nb)
     }
 }
 
-/* Q4_K packs 8 six-bit scales and 8 six-bit mins into 12 bytes: entries 0-3 sit in the low 6 bits
- * of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their low nibble from bytes 8-11 and their
- * top two bits from the spare high bits of bytes 0-7 (ggml's get_scale_min_k4). */
-static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+/* The value of largest magnitude, with its sign (the first such in index order), and its magnitude:
+ * the symmetric formats map it to their most negative quant. */
+static float quant_signed_max(const float *x, int n, float *amax_out)
 {
-    if (j < 4) {
-        *d = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j - 0] >> 6) << 4));
-    }
-}
-
-static void quant_dequant_q4_k(const uint8_t *src, float *dst, size_t nb)
-{
-    for (size_t i = 0; i < nb; i++) {
-        struct quant_block_q4_k b;
-        memcpy(&b, src + i * sizeof(b), sizeof(b));
-        const float d = quant_f16_to_f32(b.d);
-        const float min = quant_f16_to_f32(b.dmin);
-        const uint8_t *q = b.qs;
-        float *y = dst + i * QUANT_QK_K;
-        int is = 0;
-        for (int j = 0; j < QUANT_QK_K; j += 64) {
-            uint8_t sc, m;
-            quant_scale_min_k4(is + 0, b.scales, &sc, &m);
-            const float d1 = d * sc, m1 = min * m;
-            quant_scale_min_k4(is + 1, b.scales, &sc, &m);
-            const float d2 = d * sc, m2 = min * m;
-            for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
-            q += 32;
-            is += 2;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        const float v = x[j];
+        if (amax < fabsf(v)) {
+            amax = fabsf(v);
+            max = v;
         }
     }
+    *amax_out = amax;
+    return max;
 }
 
-/* Q6_K: each half (128 elements) uses 64 bytes of ql (low nibbles of elements l and l+64 share a
- * byte, as do l+32 and l+96), 32 bytes of qh (2 high bits of four elements) and 8 scales of 16. */
-static void quant_dequant_q6_k(const uint8_t *src, float *dst, size_t nb)
-{
-    for (size_t i = 0; i < nb; i++) {
-        struct quant_block_q6_k b;
-        memcpy(&b, src + i * sizeof(b), sizeof(b));
-        const float d = quant_f16_to_f32(b.d);
-        const uint8_t *ql = b.ql, *qh = b.qh;
-        const int8_t *sc = b.scales;
-        float *y = dst + i * QUANT_QK_K;
-        for (int n = 0; n < QUANT_QK_K; n += 128) {
-            for (int l = 0; l < 32; l++) {
-                int is = l / 16;
-                const int q1 = (int)((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
-                const int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
-                const int q3 = (int)((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-                const int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-                y[l + 0] = d * (float)sc[is + 0] * (float)q1;
-                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
-            }
-            y += 128;
-            ql += 64;
-            qh += 32;
-            sc += 8;
-        }
-    }
-}
-
-static void quant_dequant_q8_k(const uint8_t *src, float *dst, size_t nb)
-{
-    for (size_t i = 0; i < nb; i++) {
-        struct quant_block_q8_k b;
-        memcpy(&b, src + i * sizeof(b), sizeof(b));
-        float *y = dst + i * QUANT_QK_K;
-        for (int j = 0; j < QUANT_QK_K; j++) y[j] = b.d * (float)b.qs[j];
-    }
-}
-
-void quant_dequantize_row(enum quant_type t, const void *src, float *dst, size_t n)
-{
-    const uint8_t *s = src;
-    size_t be = quant_block_elems(t);
-    ASSERT(be != 0 && n % be == 0);
-    size_t nb = n / be;
-    switch (t) {
-    case QUANT_F32: memcpy(dst, s, n * sizeof(float)); return;
-    case QUANT_F16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, s + 2 * i, sizeof(h));
-            dst[i] = quant_f16_to_f32(h);
-        }
-        return;
-    case QUANT_BF16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h;
-            memcpy(&h, s + 2 * i, sizeof(h));
-            dst[i] = quant_bf16_to_f32(h);
-        }
-        return;
-    case QUANT_Q4_0: quant_dequant_q4_0(s, dst, nb); return;
-    case QUANT_Q8_0: quant_dequant_q8_0(s, dst, nb); return;
-    case QUANT_Q4_K: quant_dequant_q4_k(s, dst, nb); return;
-    case QUANT_Q6_K: quant_dequant_q6_k(s, dst, nb); return;
-    case QUANT_Q8_K: quant_dequant_q8_k(s, dst, nb); return;
-    }
-}
-
-/* quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d). */
-static void quant_quant_q8_0(const float *x, uint8_t *dst, size_t nb)
-{
-    for (size_t i = 0; i < nb; i++, x += QUANT_QK8_0) {
-        struct quant_block_q8_0 b;
-        float amax = 0.0f;
-        for (int j = 0; j < QUANT_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / ((1 << 7) - 1);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b.d = quant_f32_to_f16(d);
-        for (int j = 0; j < QUANT_QK8_0; j++) b.qs[j] = (int8_t)roundf(x[j] * id);
-        memcpy(dst + i * sizeof(b), &b, sizeof(b));
-    }
-}
-
-/* quantize_row_q4_0_ref: the signed value of largest magnitude maps to -8, so d = max / -8, and
- * each nibble is min(15, (int8_t)(x / d + 8.5)) (truncation after the +8.5 offset). */
+/* quantize_row_q4_0_ref: d = max / -8, each nibble min(15, (int8_t)(x / d + 8.5)) (truncation). */
 static void quant_quant_q4_0(const float *x, uint8_t *dst, size_t nb)
 {
     for (size_t i = 0; i < nb; i++, x += QUANT_QK4_0) {
         struct quant_block_q4_0 b;
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QUANT_QK4_0; j++) {
-            const float v = x[j];
-            if (amax < fabsf(v)) {
-                amax = fabsf(v);
-                max = v;
-            }
-        }
-        const float d = max / -8;
+        float amax;
+        const float d = quant_signed_max(x, QUANT_QK4_0, &amax) / -8;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         b.d = quant_f32_to_f16(d);
         for (int j = 0; j < QUANT_QK4_0 / 2; j++) {
-            const float x0 = x[j] * id;
-            const float x1 = x[QUANT_QK4_0 / 2 + j] * id;
-            const int8_t i0 = (int8_t)(x0 + 8.5f), i1 = (int8_t)(x1 + 8.5f);
-            const uint8_t xi0 = (uint8_t)(i0 < 15 ? i0 : 15);
-            const uint8_t xi1 = (uint8_t)(i1 < 15 ? i1 : 15);
+            const int8_t i0 = (int8_t)quant_trunc_u8(x[j] * id + 8.5f);
+            const int8_t i1 = (int8_t)quant_trunc_u8(x[QUANT_QK4_0 / 2 + j] * id + 8.5f);
+            const uint8_t xi0 = (uint8_t)(i0 < 15 ? i0 : 15), xi1 = (uint8_t)(i1 < 15 ? i1 : 15);
             b.qs[j] = (uint8_t)(xi0 | (xi1 << 4));
         }
         memcpy(dst + i * sizeof(b), &b, sizeof(b));
     }
 }
 
-/* quantize_row_q8_K_ref: the signed value of largest magnitude maps to -127 (iscale = -127 / max),
- * quants are clamped to 127, and bsums hold the sums of each 16-quant group for the K-quant dots.
- * An all-zero block gets d = 0 and zero quants (ggml leaves its bsums unset; we zero them). */
-static void quant_quant_q8_k(const float *x, uint8_t *dst, size_t nb)
+/* quantize_row_q4_1_ref: d = (max - min) / 15, m = min, nibbles min(15, (int8_t)((x - min) / d + .5)). */
+static void quant_quant_q4_1(const float *x, uint8_t *dst, size_t nb)
 {
-    for (size_t i = 0; i < nb; i++, x += QUANT_QK_K) {
-        struct quant_block_q8_k b;
-        memset(&b, 0, sizeof(b));
-        float max = 0.0f, amax = 0.0f;
-        for (int j = 0; j < QUANT_QK_K; j++) {
-            const float ax = fabsf(x[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = x[j];
-            }
+    for (size_t i = 0; i < nb; i++, x += QUANT_QK4_1) {
+        struct quant_block_q4_1 b;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < QUANT_QK4_1; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
         }
-        if (amax != 0.0f) {
-            const float iscale = -127.f / max;
-            for (int j = 0; j < QUANT_QK_K; j++) {
-                int v = quant_nearest_int(iscale * x[j]);
-                b.qs[j] = (int8_t)(v < 127 ? v : 127);
-            }
-            for (int j = 0; j < QUANT_QK_K / 16; j++) {
-                int sum = 0;
-                for (int k = 0; k < 16; k++) sum += b.qs[j * 16 + k];
-                b.bsums[j] = (int16_t)sum;
-            }
-            b.d = 1 / iscale;
+        const float d = (max - min) / ((1 << 4) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b.d = quant_f32_to_f16(d);
+        b.m = quant_f32_to_f16(min);
+        for (int j = 0; j < QUANT_QK4_1 / 2; j++) {
+            const int8_t i0 = (int8_t)quant_trunc_u8((x[j] - min) * id + 0.5f);
+            const int8_t i1 = (int8_t)quant_trunc_u8((x[QUANT_QK4_1 / 2 + j] - min) * id + 0.5f);
+            const uint8_t xi0 = (uint8_t)(i0 < 15 ? i0 : 15), xi1 = (uint8_t)(i1 < 15 ? i1 : 15);
+            b.qs[j] = (uint8_t)(xi0 | (xi1 << 4));
         }
         memcpy(dst + i * sizeof(b), &b, sizeof(b));
     }
 }
 
+/* quantize_row_q5_0_ref: d = max / -16, quants min(31, (int8_t)(x / d + 16.5)). */
+static void quant_quant_q5_0(const float *x, uint8_t *dst, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++, x += QUANT_QK5_0) {
+        struct quant_block_q5_0 b;
+        float amax;
+        const float d = quant_signed_max(x, QUANT_QK5_0, &amax) / -16;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b.d = quant_f32_to_f16(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < QUANT_QK5_0 / 2; j++) {
+            const int8_t i0 = (int8_t)quant_trunc_u8(x[j] * id + 16.5f);
+            const int8_t i1 = (int8_t)quant_trunc_u8(x[QUANT_QK5_0 / 2 + j] * id + 16.5f);
+            const uint8_t xi0 = (uint8_t)(i0 < 31 ? i0 : 31), xi1 = (uint8_t)(i1 < 31 ? i1 : 31);
+            b.qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+            qh |= ((xi0 & 0x10u) >> 4) << j;
+            qh |= ((xi1 & 0x10u) >> 4) << (j + QUANT_QK5_0 / 2);
+        }
+        quant_store_qh(b.qh, qh);
+        memcpy(dst + i * sizeof(b), &b, sizeof(b));
+    }
+}
+
+/* quantize_row_q5_1_ref: d = (max - min) / 31, m = min, quants (uint8_t)((x - min) / d + .5). */
+static void quant_quant_q5_1(const float *x, uint8_t *dst, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++, x += QUANT_QK5_1) {
+        struct quant_block_q5_1 b;
+        float min = FLT_MAX, max = -FLT_MAX;
+        for (int j = 0; j < QUANT_QK5_1; j++) {
+            if (x[j] < min) min = x[j];
+            if (x[j] > max) max = x[j];
+        }
+        const float d = (max - min) / ((1 << 5) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b.d = quant_f32_to_f16(d);
+        b.m = quant_f32_to_f16(min);
+        uint32_t qh = 0;
+        for (int j = 0; j < QUANT_QK5_1 / 2; j++) {
+            const uint8_t xi0 = quant_trunc_u8((x[j] - min) * id + 0.5f);
+            const uint8_t xi1 = quant_trunc_u8((x[QUANT_QK5_1 / 2 + j] - min) * id + 0.5f);
+            b.qs[j] = (uint8_t)((xi0 & 0x0F) | ((xi1 & 0x0F) << 4));
+            qh |= ((xi0 & 0x10u) >> 4) << j;
+            qh |= ((xi1 & 0x10u) >> 4) << (j + QUANT_QK5_1 / 2);
+        }
+        quant_store_qh(b.qh, qh);
+        memcpy(dst + i * sizeof(b), &b, sizeof(b));
+    }
+}
+
+/* quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (stored as ggml's cast stores it). */
+static void quant_quant_q8_0(const float *x, uint8_t *dst, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++, x += QUANT_QK8_0) {
+        struct quant_block_q8_0 b;
+        float amax = 0.0f;
+        for (int j = 0; j < QUANT_QK8_0; j++) /* ggml's MAX(a, b): a NaN lasts one element */
+            amax = amax > fabsf(x[j]) ? amax : fabsf(x[j]);
+        const float d = amax / ((1 << 7) - 1);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        b.d = quant_f32_to_f16(d);
+        for (int j = 0; j < QUANT_QK8_0; j++) b.qs[j] = (int8_t)quant_trunc_u8(roundf(x[j] * id));
+        memcpy(dst + i * sizeof(b), &b, sizeof(b));
+    }
+}
+
+/* ---- the type table ------------------------------------------------------------------------- */
+
+struct quant_type_info {
+    const char *name;
+    uint16_t block_elems, block_bytes;
+    uint32_t file_type; /* enum llama_ftype of an all-this-type file */
+    quant_dequant_fn dequant;
+    quant_quant_fn quant;
+};
+
+#define QUANT_BLOCK(s) ((uint16_t)sizeof(struct s))
+static const struct quant_type_info quant_types[QUANT_TYPE_END] = {
+    [QUANT_F32] = {"f32", 1, 4, 0, quant_dequant_f32, quant_quant_f32},
+    [QUANT_F16] = {"f16", 1, 2, 1, quant_dequant_f16, quant_quant_f16},
+    [QUANT_Q4_0] = {"q4_0", QUANT_QK4_0, QUANT_BLOCK(quant_block_q4_0), 2, quant_dequant_q4_0,
+                    quant_quant_q4_0},
+    [QUANT_Q4_1] = {"q4_1", QUANT_QK4_1, QUANT_BLOCK(quant_block_q4_1), 3, quant_dequant_q4_1,
+                    quant_quant_q4_1},
+    [QUANT_Q5_0] = {"q5_0", QUANT_QK5_0, QUANT_BLOCK(quant_block_q5_0), 8, quant_dequant_q5_0,
+                    quant_quant_q5_0},
+    [QUANT_Q5_1] = {"q5_1", QUANT_QK5_1, QUANT_BLOCK(quant_block_q5_1), 9, quant_dequant_q5_1,
+                    quant_quant_q5_1},
+    [QUANT_Q8_0] = {"q8_0", QUANT_QK8_0, QUANT_BLOCK(quant_block_q8_0), 7, quant_dequant_q8_0,
+                    quant_quant_q8_0},
+    [QUANT_Q2_K] = {"q2_K", QUANT_QK_K, QUANT_BLOCK(quant_block_q2_k), 10, quant_dequant_q2_k,
+                    quant_quant_q2_k},
+    [QUANT_Q3_K] = {"q3_K", QUANT_QK_K, QUANT_BLOCK(quant_block_q3_k), 11, quant_dequant_q3_k,
+                    quant_quant_q3_k},
+    [QUANT_Q4_K] = {"q4_K", QUANT_QK_K, QUANT_BLOCK(quant_block_q4_k), 14, quant_dequant_q4_k,
+                    quant_quant_q4_k},
+    [QUANT_Q5_K] = {"q5_K", QUANT_QK_K, QUANT_BLOCK(quant_block_q5_k), 16, quant_dequant_q5_k,
+                    quant_quant_q5_k},
+    [QUANT_Q6_K] = {"q6_K", QUANT_QK_K, QUANT_BLOCK(quant_block_q6_k), 18, quant_dequant_q6_k,
+                    quant_quant_q6_k},
+    [QUANT_Q8_K] = {"q8_K", QUANT_QK_K, QUANT_BLOCK(quant_block_q8_k), 0, quant_dequant_q8_k,
+                    quant_quant_q8_k},
+    [QUANT_IQ4_NL] = {"iq4_nl", QUANT_QK4_NL, QUANT_BLOCK(quant_block_iq4_nl), 25,
+                      quant_dequant_iq4_nl, quant_quant_iq4_nl},
+    [QUANT_IQ4_XS] = {"iq4_xs", QUANT_QK_K, QUANT_BLOCK(quant_block_iq4_xs), 30,
+                      quant_dequant_iq4_xs, quant_quant_iq4_xs},
+    [QUANT_BF16] = {"bf16", 1, 2, 32, quant_dequant_bf16, quant_quant_bf16},
+};
+
+static const struct quant_type_info *quant_info(uint32_t id)
+{
+    if (id >= QUANT_TYPE_END || !quant_types[id].name) return NULL;
+    return &quant_types[id];
+}
+
+bool quant_type_known(uint32_t id)
+{
+    return quant_info(id) != NULL;
+}
+
+const char *quant_type_name(enum quant_type t)
+{
+    const struct quant_type_info *q = quant_info((uint32_t)t);
+    return q ? q->name : "unknown";
+}
+
+const char *quant_ggml_type_name(uint32_t id)
+{
+    static const char *const names[] = {
+        "f32",     "f16",   "q4_0",   "q4_1",  NULL,    NULL,     "q5_0", "q5_1",    "q8_0",
+        "q8_1",    "q2_K",  "q3_K",   "q4_K",  "q5_K",  "q6_K",   "q8_K", "iq2_xxs", "iq2_xs",
+        "iq3_xxs", "iq1_s", "iq4_nl", "iq3_s", "iq2_s", "iq4_xs", "i8",   "i16",     "i32",
+        "i64",     "f64",   "iq1_m",  "bf16",  NULL,    NULL,     NULL,   "tq1_0",   "tq2_0",
+        NULL,      NULL,    NULL,     "mxfp4", "nvfp4", "q1_0",   "q2_0",
+    };
+    return id < sizeof(names) / sizeof(names[0]) ? names[id] : NULL;
+}
+
+bool quant_type_parse(const char *name, enum quant_type *out)
+{
+    for (uint32_t id = 0; name && id < QUANT_TYPE_END; id++) {
+        if (!quant_types[id].name || strcasecmp(quant_types[id].name, name) != 0) continue;
+        *out = (enum quant_type)id;
+        return true;
+    }
+    return false;
+}
+
+const char *quant_type_names(void)
+{
+    return QUANT_TYPE_NAMES;
+}
+
+uint32_t quant_type_file_type(enum quant_type t)
+{
+    const struct quant_type_info *q = quant_info((uint32_t)t);
+    return q ? q->file_type : 0;
+}
+
+size_t quant_block_elems(enum quant_type t)
+{
+    const struct quant_type_info *q = quant_info((uint32_t)t);
+    return q ? q->block_elems : 0;
+}
+
+size_t quant_block_bytes(enum quant_type t)
+{
+    const struct quant_type_info *q = quant_info((uint32_t)t);
+    return q ? q->block_bytes : 0;
+}
+
+size_t quant_row_bytes(enum quant_type t, uint64_t n)
+{
+    size_t be = quant_block_elems(t), bb = quant_block_bytes(t);
+    if (be == 0 || n % be != 0) return 0;
+    uint64_t blocks = n / be;
+    if (blocks > SIZE_MAX / bb) return 0; /* would overflow: as malformed as a partial block */
+    return (size_t)(blocks * bb);
+}
+
+void quant_dequantize_row(enum quant_type t, const void *src, float *dst, size_t n)
+{
+    const struct quant_type_info *q = quant_info((uint32_t)t);
+    ASSERT(q && n % q->block_elems == 0);
+    q->dequant(src, dst, n / q->block_elems);
+}
+
 int quant_quantize_row(enum quant_type t, const float *src, void *dst, size_t n)
 {
-    uint8_t *d = dst;
-    size_t be = quant_block_elems(t);
-    ASSERT(be != 0 && n % be == 0);
-    switch (t) {
-    case QUANT_F32: memcpy(d, src, n * sizeof(float)); return 0;
-    case QUANT_F16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h = quant_f32_to_f16(src[i]);
-            memcpy(d + 2 * i, &h, sizeof(h));
-        }
-        return 0;
-    case QUANT_BF16:
-        for (size_t i = 0; i < n; i++) {
-            uint16_t h = quant_f32_to_bf16(src[i]);
-            memcpy(d + 2 * i, &h, sizeof(h));
-        }
-        return 0;
-    case QUANT_Q8_0: quant_quant_q8_0(src, d, n / be); return 0;
-    case QUANT_Q4_0: quant_quant_q4_0(src, d, n / be); return 0;
-    case QUANT_Q8_K: quant_quant_q8_k(src, d, n / be); return 0;
-    case QUANT_Q4_K:
-    case QUANT_Q6_K: return ERR_UNSUPPORTED;
-    }
-    return ERR_UNSUPPORTED;
+    const struct quant_type_info *q = quant_info((uint32_t)t);
+    if (!q) return ERR_UNSUPPORTED;
+    ASSERT(n % q->block_elems == 0);
+    q->quant(src, dst, n / q->block_elems);
+    return 0;
 }

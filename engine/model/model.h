@@ -1,6 +1,16 @@
 /* Transformer model: hyper-parameters and weights from a GGUF file, and the batched forward pass.
- * Architectures: llama (Llama 2/3, Mistral, TinyLlama, SmolLM), qwen2 (QKV biases) and qwen3
- * (per-head q/k RMS norms), following ggml/llama.cpp conventions (tensor names, rope modes).
+ * Architectures (general.architecture), with llama.cpp's tensor names, metadata keys and
+ * semantics (src/models/<arch>.cpp, llama-graph.cpp):
+ *  - llama: Llama 2/3 (Llama 3.1 rope_freqs.weight), Mistral, TinyLlama, SmolLM; Mixtral-style
+ *    mixture of experts when llama.expert_count > 0 (ffn_*_exps, softmax top-k, renormalised);
+ *  - qwen2 (QKV biases), qwen3 (per-head q/k RMS norms);
+ *  - qwen2moe (experts with unnormalised softmax weights plus a shared expert behind a sigmoid
+ *    gate), qwen3moe (q/k norms, renormalised top-k);
+ *  - gemma2, gemma3: embeddings scaled by sqrt(n_embd), GeGLU, post-attention and post-FFN norms,
+ *    sliding-window layers interleaved with global ones (their own rope base), gemma2's attention
+ *    and final logit soft-capping, gemma3's q/k norms;
+ *  - phi3: fused attn_qkv and gate/up (ffn_up of 2 * n_ff rows), long-rope factors.
+ * Rope scaling: none, linear, YaRN, long-rope. Anything else is refused with its name.
  * Weights borrow the GGUF mapping and are prepared once by the backend; the K/V data lives in the
  * backend, addressed through the block tables of an engine/kv/kv_cache.h pool.
  * Not the tokenizer, the sampler or the scheduler. Owned and called by one inference thread. */
@@ -15,7 +25,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum model_arch { MODEL_ARCH_LLAMA = 0, MODEL_ARCH_QWEN2, MODEL_ARCH_QWEN3 };
+enum model_arch {
+    MODEL_ARCH_LLAMA = 0,
+    MODEL_ARCH_QWEN2,
+    MODEL_ARCH_QWEN3,
+    MODEL_ARCH_QWEN2MOE,
+    MODEL_ARCH_QWEN3MOE,
+    MODEL_ARCH_GEMMA2,
+    MODEL_ARCH_GEMMA3,
+    MODEL_ARCH_PHI3,
+};
+
+/* The general.architecture names this engine reads, for messages and --help. */
+#define MODEL_ARCH_NAMES "llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3, phi3"
+
+/* <arch>.rope.scaling.type (llama.cpp's llama_rope_scaling_type); absent means linear. */
+enum model_rope_scaling {
+    MODEL_ROPE_SCALING_NONE = 0,
+    MODEL_ROPE_SCALING_LINEAR,
+    MODEL_ROPE_SCALING_YARN,
+    MODEL_ROPE_SCALING_LONGROPE,
+};
+
+#define MODEL_MAX_LAYERS  4096
+#define MODEL_MAX_EXPERTS 512 /* llama.cpp's LLAMA_MAX_EXPERTS */
 
 struct model_hparams {
     enum model_arch arch;
@@ -24,17 +57,54 @@ struct model_hparams {
     int n_ctx_train;       /* <arch>.context_length */
     int n_embd;            /* <arch>.embedding_length */
     int n_layer;           /* <arch>.block_count */
-    int n_ff;              /* <arch>.feed_forward_length */
+    int n_ff;              /* <arch>.feed_forward_length (dense FFN width; 0 if absent in MoE) */
     int n_head;            /* <arch>.attention.head_count */
     int n_head_kv;         /* <arch>.attention.head_count_kv (GQA), default n_head */
     int head_dim;          /* <arch>.attention.key_length, default n_embd / n_head */
     int n_rot;             /* <arch>.rope.dimension_count, default head_dim */
     float rms_eps;         /* <arch>.attention.layer_norm_rms_epsilon */
     float rope_freq_base;  /* <arch>.rope.freq_base, default 10000 */
-    float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor for linear scaling, else 1 */
-    enum backend_rope_mode rope_mode; /* llama: NORMAL; qwen2/qwen3: NEOX (as llama.cpp) */
-    bool tied_output; /* no output.weight: the output projection is token_embd.weight */
+    float rope_freq_scale; /* 1 / <arch>.rope.scaling.factor (linear or YaRN), else 1 */
+    enum backend_rope_mode rope_mode; /* llama: NORMAL; the others: NEOX (as llama.cpp) */
+    bool tied_output; /* the output projection is token_embd.weight (no output.weight; gemma2) */
+
+    enum model_rope_scaling rope_scaling;
+    int n_ctx_orig; /* <arch>.rope.scaling.original_context_length, default n_ctx_train */
+    /* What every rope call passes (backend_rope_params): YaRN's ext_factor (1 with YaRN, else 0)
+     * and betas (ggml's 32 and 1), attn_factor as llama_context computes it (YaRN's magnitude
+     * pre-cancelled, times <arch>.rope.scaling.attn_factor). */
+    float rope_ext_factor, rope_attn_factor, rope_beta_fast, rope_beta_slow;
+
+    /* Sliding-window attention (gemma2, gemma3): layers whose bit is set in swa_layers attend to
+     * the last n_swa positions only and rotate with the _swa rope base and scale. */
+    int n_swa; /* <arch>.attention.sliding_window; 0 = no sliding window */
+    uint64_t swa_layers[MODEL_MAX_LAYERS / 64];
+    float rope_freq_base_swa, rope_freq_scale_swa;
+
+    bool embd_scale;     /* gemma: the embeddings are multiplied by sqrt(n_embd) */
+    float q_scale;       /* > 0: q *= q_scale after rope and attention scores are not scaled again
+                          * (gemma, phi3); 0: scores scaled by 1 / sqrt(head_dim) */
+    float attn_softcap;  /* > 0: attention scores soft-capped (gemma2's attn_logit_softcapping) */
+    float final_softcap; /* > 0: logits soft-capped (<arch>.final_logit_softcapping) */
+    bool gelu;           /* GeGLU feed-forward (gemma) instead of SwiGLU */
+    bool post_norms;     /* post_attention_norm and post_ffw_norm (gemma) */
+
+    /* Mixture of experts: n_expert > 0 makes every layer's FFN routed (qwen2moe, qwen3moe,
+     * llama with expert_count). */
+    int n_expert;       /* <arch>.expert_count */
+    int n_expert_used;  /* <arch>.expert_used_count: k of top-k */
+    int n_ff_exp;       /* <arch>.expert_feed_forward_length; default n_ff (llama) or n_ff / k */
+    int n_ff_shexp;     /* qwen2moe: <arch>.expert_shared_feed_forward_length, default n_ff */
+    bool expert_norm;   /* top-k weights renormalised to sum 1 (llama, qwen3moe; not qwen2moe) */
+    bool shared_expert; /* qwen2moe's gated shared expert */
 };
+
+/* Whether layer il is a sliding-window layer. */
+static inline bool model_hparams_layer_swa(const struct model_hparams *hp, int il)
+{
+    return hp->n_swa > 0 && il >= 0 && il < MODEL_MAX_LAYERS &&
+           ((hp->swa_layers[il / 64] >> (il % 64)) & 1u);
+}
 
 /* Reads and validates the hyper-parameters of `g` (borrowed). The vocabulary size comes from
  * token_embd.weight. ERR_UNSUPPORTED for an unknown architecture or rope scaling, ERR_INVAL for a
@@ -46,6 +116,12 @@ struct model_options {
     int n_threads;           /* 0 = all online cores */
     enum quant_type kv_type; /* QUANT_F16 (llama.cpp's default), QUANT_F32 or QUANT_Q8_0 */
     bool no_lanes;           /* never split a step into lanes (model_forward): A/B runs, tests */
+    /* The longest sequence the caller will run (tokens); 0 = the model's context_length. Picks
+     * long-rope models' long or short frequency factors as llama.cpp does with its n_ctx. */
+    int n_ctx_seq;
+    /* Seconds between "loading weights" progress lines (bytes read, total, percent, MB/s) while
+     * model_load reads the tensors; 0 = 2 s. A load shorter than that logs none. */
+    double progress_s;
 };
 
 /* The `--kv-type` names: "f16", "f32", "q8_0" (ggml's Q8_0 blocks of 32: about half the bytes of
@@ -118,7 +194,7 @@ int model_forward_lanes(const struct model *m);
 /* Where a forward step's time goes, by kind of op (`cinfer-engine bench --profile`). */
 enum model_op {
     MODEL_OP_EMBED,     /* token embedding rows */
-    MODEL_OP_NORM,      /* RMS norms (layers, q/k, final) */
+    MODEL_OP_NORM,      /* RMS norms (layers, q/k, post-norms, final), embedding and q scaling */
     MODEL_OP_QKV,       /* Q/K/V projections and their biases */
     MODEL_OP_ROPE,      /* rotary embedding of q and k */
     MODEL_OP_KV_STORE,  /* writing k and v into the cache */
@@ -126,9 +202,10 @@ enum model_op {
     MODEL_OP_ATTN_OUT,  /* attention output projection */
     MODEL_OP_RESIDUAL,  /* residual adds */
     MODEL_OP_FFN_UP,    /* gate and up projections */
-    MODEL_OP_SILU,      /* silu(gate) * up */
+    MODEL_OP_SILU,      /* silu(gate) * up, or gelu(gate) * up */
     MODEL_OP_FFN_DOWN,  /* down projection */
-    MODEL_OP_OUTPUT,    /* classifier */
+    MODEL_OP_MOE,       /* expert routing: router matmul, top-k, row gathers, weighted sums */
+    MODEL_OP_OUTPUT,    /* classifier (with its bias and soft-capping) */
     MODEL_OP_OTHER,     /* row gathers, logits download */
     MODEL_OP_COUNT
 };

@@ -16,12 +16,20 @@
 
 static void scratch_free(struct model *m, struct model_scratch *s)
 {
-    float **bufs[] = {&s->x,   &s->xb, &s->xb2, &s->q,  &s->k,  &s->v,
-                      &s->att, &s->hb, &s->hb2, &s->xo, &s->out};
+    float **bufs[] = {&s->x,     &s->xb,    &s->xb2,   &s->q,     &s->k,      &s->v,
+                      &s->att,   &s->hb,    &s->hb2,   &s->xo,    &s->out,    &s->moe_logits,
+                      &s->moe_x, &s->moe_g, &s->moe_u, &s->moe_y, &s->sh_out, &s->sh_g};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
         if (*bufs[i]) m->be->ops->free(m->be, *bufs[i]);
         *bufs[i] = NULL;
     }
+    free(s->moe_ids);
+    free(s->moe_w);
+    free(s->moe_rows);
+    free(s->moe_slot);
+    free(s->moe_start);
+    s->moe_ids = s->moe_rows = s->moe_slot = s->moe_start = NULL;
+    s->moe_w = NULL;
     s->cap = 0;
     s->cap_out = 0;
 }
@@ -38,6 +46,33 @@ static float *be_alloc(struct model *m, size_t n_floats)
     return m->be->ops->alloc(m->be, n_floats * sizeof(float));
 }
 
+/* The mixture-of-experts activations of `cap` tokens (nothing without experts). */
+static int scratch_moe(struct model *m, struct model_scratch *s, size_t cap)
+{
+    const struct model_hparams *hp = &m->hp;
+    if (hp->n_expert == 0) return 0;
+    size_t e = (size_t)hp->n_embd, pairs = cap * (size_t)hp->n_expert_used,
+           f = (size_t)hp->n_ff_exp;
+    s->moe_logits = be_alloc(m, cap * (size_t)hp->n_expert);
+    s->moe_x = be_alloc(m, pairs * e);
+    s->moe_g = be_alloc(m, pairs * f);
+    s->moe_u = be_alloc(m, pairs * f);
+    s->moe_y = be_alloc(m, pairs * e);
+    s->moe_ids = malloc(pairs * sizeof(int32_t));
+    s->moe_w = malloc(pairs * sizeof(float));
+    s->moe_rows = malloc(pairs * sizeof(int32_t));
+    s->moe_slot = malloc(pairs * sizeof(int32_t));
+    s->moe_start = malloc(((size_t)hp->n_expert + 1) * sizeof(int32_t));
+    bool ok = s->moe_logits && s->moe_x && s->moe_g && s->moe_u && s->moe_y && s->moe_ids &&
+              s->moe_w && s->moe_rows && s->moe_slot && s->moe_start;
+    if (ok && hp->shared_expert) {
+        s->sh_out = be_alloc(m, cap * e);
+        s->sh_g = be_alloc(m, cap);
+        ok = s->sh_out && s->sh_g;
+    }
+    return ok ? 0 : ERR_NOMEM;
+}
+
 /* Grows the activations of one lane to n_tok tokens and n_out logits rows. */
 static int scratch_reserve(struct model *m, struct model_scratch *s, int n_tok, int n_out)
 {
@@ -48,6 +83,7 @@ static int scratch_reserve(struct model *m, struct model_scratch *s, int n_tok, 
     scratch_free(m, s);
     size_t t = (size_t)cap, qd = (size_t)hp->n_head * hp->head_dim,
            kvd = (size_t)hp->n_head_kv * hp->head_dim, e = (size_t)hp->n_embd;
+    size_t ff = (size_t)(hp->n_ff > hp->n_ff_shexp ? hp->n_ff : hp->n_ff_shexp);
     s->x = be_alloc(m, t * e);
     s->xb = be_alloc(m, t * e);
     s->xb2 = be_alloc(m, t * e);
@@ -55,12 +91,12 @@ static int scratch_reserve(struct model *m, struct model_scratch *s, int n_tok, 
     s->k = be_alloc(m, t * kvd);
     s->v = be_alloc(m, t * kvd);
     s->att = be_alloc(m, t * qd);
-    s->hb = be_alloc(m, t * (size_t)hp->n_ff);
-    s->hb2 = be_alloc(m, t * (size_t)hp->n_ff);
+    s->hb = be_alloc(m, t * (ff ? ff : 1));
+    s->hb2 = be_alloc(m, t * (ff ? ff : 1));
     s->xo = be_alloc(m, (size_t)cap_out * e);
     s->out = be_alloc(m, (size_t)cap_out * (size_t)hp->n_vocab);
     if (!s->x || !s->xb || !s->xb2 || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2 ||
-        !s->xo || !s->out) {
+        !s->xo || !s->out || scratch_moe(m, s, t)) {
         scratch_free(m, s);
         return ERR_NOMEM;
     }
@@ -208,6 +244,94 @@ struct lane_run {
         if ((rc = (call)) || (r->timed && (rc = model_prof_end(m, (kind), t0_)))) return rc;       \
     } while (0)
 
+void model_moe_plan(const int32_t *ids, int n_rows, int k, int n_expert, int32_t *start,
+                    int32_t *rows, int32_t *slot)
+{
+    int n = n_rows * k;
+    memset(start, 0, ((size_t)n_expert + 1) * sizeof(*start));
+    for (int i = 0; i < n; i++) start[ids[i] + 1]++;
+    for (int e = 0; e < n_expert; e++) start[e + 1] += start[e];
+    /* counting sort, start[e] as expert e's cursor; afterwards start[e] is expert e + 1's start */
+    for (int i = 0; i < n; i++) {
+        int at = start[ids[i]]++;
+        rows[at] = i / k;
+        slot[i] = at;
+    }
+    for (int e = n_expert; e > 0; e--) start[e] = start[e - 1];
+    start[0] = 0;
+}
+
+/* The routed feed-forward block of R rows (llama.cpp's build_moe_ffn with softmax gating, and
+ * qwen2moe's shared expert): xb (R, n_embd) in, xb2 out. Each expert's matmuls run once over the
+ * rows routed to it, gathered expert by expert into moe_x; their outputs are gathered back into
+ * (row, slot) order and added with the routing weights in slot order, as ggml adds the views. */
+static int run_moe(const struct lane_run *r, const struct model_layer *l, int R)
+{
+    struct model *m = r->m;
+    const struct backend_ops *op = m->be->ops;
+    struct backend *be = m->be;
+    const struct model_hparams *hp = &m->hp;
+    const struct model_experts *x = l->moe;
+    struct model_scratch *s = r->s;
+    int E = hp->n_embd, F = hp->n_ff_exp, K = hp->n_expert_used, rc;
+    TIMED(MODEL_OP_MOE, op->matmul(be, x->gate_inp, s->xb, s->moe_logits, R));
+    TIMED(MODEL_OP_MOE, op->moe_route(be, s->moe_logits, R, hp->n_expert, K, hp->expert_norm,
+                                      s->moe_ids, s->moe_w));
+    model_moe_plan(s->moe_ids, R, K, hp->n_expert, s->moe_start, s->moe_rows, s->moe_slot);
+    TIMED(MODEL_OP_MOE, op->gather_rows(be, s->xb, s->moe_rows, R * K, E, s->moe_x));
+    for (int e = 0; e < hp->n_expert; e++) {
+        int n = s->moe_start[e + 1] - s->moe_start[e];
+        if (n == 0) continue;
+        size_t o = (size_t)s->moe_start[e];
+        const struct backend_weight *gu[2] = {x->gate[e], x->up[e]};
+        float *gu_out[2] = {s->moe_g + o * F, s->moe_u + o * F};
+        TIMED(MODEL_OP_FFN_UP, matmul_shared_input(be, gu, 2, s->moe_x + o * E, gu_out, n));
+    }
+    TIMED(MODEL_OP_SILU, op->silu_mul(be, s->moe_g, s->moe_u, (size_t)R * K * F));
+    for (int e = 0; e < hp->n_expert; e++) {
+        int n = s->moe_start[e + 1] - s->moe_start[e];
+        if (n == 0) continue;
+        size_t o = (size_t)s->moe_start[e];
+        TIMED(MODEL_OP_FFN_DOWN, op->matmul(be, x->down[e], s->moe_g + o * F, s->moe_y + o * E, n));
+    }
+    TIMED(MODEL_OP_MOE, op->gather_rows(be, s->moe_y, s->moe_slot, R * K, E, s->moe_x));
+    TIMED(MODEL_OP_MOE, op->moe_combine(be, s->moe_x, s->moe_w, R, K, E, s->xb2));
+    if (!x->sh_gate) return 0;
+    /* qwen2moe: + shared expert * sigmoid(its gate) */
+    int FS = hp->n_ff_shexp;
+    const struct backend_weight *gu[2] = {x->sh_gate, x->sh_up};
+    float *gu_out[2] = {s->hb, s->hb2};
+    TIMED(MODEL_OP_FFN_UP, matmul_shared_input(be, gu, 2, s->xb, gu_out, R));
+    TIMED(MODEL_OP_SILU, op->silu_mul(be, s->hb, s->hb2, (size_t)R * FS));
+    TIMED(MODEL_OP_FFN_DOWN, op->matmul(be, x->sh_down, s->hb, s->sh_out, R));
+    TIMED(MODEL_OP_MOE, op->matmul(be, x->sh_gate_inp, s->xb, s->sh_g, R));
+    TIMED(MODEL_OP_MOE, op->scale_rows_sigmoid(be, s->sh_out, s->sh_g, R, E));
+    TIMED(MODEL_OP_RESIDUAL, op->add(be, s->xb2, s->sh_out, (size_t)R * E));
+    return 0;
+}
+
+/* The dense feed-forward block of R rows: SwiGLU or GeGLU, xb in, xb2 out. */
+static int run_ffn(const struct lane_run *r, const struct model_layer *l, int R)
+{
+    struct model *m = r->m;
+    const struct backend_ops *op = m->be->ops;
+    struct backend *be = m->be;
+    const struct model_hparams *hp = &m->hp;
+    struct model_scratch *s = r->s;
+    int rc;
+    const struct backend_weight *gate_up[2] = {l->w_gate, l->w_up};
+    float *gate_up_out[2] = {s->hb, s->hb2};
+    TIMED(MODEL_OP_FFN_UP, matmul_shared_input(be, gate_up, 2, s->xb, gate_up_out, R));
+    if (l->b_up) TIMED(MODEL_OP_FFN_UP, op->add_bias(be, s->hb2, l->b_up, R));
+    if (l->b_gate) TIMED(MODEL_OP_FFN_UP, op->add_bias(be, s->hb, l->b_gate, R));
+    size_t n = (size_t)R * hp->n_ff;
+    TIMED(MODEL_OP_SILU,
+          hp->gelu ? op->gelu_mul(be, s->hb, s->hb2, n) : op->silu_mul(be, s->hb, s->hb2, n));
+    TIMED(MODEL_OP_FFN_DOWN, op->matmul(be, l->w_down, s->hb, s->xb2, R));
+    if (l->b_down) TIMED(MODEL_OP_FFN_DOWN, op->add_bias(be, s->xb2, l->b_down, R));
+    return 0;
+}
+
 /* One layer over the T tokens of the step. In the last layer only the n_out rows whose logits are
  * wanted go on after attention (as llama.cpp does): their attention outputs and residuals are
  * gathered into q and xo, and the layer finishes on those rows, leaving the final hidden states in
@@ -224,9 +348,24 @@ static int run_layer(const struct lane_run *r, int il)
     int n_out = r->n_out;
     int T = b->n_tokens, E = hp->n_embd, qd = hp->n_head * hp->head_dim;
     bool last = il == hp->n_layer - 1;
-    struct backend_rope_params rp = {hp->rope_mode, hp->n_rot, hp->rope_freq_base,
-                                     hp->rope_freq_scale};
-    float scale = 1.0f / sqrtf((float)hp->head_dim);
+    struct backend_rope_params rp = {
+        .mode = hp->rope_mode,
+        .n_rot = hp->n_rot,
+        .freq_base = l->swa ? hp->rope_freq_base_swa : hp->rope_freq_base,
+        .freq_scale = l->swa ? hp->rope_freq_scale_swa : hp->rope_freq_scale,
+        .ext_factor = hp->rope_ext_factor,
+        .attn_factor = hp->rope_attn_factor,
+        .beta_fast = hp->rope_beta_fast,
+        .beta_slow = hp->rope_beta_slow,
+        .n_ctx_orig = hp->n_ctx_orig,
+        .freq_factors = m->rope_factors,
+    };
+    /* gemma and phi3 scale q after rope and attend with scale 1, as their llama.cpp graphs do */
+    struct backend_attn_params ap = {
+        .scale = hp->q_scale > 0.0f ? 1.0f : 1.0f / sqrtf((float)hp->head_dim),
+        .softcap = hp->attn_softcap,
+        .window = l->swa ? hp->n_swa : 0,
+    };
     int rc;
     /* Attention block: every token's K/V is stored, whatever is wanted afterwards. */
     TIMED(MODEL_OP_NORM, op->rmsnorm(be, s->x, l->attn_norm, s->xb, T, E, hp->rms_eps));
@@ -244,9 +383,10 @@ static int run_layer(const struct lane_run *r, int il)
               op->rmsnorm_heads(be, s->k, l->k_norm, T * hp->n_head_kv, hp->head_dim, hp->rms_eps));
     TIMED(MODEL_OP_ROPE, op->rope(be, s->q, b->pos, T, hp->n_head, hp->head_dim, &rp));
     TIMED(MODEL_OP_ROPE, op->rope(be, s->k, b->pos, T, hp->n_head_kv, hp->head_dim, &rp));
+    if (hp->q_scale > 0.0f) TIMED(MODEL_OP_NORM, op->scale(be, s->q, (size_t)T * qd, hp->q_scale));
     TIMED(MODEL_OP_KV_STORE, op->kv_store(be, il, s->k, s->v, b));
     if (last && n_out == 0) return 0; /* nothing reads this layer's output */
-    TIMED(MODEL_OP_ATTENTION, op->attention(be, il, s->q, s->att, b, hp->n_head, scale));
+    TIMED(MODEL_OP_ATTENTION, op->attention(be, il, s->q, s->att, b, hp->n_head, &ap));
 
     float *att = s->att, *x = s->x;
     int R = T;
@@ -258,15 +398,16 @@ static int run_layer(const struct lane_run *r, int il)
         R = n_out;
     }
     TIMED(MODEL_OP_ATTN_OUT, op->matmul(be, l->wo, att, s->xb2, R));
+    if (l->bo) TIMED(MODEL_OP_ATTN_OUT, op->add_bias(be, s->xb2, l->bo, R));
+    if (l->attn_post_norm)
+        TIMED(MODEL_OP_NORM, op->rmsnorm(be, s->xb2, l->attn_post_norm, s->xb2, R, E, hp->rms_eps));
     TIMED(MODEL_OP_RESIDUAL, op->add(be, x, s->xb2, (size_t)R * E));
 
-    /* Feed-forward block (SwiGLU). */
+    /* Feed-forward block. */
     TIMED(MODEL_OP_NORM, op->rmsnorm(be, x, l->ffn_norm, s->xb, R, E, hp->rms_eps));
-    const struct backend_weight *gate_up[2] = {l->w_gate, l->w_up};
-    float *gate_up_out[2] = {s->hb, s->hb2};
-    TIMED(MODEL_OP_FFN_UP, matmul_shared_input(be, gate_up, 2, s->xb, gate_up_out, R));
-    TIMED(MODEL_OP_SILU, op->silu_mul(be, s->hb, s->hb2, (size_t)R * hp->n_ff));
-    TIMED(MODEL_OP_FFN_DOWN, op->matmul(be, l->w_down, s->hb, s->xb2, R));
+    if ((rc = l->moe ? run_moe(r, l, R) : run_ffn(r, l, R))) return rc;
+    if (l->ffn_post_norm)
+        TIMED(MODEL_OP_NORM, op->rmsnorm(be, s->xb2, l->ffn_post_norm, s->xb2, R, E, hp->rms_eps));
     TIMED(MODEL_OP_RESIDUAL, op->add(be, x, s->xb2, (size_t)R * E));
     return 0;
 }
@@ -281,12 +422,19 @@ static int run_lane(const struct lane_run *r)
     const struct model_hparams *hp = &m->hp;
     int rc;
     TIMED(MODEL_OP_EMBED, op->get_rows(be, m->tok_embd, r->tokens, r->b.n_tokens, s->x));
+    if (hp->embd_scale)
+        TIMED(MODEL_OP_NORM,
+              op->scale(be, s->x, (size_t)r->b.n_tokens * hp->n_embd, sqrtf((float)hp->n_embd)));
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = run_layer(r, il))) return rc;
     if (r->n_out == 0) return op->sync(be);
     TIMED(MODEL_OP_NORM,
           op->rmsnorm(be, s->xo, m->out_norm, s->xo, r->n_out, hp->n_embd, hp->rms_eps));
     TIMED(MODEL_OP_OUTPUT, op->matmul(be, m->output, s->xo, s->out, r->n_out));
+    if (m->out_bias) TIMED(MODEL_OP_OUTPUT, op->add_bias(be, s->out, m->out_bias, r->n_out));
+    if (hp->final_softcap > 0.0f)
+        TIMED(MODEL_OP_OUTPUT,
+              op->softcap(be, s->out, (size_t)r->n_out * hp->n_vocab, hp->final_softcap));
     TIMED(MODEL_OP_OTHER, op->sync(be));
     TIMED(MODEL_OP_OTHER, op->download(be, r->logits, s->out,
                                        (size_t)r->n_out * (size_t)hp->n_vocab * sizeof(float)));

@@ -1,30 +1,17 @@
-/* Model loading: hyper-parameters from GGUF keys, tensor validation against them, and weight
- * preparation on the backend. The forward pass is in model_forward.c. */
+/* Model loading: every tensor validated against the hyper-parameters (model_hparams.c) and
+ * prepared on the backend, fused and stacked tensors as zero-copy row slices (phi3's attn_qkv and
+ * gate/up halves, one matrix per expert). The forward pass is in model_forward.c. */
 #include "engine/model/model.h"
 #include "engine/model/model_priv.h"
 
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define MODEL_MAX_LAYERS 4096
-#define MODEL_MAX_DIM    (1 << 20)
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    err_vfmt(err, errlen, rc, fmt, ap);
-    va_end(ap);
-    return rc;
-}
 
 void model_options_default(struct model_options *opt)
 {
@@ -32,254 +19,193 @@ void model_options_default(struct model_options *opt)
     opt->kv_type = QUANT_F16;
 }
 
-/* Reads "<arch>.<key>" as a positive int in [1, max]; `def` < 0 means required. */
-static int arch_int(const struct gguf *g, const char *arch, const char *key, int64_t def,
-                    int64_t max, int *out, char *err, size_t errlen)
-{
-    char full[128];
-    snprintf(full, sizeof(full), "%s.%s", arch, key);
-    uint32_t v;
-    int rc = gguf_get_u32(g, full, &v);
-    if (rc == ERR_NOT_FOUND && def >= 0) {
-        *out = (int)def;
-        return 0;
-    }
-    if (rc == ERR_NOT_FOUND) return fail(err, errlen, ERR_INVAL, "missing key %s", full);
-    if (rc) return fail(err, errlen, ERR_INVAL, "key %s: not an unsigned 32-bit integer", full);
-    if (v == 0 || v > max)
-        return fail(err, errlen, ERR_INVAL, "key %s: value %u outside [1, %lld]", full, v,
-                    (long long)max);
-    *out = (int)v;
-    return 0;
-}
-
-/* Reads "<arch>.<key>" as a finite float; NAN `def` means required. */
-static int arch_float(const struct gguf *g, const char *arch, const char *key, float def,
-                      float *out, char *err, size_t errlen)
-{
-    char full[128];
-    snprintf(full, sizeof(full), "%s.%s", arch, key);
-    float v;
-    int rc = gguf_get_f32(g, full, &v);
-    if (rc == ERR_NOT_FOUND && !isnan(def)) {
-        *out = def;
-        return 0;
-    }
-    if (rc == ERR_NOT_FOUND) return fail(err, errlen, ERR_INVAL, "missing key %s", full);
-    if (rc || !isfinite(v) || v <= 0.0f)
-        return fail(err, errlen, ERR_INVAL, "key %s: not a positive finite float", full);
-    *out = v;
-    return 0;
-}
-
-/* Rope scaling as llama.cpp reads it: the type defaults to linear, the factor comes from
- * rope.scaling.factor (or the older rope.scale_linear), 0 or absent meaning none, and
- * freq_scale = 1 / factor. Types other than none/linear (yarn, longrope) are refused. */
-static int parse_rope_scaling(const struct gguf *g, struct model_hparams *hp, char *err,
-                              size_t errlen)
-{
-    char key[128], type[32] = "linear";
-    snprintf(key, sizeof(key), "%s.rope.scaling.type", hp->arch_name);
-    int rc = gguf_get_cstr(g, key, type, sizeof(type));
-    if (rc && rc != ERR_NOT_FOUND) return fail(err, errlen, ERR_INVAL, "key %s: not a string", key);
-    if (strcmp(type, "linear") != 0 && strcmp(type, "none") != 0)
-        return fail(err, errlen, ERR_UNSUPPORTED,
-                    "rope scaling type \"%s\" is not supported (none, linear)", type);
-    float factor = 0.0f;
-    snprintf(key, sizeof(key), "%s.rope.scaling.factor", hp->arch_name);
-    rc = gguf_get_f32(g, key, &factor);
-    if (rc == ERR_NOT_FOUND) {
-        snprintf(key, sizeof(key), "%s.rope.scale_linear", hp->arch_name);
-        rc = gguf_get_f32(g, key, &factor);
-    }
-    if (rc == ERR_NOT_FOUND)
-        factor = 0.0f;
-    else if (rc || !isfinite(factor) || factor < 0.0f)
-        return fail(err, errlen, ERR_INVAL, "key %s: not a finite float >= 0", key);
-    hp->rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
-    return 0;
-}
-
-int model_hparams_parse(const struct gguf *g, struct model_hparams *out, char *err, size_t errlen)
-{
-    struct model_hparams hp;
-    memset(&hp, 0, sizeof(hp));
-    int rc = gguf_get_cstr(g, "general.architecture", hp.arch_name, sizeof(hp.arch_name));
-    if (rc == ERR_NOT_FOUND)
-        return fail(err, errlen, ERR_INVAL, "missing key general.architecture");
-    if (rc) return fail(err, errlen, ERR_INVAL, "key general.architecture: not a short string");
-    if (strcmp(hp.arch_name, "llama") == 0) {
-        hp.arch = MODEL_ARCH_LLAMA;
-        hp.rope_mode = BACKEND_ROPE_NORMAL;
-    } else if (strcmp(hp.arch_name, "qwen2") == 0) {
-        hp.arch = MODEL_ARCH_QWEN2;
-        hp.rope_mode = BACKEND_ROPE_NEOX;
-    } else if (strcmp(hp.arch_name, "qwen3") == 0) {
-        hp.arch = MODEL_ARCH_QWEN3;
-        hp.rope_mode = BACKEND_ROPE_NEOX;
-    } else {
-        return fail(err, errlen, ERR_UNSUPPORTED,
-                    "architecture \"%s\" is not supported (llama, qwen2, qwen3)", hp.arch_name);
-    }
-    const char *a = hp.arch_name;
-    if ((rc = arch_int(g, a, "context_length", -1, INT32_MAX, &hp.n_ctx_train, err, errlen)) ||
-        (rc = arch_int(g, a, "embedding_length", -1, MODEL_MAX_DIM, &hp.n_embd, err, errlen)) ||
-        (rc = arch_int(g, a, "block_count", -1, MODEL_MAX_LAYERS, &hp.n_layer, err, errlen)) ||
-        (rc = arch_int(g, a, "feed_forward_length", -1, MODEL_MAX_DIM, &hp.n_ff, err, errlen)) ||
-        (rc = arch_int(g, a, "attention.head_count", -1, MODEL_MAX_DIM, &hp.n_head, err, errlen)))
-        return rc;
-    if ((rc = arch_int(g, a, "attention.head_count_kv", hp.n_head, hp.n_head, &hp.n_head_kv, err,
-                       errlen)))
-        return rc;
-    if (hp.n_head % hp.n_head_kv != 0)
-        return fail(err, errlen, ERR_INVAL,
-                    "%s.attention.head_count %d is not a multiple of "
-                    "head_count_kv %d",
-                    a, hp.n_head, hp.n_head_kv);
-    int def_hd = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : -1;
-    if ((rc = arch_int(g, a, "attention.key_length", def_hd, MODEL_MAX_DIM, &hp.head_dim, err,
-                       errlen)))
-        return rc;
-    int vlen;
-    if ((rc = arch_int(g, a, "attention.value_length", hp.head_dim, MODEL_MAX_DIM, &vlen, err,
-                       errlen)))
-        return rc;
-    if (vlen != hp.head_dim)
-        return fail(err, errlen, ERR_UNSUPPORTED,
-                    "%s.attention.value_length %d differs from key_length %d", a, vlen,
-                    hp.head_dim);
-    if ((rc = arch_int(g, a, "rope.dimension_count", hp.head_dim, hp.head_dim, &hp.n_rot, err,
-                       errlen)))
-        return rc;
-    if (hp.n_rot % 2 != 0)
-        return fail(err, errlen, ERR_INVAL, "%s.rope.dimension_count %d is odd", a, hp.n_rot);
-    if ((rc =
-             arch_float(g, a, "attention.layer_norm_rms_epsilon", NAN, &hp.rms_eps, err, errlen)) ||
-        (rc = arch_float(g, a, "rope.freq_base", 10000.0f, &hp.rope_freq_base, err, errlen)) ||
-        (rc = parse_rope_scaling(g, &hp, err, errlen)))
-        return rc;
-
-    const struct gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
-    if (!emb) return fail(err, errlen, ERR_NOT_FOUND, "missing tensor token_embd.weight");
-    if (emb->n_dims != 2 || emb->ne[1] == 0 || emb->ne[1] > INT32_MAX)
-        return fail(err, errlen, ERR_INVAL,
-                    "tensor token_embd.weight: expected 2 dimensions "
-                    "(%d, n_vocab)",
-                    hp.n_embd);
-    hp.n_vocab = (int)emb->ne[1];
-    hp.tied_output = gguf_find_tensor(g, "output.weight") == NULL;
-    *out = hp;
-    return 0;
-}
-
-static void format_shape(const struct gguf_tensor *t, char *buf, size_t len)
-{
-    size_t off = 0;
-    buf[0] = '\0';
-    for (uint32_t i = 0; i < t->n_dims && off < len; i++) {
-        int n =
-            snprintf(buf + off, len - off, "%s%llu", i ? ", " : "", (unsigned long long)t->ne[i]);
-        if (n < 0) break;
-        off += (size_t)n;
-    }
-}
-
-/* How load_weight treats a tensor. */
-enum {
-    WEIGHT_OPTIONAL = 1,    /* a missing tensor leaves *out NULL */
-    WEIGHT_LOOKUP_ONLY = 2, /* only read by get_rows (see backend_weight_desc) */
+/* One spec line of a layer: blk.<il>.<suffix> as (rows, cols); need 0: skip, 1: required,
+ * 2: optional. */
+struct layer_tensor {
+    const char *suffix;
+    int64_t rows, cols;
+    int need;
+    struct backend_weight **dst;
 };
 
-/* Validates tensor `name` as (rows, cols) with ne[0] = cols (a 1-D tensor when rows == 1) and
- * prepares it; `flags` are WEIGHT_* bits. */
-static int load_weight(struct model *m, const char *name, int64_t rows, int64_t cols,
-                       unsigned flags, struct backend_weight **out, char *err, size_t errlen)
+static int load_specs(struct model *m, int il, const struct layer_tensor *spec, size_t n, char *err,
+                      size_t errlen)
 {
-    bool optional = flags & WEIGHT_OPTIONAL;
-    *out = NULL;
-    const struct gguf_tensor *t = gguf_find_tensor(m->gguf, name);
-    if (!t && optional) return 0;
-    if (!t) return fail(err, errlen, ERR_NOT_FOUND, "missing tensor %s", name);
-    if (!quant_type_known(t->type) || t->type == QUANT_Q8_K)
-        return fail(err, errlen, ERR_UNSUPPORTED, "tensor %s: type %s (%u) cannot be loaded", name,
-                    quant_type_name(t->type), (unsigned)t->type);
-    bool ok = t->ne[0] == (uint64_t)cols && t->ne[1] == (uint64_t)rows && t->ne[2] == 1 &&
-              t->ne[3] == 1 && (rows == 1 ? t->n_dims <= 2 : t->n_dims == 2);
-    if (!ok) {
-        char got[96];
-        format_shape(t, got, sizeof(got));
-        if (rows == 1)
-            return fail(err, errlen, ERR_INVAL, "tensor %s: shape [%s], expected [%lld]", name, got,
-                        (long long)cols);
-        return fail(err, errlen, ERR_INVAL, "tensor %s: shape [%s], expected [%lld, %lld]", name,
-                    got, (long long)cols, (long long)rows);
+    for (size_t i = 0; i < n; i++) {
+        if (spec[i].need == 0) continue;
+        char name[96];
+        snprintf(name, sizeof(name), "blk.%d.%s", il, spec[i].suffix);
+        int rc = model_tensor_load(m, name, spec[i].rows, spec[i].cols,
+                                   spec[i].need == 2 ? MODEL_WEIGHT_OPTIONAL : 0, spec[i].dst, err,
+                                   errlen);
+        if (rc) return rc;
     }
-    size_t row_bytes = quant_row_bytes(t->type, (uint64_t)cols);
-    if (row_bytes == 0)
-        return fail(err, errlen, ERR_INVAL,
-                    "tensor %s: row of %lld is not a multiple of the %s "
-                    "block size",
-                    name, (long long)cols, quant_type_name(t->type));
-    if (!t->data || t->size != (uint64_t)rows * row_bytes)
-        return fail(err, errlen, ERR_INVAL, "tensor %s: %llu bytes of data, expected %llu", name,
-                    (unsigned long long)t->size, (unsigned long long)rows * row_bytes);
-    struct backend_weight_desc d = {t->type, rows, cols, t->data,
-                                    (flags & WEIGHT_LOOKUP_ONLY) != 0};
-    int rc = m->be->ops->weight_prepare(m->be, &d, out);
-    if (rc)
-        return fail(err, errlen, rc, "tensor %s: backend cannot prepare it (%s)", name,
-                    err_str(rc));
-    m->weight_bytes += t->size;
-    if (rows > 1 && !d.lookup_only && t->type != QUANT_Q8_0 && t->type != QUANT_Q4_0)
-        m->float_matmuls = true;
     return 0;
+}
+
+/* Q, K, V: a fused attn_qkv (phi3, or any file that fuses them) split by rows, else three
+ * tensors; biases optional either way (llama.cpp's create_tensor_qkv). */
+static int load_qkv(struct model *m, int il, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    struct model_layer *l = &m->layers[il];
+    int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim,
+            kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t parts[3] = {q, kvd, kvd};
+    char name[96];
+    snprintf(name, sizeof(name), "blk.%d.attn_qkv.weight", il);
+    if (gguf_find_tensor(m->gguf, name)) {
+        struct backend_weight *w[3], *bias[3];
+        int rc = model_tensor_load_split(m, name, parts, 3, e, 0, w, err, errlen);
+        l->wq = w[0];
+        l->wk = w[1];
+        l->wv = w[2];
+        if (rc) return rc;
+        snprintf(name, sizeof(name), "blk.%d.attn_qkv.bias", il);
+        rc =
+            model_tensor_load_split(m, name, parts, 3, 0, MODEL_WEIGHT_OPTIONAL, bias, err, errlen);
+        l->bq = bias[0];
+        l->bk = bias[1];
+        l->bv = bias[2];
+        if (rc || l->bq) return rc;
+        const struct layer_tensor spec[] = {
+            {"attn_q.bias", 1, q, 2, &l->bq},
+            {"attn_k.bias", 1, kvd, 2, &l->bk},
+            {"attn_v.bias", 1, kvd, 2, &l->bv},
+        };
+        return load_specs(m, il, spec, 3, err, errlen);
+    }
+    const struct layer_tensor spec[] = {
+        {"attn_q.weight", q, e, 1, &l->wq},   {"attn_k.weight", kvd, e, 1, &l->wk},
+        {"attn_v.weight", kvd, e, 1, &l->wv}, {"attn_q.bias", 1, q, 2, &l->bq},
+        {"attn_k.bias", 1, kvd, 2, &l->bk},   {"attn_v.bias", 1, kvd, 2, &l->bv},
+    };
+    return load_specs(m, il, spec, sizeof(spec) / sizeof(spec[0]), err, errlen);
+}
+
+/* The routed FFN: router, stacked experts, qwen2moe's shared expert. */
+static int load_moe(struct model *m, int il, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    struct model_layer *l = &m->layers[il];
+    int64_t e = hp->n_embd, f = hp->n_ff_exp, fs = hp->n_ff_shexp;
+    struct model_experts *x = calloc(1, sizeof(*x));
+    if (!x) return model_fail(err, errlen, ERR_NOMEM, "out of memory");
+    l->moe = x;
+    char name[96];
+    int rc;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_inp.weight", il);
+    if ((rc = model_tensor_load(m, name, hp->n_expert, e, 0, &x->gate_inp, err, errlen))) return rc;
+    snprintf(name, sizeof(name), "blk.%d.ffn_gate_exps.weight", il);
+    if ((rc = model_tensor_load_experts(m, name, f, e, &x->gate, err, errlen))) return rc;
+    snprintf(name, sizeof(name), "blk.%d.ffn_up_exps.weight", il);
+    if ((rc = model_tensor_load_experts(m, name, f, e, &x->up, err, errlen))) return rc;
+    snprintf(name, sizeof(name), "blk.%d.ffn_down_exps.weight", il);
+    if ((rc = model_tensor_load_experts(m, name, e, f, &x->down, err, errlen))) return rc;
+    if (!hp->shared_expert) return 0;
+    const struct layer_tensor spec[] = {
+        {"ffn_gate_inp_shexp.weight", 1, e, 1, &x->sh_gate_inp},
+        {"ffn_gate_shexp.weight", fs, e, 1, &x->sh_gate},
+        {"ffn_up_shexp.weight", fs, e, 1, &x->sh_up},
+        {"ffn_down_shexp.weight", e, fs, 1, &x->sh_down},
+    };
+    return load_specs(m, il, spec, sizeof(spec) / sizeof(spec[0]), err, errlen);
 }
 
 static int load_layer(struct model *m, int il, char *err, size_t errlen)
 {
     const struct model_hparams *hp = &m->hp;
     struct model_layer *l = &m->layers[il];
-    int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim,
-            kvd = (int64_t)hp->n_head_kv * hp->head_dim;
-    /* 0: not part of the architecture, 1: required, 2: optional (llama.cpp loads llama biases
-     * when present). */
-    int bias = hp->arch == MODEL_ARCH_QWEN2 ? 1 : hp->arch == MODEL_ARCH_LLAMA ? 2 : 0;
-    int qk_norm = hp->arch == MODEL_ARCH_QWEN3 ? 1 : 0;
-    struct {
-        const char *suffix;
-        int64_t rows, cols;
-        int need;
-        struct backend_weight **dst;
-    } spec[] = {
+    int64_t e = hp->n_embd, q = (int64_t)hp->n_head * hp->head_dim, ff = hp->n_ff;
+    enum model_arch a = hp->arch;
+    bool llama = a == MODEL_ARCH_LLAMA;
+    int qk_norm = a == MODEL_ARCH_QWEN3 || a == MODEL_ARCH_QWEN3MOE || a == MODEL_ARCH_GEMMA3;
+    int post = hp->post_norms ? 1 : 0, dense = hp->n_expert == 0 && a != MODEL_ARCH_PHI3;
+    int ffn_bias = llama && dense ? 2 : 0;
+    l->swa = model_hparams_layer_swa(hp, il);
+    int rc = load_qkv(m, il, err, errlen);
+    if (rc) return rc;
+    const struct layer_tensor spec[] = {
         {"attn_norm.weight", 1, e, 1, &l->attn_norm},
-        {"attn_q.weight", q, e, 1, &l->wq},
-        {"attn_k.weight", kvd, e, 1, &l->wk},
-        {"attn_v.weight", kvd, e, 1, &l->wv},
         {"attn_output.weight", e, q, 1, &l->wo},
-        {"attn_q.bias", 1, q, bias, &l->bq},
-        {"attn_k.bias", 1, kvd, bias, &l->bk},
-        {"attn_v.bias", 1, kvd, bias, &l->bv},
+        {"attn_output.bias", 1, e, llama ? 2 : 0, &l->bo},
         {"attn_q_norm.weight", 1, hp->head_dim, qk_norm, &l->q_norm},
         {"attn_k_norm.weight", 1, hp->head_dim, qk_norm, &l->k_norm},
+        {"post_attention_norm.weight", 1, e, post, &l->attn_post_norm},
         {"ffn_norm.weight", 1, e, 1, &l->ffn_norm},
-        {"ffn_gate.weight", hp->n_ff, e, 1, &l->w_gate},
-        {"ffn_up.weight", hp->n_ff, e, 1, &l->w_up},
-        {"ffn_down.weight", e, hp->n_ff, 1, &l->w_down},
+        {"post_ffw_norm.weight", 1, e, post, &l->ffn_post_norm},
+        {"ffn_gate.weight", ff, e, dense, &l->w_gate},
+        {"ffn_up.weight", ff, e, dense, &l->w_up},
+        {"ffn_down.weight", e, ff, dense || a == MODEL_ARCH_PHI3, &l->w_down},
+        {"ffn_gate.bias", 1, ff, ffn_bias, &l->b_gate},
+        {"ffn_up.bias", 1, ff, ffn_bias, &l->b_up},
+        {"ffn_down.bias", 1, e, ffn_bias, &l->b_down},
     };
-    for (size_t i = 0; i < sizeof(spec) / sizeof(spec[0]); i++) {
-        if (spec[i].need == 0) continue;
+    if ((rc = load_specs(m, il, spec, sizeof(spec) / sizeof(spec[0]), err, errlen))) return rc;
+    if (a == MODEL_ARCH_PHI3) { /* ffn_up holds gate (first half, silu'd) and up */
         char name[96];
-        snprintf(name, sizeof(name), "blk.%d.%s", il, spec[i].suffix);
-        int rc = load_weight(m, name, spec[i].rows, spec[i].cols,
-                             spec[i].need == 2 ? WEIGHT_OPTIONAL : 0, spec[i].dst, err, errlen);
-        if (rc) return rc;
+        const int64_t halves[2] = {ff, ff};
+        struct backend_weight *w[2];
+        snprintf(name, sizeof(name), "blk.%d.ffn_up.weight", il);
+        rc = model_tensor_load_split(m, name, halves, 2, e, 0, w, err, errlen);
+        l->w_gate = w[0];
+        l->w_up = w[1];
+        return rc;
     }
+    return hp->n_expert > 0 ? load_moe(m, il, err, errlen) : 0;
+}
+
+/* The rope frequency factors llama.cpp's get_rope_factors picks: rope_freqs.weight (Llama 3.1),
+ * else with long-rope (phi3 always, llama when the scaling type says so) rope_factors_long when
+ * the sequences may be longer than the original context, rope_factors_short otherwise. F32,
+ * n_rot / 2 values; read from the mapping by the rope calls. */
+static int load_rope_factors(struct model *m, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    bool longrope =
+        hp->arch == MODEL_ARCH_PHI3 ||
+        (hp->arch == MODEL_ARCH_LLAMA && hp->rope_scaling == MODEL_ROPE_SCALING_LONGROPE);
+    const char *name = NULL;
+    if (hp->arch == MODEL_ARCH_LLAMA && !longrope)
+        name = "rope_freqs.weight";
+    else if (longrope) {
+        int n_ctx = m->opt.n_ctx_seq > 0 ? m->opt.n_ctx_seq : hp->n_ctx_train;
+        name = n_ctx > hp->n_ctx_orig ? "rope_factors_long.weight" : "rope_factors_short.weight";
+    }
+    const struct gguf_tensor *t;
+    int rc;
+    if (!name ||
+        (rc = model_tensor_find(m, name, 1, hp->n_rot / 2, 0, MODEL_WEIGHT_OPTIONAL, &t, err,
+                                errlen)) ||
+        !t)
+        return name ? rc : 0;
+    if (t->type != QUANT_F32 || ((uintptr_t)t->data & 3u) != 0)
+        return model_fail(err, errlen, ERR_UNSUPPORTED, "tensor %s: type %s, expected aligned F32",
+                          name, quant_type_name(t->type));
+    model_tensor_progress(m, t);
+    m->rope_factors = t->data;
     return 0;
 }
 
 static void free_weight(struct model *m, struct backend_weight *w)
 {
     if (w) m->be->ops->weight_free(m->be, w);
+}
+
+static void free_experts(struct model *m, struct model_experts *x)
+{
+    if (!x) return;
+    for (int e = 0; e < m->hp.n_expert; e++) {
+        if (x->gate) free_weight(m, x->gate[e]);
+        if (x->up) free_weight(m, x->up[e]);
+        if (x->down) free_weight(m, x->down[e]);
+    }
+    free(x->gate);
+    free(x->up);
+    free(x->down);
+    struct backend_weight *ws[] = {x->gate_inp, x->sh_gate_inp, x->sh_gate, x->sh_up, x->sh_down};
+    for (size_t j = 0; j < sizeof(ws) / sizeof(ws[0]); j++) free_weight(m, ws[j]);
+    free(x);
 }
 
 void model_free(struct model *m)
@@ -290,15 +216,24 @@ void model_free(struct model *m)
         if (m->layers) {
             for (int i = 0; i < m->hp.n_layer; i++) {
                 struct model_layer *l = &m->layers[i];
-                struct backend_weight *ws[] = {
-                    l->attn_norm, l->wq,     l->wk,     l->wv,       l->wo,     l->bq,   l->bk,
-                    l->bv,        l->q_norm, l->k_norm, l->ffn_norm, l->w_gate, l->w_up, l->w_down};
+                struct backend_weight *ws[] = {l->attn_norm, l->wq,
+                                               l->wk,        l->wv,
+                                               l->wo,        l->bq,
+                                               l->bk,        l->bv,
+                                               l->bo,        l->q_norm,
+                                               l->k_norm,    l->attn_post_norm,
+                                               l->ffn_norm,  l->ffn_post_norm,
+                                               l->w_gate,    l->w_up,
+                                               l->w_down,    l->b_gate,
+                                               l->b_up,      l->b_down};
                 for (size_t j = 0; j < sizeof(ws) / sizeof(ws[0]); j++) free_weight(m, ws[j]);
+                free_experts(m, l->moe);
             }
         }
         if (m->output != m->tok_embd) free_weight(m, m->output);
         free_weight(m, m->tok_embd);
         free_weight(m, m->out_norm);
+        free_weight(m, m->out_bias);
         if (m->kv_ready) m->be->ops->kv_free(m->be);
         m->be->ops->destroy(m->be);
     }
@@ -315,6 +250,28 @@ void model_free(struct model *m)
     free(m);
 }
 
+/* The output projection and its optional bias (qwen2, phi3); gemma2 always reuses token_embd. */
+static int load_output(struct model *m, char *err, size_t errlen)
+{
+    const struct model_hparams *hp = &m->hp;
+    int rc;
+    if ((rc = model_tensor_load(m, "token_embd.weight", hp->n_vocab, hp->n_embd,
+                                hp->tied_output ? 0 : MODEL_WEIGHT_LOOKUP_ONLY, &m->tok_embd, err,
+                                errlen)) ||
+        (rc = model_tensor_load(m, "output_norm.weight", 1, hp->n_embd, 0, &m->out_norm, err,
+                                errlen)))
+        return rc;
+    if (!hp->tied_output && (rc = model_tensor_load(m, "output.weight", hp->n_vocab, hp->n_embd, 0,
+                                                    &m->output, err, errlen)))
+        return rc;
+    if (!m->output) m->output = m->tok_embd;
+    bool out_bias = hp->arch == MODEL_ARCH_QWEN2 || hp->arch == MODEL_ARCH_PHI3;
+    if (out_bias && (rc = model_tensor_load(m, "output.bias", 1, hp->n_vocab, MODEL_WEIGHT_OPTIONAL,
+                                            &m->out_bias, err, errlen)))
+        return rc;
+    return 0;
+}
+
 int model_load_gguf(struct gguf *g, const struct model_options *opt, struct model **out, char *err,
                     size_t errlen)
 {
@@ -322,7 +279,7 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
     struct model *m = calloc(1, sizeof(*m));
     if (!m) {
         gguf_close(g);
-        return fail(err, errlen, ERR_NOMEM, "out of memory");
+        return model_fail(err, errlen, ERR_NOMEM, "out of memory");
     }
     m->gguf = g;
     if (opt)
@@ -331,40 +288,40 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         model_options_default(&m->opt);
     if (m->opt.kv_type != QUANT_F16 && m->opt.kv_type != QUANT_F32 &&
         m->opt.kv_type != QUANT_Q8_0) {
-        rc = fail(err, errlen, ERR_INVAL, "KV cache type must be f16, f32 or q8_0");
+        rc = model_fail(err, errlen, ERR_INVAL, "KV cache type must be f16, f32 or q8_0");
         goto out;
     }
     if ((rc = model_hparams_parse(g, &m->hp, err, errlen))) goto out;
     const struct model_hparams *hp = &m->hp;
     if (m->opt.kv_type == QUANT_Q8_0 && hp->head_dim % QUANT_QK8_0 != 0) {
-        rc =
-            fail(err, errlen, ERR_UNSUPPORTED,
-                 "KV cache type q8_0 needs a head dimension that is a multiple of %d (this model's "
-                 "is %d); use f16",
-                 QUANT_QK8_0, hp->head_dim);
+        rc = model_fail(
+            err, errlen, ERR_UNSUPPORTED,
+            "KV cache type q8_0 needs a head dimension that is a multiple of %d (this model's "
+            "is %d); use f16",
+            QUANT_QK8_0, hp->head_dim);
         goto out;
     }
 
     struct backend_options bo = {.n_threads = m->opt.n_threads, .device = 0};
     if ((rc = backend_create(m->opt.backend, &bo, &m->be))) {
-        fail(err, errlen, rc, "cannot create backend \"%s\" (%s)",
-             m->opt.backend ? m->opt.backend : "default", err_str(rc));
+        model_fail(err, errlen, rc, "cannot create backend \"%s\" (%s)",
+                   m->opt.backend ? m->opt.backend : "default", err_str(rc));
         goto out;
     }
     m->layers = calloc((size_t)hp->n_layer, sizeof(*m->layers));
     if (!m->layers) {
-        rc = fail(err, errlen, ERR_NOMEM, "out of memory");
+        rc = model_fail(err, errlen, ERR_NOMEM, "out of memory");
         goto out;
     }
-    if ((rc = load_weight(m, "token_embd.weight", hp->n_vocab, hp->n_embd,
-                          hp->tied_output ? 0 : WEIGHT_LOOKUP_ONLY, &m->tok_embd, err, errlen)) ||
-        (rc = load_weight(m, "output_norm.weight", 1, hp->n_embd, 0, &m->out_norm, err, errlen)) ||
-        (rc = load_weight(m, "output.weight", hp->n_vocab, hp->n_embd, WEIGHT_OPTIONAL, &m->output,
-                          err, errlen)))
-        goto out;
-    if (!m->output) m->output = m->tok_embd;
+    m->load_t0 = m->load_logged = clock_mono_s();
+    for (size_t i = 0; i < gguf_tensor_count(g); i++) m->load_total += gguf_tensor_at(g, i)->size;
+    if ((rc = load_output(m, err, errlen)) || (rc = load_rope_factors(m, err, errlen))) goto out;
     for (int il = 0; il < hp->n_layer; il++)
         if ((rc = load_layer(m, il, err, errlen))) goto out;
+    if (m->load_logged != m->load_t0) /* it took long enough to say so: say when it is done */
+        log_info("weights loaded", LOG_I("bytes", (long long)m->load_done),
+                 LOG_I("total", (long long)m->load_total),
+                 LOG_F("seconds", clock_mono_s() - m->load_t0));
     /* Lanes (model_lanes.c) where the backend runs them and no matrix is on the float path. */
     m->lanes_max = 1;
     if (!m->opt.no_lanes && !m->float_matmuls && m->be->ops->run_lanes)
@@ -372,12 +329,9 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
     m->s = calloc((size_t)m->lanes_max, sizeof(*m->s));
     m->st.lane_first = calloc((size_t)m->lanes_max + 1, sizeof(*m->st.lane_first));
     if (!m->s || !m->st.lane_first) {
-        rc = fail(err, errlen, ERR_NOMEM, "out of memory");
+        rc = model_fail(err, errlen, ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (gguf_find_tensor(g, "rope_freqs.weight"))
-        log_warn("model has rope_freqs.weight (Llama 3.1 long-context rope); it is ignored",
-                 LOG_S("arch", hp->arch_name));
     *out = m;
     m = NULL;
     rc = 0;

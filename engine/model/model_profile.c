@@ -17,6 +17,7 @@ static const char *const model_op_names[MODEL_OP_COUNT] = {
     [MODEL_OP_FFN_UP] = "ffn_gate_up",
     [MODEL_OP_SILU] = "silu_mul",
     [MODEL_OP_FFN_DOWN] = "ffn_down",
+    [MODEL_OP_MOE] = "moe_route",
     [MODEL_OP_OUTPUT] = "output",
     [MODEL_OP_OTHER] = "other",
 };

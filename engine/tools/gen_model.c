@@ -1,8 +1,10 @@
-/* Random-weight llama GGUF generation (see gen_model.h). Each tensor draws from its own PRNG stream,
+/* Random-weight GGUF generation (see gen_model.h; the architectures' keys and tensors are in
+ * gen_model_arch.c). Each tensor draws from its own PRNG stream,
  * seeded from the model seed and the tensor's index, so a file is a pure function of its options.
  * Normals come from xoshiro256** + Box-Muller; rows are quantized one at a time into the buffer the
  * writer borrows, so peak memory is the output file plus one row. */
 #include "engine/tools/gen_model.h"
+#include "engine/tools/gen_model_priv.h"
 
 #include "common/buf.h"
 #include "common/err.h"
@@ -14,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MODEL_GEN_STD        0.02f
-#define MODEL_GEN_BYTE_VOCAB 259 /* <unk>, <s>, </s> and 256 byte tokens */
+#define MODEL_GEN_STD          0.02f
+#define MODEL_GEN_ROUTER_SCALE 10.0f /* routers spread wider, so top-k picks are clear-cut */
+#define MODEL_GEN_BYTE_VOCAB   259   /* <unk>, <s>, </s> and 256 byte tokens */
 
 /* llama.cpp's llama_token_type values. */
 enum {
@@ -77,20 +80,7 @@ static void gen_model_normals(struct gen_model_rng *r, float *x, size_t n, float
     }
 }
 
-struct gen_model_ctx {
-    const struct gen_model_opts *o;
-    struct gguf_writer *w;
-    void **bufs; /* tensor data, owned here, borrowed by the writer */
-    size_t n_bufs;
-    uint64_t stream; /* next PRNG stream (tensor index) */
-    char *err;
-    size_t errlen;
-};
-
-static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
+int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -99,35 +89,62 @@ static int gen_model_fail(struct gen_model_ctx *c, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* Adds one tensor of `rows` x `cols` (ne = {cols, rows}; rows = 0 means 1-D). Weights are random
- * in `type` (F32 when cols is not a multiple of its block); norms (`norm`) are 1.0 in F32. */
-static int gen_model_tensor(struct gen_model_ctx *c, const char *name, uint64_t cols, uint64_t rows,
-                            bool norm)
+/* Takes ownership of tensor data for the writer to borrow. */
+static int gen_model_keep(struct gen_model_ctx *c, void *data)
 {
-    enum quant_type t = norm ? QUANT_F32 : c->o->type;
-    if (quant_row_bytes(t, cols) == 0) t = QUANT_F32;
-    size_t row_bytes = quant_row_bytes(t, cols);
-    uint64_t nrows = rows ? rows : 1;
-    uint64_t ne[2] = {cols, rows};
-    float *row = malloc((size_t)cols * sizeof(float));
-    uint8_t *data = malloc(row_bytes * (size_t)nrows);
-    if (!row || !data) {
-        free(row);
+    if (c->n_bufs == c->cap_bufs) {
         free(data);
-        return gen_model_fail(c, ERR_NOMEM, "out of memory for tensor %s", name);
+        return ERR_NOMEM;
     }
     c->bufs[c->n_bufs++] = data;
+    return 0;
+}
+
+int gen_model_tensor(struct gen_model_ctx *c, const char *name, uint64_t cols, uint64_t rows,
+                     uint64_t n3, enum gen_model_kind kind)
+{
+    const struct gen_model_opts *o = c->o;
+    bool f32 = kind == GEN_MODEL_NORM || kind == GEN_MODEL_BIAS || rows == 0;
+    enum quant_type t = f32 ? QUANT_F32 : o->type;
+    if (quant_row_bytes(t, cols) == 0) t = QUANT_F32;
+    size_t row_bytes = quant_row_bytes(t, cols);
+    uint64_t nrows = (rows ? rows : 1) * (n3 ? n3 : 1);
+    uint64_t ne[3] = {cols, rows, n3};
+    float std = o->std > 0.0f ? o->std : MODEL_GEN_STD;
+    if (kind == GEN_MODEL_ROUTER) std *= MODEL_GEN_ROUTER_SCALE;
+    float *row = malloc((size_t)cols * sizeof(float));
+    uint8_t *data = malloc(row_bytes * (size_t)nrows);
+    if (!row || !data || gen_model_keep(c, data)) {
+        free(row);
+        if (row) free(data);
+        return gen_model_fail(c, ERR_NOMEM, "out of memory for tensor %s", name);
+    }
     struct gen_model_rng rng;
-    gen_model_rng_seed(&rng, c->o->seed, c->stream++);
+    gen_model_rng_seed(&rng, o->seed, c->stream++);
     for (uint64_t r = 0; r < nrows; r++) {
-        if (norm)
-            for (uint64_t j = 0; j < cols; j++) row[j] = 1.0f;
-        else
-            gen_model_normals(&rng, row, (size_t)cols, MODEL_GEN_STD);
+        if (kind == GEN_MODEL_NORM) {
+            if (o->norm_std > 0.0f) gen_model_normals(&rng, row, (size_t)cols, o->norm_std);
+            for (uint64_t j = 0; j < cols; j++) row[j] = o->norm_std > 0.0f ? 1.0f + row[j] : 1.0f;
+        } else {
+            gen_model_normals(&rng, row, (size_t)cols, std);
+        }
         quant_quantize_row(t, row, data + r * row_bytes, (size_t)cols);
     }
     free(row);
-    int rc = gguf_writer_add_tensor(c->w, name, t, rows ? 2 : 1, ne, data, row_bytes * nrows);
+    uint32_t n_dims = n3 ? 3 : rows ? 2 : 1;
+    int rc = gguf_writer_add_tensor(c->w, name, t, n_dims, ne, data, row_bytes * nrows);
+    return rc ? gen_model_fail(c, rc, "cannot add tensor %s", name) : 0;
+}
+
+int gen_model_tensor_f32(struct gen_model_ctx *c, const char *name, const float *v, uint64_t n)
+{
+    float *data = malloc((size_t)n * sizeof(float));
+    if (!data || gen_model_keep(c, data))
+        return gen_model_fail(c, ERR_NOMEM, "out of memory for tensor %s", name);
+    memcpy(data, v, (size_t)n * sizeof(float));
+    c->stream++;
+    uint64_t ne[1] = {n};
+    int rc = gguf_writer_add_tensor(c->w, name, QUANT_F32, 1, ne, data, n * sizeof(float));
     return rc ? gen_model_fail(c, rc, "cannot add tensor %s", name) : 0;
 }
 
@@ -216,90 +233,37 @@ out:
 static int gen_model_check(struct gen_model_ctx *c)
 {
     const struct gen_model_opts *o = c->o;
-    if (o->type != QUANT_F32 && o->type != QUANT_F16 && o->type != QUANT_Q8_0 &&
-        o->type != QUANT_Q4_0)
-        return gen_model_fail(c, ERR_INVAL, "type %s is not one of f32, f16, q8_0, q4_0",
-                              quant_type_name(o->type));
+    if (!quant_type_known((uint32_t)o->type))
+        return gen_model_fail(c, ERR_INVAL, "type %d is not one of %s", (int)o->type,
+                              quant_type_names());
     if (o->dim == 0 || o->layers == 0 || o->heads == 0 || o->kv_heads == 0 || o->ffn == 0 ||
         o->context_length == 0)
         return gen_model_fail(c, ERR_INVAL, "every dimension must be positive");
     if (o->layers > 4096 || o->dim > 65536 || o->ffn > 262144)
         return gen_model_fail(c, ERR_INVAL, "shape too large (layers <= 4096, dim <= 65536)");
-    if (o->dim % o->heads != 0 || (o->dim / o->heads) % 2 != 0)
-        return gen_model_fail(c, ERR_INVAL,
-                              "dim %u must be a multiple of heads %u with an even "
-                              "head dimension",
-                              o->dim, o->heads);
     if (o->heads % o->kv_heads != 0)
         return gen_model_fail(c, ERR_INVAL, "heads %u must be a multiple of kv-heads %u", o->heads,
                               o->kv_heads);
     if (!o->vocab_from && (o->vocab_size < MODEL_GEN_BYTE_VOCAB || o->vocab_size > 1000000))
         return gen_model_fail(c, ERR_INVAL, "vocab size %u outside [%d, 1000000]", o->vocab_size,
                               MODEL_GEN_BYTE_VOCAB);
-    return 0;
+    return gen_model_arch_check(c);
 }
 
-/* llama.cpp's general.file_type (enum llama_ftype) for the weight type. */
-static uint32_t gen_model_ftype(enum quant_type t)
-{
-    switch (t) {
-    case QUANT_F16: return 1;
-    case QUANT_Q4_0: return 2;
-    case QUANT_Q8_0: return 7;
-    default: return 0;
-    }
-}
-
-static int gen_model_metadata(struct gen_model_ctx *c, uint64_t vocab)
+static int gen_model_metadata(struct gen_model_ctx *c)
 {
     const struct gen_model_opts *o = c->o;
     struct gguf_writer *w = c->w;
+    char key[96];
+    snprintf(key, sizeof(key), "%s.vocab_size", o->arch);
     int rc;
-    if ((rc = gguf_writer_set_str(w, "general.architecture", "llama")) ||
+    if ((rc = gguf_writer_set_str(w, "general.architecture", o->arch)) ||
         (rc = gguf_writer_set_str(w, "general.name", "cinfer-random")) ||
-        (rc = gguf_writer_set_u32(w, "general.file_type", gen_model_ftype(o->type))) ||
+        (rc = gguf_writer_set_u32(w, "general.file_type", quant_type_file_type(o->type))) ||
         (rc = gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
-        (rc = gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)vocab)) ||
-        (rc = gguf_writer_set_u32(w, "llama.context_length", o->context_length)) ||
-        (rc = gguf_writer_set_u32(w, "llama.embedding_length", o->dim)) ||
-        (rc = gguf_writer_set_u32(w, "llama.block_count", o->layers)) ||
-        (rc = gguf_writer_set_u32(w, "llama.feed_forward_length", o->ffn)) ||
-        (rc = gguf_writer_set_u32(w, "llama.rope.dimension_count", o->dim / o->heads)) ||
-        (rc = gguf_writer_set_f32(w, "llama.rope.freq_base", 10000.0f)) ||
-        (rc = gguf_writer_set_u32(w, "llama.attention.head_count", o->heads)) ||
-        (rc = gguf_writer_set_u32(w, "llama.attention.head_count_kv", o->kv_heads)) ||
-        (rc = gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f)))
+        (rc = gguf_writer_set_u32(w, key, 0))) /* fixes the key's place; set once known */
         return gen_model_fail(c, rc, "cannot set metadata");
-    return 0;
-}
-
-static int gen_model_tensors(struct gen_model_ctx *c, uint64_t vocab)
-{
-    const struct gen_model_opts *o = c->o;
-    uint64_t dim = o->dim, kv_dim = (uint64_t)o->dim / o->heads * o->kv_heads, ffn = o->ffn;
-    int rc;
-    if ((rc = gen_model_tensor(c, "token_embd.weight", dim, vocab, false))) return rc;
-    for (uint32_t l = 0; l < o->layers; l++) {
-        static const struct {
-            const char *name;
-            int cols, rows; /* 0 dim, 1 kv_dim, 2 ffn; rows -1: a 1-D norm */
-        } parts[] = {{"attn_norm", 0, -1}, {"attn_q", 0, 0},      {"attn_k", 0, 1},
-                     {"attn_v", 0, 1},     {"attn_output", 0, 0}, {"ffn_norm", 0, -1},
-                     {"ffn_gate", 0, 2},   {"ffn_up", 0, 2},      {"ffn_down", 2, 0}};
-        const uint64_t size[3] = {dim, kv_dim, ffn};
-        for (size_t p = 0; p < sizeof(parts) / sizeof(parts[0]); p++) {
-            char name[64];
-            snprintf(name, sizeof(name), "blk.%u.%s.weight", l, parts[p].name);
-            bool norm = parts[p].rows < 0;
-            if ((rc = gen_model_tensor(c, name, size[parts[p].cols], norm ? 0 : size[parts[p].rows],
-                                       norm)))
-                return rc;
-        }
-    }
-    if ((rc = gen_model_tensor(c, "output_norm.weight", dim, 0, true))) return rc;
-    if (!o->tied_output && (rc = gen_model_tensor(c, "output.weight", dim, vocab, false)))
-        return rc;
-    return 0;
+    return gen_model_arch_metadata(c);
 }
 
 void gen_model_defaults(struct gen_model_opts *o)
@@ -314,7 +278,8 @@ void gen_model_defaults(struct gen_model_opts *o)
                                  .vocab_size = 32000,
                                  .tied_output = false,
                                  .seed = 42,
-                                 .vocab_from = NULL};
+                                 .vocab_from = NULL,
+                                 .arch = "llama"};
 }
 
 uint64_t gen_model_param_count(const struct gen_model_opts *o, uint64_t vocab)
@@ -332,12 +297,13 @@ int gen_model_write(const struct gen_model_opts *o, const char *path, char *err,
     if (rc) return rc;
     rc = ERR_NOMEM;
     c.w = gguf_writer_new();
-    c.bufs = calloc(3 + 9 * (size_t)o->layers, sizeof(*c.bufs));
+    c.cap_bufs = gen_model_arch_max_tensors(o);
+    c.bufs = calloc(c.cap_bufs, sizeof(*c.bufs));
     if (!c.w || !c.bufs) {
         gen_model_fail(&c, rc, "out of memory");
         goto out;
     }
-    if ((rc = gen_model_metadata(&c, 0))) goto out; /* fixes key order; vocab size set below */
+    if ((rc = gen_model_metadata(&c))) goto out;
     rc = o->vocab_from ? gen_model_copy_vocab(&c, &vocab) : gen_model_byte_vocab(&c, o->vocab_size);
     if (rc) {
         if (!o->vocab_from) gen_model_fail(&c, rc, "cannot build the byte vocabulary");
@@ -347,8 +313,10 @@ int gen_model_write(const struct gen_model_opts *o, const char *path, char *err,
         rc = gen_model_fail(&c, ERR_INVAL, "vocabulary of %llu tokens", (unsigned long long)vocab);
         goto out;
     }
-    if ((rc = gguf_writer_set_u32(c.w, "llama.vocab_size", (uint32_t)vocab))) goto out;
-    if ((rc = gen_model_tensors(&c, vocab))) goto out;
+    char key[96];
+    snprintf(key, sizeof(key), "%s.vocab_size", o->arch);
+    if ((rc = gguf_writer_set_u32(c.w, key, (uint32_t)vocab))) goto out;
+    if ((rc = gen_model_arch_tensors(&c, vocab))) goto out;
     if ((rc = gguf_writer_write(c.w, path))) gen_model_fail(&c, rc, "cannot write %s", path);
 out:
     for (size_t i = 0; i < c.n_bufs; i++) free(c.bufs[i]);

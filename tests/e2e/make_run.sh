@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end check of `make run`: starts hack/run-engine.sh (what `make run` executes) with the
 # engine of the current build (CINFER_BUILD, so `make asan` checks the sanitized binary) on a free
-# port (the default random-weight model), then checks /health, /live, /metrics (Prometheus text), a
-# completion, routing errors and the SIGTERM drain.
+# port (the default model, stories260K shipped in models/), then checks /health, /live, /metrics
+# (Prometheus text), that a completion is English, routing errors and the SIGTERM drain.
 # Ends with exactly one line: make_run: N passed, M failed
 set -uo pipefail
 
@@ -87,13 +87,18 @@ check "GET /health body is {\"status\":\"ok\"}" \
 check "GET /live is 200" test "$(status /live)" = 200
 check "GET /nope is 404" test "$(status /nope)" = 404
 check "POST /health is 405" test "$(status /health -X POST)" = 405
-check "the log says the default model is random-weight" grep -q 'random weights' "$tmp/engine.log"
+check "the log says it serves the shipped stories260K model" grep -q 'shipped stories260K' \
+	"$tmp/engine.log"
 curl -s --max-time 30 "http://127.0.0.1:$port/v1/completions" \
-	-d '{"prompt":"Hello","max_tokens":5,"temperature":0,"ignore_eos":true}' >"$tmp/completion.json"
-check "a completion on the default model generates 5 tokens" \
-	grep -q '"completion_tokens":5' "$tmp/completion.json"
+	-d '{"prompt":"Once upon a time","max_tokens":24,"temperature":0,"ignore_eos":true}' \
+	>"$tmp/completion.json"
+check "a completion on the default model generates 24 tokens" \
+	grep -q '"completion_tokens":24' "$tmp/completion.json"
+# stories260K's greedy story (llama2.c's documented output begins the same way)
+check "the default model answers in English" \
+	grep -q 'there was a little girl named Lily' "$tmp/completion.json"
 check "GET /v1/models lists the default model" \
-	grep -q '"id":"random-small-q8_0"' <(curl -s --max-time 5 "http://127.0.0.1:$port/v1/models")
+	grep -q '"id":"stories260K-Q8_0"' <(curl -s --max-time 5 "http://127.0.0.1:$port/v1/models")
 check "405 names the allowed method" \
 	grep -qi '^allow: GET' <(curl -s -D - -o /dev/null -X POST "http://127.0.0.1:$port/health")
 
@@ -104,7 +109,7 @@ check "/metrics has process_start_time_seconds" \
 	grep -qE '^process_start_time_seconds [0-9.e+]+$' "$tmp/metrics"
 for m in cinfer_requests_running cinfer_requests_waiting cinfer_kv_cache_usage_ratio \
 	'vllm:num_requests_running' 'vllm:num_requests_waiting'; do
-	check "/metrics has gauge $m at 0" grep -qE "^$m\\{model_name=\"random-small-q8_0\"\\} 0$" "$tmp/metrics"
+	check "/metrics has gauge $m at 0" grep -qE "^$m\\{model_name=\"stories260K-Q8_0\"\\} 0$" "$tmp/metrics"
 	check "/metrics types $m as a gauge" grep -qxF "# TYPE $m gauge" "$tmp/metrics"
 done
 # Every line is a comment or "name{labels} value": the text format's grammar, loosely.
@@ -137,7 +142,7 @@ fi
 
 # The port in use: a clear error and exit 1.
 if start "$tmp/engine3.log"; then
-	"$bin" serve --model "$build/models/random-small-q8_0.gguf" --port "$port" --log-format text \
+	"$bin" serve --model "$root/models/stories260K/stories260K-Q8_0.gguf" --port "$port" --log-format text \
 		2>"$tmp/clash.log"
 	check "a port in use exits 1" test $? -eq 1
 	check "a port in use is logged" grep -q 'cannot listen' "$tmp/clash.log"

@@ -8,13 +8,18 @@
 #include "engine/backend/cpu/cpu_isa.h"
 #include "engine/backend/cpu/cpu_pool.h"
 #include "engine/cmd/cmd.h"
+#include "engine/gguf/gguf.h"
 #include "engine/gguf/quant.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Attention parameters with only a scale (no soft-cap, no sliding window). */
+#define ATTN_SCALE(s) (&(struct backend_attn_params){.scale = (s)})
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -58,7 +63,17 @@ static size_t type_row_bytes(enum quant_type t, int64_t cols)
     return quant_row_bytes(t, (uint64_t)cols);
 }
 
-/* Random row data of `type`: scales small and positive-ish like real models, quants uniform. */
+/* Overwrites the f16 at byte `off` of every `bsz`-byte block with a random small scale. */
+static void fix_scales(uint8_t *p, size_t total, size_t bsz, size_t off, float lo, float span)
+{
+    for (size_t i = 0; i < total / bsz; i++) {
+        uint16_t h = quant_f32_to_f16(lo + span * fabsf(rng_f()));
+        memcpy(p + i * bsz + off, &h, sizeof(h));
+    }
+}
+
+/* Random row data of `type`: every quant and sub-block scale bit pattern uniform (random bytes),
+ * the f16 super-scales small and positive like real models' (mins and Q4_1/Q5_1 offsets signed). */
 static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
 {
     size_t rb = type_row_bytes(type, cols), total = rb * (size_t)rows;
@@ -76,47 +91,66 @@ static void *random_weights(enum quant_type type, int64_t rows, int64_t cols)
         for (size_t i = 0; i < n; i++) ((uint16_t *)p)[i] = quant_f32_to_bf16(rng_f());
         break;
     case QUANT_Q8_0:
+        fix_scales(p, total, 34, 0, 0.001f, 0.01f);
         for (size_t i = 0; i < total / 34; i++) {
             struct quant_block_q8_0 *b = (struct quant_block_q8_0 *)p + i;
-            b->d = quant_f32_to_f16(0.001f + 0.01f * fabsf(rng_f()));
             for (int j = 0; j < 32; j++)
                 if (b->qs[j] == -128) b->qs[j] = -127; /* ggml's quantizer never emits -128 */
         }
         break;
-    case QUANT_Q4_0:
-        for (size_t i = 0; i < total / 18; i++)
-            ((struct quant_block_q4_0 *)p)[i].d = quant_f32_to_f16(0.01f + 0.05f * rng_f());
+    case QUANT_Q4_0: fix_scales(p, total, 18, 0, -0.05f, 0.1f); break;
+    case QUANT_Q4_1:
+        fix_scales(p, total, 20, 0, 0.001f, 0.01f);
+        fix_scales(p, total, 20, 2, -0.08f, 0.04f);
         break;
+    case QUANT_Q5_0: fix_scales(p, total, 22, 0, -0.02f, 0.04f); break;
+    case QUANT_Q5_1:
+        fix_scales(p, total, 24, 0, 0.0005f, 0.005f);
+        fix_scales(p, total, 24, 2, -0.08f, 0.04f);
+        break;
+    case QUANT_Q2_K:
+        fix_scales(p, total, 84, 80, 0.0005f, 0.005f);
+        fix_scales(p, total, 84, 82, 0.0005f, 0.002f);
+        break;
+    case QUANT_Q3_K: fix_scales(p, total, 110, 108, 0.0002f, 0.001f); break;
     case QUANT_Q4_K:
-        for (size_t i = 0; i < total / 144; i++) {
-            struct quant_block_q4_k *b = (struct quant_block_q4_k *)p + i;
-            b->d = quant_f32_to_f16(0.002f * fabsf(rng_f()) + 0.0005f);
-            b->dmin = quant_f32_to_f16(0.002f * fabsf(rng_f()));
+    case QUANT_Q5_K: {
+        size_t bsz = type == QUANT_Q4_K ? 144 : 176;
+        fix_scales(p, total, bsz, 0, 0.0005f, 0.002f);
+        fix_scales(p, total, bsz, 2, 0.0f, 0.002f);
+        break;
+    }
+    case QUANT_Q6_K: fix_scales(p, total, 210, 208, -0.0005f, 0.0015f); break;
+    case QUANT_Q8_K:
+        for (size_t i = 0; i < total / 292; i++) {
+            float d = 0.0001f + 0.001f * fabsf(rng_f());
+            memcpy(p + i * 292, &d, sizeof(d));
         }
         break;
-    case QUANT_Q6_K:
-        for (size_t i = 0; i < total / 210; i++) {
-            struct quant_block_q6_k *b = (struct quant_block_q6_k *)p + i;
-            b->d = quant_f32_to_f16(0.0005f + 0.001f * rng_f());
-        }
-        break;
+    case QUANT_IQ4_NL: fix_scales(p, total, 18, 0, -0.0005f, 0.001f); break;
+    case QUANT_IQ4_XS: fix_scales(p, total, 136, 0, 0.00005f, 0.0002f); break;
     default: ck_abort_msg("unexpected type");
     }
     return p;
 }
 
-/* Q8_0 activation error bound of one output: per block, 0.6 * amax/127 * sum |w| (rounding to
- * half a step plus the f16 rounding of the block scale). */
-static double act_q8_bound(const float *w, const float *x, int64_t cols)
+/* The error bound of one output from quantizing the activations (cpu_act_of): per block of the
+ * activation format, half a quantization step amax/127 times sum |w| of the block's weights. Q8_0
+ * stores its scale as f16 (a relative 2^-11 more: 0.6 for 0.5); Q8_K keeps a float scale and
+ * rounds to nearest (0.51). The weights are exact in both (the dequantized values themselves). */
+static double act_bound(enum quant_type type, const float *w, const float *x, int64_t cols)
 {
-    double bound = 0.0;
-    for (int64_t b = 0; b < cols / 32; b++) {
+    enum cpu_act act = cpu_act_of(type);
+    if (act == CPU_ACT_FLOAT) return 0.0;
+    int blk = act == CPU_ACT_Q8_K ? 256 : 32;
+    double f = act == CPU_ACT_Q8_K ? 0.51 : 0.6, bound = 0.0;
+    for (int64_t b = 0; b < cols / blk; b++) {
         double amax = 0.0, sw = 0.0;
-        for (int j = 0; j < 32; j++) {
-            amax = fmax(amax, fabs(x[b * 32 + j]));
-            sw += fabs(w[b * 32 + j]);
+        for (int j = 0; j < blk; j++) {
+            amax = fmax(amax, fabs(x[b * blk + j]));
+            sw += fabs(w[b * blk + j]);
         }
-        bound += 0.6 * amax / 127.0 * sw;
+        bound += f * amax / 127.0 * sw;
     }
     return bound;
 }
@@ -160,9 +194,10 @@ static void check_matmul_case(const struct mm_case *c)
     size_t rb = type_row_bytes(c->type, cols);
     for (int64_t r = 0; r < rows; r++)
         quant_dequantize_row(c->type, (const char *)wdata + r * rb, wf + r * cols, (size_t)cols);
-    int integer = c->type == QUANT_Q8_0 || c->type == QUANT_Q4_0;
 
     float *ref_scalar = run_matmul("scalar", 1, &d, x, nt);
+    bool exact =
+        cpu_act_of(c->type) != CPU_ACT_FLOAT && c->type != QUANT_Q8_0 && c->type != QUANT_Q4_0;
     for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
         for (int th = 1; th <= 2; th++) {
             float *y = run_matmul(isa_levels[li], th, &d, x, nt);
@@ -181,14 +216,20 @@ static void check_matmul_case(const struct mm_case *c)
                         ref += (double)wr[i] * xt[i];
                         mag += fabs((double)wr[i] * xt[i]);
                     }
-                    double tol = 1e-4 * mag + 1e-5 + (integer ? act_q8_bound(wr, xt, cols) : 0);
+                    double tol = 1e-4 * mag + 1e-5 + act_bound(c->type, wr, xt, cols);
                     double got = y[(size_t)t * rows + r];
                     ck_assert_msg(fabs(got - ref) <= tol,
                                   "type %d %lldx%lld nt %d isa %s: y[%d][%lld] = %g, ref %g",
                                   c->type, (long long)rows, (long long)cols, nt, isa_levels[li], t,
                                   (long long)r, got, ref);
-                    /* every level agrees with the scalar kernels far more tightly */
+                    /* every level agrees with the scalar kernels far more tightly, and
+                     * bit for bit where the integer sums are exact (cpu_qdot.c) */
                     double s = ref_scalar[(size_t)t * rows + r];
+                    if (exact)
+                        ck_assert_msg(memcmp(&y[(size_t)t * rows + r],
+                                             &ref_scalar[(size_t)t * rows + r], 4) == 0,
+                                      "type %d isa %s threads %d: y[%d][%lld] = %.9g, scalar %.9g",
+                                      c->type, isa_levels[li], th, t, (long long)r, got, s);
                     ck_assert_msg(fabs(got - s) <= 2e-5 * mag + 1e-6,
                                   "type %d isa %s: y[%d][%lld] = %.9g, scalar %.9g", c->type,
                                   isa_levels[li], t, (long long)r, got, s);
@@ -218,45 +259,20 @@ static void check_matmul_type(enum quant_type type, int64_t block)
             }
 }
 
-START_TEST(test_matmul_f32)
-{
-    check_matmul_type(QUANT_F32, 1);
-}
-END_TEST
+/* Every weight type, one loop iteration each (block: elements per block, 1 for float types). */
+static const struct {
+    enum quant_type type;
+    int64_t block;
+} matmul_types[] = {
+    {QUANT_F32, 1},     {QUANT_F16, 1},    {QUANT_BF16, 1},   {QUANT_Q8_0, 32},
+    {QUANT_Q4_0, 32},   {QUANT_Q4_1, 32},  {QUANT_Q5_0, 32},  {QUANT_Q5_1, 32},
+    {QUANT_IQ4_NL, 32}, {QUANT_Q2_K, 256}, {QUANT_Q3_K, 256}, {QUANT_Q4_K, 256},
+    {QUANT_Q5_K, 256},  {QUANT_Q6_K, 256}, {QUANT_Q8_K, 256}, {QUANT_IQ4_XS, 256},
+};
 
-START_TEST(test_matmul_f16)
+START_TEST(test_matmul_every_type)
 {
-    check_matmul_type(QUANT_F16, 1);
-}
-END_TEST
-
-START_TEST(test_matmul_bf16)
-{
-    check_matmul_type(QUANT_BF16, 1);
-}
-END_TEST
-
-START_TEST(test_matmul_q8_0)
-{
-    check_matmul_type(QUANT_Q8_0, 32);
-}
-END_TEST
-
-START_TEST(test_matmul_q4_0)
-{
-    check_matmul_type(QUANT_Q4_0, 32);
-}
-END_TEST
-
-START_TEST(test_matmul_q4_k)
-{
-    check_matmul_type(QUANT_Q4_K, 256);
-}
-END_TEST
-
-START_TEST(test_matmul_q6_k)
-{
-    check_matmul_type(QUANT_Q6_K, 256);
+    check_matmul_type(matmul_types[_i].type, matmul_types[_i].block);
 }
 END_TEST
 
@@ -264,13 +280,12 @@ END_TEST
  * relies on this for batch-invariant logits). */
 START_TEST(test_matmul_batch_invariant)
 {
-    const enum quant_type types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
-                                     QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K};
-    const int64_t cols_for[] = {172, 172, 172, 96, 96, 256, 256};
     int64_t rows = 37;
     int nt = 100;
-    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
-        int64_t cols = cols_for[ti];
+    enum quant_type types[ARRAY_LEN(matmul_types)];
+    for (size_t ti = 0; ti < ARRAY_LEN(matmul_types); ti++) {
+        types[ti] = matmul_types[ti].type;
+        int64_t cols = matmul_types[ti].block == 1 ? 172 : 3 * matmul_types[ti].block;
         void *wd = random_weights(types[ti], rows, cols);
         struct backend_weight_desc d = {types[ti], rows, cols, wd, false};
         float *x = malloc(sizeof(float) * nt * cols);
@@ -388,15 +403,19 @@ START_TEST(test_matmul_group_matches_single)
 }
 END_TEST
 
-/* A weight marked lookup_only is not repacked, yet matmul on it still agrees with the repacked one,
+/* A weight marked lookup_only is not repacked, yet matmul on it still agrees with the repacked one
+ * (bit for bit for the exact-sum types),
  * get_rows reads it, and preparing (which repacks and advises the kernel to drop the original's
  * pages) never changes the caller's data. */
 START_TEST(test_weight_lookup_only_and_source_untouched)
 {
-    const enum quant_type types[] = {QUANT_Q8_0, QUANT_Q4_0};
     int64_t rows = 40, cols = 256;
     int nt = 5;
-    for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+    enum quant_type types[ARRAY_LEN(matmul_types)];
+    for (size_t ti = 0; ti < ARRAY_LEN(matmul_types); ti++) {
+        types[ti] = matmul_types[ti].type;
+        if (cpu_act_of(types[ti]) == CPU_ACT_FLOAT) continue;
+        bool exact = types[ti] != QUANT_Q8_0 && types[ti] != QUANT_Q4_0;
         size_t bytes = type_row_bytes(types[ti], cols) * (size_t)rows;
         void *wd = random_weights(types[ti], rows, cols);
         void *copy = malloc(bytes);
@@ -410,7 +429,8 @@ START_TEST(test_weight_lookup_only_and_source_untouched)
             d.lookup_only = true;
             float *plain = run_matmul(isa_levels[li], 2, &d, x, nt);
             for (int i = 0; i < nt * rows; i++)
-                ck_assert_msg(fabs(packed[i] - plain[i]) <= 1e-4 * (fabs(plain[i]) + 1.0),
+                ck_assert_msg(exact ? memcmp(&packed[i], &plain[i], 4) == 0
+                                    : fabs(packed[i] - plain[i]) <= 1e-4 * (fabs(plain[i]) + 1.0),
                               "type %d isa %s [%d]: %g vs %g", types[ti], isa_levels[li], i,
                               packed[i], plain[i]);
             ck_assert_int_eq(memcmp(wd, copy, bytes), 0);
@@ -421,6 +441,62 @@ START_TEST(test_weight_lookup_only_and_source_untouched)
         free(copy);
         free(wd);
     }
+}
+END_TEST
+
+/* The real published matrices of ../shared/testdata/quant (Q6_K, Q4_K, Q5_0, Q8_0, Q4_1) times their
+ * fixture inputs, at every level and 1 and 2 threads, against the fixture's y = dequant(W) @ x in
+ * float64: within the activation-quantization bound of each output (act_bound: the inputs are
+ * rounded to Q8_0 or Q8_K as ggml does), plus 1e-5 of sum |w x| for float summation order. The
+ * same x repeated as 3 tokens checks each token alone gives the same output. */
+START_TEST(test_matmul_real_tensors)
+{
+    const char *p = test_shared_path("testdata/quant/quant-fixtures-real-tensors.gguf");
+    if (!p) return;
+    char err[256];
+    struct gguf *f = NULL;
+    ck_assert_msg(gguf_open(p, &f, err, sizeof(err)) == 0, "%s", err);
+    int checked = 0;
+    for (size_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->type == QUANT_F32) continue;
+        char name[160];
+        snprintf(name, sizeof(name), "%s.x", t->name);
+        const struct gguf_tensor *tx = gguf_find_tensor(f, name);
+        snprintf(name, sizeof(name), "%s.y", t->name);
+        const struct gguf_tensor *ty = gguf_find_tensor(f, name);
+        ck_assert(tx && ty);
+        int64_t cols = (int64_t)t->ne[0], rows = (int64_t)t->ne[1];
+        float *x = malloc(sizeof(float) * 3 * (size_t)cols), *w = malloc(sizeof(float) * cols);
+        for (int k = 0; k < 3; k++) memcpy(x + k * cols, tx->data, sizeof(float) * cols);
+        struct backend_weight_desc d = {t->type, rows, cols, t->data, false};
+        size_t rb = quant_row_bytes(t->type, (uint64_t)cols);
+        for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++)
+            for (int th = 1; th <= 2; th++) {
+                float *y = run_matmul(isa_levels[li], th, &d, x, 3);
+                if (!y) continue;
+                for (int64_t r = 0; r < rows; r++) {
+                    quant_dequantize_row(t->type, (const char *)t->data + r * rb, w, (size_t)cols);
+                    double mag = 0.0;
+                    for (int64_t c = 0; c < cols; c++) mag += fabs((double)w[c] * x[c]);
+                    float want;
+                    memcpy(&want, (const char *)ty->data + r * 4, 4);
+                    double tol = act_bound(t->type, w, x, cols) + 1e-5 * mag + 1e-6;
+                    ck_assert_msg(fabs(y[r] - want) <= tol,
+                                  "%s (%s) isa %s: y[%lld] = %.7g, fixture %.7g (bound %.3g)",
+                                  t->name, quant_type_name(t->type), isa_levels[li], (long long)r,
+                                  y[r], want, tol);
+                    ck_assert(memcmp(&y[r], &y[rows + r], 4) == 0);
+                    ck_assert(memcmp(&y[r], &y[2 * rows + r], 4) == 0);
+                }
+                free(y);
+            }
+        free(x);
+        free(w);
+        checked++;
+    }
+    ck_assert_int_ge(checked, 6);
+    gguf_close(f);
 }
 END_TEST
 
@@ -509,6 +585,48 @@ START_TEST(test_quantize_q8_0_levels_agree)
 }
 END_TEST
 
+/* Every level's Q8_K activation quantizer is ggml's quantize_row_q8_K_ref (quant.c's encoder) bit
+ * for bit, with the sums of 16 and 32: normal rows, ties, an all-zero block, equal magnitudes of
+ * both signs (the first wins), NaN (skipped by the max, quantized as ggml's bit trick does) and
+ * infinities. */
+START_TEST(test_quantize_q8_k_levels_agree)
+{
+    enum { K = 256 * 6 };
+    float *x = malloc(sizeof(float) * K);
+    fill_f(x, K);
+    for (int i = 0; i < 256; i++) x[i] = (float)(i % 64 - 32) * 0.5f; /* many exact ties */
+    for (int i = 256; i < 512; i++) x[i] = 0.0f;
+    x[512 + 7] = 3.0f, x[512 + 100] = -3.0f; /* same magnitude: the first sets the sign */
+    x[768 + 3] = NAN;
+    x[1024 + 9] = INFINITY;
+    x[1280 + 200] = -INFINITY, x[1280 + 201] = NAN;
+    int8_t *q = malloc(K);
+    float d[K / 256];
+    int16_t s16[K / 16], s32[K / 32];
+    struct quant_block_q8_k ref[K / 256];
+    ck_assert_int_eq(quant_quantize_row(QUANT_Q8_K, x, ref, K), 0);
+    ck_assert_int_eq(ref[2].qs[7], -127);
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        memset(q, 0x55, K);
+        k.quantize_q8_k(x, K, q, d, s16, s32);
+        for (int b = 0; b < K / 256; b++) {
+            ck_assert_msg(memcmp(q + 256 * b, ref[b].qs, 256) == 0, "level %d block %d", lvl, b);
+            ck_assert_msg(memcmp(&d[b], &ref[b].d, 4) == 0 || (isnan(d[b]) && isnan(ref[b].d)),
+                          "level %d block %d: d %g vs %g", lvl, b, d[b], ref[b].d);
+            for (int j = 0; j < 16; j++) {
+                ck_assert_int_eq(s16[b * 16 + j], ref[b].bsums[j]);
+                if (j % 2)
+                    ck_assert_int_eq(s32[b * 8 + j / 2], ref[b].bsums[j - 1] + ref[b].bsums[j]);
+            }
+        }
+    }
+    free(q);
+    free(x);
+}
+END_TEST
+
 /* ---- weights, get_rows, conversions ------------------------------------------------------- */
 
 START_TEST(test_weight_prepare_rejects_bad_desc)
@@ -519,7 +637,7 @@ START_TEST(test_weight_prepare_rejects_bad_desc)
     struct backend_weight_desc d = {.type = QUANT_Q8_0, .rows = 1, .cols = 33, .data = buf};
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_INVAL); /* partial block */
     d.cols = 32;
-    d.type = QUANT_Q8_K;
+    d.type = (enum quant_type)16; /* IQ2_XXS: a ggml type this engine does not read */
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_UNSUPPORTED);
     d.type = (enum quant_type)99;
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), ERR_UNSUPPORTED);
@@ -540,10 +658,10 @@ END_TEST
 
 START_TEST(test_get_rows_every_type)
 {
-    const enum quant_type types[] = {QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,
-                                     QUANT_Q4_0, QUANT_Q4_K, QUANT_Q6_K};
+    enum quant_type types[ARRAY_LEN(matmul_types)];
     struct backend *b = make_backend(NULL, 2);
     for (size_t ti = 0; ti < ARRAY_LEN(types); ti++) {
+        types[ti] = matmul_types[ti].type;
         int64_t rows = 9, cols = 512;
         void *data = random_weights(types[ti], rows, cols);
         struct backend_weight_desc d = {types[ti], rows, cols, data, false};
@@ -590,7 +708,7 @@ START_TEST(test_f32_to_f16_levels_match_scalar)
         cpu_kernels_init(&k, (enum cpu_isa)lvl);
         k.f32_to_f16(x, got, N);
         for (int i = 0; i < N; i++) {
-            uint16_t want = cpu_quant_f32_to_f16(x[i]);
+            uint16_t want = quant_f32_to_f16(x[i]);
             if (isnan(x[i]))
                 ck_assert_msg((got[i] & 0x7c00) == 0x7c00 && (got[i] & 0x3ff) != 0,
                               "level %d: NaN became %#x", lvl, got[i]);
@@ -604,24 +722,27 @@ START_TEST(test_f32_to_f16_levels_match_scalar)
 }
 END_TEST
 
-START_TEST(test_fp16_conversions_match_quant)
+/* Every level widens all 65536 half floats exactly as the reference conversion does. */
+START_TEST(test_f16_to_f32_levels_match_quant)
 {
-    for (uint32_t h = 0; h < 65536; h++) {
-        float a = cpu_quant_f16_to_f32((uint16_t)h), r = quant_f16_to_f32((uint16_t)h);
-        if (isnan(r))
-            ck_assert(isnan(a));
-        else
-            ck_assert_msg(memcmp(&a, &r, 4) == 0, "h=%#x: %g vs %g", h, a, r);
-        if (!isnan(r)) ck_assert_uint_eq(cpu_quant_f32_to_f16(r), (uint16_t)h);
+    uint16_t *h = malloc(sizeof(uint16_t) * 65536);
+    float *got = malloc(sizeof(float) * 65536);
+    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        k.f16_to_f32(h, got, 65536);
+        for (uint32_t i = 0; i < 65536; i++) {
+            float r = quant_f16_to_f32((uint16_t)i);
+            if (isnan(r))
+                ck_assert(isnan(got[i]));
+            else
+                ck_assert_msg(memcmp(&got[i], &r, 4) == 0, "level %d h=%#x: %g vs %g", lvl, i,
+                              got[i], r);
+        }
     }
-    for (int i = 0; i < 200000; i++) {
-        uint32_t bits = rng_u32() ^ (rng_u32() << 16);
-        float f;
-        memcpy(&f, &bits, 4);
-        if (isnan(f)) continue;
-        ck_assert_msg(cpu_quant_f32_to_f16(f) == quant_f32_to_f16(f), "f=%a: %#x vs %#x", f,
-                      cpu_quant_f32_to_f16(f), quant_f32_to_f16(f));
-    }
+    free(h);
+    free(got);
 }
 END_TEST
 
@@ -680,7 +801,11 @@ START_TEST(test_small_ops_parallel_match_serial)
     fill_f(g, (size_t)dim);
     fill_f(up, n);
     for (int t = 0; t < nt; t++) pos[t] = t * 7;
-    struct backend_rope_params rp = {BACKEND_ROPE_NEOX, hd, 10000.0f, 1.0f};
+    struct backend_rope_params rp = {.mode = BACKEND_ROPE_NEOX,
+                                     .n_rot = hd,
+                                     .freq_base = 10000.0f,
+                                     .freq_scale = 1.0f,
+                                     .attn_factor = 1.0f};
     for (int th = 1; th <= 2; th++) {
         struct backend *b = make_backend(NULL, th);
         struct backend_weight *w = f32_weight(b, g, dim);
@@ -750,7 +875,11 @@ static void check_rope(enum backend_rope_mode mode, int head_dim, int n_rot, flo
     float *x = malloc(n * sizeof(float)), *x0 = malloc(n * sizeof(float));
     fill_f(x, n);
     memcpy(x0, x, n * sizeof(float));
-    struct backend_rope_params p = {mode, n_rot, 10000.0f, scale};
+    struct backend_rope_params p = {.mode = mode,
+                                    .n_rot = n_rot,
+                                    .freq_base = 10000.0f,
+                                    .freq_scale = scale,
+                                    .attn_factor = 1.0f};
     ck_assert_int_eq(b->ops->rope(b, x, pos, nt, nh, head_dim, &p), 0);
     for (int t = 0; t < nt; t++)
         for (int h = 0; h < nh; h++) {
@@ -822,8 +951,11 @@ START_TEST(test_rope_reuses_angles_only_for_the_same_positions)
         int nt = calls[c].nt;
         for (int t = 0; t < nt; t++)
             pos[t] = calls[c].first + 3 * t; /* the same buffer each time */
-        struct backend_rope_params p = {calls[c].mode, calls[c].n_rot, calls[c].base,
-                                        calls[c].scale};
+        struct backend_rope_params p = {.mode = calls[c].mode,
+                                        .n_rot = calls[c].n_rot,
+                                        .freq_base = calls[c].base,
+                                        .freq_scale = calls[c].scale,
+                                        .attn_factor = 1.0f};
         float x[MAXT * NH * HD], want[MAXT * NH * HD];
         fill_f(x, (size_t)nt * NH * HD);
         memcpy(want, x, sizeof(float) * (size_t)nt * NH * HD);
@@ -832,10 +964,13 @@ START_TEST(test_rope_reuses_angles_only_for_the_same_positions)
         ck_assert_msg(memcmp(x, want, sizeof(float) * (size_t)nt * NH * HD) == 0,
                       "call %zu differs from a fresh backend's", c);
     }
-    ck_assert_int_eq(
-        b->ops->rope(b, NULL, pos, 0, NH, HD,
-                     &(struct backend_rope_params){BACKEND_ROPE_NORMAL, 32, 1e4f, 1.0f}),
-        ERR_INVAL);
+    ck_assert_int_eq(b->ops->rope(b, NULL, pos, 0, NH, HD,
+                                  &(struct backend_rope_params){.mode = BACKEND_ROPE_NORMAL,
+                                                                .n_rot = 32,
+                                                                .freq_base = 1e4f,
+                                                                .freq_scale = 1.0f,
+                                                                .attn_factor = 1.0f}),
+                     ERR_INVAL);
     b->ops->destroy(b);
 }
 END_TEST
@@ -1046,7 +1181,8 @@ static float *scene_attention(const char *isa, int n_threads, const struct att_s
                                .block_tables = s->tab,
                                .n_seqs = s->n_seqs,
                                .max_blocks = s->max_blocks};
-    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, nh, 1.0f / sqrtf((float)s->hd)), 0);
+    ck_assert_int_eq(
+        b->ops->attention(b, 1, q, out, &bt, nh, ATTN_SCALE(1.0f / sqrtf((float)s->hd))), 0);
     b->ops->kv_free(b);
     b->ops->destroy(b);
     return out;
@@ -1219,12 +1355,12 @@ START_TEST(test_kv_copy_block_copies_every_layer)
         int32_t pos[] = {40}, seq[] = {0};
         for (int layer = 0; layer < 2; layer++) {
             struct backend_batch bt = {1, pos, seq, s.tab, 1, 8, NULL};
-            ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, 0.2f), 0);
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o1, &bt, 4, ATTN_SCALE(0.2f)), 0);
             bt.block_tables = tab2;
-            ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, 0.2f), 0);
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o2, &bt, 4, ATTN_SCALE(0.2f)), 0);
             ck_assert_mem_eq(o1, o2, sizeof(o1));
             tab2[2] = 29; /* never written: the copy is what made o2 right */
-            ck_assert_int_eq(b->ops->attention(b, layer, q, o3, &bt, 4, 0.2f), 0);
+            ck_assert_int_eq(b->ops->attention(b, layer, q, o3, &bt, 4, ATTN_SCALE(0.2f)), 0);
             ck_assert(memcmp(o1, o3, sizeof(o1)) != 0);
             tab2[2] = 30;
         }
@@ -1257,26 +1393,28 @@ START_TEST(test_attention_rejects_bad_batches)
     int32_t pos[] = {3}, seq[] = {0}, tab[] = {0, 1};
     int64_t slots[] = {3};
     struct backend_batch bt = {1, pos, seq, tab, 1, 2, slots};
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_BAD_STATE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_BAD_STATE);
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_BAD_STATE);
     struct backend_kv_desc kd = {1, 4, 4, 2, 16, QUANT_F32};
     ck_assert_int_eq(b->ops->kv_alloc(b, &kd), 0);
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), 0);
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), 0);
-    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, 4, 1.0f), ERR_INVAL); /* layer */
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 3, 1.0f), ERR_INVAL); /* heads */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), 0);
+    ck_assert_int_eq(b->ops->attention(b, 1, q, out, &bt, 4, ATTN_SCALE(1.0f)),
+                     ERR_INVAL); /* layer */
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 3, ATTN_SCALE(1.0f)),
+                     ERR_INVAL); /* heads */
     slots[0] = 16;
     ck_assert_int_eq(b->ops->kv_store(b, 0, k, k, &bt), ERR_RANGE);
     pos[0] = 8; /* needs a third block */
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     pos[0] = -1;
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     pos[0] = 5;
     tab[1] = 4; /* physical block out of range */
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     tab[1] = 1;
     seq[0] = 1;
-    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, 1.0f), ERR_RANGE);
+    ck_assert_int_eq(b->ops->attention(b, 0, q, out, &bt, 4, ATTN_SCALE(1.0f)), ERR_RANGE);
     kd.type = QUANT_Q8_0;
     ck_assert_int_eq(b->ops->kv_alloc(b, &kd), ERR_UNSUPPORTED);
     kd.type = QUANT_F32;
@@ -1342,7 +1480,11 @@ static int lanes_probe_fn(void *ctx, int lane)
         atomic_store(&p->nested_rc, p->b->ops->run_lanes(p->b, 1, lanes_probe_fn, ctx));
     float *y = p->y + (size_t)lane * LANES_T * LANES_ROWS;
     int rc = p->b->ops->matmul(p->b, p->w, p->x + (size_t)lane * LANES_T * LANES_COLS, y, LANES_T);
-    struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, LANES_ROWS / LANES_HEADS, 10000.0f, 1.0f};
+    struct backend_rope_params rp = {.mode = BACKEND_ROPE_NORMAL,
+                                     .n_rot = LANES_ROWS / LANES_HEADS,
+                                     .freq_base = 10000.0f,
+                                     .freq_scale = 1.0f,
+                                     .attn_factor = 1.0f};
     return rc ? rc
               : p->b->ops->rope(p->b, y, p->pos + lane * LANES_T, LANES_T, LANES_HEADS,
                                 LANES_ROWS / LANES_HEADS, &rp);
@@ -1434,6 +1576,10 @@ START_TEST(test_bench_rejects_bad_arguments)
     char *a3[] = {"bench-kernels", "--bogus"};
     char *a4[] = {"bench-kernels", "--threads"};
     char *a5[] = {"bench-kernels", "--isa", "sse9"};
+    char *a6[] = {"bench-kernels", "--types", "q4_K,q9_Z"};
+    char *a7[] = {"bench-kernels", "--types", "q4_K,,f32"};
+    ck_assert_int_eq(cmd_bench_kernels_main(3, a6), 2);
+    ck_assert_int_eq(cmd_bench_kernels_main(3, a7), 2);
     ck_assert_int_eq(cmd_bench_kernels_main(3, a1), 2);
     ck_assert_int_eq(cmd_bench_kernels_main(3, a2), 2);
     ck_assert_int_eq(cmd_bench_kernels_main(2, a3), 2);
@@ -1464,7 +1610,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_isa_parse);
     tcase_add_test(tc, test_bench_rejects_bad_arguments);
     tcase_add_test(tc, test_pool_claims_every_item_once);
-    tcase_add_test(tc, test_fp16_conversions_match_quant);
+    tcase_add_test(tc, test_f16_to_f32_levels_match_quant);
     tcase_add_test(tc, test_f32_to_f16_levels_match_scalar);
     tcase_add_test(tc, test_weight_prepare_rejects_bad_desc);
     tcase_add_test(tc, test_get_rows_every_type);
@@ -1476,16 +1622,12 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_silu_mul_add_bias_gather);
     tcase_add_test(tc, test_silu_mul_every_level_wide_range);
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
+    tcase_add_test(tc, test_quantize_q8_k_levels_agree);
     tcase_add_test(tc, test_attention_f16_kernels_match_widening);
-    tcase_add_test(tc, test_matmul_f32);
-    tcase_add_test(tc, test_matmul_f16);
-    tcase_add_test(tc, test_matmul_bf16);
-    tcase_add_test(tc, test_matmul_q8_0);
-    tcase_add_test(tc, test_matmul_q4_0);
-    tcase_add_test(tc, test_matmul_q4_k);
-    tcase_add_test(tc, test_matmul_q6_k);
     tcase_add_test(tc, test_matmul_model_shapes);
+    tcase_add_test(tc, test_matmul_real_tensors);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);
+    tcase_add_loop_test(tc, test_matmul_every_type, 0, (int)ARRAY_LEN(matmul_types));
     tcase_add_test(tc, test_matmul_batch_invariant);
     tcase_add_test(tc, test_matmul_group_matches_single);
     tcase_add_test(tc, test_attention_gqa_ratios);

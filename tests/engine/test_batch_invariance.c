@@ -5,7 +5,10 @@
  * split into chunks differently. Also prefix sharing with copy-on-write. Uses the stories260K models
  * from ../shared (skipped when absent; their 8-wide heads take the backend's per-row llama.cpp
  * attention path) and generated models with 64-wide heads and grouped KV heads (the vector
- * attention kernels), in F32 and in Q8_0 (whose decode steps split into lanes). */
+ * attention kernels), in F32 and in Q8_0 (whose decode steps split into lanes): llama, and the
+ * architectures with more per-token state: gemma2 and gemma3 (sliding windows of 8 positions, so
+ * windowed and full-context tokens share steps; soft-caps), qwen2moe (each step's routing, experts
+ * run over the rows routed to them, the shared expert), phi3 (fused projections, long-rope). */
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/tools/gen_model.h"
@@ -64,17 +67,45 @@ struct ctx {
     struct kv_cache *kv;
 };
 
+/* A model of ../shared (file), or generated with weights of gen_type (file NULL) and architecture
+ * `arch` (NULL: llama). */
+struct model_case {
+    const char *file;
+    enum quant_type gen_type;
+    bool splits; /* its 16-way decode steps run as lanes (model_lanes.c) */
+    const char *arch;
+};
+
 /* A random-weight model of VOCAB tokens with 64-wide heads, 2 query heads per KV head, weights of
- * `type`; run with an F32 cache, so no f16 or q8 rounding of K/V absorbs a difference before the
- * logits (F32 weights add none either; Q8_0 ones take the integer kernels and lanes). */
-static const char *gen_model_path(enum quant_type type)
+ * the case's type; run with an F32 cache, so no f16 or q8 rounding of K/V absorbs a difference
+ * before the logits (F32 weights add none either; Q8_0 ones take the integer kernels and lanes). */
+static const char *gen_model_path(const struct model_case *mc)
 {
     static char path[512];
     snprintf(path, sizeof(path), "%s/cinfer_test_batch_inv_%ld.gguf", test_tmpdir(),
              (long)getpid());
     struct gen_model_opts g;
     gen_model_defaults(&g);
-    g.type = type;
+    g.type = mc->gen_type;
+    g.arch = mc->arch ? mc->arch : "llama";
+    g.std = 0.05f;
+    g.norm_std = 0.1f;
+    if (strcmp(g.arch, "qwen2moe") == 0) {
+        g.experts = 4;
+        g.experts_used = 2;
+        g.expert_ffn = 128;
+    }
+    if (strncmp(g.arch, "gemma", 5) == 0) {
+        g.sliding_window = 8;
+        g.swa_pattern = 2;
+        g.attn_softcap = 5.0f;
+        g.final_softcap = 10.0f;
+    }
+    if (strcmp(g.arch, "phi3") == 0) {
+        g.rope_scaling = "longrope";
+        g.rope_factor = 4.0f;
+        g.rope_orig_ctx = 64;
+    }
     g.dim = 256;
     g.layers = 2;
     g.heads = 4;
@@ -87,19 +118,12 @@ static const char *gen_model_path(enum quant_type type)
     return path;
 }
 
-/* A model of ../shared (file), or generated with weights of gen_type (file NULL). */
-struct model_case {
-    const char *file;
-    enum quant_type gen_type;
-    bool splits; /* its 16-way decode steps run as lanes (model_lanes.c) */
-};
-
 static bool ctx_open(struct ctx *c, const struct model_case *mc)
 {
     char rel[128];
     snprintf(rel, sizeof(rel), "models/tinyllamas/%s", mc->file ? mc->file : "");
     bool generated = mc->file == NULL;
-    const char *path = generated ? gen_model_path(mc->gen_type) : test_shared_path(rel);
+    const char *path = generated ? gen_model_path(mc) : test_shared_path(rel);
     if (!path) return false;
     struct model_options o;
     model_options_default(&o);
@@ -215,15 +239,23 @@ static void compare(const struct result *a, const struct result *b, const char *
     }
 }
 
-/* Steps split into lanes only when every matrix takes the integer kernels (Q8_0, Q4_0): the
- * stories260K Q8_0 and Q4_0 files keep their ffn_down in F32 (172 columns, no multiple of 32). */
+/* Steps split into lanes only when every matrix takes the integer kernels (every quantized type):
+ * the stories260K Q8_0 and Q4_0 files keep their ffn_down in F32 (172 columns, no multiple of 32).
+ * The generated Q4_K and Q5_0 models cover the K-quant (Q8_K activations) and the other 32-element
+ * kernels. */
 static const struct model_case models[] = {
-    {"stories260K.gguf", QUANT_F32, false},
-    {"stories260K-F16.gguf", QUANT_F32, false},
-    {"stories260K-Q8_0.gguf", QUANT_F32, false},
-    {"stories260K-Q4_0.gguf", QUANT_F32, false},
-    {NULL, QUANT_F32, false},
-    {NULL, QUANT_Q8_0, true},
+    {"stories260K.gguf", QUANT_F32, false, NULL},
+    {"stories260K-F16.gguf", QUANT_F32, false, NULL},
+    {"stories260K-Q8_0.gguf", QUANT_F32, false, NULL},
+    {"stories260K-Q4_0.gguf", QUANT_F32, false, NULL},
+    {NULL, QUANT_F32, false, NULL},
+    {NULL, QUANT_Q8_0, true, NULL},
+    {NULL, QUANT_Q4_K, true, NULL},
+    {NULL, QUANT_Q5_0, true, NULL},
+    {NULL, QUANT_Q8_0, true, "gemma2"},
+    {NULL, QUANT_F32, false, "gemma3"},
+    {NULL, QUANT_Q8_0, true, "qwen2moe"},
+    {NULL, QUANT_Q8_0, true, "phi3"},
 };
 
 START_TEST(test_model_forward_batch_invariant)
@@ -243,7 +275,7 @@ START_TEST(test_model_forward_batch_invariant)
     /* All at once: one prefill step for every prompt, then one decode step for all. */
     int same_start[N_SEQ] = {0};
     /* Its decode steps (16 alike tokens on 2 threads) run as two lanes where the weights take
-     * the integer kernels (Q8_0, Q4_0), and never split otherwise. */
+     * the integer kernels (any quantized type), and never split otherwise. */
     int split = run_together(&c, p, same_start, MAX_LEN, together);
     if (models[_i].splits)
         ck_assert_int_gt(split, 0);
@@ -280,7 +312,7 @@ END_TEST
 START_TEST(test_model_forward_fork_copy_on_write)
 {
     struct ctx c;
-    const struct model_case stories = {"stories260K.gguf", QUANT_F32, false};
+    const struct model_case stories = {"stories260K.gguf", QUANT_F32, false, NULL};
     if (!ctx_open(&c, &stories)) return;
     struct prompt p[N_SEQ];
     make_prompts(p);

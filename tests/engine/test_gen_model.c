@@ -4,6 +4,7 @@
  * quantize output identical, tensor by tensor, to llama.cpp's stories260K Q8_0/Q4_0 files. */
 #include "engine/cmd/cmd.h"
 #include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
 #include "engine/tools/gen_model.h"
 
 #include "common/err.h"
@@ -258,7 +259,7 @@ START_TEST(test_gen_model_rejects_bad_options)
     char path[512];
     tmp_path(path, sizeof(path), "bad.gguf");
     ck_assert_int_eq(run_cmd(cmd_gen_model_main, "gen-model", "--log-level", "error", NULL), 2);
-    ck_assert_int_eq(run_cmd(cmd_gen_model_main, "gen-model", "--out", path, "--type", "q5_1",
+    ck_assert_int_eq(run_cmd(cmd_gen_model_main, "gen-model", "--out", path, "--type", "iq2_xxs",
                              "--log-level", "error", NULL),
                      2);
     ck_assert_int_eq(run_cmd(cmd_gen_model_main, "gen-model", "--out", path, "--dim", "100",
@@ -271,14 +272,127 @@ START_TEST(test_gen_model_rejects_bad_options)
                              "--heads", "4", "--kv-heads", "4", "--layers", "1", "--vocab-from",
                              "/nonexistent.gguf", "--log-level", "error", NULL),
                      1);
+    static const char *const bad[][6] = {
+        {"--arch", "gpt2"},
+        {"--arch", "qwen2moe"},                             /* no experts */
+        {"--arch", "qwen2", "--experts", "4"},              /* experts on a dense architecture */
+        {"--experts", "2", "--experts-used", "3"},          /* more used than there are */
+        {"--sliding-window", "8"},                          /* gemma only */
+        {"--arch", "qwen2", "--rope-scaling", "llama3"},    /* llama only */
+        {"--arch", "gemma2", "--rope-scaling", "longrope"}, /* phi3 only */
+        {"--head-dim", "15"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(run_cmd(cmd_gen_model_main, "gen-model", "--out", path, SMALL_SHAPE,
+                              "--log-level", "error", bad[i][0], bad[i][1], bad[i][2], bad[i][3],
+                              bad[i][4], bad[i][5], NULL) == 2,
+                      "bad case %zu accepted", i);
     ck_assert_int_eq(access(path, F_OK), -1);
     struct gen_model_opts o;
     gen_model_defaults(&o);
     ck_assert_uint_eq(gen_model_param_count(&o, 32000), 134105856);
     char err[256];
-    o.type = QUANT_Q4_K;
+    o.type = (enum quant_type)16; /* IQ2_XXS: no encoder */
     ck_assert_int_eq(gen_model_write(&o, path, err, sizeof(err)), ERR_INVAL);
-    ck_assert(strstr(err, "q4_K") != NULL);
+    ck_assert(strstr(err, "type 16") != NULL);
+}
+END_TEST
+
+/* Every architecture: the tensors llama.cpp's loader looks for, with their shapes, the keys that
+ * select the architecture's features, and a file the engine loads with those hyper-parameters. */
+START_TEST(test_gen_model_architectures)
+{
+    static const struct {
+        const char *arch;
+        const char *extra[8];
+        const char *tensor; /* one tensor only that architecture has */
+        uint64_t ne[3];
+        const char *key; /* one key it writes */
+    } cases[] = {
+        {"llama",
+         {"--rope-scaling", "llama3", "--rope-factor", "8"},
+         "rope_freqs.weight",
+         {8, 1, 1},
+         NULL},
+        {"llama",
+         {"--experts", "4", "--experts-used", "2"},
+         "blk.1.ffn_down_exps.weight",
+         {80, 64, 4},
+         "llama.expert_count"},
+        {"qwen2",
+         {"--rope-scaling", "yarn"},
+         "blk.0.attn_k.bias",
+         {32, 1, 1},
+         "qwen2.rope.scaling.original_context_length"},
+        {"qwen3",
+         {"--head-dim", "32"},
+         "blk.0.attn_q_norm.weight",
+         {32, 1, 1},
+         "qwen3.attention.key_length"},
+        {"qwen2moe",
+         {"--experts", "4", "--experts-used", "2", "--shared-ffn", "48"},
+         "blk.0.ffn_down_shexp.weight",
+         {48, 64, 1},
+         "qwen2moe.expert_shared_feed_forward_length"},
+        {"qwen3moe",
+         {"--experts", "8", "--experts-used", "2", "--expert-ffn", "32"},
+         "blk.1.ffn_gate_exps.weight",
+         {64, 32, 8},
+         "qwen3moe.expert_feed_forward_length"},
+        {"gemma2",
+         {"--sliding-window", "8"},
+         "blk.1.post_ffw_norm.weight",
+         {64, 1, 1},
+         "gemma2.attention.sliding_window"},
+        {"gemma3",
+         {"--sliding-window", "8", "--swa-pattern", "2"},
+         "blk.0.post_attention_norm.weight",
+         {64, 1, 1},
+         "gemma3.attention.sliding_window_pattern"},
+        {"phi3",
+         {"--rope-scaling", "longrope", "--rope-orig-context", "128"},
+         "blk.0.attn_qkv.weight",
+         {64, 128, 1},
+         "phi3.rope.scaling.attn_factor"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char path[512];
+        tmp_path(path, sizeof(path), "arch.gguf");
+        const char *const *x = cases[i].extra;
+        ck_assert_msg(run_cmd(cmd_gen_model_main, "gen-model", "--out", path, "--arch",
+                              cases[i].arch, SMALL_SHAPE, "--vocab-size", "300", "--log-level",
+                              "error", x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], NULL) == 0,
+                      "case %zu (%s)", i, cases[i].arch);
+        struct gguf *g = open_ok(path);
+        char arch[16];
+        ck_assert_int_eq(gguf_get_cstr(g, "general.architecture", arch, sizeof(arch)), 0);
+        ck_assert_str_eq(arch, cases[i].arch);
+        const struct gguf_tensor *t = gguf_find_tensor(g, cases[i].tensor);
+        ck_assert_msg(t != NULL, "%s: no %s", cases[i].arch, cases[i].tensor);
+        for (int d = 0; d < 3; d++)
+            ck_assert_msg(t->ne[d] == cases[i].ne[d], "%s: %s ne[%d] %llu", cases[i].arch,
+                          cases[i].tensor, d, (unsigned long long)t->ne[d]);
+        if (cases[i].key) ck_assert_msg(gguf_find(g, cases[i].key) != NULL, "no %s", cases[i].key);
+        /* gemma2 never writes output.weight (llama.cpp always ties it) */
+        if (strcmp(cases[i].arch, "gemma2") == 0)
+            ck_assert_ptr_null(gguf_find_tensor(g, "output.weight"));
+        gguf_close(g);
+        struct model *m = NULL;
+        char err[256] = "";
+        struct model_options mo;
+        model_options_default(&mo);
+        mo.n_threads = 1;
+        ck_assert_msg(model_load(path, &mo, &m, err, sizeof(err)) == 0, "%s: %s", cases[i].arch,
+                      err);
+        const struct model_hparams *hp = model_hparams(m);
+        ck_assert_str_eq(hp->arch_name, cases[i].arch);
+        if (strcmp(cases[i].arch, "gemma3") == 0) /* pattern 2: even layers slide */
+            ck_assert(model_hparams_layer_swa(hp, 0) && !model_hparams_layer_swa(hp, 1));
+        if (strcmp(cases[i].arch, "qwen3moe") == 0)
+            ck_assert(hp->n_expert == 8 && hp->n_expert_used == 2 && hp->n_ff_exp == 32);
+        model_free(m);
+        unlink(path);
+    }
 }
 END_TEST
 
@@ -380,7 +494,7 @@ START_TEST(test_quantize_rejects_bad_input)
         run_cmd(cmd_quantize_main, "quantize", path, out, "q8_0", "--log-level", "error", NULL), 1);
     ck_assert_int_eq(access(out, F_OK), -1);
     ck_assert_int_eq(
-        run_cmd(cmd_quantize_main, "quantize", path, out, "q6_K", "--log-level", "error", NULL), 2);
+        run_cmd(cmd_quantize_main, "quantize", path, out, "q4_2", "--log-level", "error", NULL), 2);
     ck_assert_int_eq(run_cmd(cmd_quantize_main, "quantize", path, "--log-level", "error", NULL), 2);
     unlink(path);
 }
@@ -397,6 +511,7 @@ Suite *gen_model_suite(void)
     tcase_add_test(tc, test_gen_model_tied_output_and_f16);
     tcase_add_test(tc, test_gen_model_vocab_from_shared);
     tcase_add_test(tc, test_gen_model_rejects_bad_options);
+    tcase_add_test(tc, test_gen_model_architectures);
     tcase_add_test(tc, test_quantize_matches_llamacpp_q8_0);
     tcase_add_test(tc, test_quantize_matches_llamacpp_q4_0);
     tcase_add_test(tc, test_quantize_agrees_with_gen_model);

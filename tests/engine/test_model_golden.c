@@ -575,7 +575,7 @@ START_TEST(test_model_load_rejects_bad_models)
         {{.arch = "llama", .skip = "blk.1.ffn_up.weight"}, ERR_NOT_FOUND, "blk.1.ffn_up.weight"},
         {{.arch = "llama", .skip = "token_embd.weight"}, ERR_NOT_FOUND, "token_embd.weight"},
         {{.arch = "llama", .skip = "output_norm.weight"}, ERR_NOT_FOUND, "output_norm.weight"},
-        {{.arch = "qwen2", .skip = "blk.0.attn_k.bias"}, ERR_NOT_FOUND, "blk.0.attn_k.bias"},
+        {{.arch = "qwen3moe"}, ERR_INVAL, "expert_count"}, /* a MoE file without its experts */
         {{.arch = "qwen3", .skip = "blk.1.attn_q_norm.weight"},
          ERR_NOT_FOUND,
          "blk.1.attn_q_norm.weight"},
@@ -586,7 +586,9 @@ START_TEST(test_model_load_rejects_bad_models)
         {{.arch = "llama", .bad_shape = "output.weight"}, ERR_INVAL, "output.weight"},
         {{.arch = "llama", .skip_key = "block_count"}, ERR_INVAL, "llama.block_count"},
         {{.arch = "llama", .skip_key = "embedding_length"}, ERR_INVAL, "embedding_length"},
-        {{.arch = "llama", .rope_scaling = "yarn", .rope_factor = 2}, ERR_UNSUPPORTED, "yarn"},
+        {{.arch = "llama", .rope_scaling = "dynamic", .rope_factor = 2},
+         ERR_UNSUPPORTED,
+         "dynamic"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct model *m = NULL;
@@ -601,6 +603,203 @@ START_TEST(test_model_load_rejects_bad_models)
     char err[256] = "";
     ck_assert_int_ne(model_load("/nonexistent/model.gguf", NULL, &m, err, sizeof(err)), 0);
     ck_assert(err[0] != '\0');
+}
+END_TEST
+
+/* An edit of a generated model: one key set to a u32 or a string (or dropped with both NULL),
+ * one tensor dropped, or one tensor replaced by an F32 one of another first dimension. */
+struct model_edit {
+    const char *key;
+    const char *str; /* the key's new string value; NULL: u32 */
+    uint32_t u32;
+    bool drop_key;
+    const char *drop_tensor;
+    const char *reshape_tensor; /* ne[0] becomes reshape_ne0, data F32 zeros */
+    uint64_t reshape_ne0;
+};
+
+/* gen-model `args` (NULL-terminated) into a temporary file, then the edit applied; loads it and
+ * returns the status with its message in err. */
+static int load_edited(const char *const *args, const struct model_edit *ed, char *err,
+                       size_t errlen)
+{
+    char src[512], dst[512];
+    snprintf(src, sizeof(src), "%s/cinfer-test-edit-src-%d.gguf", test_tmpdir(), (int)getpid());
+    snprintf(dst, sizeof(dst), "%s/cinfer-test-edit-%d.gguf", test_tmpdir(), (int)getpid());
+    char *argv[40] = {"gen-model", "--out", src, "--log-level", "error"};
+    int argc = 5;
+    while (args[argc - 5]) {
+        argv[argc] = (char *)args[argc - 5];
+        argc++;
+    }
+    argv[argc] = NULL;
+    ck_assert_int_eq(cmd_gen_model_main(argc, argv), 0);
+    struct gguf *g = NULL;
+    ck_assert_int_eq(gguf_open(src, &g, err, errlen), 0);
+    struct gguf_writer *w = gguf_writer_new();
+    bool set = false;
+    for (size_t i = 0; i < gguf_kv_count(g); i++) {
+        const struct gguf_kv *kv = gguf_kv_at(g, i);
+        if (ed->key && strcmp(kv->key, ed->key) == 0) continue;
+        ck_assert_int_eq(gguf_writer_set_kv(w, kv), 0);
+    }
+    if (ed->key && !ed->drop_key) {
+        set = true;
+        ck_assert_int_eq(ed->str ? gguf_writer_set_str(w, ed->key, ed->str)
+                                 : gguf_writer_set_u32(w, ed->key, ed->u32),
+                         0);
+    }
+    (void)set;
+    float *zeros = NULL;
+    for (size_t i = 0; i < gguf_tensor_count(g); i++) {
+        const struct gguf_tensor *t = gguf_tensor_at(g, i);
+        if (ed->drop_tensor && strcmp(t->name, ed->drop_tensor) == 0) continue;
+        if (ed->reshape_tensor && strcmp(t->name, ed->reshape_tensor) == 0) {
+            uint64_t ne[4] = {ed->reshape_ne0, t->ne[1], t->ne[2], t->ne[3]}, n = 1;
+            for (uint32_t d = 0; d < t->n_dims; d++) n *= ne[d];
+            zeros = calloc(n, sizeof(float));
+            ck_assert_int_eq(gguf_writer_add_tensor(w, t->name, QUANT_F32, t->n_dims, ne, zeros,
+                                                    n * sizeof(float)),
+                             0);
+            continue;
+        }
+        ck_assert_int_eq(
+            gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size), 0);
+    }
+    ck_assert_int_eq(gguf_writer_write(w, dst), 0);
+    gguf_writer_free(w);
+    free(zeros);
+    gguf_close(g);
+    unlink(src);
+    struct model_options opt;
+    model_options_default(&opt);
+    opt.n_threads = 1;
+    struct model *m = NULL;
+    int rc = model_load(dst, &opt, &m, err, errlen);
+    unlink(dst);
+    if (rc == 0) model_free(m);
+    return rc;
+}
+
+#define TINY_SHAPE                                                                                 \
+    "--dim", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--ffn", "64",              \
+        "--vocab-size", "300"
+
+/* The newer architectures' keys and tensors: each unsupported or inconsistent one is refused with
+ * a message naming it (llama.cpp would assert on several of these). */
+START_TEST(test_model_load_rejects_bad_architectures)
+{
+    static const char *const llama[] = {TINY_SHAPE, NULL};
+    static const char *const qwen2[] = {"--arch", "qwen2", TINY_SHAPE, NULL};
+    static const char *const gemma3[] = {"--arch", "gemma3",   "--sliding-window",
+                                         "8",      TINY_SHAPE, NULL};
+    static const char *const gemma2[] = {"--arch", "gemma2", TINY_SHAPE, NULL};
+    static const char *const phi3[] = {"--arch", "phi3", TINY_SHAPE, NULL};
+    static const char *const moe[] = {"--arch",         "qwen3moe", "--experts", "8",
+                                      "--experts-used", "2",        TINY_SHAPE,  NULL};
+    static const char *const llama3[] = {"--rope-scaling", "llama3", TINY_SHAPE, NULL};
+    static const struct {
+        const char *const *args;
+        struct model_edit ed;
+        int rc;
+        const char *needle;
+    } cases[] = {
+        {qwen2, {.key = "qwen2.expert_count", .u32 = 4}, ERR_UNSUPPORTED, "qwen2.expert_count"},
+        {moe, {.key = "qwen3moe.expert_used_count", .u32 = 9}, ERR_INVAL, "expert_used_count"},
+        {moe,
+         {.reshape_tensor = "blk.1.ffn_down_exps.weight", .reshape_ne0 = 65},
+         ERR_INVAL,
+         "blk.1.ffn_down_exps.weight"},
+        {moe, {.drop_tensor = "blk.0.ffn_gate_inp.weight"}, ERR_NOT_FOUND, "ffn_gate_inp"},
+        {gemma3,
+         {.key = "gemma3.attention.key_length_swa", .u32 = 8},
+         ERR_UNSUPPORTED,
+         "sliding-window"},
+        {gemma3,
+         {.key = "gemma3.attention.sliding_window_pattern", .str = "every"},
+         ERR_INVAL,
+         "sliding_window_pattern"},
+        {gemma3, {.drop_tensor = "blk.1.attn_k_norm.weight"}, ERR_NOT_FOUND, "attn_k_norm"},
+        {gemma2, {.drop_tensor = "blk.0.post_ffw_norm.weight"}, ERR_NOT_FOUND, "post_ffw_norm"},
+        {phi3, {.drop_tensor = "blk.1.attn_qkv.weight"}, ERR_NOT_FOUND, "blk.1.attn_q.weight"},
+        {phi3,
+         {.reshape_tensor = "blk.0.ffn_up.weight", .reshape_ne0 = 32},
+         ERR_INVAL,
+         "blk.0.ffn_up.weight"},
+        {llama, {.key = "llama.rope.scaling.type", .str = "llama3"}, ERR_UNSUPPORTED, "llama3"},
+        {llama,
+         {.key = "llama.rope.dimension_count", .u32 = 8},
+         ERR_UNSUPPORTED,
+         "dimension_count"},
+        {llama3,
+         {.reshape_tensor = "rope_freqs.weight", .reshape_ne0 = 4},
+         ERR_INVAL,
+         "rope_freqs.weight"},
+        {llama, {.key = "general.architecture", .str = "mamba"}, ERR_UNSUPPORTED, "mamba"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char err[256] = "";
+        int rc = load_edited(cases[i].args, &cases[i].ed, err, sizeof(err));
+        ck_assert_msg(rc == cases[i].rc, "case %zu: rc %d (%s), want %d", i, rc, err, cases[i].rc);
+        ck_assert_msg(strstr(err, cases[i].needle) != NULL, "case %zu: message \"%s\" lacks %s", i,
+                      err, cases[i].needle);
+    }
+    /* the unedited files load */
+    struct model_edit none = {0};
+    char err[256] = "";
+    const char *const *ok[] = {llama, qwen2, gemma2, gemma3, phi3, moe, llama3};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+        ck_assert_msg(load_edited(ok[i], &none, err, sizeof(err)) == 0, "%s", err);
+}
+END_TEST
+
+/* Loading logs its progress (bytes read of the file's, percent, rate) every progress_s seconds,
+ * then a line when it is done; a quick load with the default interval logs none of it. */
+START_TEST(test_model_load_logs_progress)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/cinfer-test-progress-%d.gguf", test_tmpdir(), (int)getpid());
+    char *argv[] = {"gen-model", "--out",  path,    "--log-level", "error",
+                    TINY_SHAPE,  "--arch", "llama", NULL};
+    ck_assert_int_eq(cmd_gen_model_main((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv), 0);
+    struct gguf *g = NULL;
+    char err[256];
+    ck_assert_int_eq(gguf_open(path, &g, err, sizeof(err)), 0);
+    uint64_t total = 0;
+    for (size_t i = 0; i < gguf_tensor_count(g); i++) total += gguf_tensor_at(g, i)->size;
+    size_t n_tensors = gguf_tensor_count(g);
+    gguf_close(g);
+    log_setup("engine", LOG_INFO, LOG_FORMAT_JSON); /* gen-model set "error" */
+    for (int every = 0; every <= 1; every++) {
+        struct model_options opt;
+        model_options_default(&opt);
+        opt.n_threads = 1;
+        opt.progress_s = every ? 1e-9 : 0;
+        struct test_log_capture cap;
+        ck_assert_ptr_nonnull(test_log_capture_start(&cap));
+        struct model *m = NULL;
+        int rc = model_load(path, &opt, &m, err, sizeof(err));
+        const char *log = test_log_capture_end(&cap);
+        ck_assert_msg(rc == 0, "%s", err);
+        size_t lines = 0;
+        for (const char *p = log; p && (p = strstr(p, "loading weights")); p++) lines++;
+        if (!every) {
+            ck_assert_uint_eq(lines, 0);
+            ck_assert_ptr_null(strstr(log ? log : "", "weights loaded"));
+        } else {
+            ck_assert_uint_eq(lines, n_tensors); /* every tensor is read: one line each */
+            ck_assert_ptr_nonnull(strstr(log, "percent"));
+            ck_assert_ptr_nonnull(strstr(log, "mb_per_s"));
+            char want[64];
+            snprintf(want, sizeof(want), "%llu", (unsigned long long)total);
+            const char *done = strstr(log, "weights loaded");
+            ck_assert_ptr_nonnull(done);
+            ck_assert_msg(strstr(done, want) != NULL, "final line lacks %s: %s", want, done);
+        }
+        test_log_capture_free(&cap);
+        model_free(m);
+    }
+    unlink(path);
 }
 END_TEST
 
@@ -790,6 +989,8 @@ Suite *model_golden_suite(void)
     tcase_set_timeout(load, 60);
     tcase_add_test(load, test_model_load_hparams_and_defaults);
     tcase_add_test(load, test_model_load_rejects_bad_models);
+    tcase_add_test(load, test_model_load_rejects_bad_architectures);
+    tcase_add_test(load, test_model_load_logs_progress);
     tcase_add_loop_test(load, test_model_forward_matches_reference, 0, 4);
     tcase_add_test(load, test_generate_stops_at_eos);
     suite_add_tcase(s, load);

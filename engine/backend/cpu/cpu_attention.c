@@ -41,6 +41,8 @@ struct attn_job {
     float *out;
     int n_heads;
     float scale;
+    float softcap; /* > 0: scores soft-capped before the scale (backend_attn_params) */
+    int window;    /* > 0: sliding window */
     const char *k_base, *v_base; /* this layer's K and V */
     const struct attn_item *items;
     int group; /* query heads per KV head */
@@ -87,7 +89,7 @@ static void kv_store_row(const struct cpu_backend *cb, const float *x, char *dst
             float d;
             int32_t sum;
             cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, (int8_t *)(blk + 2), &d, &sum);
-            uint16_t dh = cpu_quant_f32_to_f16(d); /* d is already an f16 value */
+            uint16_t dh = quant_f32_to_f16(d); /* d is already an f16 value */
             memcpy(blk, &dh, sizeof(dh));
         }
     }
@@ -134,6 +136,12 @@ static void attn_row_of(const struct attn_job *j, const struct attn_item *it, in
 {
     *t = it->t0 + r / (it->nh * it->ng);
     *head = (it->h0 + (r / it->ng) % it->nh) * j->group + it->g0 + r % it->ng;
+}
+
+/* The first position a token at `pos` attends to: 0, or the start of its sliding window. */
+static int attn_first_pos(const struct attn_job *j, int pos)
+{
+    return j->window > 0 && pos >= j->window ? pos - j->window + 1 : 0;
 }
 
 /* Scores (is_v = 0) or P @ V accumulated (is_v = 1) over the positions [0, np) for one KV head's
@@ -203,16 +211,16 @@ static bool attn_heads_together(const struct attn_job *j, const struct attn_item
     return false;
 }
 
-/* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [0, np), in runs
+/* Computes scores (is_v = 0) or accumulates P @ V (is_v = 1) over the positions [lo, np), in runs
  * that are contiguous in the cache (within one block), KV head by KV head of the item (kq rows
  * each), converting F16 or Q8_0 rows to floats in `conv` where no kernel reads them directly. */
-static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int np,
-                      const struct attn_item *it, int kq, float *conv, float *s, float *vec,
+static void attn_runs(const struct attn_job *j, const char *base, const int32_t *tab, int lo,
+                      int np, const struct attn_item *it, int kq, float *conv, float *s, float *vec,
                       int is_v)
 {
     const struct cpu_backend *cb = j->cb;
     int bs = cb->kv.block_size, hd = cb->kv.head_dim;
-    for (int p0 = 0; p0 < np;) {
+    for (int p0 = lo; p0 < np;) {
         int run = bs - p0 % bs;
         if (run > np - p0) run = np - p0;
         if (!is_v && kq == 1 && it->nh > 1 &&
@@ -230,7 +238,9 @@ static void attn_runs(const struct attn_job *j, const char *base, const int32_t 
 }
 
 /* One item: scaled queries transposed into qt, scores for every position up to the latest one in
- * the item, a masked softmax per row (each row stops at its own position), then P @ V. */
+ * the item (from the start of its sliding window: every row of an item with a window start shares
+ * it, attn_items_build), soft-capped where asked, a masked softmax per row (each row stops at its
+ * own position), then P @ V. */
 static void attn_item_run(const struct attn_job *j, const struct attn_item *it, float *scratch)
 {
     const struct cpu_backend *cb = j->cb;
@@ -246,6 +256,9 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
     int kq = it->nt * it->ng; /* rows per KV head */
 
     int dot = kq <= ATTN_DOT_MAX_ROWS, f16 = cb->kv.type == QUANT_F16;
+    /* with soft-capping the scale comes after the cap (llama.cpp: softmax(scale * cap(q.k))) */
+    float qscale = j->softcap > 0.0f ? 1.0f : j->scale;
+    int lo = attn_first_pos(j, bt->pos[it->t0]);
     if (!dot) memset(qt, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     memset(o, 0, sizeof(float) * (size_t)hd * CPU_ATTN_ROWS);
     for (int r = 0; r < nq; r++) {
@@ -263,22 +276,34 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
         for (int i = 0; i < hd; i++) {
             float v = qr[i];
             if (dot)
-                qt[r * hd + i] = v * j->scale; /* row-major for the dot kernel */
+                qt[r * hd + i] = v * qscale; /* row-major for the dot kernel */
             else
-                qt[i * CPU_ATTN_ROWS + r] = v * j->scale;
+                qt[i * CPU_ATTN_ROWS + r] = v * qscale;
         }
         lim[r] = bt->pos[t] + 1;
         np = lim[r] > np ? lim[r] : np;
     }
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
-    attn_runs(j, j->k_base, tab, np, it, kq, conv, s, qt, 0);
-    cb->kern.attn_softmax(s, np, lim, inv);
+    attn_runs(j, j->k_base, tab, lo, np, it, kq, conv, s, qt, 0);
+    if (j->softcap > 0.0f) {
+        float cap = j->softcap, inv_cap = 1.0f / cap;
+        for (int r = 0; r < nq; r++)
+            for (int p = lo; p < lim[r]; p++) {
+                float *v = s + (size_t)p * CPU_ATTN_ROWS + r;
+                *v = tanhf(*v * inv_cap) * cap * j->scale;
+            }
+    }
+    /* the softmax sees positions lo.. only (lo 0 without a window) */
+    float *sl = s + (size_t)lo * CPU_ATTN_ROWS;
+    int32_t liml[CPU_ATTN_ROWS];
+    for (int r = 0; r < CPU_ATTN_ROWS; r++) liml[r] = lim[r] - lo;
+    cb->kern.attn_softmax(sl, np - lo, liml, inv);
     if (f16) {
         /* llama.cpp multiplies F16 K/V by F16 copies of q and of the normalized probabilities */
-        cb->kern.attn_probs_f16(s, np, inv);
+        cb->kern.attn_probs_f16(sl, np - lo, inv);
         for (int r = 0; r < CPU_ATTN_ROWS; r++) inv[r] = 1.0f;
     }
-    attn_runs(j, j->v_base, tab, np, it, kq, conv, s, o, 1);
+    attn_runs(j, j->v_base, tab, lo, np, it, kq, conv, s, o, 1);
     for (int r = 0; r < nq; r++) {
         int t, head;
         attn_row_of(j, it, r, &t, &head);
@@ -291,7 +316,7 @@ static void attn_item_run(const struct attn_job *j, const struct attn_item *it, 
  * rounded by the 1.5 * 2^23 shift, exp(b) by a degree-5 polynomial, then scaled by 2^n; |n| > 192
  * saturates to 0 or infinity. fmaf is fused by definition, so this matches the vector form bit for
  * bit. */
-static float attn_ggml_expf(float x)
+float cpu_ggml_expf(float x)
 {
     const float shift = 0x1.8p23f;
     float z = fmaf(x, 0x1.715476p+0f, shift);
@@ -307,7 +332,7 @@ static float attn_ggml_expf(float x)
 }
 
 /* Sum of 16 lanes in the order of _mm512_reduce_add_ps: halves, quarters, then pairs. */
-static float attn_reduce16(const float *v)
+float cpu_ggml_reduce16(const float *v)
 {
     float h[8], q[4];
     for (int i = 0; i < 8; i++) h[i] = v[i] + v[i + 8];
@@ -317,13 +342,13 @@ static float attn_reduce16(const float *v)
 
 static float attn_f16_round(float v)
 {
-    return cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(v));
+    return quant_f16_to_f32(quant_f32_to_f16(v));
 }
 
 /* One item with an F16 cache, in the arithmetic of llama.cpp's CPU path (non-flash attention):
  * - scores: q rounded to f16, q.k summed in double over exact f16 products, rounded to float, then
  *   multiplied by the scale;
- * - softmax: exp as attn_ggml_expf over 16-position chunks from position 0, each chunk summed as one
+ * - softmax: exp as cpu_ggml_expf over 16-position chunks from position 0, each chunk summed as one
  *   vector reduction and accumulated in double, probabilities scaled by (float)(1 / sum) and rounded
  *   to f16;
  * - P @ V: per output element, 16 lanes (position p on lane p % 16) accumulate fused products chunk
@@ -348,38 +373,42 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
         attn_row_of(j, it, r, &t, &head);
         int kvh = head / j->group;
         const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
-        int np = bt->pos[t] + 1;
+        int np = bt->pos[t] + 1, lo = attn_first_pos(j, bt->pos[t]);
         for (int i = 0; i < hd; i++) qh[i] = attn_f16_round(qr[i]);
 
         float mx = -INFINITY;
-        for (int p = 0; p < np; p++) {
+        for (int p = lo; p < np; p++) {
             const uint16_t *kp = (const uint16_t *)attn_row(j, j->k_base, tab, p, kvh);
             double dot = 0.0;
-            for (int i = 0; i < hd; i++) dot += (double)(qh[i] * cpu_quant_f16_to_f32(kp[i]));
-            pr[p] = (float)dot * j->scale;
+            for (int i = 0; i < hd; i++) dot += (double)(qh[i] * quant_f16_to_f32(kp[i]));
+            float sc = (float)dot;
+            if (j->softcap > 0.0f) sc = tanhf(sc * (1.0f / j->softcap)) * j->softcap;
+            pr[p] = sc * j->scale;
             mx = pr[p] > mx ? pr[p] : mx;
         }
+        /* chunks stay aligned to position 0; positions before the window are masked zeros */
         double sum = 0.0;
-        for (int c = 0; c < np; c += 16) {
+        for (int c = lo & ~15; c < np; c += 16) {
             float lane[16] = {0};
             for (int l = 0; l < 16 && c + l < np; l++) {
-                pr[c + l] = attn_ggml_expf(pr[c + l] - mx);
+                if (c + l < lo) continue;
+                pr[c + l] = cpu_ggml_expf(pr[c + l] - mx);
                 lane[l] = pr[c + l];
             }
-            sum += (double)attn_reduce16(lane);
+            sum += (double)cpu_ggml_reduce16(lane);
         }
         float inv = (float)(1.0 / sum);
-        for (int p = 0; p < np; p++) pr[p] = attn_f16_round(pr[p] * inv);
+        for (int p = lo; p < np; p++) pr[p] = attn_f16_round(pr[p] * inv);
 
         memset(acc, 0, sizeof(float) * (size_t)hd * 16);
-        for (int p = 0; p < np; p++) {
+        for (int p = lo; p < np; p++) {
             const uint16_t *vp = (const uint16_t *)attn_row(j, j->v_base, tab, p, kvh);
             float *a = acc + (p % 16);
             for (int i = 0; i < hd; i++)
-                a[i * 16] = fmaf(pr[p], cpu_quant_f16_to_f32(vp[i]), a[i * 16]);
+                a[i * 16] = fmaf(pr[p], quant_f16_to_f32(vp[i]), a[i * 16]);
         }
         float *dst = j->out + ((size_t)t * j->n_heads + head) * hd;
-        for (int i = 0; i < hd; i++) dst[i] = attn_reduce16(acc + (size_t)i * 16);
+        for (int i = 0; i < hd; i++) dst[i] = cpu_ggml_reduce16(acc + (size_t)i * 16);
     }
 }
 
@@ -416,14 +445,20 @@ static int attn_heads_per_item(int n_tokens, int n_kv, int group, int n_threads)
  * heads of each KV head, at most CPU_ATTN_ROWS rows each; a lone token's items take heads_per_item
  * KV heads at once. Returns the count written to `items` (capacity
  * n_tokens * n_kv * ceil(group / ROWS)). */
-static int attn_items_build(const struct backend_batch *bt, int n_kv, int group, int heads_per_item,
+static int attn_items_build(const struct attn_job *j, int n_kv, int group, int heads_per_item,
                             struct attn_item *items)
 {
+    const struct backend_batch *bt = j->batch;
     int ng = group < CPU_ATTN_ROWS ? group : CPU_ATTN_ROWS;
     int max_nt = CPU_ATTN_ROWS / ng, n = 0;
     for (int t0 = 0; t0 < bt->n_tokens;) {
+        /* a token whose window starts after position 0 is its item's only token, so the rows of
+         * an item share their first position */
         int nt = 1;
-        while (nt < max_nt && t0 + nt < bt->n_tokens && bt->seq[t0 + nt] == bt->seq[t0]) nt++;
+        if (attn_first_pos(j, bt->pos[t0]) == 0)
+            while (nt < max_nt && t0 + nt < bt->n_tokens && bt->seq[t0 + nt] == bt->seq[t0] &&
+                   attn_first_pos(j, bt->pos[t0 + nt]) == 0)
+                nt++;
         int step = nt == 1 ? heads_per_item : 1;
         for (int h = 0; h < n_kv; h += step)
             for (int g0 = 0; g0 < group; g0 += ng)
@@ -436,18 +471,27 @@ static int attn_items_build(const struct backend_batch *bt, int n_kv, int group,
 }
 
 int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
-                      const struct backend_batch *batch, int n_heads, float scale)
+                      const struct backend_batch *batch, int n_heads,
+                      const struct backend_attn_params *p)
 {
     struct cpu_backend *cb = cpu_backend_of(b);
     if (!cb->kv_ready) return ERR_BAD_STATE;
-    if (layer < 0 || layer >= cb->kv.n_layers || !q || !out || !batch) return ERR_INVAL;
+    if (layer < 0 || layer >= cb->kv.n_layers || !q || !out || !batch || !p) return ERR_INVAL;
+    if (!isfinite(p->scale) || !(p->softcap >= 0.0f) || !isfinite(p->softcap) || p->window < 0)
+        return ERR_INVAL;
     if (n_heads <= 0 || n_heads % cb->kv.n_kv_heads != 0) return ERR_INVAL;
     int rc = attn_batch_check(cb, batch);
     if (rc != 0 || batch->n_tokens == 0) return rc;
 
     int n_kv = cb->kv.n_kv_heads, group = n_heads / n_kv, hd = cb->kv.head_dim;
-    struct attn_job j = {
-        .cb = cb, .batch = batch, .q = q, .out = out, .n_heads = n_heads, .scale = scale};
+    struct attn_job j = {.cb = cb,
+                         .batch = batch,
+                         .q = q,
+                         .out = out,
+                         .n_heads = n_heads,
+                         .scale = p->scale,
+                         .softcap = p->softcap,
+                         .window = p->window};
     j.k_base = (const char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_bytes;
     j.v_base = j.k_base + cb->kv_layer_bytes;
     j.max_ctx = (size_t)batch->max_blocks * cb->kv.block_size;
@@ -463,7 +507,7 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     if (!mem) return ERR_NOMEM;
     j.group = group;
     int hpi = attn_heads_per_item(batch->n_tokens, n_kv, group, nth);
-    j.n_items = attn_items_build(batch, n_kv, group, hpi, (struct attn_item *)mem);
+    j.n_items = attn_items_build(&j, n_kv, group, hpi, (struct attn_item *)mem);
     j.items = (const struct attn_item *)mem;
     j.scratch = (float *)(mem + items_bytes);
     atomic_init(&j.next_item, 0);

@@ -132,7 +132,7 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
-/* Packs a Q8_0/Q4_0 matrix for the level's packed kernels (see cpu_qpack.c), then tells the kernel
+/* Packs a quantized matrix for the level's packed kernels (see cpu_qpack.c), then tells the kernel
  * that the original's whole pages are not needed: matmul never reads them again, so without this the
  * process would hold the weights twice. MADV_PAGEOUT only reclaims (file pages are dropped, anonymous
  * ones swapped or kept), never changes contents; get_rows on the same weight faults them back.
@@ -140,9 +140,7 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
 static int cpu_weight_pack(struct cpu_backend *cb, struct backend_weight *w)
 {
     const struct backend_weight_desc *d = &w->desc;
-    if (!cpu_qpack_supported(d->type) || d->lookup_only) return 0;
-    if ((d->type == QUANT_Q8_0 ? cb->kern.gemm_q8_0_packed : cb->kern.gemm_q4_0_packed) == NULL)
-        return 0;
+    if (!cpu_qpack_supported(d->type) || d->lookup_only || !cb->kern.gemm_qpack[d->type]) return 0;
     size_t bytes = cpu_qpack_bytes(d->type, d->rows, d->cols);
     void *p = cpu_arena_alloc(&cb->weights, bytes);
     if (!p) return ERR_NOMEM;
@@ -162,19 +160,9 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
                               struct backend_weight **out)
 {
     if (!desc || !out || !desc->data || desc->rows <= 0 || desc->cols <= 0) return ERR_INVAL;
-    size_t row_bytes = cpu_quant_row_bytes(desc->type, desc->cols);
-    if (row_bytes == 0) {
-        switch (desc->type) {
-        case QUANT_F32:
-        case QUANT_F16:
-        case QUANT_BF16:
-        case QUANT_Q8_0:
-        case QUANT_Q4_0:
-        case QUANT_Q4_K:
-        case QUANT_Q6_K: return ERR_INVAL; /* cols not a multiple of the block size */
-        default: return ERR_UNSUPPORTED;
-        }
-    }
+    size_t row_bytes = quant_row_bytes(desc->type, (uint64_t)desc->cols);
+    if (row_bytes == 0) /* an unknown type, or cols not a multiple of the block size */
+        return quant_block_elems(desc->type) == 0 ? ERR_UNSUPPORTED : ERR_INVAL;
     if ((uint64_t)desc->rows > SIZE_MAX / row_bytes) return ERR_TOO_BIG;
     if (desc->cols > INT32_MAX || desc->rows > INT32_MAX) return ERR_TOO_BIG;
     struct backend_weight *w = calloc(1, sizeof(*w));
@@ -189,7 +177,7 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
             free(w);
             return ERR_NOMEM;
         }
-        cpu_quant_dequant_row(desc->type, desc->data, w->owned, desc->cols);
+        quant_dequantize_row(desc->type, desc->data, w->owned, (size_t)desc->cols);
         w->f32 = w->owned;
     } else if (cpu_weight_pack(cpu_backend_of(b), w) != 0) {
         free(w);
@@ -197,6 +185,12 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
     }
     *out = w;
     return 0;
+}
+
+static bool cpu_weight_float_path(struct backend *b, const struct backend_weight *w)
+{
+    (void)b;
+    return cpu_act_of(w->desc.type) == CPU_ACT_FLOAT;
 }
 
 static void cpu_weight_free(struct backend *b, struct backend_weight *w)
@@ -282,6 +276,7 @@ static void cpu_destroy(struct backend *b)
         free(cb->lanes[i].scratch);
     }
     free(cb->lanes);
+    free(cb->gelu_f16);
     free(cb->kv_mem);
     cpu_arena_fini(&cb->weights);
     free(cb);
@@ -296,6 +291,7 @@ static const struct backend_ops cpu_ops_table = {
     .download = cpu_copy,
     .weight_prepare = cpu_weight_prepare,
     .weight_free = cpu_weight_free,
+    .weight_float_path = cpu_weight_float_path,
     .kv_alloc = cpu_kv_alloc,
     .kv_free = cpu_kv_free,
     .get_rows = cpu_ops_get_rows,
@@ -307,6 +303,12 @@ static const struct backend_ops cpu_ops_table = {
     .rmsnorm_heads = cpu_ops_rmsnorm_heads,
     .rope = cpu_ops_rope,
     .silu_mul = cpu_ops_silu_mul,
+    .gelu_mul = cpu_ops_gelu_mul,
+    .scale = cpu_ops_scale,
+    .softcap = cpu_ops_softcap,
+    .moe_route = cpu_ops_moe_route,
+    .moe_combine = cpu_ops_moe_combine,
+    .scale_rows_sigmoid = cpu_ops_scale_rows_sigmoid,
     .kv_store = cpu_attention_kv_store,
     .attention = cpu_attention_run,
     .gather_rows = cpu_ops_gather_rows,
@@ -343,13 +345,18 @@ int cpu_backend_create(const struct backend_options *opt, struct backend **out)
     cb->isa = isa;
     cpu_kernels_init(&cb->kern, isa);
     cb->lanes = calloc((size_t)n_threads, sizeof(*cb->lanes));
-    if (!cb->lanes) {
+    cb->gelu_f16 = malloc(65536 * sizeof(*cb->gelu_f16));
+    if (!cb->lanes || !cb->gelu_f16) {
+        free(cb->lanes);
+        free(cb->gelu_f16);
         free(cb);
         return ERR_NOMEM;
     }
+    cpu_ops_gelu_table(cb->gelu_f16);
     rc = cpu_pool_new(n_threads, &cb->pool);
     if (rc != 0) {
         free(cb->lanes);
+        free(cb->gelu_f16);
         free(cb);
         return rc;
     }

@@ -12,14 +12,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Quantized activations for the integer dot products of Q8_0/Q4_0 weights: every token row of
- * `cols` floats becomes nb = cols/32 Q8_0 blocks, stored split (quants, scales, quant sums). */
-struct cpu_act_q8 {
-    int8_t *qs;   /* (n_tokens, nb * 32) */
-    float *d;     /* (n_tokens, nb) block scales */
-    int32_t *sum; /* (n_tokens, nb) sum of the 32 quants of each block */
-    int nb;       /* blocks per token row */
+/* Quantized activations for the integer dot products, in the format each weight type pairs with (as
+ * ggml's vec_dot_type): matmul quantizes every token row of `cols` floats once per call into
+ *  - Q8_0 (the partner of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): nb = cols / 32 blocks of an f16
+ *    scale (held as a float) and 32 quants, with the quants' sum per block;
+ *  - Q8_K (the partner of Q2_K..Q6_K and IQ4_XS): nb = cols / 256 blocks exactly as ggml's
+ *    quantize_row_q8_K_ref (a float scale, 256 quants), with the sums of every 16 quants (ggml's
+ *    bsums) and of every 32. */
+enum cpu_act {
+    CPU_ACT_FLOAT, /* no integer kernel: rows are converted to floats (cpu_matmul.c's float path) */
+    CPU_ACT_Q8_0,
+    CPU_ACT_Q8_K,
 };
+struct cpu_act_q8 {
+    int8_t *qs;     /* (n_tokens, cols) */
+    float *d;       /* (n_tokens, nb) block scales */
+    int32_t *sum;   /* Q8_0: (n_tokens, nb) sum of the 32 quants of each block */
+    int16_t *sum16; /* Q8_K: (n_tokens, cols / 16) sums of each 16 quants */
+    int16_t *sum32; /* Q8_K: (n_tokens, cols / 32) sums of each 32 quants */
+    int nb;         /* blocks per token row */
+};
+
+/* The activation format weights of `type` are multiplied with (cpu_qdot.c). */
+enum cpu_act cpu_act_of(enum quant_type type);
 
 /* Dot-product GEMM kernels. Each computes y[t * ldy + r] = <row r of W, token t of x> for r < nr
  * (nr <= CPU_GEMM_ROWS) and t < nt. Every output is computed by the same sequence of operations
@@ -34,7 +49,8 @@ typedef void (*cpu_gemm_f32_fn)(const float *w, size_t ldw, int nr, const float 
 /* The same with F16 weights widened in registers (no conversion pass; results identical). */
 typedef void (*cpu_gemm_f16_fn)(const uint16_t *w, size_t ldw, int nr, const float *x, size_t ldx,
                                 int nt, int k, float *y, size_t ldy);
-/* W rows are raw Q8_0 or Q4_0 blocks, `row_bytes` apart; activations are tokens t0..t0+nt-1 of xq. */
+/* W rows are raw blocks of the kernel's type, `row_bytes` apart; activations are tokens
+ * t0..t0+nt-1 of xq, in the type's cpu_act_of format. */
 typedef void (*cpu_gemm_q_fn)(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
                               int t0, int nt, float *y, size_t ldy);
 /* The same over packed rows (cpu_qpack.c's layout): `groups` is the first group of CPU_QPACK_ROWS
@@ -48,20 +64,23 @@ typedef void (*cpu_gemm_qpack_fn)(const void *groups, size_t group_bytes, int nr
 struct cpu_kernels {
     cpu_gemm_f32_fn gemm_f32;
     cpu_gemm_f16_fn gemm_f16;
-    cpu_gemm_q_fn gemm_q8_0;
-    cpu_gemm_q_fn gemm_q4_0;
+    /* Integer kernels by weight type: set at every level for each type whose cpu_act_of is not
+     * CPU_ACT_FLOAT (the scalar ones in cpu_qdot.c), NULL for the others. */
+    cpu_gemm_q_fn gemm_q[QUANT_TYPE_END];
     /* Packed-weight kernels; NULL at levels without them (weights then stay row-major). */
-    cpu_gemm_qpack_fn gemm_q8_0_packed;
-    cpu_gemm_qpack_fn gemm_q4_0_packed;
-    /* Activation quantization for the integer GEMMs; same results as cpu_quant_q8_0_row. */
+    cpu_gemm_qpack_fn gemm_qpack[QUANT_TYPE_END];
+    /* Activation quantization for the integer GEMMs; same results as cpu_quant_q8_0_row and
+     * cpu_quant_q8_k_row. */
     void (*quantize_q8_0)(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
+    void (*quantize_q8_k)(const float *x, int k, int8_t *qs, float *d, int16_t *sum16,
+                          int16_t *sum32);
     /* gate (n) = silu(gate) * up */
     void (*silu_mul)(float *gate, const float *up, size_t n);
-    /* Dequantizes a row of any weight type (as cpu_quant_dequant_row, to within rounding). */
+    /* Dequantizes a row of any weight type (as quant_dequantize_row, to within rounding). */
     void (*dequant_row)(enum quant_type type, const void *src, float *dst, int64_t n);
     /* dst (n) = f16 src (n) converted */
     void (*f16_to_f32)(const uint16_t *src, float *dst, int64_t n);
-    /* dst (n) = src (n) rounded to f16 as cpu_quant_f32_to_f16 (nearest even; NaN stays NaN) */
+    /* dst (n) = src (n) rounded to f16 as quant_f32_to_f16 (nearest even; NaN stays NaN) */
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Attention over one (KV head, up to CPU_ATTN_ROWS query rows) item; s is position-major
      * (np, CPU_ATTN_ROWS), qt is the scaled queries transposed (hd, CPU_ATTN_ROWS), o (CPU_ATTN_ROWS, hd).
@@ -106,6 +125,10 @@ void cpu_kernels_init(struct cpu_kernels *k, enum cpu_isa isa);
 void cpu_kernels_scalar(struct cpu_kernels *k);
 void cpu_kernels_avx2(struct cpu_kernels *k);
 void cpu_kernels_avx512(struct cpu_kernels *k);
+/* The kernels of the types added after Q8_0/Q4_0, installed by the level functions above:
+ * row-major ones at AVX2 (cpu_kernels_avx2_q.c), packed ones at AVX-512 (cpu_kernels_avx512_q.c). */
+void cpu_kernels_avx2_q(struct cpu_kernels *k);
+void cpu_kernels_avx512_q(struct cpu_kernels *k);
 
 /* A prepared weight: the descriptor (borrowing the mapping), plus an owned F32 copy for 1-D weights
  * (norm gains, biases) stored in another type, so elementwise ops always read floats, and for
@@ -135,9 +158,9 @@ void cpu_qpack_weights(enum quant_type type, const void *src, size_t row_bytes, 
 struct cpu_rope_table {
     float *cs;    /* (n_tokens, n_rot) */
     int32_t *pos; /* (n_tokens) the positions they belong to */
-    int n_tokens, n_rot;
-    float freq_base, freq_scale;
-    size_t cap_cs, cap_pos; /* allocated elements */
+    int n_tokens;
+    struct backend_rope_params params; /* they were computed with (the mode aside) */
+    size_t cap_cs, cap_pos;            /* allocated elements */
 };
 
 /* What an op mutates besides its outputs, one per lane (run_lanes): ops running side by side in
@@ -168,6 +191,8 @@ struct cpu_backend {
     size_t kv_layer_bytes; /* K (or V) of one layer: n_blocks * block_size * n_kv_heads positions */
 
     struct cpu_arena weights; /* packed weight copies */
+    /* ggml's GELU table: gelu (tanh approximation) of every f16 value, rounded to f16 (gelu_mul) */
+    uint16_t *gelu_f16; /* (65536) */
 };
 
 static inline struct cpu_backend *cpu_backend_of(struct backend *b)
@@ -195,17 +220,15 @@ void cpu_backend_run(struct cpu_backend *cb, cpu_pool_fn fn, void *ctx);
  * by the backend, valid until the lane's next call) or NULL. */
 void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes);
 
-/* Scalar element conversions (IEEE half, bfloat16), exact and round-to-nearest-even as ggml. */
-float cpu_quant_f16_to_f32(uint16_t h);
-uint16_t cpu_quant_f32_to_f16(float f);
-float cpu_quant_bf16_to_f32(uint16_t h);
-/* Dequantizes `n` elements (a multiple of the block size) of a row of `type`; scalar. */
-void cpu_quant_dequant_row(enum quant_type type, const void *src, float *dst, int64_t n);
-/* Bytes of a row of `n` elements of `type`, 0 for an unsupported type or a partial block. */
-size_t cpu_quant_row_bytes(enum quant_type type, int64_t n);
 /* Quantizes one row of `k` floats (k % 32 == 0) into Q8_0 blocks as ggml's reference quantizer, split
  * into quants, scales and per-block quant sums. */
 void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
+/* The same into Q8_K blocks (k % 256 == 0) as quant_quantize_row(QUANT_Q8_K), split into quants,
+ * scales and the sums of each 16 and each 32 quants. */
+void cpu_quant_q8_k_row(const float *x, int k, int8_t *qs, float *d, int16_t *sum16,
+                        int16_t *sum32);
+/* Installs the scalar integer kernels of every type (cpu_qdot.c). */
+void cpu_qdot_scalar(struct cpu_kernels *k);
 
 /* Ops implemented in separate files (see backend.h for their contracts). */
 int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const float *x, float *y,
@@ -213,7 +236,8 @@ int cpu_matmul_run(struct backend *b, const struct backend_weight *w, const floa
 int cpu_matmul_group_run(struct backend *b, const struct backend_weight *const *w, int n,
                          const float *x, float *const *y, int n_tokens);
 int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
-                      const struct backend_batch *batch, int n_heads, float scale);
+                      const struct backend_batch *batch, int n_heads,
+                      const struct backend_attn_params *p);
 int cpu_attention_kv_store(struct backend *b, int layer, const float *k, const float *v,
                            const struct backend_batch *batch);
 int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
@@ -229,6 +253,20 @@ int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, 
 int cpu_ops_silu_mul(struct backend *b, float *gate, const float *up, size_t n);
 int cpu_ops_gather_rows(struct backend *b, const float *src, const int32_t *idx, int n, int dim,
                         float *dst);
+int cpu_ops_gelu_mul(struct backend *b, float *gate, const float *up, size_t n);
+int cpu_ops_scale(struct backend *b, float *x, size_t n, float s);
+int cpu_ops_softcap(struct backend *b, float *x, size_t n, float cap);
+int cpu_ops_moe_route(struct backend *b, const float *logits, int n_rows, int n_expert, int k,
+                      bool norm, int32_t *ids, float *w);
+int cpu_ops_moe_combine(struct backend *b, const float *x, const float *w, int n_rows, int k,
+                        int dim, float *out);
+int cpu_ops_scale_rows_sigmoid(struct backend *b, float *x, const float *g, int n_rows, int dim);
+/* Fills the GELU table (65536 entries) as ggml_cpu_init fills ggml_table_gelu_f16. */
+void cpu_ops_gelu_table(uint16_t *table);
+/* ggml_v_expf (llama.cpp's vector exp on AVX-512) lane by lane, and the sum of 16 floats in the
+ * order of _mm512_reduce_add_ps (cpu_attention.c): ggml's softmax arithmetic. */
+float cpu_ggml_expf(float x);
+float cpu_ggml_reduce16(const float *v);
 
 /* Creates the CPU backend (see backend_create). */
 int cpu_backend_create(const struct backend_options *opt, struct backend **out);

@@ -32,36 +32,34 @@ static uint32_t bench_rand(uint64_t *s)
     return (uint32_t)(*s >> 16);
 }
 
-/* Random weights of `type` with sane block scales. Returns new memory or NULL. */
+/* Random weights of `type`: BENCH_DISTINCT_ROWS rows of normal(0, 0.02)-like values encoded by the
+ * reference quantizer (real scales and quants; the K-quant searches are too slow for a 32000-row
+ * matrix), repeated down the matrix, which streams the same bytes from memory as distinct rows
+ * would. Returns new memory or NULL. */
+#define BENCH_DISTINCT_ROWS 64
 static void *bench_weights(enum quant_type type, int64_t rows, int64_t cols, size_t *bytes)
 {
-    size_t rb = cpu_quant_row_bytes(type, cols), n = rb * (size_t)rows;
+    size_t rb = quant_row_bytes(type, (uint64_t)cols), n = rb * (size_t)rows;
     uint8_t *p = malloc(n);
-    if (!p) return NULL;
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    if (!p || !row || rb == 0) {
+        free(p);
+        free(row);
+        return NULL;
+    }
     uint64_t s = 0x1234567ull + (uint64_t)type;
-    for (size_t i = 0; i < n; i++) p[i] = (uint8_t)bench_rand(&s);
-    uint16_t h = cpu_quant_f32_to_f16(0.01f);
-    size_t bsz = 0, off = 0;
-    switch (type) {
-    case QUANT_F32:
-        for (size_t i = 0; i < n / 4; i++)
-            ((float *)p)[i] = (float)(bench_rand(&s) % 2001) * 1e-3f - 1;
-        break;
-    case QUANT_F16:
-    case QUANT_BF16:
-        for (size_t i = 0; i < n / 2; i++)
-            ((uint16_t *)p)[i] = (uint16_t)(0x3800 + bench_rand(&s) % 1024);
-        break;
-    case QUANT_Q8_0: bsz = 34; break;
-    case QUANT_Q4_0: bsz = 18; break;
-    case QUANT_Q4_K: bsz = 144; break;
-    case QUANT_Q6_K: bsz = 210, off = 208; break;
-    default: break;
+    for (int64_t r = 0; r < rows; r++) {
+        if (r >= BENCH_DISTINCT_ROWS) {
+            memcpy(p + (size_t)r * rb, p + (size_t)(r % BENCH_DISTINCT_ROWS) * rb, rb);
+            continue;
+        }
+        for (int64_t i = 0; i < cols; i++) /* sum of 4 uniforms: roughly normal, std 0.02 */
+            row[i] = ((float)(bench_rand(&s) % 2001) + (float)(bench_rand(&s) % 2001) +
+                      (float)(bench_rand(&s) % 2001) + (float)(bench_rand(&s) % 2001) - 4000.0f) *
+                     (0.02f / 1155.0f);
+        quant_quantize_row(type, row, p + (size_t)r * rb, (size_t)cols);
     }
-    for (size_t i = 0; bsz && i < n / bsz; i++) {
-        memcpy(p + i * bsz + off, &h, 2);
-        if (type == QUANT_Q4_K) memcpy(p + i * bsz + 2, &h, 2);
-    }
+    free(row);
     *bytes = n;
     return p;
 }
@@ -85,12 +83,11 @@ static double bench_time(struct backend *b, const struct backend_weight *w, cons
     return best;
 }
 
-static const struct {
-    const char *name;
-    enum quant_type type;
-} bench_types[] = {
-    {"f32", QUANT_F32},   {"f16", QUANT_F16},   {"bf16", QUANT_BF16}, {"q8_0", QUANT_Q8_0},
-    {"q4_0", QUANT_Q4_0}, {"q4_K", QUANT_Q4_K}, {"q6_K", QUANT_Q6_K},
+/* The types benchmarked without --types: every weight type published GGUFs use. */
+static const enum quant_type bench_types[] = {
+    QUANT_F32,  QUANT_F16,  QUANT_BF16, QUANT_Q8_0,   QUANT_Q4_0,
+    QUANT_Q4_1, QUANT_Q5_0, QUANT_Q5_1, QUANT_Q2_K,   QUANT_Q3_K,
+    QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_IQ4_NL, QUANT_IQ4_XS,
 };
 
 /* Shapes (rows, cols) of the 134M llama: wq/wk/wv/wo, w1/w3, w2, classifier. */
@@ -131,7 +128,7 @@ static int bench_matmul_type(struct backend *b, const struct cpu_bench_opts *o, 
             t_shape[si][ti] = s;
             double flop = 2.0 * (double)rows * (double)cols * nt;
             printf(
-                "matmul %-5s %5lldx%-5lld n=%-4d %9.1f us %8.1f GFLOP/s %7.1f GB/s %9.0f tok/s\n",
+                "matmul %-6s %5lldx%-5lld n=%-4d %9.1f us %8.1f GFLOP/s %7.1f GB/s %9.0f tok/s\n",
                 name, (long long)rows, (long long)cols, nt, s * 1e6, flop / s * 1e-9,
                 (double)bytes / s * 1e-9, nt / s);
         }
@@ -142,7 +139,7 @@ static int bench_matmul_type(struct backend *b, const struct cpu_bench_opts *o, 
     for (size_t ti = 0; ti < 3; ti++) {
         double layer = 4 * t_shape[0][ti] + 2 * t_shape[1][ti] + t_shape[2][ti];
         double step = 12 * layer + t_shape[3][0];
-        printf("model %-5s 134M llama, matmuls only: n=%-4d %8.1f tok/s\n", name, bench_tokens[ti],
+        printf("model %-6s 134M llama, matmuls only: n=%-4d %8.1f tok/s\n", name, bench_tokens[ti],
                bench_tokens[ti] / step);
     }
 out:
@@ -188,7 +185,7 @@ static int bench_model_type(struct backend *b, const struct cpu_bench_opts *o, c
             }
             if (rep > 0 || reps == 1) best = fmin(best, bench_now() - t0);
         }
-        printf("model %-5s 134M llama, all weights resident in DRAM, matmuls only: n=%-4d %8.1f "
+        printf("model %-6s 134M llama, all weights resident in DRAM, matmuls only: n=%-4d %8.1f "
                "tok/s (%.2f ms/step)\n",
                name, nt, nt / best, best * 1e3);
     }
@@ -220,12 +217,13 @@ static int bench_attention(struct backend *b, enum quant_type kv_type)
     for (int i = 0; i < n; i++) pos[i] = i, slots[i] = i;
     for (int i = 0; i < n * nh * hd; i++) q[i] = sinf((float)i * 0.1f);
     struct backend_batch bt = {n, pos, seq, tab, 1, n / bs, slots};
+    struct backend_attn_params ap = {.scale = 0.125f};
     rc = b->ops->kv_store(b, 0, q, q, &bt);
     if (rc != 0) goto out;
     double t0 = bench_now();
     int reps = 0;
     while (reps < 2 || bench_now() - t0 < 0.3) {
-        rc = b->ops->attention(b, 0, q, out, &bt, nh, 0.125f);
+        rc = b->ops->attention(b, 0, q, out, &bt, nh, &ap);
         if (rc != 0) goto out;
         reps++;
     }
@@ -234,7 +232,7 @@ static int bench_attention(struct backend *b, enum quant_type kv_type)
     t0 = bench_now();
     reps = 0;
     while (reps < 10 || bench_now() - t0 < 0.2) {
-        rc = b->ops->attention(b, 0, q, out, &one, nh, 0.125f);
+        rc = b->ops->attention(b, 0, q, out, &one, nh, &ap);
         if (rc != 0) goto out;
         reps++;
     }
@@ -268,7 +266,11 @@ static int bench_small_ops(struct backend *b)
     struct backend_weight_desc d = {QUANT_F32, 1, dim, g, false};
     rc = b->ops->weight_prepare(b, &d, &w);
     if (rc != 0) goto out;
-    struct backend_rope_params rp = {BACKEND_ROPE_NORMAL, hd, 10000.0f, 1.0f};
+    struct backend_rope_params rp = {.mode = BACKEND_ROPE_NORMAL,
+                                     .n_rot = hd,
+                                     .freq_base = 10000.0f,
+                                     .freq_scale = 1.0f,
+                                     .attn_factor = 1.0f};
     double t[3] = {1e9, 1e9, 1e9};
     for (int rep = 0; rep < 5; rep++) {
         double t0 = bench_now();
@@ -294,19 +296,41 @@ out:
     return rc;
 }
 
-static int bench_type_selected(const char *list, const char *name)
+int cpu_bench_types(const char *list, enum quant_type *out, int max)
 {
-    if (!list) return 1;
-    size_t n = strlen(name);
-    for (const char *p = list; (p = strstr(p, name)) != NULL; p += n)
-        if ((p == list || p[-1] == ',') && (p[n] == '\0' || p[n] == ',')) return 1;
-    return 0;
+    int n = 0;
+    if (!list) {
+        for (size_t i = 0; i < sizeof(bench_types) / sizeof(bench_types[0]); i++)
+            out[n++] = bench_types[i];
+        return n;
+    }
+    for (const char *p = list; *p && n < max;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char name[16];
+        if (len == 0 || len >= sizeof(name)) {
+            fprintf(stderr, "bench: bad --types entry in \"%s\"\n", list);
+            return -1;
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (!quant_type_parse(name, &out[n])) {
+            fprintf(stderr, "bench: unknown type \"%s\" (types: %s)\n", name, quant_type_names());
+            return -1;
+        }
+        n++;
+        p += len + (e ? 1 : 0);
+    }
+    return n;
 }
 
 int cpu_bench_run(const struct cpu_bench_opts *opts)
 {
     const struct cpu_bench_opts o = *opts;
     bench_clock = o.cputime ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC;
+    enum quant_type types[QUANT_TYPE_END];
+    int n_types = cpu_bench_types(o.types, types, QUANT_TYPE_END);
+    if (n_types < 0) return ERR_INVAL;
     struct backend_options bo = {.n_threads = o.n_threads, .cpu_isa = o.isa};
     struct backend *b = NULL;
     int rc = backend_create("cpu", &bo, &b);
@@ -316,10 +340,9 @@ int cpu_bench_run(const struct cpu_bench_opts *opts)
     }
     struct cpu_backend *cb = cpu_backend_of(b);
     printf("cpu backend: isa %s, %d threads\n", cpu_isa_name(cb->isa), cb->n_threads);
-    for (size_t i = 0; rc == 0 && i < sizeof(bench_types) / sizeof(bench_types[0]); i++)
-        if (bench_type_selected(o.types, bench_types[i].name))
-            rc = (o.model ? bench_model_type : bench_matmul_type)(b, &o, bench_types[i].name,
-                                                                  bench_types[i].type);
+    for (int i = 0; rc == 0 && i < n_types; i++)
+        rc = (o.model ? bench_model_type : bench_matmul_type)(b, &o, quant_type_name(types[i]),
+                                                              types[i]);
     if (rc == 0) rc = bench_small_ops(b);
     if (rc == 0) rc = bench_attention(b, QUANT_F32);
     if (rc == 0) rc = bench_attention(b, QUANT_F16);

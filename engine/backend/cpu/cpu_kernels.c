@@ -27,53 +27,7 @@ static void gemm_f16_scalar(const uint16_t *w, size_t ldw, int nr, const float *
         for (int r = 0; r < nr; r++) {
             const uint16_t *wr = w + (size_t)r * ldw;
             float s = 0.0f;
-            for (int i = 0; i < k; i++) s += cpu_quant_f16_to_f32(wr[i]) * xt[i];
-            y[(size_t)t * ldy + r] = s;
-        }
-    }
-}
-
-static void gemm_q8_0_scalar(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
-                             int t0, int nt, float *y, size_t ldy)
-{
-    int nb = xq->nb;
-    for (int t = 0; t < nt; t++) {
-        const int8_t *xs = xq->qs + (size_t)(t0 + t) * nb * QUANT_QK8_0;
-        const float *xd = xq->d + (size_t)(t0 + t) * nb;
-        for (int r = 0; r < nr; r++) {
-            const struct quant_block_q8_0 *wb =
-                (const struct quant_block_q8_0 *)((const char *)w + (size_t)r * row_bytes);
-            float s = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                int32_t is = 0;
-                for (int j = 0; j < QUANT_QK8_0; j++) is += wb[b].qs[j] * xs[b * QUANT_QK8_0 + j];
-                s += cpu_quant_f16_to_f32(wb[b].d) * xd[b] * (float)is;
-            }
-            y[(size_t)t * ldy + r] = s;
-        }
-    }
-}
-
-static void gemm_q4_0_scalar(const void *w, size_t row_bytes, int nr, const struct cpu_act_q8 *xq,
-                             int t0, int nt, float *y, size_t ldy)
-{
-    int nb = xq->nb;
-    for (int t = 0; t < nt; t++) {
-        const int8_t *xs = xq->qs + (size_t)(t0 + t) * nb * QUANT_QK8_0;
-        const float *xd = xq->d + (size_t)(t0 + t) * nb;
-        for (int r = 0; r < nr; r++) {
-            const struct quant_block_q4_0 *wb =
-                (const struct quant_block_q4_0 *)((const char *)w + (size_t)r * row_bytes);
-            float s = 0.0f;
-            for (int b = 0; b < nb; b++) {
-                const int8_t *xb = xs + b * QUANT_QK8_0;
-                int32_t is = 0;
-                for (int j = 0; j < QUANT_QK4_0 / 2; j++) {
-                    is += ((wb[b].qs[j] & 0x0f) - 8) * xb[j];
-                    is += ((wb[b].qs[j] >> 4) - 8) * xb[j + QUANT_QK4_0 / 2];
-                }
-                s += cpu_quant_f16_to_f32(wb[b].d) * xd[b] * (float)is;
-            }
+            for (int i = 0; i < k; i++) s += quant_f16_to_f32(wr[i]) * xt[i];
             y[(size_t)t * ldy + r] = s;
         }
     }
@@ -81,12 +35,12 @@ static void gemm_q4_0_scalar(const void *w, size_t row_bytes, int nr, const stru
 
 static void f16_to_f32_scalar(const uint16_t *src, float *dst, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) dst[i] = cpu_quant_f16_to_f32(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = quant_f16_to_f32(src[i]);
 }
 
 static void f32_to_f16_scalar(const float *src, uint16_t *dst, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+    for (int64_t i = 0; i < n; i++) dst[i] = quant_f32_to_f16(src[i]);
 }
 
 static void attn_scores_scalar(const float *qt, int hd, const float *k, size_t ldk, int np,
@@ -141,7 +95,7 @@ static void attn_probs_f16_scalar(float *s, int np, const float *inv)
     for (int p = 0; p < np; p++)
         for (int r = 0; r < CPU_ATTN_ROWS; r++) {
             float v = s[p * CPU_ATTN_ROWS + r] * inv[r];
-            s[p * CPU_ATTN_ROWS + r] = cpu_quant_f16_to_f32(cpu_quant_f32_to_f16(v));
+            s[p * CPU_ATTN_ROWS + r] = quant_f16_to_f32(quant_f32_to_f16(v));
         }
 }
 
@@ -153,18 +107,21 @@ static void silu_mul_scalar(float *gate, const float *up, size_t n)
     }
 }
 
+static void dequant_row_scalar(enum quant_type type, const void *src, float *dst, int64_t n)
+{
+    quant_dequantize_row(type, src, dst, (size_t)n);
+}
+
 void cpu_kernels_scalar(struct cpu_kernels *k)
 {
     memset(k, 0, sizeof(*k)); /* optional kernels the scalar level lacks stay NULL */
     k->gemm_f32 = gemm_f32_scalar;
     k->gemm_f16 = gemm_f16_scalar;
-    k->gemm_q8_0 = gemm_q8_0_scalar;
-    k->gemm_q4_0 = gemm_q4_0_scalar;
-    k->quantize_q8_0 = cpu_quant_q8_0_row;
+    cpu_qdot_scalar(k);
     k->f16_to_f32 = f16_to_f32_scalar;
     k->f32_to_f16 = f32_to_f16_scalar;
     k->silu_mul = silu_mul_scalar;
-    k->dequant_row = cpu_quant_dequant_row;
+    k->dequant_row = dequant_row_scalar;
     k->attn_scores = attn_scores_scalar;
     k->attn_scores_dot = attn_scores_dot_scalar;
     k->attn_softmax = attn_softmax_scalar;

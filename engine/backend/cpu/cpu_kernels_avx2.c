@@ -3,18 +3,12 @@
  * maddubs: Q8_0 weights with the sign trick (|w| times sign(w)*x fits int16 pairs), Q4_0 weights as
  * unsigned nibbles with the -8 offset folded into the per-block sum of the activation quants. */
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_simd.h"
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-/* Tile loops have compile-time trip counts; unrolling them keeps accumulators in registers. */
-#define UNROLL _Pragma("GCC unroll 4")
-
-#define AVX2        __attribute__((target("avx2,fma,f16c")))
-#define AVX2_INLINE static inline __attribute__((always_inline, target("avx2,fma,f16c")))
 
 AVX2_INLINE float hsum_avx2(__m256 v)
 {
@@ -231,14 +225,14 @@ static AVX2 void f16_to_f32_avx2(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
-/* F16C's conversion rounds to nearest even like cpu_quant_f32_to_f16 (NaN payloads may differ) */
+/* F16C's conversion rounds to nearest even like quant_f32_to_f16 (NaN payloads may differ) */
 static AVX2 void f32_to_f16_avx2(const float *src, uint16_t *dst, int64_t n)
 {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(dst + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+    for (; i < n; i++) dst[i] = quant_f32_to_f16(src[i]);
 }
 
 AVX2_INLINE float dot_f32_avx2(const float *a, const float *b, int n)
@@ -488,12 +482,12 @@ static AVX2 void dequant_row_avx2(enum quant_type type, const void *src, float *
             __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + i)));
             _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
         }
-        for (; i < n; i++) dst[i] = cpu_quant_bf16_to_f32(h[i]);
+        for (; i < n; i++) dst[i] = quant_bf16_to_f32(h[i]);
         break;
     }
     case QUANT_Q4_K: dequant_q4_k_avx2(src, dst, n / QUANT_QK_K); break;
     case QUANT_Q6_K: dequant_q6_k_avx2(src, dst, n / QUANT_QK_K); break;
-    default: cpu_quant_dequant_row(type, src, dst, n); break;
+    default: quant_dequantize_row(type, src, dst, (size_t)n); break;
     }
 }
 
@@ -501,8 +495,9 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_avx2;
     k->gemm_f16 = gemm_f16_avx2;
-    k->gemm_q8_0 = gemm_q8_0_avx2;
-    k->gemm_q4_0 = gemm_q4_0_avx2;
+    k->gemm_q[QUANT_Q8_0] = gemm_q8_0_avx2;
+    k->gemm_q[QUANT_Q4_0] = gemm_q4_0_avx2;
+    cpu_kernels_avx2_q(k);
     k->f16_to_f32 = f16_to_f32_avx2;
     k->f32_to_f16 = f32_to_f16_avx2;
     k->silu_mul = silu_mul_avx2;

@@ -3,21 +3,12 @@
  * use vpdpbusd on 256-bit vectors (one Q8_0 block): weights become unsigned (Q8_0: w + 128 by an xor;
  * Q4_0: the raw nibbles) and the offset times sum(x) enters as the dot product's initial lane 0. */
 #include "engine/backend/cpu/cpu_backend.h"
+#include "engine/backend/cpu/cpu_simd.h"
 
 #if defined(__x86_64__)
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
-
-/* Tile loops have compile-time trip counts; unrolling them keeps accumulators in registers. */
-#define UNROLL _Pragma("GCC unroll 4")
-/* The packed kernels' loops (up to 16 tokens, 8 vectors) must unroll fully to stay in registers. */
-#define UNROLL_ALL _Pragma("GCC unroll 16")
-
-#define AVX512_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni"
-#define AVX512        __attribute__((target(AVX512_TARGET)))
-#define AVX512_INLINE static inline __attribute__((always_inline, target(AVX512_TARGET)))
 
 AVX512_INLINE float hsum256_512(__m256 v)
 {
@@ -274,26 +265,6 @@ static AVX512 void gemm_q4_0_512(const void *w, size_t row_bytes, int nr,
     qint_gemm_512(w, row_bytes, nr, xq, t0, nt, y, ldy, 1);
 }
 
-/* Bytes ahead of the block it works on that the first pass over packed groups prefetches, in
- * address order. Measured on Zen 4 (cinfer-engine bench, Q8_0): with up to 4 tokens per tile
- * (memory-bound decode) about one block ahead into L1 is best, the hardware prefetchers doing the
- * rest (256 B: -10%, 1 KiB: -15%, 4 KiB: -20% at batch 1 and 4); 16-token tiles spend longer on each
- * block and are 8% faster with 8 KiB than with 512 B. Tiles of 8 or more tokens prefetch into L2
- * only: a block's weights are loaded into registers once and then serve every token, while the
- * tokens' activations (37 KiB for 16 tokens of a 2048-wide row) need L1; `bench-kernels --model`,
- * 16 tokens from DRAM: 2531 -> 2754 tok/s, 4 alternations. */
-#define QPACK_PREFETCH_FEW  512
-#define QPACK_PREFETCH_MANY 8192
-
-/* acc += u8 w . s8 (4 bytes at p, broadcast), with the broadcast in the instruction's memory operand
- * ({1to16}): GCC emits a separate vpbroadcastd for the intrinsic form, one more instruction per
- * vpdpbusd in the hottest loop. */
-AVX512_INLINE __m512i dpbusd_bcast_512(__m512i acc, __m512i w, const int8_t *p)
-{
-    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
-    return acc;
-}
-
 /* T tokens of one packed group of 16 rows (cpu_qpack.c): per block the rows' quants are 8 vectors
  * (Q8_0; Q4_0: 4 vectors, low and high nibbles) whose 32-bit lane r belongs to row r, and every
  * token's activation block is broadcast against them 4 bytes at a time. The int32 block sums are
@@ -420,14 +391,14 @@ static AVX512 void f16_to_f32_512(const uint16_t *src, float *dst, int64_t n)
     for (; i < n; i++) dst[i] = _cvtsh_ss(src[i]);
 }
 
-/* vcvtps2ph rounds to nearest even like cpu_quant_f32_to_f16 (NaN payloads may differ) */
+/* vcvtps2ph rounds to nearest even like quant_f32_to_f16 (NaN payloads may differ) */
 static AVX512 void f32_to_f16_512(const float *src, uint16_t *dst, int64_t n)
 {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
         _mm256_storeu_si256((__m256i *)(dst + i),
                             _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) dst[i] = cpu_quant_f32_to_f16(src[i]);
+    for (; i < n; i++) dst[i] = quant_f32_to_f16(src[i]);
 }
 
 /* exp(x) for softmax inputs (x <= 0): Cephes' reduction and polynomial, 2^n applied with scalef so
@@ -805,10 +776,11 @@ void cpu_kernels_avx512(struct cpu_kernels *k)
 {
     k->gemm_f32 = gemm_f32_512;
     k->gemm_f16 = gemm_f16_512;
-    k->gemm_q8_0 = gemm_q8_0_512;
-    k->gemm_q4_0 = gemm_q4_0_512;
-    k->gemm_q8_0_packed = gemm_q8_0_packed_512;
-    k->gemm_q4_0_packed = gemm_q4_0_packed_512;
+    k->gemm_q[QUANT_Q8_0] = gemm_q8_0_512;
+    k->gemm_q[QUANT_Q4_0] = gemm_q4_0_512;
+    k->gemm_qpack[QUANT_Q8_0] = gemm_q8_0_packed_512;
+    k->gemm_qpack[QUANT_Q4_0] = gemm_q4_0_packed_512;
+    cpu_kernels_avx512_q(k);
     k->f16_to_f32 = f16_to_f32_512;
     k->f32_to_f16 = f32_to_f16_512;
     k->quantize_q8_0 = quantize_q8_0_512;

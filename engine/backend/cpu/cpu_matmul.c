@@ -1,10 +1,11 @@
 /* Matrix multiplication y (n_tokens, rows) = x (n_tokens, cols) @ W^T for every weight type.
  * Work is split over output rows in chunks of whole row tiles that threads claim dynamically; a chunk
  * streams its rows once per token block. Two kernel families:
- *  - float: F32 rows are used in place; F16/BF16/Q4_K/Q6_K rows are converted into a per-thread scratch
- *    tile of CPU_GEMM_ROWS rows, once per token block, and reused across every token of the block;
- *  - integer: Q8_0/Q4_0 weights against activations quantized to Q8_0 once per call (as ggml does),
- *    from the weight's packed copy (groups of CPU_QPACK_ROWS interleaved rows) when it has one.
+ *  - float: F32 rows are used in place; F16/BF16 (and Q8_K) rows are converted into a per-thread
+ *    scratch tile of CPU_GEMM_ROWS rows, once per token block, and reused across every token of it;
+ *  - integer: every quantized type against activations quantized once per call to Q8_0 or Q8_K
+ *    (cpu_act_of: ggml's pairing), from the weight's packed copy (groups of CPU_QPACK_ROWS
+ *    interleaved rows) when the level has packed kernels for its type.
  * Tokens are processed in blocks of MM_TOKEN_BLOCK so the activations stay in L2 while the weights
  * stream past. A group of weights sharing one input (Q/K/V, gate/up) is one job: the activations are
  * quantized once, and threads claim chunks across all the weights' rows, so the step has two thread
@@ -50,15 +51,16 @@ struct mm_job {
     struct mm_part parts[MM_MAX_PARTS];
     int n_parts;
     int64_t n_chunks;
+    enum cpu_act act;     /* of every part's weight type */
     struct cpu_act_q8 xq; /* integer path only */
     float *tiles;         /* float path: (n_threads, CPU_GEMM_ROWS, cols) conversion tiles */
     atomic_llong next_chunk;
     atomic_llong next_tokens; /* quantization claims */
 };
 
-static int mm_is_integer(enum quant_type t)
+static bool mm_is_integer(enum quant_type t)
 {
-    return t == QUANT_Q8_0 || t == QUANT_Q4_0;
+    return cpu_act_of(t) != CPU_ACT_FLOAT;
 }
 
 /* Claims token rows in chunks of MM_QUANT_TOKENS (see cpu_pool.h: work is never tied to ith). */
@@ -73,9 +75,16 @@ static void mm_quantize_task(void *ctx, int ith, int nth)
             atomic_fetch_add_explicit(&j->next_tokens, MM_QUANT_TOKENS, memory_order_relaxed);
         if (t0 >= j->n_tokens) break;
         int64_t t1 = t0 + MM_QUANT_TOKENS < j->n_tokens ? t0 + MM_QUANT_TOKENS : j->n_tokens;
-        for (int64_t t = t0; t < t1; t++)
-            j->cb->kern.quantize_q8_0(j->x + t * cols, cols, j->xq.qs + t * cols,
-                                      j->xq.d + t * j->xq.nb, j->xq.sum + t * j->xq.nb);
+        for (int64_t t = t0; t < t1; t++) {
+            const float *x = j->x + t * cols;
+            int8_t *qs = j->xq.qs + t * cols;
+            float *d = j->xq.d + t * j->xq.nb;
+            if (j->act == CPU_ACT_Q8_K)
+                j->cb->kern.quantize_q8_k(x, cols, qs, d, j->xq.sum16 + t * (cols / 16),
+                                          j->xq.sum32 + t * (cols / 32));
+            else
+                j->cb->kern.quantize_q8_0(x, cols, qs, d, j->xq.sum + t * j->xq.nb);
+        }
     }
 }
 
@@ -107,7 +116,7 @@ static void mm_gemm_packed(const struct mm_job *j, const struct mm_part *pt, int
 {
     const struct backend_weight *w = pt->w;
     const struct cpu_kernels *k = &j->cb->kern;
-    cpu_gemm_qpack_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0_packed : k->gemm_q4_0_packed;
+    cpu_gemm_qpack_fn gq = k->gemm_qpack[w->desc.type];
     int64_t rows = w->desc.rows, g0 = r0 / CPU_QPACK_ROWS;
     size_t gb = w->packed_group_bytes;
     const char *base = (const char *)w->packed;
@@ -126,7 +135,7 @@ static void mm_gemm_rows(const struct mm_job *j, const struct mm_part *pt, int64
     const struct backend_weight *w = pt->w;
     const struct cpu_kernels *k = &j->cb->kern;
     int64_t rows = w->desc.rows, cols = w->desc.cols;
-    cpu_gemm_q_fn gq = w->desc.type == QUANT_Q8_0 ? k->gemm_q8_0 : k->gemm_q4_0;
+    cpu_gemm_q_fn gq = k->gemm_q[w->desc.type];
     int tb = mm_is_integer(w->desc.type) ? MM_TOKEN_BLOCK_INT : MM_TOKEN_BLOCK;
 
     if (w->packed) {
@@ -195,7 +204,8 @@ static int64_t mm_part_chunks(const struct cpu_backend *cb, struct mm_part *pt)
     return (w->desc.rows + pt->chunk_rows - 1) / pt->chunk_rows;
 }
 
-/* One job for n weights that all take the integer path or all take the float path. */
+/* One job for n weights that all take the float path or all the integer one with one activation
+ * format. */
 static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const *w, int n,
                       const float *x, float *const *y, int n_tokens)
 {
@@ -204,15 +214,23 @@ static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const
     char *s;
     bool integer = mm_is_integer(w[0]->desc.type), floats = false;
     for (int i = 0; i < n; i++) floats = floats || w[i]->desc.type != QUANT_F32;
+    j.act = cpu_act_of(w[0]->desc.type);
     if (integer) {
-        size_t nb = cols / QUANT_QK8_0, nq = (size_t)n_tokens * nb;
-        size_t b_qs = mm_align((size_t)n_tokens * cols), b_d = mm_align(nq * sizeof(float));
-        s = cpu_backend_scratch(cb, b_qs + b_d + mm_align(nq * sizeof(int32_t)));
+        /* Q8_0: per 32 a scale and an int32 sum; Q8_K: per 256 a scale, int16 sums per 16 and 32 */
+        bool k = j.act == CPU_ACT_Q8_K;
+        size_t nt = (size_t)n_tokens, nb = cols / (k ? QUANT_QK_K : QUANT_QK8_0);
+        size_t b_qs = mm_align(nt * cols), b_d = mm_align(nt * nb * sizeof(float));
+        size_t b_s = mm_align(nt * (k ? cols / 16 * sizeof(int16_t) : nb * sizeof(int32_t)));
+        size_t b_s32 = k ? mm_align(nt * cols / 32 * sizeof(int16_t)) : 0;
+        s = cpu_backend_scratch(cb, b_qs + b_d + b_s + b_s32);
         if (!s) return ERR_NOMEM;
-        j.xq.qs = (int8_t *)s;
-        j.xq.d = (float *)(s + b_qs);
-        j.xq.sum = (int32_t *)(s + b_qs + b_d);
-        j.xq.nb = (int)nb;
+        j.xq = (struct cpu_act_q8){.qs = (int8_t *)s, .d = (float *)(s + b_qs), .nb = (int)nb};
+        if (k) {
+            j.xq.sum16 = (int16_t *)(s + b_qs + b_d);
+            j.xq.sum32 = (int16_t *)(s + b_qs + b_d + b_s);
+        } else {
+            j.xq.sum = (int32_t *)(s + b_qs + b_d);
+        }
         atomic_init(&j.next_tokens, 0);
         cpu_backend_run(cb, mm_quantize_task, &j);
     } else if (floats) {
@@ -239,11 +257,12 @@ int cpu_matmul_group_run(struct backend *b, const struct backend_weight *const *
     for (int i = 0; i < n; i++)
         if (!w[i] || !y[i] || w[i]->desc.cols != w[0]->desc.cols) return ERR_INVAL;
     if (n_tokens == 0) return 0;
-    /* Runs of consecutive weights on the same path (integer or float) share a job. */
+    /* Runs of consecutive weights on the same path (float, or integer with the same activation
+     * format) share a job. */
     for (int i = 0; i < n;) {
         int k = 1;
-        bool integer = mm_is_integer(w[i]->desc.type);
-        while (i + k < n && k < MM_MAX_PARTS && mm_is_integer(w[i + k]->desc.type) == integer) k++;
+        enum cpu_act act = cpu_act_of(w[i]->desc.type);
+        while (i + k < n && k < MM_MAX_PARTS && cpu_act_of(w[i + k]->desc.type) == act) k++;
         int rc = mm_job_run(cb, w + i, k, x, y + i, n_tokens);
         if (rc) return rc;
         i += k;

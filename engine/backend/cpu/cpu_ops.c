@@ -1,6 +1,8 @@
-/* The small ops of the forward pass: embedding lookup, bias and residual adds, RMS norms, rotary
- * embeddings (ggml's formulas), SwiGLU and row gathers. Cheap next to matmul and attention: RMS norm,
- * rope and SwiGLU are spread over the pool for prefill-sized inputs, the rest run on the caller. */
+/* The small ops of the forward pass: embedding lookup, bias and residual adds, scaling, RMS norms,
+ * rotary embeddings (ggml's formulas, YaRN and frequency factors included), SwiGLU and GeGLU,
+ * soft-capping, row gathers, and the mixture-of-experts routing and combination. Cheap next to
+ * matmul and attention: RMS norm, rope, the GLUs and soft-capping are spread over the pool for
+ * prefill-sized inputs, the rest run on the caller. */
 #include "engine/backend/cpu/cpu_backend.h"
 
 #include "common/err.h"
@@ -15,7 +17,7 @@
 /* Elements per claimed chunk of silu_mul. */
 #define OPS_SILU_CHUNK 8192
 
-enum ops_kind { OPS_RMSNORM, OPS_ROPE, OPS_SILU };
+enum ops_kind { OPS_RMSNORM, OPS_ROPE, OPS_SILU, OPS_GELU, OPS_SOFTCAP };
 
 /* One row-parallel elementwise op; threads claim `chunk` rows at a time (see cpu_pool.h). */
 struct ops_job {
@@ -23,8 +25,8 @@ struct ops_job {
     const struct cpu_backend *cb;
     atomic_llong next;
     int64_t n_rows, chunk;
-    const float *x; /* rmsnorm input, silu up */
-    float *y;       /* rmsnorm output, rope in/out, silu gate */
+    const float *x; /* rmsnorm input, silu/gelu up */
+    float *y;       /* rmsnorm output, rope in/out, silu/gelu gate, softcap in/out */
     const float *gain;
     int dim;
     float eps;
@@ -32,6 +34,7 @@ struct ops_job {
     int n_heads;
     const struct backend_rope_params *rope;
     const float *cs; /* rope: (n_rows, n_rot) cos/sin of each token's angles */
+    float cap;       /* softcap */
 };
 
 int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const int32_t *ids, int n,
@@ -104,6 +107,35 @@ static void rmsnorm_rows(const float *x, const float *g, float *y, int64_t r0, i
 static void rope_token(float *x, int n_heads, int head_dim, const struct backend_rope_params *p,
                        const float *cs);
 
+/* GeGLU over elements [i0, i1) as ggml_vec_geglu_f32 with GGML_GELU_FP16: gelu from the f16 table
+ * (cpu_backend.h: gelu_f16) at x rounded to f16, 0 at or below -10, x at or above 10. The
+ * conversions run through the level's f16 kernels, 64 elements at a time (the same roundings as
+ * quant_f32_to_f16 / quant_f16_to_f32; a scalar pass was 8 ns per element). */
+static void gelu_mul_range(const struct cpu_backend *cb, float *gate, const float *up, int64_t i0,
+                           int64_t i1)
+{
+    const uint16_t *table = cb->gelu_f16;
+    uint16_t h[64];
+    float g[64];
+    for (int64_t i = i0; i < i1; i += 64) {
+        int n = i1 - i < 64 ? (int)(i1 - i) : 64;
+        cb->kern.f32_to_f16(gate + i, h, n);
+        for (int j = 0; j < n; j++) h[j] = table[h[j]];
+        cb->kern.f16_to_f32(h, g, n);
+        for (int j = 0; j < n; j++) {
+            float x = gate[i + j];
+            gate[i + j] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * up[i + j] : g[j] * up[i + j];
+        }
+    }
+}
+
+/* x = cap * tanh(x * (1 / cap)): ggml_scale, ggml_tanh, ggml_scale as llama.cpp chains them. */
+static void softcap_range(float *x, int64_t i0, int64_t i1, float cap)
+{
+    float inv = 1.0f / cap;
+    for (int64_t i = i0; i < i1; i++) x[i] = tanhf(x[i] * inv) * cap;
+}
+
 static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1)
 {
     switch (j->kind) {
@@ -114,6 +146,8 @@ static void ops_rows(const struct ops_job *j, int64_t r0, int64_t r1)
                        j->cs + (size_t)t * j->rope->n_rot);
         break;
     case OPS_SILU: j->cb->kern.silu_mul(j->y + r0, j->x + r0, (size_t)(r1 - r0)); break;
+    case OPS_GELU: gelu_mul_range(j->cb, j->y, j->x, r0, r1); break;
+    case OPS_SOFTCAP: softcap_range(j->y, r0, r1, j->cap); break;
     }
 }
 
@@ -139,7 +173,7 @@ static void ops_run(struct cpu_backend *cb, struct ops_job *j, size_t elems)
         return;
     }
     int64_t per = (int64_t)nth * 4;
-    if (j->kind != OPS_SILU) j->chunk = (j->n_rows + per - 1) / per;
+    if (j->kind == OPS_RMSNORM || j->kind == OPS_ROPE) j->chunk = (j->n_rows + per - 1) / per;
     atomic_init(&j->next, 0);
     cpu_backend_run(cb, ops_task, j);
 }
@@ -172,18 +206,41 @@ int cpu_ops_rmsnorm_heads(struct backend *b, float *x, const struct backend_weig
     return 0;
 }
 
-/* cos/sin of one token's rotation angles into cs (n_rot floats). theta_i = pos * base^(-2i/n_rot) *
- * freq_scale, computed as ggml does (a running product of theta_scale in float) so results match
- * llama.cpp's to the last bit or two. */
-static void rope_angles(int32_t pos, const struct backend_rope_params *p, float *cs)
+/* ggml_rope_yarn_corr_dims: the first and last dimension pair YaRN blends (from where a pair turns
+ * fewer than beta_fast, up to beta_slow, times over the original context). */
+static void rope_corr_dims(const struct backend_rope_params *p, float dims[2])
+{
+    const float two_pi = 6.283185307179586f;
+    float n = (float)p->n_rot, lb = 2.0f * logf(p->freq_base), ctx = (float)p->n_ctx_orig;
+    float start = floorf(n * logf(ctx / (p->beta_fast * two_pi)) / lb);
+    float end = ceilf(n * logf(ctx / (p->beta_slow * two_pi)) / lb);
+    dims[0] = start > 0.0f ? start : 0.0f;
+    dims[1] = end < n - 1.0f ? end : n - 1.0f;
+}
+
+/* cos/sin of one token's rotation angles into cs (n_rot floats), as ggml_rope_cache_init and
+ * rope_yarn compute them: theta_i = pos * base^(-2i/n_rot) as a running product of theta_scale in
+ * float, divided by the pair's frequency factor, scaled by freq_scale (blended with the unscaled
+ * angle by YaRN's ramp when ext_factor is set), cos and sin times attn_factor (and YaRN's
+ * magnitude correction), so results match llama.cpp's to the last bit or two. */
+static void rope_angles(int32_t pos, const struct backend_rope_params *p, const float dims[2],
+                        float *cs)
 {
     int half = p->n_rot / 2;
     float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     float theta = (float)pos;
+    float mscale = p->attn_factor;
+    if (p->ext_factor != 0.0f) mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
     for (int i = 0; i < half; i++) {
-        float th = theta * p->freq_scale;
-        cs[2 * i] = cosf(th);
-        cs[2 * i + 1] = sinf(th);
+        float extrap = p->freq_factors ? theta / p->freq_factors[i] : theta;
+        float th = p->freq_scale * extrap;
+        if (p->ext_factor != 0.0f) {
+            float y = ((float)i - dims[0]) / fmaxf(0.001f, dims[1] - dims[0]);
+            float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * p->ext_factor;
+            th = th * (1.0f - mix) + extrap * mix;
+        }
+        cs[2 * i] = cosf(th) * mscale;
+        cs[2 * i + 1] = sinf(th) * mscale;
         theta *= theta_scale;
     }
 }
@@ -210,12 +267,20 @@ static void rope_token(float *x, int n_heads, int head_dim, const struct backend
  * same positions and parameters (each layer rotates q and k at the step's positions, so one step
  * computes them once instead of twice per layer: 64 cosf/sinf per token each time), else computed
  * now. NULL when out of memory. */
+static bool rope_same(const struct backend_rope_params *a, const struct backend_rope_params *b)
+{
+    return a->n_rot == b->n_rot && a->freq_base == b->freq_base && a->freq_scale == b->freq_scale &&
+           a->ext_factor == b->ext_factor && a->attn_factor == b->attn_factor &&
+           a->beta_fast == b->beta_fast && a->beta_slow == b->beta_slow &&
+           a->n_ctx_orig == b->n_ctx_orig && a->freq_factors == b->freq_factors;
+}
+
 static const float *rope_table(struct cpu_backend *cb, const int32_t *pos, int n,
                                const struct backend_rope_params *p)
 {
     struct cpu_rope_table *t = &cpu_backend_lane(cb)->rope;
-    if (t->cs && t->n_tokens == n && t->n_rot == p->n_rot && t->freq_base == p->freq_base &&
-        t->freq_scale == p->freq_scale && memcmp(t->pos, pos, (size_t)n * sizeof(*pos)) == 0)
+    if (t->cs && t->n_tokens == n && rope_same(&t->params, p) &&
+        memcmp(t->pos, pos, (size_t)n * sizeof(*pos)) == 0)
         return t->cs;
     size_t need = (size_t)n * (size_t)p->n_rot;
     if (need > t->cap_cs || (size_t)n > t->cap_pos) {
@@ -233,12 +298,12 @@ static const float *rope_table(struct cpu_backend *cb, const int32_t *pos, int n
         t->cap_cs = need;
         t->cap_pos = (size_t)n;
     }
-    for (int i = 0; i < n; i++) rope_angles(pos[i], p, t->cs + (size_t)i * p->n_rot);
+    float dims[2] = {0.0f, 0.0f};
+    if (p->ext_factor != 0.0f) rope_corr_dims(p, dims);
+    for (int i = 0; i < n; i++) rope_angles(pos[i], p, dims, t->cs + (size_t)i * p->n_rot);
     memcpy(t->pos, pos, (size_t)n * sizeof(*pos));
     t->n_tokens = n;
-    t->n_rot = p->n_rot;
-    t->freq_base = p->freq_base;
-    t->freq_scale = p->freq_scale;
+    t->params = *p;
     return t->cs;
 }
 
@@ -249,7 +314,11 @@ int cpu_ops_rope(struct backend *b, float *x, const int32_t *pos, int n_tokens, 
     if (!x || !pos || !p || n_tokens < 0 || n_heads <= 0 || head_dim <= 0) return ERR_INVAL;
     if (p->mode != BACKEND_ROPE_NORMAL && p->mode != BACKEND_ROPE_NEOX) return ERR_INVAL;
     if (p->n_rot <= 0 || p->n_rot > head_dim || p->n_rot % 2 != 0) return ERR_INVAL;
-    if (!(p->freq_base > 0.0f) || !(p->freq_scale > 0.0f)) return ERR_INVAL;
+    if (!(p->freq_base > 0.0f) || !(p->freq_scale > 0.0f) || !isfinite(p->attn_factor))
+        return ERR_INVAL;
+    if (p->ext_factor != 0.0f && (!isfinite(p->ext_factor) || !(p->beta_fast > 0.0f) ||
+                                  !(p->beta_slow > 0.0f) || p->n_ctx_orig <= 0))
+        return ERR_INVAL;
     if (n_tokens == 0) return 0;
     const float *cs = rope_table(cb, pos, n_tokens, p);
     if (!cs) return ERR_NOMEM;
@@ -290,4 +359,134 @@ int cpu_ops_gather_rows(struct backend *b, const float *src, const int32_t *idx,
     for (int i = 0; i < n; i++)
         memmove(dst + (size_t)i * dim, src + (size_t)idx[i] * dim, (size_t)dim * sizeof(float));
     return 0;
+}
+
+int cpu_ops_gelu_mul(struct backend *b, float *gate, const float *up, size_t n)
+{
+    if (n > 0 && (!gate || !up)) return ERR_INVAL;
+    struct cpu_backend *cb = cpu_backend_of(b);
+    struct ops_job j = {.kind = OPS_GELU,
+                        .cb = cb,
+                        .n_rows = (int64_t)n,
+                        .chunk = OPS_SILU_CHUNK,
+                        .x = up,
+                        .y = gate};
+    ops_run(cb, &j, n);
+    return 0;
+}
+
+int cpu_ops_scale(struct backend *b, float *x, size_t n, float s)
+{
+    (void)b;
+    if (n > 0 && !x) return ERR_INVAL;
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+    return 0;
+}
+
+int cpu_ops_softcap(struct backend *b, float *x, size_t n, float cap)
+{
+    if ((n > 0 && !x) || !(cap > 0.0f) || !isfinite(cap)) return ERR_INVAL;
+    struct cpu_backend *cb = cpu_backend_of(b);
+    struct ops_job j = {.kind = OPS_SOFTCAP,
+                        .cb = cb,
+                        .n_rows = (int64_t)n,
+                        .chunk = OPS_SILU_CHUNK,
+                        .y = x,
+                        .cap = cap};
+    ops_run(cb, &j, n);
+    return 0;
+}
+
+/* ggml_soft_max_f32 of one row in place (scale 1, no mask): exp of x - max by ggml_v_expf over
+ * 16-element chunks (each chunk summed as one vector reduction) and expf for the tail, the sum in
+ * double, then every element times (float)(1 / sum). */
+static void ops_softmax_row(float *x, int n)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
+    double sum = 0.0;
+    int i = 0;
+    for (; i + 15 < n; i += 16) {
+        for (int l = 0; l < 16; l++) x[i + l] = cpu_ggml_expf(x[i + l] - mx);
+        sum += (double)cpu_ggml_reduce16(x + i);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += (double)x[i];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int k = 0; k < n; k++) x[k] *= inv;
+}
+
+int cpu_ops_moe_route(struct backend *b, const float *logits, int n_rows, int n_expert, int k,
+                      bool norm, int32_t *ids, float *w)
+{
+    if (n_rows < 0 || n_expert <= 0 || k < 1 || k > n_expert) return ERR_INVAL;
+    if (n_rows > 0 && (!logits || !ids || !w)) return ERR_INVAL;
+    float *p = cpu_backend_scratch(cpu_backend_of(b), (size_t)n_expert * sizeof(float));
+    if (!p) return ERR_NOMEM;
+    for (int r = 0; r < n_rows; r++) {
+        memcpy(p, logits + (size_t)r * n_expert, (size_t)n_expert * sizeof(float));
+        ops_softmax_row(p, n_expert);
+        int32_t *id = ids + (size_t)r * k;
+        float *wr = w + (size_t)r * k;
+        /* top k by selection: the highest remaining probability, the lower index on ties */
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int e = 0; e < n_expert; e++) {
+                bool taken = false;
+                for (int i = 0; i < j; i++) taken = taken || id[i] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            id[j] = best;
+            wr[j] = p[best];
+        }
+        if (norm) {
+            double sum = 0.0; /* ggml_sum_rows: a double accumulator, rounded to float */
+            for (int j = 0; j < k; j++) sum += (double)wr[j];
+            float s = (float)sum;
+            if (s < 6.103515625e-5f) s = 6.103515625e-5f;
+            for (int j = 0; j < k; j++) wr[j] /= s;
+        }
+    }
+    return 0;
+}
+
+int cpu_ops_moe_combine(struct backend *b, const float *x, const float *w, int n_rows, int k,
+                        int dim, float *out)
+{
+    (void)b;
+    if (n_rows < 0 || k < 1 || dim <= 0 || (n_rows > 0 && (!x || !w || !out))) return ERR_INVAL;
+    for (int r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * k * dim;
+        const float *wr = w + (size_t)r * k;
+        float *o = out + (size_t)r * dim;
+        for (int i = 0; i < dim; i++) o[i] = xr[i] * wr[0];
+        for (int j = 1; j < k; j++)
+            for (int i = 0; i < dim; i++) o[i] += xr[(size_t)j * dim + i] * wr[j];
+    }
+    return 0;
+}
+
+int cpu_ops_scale_rows_sigmoid(struct backend *b, float *x, const float *g, int n_rows, int dim)
+{
+    (void)b;
+    if (n_rows < 0 || dim <= 0 || (n_rows > 0 && (!x || !g))) return ERR_INVAL;
+    for (int r = 0; r < n_rows; r++) {
+        float silu = g[r] / (1.0f + expf(-g[r])); /* ggml_silu_f32 (a one-element row) */
+        float s = silu / g[r];
+        float *xr = x + (size_t)r * dim;
+        for (int i = 0; i < dim; i++) xr[i] *= s;
+    }
+    return 0;
+}
+
+void cpu_ops_gelu_table(uint16_t *table)
+{
+    const float sqrt_2_over_pi = 0.79788456080286535587989211986876f, coef_a = 0.044715f;
+    for (uint32_t i = 0; i < 65536; i++) {
+        float x = quant_f16_to_f32((uint16_t)i);
+        float g = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * (1.0f + coef_a * x * x)));
+        table[i] = quant_f32_to_f16(g);
+    }
 }
