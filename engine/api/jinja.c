@@ -29,8 +29,7 @@ static void seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
-int jinja_parse(const char *src, size_t len, struct jinja_template **out, char *err,
-                size_t errlen)
+int jinja_parse(const char *src, size_t len, struct jinja_template **out, char *err, size_t errlen)
 {
     if (len > JINJA_SOURCE_MAX) {
         seterr(err, errlen, "template is %zu bytes (at most %u)", len, JINJA_SOURCE_MAX);
@@ -154,8 +153,13 @@ int jinja_render(const struct jinja_template *t, const json_t *vars, time_t now,
         lim = &def;
     }
     if (err && errlen) err[0] = '\0';
-    struct jinja_ctx c = {.t = t, .out = out, .max_steps = lim->max_steps,
-                          .max_depth = lim->max_depth, .now = now, .err = err, .errlen = errlen};
+    struct jinja_ctx c = {.t = t,
+                          .out = out,
+                          .max_steps = lim->max_steps,
+                          .max_depth = lim->max_depth,
+                          .now = now,
+                          .err = err,
+                          .errlen = errlen};
     c.arena.max = lim->max_memory;
     size_t before = out->len;
     int rc;

@@ -42,8 +42,7 @@ void jinja_limits_default(struct jinja_limits *l);
  * ERR_PARSE (syntax error, unknown tag/filter/test, invalid UTF-8), ERR_UNSUPPORTED (a Jinja2
  * feature outside the subset, named), ERR_TOO_BIG (over JINJA_SOURCE_MAX), ERR_NOMEM.
  * Any thread. */
-int jinja_parse(const char *src, size_t len, struct jinja_template **out, char *err,
-                size_t errlen);
+int jinja_parse(const char *src, size_t len, struct jinja_template **out, char *err, size_t errlen);
 
 /* NULL-safe. */
 void jinja_free(struct jinja_template *t);

@@ -45,8 +45,8 @@ int jinja_bind(struct jinja_ctx *c, const char *what, const struct jinja_param *
         size_t i = 0;
         while (i < n_params && !sv_is(kw[k], params[i].name)) i++;
         if (i == n_params)
-            return jinja_fail(c, ERR_INVAL, "%s() got an unexpected keyword argument '%.*s'",
-                              what, (int)kw[k].len, kw[k].p);
+            return jinja_fail(c, ERR_INVAL, "%s() got an unexpected keyword argument '%.*s'", what,
+                              (int)kw[k].len, kw[k].p);
         if (given[i])
             return jinja_fail(c, ERR_INVAL, "%s() got multiple values for argument '%s'", what,
                               params[i].name);
@@ -103,8 +103,9 @@ static struct jinja_val gen_of(struct jinja_list *l)
 
 /* make_attrgetter: "a.b.0" looked up part by part with getitem (digits as integers); a default
  * replaces undefined results. */
-static int attr_path(struct jinja_ctx *c, const struct jinja_val *attr, const struct jinja_val *item,
-                     const struct jinja_val *def, struct jinja_val *out)
+static int attr_path(struct jinja_ctx *c, const struct jinja_val *attr,
+                     const struct jinja_val *item, const struct jinja_val *def,
+                     struct jinja_val *out)
 {
     struct jinja_val v = *item;
     if (attr->type != JV_STR) {
@@ -121,8 +122,10 @@ static int attr_path(struct jinja_ctx *c, const struct jinja_val *attr, const st
         bool digits = i > start;
         int64_t n = 0;
         for (size_t k = start; k < i && digits; k++) {
-            if (attr->s[k] < '0' || attr->s[k] > '9' || n > INT64_MAX / 10) digits = false;
-            else n = n * 10 + (attr->s[k] - '0');
+            if (attr->s[k] < '0' || attr->s[k] > '9' || n > INT64_MAX / 10)
+                digits = false;
+            else
+                n = n * 10 + (attr->s[k] - '0');
         }
         if (digits) key = jinja_int(n);
         int rc = jinja_getitem(c, &v, &key, &v);
@@ -148,7 +151,8 @@ static int sort_items(struct jinja_ctx *c, struct sort_item *v, size_t n, bool r
     if (!tmp) return jinja_fail_alloc(c);
     for (size_t width = 1; width < n; width *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * width) {
-            size_t mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            size_t mid = lo + width < n ? lo + width : n,
+                   hi = lo + 2 * width < n ? lo + 2 * width : n;
             size_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi) {
                 bool take_right;
@@ -176,11 +180,48 @@ static int fold_key(struct jinja_ctx *c, bool case_sensitive, struct jinja_val *
 /* ---------------------------------------------------------------- filters */
 
 enum {
-    F_ABS, F_ATTR, F_BATCH, F_CAPITALIZE, F_CENTER, F_DEFAULT, F_DICTSORT, F_ESCAPE, F_FIRST,
-    F_FLOAT, F_FORCEESCAPE, F_FORMAT, F_INDENT, F_INT, F_ITEMS, F_JOIN, F_LAST, F_LENGTH, F_LIST,
-    F_LOWER, F_MAP, F_MAX, F_MIN, F_REJECT, F_REJECTATTR, F_REPLACE, F_REVERSE, F_ROUND, F_SAFE,
-    F_SELECT, F_SELECTATTR, F_SLICE, F_SORT, F_STRING, F_SUM, F_TITLE, F_TOJSON, F_TRIM,
-    F_TRUNCATE, F_UNIQUE, F_UPPER, F_WORDCOUNT,
+    F_ABS,
+    F_ATTR,
+    F_BATCH,
+    F_CAPITALIZE,
+    F_CENTER,
+    F_DEFAULT,
+    F_DICTSORT,
+    F_ESCAPE,
+    F_FIRST,
+    F_FLOAT,
+    F_FORCEESCAPE,
+    F_FORMAT,
+    F_INDENT,
+    F_INT,
+    F_ITEMS,
+    F_JOIN,
+    F_LAST,
+    F_LENGTH,
+    F_LIST,
+    F_LOWER,
+    F_MAP,
+    F_MAX,
+    F_MIN,
+    F_REJECT,
+    F_REJECTATTR,
+    F_REPLACE,
+    F_REVERSE,
+    F_ROUND,
+    F_SAFE,
+    F_SELECT,
+    F_SELECTATTR,
+    F_SLICE,
+    F_SORT,
+    F_STRING,
+    F_SUM,
+    F_TITLE,
+    F_TOJSON,
+    F_TRIM,
+    F_TRUNCATE,
+    F_UNIQUE,
+    F_UPPER,
+    F_WORDCOUNT,
 };
 
 static const struct {
@@ -276,7 +317,8 @@ static int select_reject(struct jinja_ctx *c, const struct jinja_val *in, bool b
     }
     int test = -1;
     if (n_args > off) {
-        if (args[off].type != JV_STR) return jinja_fail(c, ERR_INVAL, "a test name must be a string");
+        if (args[off].type != JV_STR)
+            return jinja_fail(c, ERR_INVAL, "a test name must be a string");
         test = jinja_test_find(jinja_sv_of(&args[off]));
         if (test < 0)
             return jinja_fail(c, ERR_INVAL, "no test named '%.*s'", (int)args[off].len,
@@ -290,8 +332,8 @@ static int select_reject(struct jinja_ctx *c, const struct jinja_val *in, bool b
         if (by_attr && (rc = attr_path(c, &args[0], &v, NULL, &v))) return rc;
         bool ok;
         if (test >= 0) {
-            if ((rc = jinja_test_apply(c, test, &v, args + off + 1, n_args - off - 1, kw, kwv,
-                                       n_kw, &ok)))
+            if ((rc = jinja_test_apply(c, test, &v, args + off + 1, n_args - off - 1, kw, kwv, n_kw,
+                                       &ok)))
                 return rc;
         } else {
             ok = jinja_truthy(&v);
@@ -313,8 +355,10 @@ static int filter_map(struct jinja_ctx *c, const struct jinja_val *in, const str
     int filter = -1, rc;
     if (n_args == 0) {
         for (size_t k = 0; k < n_kw; k++) {
-            if (sv_is(kw[k], "attribute")) attr = &kwv[k];
-            else if (sv_is(kw[k], "default")) def = &kwv[k];
+            if (sv_is(kw[k], "attribute"))
+                attr = &kwv[k];
+            else if (sv_is(kw[k], "default"))
+                def = &kwv[k];
             else
                 return jinja_fail(c, ERR_INVAL, "Unexpected keyword argument '%.*s'",
                                   (int)kw[k].len, kw[k].p);
@@ -329,8 +373,8 @@ static int filter_map(struct jinja_ctx *c, const struct jinja_val *in, const str
     for (size_t i = 0; i < items->n; i++) {
         struct jinja_val v;
         rc = attr ? attr_path(c, attr, &items->v[i], def, &v)
-                  : jinja_filter_apply(c, filter, &items->v[i], args + 1, n_args - 1, kw, kwv,
-                                       n_kw, &v);
+                  : jinja_filter_apply(c, filter, &items->v[i], args + 1, n_args - 1, kw, kwv, n_kw,
+                                       &v);
         if (rc || (rc = jinja_list_push(c, res, v))) return rc;
     }
     return 0;
@@ -365,7 +409,7 @@ static int filter_indent(struct jinja_ctx *c, const struct jinja_val *bound, str
     while (i <= len) {
         size_t e = i, next;
         /* the end of this line (Python's line boundaries) */
-        for (;; ) {
+        for (;;) {
             if (e >= len) {
                 next = len + 1;
                 break;
@@ -415,8 +459,9 @@ static int filter_first_last(struct jinja_ctx *c, const struct jinja_val *in, bo
     int rc = jinja_iterate(c, in, &items);
     if (rc) return rc;
     if (items->n == 0) {
-        *out = jinja_undef_msg(c, false, last ? "No last item, sequence was empty."
-                                              : "No first item, sequence was empty.");
+        *out = jinja_undef_msg(c, false,
+                               last ? "No last item, sequence was empty."
+                                    : "No first item, sequence was empty.");
         return 0;
     }
     *out = items->v[last ? items->n - 1 : 0];
@@ -456,7 +501,7 @@ static bool parse_py_int(const char *s, size_t len, int64_t base, int64_t *out)
             prev_digit = false;
             continue;
         }
-        int d = ch >= '0' && ch <= '9' ? ch - '0'
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
                 : ch >= 'a' && ch <= 'z' ? ch - 'a' + 10
                 : ch >= 'A' && ch <= 'Z' ? ch - 'A' + 10
                                          : 99;
@@ -536,8 +581,10 @@ static int filter_int(struct jinja_ctx *c, const struct jinja_val *b, struct jin
         }
     }
 fallback:
-    if (def != INT64_MIN) *out = jinja_int(def);
-    else *out = b[1];
+    if (def != INT64_MIN)
+        *out = jinja_int(def);
+    else
+        *out = b[1];
     return 0;
 }
 
@@ -650,12 +697,14 @@ static int filter_title(struct jinja_ctx *c, const struct jinja_val *s, struct j
     while (i < len && !rc) {
         size_t q = i;
         uint32_t cp = unicode_decode(p, len, &q);
-        bool sep = cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jinja_is_space(cp);
+        bool sep =
+            cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jinja_is_space(cp);
         size_t e = q;
         while (e < len) { /* the run of separators or of word characters */
             size_t r = e;
             uint32_t d = unicode_decode(p, len, &r);
-            bool dsep = d == '-' || d == '(' || d == '{' || d == '[' || d == '<' || jinja_is_space(d);
+            bool dsep =
+                d == '-' || d == '(' || d == '{' || d == '[' || d == '<' || jinja_is_space(d);
             if (dsep != sep) break;
             e = r;
         }
@@ -689,8 +738,10 @@ static int filter_truncate(struct jinja_ctx *c, const struct jinja_val *b, struc
     if (!absent(&b[4]) && b[4].type != JV_NONE && (rc = want_int(c, "truncate", &b[4], &leeway)))
         return rc;
     if ((rc = soft_str(c, &b[0], &s))) return rc;
-    int64_t n = (int64_t)jinja_utf8_count(s.s, s.len), ne = (int64_t)jinja_utf8_count(end.s, end.len);
-    if (length < ne || leeway < 0) return jinja_fail(c, ERR_INVAL, "truncate: bad length or leeway");
+    int64_t n = (int64_t)jinja_utf8_count(s.s, s.len),
+            ne = (int64_t)jinja_utf8_count(end.s, end.len);
+    if (length < ne || leeway < 0)
+        return jinja_fail(c, ERR_INVAL, "truncate: bad length or leeway");
     if (n <= length + leeway) {
         *out = s;
         return 0;
@@ -767,7 +818,8 @@ static int filter_unique(struct jinja_ctx *c, const struct jinja_val *b, struct 
         bool dup = false;
         for (size_t j = 0; j < seen->n && !dup; j++) dup = jinja_equal(&seen->v[j], &k);
         if ((rc = jinja_step(c, seen->n))) return rc;
-        if (!dup && ((rc = jinja_list_push(c, seen, k)) || (rc = jinja_list_push(c, res, items->v[i]))))
+        if (!dup &&
+            ((rc = jinja_list_push(c, seen, k)) || (rc = jinja_list_push(c, res, items->v[i]))))
             return rc;
     }
     *out = gen_of(res);
@@ -811,13 +863,15 @@ static int filter_sort(struct jinja_ctx *c, const struct jinja_val *b, bool dict
         cs = !absent(&b[1]) && jinja_truthy(&b[1]);
         if (!absent(&b[2])) {
             if ((rc = want_str(c, "dictsort", &b[2]))) return rc;
-            if (!strcmp(b[2].s, "value")) by_value = 1;
+            if (!strcmp(b[2].s, "value"))
+                by_value = 1;
             else if (strcmp(b[2].s, "key"))
                 return jinja_fail(c, ERR_INVAL, "You can only sort by either \"key\" or \"value\"");
         }
         reverse = !absent(&b[3]) && jinja_truthy(&b[3]);
         if (b[0].type != JV_DICT)
-            return jinja_fail(c, ERR_INVAL, "dictsort: '%s' is not a mapping", jinja_type_name(&b[0]));
+            return jinja_fail(c, ERR_INVAL, "dictsort: '%s' is not a mapping",
+                              jinja_type_name(&b[0]));
         items = jinja_list_new(c, b[0].d->n);
         if (!items) return jinja_fail_alloc(c);
         for (size_t i = 0; i < b[0].d->n; i++) {
@@ -855,8 +909,8 @@ static int filter_sort(struct jinja_ctx *c, const struct jinja_val *b, bool dict
             }
             if (attr->type != JV_STR) {
                 struct jinja_val got;
-                if ((rc = attr_path(c, attr, &items->v[i], NULL, &got)) || (rc = fold_key(c, cs, &got)) ||
-                    (rc = jinja_list_push(c, parts, got)))
+                if ((rc = attr_path(c, attr, &items->v[i], NULL, &got)) ||
+                    (rc = fold_key(c, cs, &got)) || (rc = jinja_list_push(c, parts, got)))
                     return rc;
             }
             k = jinja_list_val(parts, JV_LIST);
@@ -892,7 +946,9 @@ static int filter_batch_slice(struct jinja_ctx *c, const struct jinja_val *b, bo
     struct jinja_list *items, *res = jinja_list_new(c, 0);
     if (!res) return jinja_fail_alloc(c);
     if ((rc = jinja_iterate(c, &b[0], &items))) return rc;
-    if (count <= 0) return jinja_fail(c, ERR_INVAL, "%s: the count must be positive", slice ? "slice" : "batch");
+    if (count <= 0)
+        return jinja_fail(c, ERR_INVAL, "%s: the count must be positive",
+                          slice ? "slice" : "batch");
     if (!slice) {
         for (size_t i = 0; i < items->n; i += (size_t)count) {
             struct jinja_list *part = jinja_list_new(c, 0);
@@ -1021,8 +1077,14 @@ static int filter_items(struct jinja_ctx *c, const struct jinja_val *in, struct 
 }
 
 /* Parameter lists, after the filtered value (params[0] is the value itself). */
-#define P(name) {name, false}
-#define R(name) {name, true}
+#define P(name)                                                                                    \
+    {                                                                                              \
+        name, false                                                                                \
+    }
+#define R(name)                                                                                    \
+    {                                                                                              \
+        name, true                                                                                 \
+    }
 static const struct jinja_param p_attr[] = {R("obj"), R("name")};
 static const struct jinja_param p_batch[] = {R("value"), R("linecount"), P("fill_with")};
 static const struct jinja_param p_slice[] = {R("value"), R("slices"), P("fill_with")};
@@ -1099,11 +1161,17 @@ int jinja_filter_apply(struct jinja_ctx *c, int id, const struct jinja_val *in,
 
     switch (id) {
     case F_ABS:
-        if (in->type == JV_FLOAT) *out = jinja_float(fabs(in->f));
-        else if (in->type == JV_INT && in->i != INT64_MIN) *out = jinja_int(in->i < 0 ? -in->i : in->i);
-        else if (in->type == JV_BOOL) *out = jinja_int(in->b);
-        else if (in->type == JV_UNDEF) return jinja_fail_undef(c, in);
-        else return jinja_fail(c, ERR_INVAL, "bad operand type for abs(): '%s'", jinja_type_name(in));
+        if (in->type == JV_FLOAT)
+            *out = jinja_float(fabs(in->f));
+        else if (in->type == JV_INT && in->i != INT64_MIN)
+            *out = jinja_int(in->i < 0 ? -in->i : in->i);
+        else if (in->type == JV_BOOL)
+            *out = jinja_int(in->b);
+        else if (in->type == JV_UNDEF)
+            return jinja_fail_undef(c, in);
+        else
+            return jinja_fail(c, ERR_INVAL, "bad operand type for abs(): '%s'",
+                              jinja_type_name(in));
         return 0;
     case F_ATTR:
         if ((rc = want_str(c, "attr", &b[1]))) return rc;
@@ -1147,8 +1215,9 @@ int jinja_filter_apply(struct jinja_ctx *c, int id, const struct jinja_val *in,
     case F_FLOAT: return filter_float(c, b, out);
     case F_FORMAT: {
         if (n_args && n_kw)
-            return jinja_fail(c, ERR_INVAL, "can't handle positional and keyword arguments at "
-                                            "the same time");
+            return jinja_fail(c, ERR_INVAL,
+                              "can't handle positional and keyword arguments at "
+                              "the same time");
         if ((rc = soft_str(c, in, &s))) return rc;
         struct jinja_val fargs;
         if (n_kw) {
@@ -1239,24 +1308,80 @@ int jinja_filter_apply(struct jinja_ctx *c, int id, const struct jinja_val *in,
 /* ---------------------------------------------------------------- tests */
 
 enum {
-    T_BOOLEAN, T_CALLABLE, T_DEFINED, T_DIVISIBLEBY, T_EQ, T_ESCAPED, T_EVEN, T_FALSE, T_FILTER,
-    T_FLOAT, T_GE, T_GT, T_IN, T_INTEGER, T_ITERABLE, T_LE, T_LOWER, T_LT, T_MAPPING, T_NE,
-    T_NONE, T_NUMBER, T_ODD, T_SAMEAS, T_SEQUENCE, T_STRING, T_TEST, T_TRUE, T_UNDEFINED, T_UPPER,
+    T_BOOLEAN,
+    T_CALLABLE,
+    T_DEFINED,
+    T_DIVISIBLEBY,
+    T_EQ,
+    T_ESCAPED,
+    T_EVEN,
+    T_FALSE,
+    T_FILTER,
+    T_FLOAT,
+    T_GE,
+    T_GT,
+    T_IN,
+    T_INTEGER,
+    T_ITERABLE,
+    T_LE,
+    T_LOWER,
+    T_LT,
+    T_MAPPING,
+    T_NE,
+    T_NONE,
+    T_NUMBER,
+    T_ODD,
+    T_SAMEAS,
+    T_SEQUENCE,
+    T_STRING,
+    T_TEST,
+    T_TRUE,
+    T_UNDEFINED,
+    T_UPPER,
 };
 
 static const struct {
     const char *name;
     int id;
 } tests[] = {
-    {"boolean", T_BOOLEAN}, {"callable", T_CALLABLE}, {"defined", T_DEFINED},
-    {"divisibleby", T_DIVISIBLEBY}, {"==", T_EQ}, {"eq", T_EQ}, {"equalto", T_EQ},
-    {"escaped", T_ESCAPED}, {"even", T_EVEN}, {"false", T_FALSE}, {"filter", T_FILTER},
-    {"float", T_FLOAT}, {">=", T_GE}, {"ge", T_GE}, {">", T_GT}, {"gt", T_GT},
-    {"greaterthan", T_GT}, {"in", T_IN}, {"integer", T_INTEGER}, {"iterable", T_ITERABLE},
-    {"<=", T_LE}, {"le", T_LE}, {"lower", T_LOWER}, {"<", T_LT}, {"lt", T_LT},
-    {"lessthan", T_LT}, {"mapping", T_MAPPING}, {"!=", T_NE}, {"ne", T_NE}, {"none", T_NONE},
-    {"number", T_NUMBER}, {"odd", T_ODD}, {"sameas", T_SAMEAS}, {"sequence", T_SEQUENCE},
-    {"string", T_STRING}, {"test", T_TEST}, {"true", T_TRUE}, {"undefined", T_UNDEFINED},
+    {"boolean", T_BOOLEAN},
+    {"callable", T_CALLABLE},
+    {"defined", T_DEFINED},
+    {"divisibleby", T_DIVISIBLEBY},
+    {"==", T_EQ},
+    {"eq", T_EQ},
+    {"equalto", T_EQ},
+    {"escaped", T_ESCAPED},
+    {"even", T_EVEN},
+    {"false", T_FALSE},
+    {"filter", T_FILTER},
+    {"float", T_FLOAT},
+    {">=", T_GE},
+    {"ge", T_GE},
+    {">", T_GT},
+    {"gt", T_GT},
+    {"greaterthan", T_GT},
+    {"in", T_IN},
+    {"integer", T_INTEGER},
+    {"iterable", T_ITERABLE},
+    {"<=", T_LE},
+    {"le", T_LE},
+    {"lower", T_LOWER},
+    {"<", T_LT},
+    {"lt", T_LT},
+    {"lessthan", T_LT},
+    {"mapping", T_MAPPING},
+    {"!=", T_NE},
+    {"ne", T_NE},
+    {"none", T_NONE},
+    {"number", T_NUMBER},
+    {"odd", T_ODD},
+    {"sameas", T_SAMEAS},
+    {"sequence", T_SEQUENCE},
+    {"string", T_STRING},
+    {"test", T_TEST},
+    {"true", T_TRUE},
+    {"undefined", T_UNDEFINED},
     {"upper", T_UPPER},
 };
 
@@ -1359,8 +1484,10 @@ int jinja_test_apply(struct jinja_ctx *c, int id, const struct jinja_val *in,
     case T_IN: {
         if (o->type == JV_STR) {
             if (v->type != JV_STR)
-                return jinja_fail(c, ERR_INVAL, "'in <string>' requires string as left operand, "
-                                                "not %s", jinja_type_name(v));
+                return jinja_fail(c, ERR_INVAL,
+                                  "'in <string>' requires string as left operand, "
+                                  "not %s",
+                                  jinja_type_name(v));
             *out = v->len == 0 || memmem(o->s, o->len, v->s, v->len) != NULL;
             return 0;
         }
@@ -1383,17 +1510,23 @@ int jinja_test_apply(struct jinja_ctx *c, int id, const struct jinja_val *in,
     case T_MAPPING: *out = v->type == JV_DICT; return 0;
     case T_NONE: *out = v->type == JV_NONE; return 0;
     case T_SAMEAS:
-        if (v->type != o->type) *out = false;
-        else if (v->type == JV_NONE || v->type == JV_UNDEF) *out = v->type == JV_NONE;
-        else if (v->type == JV_BOOL) *out = v->b == o->b;
-        else if (v->type == JV_INT) *out = v->i == o->i && v->i >= -5 && v->i <= 256;
-        else if (v->type == JV_STR) *out = v->s == o->s && v->len == o->len;
-        else *out = jinja_equal(v, o) && v->l == o->l;
+        if (v->type != o->type)
+            *out = false;
+        else if (v->type == JV_NONE || v->type == JV_UNDEF)
+            *out = v->type == JV_NONE;
+        else if (v->type == JV_BOOL)
+            *out = v->b == o->b;
+        else if (v->type == JV_INT)
+            *out = v->i == o->i && v->i >= -5 && v->i <= 256;
+        else if (v->type == JV_STR)
+            *out = v->s == o->s && v->len == o->len;
+        else
+            *out = jinja_equal(v, o) && v->l == o->l;
         return 0;
     case T_SEQUENCE:
-        *out = v->type == JV_STR || (seq && v->view != JV_VIEW_GEN &&
-                                     v->view != JV_VIEW_ITEMS && v->view != JV_VIEW_KEYS &&
-                                     v->view != JV_VIEW_VALUES) ||
+        *out = v->type == JV_STR ||
+               (seq && v->view != JV_VIEW_GEN && v->view != JV_VIEW_ITEMS &&
+                v->view != JV_VIEW_KEYS && v->view != JV_VIEW_VALUES) ||
                v->type == JV_DICT || v->type == JV_UNDEF;
         return 0;
     case T_STRING: *out = v->type == JV_STR; return 0;
@@ -1407,9 +1540,10 @@ int jinja_test_apply(struct jinja_ctx *c, int id, const struct jinja_val *in,
 enum { G_RANGE, G_DICT, G_NAMESPACE, G_RAISE, G_STRFTIME, G_CYCLER, G_JOINER, G_LIPSUM };
 
 static const char *const globals[] = {
-    [G_RANGE] = "range",   [G_DICT] = "dict",     [G_NAMESPACE] = "namespace",
-    [G_RAISE] = "raise_exception", [G_STRFTIME] = "strftime_now", [G_CYCLER] = "cycler",
-    [G_JOINER] = "joiner", [G_LIPSUM] = "lipsum",
+    [G_RANGE] = "range",           [G_DICT] = "dict",
+    [G_NAMESPACE] = "namespace",   [G_RAISE] = "raise_exception",
+    [G_STRFTIME] = "strftime_now", [G_CYCLER] = "cycler",
+    [G_JOINER] = "joiner",         [G_LIPSUM] = "lipsum",
 };
 
 int jinja_global_find(struct jinja_sv name)
@@ -1470,12 +1604,15 @@ static int global_range(struct jinja_ctx *c, const struct jinja_val *args, size_
     int64_t start = v[0], stop = v[1], step = v[2];
     if (step == 0) return jinja_fail(c, ERR_INVAL, "range() arg 3 must not be zero");
     int64_t n = 0;
-    if (step > 0 && stop > start) n = (int64_t)(((uint64_t)stop - (uint64_t)start - 1) / (uint64_t)step) + 1;
+    if (step > 0 && stop > start)
+        n = (int64_t)(((uint64_t)stop - (uint64_t)start - 1) / (uint64_t)step) + 1;
     if (step < 0 && stop < start)
         n = (int64_t)(((uint64_t)start - (uint64_t)stop - 1) / (uint64_t)(-(step + 1) + 1)) + 1;
     if (n > MAX_RANGE)
-        return jinja_fail(c, ERR_INVAL, "Range too big. The sandbox blocks ranges larger than "
-                                        "MAX_RANGE (%d).", MAX_RANGE);
+        return jinja_fail(c, ERR_INVAL,
+                          "Range too big. The sandbox blocks ranges larger than "
+                          "MAX_RANGE (%d).",
+                          MAX_RANGE);
     struct jinja_list *l = jinja_list_new(c, (size_t)n);
     if (!l) return jinja_fail_alloc(c);
     for (int64_t i = 0; i < n; i++) l->v[l->n++] = jinja_int(start + i * step);
@@ -1518,12 +1655,14 @@ int jinja_global_call(struct jinja_ctx *c, int id, const struct jinja_val *args,
         if (!localtime_r(&now, &tm)) return jinja_fail(c, ERR_INVAL, "strftime_now: bad time");
         char buf[512];
         char fmt[256];
-        if (b[0].len >= sizeof(fmt)) return jinja_fail(c, ERR_INVAL, "strftime_now: format too long");
+        if (b[0].len >= sizeof(fmt))
+            return jinja_fail(c, ERR_INVAL, "strftime_now: format too long");
         memcpy(fmt, b[0].s, b[0].len);
         fmt[b[0].len] = '\0';
         size_t n = b[0].len ? strftime(buf, sizeof(buf), fmt, &tm) : 0;
         if (n == 0 && b[0].len)
-            return jinja_fail(c, ERR_INVAL, "strftime_now: the formatted time is empty or too long");
+            return jinja_fail(c, ERR_INVAL,
+                              "strftime_now: the formatted time is empty or too long");
         return jinja_str_new(c, buf, n, out);
     }
     default: break;

@@ -81,8 +81,9 @@ static const char *object_type(const struct jinja_val *v)
     case JV_DICT: return "dict object";
     case JV_NS: return "jinja2.utils.Namespace object";
     case JV_LOOP: return "jinja2.runtime.LoopContext object";
-    case JV_FUNC: return v->fn->kind == JF_MACRO ? "jinja2.runtime.Macro object"
-                                                 : "builtin_function_or_method object";
+    case JV_FUNC:
+        return v->fn->kind == JF_MACRO ? "jinja2.runtime.Macro object"
+                                       : "builtin_function_or_method object";
     default: return "object";
     }
 }
@@ -100,15 +101,24 @@ static int loop_attr(struct jinja_ctx *c, const struct jinja_loop *l, struct jin
 {
     *found = true;
 #define IS(s) (name.len == sizeof(s) - 1 && memcmp(name.p, s, sizeof(s) - 1) == 0)
-    if (IS("index")) *out = jinja_int(l->index0 + 1);
-    else if (IS("index0")) *out = jinja_int(l->index0);
-    else if (IS("revindex")) *out = jinja_int(l->length - l->index0);
-    else if (IS("revindex0")) *out = jinja_int(l->length - l->index0 - 1);
-    else if (IS("first")) *out = jinja_bool(l->index0 == 0);
-    else if (IS("last")) *out = jinja_bool(l->index0 == l->length - 1);
-    else if (IS("length")) *out = jinja_int(l->length);
-    else if (IS("depth")) *out = jinja_int(l->depth);
-    else if (IS("depth0")) *out = jinja_int(l->depth - 1);
+    if (IS("index"))
+        *out = jinja_int(l->index0 + 1);
+    else if (IS("index0"))
+        *out = jinja_int(l->index0);
+    else if (IS("revindex"))
+        *out = jinja_int(l->length - l->index0);
+    else if (IS("revindex0"))
+        *out = jinja_int(l->length - l->index0 - 1);
+    else if (IS("first"))
+        *out = jinja_bool(l->index0 == 0);
+    else if (IS("last"))
+        *out = jinja_bool(l->index0 == l->length - 1);
+    else if (IS("length"))
+        *out = jinja_int(l->length);
+    else if (IS("depth"))
+        *out = jinja_int(l->depth);
+    else if (IS("depth0"))
+        *out = jinja_int(l->depth - 1);
     else if (IS("previtem"))
         *out = l->index0 > 0 ? l->items->v[l->index0 - 1]
                              : jinja_undef_msg(c, false, "there is no previous item");
@@ -137,7 +147,7 @@ static bool is_dunder(struct jinja_sv name)
 }
 
 int jinja_pyattr(struct jinja_ctx *c, const struct jinja_val *obj, struct jinja_sv name,
-                       struct jinja_val *out)
+                 struct jinja_val *out)
 {
     if (is_dunder(name)) {
         *out = jinja_undef_msg(c, true, "access to attribute '%.*s' of '%s' object is unsafe.",
@@ -170,8 +180,8 @@ static int python_item(struct jinja_ctx *c, const struct jinja_val *obj,
         *out = *v;
         return 1;
     }
-    bool seq = obj->type == JV_STR || ((obj->type == JV_LIST || obj->type == JV_TUPLE) &&
-                                       !obj->view);
+    bool seq =
+        obj->type == JV_STR || ((obj->type == JV_LIST || obj->type == JV_TUPLE) && !obj->view);
     if (!seq || (key->type != JV_INT && key->type != JV_BOOL)) return 0;
     int64_t i = key->type == JV_BOOL ? key->b : key->i;
     if (obj->type == JV_STR) {
@@ -219,13 +229,13 @@ static void slice_bounds(int64_t n, int64_t step, bool has_start, int64_t start,
                          int64_t stop, int64_t *b, int64_t *e)
 {
     if (step > 0) {
-        *b = has_start ? (start < 0 ? (start + n < 0 ? 0 : start + n) : (start > n ? n : start))
-                       : 0;
+        *b =
+            has_start ? (start < 0 ? (start + n < 0 ? 0 : start + n) : (start > n ? n : start)) : 0;
         *e = has_stop ? (stop < 0 ? (stop + n < 0 ? 0 : stop + n) : (stop > n ? n : stop)) : n;
     } else {
-        *b = has_start ? (start < 0 ? (start + n < 0 ? -1 : start + n)
-                                    : (start >= n ? n - 1 : start))
-                       : n - 1;
+        *b = has_start
+                 ? (start < 0 ? (start + n < 0 ? -1 : start + n) : (start >= n ? n - 1 : start))
+                 : n - 1;
         *e = has_stop ? (stop < 0 ? (stop + n < 0 ? -1 : stop + n) : (stop >= n ? n - 1 : stop))
                       : -1;
     }
@@ -239,8 +249,8 @@ static int get_slice(struct jinja_ctx *c, const struct jinja_val *obj,
     bool hs = slice_index(c, given[0] ? &parts[0] : NULL, &ok, &start);
     bool he = slice_index(c, given[1] ? &parts[1] : NULL, &ok, &stop);
     slice_index(c, given[2] ? &parts[2] : NULL, &ok, &step);
-    bool seq = obj->type == JV_STR || ((obj->type == JV_LIST || obj->type == JV_TUPLE) &&
-                                       !obj->view);
+    bool seq =
+        obj->type == JV_STR || ((obj->type == JV_LIST || obj->type == JV_TUPLE) && !obj->view);
     if (!ok || !seq) { /* a TypeError, which the sandbox's getitem turns into undefined */
         *out = jinja_undef_msg(c, false, "%s object has no element slice", object_type(obj));
         return 0;
@@ -295,8 +305,7 @@ int jinja_getitem(struct jinja_ctx *c, const struct jinja_val *obj, const struct
     struct jinja_sb sb = {0};
     int rc = jinja_repr(c, &sb, key);
     if (rc) return rc;
-    *out = jinja_undef_msg(c, false, "%s has no element %.*s", object_type(obj), (int)sb.len,
-                           sb.p);
+    *out = jinja_undef_msg(c, false, "%s has no element %.*s", object_type(obj), (int)sb.len, sb.p);
     return 0;
 }
 
@@ -335,8 +344,7 @@ int jinja_iterate(struct jinja_ctx *c, const struct jinja_val *v, struct jinja_l
         }
         break;
     }
-    default:
-        return jinja_fail(c, ERR_INVAL, "'%s' object is not iterable", jinja_type_name(v));
+    default: return jinja_fail(c, ERR_INVAL, "'%s' object is not iterable", jinja_type_name(v));
     }
     if (!l) return jinja_fail_alloc(c);
     *out = l;
@@ -489,19 +497,28 @@ static int binop(struct jinja_ctx *c, char op, const struct jinja_val *a, const 
         double fx = num_f(a), fy = num_f(b);
         switch (op) {
         case '+':
-            if (fl) *out = jinja_float(fx + fy);
-            else if (__builtin_add_overflow(x, y, &r)) return overflow(c);
-            else *out = jinja_int(r);
+            if (fl)
+                *out = jinja_float(fx + fy);
+            else if (__builtin_add_overflow(x, y, &r))
+                return overflow(c);
+            else
+                *out = jinja_int(r);
             return 0;
         case '-':
-            if (fl) *out = jinja_float(fx - fy);
-            else if (__builtin_sub_overflow(x, y, &r)) return overflow(c);
-            else *out = jinja_int(r);
+            if (fl)
+                *out = jinja_float(fx - fy);
+            else if (__builtin_sub_overflow(x, y, &r))
+                return overflow(c);
+            else
+                *out = jinja_int(r);
             return 0;
         case '*':
-            if (fl) *out = jinja_float(fx * fy);
-            else if (__builtin_mul_overflow(x, y, &r)) return overflow(c);
-            else *out = jinja_int(r);
+            if (fl)
+                *out = jinja_float(fx * fy);
+            else if (__builtin_mul_overflow(x, y, &r))
+                return overflow(c);
+            else
+                *out = jinja_int(r);
             return 0;
         case '/':
             if (fy == 0) return jinja_fail(c, ERR_INVAL, "division by zero");
@@ -510,8 +527,9 @@ static int binop(struct jinja_ctx *c, char op, const struct jinja_val *a, const 
         case JINJA_OP_FLOORDIV:
         case '%':
             if (fl ? fy == 0 : y == 0)
-                return jinja_fail(c, ERR_INVAL, op == '%' ? "modulo by zero"
-                                                          : "integer division or modulo by zero");
+                return jinja_fail(c, ERR_INVAL,
+                                  op == '%' ? "modulo by zero"
+                                            : "integer division or modulo by zero");
             if (fl) {
                 double fd, m;
                 float_divmod(fx, fy, &fd, &m);
@@ -689,9 +707,9 @@ static bool sv_eq(struct jinja_sv a, const char *b)
 
 /* A macro call with jinja2's Macro.__call__ rules for positional, keyword, default, varargs,
  * kwargs and caller arguments. */
-static int macro_call(struct jinja_ctx *c, const struct jinja_func *fn, const struct jinja_val *args,
-                      size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
-                      size_t n_kw, struct jinja_val *out)
+static int macro_call(struct jinja_ctx *c, const struct jinja_func *fn,
+                      const struct jinja_val *args, size_t n_args, const struct jinja_sv *kw,
+                      const struct jinja_val *kwv, size_t n_kw, struct jinja_val *out)
 {
     const struct jinja_node *m = fn->mn;
     const char *name = m->kind == JN_MACRO ? "macro" : "call block";
@@ -779,13 +797,13 @@ int jinja_call(struct jinja_ctx *c, const struct jinja_val *fn, const struct jin
     if (fn->type == JV_LOOP) { /* loop(children) in a recursive loop */
         const struct jinja_loop *l = fn->loop;
         if (!l->node || !(l->node->flags & JN_F_RECURSIVE))
-            return jinja_fail(c, ERR_INVAL, "Tried to call non recursive loop. Maybe you forgot "
-                                            "the 'recursive' modifier.");
+            return jinja_fail(c, ERR_INVAL,
+                              "Tried to call non recursive loop. Maybe you forgot "
+                              "the 'recursive' modifier.");
         if (n_args != 1 || n_kw)
             return jinja_fail(c, ERR_INVAL, "a recursive loop takes one argument");
         if (c->depth >= c->max_depth)
-            return jinja_fail(c, ERR_RANGE, "recursive loops nested deeper than %d",
-                              c->max_depth);
+            return jinja_fail(c, ERR_RANGE, "recursive loops nested deeper than %d", c->max_depth);
         struct jinja_sb sb = {0}, *saved = c->sb;
         c->sb = &sb;
         c->depth++;
@@ -837,7 +855,8 @@ static int eval_compare(struct jinja_ctx *c, struct jinja_scope *s, const struct
     for (uint32_t i = 0; !rc && i < n->l0.n; i++) {
         const struct jinja_node *o = n->l0.v[i];
         bool r;
-        if ((rc = jinja_eval(c, s, o->a, &right)) || (rc = compare(c, (char)o->op, &left, &right, &r)))
+        if ((rc = jinja_eval(c, s, o->a, &right)) ||
+            (rc = compare(c, (char)o->op, &left, &right, &r)))
             break;
         if (!r) {
             *out = jinja_bool(false);
@@ -969,8 +988,8 @@ int jinja_eval(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja_no
                                           : "no test named '%.*s'",
                               (int)n->name.len, n->name.p);
         if ((rc = args_eval(c, s, n, &args)) ||
-            (rc = jinja_test_apply(c, n->id, &a, args.pos, args.n_pos, args.kw, args.kwv,
-                                   args.n_kw, &r)))
+            (rc = jinja_test_apply(c, n->id, &a, args.pos, args.n_pos, args.kw, args.kwv, args.n_kw,
+                                   &r)))
             return rc;
         *out = jinja_bool(r);
         return 0;
@@ -1011,8 +1030,9 @@ int jinja_eval(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja_no
         if ((rc = jinja_eval(c, s, n->b, &a))) return rc;
         if (jinja_truthy(&a)) return jinja_eval(c, s, n->a, out);
         if (n->c) return jinja_eval(c, s, n->c, out);
-        *out = jinja_undef_msg(c, false, "the inline if-expression evaluated to false and no "
-                                         "else section was defined.");
+        *out = jinja_undef_msg(c, false,
+                               "the inline if-expression evaluated to false and no "
+                               "else section was defined.");
         return 0;
     default: break;
     }
@@ -1036,8 +1056,7 @@ static int assign(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja
     /* tuple unpacking */
     if (v->type == JV_NONE || v->type == JV_BOOL || v->type == JV_INT || v->type == JV_FLOAT ||
         v->type == JV_FUNC || v->type == JV_NS)
-        return jinja_fail(c, ERR_INVAL, "cannot unpack non-iterable %s object",
-                          jinja_type_name(v));
+        return jinja_fail(c, ERR_INVAL, "cannot unpack non-iterable %s object", jinja_type_name(v));
     struct jinja_list *items;
     int rc = jinja_iterate(c, v, &items);
     if (rc) return rc;
@@ -1077,8 +1096,8 @@ static int exec_for(struct jinja_ctx *c, struct jinja_scope *s, const struct jin
     }
     struct jinja_loop *loop = jinja_alloc(&c->arena, sizeof(*loop));
     if (!loop) return jinja_fail_alloc(c);
-    *loop = (struct jinja_loop){.length = (int64_t)items->n, .depth = depth, .items = items,
-                                .node = n, .scope = s};
+    *loop = (struct jinja_loop){
+        .length = (int64_t)items->n, .depth = depth, .items = items, .node = n, .scope = s};
     struct jinja_val lv = {.type = JV_LOOP, .loop = loop};
     for (size_t i = 0; i < items->n; i++) {
         loop->index0 = (int64_t)i;
@@ -1134,8 +1153,7 @@ static int exec_node(struct jinja_ctx *c, struct jinja_scope *s, const struct ji
     case JN_FILTERBLOCK: {
         struct jinja_scope *bs = scope_new(c, s);
         if (!bs) return jinja_fail_alloc(c);
-        if ((rc = capture(c, bs, &n->l0, &v)) || (rc = eval_filter(c, bs, n->c, &v, &v)))
-            return rc;
+        if ((rc = capture(c, bs, &n->l0, &v)) || (rc = eval_filter(c, bs, n->c, &v, &v))) return rc;
         return emit_val(c, &v);
     }
     case JN_MACRO: {

@@ -365,8 +365,10 @@ static int unescape(struct lexer *l, const char *s, size_t n, struct jinja_sv *o
                 size_t p = i - 1;
                 uint32_t cpt = unicode_decode(s, n, &p);
                 i = p;
-                int k = snprintf(dst + o, 12, cpt < 0x100 ? "\\x%02x" : cpt < 0x10000 ? "\\u%04x"
-                                                                                     : "\\U%08x",
+                int k = snprintf(dst + o, 12,
+                                 cpt < 0x100     ? "\\x%02x"
+                                 : cpt < 0x10000 ? "\\u%04x"
+                                                 : "\\U%08x",
                                  (unsigned)cpt);
                 o += (size_t)k;
             } else { /* unknown escape: kept as written */
@@ -407,7 +409,7 @@ static const struct {
     const char *s;
     uint8_t op;
 } lex_ops[] = {
-    {"//", JINJA_OP_FLOORDIV}, {"**", JINJA_OP_POW}, {"==", JINJA_OP_EQ}, {"!=", JINJA_OP_NE},
+    {"//", JINJA_OP_FLOORDIV}, {"**", JINJA_OP_POW}, {"==", JINJA_OP_EQ},    {"!=", JINJA_OP_NE},
     {">=", JINJA_OP_GE},       {"<=", JINJA_OP_LE},  {"=", JINJA_OP_ASSIGN},
 };
 
@@ -497,9 +499,9 @@ static int lex_tag(struct lexer *l, bool is_var)
         }
         if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_') {
             size_t e = l->pos + 1;
-            while (e < l->len && ((l->s[e] >= 'a' && l->s[e] <= 'z') ||
-                                  (l->s[e] >= 'A' && l->s[e] <= 'Z') ||
-                                  (l->s[e] >= '0' && l->s[e] <= '9') || l->s[e] == '_'))
+            while (e < l->len &&
+                   ((l->s[e] >= 'a' && l->s[e] <= 'z') || (l->s[e] >= 'A' && l->s[e] <= 'Z') ||
+                    (l->s[e] >= '0' && l->s[e] <= '9') || l->s[e] == '_'))
                 e++;
             if (e < l->len && (uint8_t)l->s[e] >= 0x80)
                 return lex_fail(l, "non-ASCII identifiers are not supported");
@@ -519,11 +521,17 @@ static int lex_tag(struct lexer *l, bool is_var)
     return 0; /* unterminated tag: the parser meets the end of the template */
 }
 
-int jinja_lex(struct jinja_arena *a, const char *src, size_t len, struct jinja_toks *out,
-              char *err, size_t errlen)
+int jinja_lex(struct jinja_arena *a, const char *src, size_t len, struct jinja_toks *out, char *err,
+              size_t errlen)
 {
-    struct lexer l = {.a = a, .s = src, .len = len, .line = 1, .line_starting = true, .out = out,
-                      .err = err, .errlen = errlen};
+    struct lexer l = {.a = a,
+                      .s = src,
+                      .len = len,
+                      .line = 1,
+                      .line_starting = true,
+                      .out = out,
+                      .err = err,
+                      .errlen = errlen};
     int rc;
     while (l.pos < len) {
         size_t q = l.pos;

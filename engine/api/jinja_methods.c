@@ -17,15 +17,50 @@
 enum method_id {
     M_UNSUPPORTED = 0,
     /* str */
-    M_CAPITALIZE, M_CENTER, M_COUNT, M_ENDSWITH, M_FIND, M_FORMAT, M_INDEX, M_ISALNUM, M_ISALPHA,
-    M_ISASCII, M_ISDIGIT, M_ISLOWER, M_ISSPACE, M_ISUPPER, M_JOIN, M_LJUST, M_LOWER, M_LSTRIP,
-    M_PARTITION, M_REMOVEPREFIX, M_REMOVESUFFIX, M_REPLACE, M_RFIND, M_RINDEX, M_RJUST,
-    M_RPARTITION, M_RSPLIT, M_RSTRIP, M_SPLIT, M_SPLITLINES, M_STARTSWITH, M_STRIP, M_TITLE,
-    M_UPPER, M_ZFILL,
+    M_CAPITALIZE,
+    M_CENTER,
+    M_COUNT,
+    M_ENDSWITH,
+    M_FIND,
+    M_FORMAT,
+    M_INDEX,
+    M_ISALNUM,
+    M_ISALPHA,
+    M_ISASCII,
+    M_ISDIGIT,
+    M_ISLOWER,
+    M_ISSPACE,
+    M_ISUPPER,
+    M_JOIN,
+    M_LJUST,
+    M_LOWER,
+    M_LSTRIP,
+    M_PARTITION,
+    M_REMOVEPREFIX,
+    M_REMOVESUFFIX,
+    M_REPLACE,
+    M_RFIND,
+    M_RINDEX,
+    M_RJUST,
+    M_RPARTITION,
+    M_RSPLIT,
+    M_RSTRIP,
+    M_SPLIT,
+    M_SPLITLINES,
+    M_STARTSWITH,
+    M_STRIP,
+    M_TITLE,
+    M_UPPER,
+    M_ZFILL,
     /* dict */
-    M_GET, M_ITEMS, M_KEYS, M_VALUES, M_COPY,
+    M_GET,
+    M_ITEMS,
+    M_KEYS,
+    M_VALUES,
+    M_COPY,
     /* list / tuple */
-    M_LCOUNT, M_LINDEX,
+    M_LCOUNT,
+    M_LINDEX,
 };
 
 #define MF_MUTATES 1 /* the sandbox blocks it */
@@ -91,25 +126,34 @@ static const struct method str_methods[] = {
 };
 
 static const struct method dict_methods[] = {
-    {"clear", 0, MF_MUTATES},    {"copy", M_COPY, 0},           {"fromkeys", M_UNSUPPORTED, 0},
-    {"get", M_GET, 0},           {"items", M_ITEMS, 0},         {"keys", M_KEYS, 0},
-    {"pop", 0, MF_MUTATES},      {"popitem", 0, MF_MUTATES},    {"setdefault", 0, MF_MUTATES},
-    {"update", 0, MF_MUTATES},   {"values", M_VALUES, 0},
+    {"clear", 0, MF_MUTATES},  {"copy", M_COPY, 0},        {"fromkeys", M_UNSUPPORTED, 0},
+    {"get", M_GET, 0},         {"items", M_ITEMS, 0},      {"keys", M_KEYS, 0},
+    {"pop", 0, MF_MUTATES},    {"popitem", 0, MF_MUTATES}, {"setdefault", 0, MF_MUTATES},
+    {"update", 0, MF_MUTATES}, {"values", M_VALUES, 0},
 };
 
 static const struct method list_methods[] = {
-    {"append", 0, MF_MUTATES}, {"clear", 0, MF_MUTATES},  {"copy", M_COPY, 0},
-    {"count", M_LCOUNT, 0},    {"extend", 0, MF_MUTATES}, {"index", M_LINDEX, 0},
-    {"insert", 0, MF_MUTATES}, {"pop", 0, MF_MUTATES},    {"remove", 0, MF_MUTATES},
+    {"append", 0, MF_MUTATES},  {"clear", 0, MF_MUTATES},  {"copy", M_COPY, 0},
+    {"count", M_LCOUNT, 0},     {"extend", 0, MF_MUTATES}, {"index", M_LINDEX, 0},
+    {"insert", 0, MF_MUTATES},  {"pop", 0, MF_MUTATES},    {"remove", 0, MF_MUTATES},
     {"reverse", 0, MF_MUTATES}, {"sort", 0, MF_MUTATES},
 };
 
 static const struct method tuple_methods[] = {{"count", M_LCOUNT, 0}, {"index", M_LINDEX, 0}};
 
 static const struct method int_attrs[] = {
-    {"as_integer_ratio", 0, 0}, {"bit_count", 0, 0}, {"bit_length", 0, 0}, {"conjugate", 0, 0},
-    {"denominator", 0, 0},      {"from_bytes", 0, 0}, {"imag", 0, 0},      {"numerator", 0, 0},
-    {"real", 0, 0},             {"to_bytes", 0, 0},   {"is_integer", 0, 0}, {"hex", 0, 0},
+    {"as_integer_ratio", 0, 0},
+    {"bit_count", 0, 0},
+    {"bit_length", 0, 0},
+    {"conjugate", 0, 0},
+    {"denominator", 0, 0},
+    {"from_bytes", 0, 0},
+    {"imag", 0, 0},
+    {"numerator", 0, 0},
+    {"real", 0, 0},
+    {"to_bytes", 0, 0},
+    {"is_integer", 0, 0},
+    {"hex", 0, 0},
     {"fromhex", 0, 0},
 };
 
@@ -121,8 +165,7 @@ static const struct method gen_attrs[] = {{"close", 0, 0}, {"send", 0, 0}, {"thr
 static const struct method *find_method(const struct method *t, size_t n, struct jinja_sv name)
 {
     for (size_t i = 0; i < n; i++)
-        if (strlen(t[i].name) == name.len && memcmp(t[i].name, name.p, name.len) == 0)
-            return &t[i];
+        if (strlen(t[i].name) == name.len && memcmp(t[i].name, name.p, name.len) == 0) return &t[i];
     return NULL;
 }
 
@@ -134,9 +177,12 @@ int jinja_method_lookup(struct jinja_ctx *c, const struct jinja_val *self, struc
     case JV_STR: m = find_method(str_methods, N(str_methods), name); break;
     case JV_DICT: m = find_method(dict_methods, N(dict_methods), name); break;
     case JV_LIST:
-        if (self->view == JV_VIEW_GEN) m = find_method(gen_attrs, N(gen_attrs), name);
-        else if (self->view) m = find_method(view_attrs, N(view_attrs), name);
-        else m = find_method(list_methods, N(list_methods), name);
+        if (self->view == JV_VIEW_GEN)
+            m = find_method(gen_attrs, N(gen_attrs), name);
+        else if (self->view)
+            m = find_method(view_attrs, N(view_attrs), name);
+        else
+            m = find_method(list_methods, N(list_methods), name);
         break;
     case JV_TUPLE: m = find_method(tuple_methods, N(tuple_methods), name); break;
     case JV_INT:
@@ -205,8 +251,7 @@ static int put_cases(struct jinja_ctx *c, struct jinja_sb *sb, uint32_t cp, enum
 }
 
 /* mode: 0 lower, 1 upper, 2 title (str.title), 3 capitalize */
-static int map_case(struct jinja_ctx *c, const struct jinja_val *s, int mode,
-                    struct jinja_val *out)
+static int map_case(struct jinja_ctx *c, const struct jinja_val *s, int mode, struct jinja_val *out)
 {
     bool ascii = true;
     for (size_t i = 0; i < s->len && ascii; i++) ascii = (uint8_t)s->s[i] < 0x80;
@@ -234,8 +279,9 @@ static int map_case(struct jinja_ctx *c, const struct jinja_val *s, int mode,
         uint32_t cp = unicode_decode(s->s, s->len, &i);
         enum unicode_case kind = mode == 0   ? UNICODE_CASE_LOWER
                                  : mode == 1 ? UNICODE_CASE_UPPER
-                                 : mode == 2 ? (prev_cased ? UNICODE_CASE_LOWER : UNICODE_CASE_TITLE)
-                                             : (first ? UNICODE_CASE_TITLE : UNICODE_CASE_LOWER);
+                                 : mode == 2
+                                     ? (prev_cased ? UNICODE_CASE_LOWER : UNICODE_CASE_TITLE)
+                                     : (first ? UNICODE_CASE_TITLE : UNICODE_CASE_LOWER);
         rc = put_cases(c, &sb, cp, kind, s->s, s->len, at, i);
         prev_cased = unicode_is_cased(cp);
     }
@@ -348,7 +394,8 @@ int jinja_str_replace(struct jinja_ctx *c, const struct jinja_val *s, const stru
     return 0;
 }
 
-static int push_str(struct jinja_ctx *c, struct jinja_list *l, const char *p, size_t n, uint8_t flags)
+static int push_str(struct jinja_ctx *c, struct jinja_list *l, const char *p, size_t n,
+                    uint8_t flags)
 {
     struct jinja_val v = jinja_str(p, n);
     v.flags = flags;
@@ -469,8 +516,8 @@ static int str_splitlines(struct jinja_ctx *c, const struct jinja_val *s, bool k
         while (e < s->len) {
             size_t q = e;
             uint32_t cp = unicode_decode(s->s, s->len, &q);
-            if (cp == '\n' || cp == '\v' || cp == '\f' || cp == 0x1c || cp == 0x1d ||
-                cp == 0x1e || cp == 0x85 || cp == 0x2028 || cp == 0x2029) {
+            if (cp == '\n' || cp == '\v' || cp == '\f' || cp == 0x1c || cp == 0x1d || cp == 0x1e ||
+                cp == 0x85 || cp == 0x2028 || cp == 0x2029) {
                 next = q;
                 break;
             }
@@ -530,8 +577,10 @@ static int pct_one(struct jinja_ctx *c, struct jinja_sb *sb, const struct pct_sp
     case 'X':
     case 'o': {
         int64_t x;
-        if (v->type == JV_INT || v->type == JV_BOOL) x = v->type == JV_BOOL ? v->b : v->i;
-        else if (v->type == JV_FLOAT && isfinite(v->f) && fabs(v->f) < 9.2e18) x = (int64_t)v->f;
+        if (v->type == JV_INT || v->type == JV_BOOL)
+            x = v->type == JV_BOOL ? v->b : v->i;
+        else if (v->type == JV_FLOAT && isfinite(v->f) && fabs(v->f) < 9.2e18)
+            x = (int64_t)v->f;
         else
             return jinja_fail(c, ERR_INVAL, "%%%c format: a real number is required, not %s",
                               sp->type, jinja_type_name(v));
@@ -540,14 +589,21 @@ static int pct_one(struct jinja_ctx *c, struct jinja_sb *sb, const struct pct_sp
                  sp->plus ? "+" : "", sp->space ? " " : "", sp->alt ? "#" : "",
                  sp->zero && !sp->left ? "0" : "");
         fmt[strlen(fmt) - 1] = t; /* replace PRId64's last letter */
-        if (t != 'd') { /* x / o take the magnitude; Python prints the sign itself */
+        if (t != 'd') {           /* x / o take the magnitude; Python prints the sign itself */
             bool neg = x < 0;
             uint64_t mag = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
             char digits[80];
-            snprintf(digits, sizeof(digits), t == 'x' ? "%" PRIx64 : t == 'X' ? "%" PRIX64 : "%" PRIo64,
+            snprintf(digits, sizeof(digits),
+                     t == 'x'   ? "%" PRIx64
+                     : t == 'X' ? "%" PRIX64
+                                : "%" PRIo64,
                      mag);
             const char *prefix = sp->alt ? (t == 'x' ? "0x" : t == 'X' ? "0X" : "0o") : "";
-            snprintf(buf, sizeof(buf), "%s%s%s", neg ? "-" : sp->plus ? "+" : sp->space ? " " : "",
+            snprintf(buf, sizeof(buf), "%s%s%s",
+                     neg         ? "-"
+                     : sp->plus  ? "+"
+                     : sp->space ? " "
+                                 : "",
                      prefix, digits);
             return pad(c, sb, buf, strlen(buf), strlen(buf), sp);
         }
@@ -562,15 +618,20 @@ static int pct_one(struct jinja_ctx *c, struct jinja_sb *sb, const struct pct_sp
     case 'g':
     case 'G': {
         double x;
-        if (v->type == JV_FLOAT) x = v->f;
-        else if (v->type == JV_INT || v->type == JV_BOOL) x = v->type == JV_BOOL ? v->b : (double)v->i;
+        if (v->type == JV_FLOAT)
+            x = v->f;
+        else if (v->type == JV_INT || v->type == JV_BOOL)
+            x = v->type == JV_BOOL ? v->b : (double)v->i;
         else
             return jinja_fail(c, ERR_INVAL, "must be real number, not %s", jinja_type_name(v));
         snprintf(fmt, sizeof(fmt), "%%%s%s%s%s%s*.*%c", sp->left ? "-" : "", sp->plus ? "+" : "",
                  sp->space ? " " : "", sp->alt ? "#" : "", sp->zero && !sp->left ? "0" : "",
                  sp->type);
         int n = snprintf(buf, sizeof(buf), fmt, (int)(sp->width > 400 ? 400 : sp->width),
-                         (int)(sp->prec < 0 ? 6 : sp->prec > 100 ? 100 : sp->prec), x);
+                         (int)(sp->prec < 0     ? 6
+                               : sp->prec > 100 ? 100
+                                                : sp->prec),
+                         x);
         return jinja_sb_put(c, sb, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
     }
     case 'c': {
@@ -582,7 +643,8 @@ static int pct_one(struct jinja_ctx *c, struct jinja_sb *sb, const struct pct_sp
         size_t n = unicode_encode((uint32_t)v->i, b);
         return pad(c, sb, b, n, 1, sp);
     }
-    default: return jinja_fail(c, ERR_UNSUPPORTED, "the %%%c conversion is not supported", sp->type);
+    default:
+        return jinja_fail(c, ERR_UNSUPPORTED, "the %%%c conversion is not supported", sp->type);
     }
 }
 
@@ -612,28 +674,37 @@ int jinja_str_percent(struct jinja_ctx *c, const struct jinja_val *fmt,
             if (!mapping) return jinja_fail(c, ERR_INVAL, "format requires a mapping");
             key_val = jinja_str(s + i + 1, e - i - 1);
             v = jinja_dict_get(args->d, &key_val);
-            if (!v) return jinja_fail(c, ERR_INVAL, "KeyError: '%.*s'", (int)(e - i - 1), s + i + 1);
+            if (!v)
+                return jinja_fail(c, ERR_INVAL, "KeyError: '%.*s'", (int)(e - i - 1), s + i + 1);
             used_mapping = true;
             i = e + 1;
         }
         for (; i < len && strchr("-+ #0", s[i]); i++) {
-            if (s[i] == '-') sp.left = true;
-            else if (s[i] == '+') sp.plus = true;
-            else if (s[i] == ' ') sp.space = true;
-            else if (s[i] == '#') sp.alt = true;
-            else sp.zero = true;
+            if (s[i] == '-')
+                sp.left = true;
+            else if (s[i] == '+')
+                sp.plus = true;
+            else if (s[i] == ' ')
+                sp.space = true;
+            else if (s[i] == '#')
+                sp.alt = true;
+            else
+                sp.zero = true;
         }
         for (; i < len && s[i] >= '0' && s[i] <= '9'; i++)
             sp.width = (sp.width < 0 ? 0 : sp.width) * 10 + (s[i] - '0');
-        if (i < len && s[i] == '*') return jinja_fail(c, ERR_UNSUPPORTED, "'*' widths are not supported");
+        if (i < len && s[i] == '*')
+            return jinja_fail(c, ERR_UNSUPPORTED, "'*' widths are not supported");
         if (i < len && s[i] == '.') {
             sp.prec = 0;
-            for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++) sp.prec = sp.prec * 10 + (s[i] - '0');
+            for (i++; i < len && s[i] >= '0' && s[i] <= '9'; i++)
+                sp.prec = sp.prec * 10 + (s[i] - '0');
         }
         while (i < len && (s[i] == 'h' || s[i] == 'l' || s[i] == 'L')) i++;
         if (i >= len) return jinja_fail(c, ERR_INVAL, "incomplete format");
         sp.type = s[i++];
-        if (sp.width > 100000 || sp.prec > 100000) return jinja_fail(c, ERR_TOO_BIG, "width too large");
+        if (sp.width > 100000 || sp.prec > 100000)
+            return jinja_fail(c, ERR_TOO_BIG, "width too large");
         if (sp.type == '%') {
             rc = jinja_sb_putc(c, &sb, '%');
             continue;
@@ -680,7 +751,8 @@ static int format_spec(struct jinja_ctx *c, struct jinja_sb *sb, const struct ji
     if (i < n && strchr("+- ", sp[i])) sign = sp[i++];
     if (i < n && sp[i] == '#') alt = true, i++;
     if (i < n && sp[i] == '0') zero = true, i++;
-    for (; i < n && sp[i] >= '0' && sp[i] <= '9'; i++) width = (width < 0 ? 0 : width) * 10 + (sp[i] - '0');
+    for (; i < n && sp[i] >= '0' && sp[i] <= '9'; i++)
+        width = (width < 0 ? 0 : width) * 10 + (sp[i] - '0');
     if (i < n && (sp[i] == ',' || sp[i] == '_')) group = sp[i++];
     if (i < n && sp[i] == '.') {
         prec = 0;
@@ -703,7 +775,8 @@ static int format_spec(struct jinja_ctx *c, struct jinja_sb *sb, const struct ji
                type != 'g' && type != '%' && type != 'E' && type != 'F' && type != 'G' &&
                !(v->type == JV_BOOL && type == 0)) {
         int64_t x = v->type == JV_BOOL ? v->b : v->i;
-        if (prec >= 0) return jinja_fail(c, ERR_INVAL, "Precision not allowed in integer format specifier");
+        if (prec >= 0)
+            return jinja_fail(c, ERR_INVAL, "Precision not allowed in integer format specifier");
         uint64_t mag = x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x;
         const char *pre = "";
         switch (type) {
@@ -716,20 +789,26 @@ static int format_spec(struct jinja_ctx *c, struct jinja_sb *sb, const struct ji
         case 'b': {
             size_t k = 0;
             char tmp[70];
-            do tmp[k++] = (char)('0' + (mag & 1)); while (mag >>= 1);
+            do tmp[k++] = (char)('0' + (mag & 1));
+            while (mag >>= 1);
             for (size_t j = 0; j < k; j++) buf[j] = tmp[k - 1 - j];
             buf[k] = '\0';
             pre = alt ? "0b" : "";
             break;
         }
-        default: return jinja_fail(c, ERR_UNSUPPORTED, "format type '%c' is not supported for int", type);
+        default:
+            return jinja_fail(c, ERR_UNSUPPORTED, "format type '%c' is not supported for int",
+                              type);
         }
-        if (x < 0) rc = jinja_sb_putc(c, &body, '-');
-        else if (sign == '+' || sign == ' ') rc = jinja_sb_putc(c, &body, sign);
+        if (x < 0)
+            rc = jinja_sb_putc(c, &body, '-');
+        else if (sign == '+' || sign == ' ')
+            rc = jinja_sb_putc(c, &body, sign);
         if (!rc) rc = jinja_sb_put(c, &body, pre, strlen(pre));
         size_t nd = strlen(buf);
         for (size_t k = 0; k < nd && !rc; k++) {
-            if (group && k && (nd - k) % (type == 'x' || type == 'X' || type == 'o' || type == 'b' ? 4 : 3) == 0)
+            if (group && k &&
+                (nd - k) % (type == 'x' || type == 'X' || type == 'o' || type == 'b' ? 4 : 3) == 0)
                 rc = jinja_sb_putc(c, &body, group);
             if (!rc) rc = jinja_sb_putc(c, &body, buf[k]);
         }
@@ -737,10 +816,14 @@ static int format_spec(struct jinja_ctx *c, struct jinja_sb *sb, const struct ji
     } else if ((v->type == JV_FLOAT || v->type == JV_INT || v->type == JV_BOOL) && type &&
                strchr("eEfFgG%", type)) {
         double x = v->type == JV_FLOAT ? v->f : v->type == JV_BOOL ? v->b : (double)v->i;
-        if (group) return jinja_fail(c, ERR_UNSUPPORTED, "grouping in float formats is not supported");
+        if (group)
+            return jinja_fail(c, ERR_UNSUPPORTED, "grouping in float formats is not supported");
         char f[16];
         if (type == '%') x *= 100;
-        snprintf(f, sizeof(f), "%%%s%s.*%c", sign == '+' ? "+" : sign == ' ' ? " " : "",
+        snprintf(f, sizeof(f), "%%%s%s.*%c",
+                 sign == '+'   ? "+"
+                 : sign == ' ' ? " "
+                               : "",
                  alt ? "#" : "", type == '%' ? 'f' : type);
         snprintf(buf, sizeof(buf), f, (int)(prec < 0 ? 6 : prec > 100 ? 100 : prec), x);
         rc = jinja_sb_put(c, &body, buf, strlen(buf));
@@ -769,9 +852,9 @@ static bool is_ident_start(char ch)
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '_';
 }
 
-static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const struct jinja_val *args,
-                      size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
-                      size_t n_kw, int depth, struct jinja_sb *sb)
+static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt,
+                      const struct jinja_val *args, size_t n_args, const struct jinja_sv *kw,
+                      const struct jinja_val *kwv, size_t n_kw, int depth, struct jinja_sb *sb)
 {
     const char *s = fmt->s;
     size_t len = fmt->len, auto_idx = 0;
@@ -780,7 +863,7 @@ static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const st
     if (depth > 2) return jinja_fail(c, ERR_INVAL, "Max string recursion exceeded");
     for (size_t i = 0; i < len && !rc;) {
         char ch = s[i];
-        if (ch == '}' ) {
+        if (ch == '}') {
             if (i + 1 < len && s[i + 1] == '}') {
                 rc = jinja_sb_putc(c, sb, '}');
                 i += 2;
@@ -802,8 +885,10 @@ static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const st
         size_t e = i + 1;
         int nest = 1;
         while (e < len && nest) {
-            if (s[e] == '{') nest++;
-            else if (s[e] == '}') nest--;
+            if (s[e] == '{')
+                nest++;
+            else if (s[e] == '}')
+                nest--;
             if (nest) e++;
         }
         if (e >= len) return jinja_fail(c, ERR_INVAL, "expected '}' before end of string");
@@ -813,17 +898,21 @@ static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const st
         struct jinja_val v;
         if (k == 0) {
             if (numbering == 2)
-                return jinja_fail(c, ERR_INVAL, "cannot switch from manual field specification to "
-                                                "automatic field numbering");
+                return jinja_fail(c, ERR_INVAL,
+                                  "cannot switch from manual field specification to "
+                                  "automatic field numbering");
             numbering = 1;
             if (auto_idx >= n_args)
-                return jinja_fail(c, ERR_INVAL, "Replacement index %zu out of range for positional "
-                                                "args tuple", auto_idx);
+                return jinja_fail(c, ERR_INVAL,
+                                  "Replacement index %zu out of range for positional "
+                                  "args tuple",
+                                  auto_idx);
             v = args[auto_idx++];
         } else if (f[0] >= '0' && f[0] <= '9') {
             if (numbering == 1)
-                return jinja_fail(c, ERR_INVAL, "cannot switch from automatic field numbering to "
-                                                "manual field specification");
+                return jinja_fail(c, ERR_INVAL,
+                                  "cannot switch from automatic field numbering to "
+                                  "manual field specification");
             numbering = 2;
             size_t idx = 0;
             for (size_t j = 0; j < k; j++) {
@@ -832,8 +921,10 @@ static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const st
                 idx = idx * 10 + (size_t)(f[j] - '0');
             }
             if (idx >= n_args)
-                return jinja_fail(c, ERR_INVAL, "Replacement index %zu out of range for positional "
-                                                "args tuple", idx);
+                return jinja_fail(c, ERR_INVAL,
+                                  "Replacement index %zu out of range for positional "
+                                  "args tuple",
+                                  idx);
             v = args[idx];
         } else {
             size_t j = 0;
@@ -857,7 +948,8 @@ static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const st
                 bool digits = k > a;
                 int64_t num = 0;
                 for (size_t d = a; d < k && digits; d++)
-                    digits = f[d] >= '0' && f[d] <= '9' && (num = num * 10 + (f[d] - '0')) < 1000000000;
+                    digits =
+                        f[d] >= '0' && f[d] <= '9' && (num = num * 10 + (f[d] - '0')) < 1000000000;
                 if (digits) key = jinja_int(num);
                 if ((rc = jinja_getitem(c, &v, &key, &v))) return rc;
                 k++;
@@ -865,17 +957,22 @@ static int str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const st
         }
         char conv = 0;
         if (k < flen && f[k] == '!') {
-            if (k + 1 >= flen) return jinja_fail(c, ERR_INVAL, "end of string while looking for conversion specifier");
+            if (k + 1 >= flen)
+                return jinja_fail(c, ERR_INVAL,
+                                  "end of string while looking for conversion specifier");
             conv = f[k + 1];
             k += 2;
             if (conv != 's' && conv != 'r')
-                return jinja_fail(c, ERR_UNSUPPORTED, "format conversion '!%c' is not supported", conv);
+                return jinja_fail(c, ERR_UNSUPPORTED, "format conversion '!%c' is not supported",
+                                  conv);
         }
-        if (k < flen && f[k] != ':') return jinja_fail(c, ERR_INVAL, "expected ':' after conversion specifier");
+        if (k < flen && f[k] != ':')
+            return jinja_fail(c, ERR_INVAL, "expected ':' after conversion specifier");
         struct jinja_sb spec = {0};
         if (k < flen) { /* the spec may hold nested fields */
             struct jinja_val inner = jinja_str(f + k + 1, flen - k - 1);
-            if ((rc = str_format(c, &inner, args, n_args, kw, kwv, n_kw, depth + 1, &spec))) return rc;
+            if ((rc = str_format(c, &inner, args, n_args, kw, kwv, n_kw, depth + 1, &spec)))
+                return rc;
         }
         if (v.type == JV_UNDEF && (v.flags & JV_F_UNSAFE)) return jinja_fail_undef(c, &v);
         if (conv) {
@@ -913,7 +1010,8 @@ static int arg_int(struct jinja_ctx *c, const struct jinja_val *v, int64_t *out)
 static int str_affix(struct jinja_ctx *c, const struct jinja_val *s, const struct jinja_val *args,
                      size_t n_args, bool end_side, bool *out)
 {
-    if (n_args < 1 || n_args > 3) return jinja_fail(c, ERR_INVAL, "startswith/endswith takes 1 to 3 arguments");
+    if (n_args < 1 || n_args > 3)
+        return jinja_fail(c, ERR_INVAL, "startswith/endswith takes 1 to 3 arguments");
     size_t a = 0, b = s->len;
     int rc;
     size_t ncp = jinja_utf8_count(s->s, s->len);
@@ -925,8 +1023,10 @@ static int str_affix(struct jinja_ctx *c, const struct jinja_val *s, const struc
         if (x < 0) x = 0;
         if ((size_t)x > ncp) x = (int64_t)ncp;
         size_t off = jinja_utf8_offset(s->s, s->len, (size_t)x);
-        if (k == 1) a = off;
-        else b = off;
+        if (k == 1)
+            a = off;
+        else
+            b = off;
     }
     const struct jinja_val *opts = &args[0];
     size_t n_opts = 1;
@@ -964,8 +1064,10 @@ static int str_find(struct jinja_ctx *c, const struct jinja_val *s, const struct
         if (x < 0) x += (int64_t)ncp;
         if (x < 0) x = 0;
         if (x > (int64_t)ncp) x = (int64_t)ncp;
-        if (k == 1) lo = x;
-        else hi = x;
+        if (k == 1)
+            lo = x;
+        else
+            hi = x;
     }
     const struct jinja_val *sub = &args[0];
     size_t a = jinja_utf8_offset(s->s, s->len, (size_t)lo);
@@ -1016,7 +1118,8 @@ static int str_justify(struct jinja_ctx *c, const struct jinja_val *s, const str
     if (rc) return rc;
     if (n_args == 2) {
         if (args[1].type != JV_STR || jinja_utf8_count(args[1].s, args[1].len) != 1)
-            return jinja_fail(c, ERR_INVAL, "The fill character must be exactly one character long");
+            return jinja_fail(c, ERR_INVAL,
+                              "The fill character must be exactly one character long");
         size_t q = 0;
         fill = unicode_decode(args[1].s, args[1].len, &q);
     }
@@ -1027,9 +1130,12 @@ static int str_justify(struct jinja_ctx *c, const struct jinja_val *s, const str
     }
     if (width > 1000000) return jinja_fail(c, ERR_TOO_BIG, "width too large");
     size_t marg = (size_t)width - n, left;
-    if (id == M_LJUST) left = 0;
-    else if (id == M_RJUST || id == M_ZFILL) left = marg;
-    else left = marg / 2 + (marg & (size_t)width & 1);
+    if (id == M_LJUST)
+        left = 0;
+    else if (id == M_RJUST || id == M_ZFILL)
+        left = marg;
+    else
+        left = marg / 2 + (marg & (size_t)width & 1);
     struct jinja_sb sb = {0};
     size_t start = 0;
     if (id == M_ZFILL && s->len && (s->s[0] == '+' || s->s[0] == '-')) {
@@ -1088,8 +1194,9 @@ static int str_is(struct jinja_ctx *c, const struct jinja_val *s, int id, struct
         if (cp >= 0x80) {
             enum unicode_cat cat = unicode_cat(cp);
             if (id == M_ISDIGIT || (id == M_ISALNUM && cat == UNICODE_CAT_NUMBER))
-                return jinja_fail(c, ERR_UNSUPPORTED, "str.isdigit() and friends are supported on "
-                                                      "ASCII text only");
+                return jinja_fail(c, ERR_UNSUPPORTED,
+                                  "str.isdigit() and friends are supported on "
+                                  "ASCII text only");
             alpha = cat == UNICODE_CAT_LETTER;
         }
         switch (id) {
@@ -1129,9 +1236,9 @@ static int escape_args(struct jinja_ctx *c, const struct jinja_val *args, size_t
     return 0;
 }
 
-static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const struct jinja_val *args0,
-                      size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
-                      size_t n_kw, struct jinja_val *out)
+static int str_method(struct jinja_ctx *c, const struct jinja_func *m,
+                      const struct jinja_val *args0, size_t n_args, const struct jinja_sv *kw,
+                      const struct jinja_val *kwv, size_t n_kw, struct jinja_val *out)
 {
     const struct jinja_val *s = &m->self;
     struct jinja_val args[8], b[4];
@@ -1165,7 +1272,10 @@ static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const str
         if (b[0].type != JV_UNDEF && b[0].type != JV_NONE && (rc = arg_str(c, "strip", &b[0])))
             return rc;
         return jinja_str_strip(c, s, b[0].type == JV_STR ? &b[0] : NULL,
-                               m->id == M_STRIP ? 3 : m->id == M_LSTRIP ? 1 : 2, out);
+                               m->id == M_STRIP    ? 3
+                               : m->id == M_LSTRIP ? 1
+                                                   : 2,
+                               out);
     case M_SPLIT:
     case M_RSPLIT: {
         int64_t maxsplit = -1;
@@ -1177,7 +1287,8 @@ static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const str
                          out);
     }
     case M_SPLITLINES:
-        if ((rc = jinja_bind(c, "splitlines", p_lines, 1, args, n_args, kw, kwv, n_kw, b))) return rc;
+        if ((rc = jinja_bind(c, "splitlines", p_lines, 1, args, n_args, kw, kwv, n_kw, b)))
+            return rc;
         return str_splitlines(c, s, jinja_truthy(&b[0]), out);
     case M_REPLACE: {
         int64_t count = -1;
@@ -1189,15 +1300,23 @@ static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const str
     }
     default: break;
     }
-    if (n_kw) return jinja_fail(c, ERR_INVAL, "str.%.*s() takes no keyword arguments",
-                                (int)m->name.len, m->name.p);
+    if (n_kw)
+        return jinja_fail(c, ERR_INVAL, "str.%.*s() takes no keyword arguments", (int)m->name.len,
+                          m->name.p);
     bool r;
     switch (m->id) {
-    case M_UPPER: return n_args ? jinja_fail(c, ERR_INVAL, "upper() takes no arguments") : map_case(c, s, 1, out);
-    case M_LOWER: return n_args ? jinja_fail(c, ERR_INVAL, "lower() takes no arguments") : map_case(c, s, 0, out);
-    case M_TITLE: return n_args ? jinja_fail(c, ERR_INVAL, "title() takes no arguments") : map_case(c, s, 2, out);
+    case M_UPPER:
+        return n_args ? jinja_fail(c, ERR_INVAL, "upper() takes no arguments")
+                      : map_case(c, s, 1, out);
+    case M_LOWER:
+        return n_args ? jinja_fail(c, ERR_INVAL, "lower() takes no arguments")
+                      : map_case(c, s, 0, out);
+    case M_TITLE:
+        return n_args ? jinja_fail(c, ERR_INVAL, "title() takes no arguments")
+                      : map_case(c, s, 2, out);
     case M_CAPITALIZE:
-        return n_args ? jinja_fail(c, ERR_INVAL, "capitalize() takes no arguments") : map_case(c, s, 3, out);
+        return n_args ? jinja_fail(c, ERR_INVAL, "capitalize() takes no arguments")
+                      : map_case(c, s, 3, out);
     case M_STARTSWITH:
     case M_ENDSWITH:
         if ((rc = str_affix(c, s, args, n_args, m->id == M_ENDSWITH, &r))) return rc;
@@ -1225,8 +1344,9 @@ static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const str
         for (size_t i = 0; i < items->n; i++) {
             struct jinja_val it = items->v[i];
             if (it.type != JV_STR)
-                return jinja_fail(c, ERR_INVAL, "sequence item %zu: expected str instance, %s found",
-                                  i, jinja_type_name(&it));
+                return jinja_fail(c, ERR_INVAL,
+                                  "sequence item %zu: expected str instance, %s found", i,
+                                  jinja_type_name(&it));
             if (i && (rc = jinja_sb_put(c, &sb, s->s, s->len))) return rc;
             if ((rc = safe ? jinja_escape_into(c, &sb, &it) : jinja_sb_put(c, &sb, it.s, it.len)))
                 return rc;
@@ -1245,7 +1365,8 @@ static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const str
     case M_PARTITION:
     case M_RPARTITION:
         if (n_args != 1 || (rc = arg_str(c, "partition", &args[0])))
-            return n_args != 1 ? jinja_fail(c, ERR_INVAL, "partition() takes exactly one argument") : rc;
+            return n_args != 1 ? jinja_fail(c, ERR_INVAL, "partition() takes exactly one argument")
+                               : rc;
         return str_partition(c, s, &args[0], m->id == M_RPARTITION, out);
     case M_REMOVEPREFIX:
     case M_REMOVESUFFIX: {
@@ -1264,8 +1385,9 @@ static int str_method(struct jinja_ctx *c, const struct jinja_func *m, const str
     return jinja_fail(c, ERR_INTERNAL, "str method %d has no implementation", m->id);
 }
 
-static int loop_method(struct jinja_ctx *c, const struct jinja_func *m, const struct jinja_val *args,
-                       size_t n_args, size_t n_kw, struct jinja_val *out)
+static int loop_method(struct jinja_ctx *c, const struct jinja_func *m,
+                       const struct jinja_val *args, size_t n_args, size_t n_kw,
+                       struct jinja_val *out)
 {
     struct jinja_loop *l = m->self.loop;
     if (n_kw) return jinja_fail(c, ERR_INVAL, "loop methods take no keyword arguments");
@@ -1309,8 +1431,9 @@ int jinja_method_call(struct jinja_ctx *c, const struct jinja_func *m, const str
         *out = v ? *v : n_args + n_kw >= 2 ? b[1] : jinja_none();
         return 0;
     }
-    if (n_kw) return jinja_fail(c, ERR_INVAL, "%.*s() takes no keyword arguments", (int)m->name.len,
-                                m->name.p);
+    if (n_kw)
+        return jinja_fail(c, ERR_INVAL, "%.*s() takes no keyword arguments", (int)m->name.len,
+                          m->name.p);
     switch (m->id) {
     case M_ITEMS:
     case M_KEYS:
@@ -1331,7 +1454,9 @@ int jinja_method_call(struct jinja_ctx *c, const struct jinja_func *m, const str
             }
         }
         *out = jinja_list_val(l, JV_LIST);
-        out->view = m->id == M_ITEMS ? JV_VIEW_ITEMS : m->id == M_KEYS ? JV_VIEW_KEYS : JV_VIEW_VALUES;
+        out->view = m->id == M_ITEMS  ? JV_VIEW_ITEMS
+                    : m->id == M_KEYS ? JV_VIEW_KEYS
+                                      : JV_VIEW_VALUES;
         return jinja_step(c, l->n);
     }
     case M_COPY:
@@ -1362,8 +1487,10 @@ int jinja_method_call(struct jinja_ctx *c, const struct jinja_func *m, const str
             if (x < 0) x += n;
             if (x < 0) x = 0;
             if (x > n) x = n;
-            if (k == 1) lo = x;
-            else hi = x;
+            if (k == 1)
+                lo = x;
+            else
+                hi = x;
         }
         for (int64_t i = lo; i < hi; i++) {
             if (!jinja_equal(&self->l->v[i], &args[0])) continue;

@@ -93,7 +93,8 @@ static const char *describe(const struct jinja_tok *t, char *buf, size_t n)
     case JT_VAR_END: return "end of print statement";
     case JT_BLOCK_BEGIN: return "begin of statement block";
     case JT_BLOCK_END: return "end of statement block";
-    case JT_NAME: snprintf(buf, n, "%.*s", (int)(t->text.len > 40 ? 40 : t->text.len), t->text.p);
+    case JT_NAME:
+        snprintf(buf, n, "%.*s", (int)(t->text.len > 40 ? 40 : t->text.len), t->text.p);
         return buf;
     case JT_STRING: return "string";
     case JT_INT: return "integer";
@@ -124,6 +125,16 @@ static int expect_type(struct parser *p, enum jinja_tok_type type, const char *w
     }
     char b[64];
     return pfail(p, ERR_PARSE, "expected %s, got '%s'", what, describe(cur(p), b, sizeof(b)));
+}
+
+/* The end of the template inside a block: name the tags that would close it. */
+static int fail_eof(struct parser *p, const char *const *end)
+{
+    char want[128] = "";
+    size_t o = 0;
+    for (size_t i = 0; end[i] && o < sizeof(want); i++)
+        o += (size_t)snprintf(want + o, sizeof(want) - o, "%s'%s'", i ? " or " : "", end[i]);
+    return pfail(p, ERR_PARSE, "unexpected end of template, expected %s", want);
 }
 
 static struct jinja_node *node_new(struct parser *p, enum jinja_node_kind kind, int line)
@@ -284,8 +295,7 @@ static int resolve(struct parser *p, struct jinja_node *n, bool is_filter)
     return 0;
 }
 
-static struct jinja_node *parse_filter(struct parser *p, struct jinja_node *node,
-                                       bool start_inline)
+static struct jinja_node *parse_filter(struct parser *p, struct jinja_node *node, bool start_inline)
 {
     while (is_op(cur(p), '|') || start_inline) {
         if (!start_inline) advance(p);
@@ -727,8 +737,8 @@ static struct jinja_node *parse_tuple(struct parser *p, bool simplified, bool wi
     for (;;) {
         if (args.n && expect_op(p, ',', ",")) return NULL;
         if (is_tuple_end(p, extra_end)) break;
-        struct jinja_node *e = simplified ? parse_primary(p, with_namespace)
-                                          : parse_expression(p, with_condexpr);
+        struct jinja_node *e =
+            simplified ? parse_primary(p, with_namespace) : parse_expression(p, with_condexpr);
         if (!e || vec_push(p, &args, e)) return NULL;
         if (!is_op(cur(p), ',')) break;
         is_tuple = true;
@@ -775,8 +785,7 @@ static int parse_statements(struct parser *p, const char *const *end, bool drop_
     skip_op(p, ':');
     if (expect_type(p, JT_BLOCK_END, "end of statement block")) return p->rc;
     if (subparse(p, end, &body)) return p->rc;
-    if (cur(p)->type == JT_EOF)
-        return pfail(p, ERR_PARSE, "unexpected end of template, expected '%s'", end[0]);
+    if (cur(p)->type == JT_EOF) return fail_eof(p, end);
     if (drop_needle) advance(p);
     *out = vec_done(&body);
     return 0;
@@ -894,8 +903,7 @@ static struct jinja_node *parse_macro_like(struct parser *p, enum jinja_node_kin
     uint16_t stored = 0;
     for (uint32_t i = 0; i < n->n_kw; i++) {
         if (n->kw[i].len == 6 && memcmp(n->kw[i].p, "caller", 6) == 0) stored |= JN_F_USES_CALLER;
-        if (n->kw[i].len == 7 && memcmp(n->kw[i].p, "varargs", 7) == 0)
-            stored |= JN_F_USES_VARARGS;
+        if (n->kw[i].len == 7 && memcmp(n->kw[i].p, "varargs", 7) == 0) stored |= JN_F_USES_VARARGS;
         if (n->kw[i].len == 6 && memcmp(n->kw[i].p, "kwargs", 6) == 0) stored |= JN_F_USES_KWARGS;
     }
     for (uint32_t i = 0; i < n->l0.n; i++) scan_names(n->l0.v[i], &n->flags, &stored);
@@ -928,8 +936,8 @@ static struct jinja_node *parse_for(struct parser *p, int line)
 
 static struct jinja_node *parse_if(struct parser *p, int line)
 {
-    static const char *const end_body[] = {"elif", "else", "endif", NULL},
-                             *const end_else[] = {"endif", NULL};
+    static const char *const end_body[] = {"elif", "else", "endif", NULL}, *const end_else[] = {
+                                                                               "endif", NULL};
     struct jinja_node *n = node_new(p, JN_IF, line);
     if (!n) return NULL;
     if (!(n->a = parse_tuple(p, false, false, NULL, false, false)) ||
@@ -1093,8 +1101,7 @@ static int subparse(struct parser *p, const char *const *end, struct vec *body)
         if (!s || vec_push(p, body, s)) return p->rc ? p->rc : ERR_PARSE;
         if (expect_type(p, JT_BLOCK_END, "end of statement block")) return p->rc;
     }
-    if (end) return pfail(p, ERR_PARSE, "unexpected end of template, expected '%s'", end[0]);
-    return 0;
+    return end ? fail_eof(p, end) : 0;
 }
 
 /* Whether a subtree loops over `x.content` / `x['content']`. */
@@ -1132,8 +1139,9 @@ static int check_tree(struct parser *p, const struct jinja_node *n, bool soft)
         const char *what = n->kind == JN_FILTER ? "filter" : "test";
         int code = n->id == -2 ? ERR_UNSUPPORTED : ERR_PARSE;
         if (p->err && p->errlen)
-            snprintf(p->err, p->errlen, n->id == -2 ? "line %d: the %s '%.*s' is not supported"
-                                                     : "line %d: no %s named '%.*s'",
+            snprintf(p->err, p->errlen,
+                     n->id == -2 ? "line %d: the %s '%.*s' is not supported"
+                                 : "line %d: no %s named '%.*s'",
                      n->line, what, (int)n->name.len, n->name.p);
         return p->rc = code;
     }

@@ -83,11 +83,11 @@ struct jinja_val {
         bool b;
         int64_t i;
         double f;
-        const char *s;            /* JV_STR */
-        struct jinja_list *l;     /* JV_LIST, JV_TUPLE */
-        struct jinja_dict *d;     /* JV_DICT, JV_NS */
-        struct jinja_func *fn;    /* JV_FUNC */
-        struct jinja_loop *loop;  /* JV_LOOP */
+        const char *s;               /* JV_STR */
+        struct jinja_list *l;        /* JV_LIST, JV_TUPLE */
+        struct jinja_dict *d;        /* JV_DICT, JV_NS */
+        struct jinja_func *fn;       /* JV_FUNC */
+        struct jinja_loop *loop;     /* JV_LOOP */
         const struct jinja_undef *u; /* JV_UNDEF: why (NULL: a plain missing value) */
     };
 };
@@ -136,7 +136,7 @@ struct jinja_func {
 
 struct jinja_loop {
     int64_t index0, length;
-    int depth;                    /* 1 for the outer loop, +1 per recursive call */
+    int depth;                      /* 1 for the outer loop, +1 per recursive call */
     const struct jinja_list *items; /* the (filtered) sequence, for previtem/nextitem */
     struct jinja_val last_changed;  /* loop.changed() */
     bool changed_called;
@@ -162,10 +162,10 @@ enum jinja_node_kind {
     JN_DICT,      /* l0: keys, l1: values */
     JN_GETATTR,   /* a.name */
     JN_GETITEM,   /* a[b] */
-    JN_SLICE,     /* a[b:c:d] as the subscript b (NULL parts omitted): a, b, c = start, stop, step */
-    JN_CALL,      /* a(l0..., kw=l1...), *c, **d */
-    JN_FILTER,    /* a | name(l0..., kw=l1...); a NULL: the text of a filter block */
-    JN_TEST,      /* a is name(l0..., kw=l1...) */
+    JN_SLICE,  /* a[b:c:d] as the subscript b (NULL parts omitted): a, b, c = start, stop, step */
+    JN_CALL,   /* a(l0..., kw=l1...), *c, **d */
+    JN_FILTER, /* a | name(l0..., kw=l1...); a NULL: the text of a filter block */
+    JN_TEST,   /* a is name(l0..., kw=l1...) */
     JN_NOT,
     JN_NEG,
     JN_POS,
@@ -265,8 +265,8 @@ struct jinja_toks {
 /* Tokenizes the (already newline-normalized, UTF-8 validated) source with trim_blocks and
  * lstrip_blocks on, into `out` (its storage in `a`). Returns 0, or ERR_PARSE / ERR_NOMEM with a
  * message in err. */
-int jinja_lex(struct jinja_arena *a, const char *src, size_t len, struct jinja_toks *out,
-              char *err, size_t errlen);
+int jinja_lex(struct jinja_arena *a, const char *src, size_t len, struct jinja_toks *out, char *err,
+              size_t errlen);
 
 /* Parses the tokens into t->body (jinja_parse.c). */
 int jinja_parse_tokens(struct jinja_template *t, const struct jinja_toks *toks, char *err,

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ARENA_CHUNK   (64u << 10)
+#define ARENA_CHUNK    (64u << 10)
 #define JSON_MAX_DEPTH 1000 /* Python's recursion limit would stop json.dumps near here too */
-#define DICT_INDEX_AT 8     /* entries before string keys get a hash index */
+#define DICT_INDEX_AT  8    /* entries before string keys get a hash index */
 
 struct jinja_chunk {
     struct jinja_chunk *next;
@@ -277,7 +277,8 @@ static int from_json(struct jinja_ctx *c, const json_t *j, struct jinja_val *out
     case JSON_INTEGER: *out = jinja_int((int64_t)json_integer_value(j)); return 0;
     case JSON_REAL: *out = jinja_float(json_real_value(j)); return 0;
     case JSON_STRING: /* borrowed: the caller's JSON outlives the render */
-        if (json_string_length(j) > UINT32_MAX) return jinja_fail(c, ERR_TOO_BIG, "string too long");
+        if (json_string_length(j) > UINT32_MAX)
+            return jinja_fail(c, ERR_TOO_BIG, "string too long");
         *out = jinja_str(json_string_value(j), json_string_length(j));
         return 0;
     case JSON_ARRAY: {
@@ -416,8 +417,8 @@ const char *jinja_type_name(const struct jinja_val *v)
     case JV_FLOAT: return "float";
     case JV_STR: return v->flags & JV_F_SAFE ? "Markup" : "str";
     case JV_LIST:
-        return v->view == JV_VIEW_ITEMS  ? "dict_items"
-               : v->view == JV_VIEW_KEYS ? "dict_keys"
+        return v->view == JV_VIEW_ITEMS    ? "dict_items"
+               : v->view == JV_VIEW_KEYS   ? "dict_keys"
                : v->view == JV_VIEW_VALUES ? "dict_values"
                : v->view == JV_VIEW_GEN    ? "generator"
                                            : "list";
@@ -532,8 +533,7 @@ size_t jinja_float_repr(double f, char *buf, size_t n)
 static bool printable(uint32_t cpt)
 {
     enum unicode_cat cat = unicode_cat(cpt);
-    return cat != UNICODE_CAT_OTHER && cat != UNICODE_CAT_UNDEFINED &&
-           cat != UNICODE_CAT_SEPARATOR;
+    return cat != UNICODE_CAT_OTHER && cat != UNICODE_CAT_UNDEFINED && cat != UNICODE_CAT_SEPARATOR;
 }
 
 static int repr_str(struct jinja_ctx *c, struct jinja_sb *sb, const char *s, size_t len)
@@ -554,8 +554,10 @@ static int repr_str(struct jinja_ctx *c, struct jinja_sb *sb, const char *s, siz
         } else if (cpt < 0x7F || printable(cpt)) {
             rc = jinja_sb_put(c, sb, s + start, i - start);
         } else {
-            rc = jinja_sb_printf(c, sb, cpt < 0x100 ? "\\x%02x" : cpt < 0x10000 ? "\\u%04x"
-                                                                              : "\\U%08x",
+            rc = jinja_sb_printf(c, sb,
+                                 cpt < 0x100     ? "\\x%02x"
+                                 : cpt < 0x10000 ? "\\u%04x"
+                                                 : "\\U%08x",
                                  (unsigned)cpt);
         }
     }
@@ -598,7 +600,9 @@ static int str_common(struct jinja_ctx *c, struct jinja_sb *sb, const struct jin
     switch (v->type) {
     case JV_UNDEF: rc = repr ? jinja_sb_put(c, sb, "Undefined", 9) : 0; break;
     case JV_NONE: rc = jinja_sb_put(c, sb, "None", 4); break;
-    case JV_BOOL: rc = v->b ? jinja_sb_put(c, sb, "True", 4) : jinja_sb_put(c, sb, "False", 5); break;
+    case JV_BOOL:
+        rc = v->b ? jinja_sb_put(c, sb, "True", 4) : jinja_sb_put(c, sb, "False", 5);
+        break;
     case JV_INT: rc = jinja_sb_printf(c, sb, "%" PRId64, v->i); break;
     case JV_FLOAT: rc = jinja_sb_put(c, sb, num, jinja_float_repr(v->f, num, sizeof(num))); break;
     case JV_STR:
@@ -817,7 +821,8 @@ static int json_value(struct jinja_ctx *c, struct jinja_sb *sb, const struct jin
                       const struct jinja_json_opts *o, int level)
 {
     char num[64];
-    if (level > JSON_MAX_DEPTH) return jinja_fail(c, ERR_INVAL, "value nested too deeply for tojson");
+    if (level > JSON_MAX_DEPTH)
+        return jinja_fail(c, ERR_INVAL, "value nested too deeply for tojson");
     switch (v->type) {
     case JV_NONE: return jinja_sb_put(c, sb, "null", 4);
     case JV_BOOL: return v->b ? jinja_sb_put(c, sb, "true", 4) : jinja_sb_put(c, sb, "false", 5);
@@ -825,7 +830,8 @@ static int json_value(struct jinja_ctx *c, struct jinja_sb *sb, const struct jin
     case JV_FLOAT:
         if (isnan(v->f)) return jinja_sb_put(c, sb, "NaN", 3);
         if (isinf(v->f))
-            return v->f < 0 ? jinja_sb_put(c, sb, "-Infinity", 9) : jinja_sb_put(c, sb, "Infinity", 8);
+            return v->f < 0 ? jinja_sb_put(c, sb, "-Infinity", 9)
+                            : jinja_sb_put(c, sb, "Infinity", 8);
         return jinja_sb_put(c, sb, num, jinja_float_repr(v->f, num, sizeof(num)));
     case JV_STR: return json_str(c, sb, v->s, v->len, o->ensure_ascii);
     case JV_LIST:

@@ -52,8 +52,8 @@ static const json_t *find_case(const json_t *cases, const char *name)
 {
     size_t i;
     json_t *c;
-    json_array_foreach(cases, i, c) if (!strcmp(json_string_value(json_object_get(c, "name")), name))
-        return c;
+    json_array_foreach(
+        cases, i, c) if (!strcmp(json_string_value(json_object_get(c, "name")), name)) return c;
     return NULL;
 }
 
