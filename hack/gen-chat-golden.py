@@ -143,7 +143,8 @@ def write_probes(env):
         try:
             r = {'output': env.from_string(src).render(**PROBE_VARS)}
             if re.search(r'<[^<>]* at 0x[0-9a-f]+>', r['output']):
-                r = {'error': 'Unreproducible', 'message': r['output']}
+                r = {'error': 'Unreproducible',
+                     'message': re.sub(r' at 0x[0-9a-f]+', ' at 0x...', r['output'])}
         except Exception as e:  # noqa: BLE001
             r = {'error': type(e).__name__, 'message': str(e)}
         r['source'] = src
