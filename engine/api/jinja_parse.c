@@ -4,7 +4,9 @@
  * argument, `if` tests are tuples without conditional expressions) come out the same. Filters and
  * tests are resolved here: an unknown one is an error now, as jinja2's compiler reports it, except
  * inside an if or a conditional expression, where jinja2 defers the error to when it runs.
- * Nesting is bounded so a hostile template cannot overflow the stack. */
+ * Nesting is bounded so a hostile template cannot overflow the stack. One file although it is
+ * long: the statement and expression grammars share the token cursor and the node builders, as
+ * jinja2's parser.py does. */
 #include "engine/api/jinja_priv.h"
 
 #include "common/err.h"
@@ -288,11 +290,9 @@ static int parse_dotted(struct parser *p, struct jinja_sv *out)
 
 /* Looks a filter or test up (id -1: unknown, -2: not supported here); check_tree reports the
  * failures where jinja2's compiler would. */
-static int resolve(struct parser *p, struct jinja_node *n, bool is_filter)
+static void resolve(struct jinja_node *n, bool is_filter)
 {
-    (void)p;
     n->id = is_filter ? jinja_filter_find(n->name) : jinja_test_find(n->name);
-    return 0;
 }
 
 static struct jinja_node *parse_filter(struct parser *p, struct jinja_node *node, bool start_inline)
@@ -303,7 +303,7 @@ static struct jinja_node *parse_filter(struct parser *p, struct jinja_node *node
         if (!f || parse_dotted(p, &f->name)) return NULL;
         f->a = node;
         if (is_op(cur(p), '(') && parse_call_args(p, f)) return NULL;
-        if (resolve(p, f, true)) return NULL;
+        resolve(f, true);
         node = f;
         start_inline = false;
     }
@@ -334,7 +334,7 @@ static struct jinja_node *parse_test(struct parser *p, struct jinja_node *node)
         if (vec_push(p, &args, arg)) return NULL;
         t->l0 = vec_done(&args);
     }
-    if (resolve(p, t, false)) return NULL;
+    resolve(t, false);
     if (!negated) return t;
     struct jinja_node *n = node_new(p, JN_NOT, line);
     if (n) n->a = t;

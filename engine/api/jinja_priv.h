@@ -1,8 +1,9 @@
 /* Internals of the Jinja interpreter (engine/api/jinja*.c): the arena, values, the syntax tree and
- * the render context. jinja_lex.c + jinja_parse.c build the tree, jinja_value.c holds Python's
- * value semantics (str, repr, ==, <, truthiness, json.dumps), jinja_eval.c runs the tree,
- * jinja_builtins.c has filters, tests and globals, jinja_methods.c the str/dict/list methods.
- * Not part of the engine's API: include engine/api/jinja.h instead. */
+ * the render context. jinja_lex.c + jinja_parse.c build the tree; jinja_value.c and jinja_repr.c
+ * hold Python's value semantics (==, ordering, truthiness; str, repr, json.dumps); jinja_eval.c,
+ * jinja_access.c and jinja_exec.c run the tree; jinja_filters.c, jinja_filters_seq.c and
+ * jinja_tests.c are the builtins; jinja_methods.c, jinja_str.c and jinja_format.c the str, dict
+ * and list methods. Not part of the engine's API: include engine/api/jinja.h instead. */
 #ifndef CINFER_ENGINE_JINJA_PRIV_H
 #define CINFER_ENGINE_JINJA_PRIV_H
 
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* ---------------------------------------------------------------- arena */
 
@@ -32,6 +34,12 @@ struct jinja_sv {
     const char *p;
     uint32_t len;
 };
+
+static inline bool jinja_sv_eq(struct jinja_sv a, const char *b)
+{
+    size_t n = strlen(b);
+    return a.len == n && memcmp(a.p, b, n) == 0;
+}
 
 /* Growable string in an arena. */
 struct jinja_sb {
@@ -131,7 +139,6 @@ struct jinja_func {
     struct jinja_val self;       /* JF_METHOD: receiver */
     const struct jinja_node *mn; /* JF_MACRO: the macro or call-block node */
     struct jinja_scope *scope;   /* JF_MACRO: the scope it was defined in */
-    struct jinja_val caller;     /* JF_MACRO of a call block's callee: unused; kept for clarity */
 };
 
 struct jinja_loop {
@@ -354,7 +361,8 @@ int jinja_dict_set(struct jinja_arena *a, struct jinja_dict *d, struct jinja_val
 struct jinja_val *jinja_dict_get(const struct jinja_dict *d, const struct jinja_val *k);
 struct jinja_val *jinja_dict_get_str(const struct jinja_dict *d, const char *p, size_t len);
 
-/* JSON -> value (deep copy into the arena; strings are copied too). */
+/* JSON -> value: containers copied into the arena, strings borrowed from the JSON (which must
+ * outlive the render). */
 int jinja_from_json(struct jinja_ctx *c, const json_t *j, struct jinja_val *out);
 
 /* Python semantics. */
@@ -394,10 +402,43 @@ size_t jinja_utf8_offset(const char *p, size_t len, size_t i);
 /* Python's str.isspace() for one code point. */
 bool jinja_is_space(uint32_t cpt);
 
-/* ---------------------------------------------------------------- evaluation (jinja_eval.c) */
+/* ---------------------------------------------------------------- evaluation (jinja_eval.c,
+ * jinja_access.c, jinja_exec.c) */
 
-/* Runs the template body in a new scope under `root` (the render variables). */
+/* Runs the template body in a new scope under `root` (the render variables) (jinja_exec.c). */
 int jinja_exec_template(struct jinja_ctx *c, struct jinja_scope *root);
+
+/* Scopes: a new one under parent; a variable set in s; a lookup through s and its parents. */
+struct jinja_scope *jinja_scope_new(struct jinja_ctx *c, struct jinja_scope *parent);
+int jinja_scope_set(struct jinja_ctx *c, struct jinja_scope *s, struct jinja_sv name,
+                    struct jinja_val v);
+struct jinja_val *jinja_scope_find(struct jinja_scope *s, struct jinja_sv name);
+/* Output: text or str(v) to the active capture or the caller's buffer. */
+int jinja_emit(struct jinja_ctx *c, const char *p, size_t n);
+int jinja_emit_val(struct jinja_ctx *c, const struct jinja_val *v);
+
+/* A call's evaluated arguments (*args and **kwargs spread). */
+#define JINJA_MAX_ARGS 64
+struct jinja_args {
+    struct jinja_val pos[JINJA_MAX_ARGS];
+    size_t n_pos;
+    struct jinja_sv kw[JINJA_MAX_ARGS];
+    struct jinja_val kwv[JINJA_MAX_ARGS];
+    size_t n_kw;
+};
+
+int jinja_args_eval(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja_node *n,
+                    struct jinja_args *a);
+/* The filter chain n applied to its input, or to block_text for filter and set blocks. */
+int jinja_eval_filter(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja_node *n,
+                      const struct jinja_val *block_text, struct jinja_val *out);
+/* A macro or call-block caller called (jinja_exec.c). */
+int jinja_macro_call(struct jinja_ctx *c, const struct jinja_func *fn, const struct jinja_val *args,
+                     size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
+                     size_t n_kw, struct jinja_val *out);
+/* The for loop n over iter at recursion depth `depth`, writing to the current output. */
+int jinja_exec_for(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja_node *n,
+                   const struct jinja_val *iter, int depth);
 
 int jinja_eval(struct jinja_ctx *c, struct jinja_scope *s, const struct jinja_node *n,
                struct jinja_val *out);
@@ -414,13 +455,18 @@ int jinja_getitem(struct jinja_ctx *c, const struct jinja_val *obj, const struct
  * 0 when obj has none, or an error. */
 int jinja_pyattr(struct jinja_ctx *c, const struct jinja_val *obj, struct jinja_sv name,
                  struct jinja_val *out);
+/* obj[start:stop:step] (parts[i] used where given[i]), Python's slice semantics; a type Python
+ * cannot slice gives undefined, as the sandbox's getitem does. */
+int jinja_get_slice(struct jinja_ctx *c, const struct jinja_val *obj,
+                    const struct jinja_val parts[3], const bool given[3], struct jinja_val *out);
 /* A value's items as a list (iteration: dict -> keys, str -> characters); fails when not
  * iterable. */
 int jinja_iterate(struct jinja_ctx *c, const struct jinja_val *v, struct jinja_list **out);
 /* Python's len(); fails for values without one. */
 int jinja_length(struct jinja_ctx *c, const struct jinja_val *v, int64_t *out);
 
-/* ---------------------------------------------------------------- builtins (jinja_builtins.c) */
+/* ---------------------------------------------------------------- builtins (jinja_filters.c,
+ * jinja_filters_seq.c, jinja_tests.c) */
 
 /* Index of a filter / test by name; -1 unknown, -2 known to Jinja2 but not supported here. */
 int jinja_filter_find(struct jinja_sv name);
@@ -438,9 +484,9 @@ int jinja_global_call(struct jinja_ctx *c, int id, const struct jinja_val *args,
                       const struct jinja_sv *kw, const struct jinja_val *kwv, size_t n_kw,
                       struct jinja_val *out);
 
-/* Binds call arguments to a signature: names[n] with defaults (NULL entries: required unless
- * `optional`); writes out[n] (JV_UNDEF for absent optional ones). Fails with a TypeError naming
- * `what`. */
+/* Binds positional and keyword call arguments to the parameters (Python's rules: no argument
+ * twice, no unknown keyword, every required one given); writes out[n_params], JV_UNDEF for the
+ * optional ones left out. Fails with a TypeError naming `what`. */
 struct jinja_param {
     const char *name;
     bool required;
@@ -449,6 +495,38 @@ int jinja_bind(struct jinja_ctx *c, const char *what, const struct jinja_param *
                size_t n_params, const struct jinja_val *args, size_t n_args,
                const struct jinja_sv *kw, const struct jinja_val *kwv, size_t n_kw,
                struct jinja_val *out);
+
+/* An optional argument left out (an undefined value passed on purpose means the same here). */
+bool jinja_absent(const struct jinja_val *v);
+/* An int (bool counts) / a str argument of `what`, or a TypeError. */
+int jinja_want_int(struct jinja_ctx *c, const char *what, const struct jinja_val *v, int64_t *out);
+int jinja_want_str(struct jinja_ctx *c, const char *what, const struct jinja_val *v);
+/* jinja2's soft_str: strings (Markup too) as they are, anything else str(v). */
+int jinja_soft_str(struct jinja_ctx *c, const struct jinja_val *v, struct jinja_val *out);
+/* A generator value over l's items. */
+struct jinja_val jinja_gen_of(struct jinja_list *l);
+
+/* The sequence filters (jinja_filters_seq.c); b is the bound argument list of jinja_filter_apply,
+ * b[0] the filtered value. */
+int jinja_filter_select(struct jinja_ctx *c, const struct jinja_val *in, bool by_attr, bool keep,
+                        const struct jinja_val *args, size_t n_args, const struct jinja_sv *kw,
+                        const struct jinja_val *kwv, size_t n_kw, struct jinja_val *out);
+int jinja_filter_map(struct jinja_ctx *c, const struct jinja_val *in, const struct jinja_val *args,
+                     size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
+                     size_t n_kw, struct jinja_val *out);
+int jinja_filter_first_last(struct jinja_ctx *c, const struct jinja_val *in, bool last,
+                            struct jinja_val *out);
+int jinja_filter_unique(struct jinja_ctx *c, const struct jinja_val *b, struct jinja_val *out);
+int jinja_filter_minmax(struct jinja_ctx *c, const struct jinja_val *b, bool max,
+                        struct jinja_val *out);
+int jinja_filter_sort(struct jinja_ctx *c, const struct jinja_val *b, bool dictsort,
+                      struct jinja_val *out);
+int jinja_filter_batch_slice(struct jinja_ctx *c, const struct jinja_val *b, bool slice,
+                             struct jinja_val *out);
+int jinja_filter_sum(struct jinja_ctx *c, const struct jinja_val *b, struct jinja_val *out);
+int jinja_filter_reverse(struct jinja_ctx *c, const struct jinja_val *in, struct jinja_val *out);
+int jinja_filter_join(struct jinja_ctx *c, const struct jinja_val *b, struct jinja_val *out);
+int jinja_filter_items(struct jinja_ctx *c, const struct jinja_val *in, struct jinja_val *out);
 
 /* ---------------------------------------------------------------- methods (jinja_methods.c) */
 
@@ -461,6 +539,8 @@ int jinja_method_call(struct jinja_ctx *c, const struct jinja_func *m, const str
                       size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
                       size_t n_kw, struct jinja_val *out);
 
+/* ---------------------------------------------------------------- strings (jinja_str.c) */
+
 /* Python string operations shared by filters and methods. */
 int jinja_str_upper(struct jinja_ctx *c, const struct jinja_val *s, struct jinja_val *out);
 int jinja_str_lower(struct jinja_ctx *c, const struct jinja_val *s, struct jinja_val *out);
@@ -471,8 +551,20 @@ int jinja_str_strip(struct jinja_ctx *c, const struct jinja_val *s, const struct
                     int which, struct jinja_val *out);
 int jinja_str_replace(struct jinja_ctx *c, const struct jinja_val *s, const struct jinja_val *old,
                       const struct jinja_val *new_, int64_t count, struct jinja_val *out);
+/* str.split / rsplit (sep NULL: on whitespace runs; maxsplit < 0: no limit) and splitlines. */
+int jinja_str_split(struct jinja_ctx *c, const struct jinja_val *s, const struct jinja_val *sep,
+                    int64_t maxsplit, bool right, struct jinja_val *out);
+int jinja_str_splitlines(struct jinja_ctx *c, const struct jinja_val *s, bool keepends,
+                         struct jinja_val *out);
+
+/* ---------------------------------------------------------------- formatting (jinja_format.c) */
+
 /* Python's str % args (printf-style), for the `format` filter and the % operator. */
 int jinja_str_percent(struct jinja_ctx *c, const struct jinja_val *fmt,
                       const struct jinja_val *args, struct jinja_val *out);
+/* str.format(*args, **kwargs) appended to sb; depth counts nested fields in specs. */
+int jinja_str_format(struct jinja_ctx *c, const struct jinja_val *fmt, const struct jinja_val *args,
+                     size_t n_args, const struct jinja_sv *kw, const struct jinja_val *kwv,
+                     size_t n_kw, int depth, struct jinja_sb *sb);
 
 #endif
