@@ -285,7 +285,51 @@ static json_t *join_parts(const json_t *m, size_t mi, int *rc, char *err, size_t
     return copy;
 }
 
-/* The messages as the template should see them: content lists joined unless it iterates them. */
+/* A copy of assistant message m with its tool calls' JSON-string arguments parsed into values
+ * (new), NULL when it has none to parse, or NULL with *rc set when one is not JSON. OpenAI clients
+ * send arguments as a JSON string; templates expect the object (transformers' convention), and
+ * vLLM parses them the same way before rendering. */
+static json_t *parse_tool_arguments(const json_t *m, size_t mi, int *rc, char *err, size_t errlen)
+{
+    const json_t *calls = json_object_get(m, "tool_calls");
+    if (!json_is_array(calls)) return NULL;
+    bool any = false;
+    size_t i;
+    json_t *tc;
+    json_array_foreach(calls, i, tc) any |=
+        json_is_string(json_object_get(json_object_get(tc, "function"), "arguments"));
+    if (!any) return NULL;
+    json_t *copy = json_deep_copy(m);
+    if (!copy) {
+        *rc = ERR_NOMEM;
+        return NULL;
+    }
+    json_array_foreach(json_object_get(copy, "tool_calls"), i, tc)
+    {
+        json_t *fn = json_object_get(tc, "function");
+        json_t *args = json_object_get(fn, "arguments");
+        if (!json_is_string(args)) continue;
+        json_error_t je;
+        json_t *v = json_loadb(json_string_value(args), json_string_length(args),
+                               JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+        if (!v) {
+            seterr(err, errlen, "messages[%zu].tool_calls[%zu].function.arguments is not JSON: %s",
+                   mi, i, je.text);
+            json_decref(copy);
+            *rc = ERR_INVAL;
+            return NULL;
+        }
+        if (json_object_set_new(fn, "arguments", v)) {
+            json_decref(copy);
+            *rc = ERR_NOMEM;
+            return NULL;
+        }
+    }
+    return copy;
+}
+
+/* The messages as the template should see them: content lists joined unless it iterates them,
+ * tool-call arguments parsed. */
 static int normalize_messages(const struct chat_template *ct, const json_t *messages, json_t **out,
                               char *err, size_t errlen)
 {
@@ -309,6 +353,18 @@ static int normalize_messages(const struct chat_template *ct, const json_t *mess
                 if (rc == ERR_NOMEM) seterr(err, errlen, "out of memory");
                 return rc;
             }
+        }
+        json_t *parsed =
+            json_is_object(use) ? parse_tool_arguments(use, i, &rc, err, errlen) : NULL;
+        if (rc) {
+            json_decref(use);
+            json_decref(arr);
+            if (rc == ERR_NOMEM) seterr(err, errlen, "out of memory");
+            return rc;
+        }
+        if (parsed) {
+            json_decref(use);
+            use = parsed;
         }
         if (json_array_append_new(arr, use)) {
             json_decref(arr);

@@ -70,9 +70,11 @@ struct chat_template_input {
 };
 
 /* Appends the rendered prompt to `out` (borrowed; its max bounds it). Content given as a list of
- * text parts is joined with "\n" unless the template iterates over content itself (vLLM's
- * rule). Returns 0, or with a message in `err`: ERR_INVAL (the template raised an error, e.g.
- * "Conversation roles must alternate", or failed on these messages; kwargs that would replace
+ * text parts is joined with "\n" unless the template iterates over content itself, and tool
+ * calls' arguments sent as a JSON string are parsed into the object templates expect (both as
+ * vLLM prepares messages). Returns 0, or with a message in `err`: ERR_INVAL (the template raised an error, e.g.
+ * "Conversation roles must alternate", or failed on these messages; tool-call arguments that
+ * are not JSON; kwargs that would replace
  * messages, tools, documents or add_generation_prompt), ERR_TOO_BIG (output or the render's
  * limits), ERR_NOMEM. On failure `out` keeps its previous length. Any thread. */
 int chat_template_apply(const struct chat_template *ct, const struct chat_template_input *in,

@@ -355,6 +355,41 @@ START_TEST(test_chat_template_content_parts)
 }
 END_TEST
 
+/* OpenAI clients send tool-call arguments as a JSON string; templates get the object. */
+START_TEST(test_chat_template_tool_arguments_parsed)
+{
+    struct chat_template_config cfg = {
+        .model_template = "{% for m in messages %}{% for tc in m.tool_calls %}"
+                          "{{ tc.function.arguments | tojson }}{% endfor %}{% endfor %}"};
+    struct chat_template *ct = NULL;
+    char err[256];
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    json_t *msgs = parse_json(
+        "[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":{\"n\":1}}}]}]");
+    struct chat_template_input in = {.messages = msgs};
+    struct buf out;
+    buf_init(&out, 0);
+    ck_assert_msg(chat_template_apply(ct, &in, &out, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(buf_cstr(&out), "{\"city\": \"Paris\"}{\"n\": 1}");
+    /* the caller's JSON is left as it was */
+    ck_assert(json_is_string(json_object_get(
+        json_object_get(json_array_get(json_object_get(json_array_get(msgs, 0), "tool_calls"), 0),
+                        "function"),
+        "arguments")));
+    json_t *bad = parse_json("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+                             "{\"name\":\"f\",\"arguments\":\"{not json\"}}]}]");
+    in.messages = bad;
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "messages[0].tool_calls[0].function.arguments is not JSON"));
+    json_decref(bad);
+    json_decref(msgs);
+    chat_template_free(ct);
+    buf_fini(&out);
+}
+END_TEST
+
 /* Gemma 2's template refuses a system message with raise_exception: the message comes back. */
 START_TEST(test_chat_template_raise_exception_message)
 {
@@ -431,6 +466,7 @@ Suite *chat_template_suite(void)
     tcase_add_test(tc, test_chat_template_bos_once);
     tcase_add_test(tc, test_chat_template_kwargs_and_tools);
     tcase_add_test(tc, test_chat_template_content_parts);
+    tcase_add_test(tc, test_chat_template_tool_arguments_parsed);
     tcase_add_test(tc, test_chat_template_raise_exception_message);
     tcase_add_test(tc, test_chat_template_smollm2);
     tcase_add_test(tc, test_chat_template_rejects_bad_args_and_bounds);
