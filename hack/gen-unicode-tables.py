@@ -5,7 +5,11 @@
 
 Tables (all compact ranges, searched with bsearch at run time):
   - general-category class per code point (L, N, P, M, S, Z, C, unassigned) as run starts,
-  - simple lowercase mappings as runs of constant delta,
+  - simple lowercase mappings as runs of constant delta (the tokenizer's case folding),
+  - Python's own case mappings for the chat-template interpreter: str.upper()/lower()/title() of
+    one code point as runs of constant delta plus the few that expand to several code points, and
+    the Lowercase, Uppercase, Cased and Case_Ignorable properties str.islower(), isupper(),
+    title() and the final-sigma rule of lower() use,
   - the explicit character classes of the deepseek-llm pre-tokenizer regexes, expanded from the
     exact strings llama.cpp uses so the C matcher cannot drift from them.
 White_Space is not in Python's unicodedata (it lives in PropList.txt); that property has been stable
@@ -42,9 +46,14 @@ def category_runs():
 
 def lowercase_runs():
     """Runs (start, count, stride, delta): for i < count, start + i*stride lowers to itself + delta."""
+    return case_runs(str.lower)
+
+
+def case_runs(fn):
+    """Runs (start, count, stride, delta) of the one-code-point results of fn (str.lower, ...)."""
     pairs = []
     for cpt in range(MAX_CPT):
-        lo = chr(cpt).lower()
+        lo = fn(chr(cpt))
         if len(lo) == 1 and ord(lo) != cpt:
             pairs.append((cpt, ord(lo) - cpt))
     runs = []
@@ -61,6 +70,45 @@ def lowercase_runs():
         runs.append((start, count, stride if stride else 1, delta))
         i += count
     return runs
+
+
+def special_cases():
+    """(cpt, kind, mapped code points) for mappings to more than one code point; kind 0 lower,
+    1 upper, 2 title (must match enum unicode_case in engine/text/unicode.h)."""
+    out = []
+    for cpt in range(MAX_CPT):
+        for kind, fn in enumerate((str.lower, str.upper, str.title)):
+            m = fn(chr(cpt))
+            if len(m) > 1:
+                assert len(m) <= 3, hex(cpt)
+                out.append((cpt, kind, [ord(x) for x in m]))
+    return out
+
+
+def prop_ranges(pred):
+    """Ranges of the code points where pred(chr(cpt)) holds."""
+    ranges = []
+    for cpt in range(MAX_CPT):
+        if pred(chr(cpt)):
+            if ranges and ranges[-1][1] == cpt - 1:
+                ranges[-1] = (ranges[-1][0], cpt)
+            else:
+                ranges.append((cpt, cpt))
+    return ranges
+
+
+# Case_Ignorable (Unicode D136): Mn, Me, Cf, Lm, Sk, and Word_Break MidLetter, MidNumLet and
+# Single_Quote, which unicodedata does not expose; these are their members (stable since 6.x).
+WB_MID = {0x27, 0x2E, 0x3A, 0xB7, 0x387, 0x55F, 0x5F4, 0x2018, 0x2019, 0x2024, 0x2027, 0xFE13,
+          0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A}
+
+
+def is_case_ignorable(ch):
+    return unicodedata.category(ch) in ('Mn', 'Me', 'Cf', 'Lm', 'Sk') or ord(ch) in WB_MID
+
+
+def is_cased(ch):
+    return ch.islower() or ch.isupper() or unicodedata.category(ch) == 'Lt'
 
 
 def class_ranges(spec):
@@ -153,6 +201,37 @@ def main():
     out.append('const size_t unicode_lower_runs_len = '
                'sizeof(unicode_lower_runs) / sizeof(unicode_lower_runs[0]);')
     out.append('')
+
+    for name, fn, what in (('unicode_upper_runs', str.upper, 'upper'),
+                           ('unicode_title_runs', str.title, 'title')):
+        out.append('/* Python str.%s() of one code point, where it is one code point: {start, count, '
+                   'stride, delta}. */' % what)
+        out.append('const struct unicode_case_run %s[] = {' % name)
+        line = '   '
+        for start, count, stride, delta in case_runs(fn):
+            item = ' {0x%X, %d, %d, %d},' % (start, count, stride, delta)
+            if len(line) + len(item) > 98:
+                out.append(line)
+                line = '   '
+            line += item
+        out.append(line)
+        out.append('};')
+        out.append('const size_t %s_len = sizeof(%s) / sizeof(%s[0]);' % (name, name, name))
+        out.append('')
+
+    out.append('/* Python case mappings to several code points: {cpt, kind (0 lower, 1 upper, 2 title), '
+               'n, {cpts}}, sorted by cpt then kind. */')
+    out.append('const struct unicode_special_case unicode_special_cases[] = {')
+    for cpt, kind, m in special_cases():
+        out.append('    {0x%X, %d, %d, {%s}},' % (cpt, kind, len(m), ', '.join('0x%X' % x for x in m)))
+    out.append('};')
+    out.append('const size_t unicode_special_cases_len = '
+               'sizeof(unicode_special_cases) / sizeof(unicode_special_cases[0]);')
+    out.append('')
+    emit_ranges(out, 'unicode_lowercase', prop_ranges(str.islower), 'Lowercase: str.islower() of one code point')
+    emit_ranges(out, 'unicode_uppercase', prop_ranges(str.isupper), 'Uppercase: str.isupper() of one code point')
+    emit_ranges(out, 'unicode_cased', prop_ranges(is_cased), 'Cased (D135): Lowercase, Uppercase or Lt')
+    emit_ranges(out, 'unicode_case_ignorable', prop_ranges(is_case_ignorable), 'Case_Ignorable (D136)')
 
     emit_ranges(out, 'unicode_deepseek_letters', class_ranges(DEEPSEEK_LLM_LETTERS),
                 'deepseek-llm letter class [A-Za-zµÀ-Ö...𞤀-𞥃]')

@@ -103,8 +103,8 @@ static const struct cfg_opt serve_opts[] = {
     {"metrics-compat", CFG_STRING, O(metrics_compat), "vllm", 1, 0,
      "Also expose every engine metric under vLLM's name", "vllm|none", 0},
     {"chat-template", CFG_STRING, O(chat_template), NULL, 1, 0,
-     "Chat template family to use instead of the model's (llama2, llama3, chatml, mistral-v7, "
-     "zephyr, ...)",
+     "Chat template to use instead of the model's: a built-in name (chatml, llama3, llama2, "
+     "llama2-sys, mistral-v7, zephyr, ...), Jinja2 text, or a template file",
      NULL, 0},
     {"api-key", CFG_STRING, O(api_key), NULL, 1, 0,
      "Require \"Authorization: Bearer <key>\" on /v1 routes (prefer the environment variable "
@@ -151,6 +151,7 @@ struct serve_state {
     struct http_api *http;
     struct model *m;
     struct tokenizer *tok;
+    struct chat_template *chat;
     struct kv_cache *kv;
     struct serve_respond *resp;
     struct serve_loop *loop;
@@ -219,25 +220,41 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
     return 0;
 }
 
-static enum chat_template_kind serve_chat_template(const struct serve_state *s)
+/* The chat template: --chat-template, else the model's tokenizer.chat_template (rendered by the
+ * Jinja interpreter), else chatml with a warning. A template that cannot be used fails start-up. */
+static int serve_chat_template(struct serve_state *s)
 {
-    char *tmpl = NULL;
     struct gguf_str gs;
-    const char *src = s->cfg->chat_template;
-    if (!src && gguf_get_str(model_gguf(s->m), "tokenizer.chat_template", &gs) == 0) {
-        tmpl = strndup(gs.data, gs.len);
-        src = tmpl;
+    char *model_tmpl = NULL, err[512];
+    size_t len;
+    if (gguf_get_str(model_gguf(s->m), "tokenizer.chat_template", &gs) == 0 &&
+        !(model_tmpl = strndup(gs.data, gs.len))) {
+        log_error("out of memory");
+        return ERR_NOMEM;
     }
-    bool known = false;
-    enum chat_template_kind k = chat_template_detect(src, &known);
-    if (!known)
-        log_warn(src ? "chat template not recognised; using chatml"
-                     : "the model has no chat template; using chatml",
-                 LOG_S("template", chat_template_name(k)));
+    struct chat_template_config cc = {.model_template = model_tmpl,
+                                      .override = s->cfg->chat_template};
+    if (s->tok) {
+        int32_t bos = tokenizer_bos(s->tok), eos = tokenizer_eos(s->tok);
+        const char *t;
+        if (bos >= 0 && (t = tokenizer_token_text(s->tok, bos, &len)) && !memchr(t, 0, len))
+            cc.bos_token = strndup(t, len);
+        if (eos >= 0 && (t = tokenizer_token_text(s->tok, eos, &len)) && !memchr(t, 0, len))
+            cc.eos_token = strndup(t, len);
+        cc.add_bos = tokenizer_add_bos(s->tok);
+        cc.add_eos = tokenizer_add_eos(s->tok);
+    }
+    int rc = chat_template_new(&cc, &s->chat, err, sizeof(err));
+    if (rc)
+        log_error("cannot use the chat template", LOG_S("err", err));
+    else if (chat_template_origin(s->chat) == CHAT_TEMPLATE_FROM_FALLBACK)
+        log_warn("the model has no chat template; using chatml (set --chat-template)");
     else
-        log_info("chat template", LOG_S("family", chat_template_name(k)));
-    free(tmpl);
-    return k;
+        log_info("chat template", LOG_S("template", chat_template_describe(s->chat)));
+    free(model_tmpl);
+    free((char *)cc.bos_token);
+    free((char *)cc.eos_token);
+    return rc;
 }
 
 /* Loads the model, tokenizer and KV cache and starts the responder and the inference loop. */
@@ -269,11 +286,12 @@ static int serve_load(struct serve_state *s)
         log_error("context length must be at least 2 tokens", LOG_I("context_length", ctx));
         return ERR_INVAL;
     }
+    if ((rc = serve_chat_template(s)) != 0) return rc;
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
-        .chat_template = serve_chat_template(s),
+        .chat_template = s->chat,
         .n_vocab = hp->n_vocab,
         .max_context = ctx,
         .max_queue = c->max_queue,
@@ -337,6 +355,7 @@ static void serve_teardown(struct serve_state *s)
     serve_loop_free(s->loop);
     serve_respond_free(s->resp);
     kv_cache_free(s->kv);
+    chat_template_free(s->chat);
     tokenizer_free(s->tok);
     model_free(s->m);
 }
@@ -370,6 +389,16 @@ int cmd_serve_main(int argc, char **argv)
         .model_name = s.model_name,
         .vllm_compat = strcmp(cfg.metrics_compat, "vllm") == 0,
     };
+    if (cfg.chat_template) { /* a bad --chat-template is a configuration error: before listening */
+        struct chat_template_config cc = {.override = cfg.chat_template};
+        struct chat_template *ct = NULL;
+        char err[512];
+        if (chat_template_new(&cc, &ct, err, sizeof(err)) != 0) {
+            log_error("invalid --chat-template", LOG_S("err", err));
+            return 2;
+        }
+        chat_template_free(ct);
+    }
     int rc = http_api_start(&acfg, &s.http);
     if (rc) {
         log_error("cannot start the HTTP API", LOG_S("err", err_str(rc)), LOG_S("host", cfg.host),

@@ -106,10 +106,12 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     }
     struct buf text;
     buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
-    int rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text);
+    char terr[400];
+    int rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text, terr,
+                                  sizeof(terr));
     if (rc) {
         api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
-                      "cannot render the chat template: %s", err_str(rc));
+                      "cannot render the chat template: %s", terr);
         rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
     } else {
         rc = prompt_from_text(api, text.data ? text.data : "", text.len, "messages", ids, n, err);

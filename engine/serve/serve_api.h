@@ -19,7 +19,7 @@ struct serve_respond;
 struct serve_api {
     const char *model_name;      /* served model name ("model" must match it when sent) */
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
-    enum chat_template_kind chat_template;
+    const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
     int n_vocab;
     int max_context;     /* prompt + generated tokens per sequence */
     int max_queue;       /* waiting requests beyond which new ones get 429 */

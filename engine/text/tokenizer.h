@@ -1,7 +1,10 @@
 /* Tokenizers built from GGUF metadata (tokenizer.ggml.*), reproducing llama.cpp's tokenization (and
  * so Hugging Face's, for the vocabularies llama.cpp tests against) token for token:
  *   - "llama": SentencePiece-style BPE over piece scores, byte fallback to <0xXX>, U+2581 for spaces,
- *   - "gpt2":  byte-level BPE over merge ranks with the pre-tokenizer named by tokenizer.ggml.pre.
+ *   - "gpt2":  byte-level BPE over merge ranks with the pre-tokenizer named by tokenizer.ggml.pre
+ *              (llama.cpp's names: gpt-2, llama-bpe/llama3, qwen2/deepseek-r1-qwen, qwen35, smollm,
+ *              command-r, starcoder, gpt-4o/llama4, tekken, deepseek-llm/coder, falcon, ... ; an
+ *              unknown one is an error, as in llama.cpp).
  * Also special-token parsing, per-token detokenization and a streaming UTF-8-safe detokenizer.
  * A loaded tokenizer is immutable: any thread may encode and decode with it concurrently.
  * Not here: chat templates, WordPiece/Unigram vocabularies, clean_up_tokenization_spaces. */
@@ -77,7 +80,8 @@ enum tokenizer_token_type tokenizer_token_type(const struct tokenizer *t, int32_
 float tokenizer_token_score(const struct tokenizer *t, int32_t id);
 
 enum tokenizer_kind tokenizer_kind(const struct tokenizer *t);
-/* The pre-tokenizer's canonical name ("default", "gpt-2", "llama3", ...); "" for SentencePiece. */
+/* The pre-tokenizer's name as the file gives it (tokenizer.ggml.pre: "llama-bpe", "qwen2", ...;
+ * "default" when absent); "" for SentencePiece. Static. */
 const char *tokenizer_pre_name(const struct tokenizer *t);
 int32_t tokenizer_vocab_size(const struct tokenizer *t);
 int32_t tokenizer_bos(const struct tokenizer *t); /* TOKENIZER_NULL when the model has none */

@@ -97,23 +97,42 @@ static size_t match_gpt2(const struct text *t, size_t pos, size_t end)
     return ws_tail(t, pos, end);
 }
 
-/* llama3 / qwen2 with max_digits 3 / 1:
+static bool is_mark(const struct text *t, size_t i)
+{
+    return is_cat(t, i, UNICODE_CAT_MARK);
+}
+
+/* [\p{L}\p{M}] and [^\s\p{L}\p{M}\p{N}] (qwen35). */
+static bool is_letter_or_mark(const struct text *t, size_t i)
+{
+    return is_letter(t, i) || is_mark(t, i);
+}
+
+static bool is_other_nor_mark(const struct text *t, size_t i)
+{
+    return is_other(t, i) && !is_mark(t, i);
+}
+
+/* llama3 / qwen2 / qwen35 (max_digits 3 / 1 / 1; qwen35 counts marks as letters):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,max}| ?[^\s\p{L}\p{N}]+[\r\n]*|
  * \s*[\r\n]+|\s+(?!\S)|\s+ */
-static size_t match_llama3_like(const struct text *t, size_t pos, size_t end, size_t max_digits)
+static size_t match_llama3_like(const struct text *t, size_t pos, size_t end, size_t max_digits,
+                                bool marks)
 {
+    bool (*letter)(const struct text *, size_t) = marks ? is_letter_or_mark : is_letter;
+    bool (*other)(const struct text *, size_t) = marks ? is_other_nor_mark : is_other;
     size_t n = contraction(t, pos, end, true);
     if (n) return n;
-    if (is_letter(t, pos)) return run(t, pos, end, is_letter);
-    if (!is_newline(t, pos) && !is_number(t, pos) && pos + 1 < end && is_letter(t, pos + 1))
-        return 1 + run(t, pos + 1, end, is_letter);
+    if (letter(t, pos)) return run(t, pos, end, letter);
+    if (!is_newline(t, pos) && !is_number(t, pos) && pos + 1 < end && letter(t, pos + 1))
+        return 1 + run(t, pos + 1, end, letter);
     if (is_number(t, pos)) {
         n = run(t, pos, end, is_number);
         return n < max_digits ? n : max_digits;
     }
-    size_t q = (t->c[pos] == ' ' && pos + 1 < end && is_other(t, pos + 1)) ? pos + 1 : pos;
-    if (is_other(t, q)) {
-        size_t e = q + run(t, q, end, is_other);
+    size_t q = (t->c[pos] == ' ' && pos + 1 < end && other(t, pos + 1)) ? pos + 1 : pos;
+    if (other(t, q)) {
+        size_t e = q + run(t, q, end, other);
         return e + run(t, e, end, is_newline) - pos;
     }
     n = run(t, pos, end, is_ws);
@@ -124,12 +143,115 @@ static size_t match_llama3_like(const struct text *t, size_t pos, size_t end, si
 
 static size_t match_llama3(const struct text *t, size_t pos, size_t end)
 {
-    return match_llama3_like(t, pos, end, 3);
+    return match_llama3_like(t, pos, end, 3, false);
 }
 
 static size_t match_qwen2(const struct text *t, size_t pos, size_t end)
 {
-    return match_llama3_like(t, pos, end, 1);
+    return match_llama3_like(t, pos, end, 1, false);
+}
+
+static size_t match_qwen35(const struct text *t, size_t pos, size_t end)
+{
+    return match_llama3_like(t, pos, end, 1, true);
+}
+
+/* The gpt-4o and tekken regexes as llama.cpp runs them: std::regex over text whose non-ASCII code
+ * points are collapsed to one placeholder per category, with its adaptation of the case classes:
+ * "upper" is a letter other than a-z and "lower" a letter other than A-Z, so a non-ASCII letter is
+ * both (HF's \p{Lu}/\p{Ll} differ there; llama.cpp's splits are the ones reproduced here).
+ *   [^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,max}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
+ *   \s*[\r\n]+|\s+(?!\S)|\s+
+ * with C the contractions '[sS]|'[tT]|'[rR][eE]|... (gpt-4o only). Alternatives are tried in order
+ * with ECMAScript's backtracking: U* gives back letters until L+ can start. */
+static bool is_upperish(const struct text *t, size_t i)
+{
+    return is_letter(t, i) && !(t->c[i] >= 'a' && t->c[i] <= 'z');
+}
+
+static bool is_lowerish(const struct text *t, size_t i)
+{
+    return is_letter(t, i) && !(t->c[i] >= 'A' && t->c[i] <= 'Z');
+}
+
+static bool is_case_prefix(const struct text *t, size_t i)
+{
+    return !is_newline(t, i) && !is_letter(t, i) && !is_number(t, i);
+}
+
+/* '[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD] (ASCII letters only). */
+static size_t ascii_contraction(const struct text *t, size_t pos, size_t end)
+{
+    if (pos + 1 >= end || t->c[pos] != '\'') return 0;
+    uint32_t a = t->c[pos + 1] | 0x20, b = pos + 2 < end ? t->c[pos + 2] | 0x20 : 0;
+    if (t->c[pos + 1] >= 0x80) return 0;
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if (pos + 2 < end && t->c[pos + 2] < 0x80 &&
+        ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')))
+        return 3;
+    return 0;
+}
+
+/* U*L+C? at q: the end of the match, or 0 when none. */
+static size_t case_words_lower(const struct text *t, size_t q, size_t end, bool contractions)
+{
+    size_t kmax = run(t, q, end, is_upperish);
+    for (size_t k = kmax + 1; k-- > 0;) {
+        if (q + k >= end || !is_lowerish(t, q + k)) continue;
+        size_t e = q + k + run(t, q + k, end, is_lowerish);
+        return e + (contractions ? ascii_contraction(t, e, end) : 0);
+    }
+    return 0;
+}
+
+/* U+L*C? at q. */
+static size_t case_words_upper(const struct text *t, size_t q, size_t end, bool contractions)
+{
+    size_t k = run(t, q, end, is_upperish);
+    if (k == 0) return 0;
+    size_t e = q + k + run(t, q + k, end, is_lowerish);
+    return e + (contractions ? ascii_contraction(t, e, end) : 0);
+}
+
+static bool is_newline_or_slash(const struct text *t, size_t i)
+{
+    return is_newline(t, i) || t->c[i] == '/';
+}
+
+static size_t match_gpt4o_like(const struct text *t, size_t pos, size_t end, size_t max_digits,
+                               bool contractions)
+{
+    bool prefix = is_case_prefix(t, pos) && pos + 1 < end;
+    for (int alt = 0; alt < 2; alt++) {
+        size_t (*body)(const struct text *, size_t, size_t, bool) =
+            alt == 0 ? case_words_lower : case_words_upper;
+        size_t e = prefix ? body(t, pos + 1, end, contractions) : 0;
+        if (!e) e = body(t, pos, end, contractions);
+        if (e) return e - pos;
+    }
+    if (is_number(t, pos)) {
+        size_t n = run(t, pos, end, is_number);
+        return n < max_digits ? n : max_digits;
+    }
+    size_t q = (t->c[pos] == ' ' && pos + 1 < end && is_other(t, pos + 1)) ? pos + 1 : pos;
+    if (is_other(t, q)) {
+        size_t e = q + run(t, q, end, is_other);
+        return e + run(t, e, end, is_newline_or_slash) - pos;
+    }
+    size_t n = run(t, pos, end, is_ws);
+    for (size_t k = n; k > 0; k--)
+        if (is_newline(t, pos + k - 1)) return k;
+    return ws_tail(t, pos, end);
+}
+
+static size_t match_gpt4o(const struct text *t, size_t pos, size_t end)
+{
+    return match_gpt4o_like(t, pos, end, 3, true);
+}
+
+static size_t match_tekken(const struct text *t, size_t pos, size_t end)
+{
+    return match_gpt4o_like(t, pos, end, 1, false);
 }
 
 /* [\p{P}\$\+<=>\^~\|]+ (default) and the same with ` (falcon). */
@@ -302,6 +424,9 @@ static size_t steps_of(enum tokenizer_pre pre, match_fn steps[MAX_STEPS])
     case TOKENIZER_PRE_GPT2: steps[n++] = match_gpt2; break;
     case TOKENIZER_PRE_LLAMA3: steps[n++] = match_llama3; break;
     case TOKENIZER_PRE_QWEN2: steps[n++] = match_qwen2; break;
+    case TOKENIZER_PRE_QWEN35: steps[n++] = match_qwen35; break;
+    case TOKENIZER_PRE_GPT4O: steps[n++] = match_gpt4o; break;
+    case TOKENIZER_PRE_TEKKEN: steps[n++] = match_tekken; break;
     case TOKENIZER_PRE_DEEPSEEK_LLM:
         steps[n++] = match_newline1;
         steps[n++] = match_ws_ds_letters;

@@ -34,32 +34,68 @@ static const char *const eot_texts[] = {
 };
 static const char *const eog_extra_texts[] = {"<|eom_id|>"};
 
-/* tokenizer.ggml.pre names -> pre-tokenizer, as llama.cpp maps them (only those whose regexes are
- * implemented in tokenizer_pretok.c). */
+/* tokenizer.ggml.pre names -> pre-tokenizer and the settings llama.cpp ties to the name
+ * (llama_vocab::impl::load, llama.cpp as vendored by llama-cpp-python 0.3.36), for the names whose
+ * regexes tokenizer_pretok.c implements. Any other name is refused, as llama.cpp refuses it:
+ * guessing a pre-tokenizer would give different tokens than the model was trained on. */
+#define PRE_IGNORE_MERGES 1 /* a word that is a token is taken whole, before any merge */
+#define PRE_ADD_BOS       2 /* BOS by default (the file's add_bos_token still decides) */
+#define PRE_NO_BOS        4 /* the model has no BOS (chatglm) */
+
 static const struct {
     const char *name;
     enum tokenizer_pre pre;
+    uint8_t flags;
 } pre_names[] = {
-    {"default", TOKENIZER_PRE_DEFAULT},
-    {"llama3", TOKENIZER_PRE_LLAMA3},
-    {"llama-v3", TOKENIZER_PRE_LLAMA3},
-    {"llama-bpe", TOKENIZER_PRE_LLAMA3},
-    {"falcon3", TOKENIZER_PRE_LLAMA3},
-    {"deepseek-llm", TOKENIZER_PRE_DEEPSEEK_LLM},
-    {"deepseek-coder", TOKENIZER_PRE_DEEPSEEK_CODER},
-    {"falcon", TOKENIZER_PRE_FALCON},
-    {"mpt", TOKENIZER_PRE_GPT2},
-    {"olmo", TOKENIZER_PRE_GPT2},
-    {"gpt-2", TOKENIZER_PRE_GPT2},
-    {"phi-2", TOKENIZER_PRE_GPT2},
-    {"starcoder", TOKENIZER_PRE_STARCODER},
-    {"refact", TOKENIZER_PRE_STARCODER},
-    {"command-r", TOKENIZER_PRE_STARCODER},
-    {"smollm", TOKENIZER_PRE_STARCODER},
-    {"codeshell", TOKENIZER_PRE_STARCODER},
-    {"qwen2", TOKENIZER_PRE_QWEN2},
-    {"deepseek-r1-qwen", TOKENIZER_PRE_QWEN2},
-    {"stablelm2", TOKENIZER_PRE_QWEN2},
+    {"default", TOKENIZER_PRE_DEFAULT, 0},
+    {"llama3", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"llama-v3", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"llama-bpe", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"falcon3", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"falcon-h1", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"pixtral", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"midm-2.0", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"lfm2", TOKENIZER_PRE_LLAMA3, PRE_IGNORE_MERGES | PRE_ADD_BOS},
+    {"dbrx", TOKENIZER_PRE_LLAMA3, 0}, /* llama3's regex, not its settings */
+    {"smaug-bpe", TOKENIZER_PRE_LLAMA3, 0},
+    {"chatglm-bpe", TOKENIZER_PRE_LLAMA3, PRE_NO_BOS},
+    {"glm4", TOKENIZER_PRE_LLAMA3, PRE_NO_BOS | PRE_IGNORE_MERGES},
+    {"deepseek-llm", TOKENIZER_PRE_DEEPSEEK_LLM, 0},
+    {"deepseek-coder", TOKENIZER_PRE_DEEPSEEK_CODER, 0},
+    {"falcon", TOKENIZER_PRE_FALCON, 0},
+    {"mpt", TOKENIZER_PRE_GPT2, 0},
+    {"olmo", TOKENIZER_PRE_GPT2, 0},
+    {"gpt-2", TOKENIZER_PRE_GPT2, 0},
+    {"phi-2", TOKENIZER_PRE_GPT2, 0},
+    {"jais", TOKENIZER_PRE_GPT2, 0},
+    {"exaone4", TOKENIZER_PRE_GPT2, 0},
+    {"trillion", TOKENIZER_PRE_GPT2, 0},
+    {"granite-docling", TOKENIZER_PRE_GPT2, 0},
+    {"gigachat", TOKENIZER_PRE_GPT2, 0},
+    {"a.x-4.0", TOKENIZER_PRE_GPT2, 0},
+    {"mellum", TOKENIZER_PRE_GPT2, 0},
+    {"starcoder", TOKENIZER_PRE_STARCODER, 0},
+    {"refact", TOKENIZER_PRE_STARCODER, 0},
+    {"command-r", TOKENIZER_PRE_STARCODER, 0},
+    {"smollm", TOKENIZER_PRE_STARCODER, 0},
+    {"codeshell", TOKENIZER_PRE_STARCODER, 0},
+    {"exaone", TOKENIZER_PRE_STARCODER, 0},
+    {"minerva-7b", TOKENIZER_PRE_STARCODER, 0},
+    {"mellum2", TOKENIZER_PRE_STARCODER, 0},
+    {"qwen2", TOKENIZER_PRE_QWEN2, 0},
+    {"deepseek-r1-qwen", TOKENIZER_PRE_QWEN2, 0},
+    {"stablelm2", TOKENIZER_PRE_QWEN2, 0},
+    {"megrez", TOKENIZER_PRE_QWEN2, 0},
+    {"kormo", TOKENIZER_PRE_QWEN2, 0},
+    {"f2llmv2", TOKENIZER_PRE_QWEN2, 0},
+    {"hunyuan", TOKENIZER_PRE_QWEN2, 0},
+    {"solar-open", TOKENIZER_PRE_QWEN2, 0},
+    {"qwen35", TOKENIZER_PRE_QWEN35, 0},
+    {"gpt-4o", TOKENIZER_PRE_GPT4O, 0},
+    {"llama4", TOKENIZER_PRE_GPT4O, 0},
+    {"minimax-m2", TOKENIZER_PRE_GPT4O, 0},
+    {"kanana2", TOKENIZER_PRE_GPT4O, 0},
+    {"tekken", TOKENIZER_PRE_TEKKEN, PRE_IGNORE_MERGES | PRE_ADD_BOS},
 };
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -402,11 +438,16 @@ static int load_model(struct tokenizer *t, const struct gguf *g, char *err, size
         if (strcmp(pre, pre_names[i].name) == 0) {
             t->pre = pre_names[i].pre;
             t->pre_name = pre_names[i].name;
-            if (t->pre == TOKENIZER_PRE_LLAMA3) t->ignore_merges = t->add_bos = true;
+            t->ignore_merges = pre_names[i].flags & PRE_IGNORE_MERGES;
+            if (pre_names[i].flags & PRE_ADD_BOS) t->add_bos = true;
+            if (pre_names[i].flags & PRE_NO_BOS) t->bos = TOKENIZER_NULL;
             return 0;
         }
     }
-    seterr(err, errlen, "unsupported pre-tokenizer \"%s\"", pre);
+    seterr(err, errlen,
+           "unsupported pre-tokenizer \"%s\" (the tokenizer.ggml.pre of this model; without its "
+           "regexes the prompt would be split differently from how the model was trained)",
+           pre);
     return ERR_UNSUPPORTED;
 }
 

@@ -113,23 +113,60 @@ bool unicode_is_whitespace(uint32_t cpt)
     }
 }
 
-uint32_t unicode_tolower(uint32_t cpt)
+/* The mapping of cpt in case runs r[0..n), or cpt itself. */
+static uint32_t case_run_map(const struct unicode_case_run *r, size_t n, uint32_t cpt)
 {
-    if (cpt < 0x80) return (cpt >= 'A' && cpt <= 'Z') ? cpt + 32 : cpt;
-    size_t lo = 0, hi = unicode_lower_runs_len;
+    size_t lo = 0, hi = n;
     while (lo < hi) { /* first run starting after cpt */
         size_t mid = lo + (hi - lo) / 2;
-        if (unicode_lower_runs[mid].start <= cpt)
+        if (r[mid].start <= cpt)
             lo = mid + 1;
         else
             hi = mid;
     }
     if (lo == 0) return cpt;
-    const struct unicode_case_run *r = &unicode_lower_runs[lo - 1];
-    uint32_t off = cpt - r->start;
-    if (off % (uint32_t)r->stride != 0 || off / (uint32_t)r->stride >= (uint32_t)r->count)
+    const struct unicode_case_run *run = &r[lo - 1];
+    uint32_t off = cpt - run->start;
+    if (off % (uint32_t)run->stride != 0 || off / (uint32_t)run->stride >= (uint32_t)run->count)
         return cpt;
-    return (uint32_t)((int64_t)cpt + r->delta);
+    return (uint32_t)((int64_t)cpt + run->delta);
+}
+
+uint32_t unicode_tolower(uint32_t cpt)
+{
+    if (cpt < 0x80) return (cpt >= 'A' && cpt <= 'Z') ? cpt + 32 : cpt;
+    return case_run_map(unicode_lower_runs, unicode_lower_runs_len, cpt);
+}
+
+size_t unicode_case_full(uint32_t cpt, enum unicode_case kind, uint32_t out[3])
+{
+    if (cpt < 0x80) {
+        bool lower = cpt >= 'a' && cpt <= 'z', upper = cpt >= 'A' && cpt <= 'Z';
+        out[0] = kind == UNICODE_CASE_LOWER ? (upper ? cpt + 32 : cpt) : (lower ? cpt - 32 : cpt);
+        return 1;
+    }
+    size_t lo = 0, hi = unicode_special_cases_len;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct unicode_special_case *sc = &unicode_special_cases[mid];
+        if (sc->cpt < cpt || (sc->cpt == cpt && sc->kind < kind))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < unicode_special_cases_len && unicode_special_cases[lo].cpt == cpt &&
+        unicode_special_cases[lo].kind == kind) {
+        const struct unicode_special_case *sc = &unicode_special_cases[lo];
+        for (size_t i = 0; i < sc->n; i++) out[i] = sc->to[i];
+        return sc->n;
+    }
+    if (kind == UNICODE_CASE_LOWER)
+        out[0] = case_run_map(unicode_lower_runs, unicode_lower_runs_len, cpt);
+    else if (kind == UNICODE_CASE_UPPER)
+        out[0] = case_run_map(unicode_upper_runs, unicode_upper_runs_len, cpt);
+    else
+        out[0] = case_run_map(unicode_title_runs, unicode_title_runs_len, cpt);
+    return 1;
 }
 
 static bool in_ranges(const struct unicode_range *r, size_t n, uint32_t cpt)
@@ -145,6 +182,26 @@ static bool in_ranges(const struct unicode_range *r, size_t n, uint32_t cpt)
             return true;
     }
     return false;
+}
+
+bool unicode_is_lower(uint32_t cpt)
+{
+    return in_ranges(unicode_lowercase, unicode_lowercase_len, cpt);
+}
+
+bool unicode_is_upper(uint32_t cpt)
+{
+    return in_ranges(unicode_uppercase, unicode_uppercase_len, cpt);
+}
+
+bool unicode_is_cased(uint32_t cpt)
+{
+    return in_ranges(unicode_cased, unicode_cased_len, cpt);
+}
+
+bool unicode_is_case_ignorable(uint32_t cpt)
+{
+    return in_ranges(unicode_case_ignorable, unicode_case_ignorable_len, cpt);
 }
 
 bool unicode_is_deepseek_letter(uint32_t cpt)

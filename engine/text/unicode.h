@@ -1,7 +1,9 @@
-/* Unicode helpers for the tokenizer: UTF-8 decoding the way llama.cpp does it (lenient, invalid
- * bytes become U+FFFD one byte at a time; strict validation is common/utf8.h), general-category
- * classes, White_Space, simple lowercase, and the GPT-2 byte <-> code point mapping of byte-level
- * BPE. Tables come from hack/gen-unicode-tables.py. Pure functions, any thread. */
+/* Unicode helpers for the tokenizer and the chat-template interpreter: UTF-8 decoding the way
+ * llama.cpp does it (lenient, invalid bytes become U+FFFD one byte at a time; strict validation is
+ * common/utf8.h), general-category classes, White_Space, simple lowercase, the GPT-2 byte <-> code
+ * point mapping of byte-level BPE, and Python's case mappings and case properties
+ * (str.upper/lower/title/islower/isupper). Tables come from hack/gen-unicode-tables.py. Pure
+ * functions, any thread. */
 #ifndef CINFER_ENGINE_UNICODE_H
 #define CINFER_ENGINE_UNICODE_H
 
@@ -41,6 +43,18 @@ enum unicode_cat unicode_cat(uint32_t cpt);
 bool unicode_is_whitespace(uint32_t cpt);
 /* Simple (one code point) lowercase mapping; identity when there is none. */
 uint32_t unicode_tolower(uint32_t cpt);
+
+/* Python's str.lower() / upper() / title() of one code point (full mappings: "ß".upper() is "SS",
+ * "İ".lower() is "i̇"; no final-sigma context here). Writes 1-3 code points to out and returns the
+ * count. */
+enum unicode_case { UNICODE_CASE_LOWER = 0, UNICODE_CASE_UPPER = 1, UNICODE_CASE_TITLE = 2 };
+size_t unicode_case_full(uint32_t cpt, enum unicode_case kind, uint32_t out[3]);
+/* The Lowercase / Uppercase / Cased / Case_Ignorable properties (str.islower() of one character,
+ * ...; Cased and Case_Ignorable as Unicode's D135 and D136 define them). */
+bool unicode_is_lower(uint32_t cpt);
+bool unicode_is_upper(uint32_t cpt);
+bool unicode_is_cased(uint32_t cpt);
+bool unicode_is_case_ignorable(uint32_t cpt);
 
 /* The explicit classes of the deepseek-llm / deepseek-coder pre-tokenizer regexes. */
 bool unicode_is_deepseek_letter(uint32_t cpt);

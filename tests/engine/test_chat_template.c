@@ -1,14 +1,20 @@
-/* Golden tests of chat template recognition and rendering. The conversation and the expected
- * strings are llama.cpp's (tests/test-chat-template.cpp, `expected_output`, the non-Jinja path),
- * so prompts built here tokenize as llama.cpp's do; the templates are the distinctive parts of the
- * models' real `tokenizer.chat_template` strings. */
+/* Chat templates: the built-in families render llama.cpp's strings (tests/test-chat-template.cpp,
+ * `expected_output`, its hand-written formatters, for the same conversation); the model's own
+ * template renders through the Jinja interpreter with transformers' variables, including
+ * chat_template_kwargs (Qwen3's enable_thinking) and tools; --chat-template resolves built-in
+ * names, inline Jinja2 and files, and refuses unknown names; the BOS a template renders is
+ * dropped when the tokenizer adds its own; content parts are joined unless the template iterates
+ * them; template failures come back with the template's message. */
 #include "engine/api/chat_template.h"
 
 #include "common/err.h"
+#include "tests/testutil.h"
 
 #include <check.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static char sys_[] = "You are a helpful assistant", u1[] = "Hello", a1[] = "Hi there",
             u2[] = "Who are you", a2[] = "   I am an assistant   ", u3[] = "Another question";
@@ -18,89 +24,52 @@ static const struct api_message convo[] = {
     {API_ROLE_USER, u2},     {API_ROLE_ASSISTANT, a2}, {API_ROLE_USER, u3},
 };
 
-struct golden {
-    const char *model;
-    const char *tmpl; /* an excerpt of the model's chat template */
-    enum chat_template_kind kind;
-    const char *want; /* add_generation_prompt = true */
-};
+static struct chat_template *builtin(const char *name)
+{
+    struct chat_template_config cfg = {.override = name};
+    struct chat_template *ct = NULL;
+    char err[256];
+    ck_assert_msg(chat_template_new(&cfg, &ct, err, sizeof(err)) == 0, "%s: %s", name, err);
+    ck_assert_int_eq(chat_template_origin(ct), CHAT_TEMPLATE_FROM_BUILTIN);
+    ck_assert_str_eq(chat_template_describe(ct), name);
+    return ct;
+}
 
-static const struct golden goldens[] = {
-    {"teknium/OpenHermes-2.5-Mistral-7B",
-     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
-     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
-     "'<|im_start|>assistant\\n' }}{% endif %}",
-     CHAT_TEMPLATE_CHATML,
+static const struct {
+    const char *name;
+    const char *want; /* add_generation_prompt = true */
+} goldens[] = {
+    {"chatml",
      "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>"
      "\n<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n"
      "<|im_start|>assistant\n   I am an assistant   <|im_end|>\n<|im_start|>user\nAnother "
      "question<|im_end|>\n<|im_start|>assistant\n"},
-    {"mistralai/Mistral-7B-Instruct-v0.2 (pre-v1, no system prompt)",
-     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' "
-     "+ message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
-     "message['content'] + eos_token}}{% endif %}{% endfor %}",
-     CHAT_TEMPLATE_LLAMA2,
+    {"llama2",
      "[INST] You are a helpful assistant\nHello [/INST]Hi there</s>[INST] Who are you [/INST]   I "
      "am an assistant   </s>[INST] Another question [/INST]"},
-    {"TheBloke/FusionNet_34Bx2_MoE-AWQ",
-     "{%- for idx in range(0, messages|length) -%}{%- if messages[idx]['role'] == 'user' -%}{%- if "
-     "idx > 1 -%}{{- bos_token + '[INST] ' + messages[idx]['content'] + ' [/INST]' -}}{%- else "
-     "-%}{{- messages[idx]['content'] + ' [/INST]' -}}{%- endif -%}{% elif messages[idx]['role'] "
-     "== 'system' %}{{- '[INST] <<SYS>>\\n' + messages[idx]['content'] + '\\n<</SYS>>\\n\\n' -}}",
-     CHAT_TEMPLATE_LLAMA2_SYS_BOS,
+    {"llama2-sys-bos",
      "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s><s>[INST] "
      "Who are you [/INST]   I am an assistant   </s><s>[INST] Another question [/INST]"},
-    {"bofenghuang/vigogne-2-70b-chat",
-     "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + "
-     "system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% endif %}{% if "
-     "message['role'] == 'user' %}{{ '[INST] ' + content.strip() + ' [/INST]' }}",
-     CHAT_TEMPLATE_LLAMA2_SYS_STRIP,
+    {"llama2-sys-strip",
      "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who "
      "are you [/INST]I am an assistant</s>[INST] Another question [/INST]"},
-    {"meta-llama/Llama-2-7b-chat (sys, no strip)",
-     "{% if message['role'] == 'system' %}{{ '<<SYS>>\\n' + message['content'] + "
-     "'\\n<</SYS>>\\n\\n' }}{% elif message['role'] == 'user' %}{{ '[INST] ' + message['content'] "
-     "+ ' [/INST]' }}{% endif %}",
-     CHAT_TEMPLATE_LLAMA2_SYS,
+    {"llama2-sys",
      "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]Hi there</s>[INST] Who "
      "are you [/INST]   I am an assistant   </s>[INST] Another question [/INST]"},
-    {"mistralai/Mistral-7B-Instruct-v0.2 (mistralai 'v1' template with a system prompt)",
-     "{%- if loop.first and system_message is defined %}{{- ' [INST] ' + system_message + "
-     "'\\n\\n' + message['content'] + ' [/INST]' }}{%- else %}{{- ' [INST] ' + message['content'] "
-     "+ ' [/INST]' }}{%- endif %}",
-     CHAT_TEMPLATE_MISTRAL_V1,
+    {"mistral-v1",
      " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST] "
-     " "
-     "  I am an assistant   </s> [INST] Another question [/INST]"},
-    {"Mistral-Large-Instruct-2407 (mistralai 'v3' template)",
-     "{%- if tools is not none and (message == user_messages[-1]) %}{{- \"[AVAILABLE_TOOLS] [\" "
-     "}}{%- endif %}{{- \"[INST] \" + system_message + \"\\n\\n\" + message[\"content\"] + "
-     "\"[/INST]\" }}",
-     CHAT_TEMPLATE_MISTRAL_V3,
+     "   I am an assistant   </s> [INST] Another question [/INST]"},
+    {"mistral-v3",
      "[INST] You are a helpful assistant\n\nHello[/INST] Hi there</s>[INST] Who are you[/INST] I "
-     "am "
-     "an assistant</s>[INST] Another question[/INST]"},
-    {"Mistral-Nemo-Instruct-2407 (mistralai 'v3-tekken' template)",
-     "{%- if tools is not none and (message == user_messages[-1]) %}{{- \"[AVAILABLE_TOOLS][\" "
-     "}}{%- endif %}{{- \"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] + "
-     "\"[/INST]\" }}",
-     CHAT_TEMPLATE_MISTRAL_V3_TEKKEN,
+     "am an assistant</s>[INST] Another question[/INST]"},
+    {"mistral-v3-tekken",
      "[INST]You are a helpful assistant\n\nHello[/INST]Hi there</s>[INST]Who are you[/INST]   I am "
      "an assistant   </s>[INST]Another question[/INST]"},
-    {"mistralai/Mistral-Large-Instruct-2411 (mistralai 'v7' template)",
-     "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
-     "message['content'] + '[/INST]' }}{% elif message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] ' "
-     "+ message['content'] + '[/SYSTEM_PROMPT]' }}{% endif %}{% endfor %}",
-     CHAT_TEMPLATE_MISTRAL_V7,
+    {"mistral-v7",
      "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi "
      "there</s>[INST] Who are you[/INST]    I am an assistant   </s>[INST] Another "
      "question[/INST]"},
-    {"meta-llama/Meta-Llama-3-8B-Instruct",
-     "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
-     "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | "
-     "trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% "
-     "endif %}{{ content }}{% endfor %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}",
-     CHAT_TEMPLATE_LLAMA3,
+    {"llama3",
      "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful "
      "assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_"
      "id|>assistant<|end_header_id|>\n\nHi "
@@ -108,112 +77,376 @@ static const struct golden goldens[] = {
      "you<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nI am an "
      "assistant<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAnother "
      "question<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"},
-    {"zephyr with turns ended by a literal <|endoftext|> (llama.cpp's 'zephyr')",
-     "{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + "
-     "'<|endoftext|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|user|>' if false "
-     "}}{{ '<|assistant|>\n' }}{% endif %}",
-     CHAT_TEMPLATE_ZEPHYR,
+    {"zephyr",
      "<|system|>\nYou are a helpful assistant<|endoftext|>\n<|user|>\nHello<|endoftext|>\n"
      "<|assistant|>\nHi there<|endoftext|>\n<|user|>\nWho are you<|endoftext|>\n<|assistant|>\n   "
      "I am an assistant   <|endoftext|>\n<|user|>\nAnother question<|endoftext|>\n<|assistant|>\n"},
-    {"HuggingFaceH4/zephyr-7b-beta",
-     "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
-     "message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ "
-     "'<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% endfor %}",
-     CHAT_TEMPLATE_ZEPHYR_EOS,
+    {"zephyr-eos",
      "<|system|>\nYou are a helpful assistant</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi "
      "there</s>\n<|user|>\nWho are you</s>\n<|assistant|>\n   I am an assistant   "
      "</s>\n<|user|>\nAnother question</s>\n<|assistant|>\n"},
 };
 
-START_TEST(test_chat_template_render_golden)
+START_TEST(test_chat_template_builtin_golden)
 {
-    const struct golden *g = &goldens[_i];
-    bool known = false;
-    enum chat_template_kind k = chat_template_detect(g->tmpl, &known);
-    ck_assert_msg(known, "%s: not recognised", g->model);
-    ck_assert_msg(k == g->kind, "%s: detected %s, want %s", g->model, chat_template_name(k),
-                  chat_template_name(g->kind));
+    struct chat_template *ct = builtin(goldens[_i].name);
     struct buf out;
+    char err[256];
     buf_init(&out, 1 << 16);
-    ck_assert_int_eq(chat_template_render(k, convo, 6, true, &out), 0);
-    ck_assert_str_eq(buf_cstr(&out), g->want);
-    /* The name round-trips through detection (a command-line override). */
-    ck_assert_int_eq(chat_template_detect(chat_template_name(k), &known), k);
-    ck_assert(known);
+    ck_assert_msg(chat_template_render(ct, convo, 6, true, &out, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(buf_cstr(&out), goldens[_i].want);
     buf_fini(&out);
+    chat_template_free(ct);
 }
 END_TEST
 
-START_TEST(test_chat_template_render_without_generation_prompt)
+START_TEST(test_chat_template_builtins_all_tested)
+{
+    size_t n = 0;
+    while (chat_template_builtin_name(n)) n++;
+    ck_assert_uint_eq(n, sizeof(goldens) / sizeof(goldens[0]));
+}
+END_TEST
+
+START_TEST(test_chat_template_builtin_without_generation_prompt)
 {
     struct buf out;
+    char err[256];
     buf_init(&out, 0);
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_CHATML, convo + 1, 1, false, &out), 0);
+    struct chat_template *ct = builtin("chatml");
+    ck_assert_int_eq(chat_template_render(ct, convo + 1, 1, false, &out, err, sizeof(err)), 0);
     ck_assert_str_eq(buf_cstr(&out), "<|im_start|>user\nHello<|im_end|>\n");
+    chat_template_free(ct);
     buf_reset(&out);
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_LLAMA3, convo + 1, 1, false, &out), 0);
-    ck_assert_str_eq(buf_cstr(&out), "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>");
-    buf_reset(&out);
-    /* [INST] families end a user turn with [/INST]: the flag changes nothing. */
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_LLAMA2_SYS, convo, 2, false, &out), 0);
+    ct = builtin("llama2-sys");
+    ck_assert_int_eq(chat_template_render(ct, convo, 2, false, &out, err, sizeof(err)), 0);
     ck_assert_str_eq(buf_cstr(&out),
                      "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]");
+    chat_template_free(ct);
     buf_fini(&out);
 }
 END_TEST
 
-START_TEST(test_chat_template_detect_unknown_falls_back_to_chatml)
-{
-    bool known = true;
-    ck_assert_int_eq(chat_template_detect(NULL, &known), CHAT_TEMPLATE_CHATML);
-    ck_assert(!known);
-    known = true;
-    ck_assert_int_eq(chat_template_detect("", &known), CHAT_TEMPLATE_CHATML);
-    ck_assert(!known);
-    known = true; /* Gemma: a family not implemented here */
-    ck_assert_int_eq(chat_template_detect("{{ '<start_of_turn>' + role + '\\n' }}", &known),
-                     CHAT_TEMPLATE_CHATML);
-    ck_assert(!known);
-    known = true; /* Phi-3 uses <|user|> and <|assistant|> but <|end|>: not zephyr */
-    ck_assert_int_eq(chat_template_detect("{{'<|user|>' + '\\n' + message['content'] + '<|end|>' + "
-                                          "'\\n' + '<|assistant|>' + eos_token}}",
-                                          &known),
-                     CHAT_TEMPLATE_CHATML);
-    ck_assert(!known);
-    known = true; /* Phi-4 is ChatML with <|im_sep|>: a different format */
-    ck_assert_int_eq(chat_template_detect("<|im_start|>user<|im_sep|>", &known),
-                     CHAT_TEMPLATE_CHATML);
-    ck_assert(!known);
-    ck_assert_str_eq(chat_template_name(CHAT_TEMPLATE_COUNT), "unknown");
-}
-END_TEST
-
-START_TEST(test_chat_template_render_tool_role_and_empty_content)
+START_TEST(test_chat_template_tool_role_and_empty_content)
 {
     char empty[] = "", tool[] = "42";
     struct api_message m[] = {
         {API_ROLE_USER, u1}, {API_ROLE_ASSISTANT, empty}, {API_ROLE_TOOL, tool}};
     struct buf out;
+    char err[256];
     buf_init(&out, 0);
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_CHATML, m, 3, true, &out), 0);
+    struct chat_template *ct = builtin("chatml");
+    ck_assert_int_eq(chat_template_render(ct, m, 3, true, &out, err, sizeof(err)), 0);
     ck_assert_str_eq(buf_cstr(&out), "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n"
                                      "<|im_end|>\n<|im_start|>tool\n42<|im_end|>\n"
                                      "<|im_start|>assistant\n");
+    chat_template_free(ct);
     buf_fini(&out);
 }
 END_TEST
 
-START_TEST(test_chat_template_render_rejects_bad_args_and_bounds)
+START_TEST(test_chat_template_unknown_name_is_an_error)
+{
+    struct chat_template_config cfg = {.override = "chatlm", .model_template = "{{ x }}"};
+    struct chat_template *ct = NULL;
+    char err[512];
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), ERR_NOT_FOUND);
+    ck_assert_ptr_null(ct);
+    ck_assert_ptr_nonnull(strstr(err, "unknown chat template 'chatlm'"));
+    ck_assert_ptr_nonnull(strstr(err, "chatml"));
+    cfg.override = "/nonexistent/template.jinja";
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), ERR_IO);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent/template.jinja"));
+}
+END_TEST
+
+START_TEST(test_chat_template_override_inline_and_file)
+{
+    struct chat_template_config cfg = {
+        .override = "{% for m in messages %}[{{ m.role }}:{{ m.content }}]{% endfor %}",
+        .model_template = "ignored {{ messages }}"};
+    struct chat_template *ct = NULL;
+    struct buf out;
+    char err[256], path[512];
+    buf_init(&out, 0);
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    ck_assert_int_eq(chat_template_origin(ct), CHAT_TEMPLATE_FROM_INLINE);
+    ck_assert_int_eq(chat_template_render(ct, convo, 2, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "[system:You are a helpful assistant][user:Hello]");
+    chat_template_free(ct);
+
+    snprintf(path, sizeof(path), "%s/cinfer-chat-%d.jinja", test_tmpdir(), (int)getpid());
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{{ messages | length }} message(s)\n", f);
+    fclose(f);
+    cfg.override = path;
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    ck_assert_int_eq(chat_template_origin(ct), CHAT_TEMPLATE_FROM_FILE);
+    ck_assert_str_eq(chat_template_describe(ct), path);
+    buf_reset(&out);
+    ck_assert_int_eq(chat_template_render(ct, convo, 3, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "3 message(s)"); /* jinja2 drops the final newline */
+    chat_template_free(ct);
+    unlink(path);
+    buf_fini(&out);
+}
+END_TEST
+
+START_TEST(test_chat_template_fallback_and_broken_model_template)
+{
+    struct chat_template_config cfg = {0};
+    struct chat_template *ct = NULL;
+    char err[256];
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    ck_assert_int_eq(chat_template_origin(ct), CHAT_TEMPLATE_FROM_FALLBACK);
+    ck_assert_str_eq(chat_template_describe(ct), "chatml");
+    chat_template_free(ct);
+    /* a broken model template fails at load with the interpreter's reason */
+    cfg.model_template = "{% for m in messages %}{{ m.content | nosuch }}{% endfor %}";
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(err, "no filter named 'nosuch'"));
+    cfg.model_template = "{% for m in messages %}";
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), ERR_PARSE);
+    ck_assert_ptr_nonnull(strstr(err, "endfor"));
+}
+END_TEST
+
+/* A Llama-3-style template emits the BOS text: dropped when the tokenizer adds BOS, kept when it
+ * does not (then the text's BOS is the prompt's only one). */
+START_TEST(test_chat_template_bos_once)
+{
+    const char *tmpl = "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}"
+                       "{% endfor %}{{ eos_token }}";
+    struct chat_template_config cfg = {.model_template = tmpl,
+                                       .bos_token = "<|begin_of_text|>",
+                                       .eos_token = "<|eot_id|>",
+                                       .add_bos = true};
+    struct chat_template *ct = NULL;
+    struct buf out;
+    char err[256];
+    buf_init(&out, 0);
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    ck_assert_int_eq(chat_template_origin(ct), CHAT_TEMPLATE_FROM_MODEL);
+    ck_assert_int_eq(chat_template_render(ct, convo + 1, 1, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<user>Hello<|eot_id|>");
+    chat_template_free(ct);
+    cfg.add_bos = false;
+    cfg.add_eos = true;
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    buf_reset(&out);
+    ck_assert_int_eq(chat_template_render(ct, convo + 1, 1, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<|begin_of_text|><user>Hello");
+    chat_template_free(ct);
+    /* no bos_token known: the variable is undefined (renders empty), as transformers leaves it */
+    cfg = (struct chat_template_config){.model_template = tmpl};
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    buf_reset(&out);
+    ck_assert_int_eq(chat_template_render(ct, convo + 1, 1, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<user>Hello");
+    chat_template_free(ct);
+    buf_fini(&out);
+}
+END_TEST
+
+static struct chat_template *from_file(const char *path, const char *bos, const char *eos)
+{
+    size_t len;
+    char *src = test_read_file(path, &len);
+    ck_assert_msg(src, "cannot read %s", path);
+    struct chat_template_config cfg = {.model_template = src, .bos_token = bos, .eos_token = eos};
+    struct chat_template *ct = NULL;
+    char err[256];
+    ck_assert_msg(chat_template_new(&cfg, &ct, err, sizeof(err)) == 0, "%s: %s", path, err);
+    free(src);
+    return ct;
+}
+
+static json_t *parse_json(const char *text)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    ck_assert_msg(j, "%s: %s", text, je.text);
+    return j;
+}
+
+/* Qwen3's template with enable_thinking false adds the empty think block; tools go in the
+ * system prompt as JSON; a tool result becomes a <tool_response> user turn. */
+START_TEST(test_chat_template_kwargs_and_tools)
+{
+    struct chat_template *ct =
+        from_file("tests/testdata/chat/templates/Qwen-Qwen3-0.6B.jinja", NULL, "<|im_end|>");
+    json_t *msgs = parse_json("[{\"role\":\"user\",\"content\":\"Hi\"}]");
+    json_t *kw = parse_json("{\"enable_thinking\": false}");
+    struct chat_template_input in = {.messages = msgs, .kwargs = kw, .add_generation_prompt = true};
+    struct buf out;
+    char err[256];
+    buf_init(&out, 0);
+    ck_assert_msg(chat_template_apply(ct, &in, &out, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(buf_cstr(&out), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+                                     "<think>\n\n</think>\n\n");
+    buf_reset(&out);
+    in.kwargs = NULL;
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+
+    json_t *tools = parse_json("[{\"type\":\"function\",\"function\":{\"name\":\"f\","
+                               "\"parameters\":{\"type\":\"object\"}}}]");
+    json_t *msgs2 = parse_json(
+        "[{\"role\":\"user\",\"content\":\"x\"},{\"role\":\"assistant\",\"content\":\"\","
+        "\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":"
+        "{\"a\":1}}}]},{\"role\":\"tool\",\"content\":\"ok\"}]");
+    in = (struct chat_template_input){
+        .messages = msgs2, .tools = tools, .add_generation_prompt = true};
+    buf_reset(&out);
+    ck_assert_msg(chat_template_apply(ct, &in, &out, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_ptr_nonnull(strstr(buf_cstr(&out), "<tools>\n{\"type\": \"function\", \"function\": "
+                                                 "{\"name\": \"f\""));
+    ck_assert_ptr_nonnull(strstr(buf_cstr(&out), "<tool_call>\n{\"name\": \"f\", \"arguments\": "
+                                                 "{\"a\": 1}}\n</tool_call>"));
+    ck_assert_ptr_nonnull(strstr(buf_cstr(&out), "<|im_start|>user\n<tool_response>\nok\n"
+                                                 "</tool_response><|im_end|>"));
+    /* kwargs may not replace the request's own variables */
+    json_t *bad = parse_json("{\"messages\": []}");
+    in.kwargs = bad;
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "'messages'"));
+    json_decref(bad);
+    json_decref(tools);
+    json_decref(msgs2);
+    json_decref(kw);
+    json_decref(msgs);
+    chat_template_free(ct);
+    buf_fini(&out);
+}
+END_TEST
+
+/* Lists of parts are joined for templates that read content as a string (Qwen2.5's would print
+ * a Python list otherwise) and passed whole to templates that iterate them. */
+START_TEST(test_chat_template_content_parts)
+{
+    json_t *msgs = parse_json("[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+                              "{\"type\":\"text\",\"text\":\"b\"}]}]");
+    struct chat_template_input in = {.messages = msgs};
+    struct buf out;
+    char err[256];
+    buf_init(&out, 0);
+    struct chat_template *ct = builtin("chatml");
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<|im_start|>user\na\nb<|im_end|>\n");
+    chat_template_free(ct);
+    struct chat_template_config cfg = {
+        .model_template = "{% for m in messages %}{% for p in m.content %}({{ p.text }})"
+                          "{% endfor %}{% endfor %}"};
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    buf_reset(&out);
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "(a)(b)");
+    chat_template_free(ct);
+    json_t *img = parse_json("[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]");
+    in.messages = img;
+    ct = builtin("chatml");
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "messages[0].content[0]"));
+    chat_template_free(ct);
+    json_decref(img);
+    json_decref(msgs);
+    buf_fini(&out);
+}
+END_TEST
+
+/* OpenAI clients send tool-call arguments as a JSON string; templates get the object. */
+START_TEST(test_chat_template_tool_arguments_parsed)
+{
+    struct chat_template_config cfg = {
+        .model_template = "{% for m in messages %}{% for tc in m.tool_calls %}"
+                          "{{ tc.function.arguments | tojson }}{% endfor %}{% endfor %}"};
+    struct chat_template *ct = NULL;
+    char err[256];
+    ck_assert_int_eq(chat_template_new(&cfg, &ct, err, sizeof(err)), 0);
+    json_t *msgs = parse_json(
+        "[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"city\\\": \\\"Paris\\\"}\"}},"
+        "{\"type\":\"function\",\"function\":{\"name\":\"g\",\"arguments\":{\"n\":1}}}]}]");
+    struct chat_template_input in = {.messages = msgs};
+    struct buf out;
+    buf_init(&out, 0);
+    ck_assert_msg(chat_template_apply(ct, &in, &out, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(buf_cstr(&out), "{\"city\": \"Paris\"}{\"n\": 1}");
+    /* the caller's JSON is left as it was */
+    ck_assert(json_is_string(json_object_get(
+        json_object_get(json_array_get(json_object_get(json_array_get(msgs, 0), "tool_calls"), 0),
+                        "function"),
+        "arguments")));
+    json_t *bad = parse_json("[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":"
+                             "{\"name\":\"f\",\"arguments\":\"{not json\"}}]}]");
+    in.messages = bad;
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "messages[0].tool_calls[0].function.arguments is not JSON"));
+    json_decref(bad);
+    json_decref(msgs);
+    chat_template_free(ct);
+    buf_fini(&out);
+}
+END_TEST
+
+/* Gemma 2's template refuses a system message with raise_exception: the message comes back. */
+START_TEST(test_chat_template_raise_exception_message)
+{
+    const char *path = test_shared_path("testdata/chat-templates/google-gemma-2-2b-it.jinja");
+    if (!path) return;
+    struct chat_template *ct = from_file(path, "<bos>", "<eos>");
+    struct buf out;
+    char err[256];
+    buf_init(&out, 0);
+    ck_assert_int_eq(buf_puts(&out, "keep"), 0);
+    ck_assert_int_eq(chat_template_render(ct, convo, 2, true, &out, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "System role not supported"));
+    ck_assert_str_eq(buf_cstr(&out), "keep");
+    buf_reset(&out);
+    ck_assert_int_eq(chat_template_render(ct, convo + 1, 1, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<bos><start_of_turn>user\nHello<end_of_turn>\n"
+                                     "<start_of_turn>model\n");
+    chat_template_free(ct);
+    buf_fini(&out);
+}
+END_TEST
+
+/* The SmolLM2 model's own template (extracted from the shared GGUF) adds its default system
+ * prompt when the conversation has none. */
+START_TEST(test_chat_template_smollm2)
+{
+    struct chat_template *ct =
+        from_file("tests/testdata/chat/templates/HuggingFaceTB-SmolLM2-135M-Instruct.jinja",
+                  "<|im_start|>", "<|im_end|>");
+    struct buf out;
+    char err[256];
+    buf_init(&out, 0);
+    ck_assert_int_eq(chat_template_render(ct, convo + 1, 1, true, &out, err, sizeof(err)), 0);
+    ck_assert_str_eq(buf_cstr(&out), "<|im_start|>system\nYou are a helpful AI assistant named "
+                                     "SmolLM, trained by Hugging Face<|im_end|>\n<|im_start|>user"
+                                     "\nHello<|im_end|>\n<|im_start|>assistant\n");
+    chat_template_free(ct);
+    buf_fini(&out);
+}
+END_TEST
+
+START_TEST(test_chat_template_rejects_bad_args_and_bounds)
 {
     struct buf out;
+    char err[256];
     buf_init(&out, 16);
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_CHATML, convo, 0, true, &out), ERR_INVAL);
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_COUNT, convo, 1, true, &out), ERR_INVAL);
+    struct chat_template *ct = builtin("llama3");
+    ck_assert_int_eq(chat_template_render(ct, convo, 0, true, &out, err, sizeof(err)), ERR_INVAL);
     ck_assert_int_eq(buf_puts(&out, "keep"), 0);
     /* Too big for the buffer: ERR_TOO_BIG and the earlier contents are kept intact. */
-    ck_assert_int_eq(chat_template_render(CHAT_TEMPLATE_LLAMA3, convo, 6, true, &out), ERR_TOO_BIG);
+    ck_assert_int_eq(chat_template_render(ct, convo, 6, true, &out, err, sizeof(err)), ERR_TOO_BIG);
     ck_assert_str_eq(buf_cstr(&out), "keep");
+    struct chat_template_input in = {.messages = json_object()};
+    ck_assert_int_eq(chat_template_apply(ct, &in, &out, err, sizeof(err)), ERR_INVAL);
+    json_decref((json_t *)in.messages);
+    chat_template_free(ct);
+    chat_template_free(NULL);
     buf_fini(&out);
 }
 END_TEST
@@ -222,12 +455,21 @@ Suite *chat_template_suite(void)
 {
     Suite *s = suite_create("chat_template");
     TCase *tc = tcase_create("core");
-    tcase_add_loop_test(tc, test_chat_template_render_golden, 0,
+    tcase_add_loop_test(tc, test_chat_template_builtin_golden, 0,
                         (int)(sizeof(goldens) / sizeof(goldens[0])));
-    tcase_add_test(tc, test_chat_template_render_without_generation_prompt);
-    tcase_add_test(tc, test_chat_template_detect_unknown_falls_back_to_chatml);
-    tcase_add_test(tc, test_chat_template_render_tool_role_and_empty_content);
-    tcase_add_test(tc, test_chat_template_render_rejects_bad_args_and_bounds);
+    tcase_add_test(tc, test_chat_template_builtins_all_tested);
+    tcase_add_test(tc, test_chat_template_builtin_without_generation_prompt);
+    tcase_add_test(tc, test_chat_template_tool_role_and_empty_content);
+    tcase_add_test(tc, test_chat_template_unknown_name_is_an_error);
+    tcase_add_test(tc, test_chat_template_override_inline_and_file);
+    tcase_add_test(tc, test_chat_template_fallback_and_broken_model_template);
+    tcase_add_test(tc, test_chat_template_bos_once);
+    tcase_add_test(tc, test_chat_template_kwargs_and_tools);
+    tcase_add_test(tc, test_chat_template_content_parts);
+    tcase_add_test(tc, test_chat_template_tool_arguments_parsed);
+    tcase_add_test(tc, test_chat_template_raise_exception_message);
+    tcase_add_test(tc, test_chat_template_smollm2);
+    tcase_add_test(tc, test_chat_template_rejects_bad_args_and_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -32,6 +32,7 @@ END_TEST
 struct fixture {
     struct gguf *g;
     struct tokenizer *tok;
+    struct chat_template *chat;
     struct serve_api api;
 };
 
@@ -43,16 +44,19 @@ static bool fixture_open(struct fixture *f)
     char err[256];
     ck_assert_int_eq(gguf_open(path, &f->g, err, sizeof(err)), 0);
     ck_assert_int_eq(tokenizer_load(f->g, &f->tok, err, sizeof(err)), 0);
+    struct chat_template_config cc = {.override = "chatml"};
+    ck_assert_int_eq(chat_template_new(&cc, &f->chat, err, sizeof(err)), 0);
     f->api = (struct serve_api){.model_name = "m",
                                 .tok = f->tok,
                                 .n_vocab = 512,
                                 .max_context = 256,
-                                .chat_template = CHAT_TEMPLATE_CHATML};
+                                .chat_template = f->chat};
     return true;
 }
 
 static void fixture_close(struct fixture *f)
 {
+    chat_template_free(f->chat);
     tokenizer_free(f->tok);
     gguf_close(f->g);
 }

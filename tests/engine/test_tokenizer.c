@@ -381,6 +381,45 @@ START_TEST(test_tokenizer_load_rejects_malformed_metadata)
 }
 END_TEST
 
+/* llama.cpp's names for its pre-tokenizers load, with the BOS default the name implies; their
+ * splits are checked against llama.cpp in test_tokenizer_vectors.c. */
+START_TEST(test_tokenizer_load_maps_pre_names)
+{
+    static const struct {
+        const char *name;
+        bool add_bos;
+    } names[] = {
+        {"llama-bpe", true},
+        {"llama3", true},
+        {"dbrx", false},
+        {"qwen2", false},
+        {"deepseek-r1-qwen", false},
+        {"qwen35", false},
+        {"smollm", false},
+        {"command-r", false},
+        {"gpt-4o", false},
+        {"llama4", false},
+        {"tekken", true},
+        {"stablelm2", false},
+        {"glm4", false},
+        {"exaone", false},
+    };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct vocab_spec s = bpe_spec();
+        s.pre = names[i].name;
+        struct tokenizer *t = NULL;
+        char err[256];
+        ck_assert_msg(load_spec(&s, &t, err, sizeof(err)) == 0, "%s: %s", names[i].name, err);
+        ck_assert_str_eq(tokenizer_pre_name(t), names[i].name);
+        ck_assert_msg(tokenizer_add_bos(t) == names[i].add_bos, "%s: add_bos", names[i].name);
+        tokenizer_free(t);
+    }
+    struct vocab_spec s = bpe_spec();
+    s.pre = "deepseek-v3"; /* llama.cpp knows it; its regexes are not implemented here */
+    expect_load_error(&s, ERR_UNSUPPORTED, "unsupported pre-tokenizer \"deepseek-v3\"");
+}
+END_TEST
+
 START_TEST(test_tokenizer_bpe_merges_by_rank)
 {
     struct vocab_spec s = bpe_spec();
@@ -587,6 +626,7 @@ Suite *tokenizer_suite(void)
     tcase_add_test(tc, test_tokenizer_encode_handles_invalid_utf8_like_llama_cpp);
     tcase_add_test(tc, test_tokenizer_load_rejects_malformed_metadata);
     tcase_add_test(tc, test_tokenizer_encode_is_thread_safe);
+    tcase_add_test(tc, test_tokenizer_load_maps_pre_names);
     tcase_add_test(tc, test_tokenizer_bpe_merges_by_rank);
     tcase_add_test(tc, test_tokenizer_spm_merges_by_score_with_byte_fallback);
     tcase_add_loop_test(tc, test_tokenizer_pretok_splits_like_reference_regex, 0,

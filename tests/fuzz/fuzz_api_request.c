@@ -113,11 +113,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     must(r->kind == kind && r->n >= 1 && r->n <= API_MAX_N && r->n_stop <= API_MAX_STOP);
     if (kind == API_KIND_CHAT) {
         must(r->n_messages > 0);
-        for (int k = 0; k < CHAT_TEMPLATE_COUNT; k++) {
+        static struct chat_template *builtins[32];
+        for (size_t k = 0; chat_template_builtin_name(k) && k < 32; k++) {
+            if (!builtins[k]) {
+                struct chat_template_config cc = {.override = chat_template_builtin_name(k)};
+                char err[256];
+                must(chat_template_new(&cc, &builtins[k], err, sizeof(err)) == 0);
+            }
             struct buf p;
+            char err[256];
             buf_init(&p, 1 << 20);
-            int trc = chat_template_render((enum chat_template_kind)k, r->messages, r->n_messages,
-                                           true, &p);
+            int trc = chat_template_render(builtins[k], r->messages, r->n_messages, true, &p, err,
+                                           sizeof(err));
             must(trc == 0 || trc == ERR_TOO_BIG);
             if (trc == 0) render(r, buf_cstr(&p), run_stops(r, p.data ? p.data : "", p.len));
             buf_fini(&p);

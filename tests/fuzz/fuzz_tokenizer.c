@@ -198,8 +198,9 @@ static struct tokenizer *build_bpe(const char *pre)
 }
 
 static const char *const pres[] = {"default",      "gpt-2",          "llama-bpe", "qwen2",
-                                   "deepseek-llm", "deepseek-coder", "starcoder", "falcon"};
-#define N_VOCABS 9
+                                   "deepseek-llm", "deepseek-coder", "starcoder", "falcon",
+                                   "qwen35",       "gpt-4o",         "tekken"};
+#define N_VOCABS 12
 
 /* Built once per process; the fuzzer never frees them (a process-lifetime cache). */
 static struct tokenizer *vocab_at(size_t i)
