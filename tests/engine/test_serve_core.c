@@ -9,6 +9,7 @@
  * Deadlines below only bound a hang; nothing asserts how fast anything is. */
 #include "common/err.h"
 #include "common/failpoint.h"
+#include "engine/api/chat_template.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/serve/http_api.h"
@@ -71,6 +72,7 @@ struct core {
     struct http_api *http;
     struct serve_respond *resp;
     struct serve_loop *loop;
+    struct chat_template *chat;
     struct serve_api api;
     int port;
 };
@@ -105,10 +107,12 @@ static void core_start(struct core *c)
     };
     ck_assert_int_eq(
         serve_loop_start(&lc, c->m, c->kv, c->tok, http_api_metrics(c->http), &c->loop), 0);
+    struct chat_template_config cc = {.override = "chatml"};
+    ck_assert_msg(chat_template_new(&cc, &c->chat, err, sizeof(err)) == 0, "%s", err);
     c->api = (struct serve_api){
         .model_name = CORE_MODEL,
         .tok = c->tok,
-        .chat_template = CHAT_TEMPLATE_CHATML,
+        .chat_template = c->chat,
         .n_vocab = model_hparams(c->m)->n_vocab,
         .max_context = CORE_CTX,
         .max_queue = 16,
@@ -129,6 +133,7 @@ static void core_stop(struct core *c)
     http_api_free(c->http);
     serve_loop_free(c->loop);
     serve_respond_free(c->resp);
+    chat_template_free(c->chat);
     kv_cache_free(c->kv);
     tokenizer_free(c->tok);
     model_free(c->m);
