@@ -1,9 +1,9 @@
 /* Request bodies of POST /v1/completions and /v1/chat/completions -> struct api_request.
  * Validates every parameter the engine honours (type and range, errors naming the parameter as
  * OpenAI's `param` does), ignores unknown fields as OpenAI does, and refuses the known ones whose
- * effect the engine cannot provide (tools, functions, response_format other than text; echo,
- * suffix and best_of on chat, where OpenAI has none) rather than silently answering something
- * else. Not an HTTP handler: no I/O, no model lookup (suffix's fill-in-the-middle tokens and the
+ * effect the engine cannot provide (tools, functions, response_format other than text, audio,
+ * modalities other than text, web_search_options; echo, suffix and best_of on chat, where OpenAI
+ * has none) rather than silently answering something else. Not an HTTP handler: no I/O, no model lookup (suffix's fill-in-the-middle tokens and the
  * tokenizer are serve_api.c's). */
 #include "engine/api/api.h"
 
@@ -125,6 +125,19 @@ static int api_check_unsupported(struct api_parse *p)
             !(json_is_integer(v) && json_integer_value(v) == 1))
             return api_invalid(p, "best_of", "'best_of' is a /v1/completions parameter");
     }
+    if (p->r->kind == API_KIND_CHAT && (v = json_util_field(p->root, "audio")))
+        return api_invalid(p, "audio", "'audio' output is not supported: this engine makes text");
+    if (p->r->kind == API_KIND_CHAT && (v = json_util_field(p->root, "modalities"))) {
+        bool text_only = json_is_array(v);
+        for (size_t i = 0; text_only && i < json_array_size(v); i++) {
+            const json_t *m = json_array_get(v, i);
+            text_only = json_is_string(m) && !strcmp(json_string_value(m), "text");
+        }
+        if (!text_only)
+            return api_invalid(p, "modalities", "only 'modalities' [\"text\"] is supported");
+    }
+    if (p->r->kind == API_KIND_CHAT && json_util_field(p->root, "web_search_options"))
+        return api_invalid(p, "web_search_options", "web search is not supported");
     if ((v = json_util_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "tools", "'tools' (function calling) is not supported");
     if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))

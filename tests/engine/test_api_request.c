@@ -132,6 +132,23 @@ START_TEST(test_api_request_parse_nulls_mean_default_and_unknown_ignored)
 }
 END_TEST
 
+/* Chat fields that change nothing this engine does are accepted: text-only modalities, null
+ * audio, and what only matters to OpenAI's platform (store, metadata, service_tier, ...). */
+START_TEST(test_api_request_parse_chat_accepts_platform_fields)
+{
+    struct api_request *r = parse_ok(
+        API_KIND_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"modalities\":[\"text\"],"
+        "\"audio\":null,\"web_search_options\":null,\"store\":false,\"metadata\":{\"k\":\"v\"},"
+        "\"service_tier\":\"auto\",\"prompt_cache_key\":\"abc\",\"safety_identifier\":\"u\","
+        "\"reasoning_effort\":\"low\",\"verbosity\":\"low\",\"parallel_tool_calls\":true,"
+        "\"tool_choice\":\"none\",\"prediction\":{\"type\":\"content\",\"content\":\"x\"},"
+        "\"stream\":true,\"stream_options\":{\"include_obfuscation\":false}}");
+    ck_assert_uint_eq(r->n_messages, 1);
+    api_request_free(r);
+}
+END_TEST
+
 START_TEST(test_api_request_parse_prompt_forms)
 {
     struct api_request *r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[1,2,31999]}");
@@ -479,6 +496,10 @@ static const struct bad_case bad_cases[] = {
     /* known but unsupported */
     {H, "{" MSGS ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
     {C, "{\"prompt\":\"x\",\"functions\":[{}]}", "functions", "not supported"},
+    {H, "{" MSGS ",\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", "audio", "not supported"},
+    {H, "{" MSGS ",\"modalities\":[\"text\",\"audio\"]}", "modalities", "[\"text\"]"},
+    {H, "{" MSGS ",\"modalities\":\"text\"}", "modalities", "[\"text\"]"},
+    {H, "{" MSGS ",\"web_search_options\":{}}", "web_search_options", "not supported"},
     {H, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
     /* messages */
     {H, "{}", "messages", "'messages' is required"},
@@ -663,6 +684,7 @@ Suite *api_request_suite(void)
     tcase_add_test(tc, test_api_request_parse_completion_all_params);
     tcase_add_test(tc, test_api_request_parse_defaults);
     tcase_add_test(tc, test_api_request_parse_nulls_mean_default_and_unknown_ignored);
+    tcase_add_test(tc, test_api_request_parse_chat_accepts_platform_fields);
     tcase_add_test(tc, test_api_request_parse_prompt_forms);
     tcase_add_test(tc, test_api_request_parse_batched_prompts);
     tcase_add_test(tc, test_api_request_parse_completion_extras);
