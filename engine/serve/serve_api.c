@@ -307,6 +307,12 @@ static int prompt_echo(const struct serve_api *api, const struct api_request *r,
     int rc = api->tok ? tokenizer_decode(api->tok, pr->tokens, pr->n_tokens, false, &b) : 0;
     ps->decoded[i] = rc ? NULL : buf_steal(&b);
     buf_fini(&b);
+    if (rc == ERR_RANGE) {
+        api_error_set(err, API_ERR_INVALID, "prompt",
+                      "cannot echo prompt %zu: a token id is outside the tokenizer's vocabulary",
+                      i);
+        return ERR_INVAL;
+    }
     if (rc || !ps->decoded[i]) return nomem(err);
     ps->v[i].echo = ps->decoded[i];
     ps->v[i].echo_len = strlen(ps->decoded[i]);

@@ -68,7 +68,11 @@ def test_chat_invoke_and_stream():
                  isinstance(msg, AIMessage) and msg.content
                  and (msg.usage_metadata or {}).get("output_tokens") == 16,
                  f"{msg!r}")
-    chunks = list(chat.stream([HumanMessage(content="Tell me a story about a cat.")]))
+    # stream_usage: LangChain asks for stream_options.include_usage only against api.openai.com
+    # unless told to.
+    streamer = ChatOpenAI(base_url=BASE, api_key="x", model=MODEL, temperature=0, max_tokens=16,
+                          max_retries=0, timeout=60 * SLOW, stream_usage=True)
+    chunks = list(streamer.stream([HumanMessage(content="Tell me a story about a cat.")]))
     text = "".join(c.content for c in chunks)
     usage = [c.usage_metadata for c in chunks if c.usage_metadata]
     checks.check("ChatOpenAI.stream: the same content as invoke, usage from the final chunk",
