@@ -292,7 +292,8 @@ def test_logprobs():
 def test_batched_prompts():
     prompts = [PROMPT, "The little dog", "One day"]
     alone = [greedy_completion(p, 12, extra_body={"ignore_eos": True}) for p in prompts]
-    r = greedy_completion(prompts, 12, n=2, extra_body={"ignore_eos": True})
+    r = main.completions.create(model=MODEL, prompt=prompts, max_tokens=12, temperature=0, n=2,
+                                extra_body={"ignore_eos": True})
     idx = [c.index for c in r.choices]
     checks.check(
         "batched prompts x n=2: 6 choices numbered prompt * n + j, each the prompt's text alone",
