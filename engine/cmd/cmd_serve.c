@@ -298,6 +298,7 @@ static int serve_load(struct serve_state *s)
         .created = (long long)time(NULL),
         .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
     };
+    serve_api_fim_find(model_gguf(s->m), s->tok, &s->api.fim);
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
     struct serve_loop_cfg lc = {
         .sched =

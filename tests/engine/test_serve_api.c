@@ -78,7 +78,7 @@ START_TEST(test_serve_api_prompt_ids)
     int n = 0;
     /* Text: tokenized with BOS, as `generate` does. */
     struct api_request *r = parse(API_KIND_COMPLETION, "{\"prompt\":\"Once upon a time\"}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), 0);
     int32_t *want = NULL;
     size_t nw = 0;
     ck_assert_int_eq(tokenizer_encode(f.tok, "Once upon a time", 16, true, true, &want, &nw), 0);
@@ -90,7 +90,7 @@ START_TEST(test_serve_api_prompt_ids)
     api_request_free(r);
     /* Token ids: passed through unchanged (no BOS added). */
     r = parse(API_KIND_COMPLETION, "{\"prompt\":[5,6,7]}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), 0);
     ck_assert_int_eq(n, 3);
     ck_assert_int_eq(ids[0], 5);
     ck_assert_int_eq(ids[2], 7);
@@ -98,7 +98,7 @@ START_TEST(test_serve_api_prompt_ids)
     api_request_free(r);
     /* Chat: the ChatML rendering, tokenized. */
     r = parse(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), 0);
     const char *rendered = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
     ck_assert_int_eq(tokenizer_encode(f.tok, rendered, strlen(rendered), true, true, &want, &nw),
                      0);
@@ -110,7 +110,7 @@ START_TEST(test_serve_api_prompt_ids)
     /* No tokenizer: text prompts are refused naming the parameter; token ids still work. */
     f.api.tok = NULL;
     r = parse(API_KIND_COMPLETION, "{\"prompt\":\"x\"}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), ERR_INVAL);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), ERR_INVAL);
     ck_assert_int_eq(e.status, 400);
     ck_assert_str_eq(e.param, "prompt");
     ck_assert_ptr_null(ids);
