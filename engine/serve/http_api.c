@@ -12,6 +12,7 @@
 #include "engine/serve/serve_api.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_metrics.h"
+#include "engine/serve/serve_router.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,7 +26,8 @@ struct http_api {
     const char *model_name;
     atomic_int state;
     _Atomic(const struct serve_api *) serve;
-    struct http_route routes[6];
+    _Atomic(struct serve_router *) router;
+    struct http_route routes[8];
 };
 
 /* True once the inference loop gave up on a broken backend (serve_loop_faulted). */
@@ -120,6 +122,18 @@ static void http_api_models(struct http_req *req, void *ud)
     serve_api_models(atomic_load(&a->serve), a->model_name, req);
 }
 
+static void http_api_router_tokenizer(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_router_tokenizer(atomic_load(&a->router), req);
+}
+
+static void http_api_router_events(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_router_events(atomic_load(&a->router), req);
+}
+
 int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
 {
     if (!cfg->model_name) return ERR_INVAL;
@@ -128,6 +142,7 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     int rc = ERR_NOMEM;
     a->model_name = cfg->model_name;
     atomic_init(&a->serve, NULL);
+    atomic_init(&a->router, NULL);
     a->reg = prom_registry_new();
     if (!a->reg) goto fail;
     if ((rc = probe_register_process_metrics(a->reg)) != 0 ||
@@ -139,6 +154,10 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     a->routes[3] = (struct http_route){HTTP_POST, "/v1/completions", http_api_completions, a};
     a->routes[4] = (struct http_route){HTTP_POST, "/v1/chat/completions", http_api_chat, a};
     a->routes[5] = (struct http_route){HTTP_GET, "/v1/models", http_api_models, a};
+    a->routes[6] =
+        (struct http_route){HTTP_GET, SERVE_ROUTER_TOKENIZER_PATH, http_api_router_tokenizer, a};
+    a->routes[7] =
+        (struct http_route){HTTP_GET, SERVE_ROUTER_EVENTS_PATH, http_api_router_events, a};
     struct http_server_cfg hc = HTTP_SERVER_CFG_DEFAULT;
     hc.host = cfg->host;
     hc.port = cfg->port;
@@ -183,6 +202,11 @@ struct serve_metrics *http_api_metrics(struct http_api *a)
 void http_api_attach(struct http_api *a, const struct serve_api *api)
 {
     atomic_store(&a->serve, api);
+}
+
+void http_api_attach_router(struct http_api *a, struct serve_router *sr)
+{
+    atomic_store(&a->router, sr);
 }
 
 int http_api_shutdown(struct http_api *a, int grace_ms)
