@@ -29,6 +29,7 @@ struct router_cfg {
     const char *kubeconfig, *ns;
     const char *policy;
     double load_factor, load_weight;
+    int load_floor;
     int max_attempts;
     double connect_timeout, health_interval, failure_backoff, hold_timeout;
     int hold_queue;
@@ -64,6 +65,9 @@ static const struct cfg_opt opts[] = {
     OPT("load-factor", CFG_DOUBLE, load_factor, "1.25", 1, 100,
         "Bounded load: no replica takes a request that would put it above this times the mean "
         "load"),
+    OPT("load-floor", CFG_INT, load_floor, "4", 1, 1 << 20,
+        "The load bound never falls below this many requests per replica (an engine batches "
+        "many sequences)"),
     OPT("load-weight", CFG_DOUBLE, load_weight, "64", 0, 1e9,
         "Prompt tokens one request in flight on a replica is worth when weighing cache against "
         "load"),
@@ -147,7 +151,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "cinfer-router: %s\n", err);
         return 2;
     }
-    struct router_policy_cfg pol = {.load_factor = cfg.load_factor, .load_weight = cfg.load_weight};
+    struct router_policy_cfg pol = {.load_factor = cfg.load_factor,
+                                    .load_floor = cfg.load_floor,
+                                    .load_weight = cfg.load_weight};
     router_policy_parse(cfg.policy, &pol.policy); /* the table's choices admit only known names */
     if (shutdown_install() != 0) {
         log_error("cannot install signal handlers");

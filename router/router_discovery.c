@@ -14,11 +14,11 @@
 #include <string.h>
 #include <time.h>
 
-#define RD_ENGINE_PORT    8000 /* ARCHITECTURE.md: the engine's one HTTP port */
-#define RD_POD_SELECTOR   "app.kubernetes.io/name=cinfer-engine"
-#define RD_ISVC_LABEL     "serving.cinfer.io/inferenceservice"
-#define RD_MAX_ENDPOINTS  1024
-#define RD_RESYNC_MS      5000 /* re-derive even without events (pods ageing into Ready, etc.) */
+#define RD_ENGINE_PORT   8000 /* ARCHITECTURE.md: the engine's one HTTP port */
+#define RD_POD_SELECTOR  "app.kubernetes.io/name=cinfer-engine"
+#define RD_ISVC_LABEL    "serving.cinfer.io/inferenceservice"
+#define RD_MAX_ENDPOINTS 1024
+#define RD_RESYNC_MS     5000 /* re-derive even without events (pods ageing into Ready, etc.) */
 
 static const struct k8s_resource rd_resource_isvcs = {"serving.cinfer.io", "v1alpha1",
                                                       "inferenceservices", true};
@@ -40,8 +40,7 @@ struct router_discovery {
 
 const char *router_discovery_model_name(const json_t *isvc)
 {
-    const char *served =
-        json_util_str_at(json_util_at(isvc, "spec", "model"), "servedName", NULL);
+    const char *served = json_util_str_at(json_util_at(isvc, "spec", "model"), "servedName", NULL);
     if (served && *served) return served;
     return json_util_str_at(isvc, "metadata", "name");
 }
@@ -105,13 +104,15 @@ bool router_discovery_endpoint(const json_t *pod, struct router_endpoint *ep)
     int n = strchr(ip, ':') ? snprintf(ep->url, sizeof(ep->url), "http://[%s]:%d", ip, port)
                             : snprintf(ep->url, sizeof(ep->url), "http://%s:%d", ip, port);
     if (n <= 0 || (size_t)n >= sizeof(ep->url)) return false;
-    ep->terminating = json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") != NULL;
+    ep->terminating =
+        json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") != NULL;
     bool ready = false;
     size_t i;
     json_t *c;
     json_array_foreach(json_object_get(status, "conditions"), i, c)
     {
-        const char *type = json_util_str_at(c, "type", NULL), *st = json_util_str_at(c, "status", NULL);
+        const char *type = json_util_str_at(c, "type", NULL),
+                   *st = json_util_str_at(c, "status", NULL);
         if (type && st && strcmp(type, "Ready") == 0) ready = strcmp(st, "True") == 0;
     }
     ep->ready = ready && phase && strcmp(phase, "Running") == 0;
@@ -125,8 +126,9 @@ static int new_client(void *ctx, struct k8s_client **out)
     struct router_discovery *d = ctx;
     struct k8s_config *kc = NULL;
     char err[K8S_ERRMSG_MAX];
-    int rc = d->kubeconfig[0] ? k8s_config_load_kubeconfig(d->kubeconfig, NULL, &kc, err, sizeof(err))
-                              : k8s_config_load_default(NULL, &kc, err, sizeof(err));
+    int rc = d->kubeconfig[0]
+                 ? k8s_config_load_kubeconfig(d->kubeconfig, NULL, &kc, err, sizeof(err))
+                 : k8s_config_load_default(NULL, &kc, err, sizeof(err));
     if (!rc) {
         struct k8s_client_opts o = {.user_agent = "cinfer-router"};
         rc = k8s_client_new(kc, &o, out, err, sizeof(err));

@@ -33,7 +33,7 @@ static int ev_uint(const json_t *o, const char *key, bool required, uint64_t *ou
     return 0;
 }
 
-static int ev_copy_str(const json_t *o, const char *key, char *dst, size_t cap)
+static int ev_string_into(const json_t *o, const char *key, char *dst, size_t cap)
 {
     const char *s = json_string_value(json_object_get(o, key));
     if (!s || strlen(s) >= cap) return ERR_PARSE;
@@ -61,8 +61,8 @@ int router_events_parse(const char *line, size_t len, struct router_event *ev, u
         ev->type = ROUTER_EVENT_HELLO;
         what = "hello: bad block_size, hash, model or prefix_caching";
         if (ev_uint(o, "block_size", true, &bs) || bs < 1 || bs > 65536 ||
-            ev_copy_str(o, "hash", ev->hash, sizeof(ev->hash)) ||
-            ev_copy_str(o, "model", ev->model, sizeof(ev->model)) ||
+            ev_string_into(o, "hash", ev->hash, sizeof(ev->hash)) ||
+            ev_string_into(o, "model", ev->model, sizeof(ev->model)) ||
             !json_is_boolean(json_object_get(o, "prefix_caching")))
             goto out;
         ev->block_size = (int)bs;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ROUTER_EVENTS_MAX_HASHES 4096      /* hashes on one line (engines send 256) */
+#define ROUTER_EVENTS_MAX_HASHES 4096       /* hashes on one line (engines send 256) */
 #define ROUTER_EVENTS_MAX_LINE   (1u << 20) /* bytes of one line */
 
 enum router_event_type {

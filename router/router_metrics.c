@@ -11,7 +11,7 @@
 struct router_metrics {
     struct prom_metric *held, *hold_timeouts, *hold_rejected, *decisions, *retries, *usage_reports,
         *prompt_tokens, *cached, *ttfb, *duration, *broken, *index_blocks, *replicas, *requests,
-        *responses;
+        *inflight, *responses;
 };
 
 static const char *const l_model[] = {"model_name"};
@@ -72,8 +72,8 @@ int router_metrics_new(struct prom_registry *r, struct router_metrics **out)
                  l_source, 2, &m->cached);
     if (!rc)
         rc = add(r, PROM_HISTOGRAM, "cinfer_router_upstream_first_byte_seconds",
-                 "Seconds from sending a request to an engine to its first response byte.",
-                 l_model, 1, &m->ttfb);
+                 "Seconds from sending a request to an engine to its first response byte.", l_model,
+                 1, &m->ttfb);
     if (!rc)
         rc = add(r, PROM_HISTOGRAM, "cinfer_router_request_duration_seconds",
                  "Seconds from a request's arrival at the router to the end of its response.",
@@ -93,6 +93,9 @@ int router_metrics_new(struct prom_registry *r, struct router_metrics **out)
     if (!rc)
         rc = add(r, PROM_COUNTER, "cinfer_router_upstream_requests_total",
                  "Requests sent to each replica (every attempt).", l_replica, 2, &m->requests);
+    if (!rc)
+        rc = add(r, PROM_GAUGE, "cinfer_router_upstream_inflight",
+                 "Requests this router has in flight to each replica.", l_replica, 2, &m->inflight);
     if (!rc)
         rc = add(r, PROM_COUNTER, "cinfer_router_responses_total",
                  "Responses to clients by HTTP status.", l_code, 2, &m->responses);
@@ -143,9 +146,10 @@ int router_metrics_model(struct router_metrics *m, const char *model,
 }
 
 int router_metrics_replica(struct router_metrics *m, const char *model, const char *replica,
-                           struct prom_series **out)
+                           struct prom_series **requests, struct prom_series **inflight)
 {
-    return get2(m->requests, model, replica, out);
+    int rc = get2(m->requests, model, replica, requests);
+    return rc ? rc : get2(m->inflight, model, replica, inflight);
 }
 
 int router_metrics_response(struct router_metrics *m, const char *model, int status,

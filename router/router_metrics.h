@@ -36,9 +36,10 @@ void router_metrics_free(struct router_metrics *m); /* NULL-safe */
 /* Fills *out with the series of `model` (borrowed). 0 or ERR_NOMEM / ERR_INVAL. */
 int router_metrics_model(struct router_metrics *m, const char *model,
                          struct router_model_metrics *out);
-/* The requests counter of (model, replica); the response counter of (model, HTTP status). */
+/* The requests counter and the in-flight gauge of (model, replica); the response counter of
+ * (model, HTTP status). */
 int router_metrics_replica(struct router_metrics *m, const char *model, const char *replica,
-                           struct prom_series **out);
+                           struct prom_series **requests, struct prom_series **inflight);
 int router_metrics_response(struct router_metrics *m, const char *model, int status,
                             struct prom_series **out);
 

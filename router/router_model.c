@@ -114,8 +114,8 @@ bool router_model_info_has_tokenizer(const struct router_model_info *mi)
     return mi->tok != NULL;
 }
 
-int router_model_prompt(const struct router_model_info *mi, const char *body, size_t len,
-                        bool chat, struct router_prompt *out)
+int router_model_prompt(const struct router_model_info *mi, const char *body, size_t len, bool chat,
+                        struct router_prompt *out)
 {
     struct api_limits lim = {.n_vocab = mi->n_vocab, .max_tokens = mi->max_context};
     struct api_request *r = NULL;
@@ -139,7 +139,8 @@ int router_model_prompt(const struct router_model_info *mi, const char *body, si
         rc = ERR_NOMEM;
         if (!(out->hashes = malloc((size_t)nb * sizeof(*out->hashes)))) goto out;
         uint64_t h = prefix_cache_root(r->cache_salt, r->cache_salt ? strlen(r->cache_salt) : 0);
-        for (int b = 0; b < nb; b++) out->hashes[b] = h = prefix_cache_block_hash(h, ids + (size_t)b * bs, bs);
+        for (int b = 0; b < nb; b++)
+            out->hashes[b] = h = prefix_cache_block_hash(h, ids + (size_t)b * bs, bs);
     }
     rc = 0;
 out:

@@ -43,8 +43,8 @@ struct router_prompt {
  * ERR_INVAL when the engine would refuse the request (it then answers it: the router forwards such
  * requests without a prefix), ERR_UNSUPPORTED for a text prompt without a tokenizer, ERR_NOMEM.
  * On success *out is filled (router_prompt_fini). Any thread. */
-int router_model_prompt(const struct router_model_info *mi, const char *body, size_t len,
-                        bool chat, struct router_prompt *out);
+int router_model_prompt(const struct router_model_info *mi, const char *body, size_t len, bool chat,
+                        struct router_prompt *out);
 void router_prompt_fini(struct router_prompt *p);
 
 #endif

@@ -46,9 +46,10 @@ uint64_t router_policy_hash(const void *p, size_t n)
     return mix64(h);
 }
 
-int router_policy_bound(double load_factor, long total_load, size_t n)
+int router_policy_bound(const struct router_policy_cfg *cfg, long total_load, size_t n)
 {
-    double cap = ceil(load_factor * (double)(total_load + 1) / (double)n);
+    double cap = ceil(cfg->load_factor * (double)(total_load + 1) / (double)n);
+    if (cap < cfg->load_floor) cap = cfg->load_floor;
     return cap < 1 ? 1 : cap > 1e9 ? 1000000000 : (int)cap;
 }
 
@@ -67,7 +68,7 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
     }
     long total = 0;
     for (size_t i = 0; i < n; i++) total += c[i].load;
-    int bound = router_policy_bound(cfg->load_factor, total, n);
+    int bound = router_policy_bound(cfg, total, n);
 
     if (session && cfg->policy == ROUTER_POLICY_PREFIX) {
         size_t best = 0;

@@ -7,7 +7,9 @@
  * wins, ties to the least loaded and then the random number. Bounded load guard (consistent
  * hashing with bounded loads, Mirrokni et al. 2018): a replica is a candidate only when its load
  * after taking the request stays within load_factor x the mean load after it, rounded up, so a hot
- * prefix spills over to other replicas instead of piling onto one. Session affinity: with a session
+ * prefix spills over to other replicas instead of piling onto one. The bound never falls below
+ * load_floor requests: an engine batches many sequences, so two requests on one replica of an
+ * idle fleet are no overload worth a full prefill elsewhere. Session affinity: with a session
  * key, the replica rendezvous hashing prefers (highest mix of key and replica) wins when it is
  * within the bound. Least-loaded and random policies ignore the cache (benchmark baselines). */
 #ifndef CINFER_ROUTER_POLICY_H
@@ -39,7 +41,7 @@ const char *router_reason_name(enum router_reason r);
 int router_policy_parse(const char *s, enum router_policy *out);
 
 struct router_candidate {
-    int load;          /* requests in flight there (ours, or the engine's count when larger) */
+    int load;          /* requests there: ours in flight plus the others the engine reports */
     int cached_tokens; /* prompt tokens its prefix cache holds (a multiple of the block size) */
     uint64_t id_hash;  /* stable hash of the replica's identity (rendezvous hashing) */
 };
@@ -47,6 +49,7 @@ struct router_candidate {
 struct router_policy_cfg {
     enum router_policy policy;
     double load_factor; /* the bound: >= 1 (1.25 = 25% above the mean) */
+    int load_floor;     /* the bound is at least this many requests (>= 1) */
     double load_weight; /* prompt tokens one request in flight costs */
 };
 
@@ -58,8 +61,8 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
                           enum router_reason *why);
 
 /* The bound of router_policy_pick: the largest load (after taking one more request) a replica may
- * reach when the candidates carry total_load requests before it. Pure. */
-int router_policy_bound(double load_factor, long total_load, size_t n);
+ * reach when the n candidates carry total_load requests before it. Pure. */
+int router_policy_bound(const struct router_policy_cfg *cfg, long total_load, size_t n);
 
 /* Stable 64-bit hash of bytes (FNV-1a then a 64-bit finaliser), for session keys and replica
  * identities. Pure. */

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define RP_POLL_MAX_MS     250 /* the loop looks at its timers at least this often */
-#define RP_POLL_PAUSED_MS  2   /* while a client queue is full: retry the paused transfers */
-#define RP_SWEEP_S         1.0 /* replica gauges, removed replicas */
-#define RP_ERROR_BODY_MAX  (1u << 16)
-#define RP_RETRY_AFTER_S   1
+#define RP_POLL_MAX_MS    250 /* the loop looks at its timers at least this often */
+#define RP_POLL_PAUSED_MS 2   /* while a client queue is full: retry the paused transfers */
+#define RP_SWEEP_S        1.0 /* replica gauges, removed replicas */
+#define RP_ERROR_BODY_MAX (1u << 16)
+#define RP_RETRY_AFTER_S  1
 
 double rp_now(void)
 {
@@ -281,7 +281,10 @@ void rp_job_finish(struct router_proxy *p, struct router_job *job, int status)
     struct router_job_state *st = job->st;
     struct rp_model *m = st->m;
     if (st->phase == RP_JOB_HELD && m) held_unlink(m, job);
-    if (st->rep) st->rep->inflight--;
+    if (st->rep) {
+        st->rep->inflight--;
+        if (st->rep->m_inflight) prom_gauge_set(st->rep->m_inflight, st->rep->inflight);
+    }
     jobs_unlink(p, job);
     double dur = rp_now() - job->arrival;
     if (m) {
@@ -297,9 +300,10 @@ void rp_job_finish(struct router_proxy *p, struct router_job *job, int status)
         }
     }
     log_info("request", LOG_S("request_id", job->request_id), LOG_S("model", job->model),
-             LOG_S("replica", st->tried[0] && st->attempts ? st->tried[st->attempts - 1]->key : ""),
+             LOG_S("replica", st->attempts ? st->tried[st->attempts - 1]->key : ""),
              LOG_I("status", status), LOG_I("attempts", st->attempts),
-             LOG_S("reason", router_reason_name(st->reason)), LOG_I("prompt_tokens", job->prompt.n_prompt),
+             LOG_S("reason", st->attempts ? router_reason_name(st->reason) : ""),
+             LOG_I("prompt_tokens", job->prompt.n_prompt),
              LOG_I("predicted_cached", st->predicted_cached),
              LOG_I("cached", st->usage_known ? st->usage_cached : -1),
              LOG_B("client_gone", st->client_gone), LOG_F("duration_s", dur));
@@ -388,9 +392,8 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
         if (!rp_replica_eligible(p, r, now)) continue;
         any_eligible = true;
         if (tried(job, r) || n == sizeof(cands) / sizeof(cands[0])) continue;
-        int eng = r->eng_load_known ? r->eng_running + r->eng_waiting : 0;
         cands[n] = (struct router_candidate){
-            .load = r->inflight > eng ? r->inflight : eng,
+            .load = r->inflight + (r->eng_load_known ? r->eng_others : 0),
             .cached_tokens = bs ? rp_replica_cached(r, &job->prompt, bs) : 0,
             .id_hash = r->id_hash,
         };
@@ -413,13 +416,21 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
         st->reason = why;
         prom_counter_inc(m->mm.decisions[why], 1);
     }
+    if (log_enabled(LOG_DEBUG)) {
+        char loads[256];
+        size_t off = 0;
+        for (size_t i = 0; i < n && off < sizeof(loads) - 16; i++)
+            off += (size_t)snprintf(loads + off, sizeof(loads) - off, "%s%d/%d", i ? "," : "",
+                                    cands[i].load, cands[i].cached_tokens);
+        log_debug("routed", LOG_S("request_id", job->request_id), LOG_S("replica", reps[k]->key),
+                  LOG_S("reason", router_reason_name(why)), LOG_S("load/cached", loads));
+    }
     st->predicted_cached = cands[k].cached_tokens;
     st->tried[st->attempts++] = reps[k];
     st->phase = RP_JOB_RUNNING;
     int rc = rp_upstream_start(p, job, reps[k]);
     if (rc) {
-        rp_job_fail(p, job, 500, "server_error", NULL, "the router could not start the request",
-                    0);
+        rp_job_fail(p, job, 500, "server_error", NULL, "the router could not start the request", 0);
         return;
     }
 }
@@ -497,8 +508,9 @@ static void model_apply(struct router_proxy *p, struct rp_inbox_model *in)
                 m->cap_reps = cap;
             }
             if (!(r = rp_replica_new(m, ep, p->cfg.index_max_blocks))) continue;
-            if (router_metrics_replica(p->cfg.metrics, m->name, r->key, &r->m_requests) != 0)
-                r->m_requests = NULL;
+            if (router_metrics_replica(p->cfg.metrics, m->name, r->key, &r->m_requests,
+                                       &r->m_inflight) != 0)
+                r->m_requests = r->m_inflight = NULL;
             m->reps[m->n_reps++] = r;
             log_info("replica added", LOG_S("model", m->name), LOG_S("replica", r->key),
                      LOG_S("url", r->url));

@@ -34,21 +34,21 @@ struct http_stream;
 struct router_metrics;
 struct router_proxy;
 
-#define ROUTER_URL_MAX       512
-#define ROUTER_KEY_MAX       512
-#define ROUTER_MAX_ATTEMPTS  8
-#define ROUTER_PATH_MAX      32
+#define ROUTER_URL_MAX      512
+#define ROUTER_KEY_MAX      512
+#define ROUTER_MAX_ATTEMPTS 8
+#define ROUTER_PATH_MAX     32
 
 struct router_proxy_cfg {
     struct router_policy_cfg policy;
-    int max_attempts;          /* attempts per request, 1..ROUTER_MAX_ATTEMPTS */
-    int connect_timeout_ms;    /* to an engine */
-    int health_interval_ms;    /* between /health probes of each replica */
-    int failure_backoff_ms;    /* a replica that refused a connection rests this long */
-    int hold_timeout_ms;       /* a held request gets 503 after this long */
-    int hold_max;              /* held requests per model; more get 503 at once */
-    size_t index_max_blocks;   /* hashes kept per replica */
-    const char *engine_api_key; /* for the router's own engine requests; borrowed; NULL: none */
+    int max_attempts;               /* attempts per request, 1..ROUTER_MAX_ATTEMPTS */
+    int connect_timeout_ms;         /* to an engine */
+    int health_interval_ms;         /* between /health probes of each replica */
+    int failure_backoff_ms;         /* a replica that refused a connection rests this long */
+    int hold_timeout_ms;            /* a held request gets 503 after this long */
+    int hold_max;                   /* held requests per model; more get 503 at once */
+    size_t index_max_blocks;        /* hashes kept per replica */
+    const char *engine_api_key;     /* for the router's own engine requests; borrowed; NULL: none */
     struct router_metrics *metrics; /* borrowed */
 };
 

@@ -37,14 +37,15 @@ struct rp_replica {
     bool healthy;      /* the last /health answered 200 */
     double down_until; /* after a refused connection: not eligible before */
     int inflight;      /* our requests there */
-    int eng_running, eng_waiting;
+    int eng_others; /* requests on the engine that are not ours (other routers'), at its last load
+                     * line: running + waiting minus our requests in flight then */
     bool eng_load_known;
-    struct prom_series *m_requests;
+    struct prom_series *m_requests, *m_inflight;
 
     /* KV block index, from the event stream. */
     struct u64set held;
-    bool index_live;     /* snapshot received on the current stream */
-    bool index_full;     /* a stored hash did not fit (logged once) */
+    bool index_live;      /* snapshot received on the current stream */
+    bool index_full;      /* a stored hash did not fit (logged once) */
     int index_block_size; /* from the stream's hello */
     struct rp_xfer ev;
     struct router_lines ev_lines;

@@ -95,8 +95,8 @@ static int on_event_line(void *ctx, const char *line, size_t len)
     static uint64_t hashes[ROUTER_EVENTS_MAX_HASHES]; /* proxy thread only */
     struct router_event ev;
     char err[160];
-    int rc = router_events_parse(line, len, &ev, hashes, ROUTER_EVENTS_MAX_HASHES, err,
-                                 sizeof(err));
+    int rc =
+        router_events_parse(line, len, &ev, hashes, ROUTER_EVENTS_MAX_HASHES, err, sizeof(err));
     if (rc == ERR_UNSUPPORTED) return 0;
     if (rc) {
         log_warn("bad KV event line; reconnecting", LOG_S("replica", r->key), LOG_S("error", err));
@@ -127,11 +127,15 @@ static int on_event_line(void *ctx, const char *line, size_t len)
             }
         break;
     case ROUTER_EVENT_EVICTED:
-        for (size_t i = 0; ev.device_tier && i < ev.n_hashes; i++) u64set_del(&r->held, ev.hashes[i]);
+        for (size_t i = 0; ev.device_tier && i < ev.n_hashes; i++)
+            u64set_del(&r->held, ev.hashes[i]);
         break;
     case ROUTER_EVENT_LOAD:
-        r->eng_running = ev.running;
-        r->eng_waiting = ev.waiting;
+        /* Our own requests are counted exactly (and at once); the line tells us what else the
+         * engine carries. It lags by up to a load interval, so taking the larger of the two
+         * counts would penalise a replica whose requests just finished. */
+        r->eng_others =
+            ev.running + ev.waiting > r->inflight ? ev.running + ev.waiting - r->inflight : 0;
         r->eng_load_known = true;
         break;
     }
@@ -172,9 +176,10 @@ static void events_done(struct router_proxy *p, struct rp_replica *r, CURLcode c
     long status = 0;
     curl_easy_getinfo(r->ev.easy, CURLINFO_RESPONSE_CODE, &status);
     rp_xfer_release(p, &r->ev);
-    if (r->index_live || status != 200)
-        log_info("KV event stream ended", LOG_S("replica", r->key), LOG_I("status", status),
-                 LOG_S("error", cc == CURLE_OK ? "" : curl_easy_strerror(cc)));
+    /* A stream that worked, or the first failure of an outage, is news; the retries are not. */
+    bool news = r->index_live || r->ev_backoff_ms == RR_EVENTS_BACKOFF_MIN_MS;
+    LOG_AT(news ? LOG_INFO : LOG_DEBUG, "KV event stream ended", LOG_S("replica", r->key),
+           LOG_I("status", status), LOG_S("error", cc == CURLE_OK ? "" : curl_easy_strerror(cc)));
     /* What we knew of its cache may be gone with it (a restart): forget it until the snapshot. */
     r->index_live = false;
     u64set_clear(&r->held);

@@ -130,8 +130,7 @@ static int rq_skip_value(struct rq_scan *s)
             const char *start = s->p;
             while (s->p < s->end &&
                    ((*s->p >= '0' && *s->p <= '9') || (*s->p >= 'a' && *s->p <= 'z') ||
-                    (*s->p >= 'A' && *s->p <= 'Z') || *s->p == '+' || *s->p == '-' ||
-                    *s->p == '.'))
+                    (*s->p >= 'A' && *s->p <= 'Z') || *s->p == '+' || *s->p == '-' || *s->p == '.'))
                 s->p++;
             if (s->p == start) return ERR_PARSE;
         }

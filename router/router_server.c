@@ -23,47 +23,50 @@ struct router_server {
     struct http_route routes[3];
 };
 
+static void respond_api_error(struct http_req *req, const struct api_error *e)
+{
+    struct buf b;
+    buf_init(&b, RS_ERROR_BODY_MAX);
+    if (api_error_body(e, &b) == 0)
+        http_respond(req, e->status, "application/json", b.data, b.len, NULL, 0);
+    else
+        http_respond_error(req, 500, "server_error", "cannot format the error");
+    buf_fini(&b);
+}
+
 static void respond_error(struct http_req *req, int status, enum api_error_kind kind,
                           const char *param, const char *msg)
 {
     struct api_error e;
     api_error_set(&e, kind, param, "%s", msg);
     e.status = status;
-    struct buf b;
-    buf_init(&b, RS_ERROR_BODY_MAX);
-    if (api_error_body(&e, &b) == 0)
-        http_respond(req, e.status, "application/json", b.data, b.len, NULL, 0);
-    else
-        http_respond_error(req, 500, "server_error", "cannot format the error");
-    buf_fini(&b);
+    respond_api_error(req, &e);
 }
 
 /* The model a request goes to; false after answering it. */
 static bool pick_model(struct router_server *s, struct http_req *req, const char *body, size_t len,
-                       char *model, size_t cap)
+                       bool chat, char *model, size_t cap)
 {
-    int rc = router_request_model(body, len, model, cap);
-    if (rc == 0) return true;
+    if (router_request_model(body, len, model, cap) == 0) return true;
     /* With one model, whatever the router cannot read goes to it: the engine answers its own
      * error (or serves a request without "model", as OpenAI-compatible servers do). */
     if (router_proxy_only_model(s->cfg.proxy, model, cap)) return true;
-    switch (rc) {
-    case ERR_NOT_FOUND:
+    /* With several, the engine's own parser (its code, linked here) says what is wrong, in the
+     * words the engine would use. */
+    struct api_request *r = NULL;
+    struct api_error e;
+    if (api_request_parse(body, len, chat ? API_KIND_CHAT : API_KIND_COMPLETION, NULL, &r, &e)) {
+        respond_api_error(req, &e);
+        return false;
+    }
+    bool ok = r->model && strlen(r->model) < cap;
+    if (ok) memcpy(model, r->model, strlen(r->model) + 1);
+    api_request_free(r);
+    if (!ok)
         respond_error(req, 400, API_ERR_INVALID, "model",
                       "you must provide a model parameter (this router serves several models: "
                       "GET /v1/models lists them)");
-        break;
-    case ERR_PARSE:
-        respond_error(req, 400, API_ERR_INVALID, NULL,
-                      "We could not parse the JSON body of your request: expected one JSON "
-                      "object");
-        break;
-    default:
-        respond_error(req, 400, API_ERR_INVALID, "model",
-                      "'model' must be a non-empty string of at most 255 bytes");
-        break;
-    }
-    return false;
+    return ok;
 }
 
 static char *header_dup(struct http_req *req, const char *name)
@@ -80,7 +83,7 @@ static void handle(struct http_req *req, void *ud, bool chat)
     size_t len = 0;
     const char *body = http_req_body(req, &len);
     char model[ROUTER_MODEL_MAX];
-    if (!pick_model(s, req, body, len, model, sizeof(model))) return;
+    if (!pick_model(s, req, body, len, chat, model, sizeof(model))) return;
     struct router_model_info *info = NULL;
     if (router_proxy_model_info(s->cfg.proxy, model, &info) != 0) {
         char msg[ROUTER_MODEL_MAX + 64];
@@ -107,8 +110,7 @@ static void handle(struct http_req *req, void *ud, bool chat)
         router_prompt_fini(&job->prompt);
     router_model_info_unref(info);
     char rid[RS_HEADER_MAX];
-    if (http_req_header(req, "X-Request-Id", rid, sizeof(rid)) >= 0 &&
-        router_request_id_valid(rid))
+    if (http_req_header(req, "X-Request-Id", rid, sizeof(rid)) >= 0 && router_request_id_valid(rid))
         memcpy(job->request_id, rid, strlen(rid) + 1); /* valid ids fit: at most 64 chars */
     else
         router_request_id_new(job->request_id);

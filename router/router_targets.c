@@ -50,8 +50,9 @@ int router_targets_parse(const char *text, struct router_targets *out, char *err
         bool http = ulen > 7 && strncmp(url, "http://", 7) == 0;
         bool https = ulen > 8 && strncmp(url, "https://", 8) == 0;
         if (!http && !https) {
-            err_fmt(err, errlen, rc, "--target: URL %.*s for %s must start with http:// or https://",
-                    (int)ulen, url, model);
+            err_fmt(err, errlen, rc,
+                    "--target: URL %.*s for %s must start with http:// or https://", (int)ulen, url,
+                    model);
             goto out;
         }
         while (ulen > 0 && url[ulen - 1] == '/') ulen--;

@@ -238,6 +238,7 @@ int rp_upstream_start(struct router_proxy *p, struct router_job *job, struct rp_
     }
     st->rep = rep;
     rep->inflight++;
+    if (rep->m_inflight) prom_gauge_set(rep->m_inflight, rep->inflight);
     st->t_sent = rp_now();
     if (rep->m_requests) prom_counter_inc(rep->m_requests, 1);
     return 0;
@@ -279,7 +280,10 @@ void rp_upstream_done(struct router_proxy *p, struct router_job *job, CURLcode c
     if (st->paused) p->n_paused--;
     st->paused = false;
     rp_xfer_release(p, &st->x);
-    if (rep) rep->inflight--;
+    if (rep) {
+        rep->inflight--;
+        if (rep->m_inflight) prom_gauge_set(rep->m_inflight, rep->inflight);
+    }
     st->rep = NULL;
     if (st->t_first > 0) prom_histogram_observe(m->mm.ttfb, st->t_first - st->t_sent);
     st->t_first = 0;
