@@ -536,6 +536,11 @@ int sched_step(struct sched *s)
 
 /* ---------------------------------------------------------------- lifecycle */
 
+void sched_set_block_observer(struct sched *s, prefix_cache_observer_fn fn, void *ctx)
+{
+    kv_slots_set_observer(s->slots, fn, ctx);
+}
+
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out)
 {

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv/prefix_cache.h"
+
 /* Logits one prompt-logprobs chunk may ask for (rows x vocabulary x 4 bytes). */
 #define SCHED_PROMPT_LOGITS_BYTES (32u << 20)
 
@@ -124,6 +126,10 @@ struct sched_stats {
  * cfg is copied. Writes a new scheduler to *out (sched_free). ERR_INVAL on a bad config, ERR_NOMEM. */
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out);
+/* Tells `fn` of every block the prefix cache stores or evicts (engine/kv/kv_events.h, for
+ * routers); fn NULL: nobody listens. A no-op without prefix caching. Inference thread (or before
+ * it starts). */
+void sched_set_block_observer(struct sched *s, prefix_cache_observer_fn fn, void *ctx);
 /* Frees every sequence without events (call sched_stop_all first for a clean end). NULL-safe. */
 void sched_free(struct sched *s);
 

@@ -186,6 +186,35 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     return 0;
 }
 
+int serve_api_chat_template_new(const struct tokenizer *tok, const char *model_template,
+                                const char *override, struct chat_template **out, char *err,
+                                size_t errlen)
+{
+    struct chat_template_config cc = {.model_template = model_template, .override = override};
+    char *bos = NULL, *eos = NULL;
+    if (tok) {
+        int32_t b = tokenizer_bos(tok), e = tokenizer_eos(tok);
+        const char *t;
+        size_t len;
+        if (b >= 0 && (t = tokenizer_token_text(tok, b, &len)) && !memchr(t, 0, len) &&
+            !(bos = strndup(t, len)))
+            return err_fmt(err, errlen, ERR_NOMEM, "out of memory");
+        if (e >= 0 && (t = tokenizer_token_text(tok, e, &len)) && !memchr(t, 0, len) &&
+            !(eos = strndup(t, len))) {
+            free(bos);
+            return err_fmt(err, errlen, ERR_NOMEM, "out of memory");
+        }
+        cc.bos_token = bos;
+        cc.eos_token = eos;
+        cc.add_bos = tokenizer_add_bos(tok);
+        cc.add_eos = tokenizer_add_eos(tok);
+    }
+    int rc = chat_template_new(&cc, out, err, errlen);
+    free(bos);
+    free(eos);
+    return rc;
+}
+
 /* The first token id of `keys` present in the GGUF and inside the vocabulary, else the first of
  * `texts` (NULL-terminated) found in the vocabulary, else TOKENIZER_NULL. */
 static int32_t fim_token(const struct gguf *g, const struct tokenizer *tok, const char *const *keys,

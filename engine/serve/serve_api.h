@@ -74,6 +74,14 @@ bool serve_api_authorized(const char *key, const char *header);
  * with `suffix` the fill-in-the-middle prompt around either (400 naming suffix when the model has
  * no such tokens), or for chat the rendered template tokenized. Pure apart from allocation; any
  * thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
+/* The chat template the engine serves with: `override` (--chat-template) or else `model_template`
+ * (the GGUF's tokenizer.chat_template; either may be NULL), with the BOS/EOS texts and the
+ * add-BOS/EOS flags of `tok` (NULL: none), so the engine and a router that builds it from the
+ * same inputs render identical prompts. chat_template_new's results and errors. Any thread. */
+int serve_api_chat_template_new(const struct tokenizer *tok, const char *model_template,
+                                const char *override, struct chat_template **out, char *err,
+                                size_t errlen);
+
 struct api_request;
 struct api_error;
 int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,

@@ -331,6 +331,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     pthread_cond_init(&l->cv, NULL);
     int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
     if (rc) goto fail;
+    sched_set_block_observer(l->sched, cfg->block_observer, cfg->block_observer_ctx);
     if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
         rc = ERR_IO;
         goto fail;
