@@ -20,7 +20,7 @@ source "$(dirname "$0")/lib.sh"
 
 model="${CINFER_SHARED:-$e2e_root/../shared}/models/tinyllamas/stories260K.gguf"
 ns=cinfer-ase-e2e
-window=8 # scaleDownDelaySeconds
+window=15 # scaleDownDelaySeconds (long enough that a loaded machine's polling lag stays inside it)
 engine_pids=()
 as_pid=""
 lg_pid=""
@@ -181,7 +181,7 @@ t0=$SECONDS
 stop_load
 check "load generator served requests without errors" grep -q 'errors: *none' "$work/loadgen1.log"
 check "queue drains on engine 0" wait_for 60 waiting_is_zero
-sleep $((window / 2)) # the window runs from the last high recommendation, about when the queue drained
+sleep 3 # the window runs from the last high recommendation, about when the queue drained
 check "no scale-down inside the ${window} s window" replicas_is 3
 check "load gone: scale-down to 1 after the window" wait_for 60 replicas_is 1
 echo "# measured: scale-down $((SECONDS - t0)) s after the load stopped (window ${window} s, interval 1 s)"
@@ -242,7 +242,7 @@ t_obj=$SECONDS
 load_on 0 6
 lg_pid="${obj_pids[*]}" # killed by the cleanup on failure
 check "6 clients on one engine queue (cinfer_requests_waiting >= 3)" wait_for 60 waiting_above 3
-check "objective missed: status.autoscaling.objective.state Missed" wait_for 60 \
+check "objective missed: status.autoscaling.objective.state Missed" wait_for 240 \
 	jp_is cisvc/stories '{.status.autoscaling.objective.state}' Missed
 check "condition ObjectiveMet False/ObjectiveMissed" wait_for 10 cond_is ObjectiveMet False/ObjectiveMissed
 check "the objective alone raises spec.replicas to 3" wait_for 90 replicas_is 3
