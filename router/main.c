@@ -58,7 +58,7 @@ static const struct cfg_opt opts[] = {
     OPT("kubeconfig", CFG_STRING, kubeconfig, NULL, 1, 0,
         "Path to a kubeconfig; default $KUBECONFIG, in-cluster credentials, ~/.kube/config"),
     OPT("namespace", CFG_STRING, ns, "", 1, 0,
-        "Serve the InferenceServices of one namespace; empty serves all"),
+        "Serve the InferenceServices of these namespaces (a or a,b,c); empty serves all"),
     {"policy", CFG_STRING, offsetof(struct router_cfg, policy), "prefix", 1, 0,
      "Replica choice: prefix (cached prefix and load), least-loaded, random",
      "prefix|least-loaded|random", 0},

@@ -239,6 +239,7 @@ static void *rd_main(void *arg)
 
 int router_discovery_start(const struct router_discovery_cfg *cfg, struct router_discovery **out)
 {
+    if (cfg->ns && strlen(cfg->ns) >= sizeof(((struct router_discovery *)0)->ns)) return ERR_INVAL;
     struct router_discovery *d = calloc(1, sizeof(*d));
     if (!d) return ERR_NOMEM;
     d->cfg = *cfg;

@@ -21,7 +21,7 @@ struct router_discovery;
 
 struct router_discovery_cfg {
     const char *kubeconfig;     /* NULL/"": default discovery (in-cluster, $KUBECONFIG, ...) */
-    const char *ns;             /* NULL/"": every namespace */
+    const char *ns;             /* "a" or "a,b,c" (under 254 bytes, else ERR_INVAL); NULL/"": all */
     struct router_proxy *proxy; /* borrowed; must outlive discovery */
 };
 

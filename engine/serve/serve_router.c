@@ -277,7 +277,11 @@ int serve_router_start(const struct serve_router_cfg *cfg, struct serve_router *
     sr->events = cfg->events;
     sr->loop = cfg->loop;
     pthread_mutex_init(&sr->mu, NULL);
-    pthread_cond_init(&sr->cond, NULL);
+    pthread_condattr_t ca; /* sr_deadline_in's deadlines are on CLOCK_MONOTONIC */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&sr->cond, &ca);
+    pthread_condattr_destroy(&ca);
     buf_init(&sr->tokenizer, SR_TOKENIZER_MAX);
     int rc = serve_router_tokenizer_doc(cfg, &sr->tokenizer);
     if (rc) goto fail;

@@ -83,10 +83,13 @@ start_engine() {
 
 # run_py FILE ARGS...: runs one Python check file and adds its ok/not ok lines to the counts. A file
 # that dies without reporting a failure (a traceback, a timeout) counts as one failure.
+# run_py FILE ARGS...: one Python client script, its ok/not ok lines counted; it may run for
+# $py_limit seconds (stretched under ASan).
+py_limit=240
 run_py() {
 	local f="$1" rc n_ok n_bad
 	shift
-	timeout --kill-after=5 $((240 * slow)) "$py" "$here/$f" "$@" >"$tmp/py.out" 2>&1
+	timeout --kill-after=5 $((py_limit * slow)) "$py" "$here/$f" "$@" >"$tmp/py.out" 2>&1
 	rc=$?
 	cat "$tmp/py.out"
 	n_ok="$(grep -c '^ok - ' "$tmp/py.out")"
@@ -145,7 +148,8 @@ CINFER_ENGINE_API_KEY=s3cret-key start_engine auth --context-length 256
 
 run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}" "auth=${ports[auth]}"
 run_py engine_serve_langchain.py "main=${ports[main]}"
-run_py engine_serve_aiperf.py "main=${ports[main]}"
+# aiperf runs two profiles of up to 240 s each (its own limits) and starts slowly on a busy machine.
+py_limit=600 run_py engine_serve_aiperf.py "main=${ports[main]}"
 run_py engine_serve_behaviour.py metrics "main=${ports[main]}" "nocompat=${ports[nocompat]}"
 run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"

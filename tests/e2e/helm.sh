@@ -139,14 +139,14 @@ check "watch-namespace: --namespace=models, Roles in models" has watch '"--names
 	"namespace: $wns"
 check "template: watch-namespaces.yaml" render watch2 "$testdata/watch-namespaces.yaml"
 check "watch-namespaces: a Role and a RoleBinding per program and namespace" kinds_are watch2 \
-	"Deployment=2 Role=6 RoleBinding=6 Service=2 ServiceAccount=2 $vap"
-check "watch-namespaces: both programs get --namespace=models,models2" bash -c \
-	'[ "$(grep -c -- "\"--namespace=models,models2\"" "$0")" = 2 ]' "$work/watch2.yaml"
+	"Deployment=3 Role=8 RoleBinding=8 Service=4 ServiceAccount=3 $vap"
+check "watch-namespaces: all three programs get --namespace=models,models2" bash -c \
+	'[ "$(grep -c -- "\"--namespace=models,models2\"" "$0")" = 3 ]' "$work/watch2.yaml"
 check "watch-namespaces: Roles in models2" has watch2 "namespace: models2"
 check "template: network-policy-off.yaml" render netoff "$testdata/network-policy-off.yaml"
 check "network-policy-off: --network-policy=false, no admission policy" has netoff '"--network-policy=false"'
 check "network-policy-off: objects" kinds_are netoff \
-	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2"
+	"ClusterRole=3 ClusterRoleBinding=3 Deployment=3 Role=2 RoleBinding=2 Service=4 ServiceAccount=3"
 check "podPatchPolicy on a cluster older than 1.30: refused, naming the value" bash -c \
 	'! out="$("$0" template r1 "$1" --kube-version 1.29.4 2>&1)" && grep -q "autoscaler.podPatchPolicy=false" <<<"$out"' \
 	"$helm_bin" "$chart"
