@@ -3,7 +3,8 @@
 #
 #   hack/router-bench.sh overhead [ROUNDS]    router alone, in front of a trivial upstream
 #                                             (hack/router-bench-upstream.c): added latency one
-#                                             request at a time, and CPU per request at load (ab)
+#                                             request at a time, and CPU per request at load (ab);
+#                                             POLICY=least-loaded: without prompt hashing
 #   hack/router-bench.sh trace [N] [SCALE]    the Mooncake conversation trace's first N requests
 #                                             (default 600) replayed at SCALE x speed (default 1),
 #                                             a 512-token hash block as 16 ids (one KV block),
@@ -69,7 +70,7 @@ overhead() {
 	"$work/upstream" "$model" "$up" &
 	pids+=($!)
 	wait_for 10 curl -sf "http://127.0.0.1:$up/health"
-	start_router "$rp" "$rprobe" "bench=http://127.0.0.1:$up"
+	start_router "$rp" "$rprobe" "bench=http://127.0.0.1:$up" --policy "${POLICY:-prefix}"
 	wait_for 10 bash -c "curl -sf http://127.0.0.1:$rprobe/metrics | grep -q 'cinfer_router_replicas{model_name=\"bench\",state=\"eligible\"} 1'"
 	sleep 1 # the tokenizer document
 	python3 - "$work" <<'EOF'
@@ -188,7 +189,7 @@ case "${1:-}" in
 overhead) overhead "${2:-3}" ;;
 trace) trace_run "${2:-600}" "${3:-1}" ;;
 *)
-	sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 	;;
 esac
