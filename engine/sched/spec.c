@@ -9,8 +9,10 @@ static const char *const spec_method_names[] = {
 };
 
 static const char *const spec_skip_names[SPEC_SKIP_COUNT] = {
-    [SPEC_SKIP_NO_PROPOSAL] = "no_proposal", [SPEC_SKIP_COST] = "cost",
-    [SPEC_SKIP_KV] = "kv_full",              [SPEC_SKIP_BUDGET] = "budget",
+    [SPEC_SKIP_NO_PROPOSAL] = "no_proposal",
+    [SPEC_SKIP_COST] = "cost",
+    [SPEC_SKIP_KV] = "kv_full",
+    [SPEC_SKIP_BUDGET] = "budget",
 };
 
 bool spec_method_parse(const char *name, enum spec_method *out)

@@ -154,7 +154,7 @@ struct spec_plan_in {
  * beats not speculating by 5% (estimation noise must not cost a loaded server). `scratch` holds
  * n * SPEC_MAX_TOKENS entries. Pure. */
 void spec_ctl_plan(const struct spec_plan_in *in, struct spec_cand *c, int n, void *scratch);
-#define SPEC_CTL_SCRATCH_BYTES(n) ((size_t)(n) * SPEC_MAX_TOKENS * 8u)
+#define SPEC_CTL_SCRATCH_BYTES(n) ((size_t)(n)*SPEC_MAX_TOKENS * 8u)
 
 /* A sequence's acceptance record: decayed counts of accepted proposals and of runs of proposals
  * that ended in a rejection (geometric model: accept = hits / (hits + misses)). */

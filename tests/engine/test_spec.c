@@ -472,8 +472,7 @@ static void run_all(struct env *e, const struct run_cfg *rc, int n_req, float te
 {
     env_sched(e, rc);
     int32_t ids[N_REQ][128];
-    for (int r = 0; r < n_req; r++)
-        add(e, r, ids[r], make_prompt(r, ids[r]), 60 - r, temp, stop);
+    for (int r = 0; r < n_req; r++) add(e, r, ids[r], make_prompt(r, ids[r]), 60 - r, temp, stop);
     run_to_idle(e);
     memcpy(out, e->out, sizeof(e->out[0]) * (size_t)n_req);
     sched_stats(e->s, st);
