@@ -2,8 +2,9 @@
  * generated text on stdout (UTF-8-safe streaming detokenizer) and the timings on stderr; stops at
  * end-of-generation tokens, --max-tokens or the model's context length. Not the HTTP server.
  * With --spec ngram each step verifies up to --num-speculative-tokens prompt-lookup proposals
- * (engine/sched/spec.h) with the same sampler draws, so the output is the same either way; here k
- * is fixed (serve's scheduler adapts it to acceptance and load). */
+ * (engine/sched/spec.h) with the same sampler draws, so the output is the same either way; k is
+ * chosen per step by the scheduler's controller (spec_ctl_plan) from the measured acceptance and
+ * step cost, or fixed with --no-spec-adaptive. */
 #include "engine/cmd/cmd.h"
 
 #include "common/clock.h"
@@ -39,7 +40,7 @@ struct gen_cfg {
     int spec_tokens, ngram_min, ngram_max;
     int seed, top_k, repeat_last_n;
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
-    bool output_ids, special, ignore_eos;
+    bool output_ids, special, ignore_eos, no_spec_adaptive;
 };
 
 #define O(f) offsetof(struct gen_cfg, f)
@@ -88,6 +89,9 @@ static const struct cfg_opt gen_opts[] = {
      0},
     {"ngram-max", CFG_INT, O(ngram_max), "5", 1, 64, "Longest suffix prompt lookup matches", NULL,
      0},
+    {"no-spec-adaptive", CFG_BOOL, O(no_spec_adaptive), "false", 1, 0,
+     "Always verify all the proposals found instead of choosing k from acceptance and step cost",
+     NULL, 0},
     CLI_LOG_OPTS(struct gen_cfg),
 };
 #undef O
@@ -156,7 +160,22 @@ struct gen_state {
     enum spec_method spec;
     int32_t *hist; /* (n_ctx + SPEC_MAX_TOKENS + 1) prompt and generated tokens; with --spec */
     long spec_proposed, spec_accepted, steps;
+    struct spec_cost cost;  /* step seconds against tokens: calibrated, then every step */
+    struct spec_accept acc; /* this sequence's acceptance */
 };
+
+/* Proposals worth verifying now out of the `found` ones (spec_ctl_plan for one sequence). */
+static int gen_spec_plan(struct gen_state *g, int found)
+{
+    if (g->cfg->no_spec_adaptive) return found;
+    uint64_t scratch[SPEC_MAX_TOKENS];
+    struct spec_cand c = {.accept = spec_accept_estimate(&g->acc, 0.5f), .kmax = found};
+    struct spec_plan_in in = {
+        .base_tokens = 1, .n_decodes = 1, .budget = found, .target = &g->cost, .adaptive = true};
+    spec_ctl_plan(&in, &c, 1, scratch);
+    if (c.k == 0) spec_accept_decay(&g->acc); /* fade, so lookup is tried again later */
+    return c.k;
+}
 
 /* Appends n tokens to the sequence and runs them in one step. */
 static int gen_step(struct gen_state *g, const int32_t *ids, int n, enum model_logits want,
@@ -221,7 +240,7 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
     const char *stop = "max_tokens";
     /* logits holds `n_rows` rows: the next token's, then one after each of the proposals
      * hist[n_hist..n_hist + n_rows - 1) fed with the last token (rows - 1 of them) */
-    int n_rows = 1;
+    int n_rows = 1, accepted = 0;
     if (g->hist) memcpy(g->hist, prompt, (size_t)n_prompt * sizeof(*prompt));
     while (n_gen < c->max_tokens) {
         int32_t last = -1;
@@ -234,7 +253,7 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
                 rc = v;
                 goto out;
             }
-            g->spec_accepted += v == SPEC_ACCEPTED;
+            accepted += v == SPEC_ACCEPTED;
             last = r.token;
             if (is_eog(g, r.token)) {
                 stop = "eos";
@@ -247,6 +266,9 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
             if (n_gen == c->max_tokens) goto done;
             if (v != SPEC_ACCEPTED) break;
         }
+        g->spec_accepted += accepted;
+        spec_accept_update(&g->acc, n_rows - 1, accepted);
+        accepted = 0;
         /* the K/V of rejected proposals goes; the verified context stays */
         int verified = n_prompt + n_gen - 1; /* every token but `last` is computed */
         if ((rc = kv_cache_seq_truncate(g->kv, g->seq, verified))) goto out;
@@ -266,8 +288,10 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
             k = room > 0 ? spec_ngram_propose(g->hist, n_hist, c->ngram_min, c->ngram_max, room,
                                               g->hist + n_hist)
                          : 0;
+            if (k > 0) k = gen_spec_plan(g, k);
             g->spec_proposed += k;
         }
+        double ts = clock_mono_s();
         if (k == 0) {
             rc = gen_step(g, &last, 1, MODEL_LOGITS_LAST, &logits);
         } else {
@@ -275,6 +299,7 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
             rc = gen_step(g, g->hist + n_hist - 1, 1 + k, MODEL_LOGITS_ALL, &logits);
         }
         if (rc) goto out;
+        spec_cost_observe(&g->cost, 1 + k, clock_mono_s() - ts);
         n_rows = 1 + k;
     }
 done:
@@ -296,6 +321,23 @@ done:
 out:
     buf_fini(&out);
     return rc;
+}
+
+/* Times steps of 1, 2, 4, .. 2K+2 tokens for the adaptive k (a context too short to time them
+ * leaves the cost unknown: k stays 0 until real steps teach it). */
+static int gen_spec_calibrate(struct gen_state *g)
+{
+    const struct gen_cfg *c = g->cfg;
+    if (strcmp(c->spec, "none") == 0 || c->no_spec_adaptive) return 0;
+    int rc = spec_cost_calibrate(&g->cost, g->m, g->kv, 2 * c->spec_tokens + 2);
+    if (rc == ERR_AGAIN) spec_cost_init(&g->cost);
+    if (rc == 0)
+        log_info("speculation: step cost calibrated",
+                 LOG_F("t1_ms", spec_cost_estimate(&g->cost, 1) * 1e3),
+                 LOG_F("t2_ms", spec_cost_estimate(&g->cost, 2) * 1e3),
+                 LOG_F("t4_ms", spec_cost_estimate(&g->cost, 4) * 1e3),
+                 LOG_F("t8_ms", spec_cost_estimate(&g->cost, 8) * 1e3));
+    return rc == ERR_AGAIN ? 0 : rc;
 }
 
 static int gen_prompt_ids(struct gen_state *g, int32_t **ids, size_t *n)
@@ -388,9 +430,12 @@ int cmd_generate_main(int argc, char **argv)
         goto out;
     }
     int bs = KV_CACHE_DEFAULT_BLOCK_SIZE;
-    struct kv_cache_config kc = {(int)((n_ctx + bs - 1) / bs), bs, 1, (int)((n_ctx + bs - 1) / bs)};
+    /* speculation's calibration times a few steps on a second, scratch sequence */
+    struct kv_cache_config kc = {(int)((n_ctx + bs - 1) / bs), bs, 2, (int)((n_ctx + bs - 1) / bs)};
+    spec_cost_init(&g.cost);
     if ((rc = kv_cache_new(&kc, &g.kv)) || (rc = model_kv_init(g.m, g.kv)) ||
-        (rc = kv_cache_seq_open(g.kv, &g.seq)) || (rc = gen_setup_sampler(&g))) {
+        (rc = gen_spec_calibrate(&g)) || (rc = kv_cache_seq_open(g.kv, &g.seq)) ||
+        (rc = gen_setup_sampler(&g))) {
         fprintf(stderr, "cinfer-engine generate: setting up: %s\n", err_str(rc));
         goto out;
     }

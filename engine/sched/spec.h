@@ -126,7 +126,7 @@ void spec_cost_observe(struct spec_cost *c, int n_tokens, double seconds);
  * proportional to tokens, under which no speculation pays). */
 double spec_cost_estimate(const struct spec_cost *c, int n_tokens);
 /* Calibrates c with a few forward passes of m on kv (sizes 1, 2, 4, .. up to max_tokens, each the
- * best of 2), on a scratch sequence that is closed again. Needs a free sequence id and free blocks;
+ * best of 3), on a scratch sequence that is closed again. Needs a free sequence id and free blocks;
  * ERR_AGAIN otherwise, or the forward's error. */
 int spec_cost_calibrate(struct spec_cost *c, struct model *m, struct kv_cache *kv, int max_tokens);
 

@@ -89,7 +89,7 @@ int spec_cost_calibrate(struct spec_cost *c, struct model *m, struct kv_cache *k
     for (int i = 0; i < SPEC_CALIB_MAX_N; i++) ids[i] = (int32_t)((i * 7919 + 13) % n_vocab);
     for (int n = 1; n <= max_tokens && !rc; n *= 2) {
         double best = -1.0;
-        for (int rep = 0; rep < 2 && !rc; rep++) {
+        for (int rep = 0; rep < 3 && !rc; rep++) {
             if ((rc = kv_cache_seq_truncate(kv, seq, 0)) != 0) break;
             if (kv_cache_seq_append(kv, seq, n, NULL) != 0) {
                 rc = ERR_AGAIN;
