@@ -248,8 +248,6 @@ START_TEST(test_kv_cache_seq_attach_shares_full_blocks)
 }
 END_TEST
 
-/* Random open/append/fork/close/hold/release churn: the pool never leaks, refcounts stay
- * consistent, and the count of held blocks no sequence uses matches a recount every step. */
 /* Speculative decoding's rollback: blocks past the new length go back to the pool, the last kept
  * block counts only the kept slots, a later append rewrites the cut ones, and a cut inside a block
  * another owner shares is refused with nothing changed. */
@@ -298,6 +296,8 @@ START_TEST(test_kv_cache_seq_truncate_returns_blocks)
 }
 END_TEST
 
+/* Random open/append/fork/close/hold/release churn: the pool never leaks, refcounts stay
+ * consistent, and the count of held blocks no sequence uses matches a recount every step. */
 START_TEST(test_kv_cache_random_churn_no_leaks)
 {
     struct kv_cache *kv = make(64, 4, 8, 32);
