@@ -59,6 +59,23 @@
 #define METRIC_VLLM_E2E_REQUEST_LATENCY "vllm:e2e_request_latency_seconds"
 #define METRIC_VLLM_REQUEST_QUEUE_TIME  "vllm:request_queue_time_seconds"
 
+/* Speculative decoding (registered only when it is on): sequence-steps that verified proposals,
+ * proposals verified, proposals accepted, accepted ones by position in the run (label position,
+ * "0".."K-1") and decoding sequence-steps that proposed nothing by reason (label reason:
+ * no_proposal, cost, kv_full, budget; no vLLM twin). vLLM's Python client renders its
+ * per-position counter with the _total suffix, as here. */
+#define METRIC_LABEL_POSITION             "position"
+#define METRIC_LABEL_REASON               "reason"
+#define METRIC_SPEC_DRAFTS                "cinfer_spec_decode_num_drafts_total"
+#define METRIC_SPEC_DRAFT_TOKENS          "cinfer_spec_decode_num_draft_tokens_total"
+#define METRIC_SPEC_ACCEPTED              "cinfer_spec_decode_num_accepted_tokens_total"
+#define METRIC_SPEC_ACCEPTED_PER_POS      "cinfer_spec_decode_num_accepted_tokens_per_pos_total"
+#define METRIC_SPEC_SKIPPED               "cinfer_spec_decode_skipped_total"
+#define METRIC_VLLM_SPEC_DRAFTS           "vllm:spec_decode_num_drafts_total"
+#define METRIC_VLLM_SPEC_DRAFT_TOKENS     "vllm:spec_decode_num_draft_tokens_total"
+#define METRIC_VLLM_SPEC_ACCEPTED         "vllm:spec_decode_num_accepted_tokens_total"
+#define METRIC_VLLM_SPEC_ACCEPTED_PER_POS "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+
 /* Default bucket upper bounds (seconds; +Inf is implicit), the ones vLLM uses so that quantiles
  * compare across engines. Use as an initializer list:
  *   static const double ttft[] = {METRIC_BUCKETS_TIME_TO_FIRST_TOKEN};
@@ -102,5 +119,12 @@
 
 #define METRIC_HELP_PREFILL_TOKENS_WAITING                                                         \
     "Prompt tokens not yet prefilled (queued and in progress)."
+#define METRIC_HELP_SPEC_DRAFTS       "Speculative decoding: sequence-steps that verified proposals."
+#define METRIC_HELP_SPEC_DRAFT_TOKENS "Speculative decoding: proposed tokens verified."
+#define METRIC_HELP_SPEC_ACCEPTED     "Speculative decoding: proposed tokens accepted."
+#define METRIC_HELP_SPEC_ACCEPTED_PER_POS                                                          \
+    "Speculative decoding: proposed tokens accepted, by position in the proposal run."
+#define METRIC_HELP_SPEC_SKIPPED                                                                   \
+    "Speculative decoding: decoding sequence-steps without proposals, by reason."
 
 #endif

@@ -1,6 +1,10 @@
 /* cinfer-engine generate: one prompt in, its continuation streamed to stdout. Writes only the
  * generated text on stdout (UTF-8-safe streaming detokenizer) and the timings on stderr; stops at
- * end-of-generation tokens, --max-tokens or the model's context length. Not the HTTP server. */
+ * end-of-generation tokens, --max-tokens or the model's context length. Not the HTTP server.
+ * With --spec ngram each step verifies up to --num-speculative-tokens prompt-lookup proposals
+ * (engine/sched/spec.h) with the same sampler draws, so the output is the same either way; k is
+ * chosen per step by the scheduler's controller (spec_ctl_plan) from the measured acceptance and
+ * step cost, or fixed with --no-spec-adaptive. */
 #include "engine/cmd/cmd.h"
 
 #include "common/clock.h"
@@ -12,6 +16,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/sched/sampler.h"
+#include "engine/sched/spec.h"
 #include "engine/text/tokenizer.h"
 
 #include <errno.h>
@@ -29,11 +34,13 @@ struct gen_cfg {
     const char *prompt_tokens;
     const char *backend;
     const char *kv_type;
+    const char *spec;
     const char *log_level, *log_format;
     int max_tokens, threads, n_batch, n_ctx;
+    int spec_tokens, ngram_min, ngram_max;
     int seed, top_k, repeat_last_n;
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
-    bool output_ids, special, ignore_eos;
+    bool output_ids, special, ignore_eos, no_spec_adaptive;
 };
 
 #define O(f) offsetof(struct gen_cfg, f)
@@ -73,6 +80,18 @@ static const struct cfg_opt gen_opts[] = {
     {"special", CFG_BOOL, O(special), "false", 1, 0, "Render control tokens' text", NULL, 0},
     {"ignore-eos", CFG_BOOL, O(ignore_eos), "false", 1, 0,
      "Keep generating past end-of-generation tokens", NULL, 0},
+    {"spec", CFG_STRING, O(spec), "none", 1, 0,
+     "Speculative decoding: ngram = verify prompt-lookup proposals each step (same output)",
+     SPEC_METHOD_NAMES, 0},
+    {"num-speculative-tokens", CFG_INT, O(spec_tokens), "5", 1, SPEC_MAX_TOKENS,
+     "Proposals verified per step at most", NULL, 0},
+    {"ngram-min", CFG_INT, O(ngram_min), "2", 1, 64, "Shortest suffix prompt lookup matches", NULL,
+     0},
+    {"ngram-max", CFG_INT, O(ngram_max), "5", 1, 64, "Longest suffix prompt lookup matches", NULL,
+     0},
+    {"no-spec-adaptive", CFG_BOOL, O(no_spec_adaptive), "false", 1, 0,
+     "Always verify all the proposals found instead of choosing k from acceptance and step cost",
+     NULL, 0},
     CLI_LOG_OPTS(struct gen_cfg),
 };
 #undef O
@@ -138,19 +157,37 @@ struct gen_state {
     struct sampler *smp;
     int seq;
     int n_vocab;
+    enum spec_method spec;
+    int32_t *hist; /* (n_ctx + SPEC_MAX_TOKENS + 1) prompt and generated tokens; with --spec */
+    long spec_proposed, spec_accepted, steps;
+    struct spec_cost cost;  /* step seconds against tokens: calibrated, then every step */
+    struct spec_accept acc; /* this sequence's acceptance */
 };
 
+/* Proposals worth verifying now out of the `found` ones (spec_ctl_plan for one sequence). */
+static int gen_spec_plan(struct gen_state *g, int found)
+{
+    if (g->cfg->no_spec_adaptive) return found;
+    uint64_t scratch[SPEC_MAX_TOKENS];
+    struct spec_cand c = {.accept = spec_accept_estimate(&g->acc, 0.5f), .kmax = found};
+    struct spec_plan_in in = {
+        .base_tokens = 1, .n_decodes = 1, .budget = found, .target = &g->cost, .adaptive = true};
+    spec_ctl_plan(&in, &c, 1, scratch);
+    if (c.k == 0) spec_accept_decay(&g->acc); /* fade, so lookup is tried again later */
+    return c.k;
+}
+
 /* Appends n tokens to the sequence and runs them in one step. */
-static int gen_step(struct gen_state *g, const int32_t *ids, int n, bool want_logits,
+static int gen_step(struct gen_state *g, const int32_t *ids, int n, enum model_logits want,
                     const float **logits)
 {
     struct kv_cache_copy cp;
     int pos = kv_cache_seq_len(g->kv, g->seq);
     int rc = kv_cache_seq_append(g->kv, g->seq, n, &cp);
     if (rc) return rc;
-    struct model_batch_entry e = {g->seq, pos, n, ids,
-                                  want_logits ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE};
+    struct model_batch_entry e = {g->seq, pos, n, ids, want};
     int rows;
+    g->steps++;
     return model_forward(g->m, g->kv, &e, 1, logits, &rows);
 }
 
@@ -187,7 +224,8 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
     double t0 = clock_mono_s();
     for (int i = 0; i < n_prompt; i += c->n_batch) {
         int n = n_prompt - i < c->n_batch ? n_prompt - i : c->n_batch;
-        if ((rc = gen_step(g, prompt + i, n, i + n == n_prompt, &logits))) return rc;
+        enum model_logits want = i + n == n_prompt ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE;
+        if ((rc = gen_step(g, prompt + i, n, want, &logits))) return rc;
         if (shutdown_requested()) return ERR_CANCELLED;
     }
     double t1 = clock_mono_s();
@@ -197,21 +235,44 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
     if (g->tok) tokenizer_detok_init(&dt, g->tok, c->special);
     struct buf out;
     buf_init(&out, 0);
-    int n_gen = 0;
+    int n_gen = 0, n_hist = n_prompt;
     int n_ctx = kv_cache_max_blocks_per_seq(g->kv) * kv_cache_block_size(g->kv);
     const char *stop = "max_tokens";
+    /* logits holds `n_rows` rows: the next token's, then one after each of the proposals
+     * hist[n_hist..n_hist + n_rows - 1) fed with the last token (rows - 1 of them) */
+    int n_rows = 1, accepted = 0;
+    if (g->hist) memcpy(g->hist, prompt, (size_t)n_prompt * sizeof(*prompt));
     while (n_gen < c->max_tokens) {
-        struct sampler_result r;
-        if ((rc = sampler_sample(g->smp, logits, &r))) goto out;
-        if (is_eog(g, r.token)) {
-            stop = "eos";
-            break;
+        int32_t last = -1;
+        for (int i = 0; i < n_rows; i++) {
+            struct sampler_result r;
+            int32_t proposal = i + 1 < n_rows ? g->hist[n_hist] : -1;
+            const float *row = logits + (size_t)i * (size_t)g->n_vocab;
+            int v = spec_verify_row(g->smp, row, proposal, NULL, NULL, &r);
+            if (v < 0) {
+                rc = v;
+                goto out;
+            }
+            accepted += v == SPEC_ACCEPTED;
+            last = r.token;
+            if (is_eog(g, r.token)) {
+                stop = "eos";
+                goto done;
+            }
+            if ((rc = emit(g, &dt, &out, r.token, n_gen))) goto out;
+            sampler_accept(g->smp, r.token);
+            if (g->hist) g->hist[n_hist++] = r.token;
+            n_gen++;
+            if (n_gen == c->max_tokens) goto done;
+            if (v != SPEC_ACCEPTED) break;
         }
-        if ((rc = emit(g, &dt, &out, r.token, n_gen))) goto out;
-        sampler_accept(g->smp, r.token);
-        n_gen++;
-        if (n_gen == c->max_tokens) break;
-        if (kv_cache_seq_len(g->kv, g->seq) >= n_ctx) {
+        g->spec_accepted += accepted;
+        spec_accept_update(&g->acc, n_rows - 1, accepted);
+        accepted = 0;
+        /* the K/V of rejected proposals goes; the verified context stays */
+        int verified = n_prompt + n_gen - 1; /* every token but `last` is computed */
+        if ((rc = kv_cache_seq_truncate(g->kv, g->seq, verified))) goto out;
+        if (verified >= n_ctx) {
             stop = "context_full";
             break;
         }
@@ -219,8 +280,29 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
             stop = "interrupted";
             break;
         }
-        if ((rc = gen_step(g, &r.token, 1, true, &logits))) goto out;
+        int k = 0;
+        if (g->spec == SPEC_METHOD_NGRAM) {
+            int room = c->max_tokens - n_gen - 1;
+            if (n_ctx - verified - 1 < room) room = n_ctx - verified - 1;
+            if (c->spec_tokens < room) room = c->spec_tokens;
+            k = room > 0 ? spec_ngram_propose(g->hist, n_hist, c->ngram_min, c->ngram_max, room,
+                                              g->hist + n_hist)
+                         : 0;
+            if (k > 0) k = gen_spec_plan(g, k);
+            g->spec_proposed += k;
+        }
+        double ts = clock_mono_s();
+        if (k == 0) {
+            rc = gen_step(g, &last, 1, MODEL_LOGITS_LAST, &logits);
+        } else {
+            /* hist[n_hist - 1] is `last`, followed by the k proposals */
+            rc = gen_step(g, g->hist + n_hist - 1, 1 + k, MODEL_LOGITS_ALL, &logits);
+        }
+        if (rc) goto out;
+        spec_cost_observe(&g->cost, 1 + k, clock_mono_s() - ts);
+        n_rows = 1 + k;
     }
+done:
     if (g->tok && !c->output_ids) {
         buf_reset(&out);
         if ((rc = tokenizer_detok_flush(&dt, &out))) goto out;
@@ -231,10 +313,31 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
     log_info("generation finished", LOG_I("prompt_tokens", n_prompt), LOG_F("prefill_s", t1 - t0),
              LOG_F("prefill_tok_s", n_prompt / (t1 - t0)), LOG_I("generated_tokens", n_gen),
              LOG_F("decode_s", t2 - t1),
-             LOG_F("decode_tok_s", n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0), LOG_S("stop", stop));
+             LOG_F("decode_tok_s", n_gen > 1 ? (n_gen - 1) / (t2 - t1) : 0.0), LOG_S("stop", stop),
+             LOG_I("steps", g->steps), LOG_I("spec_proposed", g->spec_proposed),
+             LOG_I("spec_accepted", g->spec_accepted),
+             LOG_F("spec_acceptance",
+                   g->spec_proposed ? (double)g->spec_accepted / (double)g->spec_proposed : 0.0));
 out:
     buf_fini(&out);
     return rc;
+}
+
+/* Times steps of 1, 2, 4, .. 2K+2 tokens for the adaptive k (a context too short to time them
+ * leaves the cost unknown: k stays 0 until real steps teach it). */
+static int gen_spec_calibrate(struct gen_state *g)
+{
+    const struct gen_cfg *c = g->cfg;
+    if (strcmp(c->spec, "none") == 0 || c->no_spec_adaptive) return 0;
+    int rc = spec_cost_calibrate(&g->cost, g->m, g->kv, 2 * c->spec_tokens + 2);
+    if (rc == ERR_AGAIN) spec_cost_init(&g->cost);
+    if (rc == 0)
+        log_info("speculation: step cost calibrated",
+                 LOG_F("t1_ms", spec_cost_estimate(&g->cost, 1) * 1e3),
+                 LOG_F("t2_ms", spec_cost_estimate(&g->cost, 2) * 1e3),
+                 LOG_F("t4_ms", spec_cost_estimate(&g->cost, 4) * 1e3),
+                 LOG_F("t8_ms", spec_cost_estimate(&g->cost, 8) * 1e3));
+    return rc == ERR_AGAIN ? 0 : rc;
 }
 
 static int gen_prompt_ids(struct gen_state *g, int32_t **ids, size_t *n)
@@ -327,13 +430,29 @@ int cmd_generate_main(int argc, char **argv)
         goto out;
     }
     int bs = KV_CACHE_DEFAULT_BLOCK_SIZE;
-    struct kv_cache_config kc = {(int)((n_ctx + bs - 1) / bs), bs, 1, (int)((n_ctx + bs - 1) / bs)};
+    /* speculation's calibration times a few steps on a second, scratch sequence */
+    struct kv_cache_config kc = {(int)((n_ctx + bs - 1) / bs), bs, 2, (int)((n_ctx + bs - 1) / bs)};
+    spec_cost_init(&g.cost);
     if ((rc = kv_cache_new(&kc, &g.kv)) || (rc = model_kv_init(g.m, g.kv)) ||
-        (rc = kv_cache_seq_open(g.kv, &g.seq)) || (rc = gen_setup_sampler(&g))) {
+        (rc = gen_spec_calibrate(&g)) || (rc = kv_cache_seq_open(g.kv, &g.seq)) ||
+        (rc = gen_setup_sampler(&g))) {
         fprintf(stderr, "cinfer-engine generate: setting up: %s\n", err_str(rc));
         goto out;
     }
     for (size_t i = 0; i < n_prompt; i++) sampler_accept(g.smp, prompt[i]);
+    spec_method_parse(c.spec, &g.spec); /* the option's choices admit only known names */
+    if (c.ngram_min > c.ngram_max) {
+        fprintf(stderr, "cinfer-engine generate: --ngram-min %d exceeds --ngram-max %d\n",
+                c.ngram_min, c.ngram_max);
+        status = 2;
+        goto out;
+    }
+    if (g.spec != SPEC_METHOD_NONE &&
+        !(g.hist =
+              malloc(((size_t)kc.n_blocks * (size_t)bs + SPEC_MAX_TOKENS + 1) * sizeof(*g.hist)))) {
+        fprintf(stderr, "cinfer-engine generate: %s\n", err_str(ERR_NOMEM));
+        goto out;
+    }
     if ((rc = gen_run(&g, prompt, (int)n_prompt))) {
         fprintf(stderr, "cinfer-engine generate: %s\n", err_str(rc));
         goto out;
@@ -341,6 +460,7 @@ int cmd_generate_main(int argc, char **argv)
     status = 0;
 out:
     free(prompt);
+    free(g.hist);
     sampler_free(g.smp);
     kv_cache_free(g.kv);
     tokenizer_free(g.tok);

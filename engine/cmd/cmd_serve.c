@@ -18,6 +18,7 @@
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
 #include "engine/serve/serve_router.h"
+#include "engine/sched/spec.h"
 #include "engine/text/tokenizer.h"
 
 #include <stddef.h>
@@ -56,6 +57,9 @@ struct serve_cfg {
     const char *allowed_origins;
     int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
+    const char *spec;
+    int spec_tokens, ngram_min, ngram_max;
+    bool no_spec_adaptive;
     const char *log_level, *log_format;
 };
 
@@ -134,6 +138,20 @@ static const struct cfg_opt serve_opts[] = {
     {"shutdown-timeout", CFG_INT, O(shutdown_timeout_s), "30", 0, 3600,
      "Then how long in-flight requests may take; those still running are ended (finish_reason "
      "length)",
+     NULL, 0},
+    {"spec", CFG_STRING, O(spec), "none", 1, 0,
+     "Speculative decoding: ngram = verify prompt-lookup proposals (the sequence's own earlier "
+     "tokens) in each decode step; the output is the same, faster on input-grounded text",
+     SPEC_METHOD_NAMES, 0},
+    {"num-speculative-tokens", CFG_INT, O(spec_tokens), "5", 1, SPEC_MAX_TOKENS,
+     "Proposals per sequence per step at most", NULL, 0},
+    {"ngram-min", CFG_INT, O(ngram_min), "2", 1, 64, "Shortest suffix prompt lookup matches", NULL,
+     0},
+    {"ngram-max", CFG_INT, O(ngram_max), "5", 1, 64, "Longest suffix prompt lookup matches", NULL,
+     0},
+    {"no-spec-adaptive", CFG_BOOL, O(no_spec_adaptive), "false", 1, 0,
+     "Always propose all that is found, up to --num-speculative-tokens, instead of choosing per "
+     "sequence and step from measured acceptance and step cost",
      NULL, 0},
     CLI_LOG_OPTS(struct serve_cfg),
 };
@@ -249,6 +267,19 @@ static int serve_chat_template(struct serve_state *s)
 }
 
 /* Loads the model, tokenizer and KV cache and starts the responder and the inference loop. */
+/* The scheduler's speculation settings from the flags (validated by the option table and main). */
+static struct spec_config serve_spec_config(const struct serve_cfg *c)
+{
+    struct spec_config sc;
+    spec_config_default(&sc);
+    spec_method_parse(c->spec, &sc.method); /* the option's choices admit only known names */
+    sc.num_tokens = c->spec_tokens;
+    sc.ngram_min = c->ngram_min;
+    sc.ngram_max = c->ngram_max;
+    sc.adaptive = !c->no_spec_adaptive;
+    return sc;
+}
+
 static int serve_load(struct serve_state *s)
 {
     const struct serve_cfg *c = s->cfg;
@@ -299,6 +330,7 @@ static int serve_load(struct serve_state *s)
                 .chunked_prefill = !c->no_chunked_prefill,
                 .prefix_caching = !c->no_prefix_caching,
                 .max_context = ctx,
+                .spec = serve_spec_config(c),
             },
         .max_queue = c->max_queue,
         .request_timeout_s = c->request_timeout_s,
@@ -405,6 +437,12 @@ int cmd_serve_main(int argc, char **argv)
         .model_name = s.model_name,
         .vllm_compat = strcmp(cfg.metrics_compat, "vllm") == 0,
     };
+    if (strcmp(cfg.spec, "none") != 0) acfg.spec_positions = cfg.spec_tokens;
+    if (cfg.ngram_min > cfg.ngram_max) {
+        log_error("--ngram-min exceeds --ngram-max", LOG_I("ngram_min", cfg.ngram_min),
+                  LOG_I("ngram_max", cfg.ngram_max));
+        return 2;
+    }
     if (cfg.chat_template) { /* a bad --chat-template is a configuration error: before listening */
         struct chat_template_config cc = {.override = cfg.chat_template};
         struct chat_template *ct = NULL;

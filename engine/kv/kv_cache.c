@@ -291,6 +291,19 @@ int kv_cache_seq_append(struct kv_cache *kv, int seq, int n_new, struct kv_cache
     return 0;
 }
 
+int kv_cache_seq_truncate(struct kv_cache *kv, int seq, int len)
+{
+    struct kv_seq *s = seq_get(kv, seq);
+    if (len < 0 || len > s->len) return ERR_INVAL;
+    int bs = kv->cfg.block_size;
+    int keep = (len + bs - 1) / bs;
+    if (len % bs != 0 && kv->refcount[s->blocks[keep - 1]] > 1 && len < s->len) return ERR_INVAL;
+    while (s->n_blocks > keep) block_unref(kv, s->blocks[--s->n_blocks]);
+    if (len % bs != 0) kv->fill[s->blocks[keep - 1]] = len % bs;
+    s->len = len;
+    return 0;
+}
+
 int64_t kv_cache_seq_slot(const struct kv_cache *kv, int seq, int pos)
 {
     const struct kv_seq *s = seq_get(kv, seq);

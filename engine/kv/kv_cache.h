@@ -78,6 +78,13 @@ int kv_cache_seq_blocks_needed(const struct kv_cache *kv, int seq, int n_new);
  * ERR_RANGE when the block table would overflow. When the last block is shared and partial it is
  * replaced by a private copy first, reported in *copy (may be NULL only if the caller never shares). */
 int kv_cache_seq_append(struct kv_cache *kv, int seq, int n_new, struct kv_cache_copy *copy);
+/* Shortens the sequence to `len` tokens (0 <= len <= its length): the blocks past the one holding
+ * position len - 1 are released (each returns to the free list when no other owner holds it) and
+ * the fill of the last kept block drops to len's place in it, so the cut slots count as unwritten
+ * and the next append writes them again. Speculative decoding's rollback of rejected positions.
+ * ERR_INVAL, with nothing changed, for a len out of range or one that cuts inside a block another
+ * owner shares (a shared block is immutable). */
+int kv_cache_seq_truncate(struct kv_cache *kv, int seq, int len);
 /* Cache slot of position `pos` (< len) of the sequence: block_id * block_size + pos % block_size. */
 int64_t kv_cache_seq_slot(const struct kv_cache *kv, int seq, int pos);
 

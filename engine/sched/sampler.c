@@ -45,6 +45,9 @@ struct sampler {
     struct cand *cands; /* (cap_cands) top-k candidates; with top-k only */
     int cap_cands;
     float *blocks; /* (n_vocab / SAMPLER_BLOCK + 1) weight sums of the full-vocabulary draw */
+    struct cand
+        *nucleus; /* (cap_nucleus) sampler_probs' top-p candidates; allocated on first use */
+    int cap_nucleus;
 };
 
 void sampler_params_default(struct sampler_params *p)
@@ -128,6 +131,7 @@ void sampler_free(struct sampler *s)
     free(s->counts);
     free(s->cands);
     free(s->blocks);
+    free(s->nucleus);
     free(s);
 }
 
@@ -621,5 +625,111 @@ int sampler_logprobs(struct sampler *s, const float *logits, int32_t token,
         return ERR_INVAL;
     out->token = token;
     fill_logprobs(s, logits, out);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- speculative decoding */
+
+double sampler_uniform(struct sampler *s)
+{
+    return rng_uniform(&s->rng);
+}
+
+void sampler_result_fill(struct sampler *s, const float *logits, int32_t token,
+                         struct sampler_result *out)
+{
+    (void)sampler_fill(s, logits, token, out);
+}
+
+int sampler_n_vocab(const struct sampler *s)
+{
+    return s->n_vocab;
+}
+
+/* Writes the normalised weights of the n candidates c (at inv_t, relative to m) into probs. */
+static void probs_of_set(const struct cand *c, int n, float m, float inv_t, float *probs)
+{
+    double z = 0.0;
+    for (int i = 0; i < n; i++) z += weight_of(c[i].logit, c[i].id, m, inv_t, KEEP_ALL);
+    for (int i = 0; i < n; i++)
+        probs[c[i].id] = (float)(weight_of(c[i].logit, c[i].id, m, inv_t, KEEP_ALL) / z);
+}
+
+/* top-p without top-k: the nucleus as a sorted candidate prefix. The smallest k whose best-k set
+ * weighs at least `want` at temperature 1 is found by gathering 64, 256, ... best tokens; token i
+ * of the sorted set is in the nucleus when the tokens before it weigh less than want (the rule of
+ * draw_top_p, which always keeps the best token). Returns the nucleus size, or ERR_NOMEM. */
+static int nucleus_gather(struct sampler *s, const float *l, float m, double want)
+{
+    int n_vocab = s->n_vocab;
+    for (int k = 64;; k = k > n_vocab / 4 ? n_vocab : k * 4) {
+        if (k > n_vocab) k = n_vocab;
+        int cap = 2 * k + LANES < n_vocab ? 2 * k + LANES : n_vocab;
+        if (cap > s->cap_nucleus) {
+            struct cand *c = realloc(s->nucleus, (size_t)cap * sizeof(*c));
+            if (!c) return ERR_NOMEM;
+            s->nucleus = c;
+            s->cap_nucleus = cap;
+        }
+        int n = top_k_gather(l, n_vocab, k, s->nucleus, cap);
+        double before = 0.0;
+        for (int i = 0; i < n; i++) {
+            if (i > 0 && before >= want) return i;
+            before += exp_nonpos(s->nucleus[i].logit - m);
+        }
+        if (n < k || k == n_vocab) return n; /* every finite token is in */
+    }
+}
+
+int sampler_probs(struct sampler *s, const float *logits, float *probs)
+{
+    const struct sampler_params *p = &s->p;
+    const float *l = effective_logits(s, logits);
+    memset(probs, 0, (size_t)s->n_vocab * sizeof(*probs));
+    if (p->temperature <= 0.0f) {
+        int32_t best = argmax_finite(l, s->n_vocab);
+        if (best < 0) return ERR_INVAL;
+        probs[best] = 1.0f;
+        return 0;
+    }
+    float m = max_finite(l, s->n_vocab);
+    if (m == -INFINITY) return ERR_INVAL;
+    float inv_t = 1.0f / p->temperature;
+    float floor = p->min_p > 0.0f ? m + logf(p->min_p) : -INFINITY;
+    if (p->top_k > 0 && p->top_k < s->n_vocab) { /* as sampler_sample's top-k branch */
+        int n = top_k_gather(l, s->n_vocab, p->top_k, s->cands, s->cap_cands);
+        if (n == 0) return ERR_INVAL;
+        if (p->top_p < 1.0f) {
+            double z = 0.0, cum = 0.0;
+            for (int i = 0; i < n; i++) z += exp_nonpos(s->cands[i].logit - m);
+            for (int i = 0; i < n; i++) {
+                cum += exp_nonpos(s->cands[i].logit - m);
+                if (cum >= (double)p->top_p * z) {
+                    n = i + 1;
+                    break;
+                }
+            }
+        }
+        int kept = 1;
+        while (kept < n && s->cands[kept].logit >= floor) kept++;
+        probs_of_set(s->cands, kept, m, inv_t, probs);
+        return 0;
+    }
+    if (p->top_p < 1.0f) {
+        double want = (double)p->top_p * weigh_blocks(l, s->n_vocab, m, 1.0f, KEEP_ALL, s->blocks);
+        int n = nucleus_gather(s, l, m, want);
+        if (n < 0) return n;
+        int kept = 1;
+        while (kept < n && s->nucleus[kept].logit >= floor) kept++;
+        probs_of_set(s->nucleus, kept, m, inv_t, probs);
+        return 0;
+    }
+    struct keep keep = KEEP_ALL;
+    keep.floor = floor;
+    double z = weigh_blocks(l, s->n_vocab, m, inv_t, keep, s->blocks);
+    for (int i = 0; i < s->n_vocab; i++) {
+        float w = weight_of(l[i], i, m, inv_t, keep);
+        if (w > 0.0f) probs[i] = (float)(w / z);
+    }
     return 0;
 }

@@ -99,4 +99,26 @@ int sampler_sample(struct sampler *s, const float *logits, struct sampler_result
 int sampler_logprobs(struct sampler *s, const float *logits, int32_t token,
                      struct sampler_result *out);
 
+/* ---- for speculative decoding (engine/sched/spec_verify.c) ----
+ * The rejection rule needs the distribution sampler_sample draws from as numbers, a uniform from
+ * the same seeded stream, and the log-probs of a token it did not choose itself. */
+
+/* Writes the distribution sampler_sample(s, logits) draws from to probs (n_vocab floats summing
+ * to 1, 0 for every token the filters drop): the same bias, penalties (over the accepted history),
+ * top-k, top-p, min-p and temperature; greedy puts all the mass on the token it would pick. Uses
+ * no random numbers. The first call with top-p and no top-k allocates a candidate buffer
+ * (ERR_NOMEM); ERR_INVAL when no token has a finite logit. */
+int sampler_probs(struct sampler *s, const float *logits, float *probs);
+
+/* The next uniform number in [0, 1) of the sampler's seeded stream (the one its draws use). */
+double sampler_uniform(struct sampler *s);
+
+/* Fills *out for `token`, chosen by the caller from `logits` (borrowed), as sampler_sample fills
+ * its own choice (log-probs only when params.logprobs). */
+void sampler_result_fill(struct sampler *s, const float *logits, int32_t token,
+                         struct sampler_result *out);
+
+/* The vocabulary size it was created for. */
+int sampler_n_vocab(const struct sampler *s);
+
 #endif

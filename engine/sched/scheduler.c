@@ -6,6 +6,7 @@
 
 #include "common/assert.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "engine/gguf/gguf.h"
@@ -54,6 +55,7 @@ struct sched_seq {
     struct sampler *smp; /* created at first admission: its scratch is O(vocabulary) */
     struct stop_matcher *stop;
     struct tokenizer_detok detok;
+    struct spec_seq spec; /* speculative decoding: proposals this step, acceptance, draft state */
 };
 
 struct sched {
@@ -80,6 +82,13 @@ struct sched {
     struct sched_seq **entry_seq;
     struct buf piece, text; /* event text assembly */
     struct sched_stats st;
+
+    /* Speculative decoding (cfg.spec.method NONE: none of this is allocated or used). */
+    struct spec_cost cost;   /* step seconds against tokens (calibrated, then learned) */
+    struct spec_accept acc;  /* every sequence's runs: the prior of a sequence's estimate */
+    struct spec_cand *cands; /* (max_num_seqs) this step's candidates */
+    int *cand_entry;         /* (max_num_seqs) their entries */
+    void *plan_scratch;      /* SPEC_CTL_SCRATCH_BYTES(max_num_seqs) */
 };
 
 /* ---------------------------------------------------------------- sequences */
@@ -189,6 +198,8 @@ static void seq_emit(struct sched *s, struct sched_seq *q, const struct sampler_
         .n_generated = q->n_generated,
         .cum_logprob = q->cum_logprob,
         .n_sampled = q->n_sampled,
+        .spec_proposed = q->spec.n_proposed,
+        .spec_accepted = q->spec.n_accepted,
     };
     s->emit(s->emit_ctx, &ev);
 }
@@ -461,6 +472,125 @@ static void report_prompt_logprobs(struct sched *s, struct sched_seq *q,
     }
 }
 
+/* ---------------------------------------------------------------- speculative decoding */
+
+/* Proposals q may make this step at most: K, and no more than it may still emit less one (the
+ * target's own token after them), within max_context. */
+static int spec_kmax(const struct sched *s, const struct sched_seq *q)
+{
+    int k = s->cfg.spec.num_tokens;
+    if (q->max_tokens > 0 && q->max_tokens - q->n_generated - 1 < k)
+        k = (int)(q->max_tokens - q->n_generated - 1);
+    if (s->cfg.max_context - q->n_tokens - 1 < k) k = s->cfg.max_context - q->n_tokens - 1;
+    return k;
+}
+
+/* Turns the step's decode entries into speculative ones: each decoding sequence's n-gram
+ * proposals are written after its last token (q->tokens[n_tokens..)), the controller picks how
+ * many each keeps, their slots are reserved (never by preempting: a sequence that gets none just
+ * decodes) and the entry grows to last token + k proposals with logits for every row. */
+static void schedule_spec(struct sched *s, int n_entries, int *budget)
+{
+    const struct spec_config *sc = &s->cfg.spec;
+    if (sc->method == SPEC_METHOD_NONE) return;
+    int n = 0, n_decodes = 0;
+    float prior = spec_accept_estimate(&s->acc, 0.5f);
+    for (int e = 0; e < n_entries; e++) {
+        struct sched_seq *q = s->entry_seq[e];
+        q->spec.k = 0;
+        if (s->entries[e].logits == MODEL_LOGITS_LAST) n_decodes++;
+        if (q->chunk != 1 || q->n_computed + 1 != q->n_tokens) continue; /* a prefill chunk */
+        int kmax = spec_kmax(s, q);
+        if (kmax <= 0 || seq_grow(s, q, q->n_tokens + kmax + 1) != 0) continue;
+        s->entries[e].tokens = q->tokens + q->n_computed; /* seq_grow may have moved them */
+        int found = spec_ngram_propose(q->tokens, q->n_tokens, sc->ngram_min, sc->ngram_max, kmax,
+                                       q->tokens + q->n_tokens);
+        if (found == 0) {
+            s->st.spec.skipped[SPEC_SKIP_NO_PROPOSAL]++;
+            continue;
+        }
+        s->cands[n] = (struct spec_cand){
+            .accept = spec_accept_estimate(&q->spec.acc, prior),
+            .kmax = found,
+        };
+        s->cand_entry[n++] = e;
+    }
+    if (n == 0) return;
+    struct spec_plan_in in = {
+        .base_tokens = s->cfg.max_num_batched_tokens - *budget,
+        .n_decodes = n_decodes,
+        .budget = *budget,
+        .target = &s->cost,
+        .adaptive = sc->adaptive,
+    };
+    spec_ctl_plan(&in, s->cands, n, s->plan_scratch);
+    bool any = false;
+    for (int c = 0; c < n; c++) {
+        int e = s->cand_entry[c], k = s->cands[c].k;
+        struct sched_seq *q = s->entry_seq[e];
+        if (k == 0) {
+            /* not worth it now: let old evidence fade so the sequence is tried again later */
+            spec_accept_decay(&q->spec.acc);
+            s->st.spec.skipped[*budget > 0 ? SPEC_SKIP_COST : SPEC_SKIP_BUDGET]++;
+            continue;
+        }
+        if (seq_reserve(s, q, k) != 0) {
+            s->st.spec.skipped[SPEC_SKIP_KV]++;
+            continue;
+        }
+        s->entries[e].n_tokens = 1 + k;
+        s->entries[e].logits = MODEL_LOGITS_ALL;
+        q->chunk = 1 + k;
+        q->spec.k = k;
+        *budget -= k;
+        any = true;
+    }
+    if (!any) spec_accept_decay(&s->acc);
+}
+
+/* Verifies q's speculative entry, whose 1 + k logits rows start at `logits`: emits the accepted
+ * proposals and the target's own next token, then cuts the K/V back to the verified tokens and
+ * offers their full blocks to the prefix cache. Returns the finish reason (NONE: still running). */
+static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
+                                           const float *logits)
+{
+    int k = q->spec.k, base = q->n_tokens, a = 0;
+    enum sched_finish f = SCHED_FINISH_NONE;
+    q->spec.k = 0;
+    q->spec.n_proposed += k;
+    s->st.spec.drafts++;
+    s->st.spec.draft_tokens += (uint64_t)k;
+    for (int i = 0; i <= k && f == SCHED_FINISH_NONE; i++) {
+        /* proposal i sits at q->tokens[base + i] = q->tokens[q->n_tokens] until accepted */
+        int32_t proposal = i < k ? q->tokens[base + i] : -1;
+        struct sampler_result r;
+        int out = spec_verify_row(q->smp, logits + (size_t)i * (size_t)s->n_vocab, proposal, NULL,
+                                  NULL, &r);
+        if (out < 0) {
+            log_warn("no finite logit to sample from; aborting the request");
+            seq_emit(s, q, NULL, SCHED_FINISH_ABORT);
+            f = SCHED_FINISH_ABORT;
+            break;
+        }
+        if (out == SPEC_ACCEPTED) {
+            a++;
+            q->spec.n_accepted++;
+            s->st.spec.accepted++;
+            s->st.spec.accepted_per_pos[i]++;
+        }
+        f = seq_accept(s, q, &r);
+        if (out != SPEC_ACCEPTED) break;
+    }
+    spec_accept_update(&q->spec.acc, k, a);
+    spec_accept_update(&s->acc, k, a);
+    if (f != SCHED_FINISH_NONE) return f; /* the caller closes its K/V */
+    q->n_computed += a;                   /* the last token's row was counted by the caller */
+    int rc = kv_cache_seq_truncate(s->kv, q->kv_seq, q->n_computed);
+    ASSERT(rc == 0); /* the cut blocks were reserved by this step: private */
+    kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
+    return SCHED_FINISH_NONE;
+}
+
 /* Ends every sequence of a failed step: its K/V may be half written. */
 static void abort_step(struct sched *s, int n_entries)
 {
@@ -478,18 +608,25 @@ int sched_step(struct sched *s)
     if (s->cfg.chunked_prefill) {
         /* Decodes first, then prompt chunks into what is left: decodes never stall. */
         schedule_running(s, &n_entries, &budget);
+        schedule_spec(s, n_entries, &budget);
         schedule_waiting(s, &n_entries, &budget);
     } else {
         /* Whole prompts first (vLLM without chunked prefill): a step that prefills runs no
          * decodes, or long prompts would wait behind decodes for ever. */
         schedule_waiting(s, &n_entries, &budget);
-        if (n_entries == 0) schedule_running(s, &n_entries, &budget);
+        if (n_entries == 0) {
+            schedule_running(s, &n_entries, &budget);
+            schedule_spec(s, n_entries, &budget);
+        }
     }
     if (n_entries == 0) return 0;
 
     const float *logits = NULL;
     int n_rows = 0;
+    double t0 = clock_mono_s();
     int rc = model_forward(s->m, s->kv, s->entries, n_entries, &logits, &n_rows);
+    if (s->cfg.spec.method != SPEC_METHOD_NONE && !rc)
+        spec_cost_observe(&s->cost, s->cfg.max_num_batched_tokens - budget, clock_mono_s() - t0);
     s->st.steps++;
     if (rc) {
         log_error("forward step failed; aborting its requests", LOG_S("err", err_str(rc)),
@@ -501,6 +638,18 @@ int sched_step(struct sched *s)
     for (int e = 0; e < n_entries; e++) {
         struct sched_seq *q = s->entry_seq[e];
         const struct model_batch_entry *en = &s->entries[e];
+        if (q->spec.k > 0) {
+            ASSERT(row + q->chunk <= n_rows);
+            const float *rows = logits + (size_t)row * (size_t)s->n_vocab;
+            row += q->chunk;
+            q->n_computed += 1; /* the last token; verification adds the accepted proposals */
+            q->chunk = 0;
+            if (spec_verify_entry(s, q, rows) != SCHED_FINISH_NONE) {
+                running_remove(s, q);
+                seq_destroy(s, q);
+            }
+            continue;
+        }
         q->n_computed += q->chunk;
         q->chunk = 0;
         kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
@@ -541,13 +690,40 @@ void sched_set_block_observer(struct sched *s, prefix_cache_observer_fn fn, void
     kv_slots_set_observer(s->slots, fn, ctx);
 }
 
+/* Speculation's buffers, and the step-cost model calibrated on the still empty pool. */
+static int sched_spec_init(struct sched *s)
+{
+    size_t n = (size_t)s->cfg.max_num_seqs;
+    s->cands = calloc(n, sizeof(*s->cands));
+    s->cand_entry = calloc(n, sizeof(*s->cand_entry));
+    s->plan_scratch = malloc(SPEC_CTL_SCRATCH_BYTES(n));
+    if (!s->cands || !s->cand_entry || !s->plan_scratch) return ERR_NOMEM;
+    spec_cost_init(&s->cost);
+    if (!s->cfg.spec.adaptive) return 0;
+    int max = s->cfg.max_num_batched_tokens < 64 ? s->cfg.max_num_batched_tokens : 64;
+    double t0 = clock_mono_s();
+    int rc = spec_cost_calibrate(&s->cost, s->m, s->kv, max);
+    if (rc == ERR_AGAIN) {
+        /* no room to time steps: the cost is learned from the first real steps instead */
+        log_warn("speculation: KV pool too small to calibrate the step cost");
+        spec_cost_init(&s->cost);
+        return 0;
+    }
+    if (rc) return rc;
+    log_info("speculation: step cost calibrated",
+             LOG_F("t1_ms", spec_cost_estimate(&s->cost, 1) * 1e3),
+             LOG_F("t8_ms", spec_cost_estimate(&s->cost, 8) * 1e3),
+             LOG_F("calib_s", clock_mono_s() - t0));
+    return 0;
+}
+
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out)
 {
     int bs = kv_cache_block_size(kv);
     if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_context < 2 ||
         cfg->max_context > kv_cache_max_blocks_per_seq(kv) * bs ||
-        cfg->max_num_seqs > kv_cache_max_seqs(kv) || !emit)
+        cfg->max_num_seqs > kv_cache_max_seqs(kv) || !emit || !spec_config_valid(&cfg->spec))
         return ERR_INVAL;
     struct sched *s = calloc(1, sizeof(*s));
     if (!s) return ERR_NOMEM;
@@ -573,6 +749,7 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
     s->entry_seq = calloc((size_t)cfg->max_num_seqs, sizeof(*s->entry_seq));
     if (!s->running || !s->entries || !s->entry_seq) goto fail;
     if ((rc = kv_slots_new(kv, cfg->prefix_caching, &s->slots)) != 0) goto fail;
+    if (cfg->spec.method != SPEC_METHOD_NONE && (rc = sched_spec_init(s)) != 0) goto fail;
     *out = s;
     return 0;
 fail:
@@ -590,6 +767,9 @@ void sched_free(struct sched *s)
     free(s->running);
     free(s->entries);
     free(s->entry_seq);
+    free(s->cands);
+    free(s->cand_entry);
+    free(s->plan_scratch);
     buf_fini(&s->piece);
     buf_fini(&s->text);
     free(s);

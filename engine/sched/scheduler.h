@@ -25,6 +25,7 @@
 #define CINFER_ENGINE_SCHEDULER_H
 
 #include "engine/sched/sampler.h"
+#include "engine/sched/spec.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -48,6 +49,8 @@ struct sched_config {
                                    (alone if it exceeds the budget) */
     bool prefix_caching;
     int max_context; /* tokens per sequence, prompt + generated (<= KV block-table capacity) */
+    /* Speculative decoding (engine/sched/spec.h); zero (method NONE) runs the plain step. */
+    struct spec_config spec;
 };
 
 enum sched_finish {
@@ -100,6 +103,8 @@ struct sched_event {
      * (0 unless sampling.logprobs), and how many were sampled: best_of ranks by their mean. */
     double cum_logprob;
     int n_sampled;
+    long spec_proposed; /* proposals verified for the sequence so far */
+    long spec_accepted; /* of those, accepted */
 };
 
 /* Called on the inference thread for every event. Must not call back into the scheduler except
@@ -119,11 +124,14 @@ struct sched_stats {
     uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */
     uint64_t generation_tokens; /* tokens generated */
     uint64_t steps;             /* forward steps run */
+    struct spec_stats spec;     /* speculative decoding (zero without it) */
 };
 
 /* Creates a scheduler over `m`, `kv` (its K/V storage must be initialised with model_kv_init) and
  * `tok` (may be NULL: no text, only tokens; EOS from the GGUF), all borrowed for the scheduler's life.
- * cfg is copied. Writes a new scheduler to *out (sched_free). ERR_INVAL on a bad config, ERR_NOMEM. */
+ * cfg is copied. With adaptive speculation, times a few forward passes on the (empty) pool to
+ * calibrate its step-cost model (spec_cost_calibrate). Writes a new scheduler to *out (sched_free).
+ * ERR_INVAL on a bad config (also spec_config_valid false), ERR_NOMEM. */
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out);
 /* Tells `fn` of every block the prefix cache stores or evicts (engine/kv/kv_events.h, for

@@ -162,6 +162,10 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     if ((rc = probe_register_process_metrics(a->reg)) != 0 ||
         (rc = serve_metrics_new(a->reg, cfg->model_name, cfg->vllm_compat, &a->metrics)) != 0)
         goto fail;
+    if (cfg->spec_positions > 0 &&
+        (rc = serve_metrics_enable_spec(a->metrics, a->reg, cfg->model_name, cfg->vllm_compat,
+                                        cfg->spec_positions)) != 0)
+        goto fail;
     a->routes[0] = (struct http_route){HTTP_GET, "/health", http_api_health, a};
     a->routes[1] = (struct http_route){HTTP_GET, "/live", http_api_live, a};
     a->routes[2] = (struct http_route){HTTP_GET, "/metrics", http_api_render_metrics, a};

@@ -33,6 +33,8 @@ struct http_api_cfg {
     const char *model_name; /* the model_name label on every engine metric; borrowed, must
                                  outlive the api */
     bool vllm_compat;       /* also expose each engine metric under its vLLM name */
+    int spec_positions;     /* speculative decoding's K: its metrics (serve_metrics_enable_spec);
+                               0 = speculation off, no spec metrics */
 };
 
 struct http_api; /* opaque */

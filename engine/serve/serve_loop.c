@@ -70,7 +70,8 @@ struct serve_loop_req {
     int n_live; /* choices whose sequences have not finished */
     bool first_token_seen;
     double first_token_at;
-    long generated, cached; /* for the access log */
+    long generated, cached;            /* for the access log */
+    long spec_proposed, spec_accepted; /* finished choices' speculation, for the access log */
     bool timed_out;
     struct serve_loop_choice ch[]; /* (n_choices) */
 };
@@ -88,7 +89,8 @@ static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_f
              LOG_I("completion_tokens", lr->generated), LOG_S("finish_reason", finish_name(f)),
              LOG_B("stream", sp->stream),
              LOG_F("ttft_s", lr->first_token_seen ? lr->first_token_at - sp->arrival : -1.0),
-             LOG_F("e2e_s", e2e));
+             LOG_F("e2e_s", e2e), LOG_I("spec_proposed", lr->spec_proposed),
+             LOG_I("spec_accepted", lr->spec_accepted));
     serve_req_list_remove(&l->live, r);
     free(lr);
     r->loop = NULL;
@@ -137,6 +139,8 @@ static void on_event(void *ctx, const struct sched_event *ev)
     }
     push_event(r, c->index, ev);
     if (ev->finish != SCHED_FINISH_NONE) {
+        lr->spec_proposed += ev->spec_proposed;
+        lr->spec_accepted += ev->spec_accepted;
         c->seq = NULL;
         if (--lr->n_live == 0) request_done(l, r, ev->finish);
     }
@@ -245,6 +249,7 @@ static void update_metrics(struct serve_loop *l)
     serve_metrics_add_tokens(l->metrics, (long)(st.prompt_tokens - l->last.prompt_tokens),
                              (long)(st.generation_tokens - l->last.generation_tokens));
     serve_metrics_add_preemptions(l->metrics, (long)(st.preemptions - l->last.preemptions));
+    serve_metrics_add_spec(l->metrics, &st.spec, &l->last.spec);
     l->last = st;
     atomic_store(&l->waiting, st.waiting);
 }

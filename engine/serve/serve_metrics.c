@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/metric_names.h"
 #include "common/prom/prom.h"
+#include "engine/sched/spec.h"
 
 #include <stdlib.h>
 
@@ -29,13 +30,20 @@ enum sm_slot {
     SM_ITL,
     SM_E2E,
     SM_QUEUE_TIME,
-    SM_N_SLOTS,
+    SM_N_CORE, /* the slots above are registered by serve_metrics_new; the rest with speculation */
+    SM_SPEC_DRAFTS = SM_N_CORE,
+    SM_SPEC_DRAFT_TOKENS,
+    SM_SPEC_ACCEPTED,
+    SM_SPEC_PER_POS,                                     /* one per position */
+    SM_SPEC_SKIPPED = SM_SPEC_PER_POS + SPEC_MAX_TOKENS, /* one per enum spec_skip */
+    SM_N_SLOTS = SM_SPEC_SKIPPED + SPEC_SKIP_COUNT,
 };
 
 _Static_assert(SERVE_FINISH_ABORT + 1 == SERVE_FINISH_COUNT, "SERVE_FINISH_COUNT is stale");
 
 struct serve_metrics {
     struct prom_series *s[SM_N_SLOTS]; /* borrowed from the registry; valid until it is freed */
+    int spec_positions;                /* per-position series registered (0: no speculation) */
 };
 
 /* finished_reason label values, indexed by enum serve_finish. */
@@ -50,8 +58,14 @@ static const double sm_itl_bounds[] = {METRIC_BUCKETS_INTER_TOKEN_LATENCY};
 static const double sm_e2e_bounds[] = {METRIC_BUCKETS_E2E_REQUEST_LATENCY};
 static const double sm_queue_bounds[] = {METRIC_BUCKETS_REQUEST_QUEUE_TIME};
 
-/* One metric to register. by_reason: the second label is finished_reason and the slots
- * slot..slot+SERVE_FINISH_COUNT-1 receive one series per reason. */
+/* position label values of the per-position speculation counter */
+static const char *const sm_position_label[SPEC_MAX_TOKENS] = {
+    "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15",
+};
+_Static_assert(SPEC_MAX_TOKENS == 16, "sm_position_label is stale");
+
+/* One metric to register. With label2 the second label is label2 and the slots
+ * slot..slot+n_values-1 receive one series per value (values2[i]). */
 struct sm_def {
     enum prom_type type;
     const char *name;
@@ -60,8 +74,14 @@ struct sm_def {
     const double *buckets;
     size_t n_buckets;
     enum sm_slot slot;
-    bool by_reason;
+    const char *label2;
+    const char *const *values2;
+    size_t n_values2;
 };
+
+#define SM_BY_REASON                                                                               \
+    .label2 = METRIC_LABEL_FINISHED_REASON, .values2 = sm_finish_label,                            \
+    .n_values2 = SERVE_FINISH_COUNT
 
 #define SM_HIST(b) .buckets = (b), .n_buckets = ARRAY_LEN(b)
 
@@ -86,7 +106,7 @@ static const struct sm_def sm_defs[] = {
     {PROM_COUNTER, METRIC_PREEMPTIONS, METRIC_VLLM_PREEMPTIONS, METRIC_HELP_PREEMPTIONS,
      .slot = SM_PREEMPTIONS},
     {PROM_COUNTER, METRIC_REQUESTS, METRIC_VLLM_REQUESTS, METRIC_HELP_REQUESTS, .slot = SM_REQUESTS,
-     .by_reason = true},
+     SM_BY_REASON},
     {PROM_HISTOGRAM, METRIC_TIME_TO_FIRST_TOKEN, METRIC_VLLM_TIME_TO_FIRST_TOKEN,
      METRIC_HELP_TIME_TO_FIRST_TOKEN, SM_HIST(sm_ttft_bounds), .slot = SM_TTFT},
     {PROM_HISTOGRAM, METRIC_INTER_TOKEN_LATENCY, METRIC_VLLM_INTER_TOKEN_LATENCY,
@@ -95,6 +115,22 @@ static const struct sm_def sm_defs[] = {
      METRIC_HELP_E2E_REQUEST_LATENCY, SM_HIST(sm_e2e_bounds), .slot = SM_E2E},
     {PROM_HISTOGRAM, METRIC_REQUEST_QUEUE_TIME, METRIC_VLLM_REQUEST_QUEUE_TIME,
      METRIC_HELP_REQUEST_QUEUE_TIME, SM_HIST(sm_queue_bounds), .slot = SM_QUEUE_TIME},
+};
+
+/* Speculative decoding's counters (serve_metrics_enable_spec); the per-position one gets as many
+ * positions as the server proposes tokens at most. */
+static const struct sm_def sm_spec_defs[] = {
+    {PROM_COUNTER, METRIC_SPEC_DRAFTS, METRIC_VLLM_SPEC_DRAFTS, METRIC_HELP_SPEC_DRAFTS,
+     .slot = SM_SPEC_DRAFTS},
+    {PROM_COUNTER, METRIC_SPEC_DRAFT_TOKENS, METRIC_VLLM_SPEC_DRAFT_TOKENS,
+     METRIC_HELP_SPEC_DRAFT_TOKENS, .slot = SM_SPEC_DRAFT_TOKENS},
+    {PROM_COUNTER, METRIC_SPEC_ACCEPTED, METRIC_VLLM_SPEC_ACCEPTED, METRIC_HELP_SPEC_ACCEPTED,
+     .slot = SM_SPEC_ACCEPTED},
+    {PROM_COUNTER, METRIC_SPEC_ACCEPTED_PER_POS, METRIC_VLLM_SPEC_ACCEPTED_PER_POS,
+     METRIC_HELP_SPEC_ACCEPTED_PER_POS, .slot = SM_SPEC_PER_POS, .label2 = METRIC_LABEL_POSITION,
+     .values2 = sm_position_label, .n_values2 = SPEC_MAX_TOKENS},
+    {PROM_COUNTER, METRIC_SPEC_SKIPPED, NULL, METRIC_HELP_SPEC_SKIPPED, .slot = SM_SPEC_SKIPPED,
+     .label2 = METRIC_LABEL_REASON, .n_values2 = SPEC_SKIP_COUNT},
 };
 
 /* A name clash is ERR_EXISTS in common/prom; this module's contract reports it as ERR_INVAL (the
@@ -106,15 +142,15 @@ static int sm_rc(int rc)
 
 /* Registers one metric (and its vLLM alias) and stores its series in m->s. */
 static int sm_register(struct serve_metrics *m, struct prom_registry *reg, const struct sm_def *d,
-                       const char *model, bool vllm_compat)
+                       const char *model, bool vllm_compat, size_t n_values2)
 {
-    static const char *const labels[] = {METRIC_LABEL_MODEL_NAME, METRIC_LABEL_FINISHED_REASON};
+    const char *const labels[] = {METRIC_LABEL_MODEL_NAME, d->label2};
     const struct prom_desc desc = {
         .type = d->type,
         .name = d->name,
         .help = d->help,
         .labels = labels,
-        .n_labels = d->by_reason ? 2 : 1,
+        .n_labels = d->label2 ? 2 : 1,
         .buckets = d->buckets,
         .n_buckets = d->n_buckets,
     };
@@ -125,13 +161,13 @@ static int sm_register(struct serve_metrics *m, struct prom_registry *reg, const
         failed = d->vllm;
         rc = prom_metric_alias(pm, d->vllm, NULL);
     }
-    if (!rc && !d->by_reason) {
+    if (!rc && !d->label2) {
         rc = prom_series_get(pm, (const char *const[]){model}, 1, &m->s[d->slot]);
     }
-    /* Every reason's series exists from the start, so a dashboard's rate() sees all three at 0. */
-    for (size_t f = 0; !rc && d->by_reason && f < SERVE_FINISH_COUNT; f++) {
-        rc = prom_series_get(pm, (const char *const[]){model, sm_finish_label[f]}, 2,
-                             &m->s[d->slot + f]);
+    /* Every value's series exists from the start, so a dashboard's rate() sees them all at 0. */
+    for (size_t f = 0; !rc && d->label2 && f < n_values2; f++) {
+        const char *v = d->values2 ? d->values2[f] : spec_skip_name((enum spec_skip)f);
+        rc = prom_series_get(pm, (const char *const[]){model, v}, 2, &m->s[d->slot + f]);
     }
     if (rc) {
         log_warn("serve_metrics: cannot register metric", LOG_S("name", failed),
@@ -152,9 +188,10 @@ int serve_metrics_new(struct prom_registry *reg, const char *model_name, bool vl
     struct serve_metrics *m = calloc(1, sizeof(*m));
     if (!m) goto out;
     for (size_t i = 0; i < ARRAY_LEN(sm_defs); i++) {
-        if ((rc = sm_register(m, reg, &sm_defs[i], model_name, vllm_compat)) != 0) goto out;
+        const struct sm_def *d = &sm_defs[i];
+        if ((rc = sm_register(m, reg, d, model_name, vllm_compat, d->n_values2)) != 0) goto out;
     }
-    for (size_t i = 0; i < SM_N_SLOTS; i++) ASSERT(m->s[i]); /* the table covers every slot */
+    for (size_t i = 0; i < SM_N_CORE; i++) ASSERT(m->s[i]); /* the table covers every slot */
     *out = m;
     m = NULL;
     rc = 0;
@@ -236,4 +273,32 @@ void serve_metrics_request_done(struct serve_metrics *m, enum serve_finish f, do
     ASSERT((unsigned)f < SERVE_FINISH_COUNT);
     prom_counter_inc(m->s[SM_REQUESTS + f], 1.0);
     prom_histogram_observe(m->s[SM_E2E], e2e_seconds);
+}
+
+int serve_metrics_enable_spec(struct serve_metrics *m, struct prom_registry *reg,
+                              const char *model_name, bool vllm_compat, int positions)
+{
+    ASSERT(m && reg && m->spec_positions == 0 && positions >= 1 && positions <= SPEC_MAX_TOKENS);
+    for (size_t i = 0; i < ARRAY_LEN(sm_spec_defs); i++) {
+        const struct sm_def *d = &sm_spec_defs[i];
+        size_t n = d->slot == SM_SPEC_PER_POS ? (size_t)positions : d->n_values2;
+        int rc = sm_register(m, reg, d, model_name, vllm_compat, n);
+        if (rc) return rc;
+    }
+    m->spec_positions = positions;
+    return 0;
+}
+
+void serve_metrics_add_spec(struct serve_metrics *m, const struct spec_stats *now,
+                            const struct spec_stats *before)
+{
+    if (!m || !m->spec_positions) return;
+    sm_count(m->s[SM_SPEC_DRAFTS], (long)(now->drafts - before->drafts));
+    sm_count(m->s[SM_SPEC_DRAFT_TOKENS], (long)(now->draft_tokens - before->draft_tokens));
+    sm_count(m->s[SM_SPEC_ACCEPTED], (long)(now->accepted - before->accepted));
+    for (int i = 0; i < m->spec_positions; i++)
+        sm_count(m->s[SM_SPEC_PER_POS + i],
+                 (long)(now->accepted_per_pos[i] - before->accepted_per_pos[i]));
+    for (int i = 0; i < SPEC_SKIP_COUNT; i++)
+        sm_count(m->s[SM_SPEC_SKIPPED + i], (long)(now->skipped[i] - before->skipped[i]));
 }

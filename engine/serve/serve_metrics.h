@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 struct prom_registry;
+struct spec_stats;
 
 /* How a request finished; the finished_reason label of cinfer_requests_total. */
 enum serve_finish {
@@ -31,6 +32,20 @@ struct serve_metrics; /* opaque: the series handles of one model */
  * fatal for that registry. Owning thread, at start-up. */
 int serve_metrics_new(struct prom_registry *reg, const char *model_name, bool vllm_compat,
                       struct serve_metrics **out);
+
+/* Registers speculative decoding's counters on `reg` too (the one serve_metrics_new used):
+ * proposals verified, accepted, accepted per position 0..positions-1 (1..SPEC_MAX_TOKENS: the
+ * server's --num-speculative-tokens) and sequence-steps skipped by reason, with their vLLM twins
+ * under vllm_compat. Without this call serve_metrics_add_spec does nothing and /metrics shows no
+ * spec series (vLLM shows them only with speculation too). 0 or serve_metrics_new's errors.
+ * Owning thread, at start-up, at most once. */
+int serve_metrics_enable_spec(struct serve_metrics *m, struct prom_registry *reg,
+                              const char *model_name, bool vllm_compat, int positions);
+
+/* Adds the growth of the scheduler's speculation counters from `before` to `now` (both borrowed;
+ * counters never fall). */
+void serve_metrics_add_spec(struct serve_metrics *m, const struct spec_stats *now,
+                            const struct spec_stats *before);
 
 /* Frees the handle (takes `m`); the metrics and their values stay in the registry. NULL-safe. No
  * other thread may use `m` during or after the call. */

@@ -73,6 +73,34 @@ for p in 0 2 3; do
 	if [ "$got" == "$want_ids" ]; then ok "p$p token-id prompt"; else not_ok "p$p token ids: got '${got:0:80}'"; fi
 done
 
+# Speculative decoding (prompt lookup): the same llama.cpp greedy tokens, in fewer steps; and the
+# same sampled text as without it for a fixed seed (proposals are verified with the same draws).
+ref="$refs/stories260K-F32.p2.json"
+ids="$(jq -j '.prompt_tokens | map(tostring) | join(",")' "$ref")"
+want_ids="$(jq -j '.greedy_tokens | map(tostring) | join(",")' "$ref")"
+n="$(jq '.greedy_tokens | length' "$ref")"
+got="$(gen --model "$models/stories260K.gguf" --prompt-tokens "$ids" --max-tokens "$n" \
+	--temperature 0 --output-ids --spec ngram --ngram-min 1 --num-speculative-tokens 8)"
+if [ "$got" == "$want_ids" ] && grep -q "spec_accepted=[1-9]" "$tmp/stderr"; then
+	ok "--spec ngram: greedy tokens identical to llama.cpp, proposals accepted"
+else
+	not_ok "--spec ngram: got '${got:0:80}' ($(tail -n 1 "$tmp/stderr"))"
+fi
+plain="$(gen --model "$models/stories260K.gguf" --prompt "Once upon a time" --max-tokens 80 --seed 7)"
+spec="$(gen --model "$models/stories260K.gguf" --prompt "Once upon a time" --max-tokens 80 --seed 7 \
+	--spec ngram --ngram-min 1)"
+if [ -n "$plain" ] && [ "$plain" == "$spec" ]; then
+	ok "--spec ngram: sampled text identical for a fixed seed"
+else
+	not_ok "--spec ngram sampled: '${plain:0:60}' vs '${spec:0:60}'"
+fi
+if gen --model "$models/stories260K.gguf" --prompt "x" --spec ngram --ngram-min 4 --ngram-max 2 \
+	>/dev/null; then
+	not_ok "--ngram-min above --ngram-max accepted"
+else
+	ok "--ngram-min above --ngram-max refused"
+fi
+
 # F16 model: same greedy continuation as llama.cpp's F16 run.
 want="$(jq -j .greedy_text "$refs/stories260K-F16.p0.json")"
 got="$(gen --model "$models/stories260K-F16.gguf" --prompt "Once upon a time" --max-tokens 100 --temperature 0)"

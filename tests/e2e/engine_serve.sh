@@ -141,7 +141,7 @@ start_engine queue --context-length 2048 --max-num-seqs 1 --max-queue 1
 # KV for 1.5 contexts of 256 tokens (640 bytes a token in f16 for stories260K): 16 requests of ~160
 # tokens each cannot all fit, so the scheduler must preempt.
 start_engine preempt --context-length 256 --block-size 16 --kv-cache-bytes $((384 * 640))
-start_engine nocompat --context-length 256 --metrics-compat none
+start_engine nocompat --context-length 256 --metrics-compat none --spec ngram
 start_engine bad --context-length 256 --max-body-bytes 65536
 # The API key from the environment, as a Secret would provide it.
 CINFER_ENGINE_API_KEY=s3cret-key start_engine auth --context-length 256

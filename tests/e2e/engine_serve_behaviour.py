@@ -2,7 +2,7 @@
 
 Usage: engine_serve_behaviour.py SECTION NAME=PORT[:PID]...
 Sections (the servers each needs and the flags engine_serve.sh gives them):
-  metrics           main, nocompat (--metrics-compat none)
+  metrics           main, nocompat (--metrics-compat none --spec ngram)
   greedy            main (outputs vs `cinfer-engine generate`)
   concurrency       main (64 concurrent streams vs the same requests one at a time)
   prefix            main, nocache (--no-prefix-caching)
@@ -123,11 +123,16 @@ def section_metrics(s):
                     hist_bad.append((fam, dict(labels), buckets[-3:], total))
         checks.check(f"--metrics-compat {name}: histogram buckets cumulative, +Inf bucket == _count",
                      not hist_bad, f"{hist_bad[:2]}")
-        missing = [n for n in native if n not in m.type]
+        # Speculative decoding's series exist only with --spec (the nocompat server runs ngram).
+        spec_on = not want_vllm
+        want = [n for n in native if spec_on or "spec_decode" not in n]
+        missing = [n for n in want if n not in m.type]
         checks.check(f"--metrics-compat {name}: every native metric present", not missing, f"missing {missing}")
+        extra = [n for n in native if n not in want and n in m.type]
+        checks.check(f"--metrics-compat {name}: spec_decode series only with --spec", not extra, f"{extra}")
         vnames = sorted({n for n in list(m.type) + list(m.help) + list(m.names()) if n.startswith("vllm:")})
         if want_vllm:
-            missing = [n for n in vllm if n not in m.type]
+            missing = [n for n in vllm if n not in m.type and "spec_decode" not in n]
             checks.check("--metrics-compat vllm: every vLLM twin present", not missing, f"missing {missing}")
             checks.check(
                 "--metrics-compat vllm: twins have the same values",

@@ -248,6 +248,54 @@ START_TEST(test_kv_cache_seq_attach_shares_full_blocks)
 }
 END_TEST
 
+/* Speculative decoding's rollback: blocks past the new length go back to the pool, the last kept
+ * block counts only the kept slots, a later append rewrites the cut ones, and a cut inside a block
+ * another owner shares is refused with nothing changed. */
+START_TEST(test_kv_cache_seq_truncate_returns_blocks)
+{
+    struct kv_cache *kv = make(8, 4, 2, 8);
+    int s;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &s), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 6, NULL), 0); /* 2 blocks */
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 7, NULL), 0); /* 13 tokens: 4 blocks */
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 4);
+    int n;
+    const int32_t *bt = kv_cache_seq_blocks(kv, s, &n);
+    int32_t third = bt[2];
+    ck_assert(kv_cache_block_is_full(kv, third));
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 9), 0);
+    ck_assert_int_eq(kv_cache_seq_len(kv, s), 9);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 3);
+    ck_assert(!kv_cache_block_is_full(kv, third)); /* 1 of its 4 slots kept */
+    ck_assert_int_eq(kv_cache_seq_blocks_needed(kv, s, 3), 0);
+    ck_assert_int_eq(kv_cache_seq_blocks_needed(kv, s, 4), 1);
+    ck_assert_int_eq(kv_cache_seq_append(kv, s, 3, NULL), 0);
+    ck_assert(kv_cache_block_is_full(kv, third));
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 8), 0); /* block aligned: third is released */
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 2);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, third), 0);
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 9), ERR_INVAL); /* past the end */
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, -1), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 8), 0); /* no-op */
+
+    /* A fork shares both blocks: cutting inside the second would change the other's data. */
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 6), 0); /* private so far: fine */
+    int f;
+    ck_assert_int_eq(kv_cache_seq_fork(kv, s, &f), 0);
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 5), ERR_INVAL);
+    ck_assert_int_eq(kv_cache_seq_len(kv, s), 6);
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 4),
+                     0); /* drops its reference to the shared one */
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 2);
+    ck_assert_int_eq(kv_cache_seq_len(kv, f), 6);
+    ck_assert_int_eq(kv_cache_seq_truncate(kv, s, 0), 0);
+    kv_cache_seq_close(kv, f);
+    ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
+    kv_cache_seq_close(kv, s);
+    kv_cache_free(kv);
+}
+END_TEST
+
 /* Random open/append/fork/close/hold/release churn: the pool never leaks, refcounts stay
  * consistent, and the count of held blocks no sequence uses matches a recount every step. */
 START_TEST(test_kv_cache_random_churn_no_leaks)
@@ -331,6 +379,7 @@ Suite *kv_cache_suite(void)
     tcase_add_test(tc, test_kv_cache_seq_fork_shares_and_copies_on_write);
     tcase_add_test(tc, test_kv_cache_fork_fails_without_free_id);
     tcase_add_test(tc, test_kv_cache_seq_attach_shares_full_blocks);
+    tcase_add_test(tc, test_kv_cache_seq_truncate_returns_blocks);
     tcase_add_test(tc, test_kv_cache_random_churn_no_leaks);
     suite_add_tcase(s, tc);
     return s;

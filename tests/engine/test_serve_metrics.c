@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/metric_names.h"
 #include "common/prom/prom.h"
+#include "engine/sched/spec.h"
 
 #include <check.h>
 #include <math.h>
@@ -578,6 +579,49 @@ START_TEST(test_updates_race_with_render)
 }
 END_TEST
 
+/* Speculation's counters exist only after serve_metrics_enable_spec, with their vLLM twins, one
+ * per-position series per proposal position and one skip series per reason; add_spec adds the
+ * growth between two snapshots. */
+START_TEST(test_spec_metrics_registered_and_counted)
+{
+    struct fixture f = fixture_new(true);
+    struct spec_stats before = {0}, now = {0};
+    serve_metrics_add_spec(f.m, &now, &before); /* not enabled: nothing */
+    struct prom_exposition *e = scrape(f.reg);
+    ck_assert_ptr_null(prom_exposition_family(e, METRIC_SPEC_DRAFTS));
+    prom_exposition_free(e);
+    ck_assert_int_eq(serve_metrics_enable_spec(f.m, f.reg, MODEL, true, 3), 0);
+    now.drafts = 4;
+    now.draft_tokens = 12;
+    now.accepted = 7;
+    now.accepted_per_pos[0] = 4;
+    now.accepted_per_pos[1] = 2;
+    now.accepted_per_pos[2] = 1;
+    now.skipped[SPEC_SKIP_COST] = 5;
+    serve_metrics_add_spec(f.m, &now, &before);
+    before = now;
+    now.accepted = 9;
+    now.accepted_per_pos[0] = 6;
+    serve_metrics_add_spec(f.m, &now, &before);
+    e = scrape(f.reg);
+    ck_assert(sample_value(e, METRIC_SPEC_DRAFTS, NULL) == 4);
+    ck_assert(sample_value(e, METRIC_VLLM_SPEC_DRAFT_TOKENS, NULL) == 12);
+    ck_assert(sample_value(e, METRIC_SPEC_ACCEPTED, NULL) == 9);
+    ck_assert(sample_value(e, METRIC_VLLM_SPEC_ACCEPTED, NULL) == 9);
+    const struct prom_family *pos = prom_exposition_family(e, METRIC_SPEC_ACCEPTED_PER_POS);
+    ck_assert_ptr_nonnull(pos);
+    ck_assert_uint_eq(pos->n_samples, 3);
+    const struct prom_label p0[] = {{METRIC_LABEL_MODEL_NAME, MODEL}, {METRIC_LABEL_POSITION, "0"}};
+    ck_assert(prom_exposition_sample(e, METRIC_VLLM_SPEC_ACCEPTED_PER_POS, p0, 2)->value == 6);
+    const struct prom_label cost[] = {{METRIC_LABEL_MODEL_NAME, MODEL},
+                                      {METRIC_LABEL_REASON, "cost"}};
+    ck_assert(prom_exposition_sample(e, METRIC_SPEC_SKIPPED, cost, 2)->value == 5);
+    ck_assert_uint_eq(prom_exposition_family(e, METRIC_SPEC_SKIPPED)->n_samples, SPEC_SKIP_COUNT);
+    prom_exposition_free(e);
+    fixture_free(&f);
+}
+END_TEST
+
 Suite *serve_metrics_suite(void)
 {
     Suite *s = suite_create("serve_metrics");
@@ -595,6 +639,7 @@ Suite *serve_metrics_suite(void)
     tcase_add_test(tc, test_new_model_name_escaped);
     tcase_add_test(tc, test_updates_null_handle_noop);
     tcase_add_test(tc, test_updates_race_with_render);
+    tcase_add_test(tc, test_spec_metrics_registered_and_counted);
     tcase_add_test_raise_signal(tc, test_negative_count_aborts, SIGABRT);
     tcase_add_test_raise_signal(tc, test_hits_above_queries_abort, SIGABRT);
     tcase_add_test_raise_signal(tc, test_bad_finish_reason_aborts, SIGABRT);

@@ -1,0 +1,179 @@
+/* Speculative decoding inside the continuous batch (issue 17). A decoding sequence's step entry
+ * becomes its last token plus k proposed tokens; the batched forward returns logits for all k+1
+ * positions, the proposals the target model agrees with are emitted together with the target's own
+ * next token, and the K/V of the rejected positions is rolled back. Decode reads every weight once
+ * per step, so when the step is bound by those reads k extra tokens cost little and each accepted
+ * proposal is a token for free; when it is not (large batches, a CPU's matmuls), the controller
+ * proposes less, down to nothing.
+ *
+ * Parts (one file each; the scheduler, engine/sched/scheduler.c, calls them):
+ *  - spec_ngram.c: prompt lookup, proposals copied from where the sequence's latest tokens occurred
+ *    before in its own prompt and output;
+ *  - spec_verify.c: the verification, exact: greedy token for token, sampling by the rejection rule;
+ *  - spec_ctl.c: how many proposals each sequence makes in each step, from its measured acceptance
+ *    and a model of step time against tokens learned while serving (calibrated at start-up).
+ * With method NONE none of it runs: the scheduler's step is the plain one.
+ *
+ * Not thread-safe: everything here belongs to the inference thread. */
+#ifndef CINFER_ENGINE_SPEC_H
+#define CINFER_ENGINE_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct model;
+struct kv_cache;
+struct sampler;
+struct sampler_result;
+
+#define SPEC_MAX_TOKENS 16 /* proposals per sequence per step at most (--num-speculative-tokens) */
+
+enum spec_method {
+    SPEC_METHOD_NONE = 0,
+    SPEC_METHOD_NGRAM, /* prompt lookup: no second model */
+};
+#define SPEC_METHOD_NAMES "none|ngram"
+
+/* "none", "ngram" <-> the enum; false for any other name. */
+bool spec_method_parse(const char *name, enum spec_method *out);
+const char *spec_method_name(enum spec_method m);
+
+/* Why a decoding sequence proposed nothing in a step (cinfer_spec_decode_skipped_total{reason}). */
+enum spec_skip {
+    SPEC_SKIP_NO_PROPOSAL = 0, /* n-gram: its latest tokens occur nowhere earlier */
+    SPEC_SKIP_COST,            /* the controller found no proposal worth its cost in this step */
+    SPEC_SKIP_KV,              /* no free KV blocks for the extra positions */
+    SPEC_SKIP_BUDGET,          /* the step's token budget was spent by other work */
+    SPEC_SKIP_COUNT
+};
+/* "no_proposal", "cost", "kv_full", "budget". */
+const char *spec_skip_name(enum spec_skip why);
+
+/* The scheduler's speculation settings (struct sched_config.spec). */
+struct spec_config {
+    enum spec_method method;
+    int num_tokens;           /* K: 1..SPEC_MAX_TOKENS proposals per sequence per step at most */
+    int ngram_min, ngram_max; /* n-gram: match lengths tried, 1 <= min <= max <= 64 */
+    /* true: k per sequence and step from acceptance and step cost (spec_ctl.c), down to 0;
+     * false: always min(K, what the limits allow) (tests, benchmarks of a fixed k) */
+    bool adaptive;
+};
+
+/* NONE, K 5, n-gram 2..5, adaptive. */
+void spec_config_default(struct spec_config *c);
+/* True when the settings can run: a known method, K and the n-gram bounds in range. Pure. */
+bool spec_config_valid(const struct spec_config *c);
+
+/* Counters since the scheduler started (struct sched_stats.spec); vLLM's spec_decode_* metrics. */
+struct spec_stats {
+    uint64_t drafts;       /* sequence-steps that verified at least one proposal */
+    uint64_t draft_tokens; /* proposals verified */
+    uint64_t accepted;     /* proposals accepted */
+    uint64_t accepted_per_pos[SPEC_MAX_TOKENS]; /* accepted at proposal position i (0-based) */
+    uint64_t skipped[SPEC_SKIP_COUNT];          /* decoding sequence-steps without proposals */
+};
+
+/* ---------------------------------------------------------------- n-gram (spec_ngram.c) */
+
+/* Prompt lookup over tokens[0..n) (borrowed; the sequence's prompt and output, the last one not yet
+ * computed): finds the most recent earlier occurrence of the longest suffix of length ngram_min..
+ * ngram_max and writes the up to k tokens that followed it to out. Returns how many (0: no
+ * occurrence). O(n * ngram_max) at worst, O(n) typically. Pure; any thread. */
+int spec_ngram_propose(const int32_t *tokens, int n, int ngram_min, int ngram_max, int k,
+                       int32_t *out);
+
+/* ---------------------------------------------------------------- verification (spec_verify.c) */
+
+enum spec_outcome {
+    SPEC_ACCEPTED = 0, /* the proposal was accepted: the emitted token is it */
+    SPEC_CORRECTED,    /* rejected: the emitted token is the target's replacement */
+    SPEC_BONUS,        /* the row after the last proposal: the target's own next token */
+};
+
+/* Chooses the token of one row of a speculative entry: `logits` (borrowed) is the target's row,
+ * `proposal` the draft token it verifies (-1 for the bonus row after the last one), `q` (borrowed)
+ * the distribution the proposal was drawn from (n_vocab floats) or NULL for a point mass (n-gram)
+ * and for greedy. With q NULL the row is sampled as without speculation (sampler_sample, the same
+ * random numbers) and the proposal is accepted when the sample equals it: for a point mass that
+ * is the rejection rule (accepted with probability p(d), otherwise a draw from p without d), and
+ * the output is token for token the one without speculation. With q: accepted when u < p(d)/q(d),
+ * otherwise a draw from the residual max(0, p - q), normalised (Leviathan et al. 2023, Chen et al.
+ * 2023), p being sampler_probs' distribution; `scratch` holds n_vocab floats. Writes the token and
+ * its log-probs (the target's) to *out; does not sampler_accept it. Returns the outcome, or
+ * ERR_INVAL when no logit is finite. */
+int spec_verify_row(struct sampler *smp, const float *logits, int32_t proposal, const float *q,
+                    float *scratch, struct sampler_result *out);
+
+/* Inverse-CDF draw from weights p[0..n) (>= 0, not necessarily normalised) in token id order with
+ * the uniform u in [0, 1): the first token whose cumulative weight exceeds u * sum. -1 when every
+ * weight is 0. Pure. */
+int32_t spec_draw(const float *p, int n, double u);
+
+/* ---------------------------------------------------------------- controller (spec_ctl.c) */
+
+#define SPEC_COST_BUCKETS 20 /* step sizes 1 .. 2^20 tokens, one bucket per power of two */
+
+/* Step time against the tokens in the step, learned from measured steps: per power-of-two bucket
+ * a decayed mean of (tokens, seconds), read as a piecewise-linear curve through them. */
+struct spec_cost {
+    double n[SPEC_COST_BUCKETS], t[SPEC_COST_BUCKETS], w[SPEC_COST_BUCKETS];
+};
+void spec_cost_init(struct spec_cost *c);
+/* Adds one measured step of n_tokens >= 1 that took `seconds`. */
+void spec_cost_observe(struct spec_cost *c, int n_tokens, double seconds);
+/* Seconds a step of n_tokens is expected to take; 0 for n <= 0. Without observations, n (a cost
+ * proportional to tokens, under which no speculation pays). */
+double spec_cost_estimate(const struct spec_cost *c, int n_tokens);
+/* Calibrates c with a few forward passes of m on kv (sizes 1, 2, 4, .. up to max_tokens, each the
+ * best of 3), on a scratch sequence that is closed again. Needs a free sequence id and free blocks;
+ * ERR_AGAIN otherwise, or the forward's error. */
+int spec_cost_calibrate(struct spec_cost *c, struct model *m, struct kv_cache *kv, int max_tokens);
+
+/* One decoding sequence the controller may let speculate. */
+struct spec_cand {
+    float accept; /* estimated probability that a proposal is accepted, given the ones before it */
+    int kmax;     /* proposals it may make at most (K, proposals found, room left) */
+    int catchup;  /* draft: tokens its draft KV must compute before the first proposal */
+    int k;        /* out: proposals to make */
+};
+
+/* The step the candidates join. */
+struct spec_plan_in {
+    int base_tokens;                /* tokens the step runs without speculation */
+    int n_decodes;                  /* tokens it generates without speculation */
+    int budget;                     /* extra tokens it may still take */
+    const struct spec_cost *target; /* the target's step cost */
+    const struct spec_cost *draft;  /* the draft's, or NULL (no draft steps: n-gram) */
+    bool adaptive;                  /* false: every candidate gets kmax (within budget) */
+};
+
+/* Chooses k for each candidate: the set of proposals, taken in order of expected gain (accept^j
+ * for a sequence's j-th), whose prefix maximises expected tokens per second of the step (the
+ * target step at base + proposals, plus one draft step per proposal depth), kept only when it
+ * beats not speculating by 5% (estimation noise must not cost a loaded server). `scratch` holds
+ * n * SPEC_MAX_TOKENS entries. Pure. */
+void spec_ctl_plan(const struct spec_plan_in *in, struct spec_cand *c, int n, void *scratch);
+#define SPEC_CTL_SCRATCH_BYTES(n) ((size_t)(n)*SPEC_MAX_TOKENS * 8u)
+
+/* A sequence's acceptance record: decayed counts of accepted proposals and of runs of proposals
+ * that ended in a rejection (geometric model: accept = hits / (hits + misses)). */
+struct spec_accept {
+    float hits, misses;
+};
+/* Records a verified run of `proposed` proposals of which the first `accepted` were accepted. */
+void spec_accept_update(struct spec_accept *a, int proposed, int accepted);
+/* Lets the record's evidence fade by one run's decay without adding any: a sequence the controller
+ * keeps from speculating drifts back to the prior and is tried again. */
+void spec_accept_decay(struct spec_accept *a);
+/* The estimate, shrunk towards `prior` with the weight of two runs. */
+float spec_accept_estimate(const struct spec_accept *a, float prior);
+
+/* A sequence's speculation state, embedded in the scheduler's sequence (zeroed with it). */
+struct spec_seq {
+    struct spec_accept acc;
+    int k;                       /* proposals in the current step's entry (0: a plain decode) */
+    long n_proposed, n_accepted; /* over the sequence's life */
+};
+
+#endif

@@ -1,0 +1,653 @@
+/* Speculative decoding (engine/sched/spec.h): the n-gram proposer, the rejection rule's output
+ * distribution (chi-square, false-failure rate below 1e-6), the controller's plan, and in the
+ * scheduler on the real stories260K model (skipped without ../shared) output token for token
+ * identical to decoding without speculation: greedy and sampled, alone and 16 at once, with
+ * chunked prefill, preemption, prefix-cache hits, stop strings, max_tokens and cancellation, and
+ * no KV block left behind. */
+#include "engine/sched/scheduler.h"
+#include "engine/sched/spec.h"
+
+#include "common/err.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/model/model.h"
+#include "engine/sched/sampler.h"
+#include "engine/text/tokenizer.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- n-gram */
+
+START_TEST(test_spec_ngram_propose_copies_what_followed)
+{
+    int32_t t[] = {5, 6, 7, 8, 9, 1, 2, 5, 6, 7};
+    int32_t out[8];
+    /* suffix "5 6 7" occurred at 0..2, followed by 8 9 1 2 5 */
+    ck_assert_int_eq(spec_ngram_propose(t, 10, 2, 4, 4, out), 4);
+    ck_assert_int_eq(out[0], 8);
+    ck_assert_int_eq(out[3], 2);
+    /* k caps the proposals; what follows the match caps them too */
+    ck_assert_int_eq(spec_ngram_propose(t, 10, 2, 4, 2, out), 2);
+    int32_t u[] = {3, 4, 9, 3, 4};
+    ck_assert_int_eq(spec_ngram_propose(u, 5, 2, 3, 8, out), 3);
+    ck_assert_int_eq(out[0], 9);
+    ck_assert_int_eq(out[2], 4);
+}
+END_TEST
+
+START_TEST(test_spec_ngram_propose_longest_then_latest)
+{
+    /* "1 2" occurs twice; only the first occurrence extends to "0 1 2" */
+    int32_t t[] = {0, 1, 2, 7, 1, 2, 8, 0, 1, 2};
+    int32_t out[4];
+    ck_assert_int_eq(spec_ngram_propose(t, 10, 2, 3, 1, out), 1);
+    ck_assert_int_eq(out[0], 7);
+    /* with matches capped at 2 the latest occurrence wins */
+    ck_assert_int_eq(spec_ngram_propose(t, 10, 2, 2, 1, out), 1);
+    ck_assert_int_eq(out[0], 8);
+}
+END_TEST
+
+START_TEST(test_spec_ngram_propose_no_match)
+{
+    int32_t t[] = {1, 2, 3, 4, 5, 6};
+    int32_t out[4];
+    ck_assert_int_eq(spec_ngram_propose(t, 6, 1, 3, 4, out), 0);
+    int32_t u[] = {1, 2, 9, 2}; /* "2" recurs but ngram_min 2 needs "9 2" or "1 2" ... */
+    ck_assert_int_eq(spec_ngram_propose(u, 4, 2, 3, 4, out), 0);
+    ck_assert_int_eq(spec_ngram_propose(u, 4, 1, 3, 4, out), 2);
+    ck_assert_int_eq(out[0], 9);
+    ck_assert_int_eq(out[1], 2);
+    ck_assert_int_eq(spec_ngram_propose(u, 1, 1, 3, 4, out), 0);
+    ck_assert_int_eq(spec_ngram_propose(u, 4, 1, 3, 0, out), 0);
+}
+END_TEST
+
+START_TEST(test_spec_config_valid_and_names)
+{
+    struct spec_config c;
+    spec_config_default(&c);
+    ck_assert(spec_config_valid(&c));
+    c.method = SPEC_METHOD_NGRAM;
+    ck_assert(spec_config_valid(&c));
+    c.num_tokens = 0;
+    ck_assert(!spec_config_valid(&c));
+    c.num_tokens = SPEC_MAX_TOKENS + 1;
+    ck_assert(!spec_config_valid(&c));
+    c.num_tokens = 4;
+    c.ngram_min = 3;
+    c.ngram_max = 2;
+    ck_assert(!spec_config_valid(&c));
+    enum spec_method m;
+    ck_assert(spec_method_parse("ngram", &m) && m == SPEC_METHOD_NGRAM);
+    ck_assert(spec_method_parse("none", &m) && m == SPEC_METHOD_NONE);
+    ck_assert(!spec_method_parse("draft", &m));
+    ck_assert(!spec_method_parse(NULL, &m));
+    ck_assert_str_eq(spec_skip_name(SPEC_SKIP_KV), "kv_full");
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the rejection rule */
+
+#define NV    12
+#define DRAWS 200000
+
+static uint64_t xs(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static double unif(uint64_t *x)
+{
+    return (double)(xs(x) >> 11) / 9007199254740992.0;
+}
+
+/* Chi-square of counts against expected probabilities (cells of expected count < 5 pooled) under
+ * the 1 - 1e-6 quantile (Wilson-Hilferty), as test_sampler.c's check; a count where p is 0 fails. */
+static void chi_check(const long *counts, const double *p, int n, long draws, const char *what)
+{
+    double chi = 0, pool_e = 0;
+    long pool_o = 0;
+    int cells = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] <= 0) {
+            ck_assert_msg(counts[i] == 0, "%s: token %d of probability 0 drawn", what, i);
+            continue;
+        }
+        double e = p[i] * (double)draws;
+        if (e < 5) {
+            pool_e += e;
+            pool_o += counts[i];
+            continue;
+        }
+        chi += (counts[i] - e) * (counts[i] - e) / e;
+        cells++;
+    }
+    if (pool_e > 0) {
+        chi += (pool_o - pool_e) * (pool_o - pool_e) / pool_e;
+        cells++;
+    }
+    int df = cells > 1 ? cells - 1 : 1;
+    double z = 4.753, q = 2.0 / (9.0 * df);
+    double limit = df * pow(1 - q + z * sqrt(q), 3);
+    ck_assert_msg(chi < limit, "%s: chi-square %.1f over %d cells, limit %.1f", what, chi, cells,
+                  limit);
+}
+
+/* For one target configuration: proposals drawn from q, verified by spec_verify_row; the emitted
+ * tokens must follow p (sampler_probs), the accepted ones min(p, q), the corrected ones the
+ * normalised residual max(0, p - q), and the acceptance rate sum min(p, q). */
+static void check_rejection_rule(const struct sampler_params *sp, const char *what)
+{
+    float logits[NV], q[NV], p[NV], scratch[NV];
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < NV; i++) logits[i] = (float)(unif(&x) * 4.0 - 2.0);
+    double qz = 0;
+    for (int i = 0; i < NV; i++) {
+        q[i] = i % 5 == 3 ? 0.0f : (float)(0.2 + unif(&x)); /* q misses some tokens p has */
+        qz += q[i];
+    }
+    for (int i = 0; i < NV; i++) q[i] = (float)(q[i] / qz);
+    struct sampler *s;
+    ck_assert_int_eq(sampler_new(sp, NV, &s), 0);
+    ck_assert_int_eq(sampler_probs(s, logits, p), 0);
+    double sum = 0, acc = 0, pa[NV], pr[NV], pp[NV];
+    for (int i = 0; i < NV; i++) {
+        sum += p[i];
+        acc += fmin(p[i], q[i]);
+    }
+    ck_assert_msg(fabs(sum - 1.0) < 1e-5, "%s: p sums to %g", what, sum);
+    for (int i = 0; i < NV; i++) {
+        pp[i] = p[i];
+        pa[i] = fmin(p[i], q[i]) / acc;
+        pr[i] = fmax(0.0, p[i] - q[i]) / (1.0 - acc);
+    }
+    long all[NV] = {0}, cnt_a[NV] = {0}, cnt_r[NV] = {0}, n_acc = 0;
+    for (int d = 0; d < DRAWS; d++) {
+        int32_t prop = spec_draw(q, NV, unif(&x));
+        ck_assert(prop >= 0 && q[prop] > 0);
+        struct sampler_result r;
+        int out = spec_verify_row(s, logits, prop, q, scratch, &r);
+        ck_assert(out == SPEC_ACCEPTED || out == SPEC_CORRECTED);
+        ck_assert(r.token >= 0 && r.token < NV);
+        all[r.token]++;
+        if (out == SPEC_ACCEPTED) {
+            ck_assert_int_eq(r.token, prop);
+            cnt_a[r.token]++;
+            n_acc++;
+        } else {
+            ck_assert_int_ne(r.token, prop);
+            cnt_r[r.token]++;
+        }
+    }
+    sampler_free(s);
+    chi_check(all, pp, NV, DRAWS, what);
+    chi_check(cnt_a, pa, NV, n_acc, what);
+    chi_check(cnt_r, pr, NV, DRAWS - n_acc, what);
+    /* binomial acceptance count within 5 standard deviations (false failure < 1e-6) */
+    double mean = acc * DRAWS, sd = sqrt(DRAWS * acc * (1 - acc));
+    ck_assert_msg(fabs((double)n_acc - mean) < 5 * sd, "%s: %ld accepted, expected %.0f", what,
+                  n_acc, mean);
+}
+
+START_TEST(test_spec_verify_rejection_rule_keeps_distribution)
+{
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.seed = 11;
+    sp.temperature = 0.8f;
+    check_rejection_rule(&sp, "temperature 0.8");
+    sp.top_k = 6;
+    check_rejection_rule(&sp, "top-k 6");
+    sp.top_k = 0;
+    sp.top_p = 0.7f;
+    check_rejection_rule(&sp, "top-p 0.7");
+    sp.top_p = 1.0f;
+    sp.min_p = 0.2f;
+    check_rejection_rule(&sp, "min-p 0.2");
+}
+END_TEST
+
+/* sampler_probs is the distribution sampler_sample draws from (what the rule needs as p). */
+START_TEST(test_spec_sampler_probs_matches_draws)
+{
+    float logits[NV], p[NV];
+    uint64_t x = 1234567;
+    for (int i = 0; i < NV; i++) logits[i] = (float)(unif(&x) * 5.0 - 2.5);
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.seed = 5;
+    sp.temperature = 1.3f;
+    sp.top_k = 7;
+    sp.top_p = 0.9f;
+    struct sampler *s;
+    ck_assert_int_eq(sampler_new(&sp, NV, &s), 0);
+    ck_assert_int_eq(sampler_probs(s, logits, p), 0);
+    long counts[NV] = {0};
+    for (int d = 0; d < DRAWS; d++) {
+        struct sampler_result r;
+        ck_assert_int_eq(sampler_sample(s, logits, &r), 0);
+        counts[r.token]++;
+    }
+    double pp[NV];
+    for (int i = 0; i < NV; i++) pp[i] = p[i];
+    chi_check(counts, pp, NV, DRAWS, "sampler_probs vs sampler_sample");
+    sampler_free(s);
+    /* greedy: all the mass on the argmax */
+    sp.temperature = 0;
+    ck_assert_int_eq(sampler_new(&sp, NV, &s), 0);
+    ck_assert_int_eq(sampler_probs(s, logits, p), 0);
+    int best = 0;
+    for (int i = 1; i < NV; i++)
+        if (logits[i] > logits[best]) best = i;
+    ck_assert(p[best] == 1.0f);
+    sampler_free(s);
+}
+END_TEST
+
+START_TEST(test_spec_draw_inverse_cdf)
+{
+    float p[4] = {0, 1, 0, 3};
+    ck_assert_int_eq(spec_draw(p, 4, 0.0), 1);
+    ck_assert_int_eq(spec_draw(p, 4, 0.2), 1);
+    ck_assert_int_eq(spec_draw(p, 4, 0.3), 3);
+    ck_assert_int_eq(spec_draw(p, 4, 0.999999), 3);
+    float z[3] = {0, 0, 0};
+    ck_assert_int_eq(spec_draw(z, 3, 0.5), -1);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the controller */
+
+START_TEST(test_spec_ctl_plan_follows_cost_and_acceptance)
+{
+    struct spec_cost flat, prop;
+    spec_cost_init(&flat);
+    spec_cost_init(&prop);
+    /* flat up to 16 tokens (weight-read bound), then linear; proportional everywhere */
+    for (int n = 1; n <= 1024; n *= 2) {
+        spec_cost_observe(&flat, n, n <= 16 ? 0.010 : 0.010 * n / 16.0);
+        spec_cost_observe(&prop, n, 0.001 * n);
+    }
+    ck_assert(fabs(spec_cost_estimate(&flat, 12) - 0.010) < 1e-9);
+    ck_assert(fabs(spec_cost_estimate(&prop, 3) - 0.003) < 1e-9);
+    ck_assert(spec_cost_estimate(&prop, 4096) > spec_cost_estimate(&prop, 1024));
+    struct spec_cand c[64];
+    static char scratch[SPEC_CTL_SCRATCH_BYTES(64)];
+    struct spec_plan_in in = {.base_tokens = 1, .n_decodes = 1, .budget = 2048, .adaptive = true};
+    /* one sequence, cheap extra tokens, good acceptance: all of it */
+    in.target = &flat;
+    c[0] = (struct spec_cand){.accept = 0.8f, .kmax = 5};
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 5);
+    /* tokens cost what they are worth: nothing */
+    in.target = &prop;
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 0);
+    /* a large batch on the flat-then-linear curve: no speculation pays */
+    in.target = &flat;
+    in.base_tokens = in.n_decodes = 64;
+    for (int i = 0; i < 64; i++) c[i] = (struct spec_cand){.accept = 0.8f, .kmax = 5};
+    spec_ctl_plan(&in, c, 64, scratch);
+    for (int i = 0; i < 64; i++) ck_assert_int_eq(c[i].k, 0);
+    /* a few sequences: the well-accepted one gets more than the poor one */
+    in.base_tokens = in.n_decodes = 2;
+    c[0] = (struct spec_cand){.accept = 0.9f, .kmax = 8};
+    c[1] = (struct spec_cand){.accept = 0.2f, .kmax = 8};
+    spec_ctl_plan(&in, c, 2, scratch);
+    ck_assert_int_gt(c[0].k, c[1].k);
+    ck_assert_int_le(2 + c[0].k + c[1].k, 16);
+    /* not adaptive: kmax each, within the budget */
+    in.adaptive = false;
+    in.budget = 10;
+    spec_ctl_plan(&in, c, 2, scratch);
+    ck_assert_int_eq(c[0].k, 8);
+    ck_assert_int_eq(c[1].k, 2);
+}
+END_TEST
+
+START_TEST(test_spec_accept_estimate_and_decay)
+{
+    struct spec_accept a = {0};
+    ck_assert(fabsf(spec_accept_estimate(&a, 0.5f) - 0.5f) < 1e-6f);
+    for (int i = 0; i < 30; i++) spec_accept_update(&a, 4, 4);
+    ck_assert(spec_accept_estimate(&a, 0.5f) > 0.9f);
+    for (int i = 0; i < 60; i++) spec_accept_update(&a, 4, 0);
+    ck_assert(spec_accept_estimate(&a, 0.5f) < 0.2f);
+    for (int i = 0; i < 200; i++) spec_accept_decay(&a);
+    ck_assert(fabsf(spec_accept_estimate(&a, 0.5f) - 0.5f) < 0.05f);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- in the scheduler */
+
+#define N_REQ 16
+#define BS    16
+#define CTX   256
+
+struct out {
+    int32_t tokens[512];
+    float logprobs[512];
+    int n_tokens;
+    char text[4096];
+    size_t len;
+    enum sched_finish finish;
+    long proposed, accepted;
+    int events_after_finish;
+};
+
+struct env {
+    struct model *m;
+    struct tokenizer *tok;
+    struct kv_cache *kv;
+    struct sched *s;
+    struct out out[N_REQ];
+};
+
+static void on_event(void *ctx, const struct sched_event *ev)
+{
+    struct out *o = ev->ud;
+    (void)ctx;
+    if (o->finish != SCHED_FINISH_NONE) o->events_after_finish++;
+    if (ev->has_token) {
+        ck_assert_int_lt(o->n_tokens, 512);
+        o->logprobs[o->n_tokens] = ev->sample->logprob;
+        o->tokens[o->n_tokens++] = ev->token;
+        ck_assert_int_eq(ev->n_generated, o->n_tokens);
+    }
+    ck_assert_uint_lt(o->len + ev->len, sizeof(o->text));
+    memcpy(o->text + o->len, ev->text, ev->len);
+    o->len += ev->len;
+    o->finish = ev->finish;
+    o->proposed = ev->spec_proposed;
+    o->accepted = ev->spec_accepted;
+}
+
+static bool env_open(struct env *e, int n_blocks)
+{
+    memset(e, 0, sizeof(*e));
+    const char *path = test_shared_path("models/tinyllamas/stories260K.gguf");
+    if (!path) return false;
+    struct model_options o;
+    model_options_default(&o);
+    o.n_threads = 2;
+    char err[256];
+    ck_assert_msg(model_load(path, &o, &e->m, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(tokenizer_load(model_gguf(e->m), &e->tok, err, sizeof(err)), 0);
+    struct kv_cache_config kc = {n_blocks, BS, N_REQ, CTX / BS};
+    ck_assert_int_eq(kv_cache_new(&kc, &e->kv), 0);
+    ck_assert_int_eq(model_kv_init(e->m, e->kv), 0);
+    return true;
+}
+
+struct run_cfg {
+    int max_seqs, max_tokens_step;
+    bool chunked, prefix;
+    enum spec_method method;
+    int k;
+    bool adaptive;
+};
+
+static void env_sched(struct env *e, const struct run_cfg *rc)
+{
+    struct sched_config c = {rc->max_seqs, rc->max_tokens_step, rc->chunked, rc->prefix, CTX, {0}};
+    spec_config_default(&c.spec);
+    c.spec.method = rc->method;
+    c.spec.num_tokens = rc->k;
+    c.spec.ngram_min = 1;
+    c.spec.ngram_max = 3;
+    c.spec.adaptive = rc->adaptive;
+    ck_assert_int_eq(sched_new(&c, e->m, e->kv, e->tok, on_event, e, &e->s), 0);
+    memset(e->out, 0, sizeof(e->out));
+}
+
+static void env_close(struct env *e)
+{
+    sched_free(e->s);
+    e->s = NULL;
+    if (e->kv) ck_assert_int_eq(kv_cache_blocks_used(e->kv), 0);
+    kv_cache_free(e->kv);
+    tokenizer_free(e->tok);
+    model_free(e->m);
+}
+
+/* Prompt r: BOS, then a phrase of 4..11 ids repeated (input-grounded text, where lookup pays),
+ * with a shared 32-token opening for even r (prefix-cache hits). */
+static int make_prompt(int r, int32_t *ids)
+{
+    int n = 0;
+    ids[n++] = 1;
+    if (r % 2 == 0)
+        for (int i = 0; i < 32; i++) ids[n++] = (int32_t)(40 + i * 3);
+    int len = 4 + r % 8;
+    unsigned x = 2463534242u + (unsigned)r * 7919u;
+    int32_t phrase[16];
+    for (int i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        phrase[i] = (int32_t)(3 + x % 400);
+    }
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < len; i++) ids[n++] = phrase[i];
+    return n;
+}
+
+static void add(struct env *e, int r, const int32_t *ids, int n, int max_tokens, float temp,
+                const char *stop)
+{
+    const char *stops[1] = {stop};
+    struct sched_request q = {.prompt = ids,
+                              .n_prompt = n,
+                              .max_tokens = max_tokens,
+                              .stops = stop ? stops : NULL,
+                              .n_stops = stop ? 1 : 0,
+                              .ignore_eos = true,
+                              .ud = &e->out[r]};
+    sampler_params_default(&q.sampling);
+    q.sampling.temperature = temp;
+    q.sampling.top_p = temp > 0 ? 0.95f : 1.0f;
+    q.sampling.repeat_penalty = temp > 0 ? 1.1f : 1.0f;
+    q.sampling.seed = 1000 + (uint64_t)r;
+    q.sampling.logprobs = true;
+    struct sched_seq *seq = NULL;
+    ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+}
+
+static void run_to_idle(struct env *e)
+{
+    for (int i = 0; i < 20000 && !sched_idle(e->s); i++) ck_assert_int_eq(sched_step(e->s), 0);
+    ck_assert(sched_idle(e->s));
+}
+
+/* Runs n_req requests (max_tokens 60 - r) under rc and copies the outputs to out. */
+static void run_all(struct env *e, const struct run_cfg *rc, int n_req, float temp,
+                    const char *stop, struct out *out, struct sched_stats *st)
+{
+    env_sched(e, rc);
+    int32_t ids[N_REQ][128];
+    for (int r = 0; r < n_req; r++) add(e, r, ids[r], make_prompt(r, ids[r]), 60 - r, temp, stop);
+    run_to_idle(e);
+    memcpy(out, e->out, sizeof(e->out[0]) * (size_t)n_req);
+    sched_stats(e->s, st);
+    sched_free(e->s);
+    e->s = NULL;
+    ck_assert_int_eq(kv_cache_blocks_used(e->kv), 0);
+}
+
+static void expect_same(const struct out *a, const struct out *b, int n_req, bool exact_len)
+{
+    for (int r = 0; r < n_req; r++) {
+        ck_assert_int_eq(a[r].finish, b[r].finish);
+        if (exact_len) ck_assert_int_eq(a[r].n_tokens, 60 - r);
+        ck_assert_int_eq(a[r].n_tokens, b[r].n_tokens);
+        ck_assert_msg(memcmp(a[r].tokens, b[r].tokens, sizeof(int32_t) * (size_t)a[r].n_tokens) ==
+                          0,
+                      "request %d: speculation changed the tokens", r);
+        ck_assert_msg(memcmp(a[r].logprobs, b[r].logprobs, sizeof(float) * (size_t)a[r].n_tokens) ==
+                          0,
+                      "request %d: speculation changed the log-probs", r);
+        ck_assert_int_eq((int)a[r].len, (int)b[r].len);
+        ck_assert(memcmp(a[r].text, b[r].text, a[r].len) == 0);
+        ck_assert_int_eq(b[r].events_after_finish, 0);
+    }
+}
+
+/* Speculation off, then on (fixed k, then adaptive), for the same requests: identical outputs. */
+static void spec_equals_plain(int n_blocks, struct run_cfg rc, int n_req, float temp,
+                              const char *stop, uint64_t *preemptions)
+{
+    struct env e;
+    if (!env_open(&e, n_blocks)) return;
+    static struct out plain[N_REQ], spec[N_REQ];
+    struct sched_stats st0, st1;
+    rc.method = SPEC_METHOD_NONE;
+    run_all(&e, &rc, n_req, temp, stop, plain, &st0);
+    ck_assert_uint_eq(st0.spec.drafts, 0);
+    rc.method = SPEC_METHOD_NGRAM;
+    rc.k = 5;
+    rc.adaptive = false;
+    run_all(&e, &rc, n_req, temp, stop, spec, &st1);
+    expect_same(plain, spec, n_req, stop == NULL);
+    int n_stopped = 0;
+    for (int r = 0; r < n_req; r++) n_stopped += plain[r].finish == SCHED_FINISH_STOP;
+    ck_assert_int_eq(n_stopped > 0, stop != NULL);
+    /* speculation really ran and was accepted, and took steps away */
+    ck_assert_uint_gt(st1.spec.drafts, 0);
+    ck_assert_uint_gt(st1.spec.accepted, 0);
+    ck_assert_uint_le(st1.spec.accepted, st1.spec.draft_tokens);
+    ck_assert_uint_eq(st1.generation_tokens, st0.generation_tokens);
+    if (rc.max_seqs == 1) ck_assert_uint_lt(st1.steps, st0.steps);
+    long proposed = 0, accepted = 0;
+    for (int r = 0; r < n_req; r++) {
+        proposed += spec[r].proposed;
+        accepted += spec[r].accepted;
+    }
+    ck_assert_int_eq(proposed, (long)st1.spec.draft_tokens);
+    ck_assert_int_eq(accepted, (long)st1.spec.accepted);
+    uint64_t per_pos = 0;
+    for (int i = 0; i < SPEC_MAX_TOKENS; i++) per_pos += st1.spec.accepted_per_pos[i];
+    ck_assert_uint_eq(per_pos, st1.spec.accepted);
+    if (preemptions) *preemptions = st1.preemptions;
+    /* adaptive: whatever k it picks, the same tokens */
+    rc.adaptive = true;
+    run_all(&e, &rc, n_req, temp, stop, spec, &st1);
+    expect_same(plain, spec, n_req, stop == NULL);
+    env_close(&e);
+}
+
+START_TEST(test_spec_greedy_alone_equals_plain)
+{
+    struct run_cfg rc = {.max_seqs = 1, .max_tokens_step = 2048, .chunked = true};
+    spec_equals_plain(64, rc, 1, 0.0f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_greedy_batch16_prefix_equals_plain)
+{
+    struct run_cfg rc = {.max_seqs = N_REQ, .max_tokens_step = 96, .chunked = true, .prefix = true};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_greedy_unchunked_equals_plain)
+{
+    struct run_cfg rc = {.max_seqs = N_REQ, .max_tokens_step = 2048, .chunked = false};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_greedy_preemption_equals_plain)
+{
+    uint64_t pre = 0;
+    struct run_cfg rc = {.max_seqs = N_REQ, .max_tokens_step = 64, .chunked = true, .prefix = true};
+    spec_equals_plain(24, rc, N_REQ, 0.0f, NULL, &pre);
+    if (test_shared_path("models/tinyllamas/stories260K.gguf")) ck_assert_uint_gt(pre, 0);
+}
+END_TEST
+
+START_TEST(test_spec_sampled_equals_plain)
+{
+    /* n-gram proposals are a point mass: each row is drawn as without speculation, from the same
+     * seeded stream, so even sampled output is token for token the same */
+    struct run_cfg rc = {.max_seqs = N_REQ, .max_tokens_step = 128, .chunked = true};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.7f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_stop_string_inside_burst)
+{
+    /* request 3 repeats "excited to go to the park with her mom", which lookup proposes whole:
+     * the stop string ends inside an accepted burst and nothing past it is emitted */
+    struct run_cfg rc = {.max_seqs = 4, .max_tokens_step = 2048, .chunked = true};
+    spec_equals_plain(64, rc, 4, 0.0f, "so excited to go to the park with her mom", NULL);
+}
+END_TEST
+
+START_TEST(test_spec_cancel_frees_blocks)
+{
+    struct env e;
+    if (!env_open(&e, 64)) return;
+    struct run_cfg rc = {.max_seqs = 4,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .method = SPEC_METHOD_NGRAM,
+                         .k = 8};
+    env_sched(&e, &rc);
+    int32_t ids[2][128];
+    add(&e, 0, ids[0], make_prompt(0, ids[0]), 200, 0.0f, NULL);
+    add(&e, 1, ids[1], make_prompt(1, ids[1]), 200, 0.0f, NULL);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_gt(e.out[0].n_tokens, 0);
+    sched_stop_all(e.s, SCHED_FINISH_ABORT);
+    ck_assert(sched_idle(e.s));
+    ck_assert_int_eq(kv_cache_blocks_used(e.kv), 0);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_spec_bad_config)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    struct sched_config c = {4, 64, true, false, CTX, {0}};
+    spec_config_default(&c.spec);
+    c.spec.method = SPEC_METHOD_NGRAM;
+    c.spec.num_tokens = SPEC_MAX_TOKENS + 1;
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    ck_assert_ptr_null(e.s);
+    env_close(&e);
+}
+END_TEST
+
+Suite *spec_suite(void)
+{
+    Suite *s = suite_create("spec");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_spec_ngram_propose_copies_what_followed);
+    tcase_add_test(tc, test_spec_ngram_propose_longest_then_latest);
+    tcase_add_test(tc, test_spec_ngram_propose_no_match);
+    tcase_add_test(tc, test_spec_config_valid_and_names);
+    tcase_add_test(tc, test_spec_verify_rejection_rule_keeps_distribution);
+    tcase_add_test(tc, test_spec_sampler_probs_matches_draws);
+    tcase_add_test(tc, test_spec_draw_inverse_cdf);
+    tcase_add_test(tc, test_spec_ctl_plan_follows_cost_and_acceptance);
+    tcase_add_test(tc, test_spec_accept_estimate_and_decay);
+    tcase_add_test(tc, test_spec_greedy_alone_equals_plain);
+    tcase_add_test(tc, test_spec_greedy_batch16_prefix_equals_plain);
+    tcase_add_test(tc, test_spec_greedy_unchunked_equals_plain);
+    tcase_add_test(tc, test_spec_greedy_preemption_equals_plain);
+    tcase_add_test(tc, test_spec_sampled_equals_plain);
+    tcase_add_test(tc, test_spec_stop_string_inside_burst);
+    tcase_add_test(tc, test_spec_cancel_frees_blocks);
+    tcase_add_test(tc, test_spec_bad_config);
+    suite_add_tcase(s, tc);
+    return s;
+}
