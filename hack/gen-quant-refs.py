@@ -21,6 +21,11 @@ Writes
   tests/testdata/quant/llamacpp-quantize.json
     a tiny random llama written by `cinfer-engine gen-model` (the options are recorded) quantized by
     llama_model_quantize to every file type: per tensor its type and the sha256 of its bytes.
+  tests/testdata/quant/llamacpp-logits.gguf
+    for the file types of LOGIT_FTYPES (together every tensor type), llama.cpp's run of that file:
+    logits.<ftype> F32 [vocab, 8] at every position of an 8-token prompt (F16 KV cache, llama.cpp's
+    default), and metadata <ftype>.greedy (16 greedy tokens after it) and <ftype>.margin (each
+    step's top-2 logit margin); prompt (the token ids).
 Every encoder is also compared with gguf.quants.quantize where gguf-py has one (finite rows)."""
 import ctypes
 import hashlib
@@ -49,6 +54,11 @@ TYPES = [T.F16, T.BF16, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q8_0, T.Q2_K, T.Q3_K, 
 FTYPES = {"F16": 1, "Q4_0": 2, "Q4_1": 3, "Q8_0": 7, "Q5_0": 8, "Q5_1": 9, "Q2_K": 10,
           "Q3_K_S": 11, "Q3_K_M": 12, "Q3_K_L": 13, "Q4_K_S": 14, "Q4_K_M": 15, "Q5_K_S": 16,
           "Q5_K_M": 17, "Q6_K": 18, "IQ4_NL": 25, "IQ4_XS": 30, "BF16": 32}
+# file types whose llama.cpp logits are recorded: every tensor type appears in at least one
+LOGIT_FTYPES = ["F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M", "Q4_K_M",
+                "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS"]
+PROMPT = [1, 72, 101, 108, 108, 111, 44, 32]  # <s> then byte-level pieces of the gen-model vocab
+N_GREEDY = 16
 GEN_MODEL = {"dim": 256, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 512, "vocab_size": 512,
              "context_length": 256, "seed": 7}
 
@@ -183,9 +193,30 @@ def real_hashes(lib):
     return out
 
 
+def llamacpp_logits(path, w, name):
+    """llama.cpp's prompt logits and greedy continuation of one file, into the writer."""
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=path, n_ctx=64, n_batch=64, n_threads=2, logits_all=True,
+                          verbose=False)
+    llm.eval(PROMPT)
+    w.add_tensor(f"logits.{name}", np.ascontiguousarray(llm.scores[:len(PROMPT)], dtype=np.float32))
+    greedy, margin = [], []
+    for _ in range(N_GREEDY):
+        row = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float32)
+        top = np.argsort(row)[::-1]
+        greedy.append(int(top[0]))
+        margin.append(float(row[top[0]] - row[top[1]]))
+        llm.eval([greedy[-1]])
+    w.add_array(f"{name}.greedy", greedy)
+    w.add_array(f"{name}.margin", margin)
+    del llm
+
+
 def llamacpp_quantize(engine):
     import llama_cpp
     result = {"gen_model": GEN_MODEL, "files": {}}
+    lw = gguf.GGUFWriter(os.path.join(OUT, "llamacpp-logits.gguf"), "cinfer-llamacpp-logits")
+    lw.add_array("prompt", PROMPT)
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "f32.gguf")
         g = GEN_MODEL
@@ -206,6 +237,12 @@ def llamacpp_quantize(engine):
             result["files"][name] = {
                 t.name: {"type": t.tensor_type.name, "sha256": hashlib.sha256(t.data.tobytes()).hexdigest()}
                 for t in gguf.GGUFReader(dst).tensors}
+            if name in LOGIT_FTYPES:
+                llamacpp_logits(dst, lw, name)
+    lw.write_header_to_file()
+    lw.write_kv_data_to_file()
+    lw.write_tensors_to_file()
+    lw.close()
     return result
 
 

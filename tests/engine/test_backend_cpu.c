@@ -567,19 +567,23 @@ START_TEST(test_quantize_q8_0_levels_agree)
     int8_t q_ref[K], q[K];
     float d_ref[K / 32], d[K / 32];
     int32_t s_ref[K / 32], sm[K / 32];
-    cpu_quant_q8_0_row(x, K, q_ref, d_ref, s_ref);
-    ck_assert_int_eq(q_ref[0], -16); /* -15.5 rounds away from zero */
-    ck_assert_int_eq(q_ref[1], -15);
-    ck_assert_int_eq(q_ref[18], 3); /* 2.5 -> 3 */
+    float s1_ref[K / 32], s1[K / 32];
+    cpu_quant_q8_0_row(x, K, q_ref, d_ref, s_ref, s1_ref);
+    /* halves to even, as ggml-cpu's SIMD quantizer (its reference rounds them away from zero) */
+    ck_assert_int_eq(q_ref[0], -16); /* -15.5 */
+    ck_assert_int_eq(q_ref[1], -14); /* -14.5 */
+    ck_assert_int_eq(q_ref[18], 2);  /* 2.5 */
+    ck_assert_int_eq(q_ref[19], 4);  /* 3.5 */
     for (int i = 0; i < K; i++) ck_assert(q_ref[i] >= -127 && q_ref[i] <= 127);
     for (int lvl = CPU_ISA_SCALAR; lvl <= (int)cpu_isa_detect(); lvl++) {
         struct cpu_kernels k;
         cpu_kernels_init(&k, (enum cpu_isa)lvl);
-        k.quantize_q8_0(x, K, q, d, sm);
+        k.quantize_q8_0(x, K, q, d, sm, s1);
         ck_assert_mem_eq(q, q_ref, sizeof(q));
         for (int b = 0; b < K / 32; b++) {
             ck_assert_int_eq(sm[b], s_ref[b]);
             if (!isnan(d_ref[b])) ck_assert_float_eq(d[b], d_ref[b]);
+            if (!isnan(s1_ref[b])) ck_assert_float_eq(s1[b], s1_ref[b]);
         }
     }
 }
@@ -1129,17 +1133,22 @@ static double kv_round(double x, int f16)
 }
 
 /* A copy of a scene's K or V history with every KV head's row replaced by its Q8_0 round trip
- * (ggml's reference quantizer): what a Q8_0 cache holds. */
+ * (the activation quantizer, as ggml-cpu's set_rows quantizes llama.cpp's cache): what a Q8_0 cache
+ * holds. */
 static float *q8_round_trip(const struct att_scene *s, const float *kv)
 {
     size_t rows = (size_t)s->n_seqs * 8 * ATT_BS * s->n_kv;
     float *out = malloc(sizeof(float) * rows * s->hd);
-    void *blocks = malloc(quant_row_bytes(QUANT_Q8_0, (uint64_t)s->hd));
+    int8_t *qs = malloc((size_t)s->hd);
+    int nb = s->hd / QUANT_QK8_0;
+    float d[8], s1[8];
+    int32_t sum[8];
+    ck_assert_int_le(nb, 8);
     for (size_t r = 0; r < rows; r++) {
-        ck_assert_int_eq(quant_quantize_row(QUANT_Q8_0, kv + r * s->hd, blocks, (size_t)s->hd), 0);
-        quant_dequantize_row(QUANT_Q8_0, blocks, out + r * s->hd, (size_t)s->hd);
+        cpu_quant_q8_0_row(kv + r * s->hd, s->hd, qs, d, sum, s1);
+        for (int i = 0; i < s->hd; i++) out[r * s->hd + i] = (float)qs[i] * d[i / QUANT_QK8_0];
     }
-    free(blocks);
+    free(qs);
     return out;
 }
 

@@ -75,7 +75,7 @@ static int attn_batch_check(const struct cpu_backend *cb, const struct backend_b
 
 /* One KV head's row of head_dim floats into the cache's element type: copied, rounded to f16, or
  * quantized into ggml Q8_0 blocks (scale as f16, then 32 quants) by the Q8_0 activation quantizer,
- * which matches ggml's reference bit for bit. */
+ * which matches ggml-cpu's (set_rows runs its x86 quantize_row_q8_0) bit for bit. */
 static void kv_store_row(const struct cpu_backend *cb, const float *x, char *dst)
 {
     int hd = cb->kv.head_dim;
@@ -86,9 +86,10 @@ static void kv_store_row(const struct cpu_backend *cb, const float *x, char *dst
     } else {
         for (int b = 0; b < hd / QUANT_QK8_0; b++) {
             char *blk = dst + (size_t)b * (2 + QUANT_QK8_0); /* f16 scale, then the quants */
-            float d;
+            float d, s;
             int32_t sum;
-            cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, (int8_t *)(blk + 2), &d, &sum);
+            cb->kern.quantize_q8_0(x + b * QUANT_QK8_0, QUANT_QK8_0, (int8_t *)(blk + 2), &d, &sum,
+                                   &s);
             uint16_t dh = quant_f32_to_f16(d); /* d is already an f16 value */
             memcpy(blk, &dh, sizeof(dh));
         }

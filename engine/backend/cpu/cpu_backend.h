@@ -28,6 +28,7 @@ struct cpu_act_q8 {
     int8_t *qs;     /* (n_tokens, cols) */
     float *d;       /* (n_tokens, nb) block scales */
     int32_t *sum;   /* Q8_0: (n_tokens, nb) sum of the 32 quants of each block */
+    float *s;       /* Q8_0: (n_tokens, nb) ggml's Q8_1 s: amax / 127 * sum, rounded to f16 */
     int16_t *sum16; /* Q8_K: (n_tokens, cols / 16) sums of each 16 quants */
     int16_t *sum32; /* Q8_K: (n_tokens, cols / 32) sums of each 32 quants */
     int nb;         /* blocks per token row */
@@ -71,7 +72,7 @@ struct cpu_kernels {
     cpu_gemm_qpack_fn gemm_qpack[QUANT_TYPE_END];
     /* Activation quantization for the integer GEMMs; same results as cpu_quant_q8_0_row and
      * cpu_quant_q8_k_row. */
-    void (*quantize_q8_0)(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
+    void (*quantize_q8_0)(const float *x, int k, int8_t *qs, float *d, int32_t *sum, float *s);
     void (*quantize_q8_k)(const float *x, int k, int8_t *qs, float *d, int16_t *sum16,
                           int16_t *sum32);
     /* gate (n) = silu(gate) * up */
@@ -220,9 +221,11 @@ void cpu_backend_run(struct cpu_backend *cb, cpu_pool_fn fn, void *ctx);
  * by the backend, valid until the lane's next call) or NULL. */
 void *cpu_backend_scratch(struct cpu_backend *cb, size_t bytes);
 
-/* Quantizes one row of `k` floats (k % 32 == 0) into Q8_0 blocks as ggml's reference quantizer, split
- * into quants, scales and per-block quant sums. */
-void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *sum);
+/* Quantizes one row of `k` floats (k % 32 == 0) into Q8_0 blocks as ggml-cpu's x86 quantizer
+ * (quantize_row_q8_0; its quantize_row_q8_1 gives the same quants and scales), split into quants,
+ * scales, per-block quant sums and Q8_1's s (the scale before its f16 rounding times the sum, then
+ * rounded to f16: the offset term of Q4_1 and Q5_1, which llama.cpp multiplies by f16 m). */
+void cpu_quant_q8_0_row(const float *x, int k, int8_t *qs, float *d, int32_t *sum, float *s);
 /* The same into Q8_K blocks (k % 256 == 0) as quant_quantize_row(QUANT_Q8_K), split into quants,
  * scales and the sums of each 16 and each 32 quants. */
 void cpu_quant_q8_k_row(const float *x, int k, int8_t *qs, float *d, int16_t *sum16,

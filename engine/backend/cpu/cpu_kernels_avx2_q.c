@@ -95,7 +95,7 @@ AVX2_INLINE void qa_block32(const enum quant_type type, const uint8_t *row, size
                     s -= off * xq->sum[xb];
                     float dx = xq->d[xb];
                     acc[t] = fmaf((float)s, d * dx, acc[t]);
-                    if (has_m) acc[t] = fmaf(m, dx * (float)xq->sum[xb], acc[t]);
+                    if (has_m) acc[t] = fmaf(m, xq->s[xb], acc[t]);
                 }
             }
             for (int t = 0; t < n; t++) y[(size_t)(tc + t) * ldy + r] = acc[t];

@@ -739,29 +739,20 @@ static AVX512 void attn_pv_q8_512(const float *s, int nq, const void *v, size_t 
     attn_pv_any_512(s, nq, v, ldv, np, o, hd, KV_Q8_0);
 }
 
-/* roundf (half away from zero) exactly: truncate, then step away from zero when the dropped part is
- * at least one half, so the quants match the scalar reference bit for bit. */
-AVX512_INLINE __m512 round_away_512(__m512 v)
-{
-    __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    __mmask16 up =
-        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(v, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-    __m512 one = _mm512_or_ps(_mm512_set1_ps(1.0f),
-                              _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN))));
-    return _mm512_mask_add_ps(t, up, t, one);
-}
-
-static AVX512 void quantize_q8_0_512(const float *x, int k, int8_t *qs, float *d, int32_t *sum)
+/* cpu_quant_q8_0_row's arithmetic: 127 / amax, halves to even (the NaN lanes' quants become 0). */
+static AVX512 void quantize_q8_0_512(const float *x, int k, int8_t *qs, float *d, int32_t *sum,
+                                     float *s)
 {
     for (int b = 0; b < k / 32; b++) {
         __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
         float db = amax / 127.0f;
-        float id = db != 0.0f ? 1.0f / db : 0.0f;
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
         __m512 lim = _mm512_set1_ps(127.0f), v0, v1;
-        v0 = round_away_512(_mm512_mul_ps(x0, _mm512_set1_ps(id)));
-        v1 = round_away_512(_mm512_mul_ps(x1, _mm512_set1_ps(id)));
+        const int even = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+        v0 = _mm512_roundscale_ps(_mm512_mul_ps(x0, _mm512_set1_ps(id)), even);
+        v1 = _mm512_roundscale_ps(_mm512_mul_ps(x1, _mm512_set1_ps(id)), even);
         /* NaN/inf lanes become 0 as in the scalar code */
         __mmask16 ok0 = _mm512_cmp_ps_mask(_mm512_abs_ps(v0), lim, _CMP_LE_OQ);
         __mmask16 ok1 = _mm512_cmp_ps_mask(_mm512_abs_ps(v1), lim, _CMP_LE_OQ);
@@ -769,6 +760,7 @@ static AVX512 void quantize_q8_0_512(const float *x, int k, int8_t *qs, float *d
         _mm_storeu_si128((__m128i *)(qs + b * 32), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(qs + b * 32 + 16), _mm512_cvtepi32_epi8(q1));
         sum[b] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        s[b] = _cvtsh_ss(_cvtss_sh(db * (float)sum[b], _MM_FROUND_TO_NEAREST_INT));
     }
 }
 

@@ -58,7 +58,7 @@ AVX512_INLINE __m512i qk_iq4_lut_512(void)
 
 /* T tokens of one packed group (Q4_1, Q5_0, Q5_1 or IQ4_NL): per block 8 unsigned vectors, one
  * sum per token (the offset's -16 or -128 times the activation sum starting it), then
- * acc = fma(s, d_w * d_x, acc) (+ fma(m_w, d_x * sum_x, acc)). */
+ * acc = fma(s, d_w * d_x, acc) (+ fma(m_w, s_x, acc), s_x Q8_1's f16 s). */
 AVX512_INLINE void bpack_tile_512(const uint8_t *g, int nb, const struct cpu_act_q8 *xq, int t0,
                                   float *y, size_t ldy, __mmask16 m, const uint8_t *pf,
                                   const enum quant_type type, const int T)
@@ -105,8 +105,7 @@ AVX512_INLINE void bpack_tile_512(const uint8_t *g, int nb, const struct cpu_act
             float dx = xq->d[xb];
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(dx)),
                                      acc[t]);
-            if (has_m)
-                acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(dx * (float)xq->sum[xb]), acc[t]);
+            if (has_m) acc[t] = _mm512_fmadd_ps(mw, _mm512_set1_ps(xq->s[xb]), acc[t]);
         }
     }
     UNROLL_ALL

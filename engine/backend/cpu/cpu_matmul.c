@@ -83,7 +83,8 @@ static void mm_quantize_task(void *ctx, int ith, int nth)
                 j->cb->kern.quantize_q8_k(x, cols, qs, d, j->xq.sum16 + t * (cols / 16),
                                           j->xq.sum32 + t * (cols / 32));
             else
-                j->cb->kern.quantize_q8_0(x, cols, qs, d, j->xq.sum + t * j->xq.nb);
+                j->cb->kern.quantize_q8_0(x, cols, qs, d, j->xq.sum + t * j->xq.nb,
+                                          j->xq.s + t * j->xq.nb);
         }
     }
 }
@@ -216,12 +217,13 @@ static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const
     for (int i = 0; i < n; i++) floats = floats || w[i]->desc.type != QUANT_F32;
     j.act = cpu_act_of(w[0]->desc.type);
     if (integer) {
-        /* Q8_0: per 32 a scale and an int32 sum; Q8_K: per 256 a scale, int16 sums per 16 and 32 */
+        /* Q8_0: per 32 a scale, an int32 sum and Q8_1's s; Q8_K: per 256 a scale, int16 sums per 16
+         * and 32 */
         bool k = j.act == CPU_ACT_Q8_K;
         size_t nt = (size_t)n_tokens, nb = cols / (k ? QUANT_QK_K : QUANT_QK8_0);
         size_t b_qs = mm_align(nt * cols), b_d = mm_align(nt * nb * sizeof(float));
         size_t b_s = mm_align(nt * (k ? cols / 16 * sizeof(int16_t) : nb * sizeof(int32_t)));
-        size_t b_s32 = k ? mm_align(nt * cols / 32 * sizeof(int16_t)) : 0;
+        size_t b_s32 = mm_align(nt * (k ? cols / 32 * sizeof(int16_t) : nb * sizeof(float)));
         s = cpu_backend_scratch(cb, b_qs + b_d + b_s + b_s32);
         if (!s) return ERR_NOMEM;
         j.xq = (struct cpu_act_q8){.qs = (int8_t *)s, .d = (float *)(s + b_qs), .nb = (int)nb};
@@ -230,6 +232,7 @@ static int mm_job_run(struct cpu_backend *cb, const struct backend_weight *const
             j.xq.sum32 = (int16_t *)(s + b_qs + b_d + b_s);
         } else {
             j.xq.sum = (int32_t *)(s + b_qs + b_d);
+            j.xq.s = (float *)(s + b_qs + b_d + b_s);
         }
         atomic_init(&j.next_tokens, 0);
         cpu_backend_run(cb, mm_quantize_task, &j);

@@ -3,7 +3,9 @@
  * the reference the SIMD kernels are tested against, and each fixes the arithmetic those follow:
  *  - 32-element formats: per block the exact int32 sum s = sum q_w * q_x (q_w the signed value:
  *    Q5_0 q - 16, IQ4_NL its codebook value; Q4_1/Q5_1 the unsigned quant), then
- *    acc = fma(s, d_w * d_x, acc), and for Q4_1/Q5_1 acc = fma(m_w, d_x * sum(q_x), acc);
+ *    acc = fma(s, d_w * d_x, acc), and for Q4_1/Q5_1 acc = fma(m_w, s_x, acc) with s_x the block's
+ *    Q8_1 s (d_x * sum(q_x) rounded to f16, as ggml's Q8_1 stores it: the Q4_1/Q5_1 offset term is
+ *    as llama.cpp computes it, not exact);
  *  - K formats: per super-block the exact int32 sums isum = sum_k scale_k * sum q_w * q_x over its
  *    sub-blocks and msum = sum_k min_k * sum(q_x of sub-block k), then
  *    acc = fma(d_x, fma(d, isum, -(dmin * msum)), acc), or acc = fma(d_x, d * isum, acc) without
@@ -153,7 +155,7 @@ static void gemm_block32_scalar(enum quant_type type, const void *w, size_t row_
                     int32_t s = 0;
                     for (int j = 0; j < 32; j++) s += wb.q[j] * xs[j];
                     acc[t] = fmaf((float)s, wb.d * xq->d[xb], acc[t]);
-                    if (wb.has_m) acc[t] = fmaf(wb.m, xq->d[xb] * (float)xq->sum[xb], acc[t]);
+                    if (wb.has_m) acc[t] = fmaf(wb.m, xq->s[xb], acc[t]);
                 }
             }
             for (int t = 0; t < n; t++) y[(size_t)(tc + t) * ldy + r] = acc[t];
