@@ -17,8 +17,9 @@ struct gguf_chunk {
 struct gguf {
     const uint8_t *base; /* the whole file */
     size_t size;
-    void *map; /* non-NULL when gguf_open mapped the file */
+    void *map; /* non-NULL when gguf_open mapped the file, until gguf_release_data */
     size_t map_size;
+    const uint8_t *meta; /* gguf_open: the copy of the metadata bytes that values point into */
     uint32_t version;
     uint64_t alignment;
     uint64_t data_offset; /* start of the tensor data section */
