@@ -6,6 +6,7 @@
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/shutdown.h"
 #include "engine/api/chat_template.h"
 #include "engine/cmd/cmd.h"
@@ -18,6 +19,7 @@
 #include "engine/serve/serve_respond.h"
 #include "engine/text/tokenizer.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 
 struct serve_cfg {
     const char *model;
+    const char *model_sha256;
     const char *host;
     int port;
     uint64_t max_body_bytes;
@@ -59,6 +62,10 @@ struct serve_cfg {
 #define O(f) offsetof(struct serve_cfg, f)
 static const struct cfg_opt serve_opts[] = {
     {"model", CFG_STRING, O(model), NULL, 1, 0, "GGUF model file to serve", NULL, CFG_REQUIRED},
+    {"model-sha256", CFG_STRING, O(model_sha256), NULL, 1, 0,
+     "Expected SHA-256 of the model file (64 hex digits): checked before loading, which fails on "
+     "a mismatch",
+     NULL, 0},
     {"host", CFG_STRING, O(host), "127.0.0.1", 1, 0,
      "Address to listen on (IPv4/IPv6 literal, localhost, or 0.0.0.0 for every address)", NULL, 0},
     {"port", CFG_INT, O(port), "8000", 0, 65535,
@@ -147,6 +154,7 @@ static const struct cfg_spec serve_spec = {
 /* Everything serve owns, released in reverse order by serve_teardown. */
 struct serve_state {
     const struct serve_cfg *cfg;
+    char model_sha256[SHA256_HEX_LEN]; /* --model-sha256 in lowercase, or "" */
     char model_name[256];
     struct http_api *http;
     struct model *m;
@@ -257,6 +265,19 @@ static int serve_chat_template(struct serve_state *s)
     return rc;
 }
 
+/* --model-sha256 in lowercase into out (SHA256_HEX_LEN bytes); false when it is not 64 hex
+ * digits. */
+static bool serve_sha256_parse(const char *s, char *out)
+{
+    if (strlen(s) != SHA256_HEX_LEN - 1) return false;
+    for (int i = 0; i < SHA256_HEX_LEN - 1; i++) {
+        if (!isxdigit((unsigned char)s[i])) return false;
+        out[i] = (char)tolower((unsigned char)s[i]);
+    }
+    out[SHA256_HEX_LEN - 1] = '\0';
+    return true;
+}
+
 /* Loads the model, tokenizer and KV cache and starts the responder and the inference loop. */
 static int serve_load(struct serve_state *s)
 {
@@ -270,6 +291,8 @@ static int serve_load(struct serve_state *s)
     mo.no_lanes = c->no_lanes;
     mo.n_ctx_seq = c->context_length; /* long-rope models pick their factors by it (0: trained) */
     double t0 = clock_mono_s();
+    mo.sha256 = s->model_sha256[0] ? s->model_sha256 : NULL;
+    if (mo.sha256) log_info("verifying the model", LOG_S("sha256", mo.sha256));
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {
         log_error("cannot load the model", LOG_S("path", c->model), LOG_S("err", err));
@@ -389,6 +412,10 @@ int cmd_serve_main(int argc, char **argv)
         .model_name = s.model_name,
         .vllm_compat = strcmp(cfg.metrics_compat, "vllm") == 0,
     };
+    if (cfg.model_sha256 && !serve_sha256_parse(cfg.model_sha256, s.model_sha256)) {
+        log_error("invalid --model-sha256: expected 64 hex digits");
+        return 2;
+    }
     if (cfg.chat_template) { /* a bad --chat-template is a configuration error: before listening */
         struct chat_template_config cc = {.override = cfg.chat_template};
         struct chat_template *ct = NULL;

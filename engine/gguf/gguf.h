@@ -12,6 +12,8 @@
 
 #include "engine/gguf/quant.h"
 
+#include "common/sha256.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,6 +91,13 @@ void gguf_close(struct gguf *g);
  * keeps, so that nothing can fault on a file truncated underneath (SIGBUS) or read a file
  * rewritten in place. Idempotent; NULL-safe. Not concurrently with readers of tensor data. */
 void gguf_release_data(struct gguf *g);
+
+/* SHA-256 of the whole mapped file as lowercase hex (gguf_open, before gguf_release_data; reads
+ * every page). 0, ERR_BAD_STATE (nothing mapped: gguf_parse, or released) or ERR_NOMEM. */
+int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN]);
+/* Whether the file gguf_open mapped is no longer the same at its path: another inode, size or
+ * modification time, or gone. False for gguf_parse. A stat(2); any thread. */
+bool gguf_file_changed(const struct gguf *g);
 
 uint32_t gguf_version(const struct gguf *g);
 uint64_t gguf_alignment(const struct gguf *g);

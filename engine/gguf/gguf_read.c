@@ -519,6 +519,27 @@ void gguf_release_data(struct gguf *g)
     g->size = g->meta ? (size_t)(g->data_offset < g->size ? g->data_offset : g->size) : 0;
 }
 
+static struct gguf_file_id gguf_file_id_of(const struct stat *st)
+{
+    return (struct gguf_file_id){(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                                 (int64_t)st->st_mtim.tv_sec, (int64_t)st->st_mtim.tv_nsec};
+}
+
+bool gguf_file_changed(const struct gguf *g)
+{
+    if (!g || !g->path) return false;
+    struct stat st;
+    if (stat(g->path, &st) != 0) return true;
+    struct gguf_file_id now = gguf_file_id_of(&st);
+    return memcmp(&now, &g->file_id, sizeof(now)) != 0;
+}
+
+int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN])
+{
+    if (!g || !g->map) return ERR_BAD_STATE;
+    return sha256_hex(g->map, g->map_size, hex) == 0 ? 0 : ERR_NOMEM;
+}
+
 int gguf_open(const char *path, struct gguf **out, char *err, size_t errlen)
 {
     int rc = ERR_IO;
@@ -548,7 +569,12 @@ int gguf_open(const char *path, struct gguf **out, char *err, size_t errlen)
     g->map = map;
     g->map_size = size;
     map = NULL;
-    if ((rc = gguf_own_metadata(g))) {
+    g->file_id = gguf_file_id_of(&st);
+    if (!(g->path = gguf_alloc(g, strlen(path) + 1)))
+        rc = ERR_NOMEM;
+    else
+        memcpy(g->path, path, strlen(path) + 1);
+    if (rc || (rc = gguf_own_metadata(g))) {
         gguf_seterr(err, errlen, "gguf: out of memory copying the metadata of %s", path);
         gguf_close(g);
         goto out;

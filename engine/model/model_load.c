@@ -305,6 +305,23 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         goto out;
     }
 
+    if (m->opt.sha256) {
+        char hex[SHA256_HEX_LEN];
+        double t0 = clock_mono_s();
+        if ((rc = gguf_sha256_hex(g, hex))) {
+            model_fail(err, errlen, rc, "cannot hash the model file to verify it (%s)",
+                       err_str(rc));
+            goto out;
+        }
+        if (strcmp(hex, m->opt.sha256) != 0) {
+            rc = model_fail(err, errlen, ERR_BAD_STATE, "sha256 mismatch: expected %s, got %s",
+                            m->opt.sha256, hex);
+            goto out;
+        }
+        log_info("model verified", LOG_S("sha256", hex), LOG_F("seconds", clock_mono_s() - t0));
+    }
+    m->opt.sha256 = NULL; /* borrowed for this call only */
+
     struct backend_options bo = {.n_threads = m->opt.n_threads, .device = 0};
     if ((rc = backend_create(m->opt.backend, &bo, &m->be))) {
         model_fail(err, errlen, rc, "cannot create backend \"%s\" (%s)",
@@ -333,6 +350,11 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
     m->st.lane_first = calloc((size_t)m->lanes_max + 1, sizeof(*m->st.lane_first));
     if (!m->s || !m->st.lane_first) {
         rc = model_fail(err, errlen, ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if (opt && opt->sha256 && gguf_file_changed(g)) {
+        rc = model_fail(err, errlen, ERR_BAD_STATE,
+                        "the model file changed while it was verified and loaded");
         goto out;
     }
     /* The backend and the rope factors hold copies of everything the forward pass reads

@@ -555,8 +555,16 @@ START_TEST(test_gguf_release_data_keeps_metadata)
     const struct gguf_tensor *ti = gguf_find_tensor(g, "w");
     ck_assert_ptr_nonnull(ti);
     ck_assert_int_eq(memcmp(ti->data, t, sizeof(t)), 0);
+    char hex[SHA256_HEX_LEN], want[SHA256_HEX_LEN];
+    ck_assert_int_eq(gguf_sha256_hex(g, hex), 0);
+    ck_assert_int_eq(sha256_file_hex(path, want), 0);
+    ck_assert_str_eq(hex, want);
+    ck_assert(!gguf_file_changed(g));
     gguf_release_data(g);
+    ck_assert_int_eq(gguf_sha256_hex(g, hex), ERR_BAD_STATE); /* nothing mapped any more */
+    ck_assert(!gguf_file_changed(g));
     ck_assert_int_eq(truncate(path, 0), 0);
+    ck_assert(gguf_file_changed(g)); /* size */
     gguf_release_data(g);
     ck_assert_ptr_null(ti->data);
     ck_assert_uint_eq(ti->size, sizeof(t));
@@ -578,6 +586,8 @@ START_TEST(test_gguf_release_data_keeps_metadata)
 
     struct blob b = small_file();
     ck_assert_int_eq(gguf_parse(b.p, b.n, &g, err, sizeof(err)), 0);
+    ck_assert(!gguf_file_changed(g));
+    ck_assert_int_eq(gguf_sha256_hex(g, hex), ERR_BAD_STATE);
     gguf_release_data(g);
     for (size_t i = 0; i < gguf_tensor_count(g); i++)
         ck_assert_ptr_null(gguf_tensor_at(g, i)->data);

@@ -10,6 +10,7 @@
 #include "engine/tools/gen_model.h"
 
 #include "common/err.h"
+#include "common/sha256.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -997,6 +998,45 @@ START_TEST(test_model_survives_file_change)
 }
 END_TEST
 
+/* model_options.sha256: the right digest loads (upper-case is the caller's to normalise), a wrong
+ * one fails with both digests in the message and nothing loaded. */
+START_TEST(test_model_load_checks_sha256)
+{
+    char path[512];
+    synth_path(path, sizeof(path));
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.dim = 64;
+    o.layers = 1;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.ffn = 96;
+    o.vocab_size = 300;
+    o.context_length = 64;
+    char err[512] = "";
+    ck_assert_msg(gen_model_write(&o, path, err, sizeof(err)) == 0, "%s", err);
+    char hex[SHA256_HEX_LEN];
+    ck_assert_int_eq(sha256_file_hex(path, hex), 0);
+    struct model_options opt;
+    model_options_default(&opt);
+    opt.n_threads = 1;
+    opt.sha256 = hex;
+    struct model *m = NULL;
+    ck_assert_msg(model_load(path, &opt, &m, err, sizeof(err)) == 0, "%s", err);
+    model_free(m);
+    m = NULL;
+    char bad[SHA256_HEX_LEN];
+    memcpy(bad, hex, sizeof(bad));
+    bad[10] = bad[10] == '0' ? '1' : '0';
+    opt.sha256 = bad;
+    ck_assert_int_eq(model_load(path, &opt, &m, err, sizeof(err)), ERR_BAD_STATE);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, "sha256 mismatch") && strstr(err, bad) && strstr(err, hex), "%s",
+                  err);
+    unlink(path);
+}
+END_TEST
+
 /* Runs `cinfer-engine generate` (argv, NULL-terminated) with stdout captured into `out`. */
 static int run_generate(const char *const *args, char *out, size_t outlen)
 {
@@ -1093,6 +1133,7 @@ Suite *model_golden_suite(void)
     tcase_add_test(load, test_model_load_logs_progress);
     tcase_add_loop_test(load, test_model_forward_matches_reference, 0, 4);
     tcase_add_loop_test(load, test_model_survives_file_change, 0, 4);
+    tcase_add_test(load, test_model_load_checks_sha256);
     tcase_add_test(load, test_generate_stops_at_eos);
     suite_add_tcase(s, load);
     return s;
