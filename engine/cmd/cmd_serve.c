@@ -15,6 +15,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/serve/serve_api.h"
+#include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
 #include "engine/text/tokenizer.h"
@@ -52,7 +53,8 @@ struct serve_cfg {
     int request_timeout_s;
     const char *metrics_compat;
     const char *chat_template;
-    const char *api_key;
+    const char *api_key, *api_key_file;
+    const char *prefix_cache_scope;
     const char *allowed_origins;
     int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
@@ -114,9 +116,16 @@ static const struct cfg_opt serve_opts[] = {
      "llama2-sys, mistral-v7, zephyr, ...), Jinja2 text, or a template file",
      NULL, 0},
     {"api-key", CFG_STRING, O(api_key), NULL, 1, 0,
-     "Require \"Authorization: Bearer <key>\" on /v1 routes (prefer the environment variable "
-     "CINFER_ENGINE_API_KEY: flags show in ps)",
-     NULL, 0},
+     "Require \"Authorization: Bearer <key>\" on /v1 routes; several keys separated by commas or "
+     "newlines (prefer the environment variable CINFER_ENGINE_API_KEY: flags show in ps)",
+     NULL, CFG_SECRET},
+    {"api-key-file", CFG_STRING, O(api_key_file), NULL, 1, 0,
+     "File of accepted API keys, one per line ('#' comments), in addition to --api-key", NULL, 0},
+    {"prefix-cache-scope", CFG_STRING, O(prefix_cache_scope), "global", 1, 0,
+     "Which requests share cached prompt prefixes: global (all, within a cache_salt), or key "
+     "(only those of the same API key: one tenant cannot probe another's prompts through "
+     "cached_tokens or latency)",
+     "global|key", 0},
     {"allowed-origins", CFG_STRING, O(allowed_origins), NULL, 1, 0,
      "CORS: comma-separated origins browsers may call the API from (\"https://app.example.com\"), "
      "or \"*\" for any; default none",
@@ -163,6 +172,7 @@ struct serve_state {
     struct kv_cache *kv;
     struct serve_respond *resp;
     struct serve_loop *loop;
+    struct serve_auth *auth; /* NULL: no API keys configured */
     struct serve_api api;
 };
 
@@ -319,7 +329,8 @@ static int serve_load(struct serve_state *s)
         .max_context = ctx,
         .max_queue = c->max_queue,
         .created = (long long)time(NULL),
-        .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
+        .auth = s->auth,
+        .prefix_cache_per_key = strcmp(c->prefix_cache_scope, "key") == 0,
     };
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
     struct serve_loop_cfg lc = {
@@ -381,6 +392,39 @@ static void serve_teardown(struct serve_state *s)
     chat_template_free(s->chat);
     tokenizer_free(s->tok);
     model_free(s->m);
+    serve_auth_free(s->auth);
+}
+
+/* The API keys from --api-key and --api-key-file (none: s->auth stays NULL, no authentication).
+ * A bad key, file or scope is a configuration error: false after logging why. */
+static bool serve_auth_setup(struct serve_state *s)
+{
+    const struct serve_cfg *c = s->cfg;
+    char err[512];
+    int rc = 0;
+    if ((c->api_key && *c->api_key) || c->api_key_file) {
+        if (serve_auth_new(&s->auth) != 0) {
+            log_error("out of memory");
+            return false;
+        }
+        if (c->api_key && *c->api_key)
+            rc = serve_auth_add(s->auth, c->api_key, strlen(c->api_key), "--api-key", err,
+                                sizeof(err));
+        if (!rc && c->api_key_file)
+            rc = serve_auth_add_file(s->auth, c->api_key_file, err, sizeof(err));
+        if (!rc && serve_auth_count(s->auth) == 0)
+            rc = err_fmt(err, sizeof(err), ERR_INVAL, "no API key in --api-key or --api-key-file");
+        if (rc) {
+            log_error("invalid API keys", LOG_S("err", err));
+            return false;
+        }
+        log_info("api keys", LOG_I("keys", (long long)serve_auth_count(s->auth)));
+    }
+    if (strcmp(c->prefix_cache_scope, "key") == 0 && !s->auth) {
+        log_error("--prefix-cache-scope key needs API keys (--api-key or --api-key-file)");
+        return false;
+    }
+    return true;
 }
 
 int cmd_serve_main(int argc, char **argv)
@@ -426,10 +470,15 @@ int cmd_serve_main(int argc, char **argv)
         }
         chat_template_free(ct);
     }
+    if (!serve_auth_setup(&s)) {
+        serve_auth_free(s.auth);
+        return 2;
+    }
     int rc = http_api_start(&acfg, &s.http);
     if (rc) {
         log_error("cannot start the HTTP API", LOG_S("err", err_str(rc)), LOG_S("host", cfg.host),
                   LOG_I("port", cfg.port));
+        serve_auth_free(s.auth);
         return rc == ERR_INVAL ? 2 : 1;
     }
     /* Listening while loading: /live answers, /health and /v1 say 503 "loading". */

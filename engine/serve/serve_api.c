@@ -7,7 +7,9 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "engine/api/api.h"
+#include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_error.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
@@ -15,6 +17,7 @@
 #include "engine/text/tokenizer.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,30 +26,24 @@
 
 #define SERVE_API_PROMPT_TEXT_MAX (64u << 20) /* rendered chat prompt */
 
-bool serve_api_authorized(const char *key, const char *header)
+/* OpenAI answers a missing or wrong key with 401 before looking at the request. On success
+ * writes the key's index to *key (-1 when no keys are configured). */
+static bool authorized(const struct serve_api *api, struct http_req *req, int *key)
 {
-    if (!key) return true;
-    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return false;
-    const char *got = header + 7;
-    while (*got == ' ') got++;
-    size_t kl = strlen(key), gl = strlen(got);
-    /* Compare every byte of the key whatever matches, so timing does not reveal a prefix. */
-    unsigned char diff = (unsigned char)(kl != gl);
-    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(key[i] ^ (i < gl ? got[i] : 0));
-    return diff == 0;
-}
-
-/* OpenAI answers a missing or wrong key with 401 before looking at the request. */
-static bool authorized(const struct serve_api *api, struct http_req *req)
-{
-    if (!api || !api->api_key) return true;
-    char value[1024];
+    *key = -1;
+    if (!api || !api->auth) return true;
+    char value[SERVE_AUTH_MAX_KEY + 64];
     int n = http_req_header(req, "Authorization", value, sizeof(value));
-    if (serve_api_authorized(api->api_key, n >= 0 ? value : NULL)) return true;
+    enum serve_auth_result why = n >= 0 ? serve_auth_check(api->auth, value, (size_t)n, key)
+                                 : n == ERR_NOT_FOUND ? SERVE_AUTH_MISSING
+                                                      : SERVE_AUTH_WRONG; /* longer than any key */
+    if (why == SERVE_AUTH_OK) return true;
+    serve_auth_log_failure(api->auth, why, http_req_path(req));
     struct api_error e;
     api_error_set(&e, API_ERR_UNAUTHORIZED, NULL,
-                  n >= 0 ? "Incorrect API key provided"
-                         : "You didn't provide an API key: send \"Authorization: Bearer <key>\"");
+                  why == SERVE_AUTH_MISSING
+                      ? "You didn't provide an API key: send \"Authorization: Bearer <key>\""
+                      : "Incorrect API key provided");
     serve_error_respond(req, &e);
     return false;
 }
@@ -199,7 +196,8 @@ static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, 
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
                    enum api_kind kind)
 {
-    if (!authorized(api, req) || !gate_open(gate, req)) return;
+    int key;
+    if (!authorized(api, req, &key) || !gate_open(gate, req)) return;
     double arrival = clock_mono_s();
     size_t len = 0;
     const char *body = http_req_body(req, &len);
@@ -224,6 +222,14 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     }
     struct serve_req_spec spec;
     spec_of(r, ids, n_ids, arrival, &spec);
+    /* Per-key scope: the key's digest, then the client's own salt, if any. Digests are hex and
+     * ':' ends them, so no key's chains can be named by another key or by a client's salt. */
+    char salt[SHA256_HEX_LEN + 1 + API_MAX_SHORT_STR + 1];
+    if (api->prefix_cache_per_key && key >= 0) {
+        snprintf(salt, sizeof(salt), "%s:%s", serve_auth_key_digest(api->auth, key),
+                 r->cache_salt ? r->cache_salt : "");
+        spec.sched.cache_salt = salt;
+    }
     sr = serve_req_new(&spec);
     api_request_free(r);
     free(ids);
@@ -273,7 +279,8 @@ void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struc
 
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req)
 {
-    if (!authorized(api, req)) return;
+    int key;
+    if (!authorized(api, req, &key)) return;
     json_t *j =
         json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id", model_name,
                   "object", "model", "created", (json_int_t)(api ? api->created : 0), "owned_by",

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct tokenizer;
+struct serve_auth;
 struct serve_loop;
 struct serve_respond;
 
@@ -21,10 +22,15 @@ struct serve_api {
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
     const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
     int n_vocab;
-    int max_context;     /* prompt + generated tokens per sequence */
-    int max_queue;       /* waiting requests beyond which new ones get 429 */
-    long long created;   /* Unix time the model was loaded (/v1/models) */
-    const char *api_key; /* non-NULL: /v1 requests need "Authorization: Bearer <api_key>" */
+    int max_context;   /* prompt + generated tokens per sequence */
+    int max_queue;     /* waiting requests beyond which new ones get 429 */
+    long long created; /* Unix time the model was loaded (/v1/models) */
+    /* non-NULL: /v1 requests need "Authorization: Bearer <key>" with one of its keys; failures
+     * are logged through it (rate-limited) */
+    struct serve_auth *auth;
+    /* --prefix-cache-scope key: every request's prefix-cache salt starts with its key's digest,
+     * so tenants never share cached blocks (needs auth) */
+    bool prefix_cache_per_key;
     struct serve_loop *loop;
     struct serve_respond *resp;
 };
@@ -42,11 +48,6 @@ void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate
                            struct http_req *req);
 void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req);
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
-
-/* True when `header` (the Authorization header's value, NULL when absent) carries the bearer
- * token `key` (NULL: no key configured, everything passes). Constant time in the key's length.
- * Pure; any thread. */
-bool serve_api_authorized(const char *key, const char *header);
 
 /* The request's prompt as token ids: the text tokenized (BOS as the model asks, special tokens in
  * the text recognised), the ids as sent, or for chat the rendered template tokenized. Pure
