@@ -53,6 +53,7 @@ struct serve_cfg {
     int request_timeout_s;
     const char *metrics_compat;
     const char *chat_template;
+    bool chat_content_special_tokens;
     const char *api_key, *api_key_file;
     const char *prefix_cache_scope;
     const char *allowed_origins;
@@ -114,6 +115,10 @@ static const struct cfg_opt serve_opts[] = {
     {"chat-template", CFG_STRING, O(chat_template), NULL, 1, 0,
      "Chat template to use instead of the model's: a built-in name (chatml, llama3, llama2, "
      "llama2-sys, mistral-v7, zephyr, ...), Jinja2 text, or a template file",
+     NULL, 0},
+    {"chat-content-special-tokens", CFG_BOOL, O(chat_content_special_tokens), "false", 1, 0,
+     "Parse control tokens typed in chat message content (\"<|im_start|>\") as control tokens; "
+     "by default they are text and only the chat template places control tokens",
      NULL, 0},
     {"api-key", CFG_STRING, O(api_key), NULL, 1, 0,
      "Require \"Authorization: Bearer <key>\" on /v1 routes; several keys separated by commas or "
@@ -331,6 +336,7 @@ static int serve_load(struct serve_state *s)
         .created = (long long)time(NULL),
         .auth = s->auth,
         .prefix_cache_per_key = strcmp(c->prefix_cache_scope, "key") == 0,
+        .content_special_tokens = c->chat_content_special_tokens,
     };
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
     struct serve_loop_cfg lc = {

@@ -101,10 +101,37 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
         }
         return prompt_from_text(api, r->prompt, strlen(r->prompt), "prompt", ids, n, err);
     }
-    struct buf text;
+    struct buf text, esc;
     buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
+    buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
     char terr[400];
-    int rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text, terr,
+    const struct api_message *msgs = r->messages;
+    struct api_message *escaped = NULL;
+    int rc = 0;
+    if (api->tok && !api->content_special_tokens && r->n_messages > 0) {
+        /* Content is text: control-token texts in it are escaped, so only the template's own
+         * become control tokens. The copies point into one buffer: offsets first, since it may
+         * move while it grows. */
+        size_t *off = malloc(r->n_messages * sizeof(*off));
+        escaped = malloc(r->n_messages * sizeof(*escaped));
+        rc = off && escaped ? 0 : ERR_NOMEM;
+        for (size_t i = 0; rc == 0 && i < r->n_messages; i++) {
+            const char *c = r->messages[i].content;
+            off[i] = esc.len;
+            if ((rc = tokenizer_escape_special(api->tok, c, strlen(c), &esc)) == 0)
+                rc = buf_putc(&esc, '\0');
+        }
+        for (size_t i = 0; rc == 0 && i < r->n_messages; i++)
+            escaped[i] = (struct api_message){r->messages[i].role, esc.data + off[i]};
+        free(off);
+        msgs = escaped;
+        if (rc) {
+            snprintf(terr, sizeof(terr), "%s", err_str(rc));
+            rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_TOO_BIG;
+        }
+    }
+    if (rc == 0)
+        rc = chat_template_render(api->chat_template, msgs, r->n_messages, true, &text, terr,
                                   sizeof(terr));
     if (rc) {
         api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
@@ -113,6 +140,8 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     } else {
         rc = prompt_from_text(api, text.data ? text.data : "", text.len, "messages", ids, n, err);
     }
+    free(escaped);
+    buf_fini(&esc);
     buf_fini(&text);
     return rc;
 }

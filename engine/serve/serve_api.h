@@ -31,6 +31,10 @@ struct serve_api {
     /* --prefix-cache-scope key: every request's prefix-cache salt starts with its key's digest,
      * so tenants never share cached blocks (needs auth) */
     bool prefix_cache_per_key;
+    /* --chat-content-special-tokens: control tokens typed in message content ("<|im_start|>")
+     * become control tokens; by default they are text (tokenizer_escape_special) and only the
+     * template places control tokens */
+    bool content_special_tokens;
     struct serve_loop *loop;
     struct serve_respond *resp;
 };
@@ -50,7 +54,9 @@ void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struc
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
 
 /* The request's prompt as token ids: the text tokenized (BOS as the model asks, special tokens in
- * the text recognised), the ids as sent, or for chat the rendered template tokenized. Pure
+ * the text recognised), the ids as sent, or for chat the rendered template tokenized, control
+ * tokens recognised where the template wrote them but not in message content (unless
+ * api->content_special_tokens). Pure
  * apart from allocation; any thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
 struct api_request;
 struct api_error;

@@ -107,8 +107,9 @@ int serve_auth_add(struct serve_auth *a, const char *text, size_t len, const cha
         }
         for (size_t k = 0; k < a->n; k++)
             if (strcmp(a->keys[k].digest, digest) == 0) {
-                rc = err_fmt(err, errlen, ERR_INVAL, "%s: entry %d repeats an earlier key (id %.16s)",
-                             origin, entry, digest);
+                rc = err_fmt(err, errlen, ERR_INVAL,
+                             "%s: entry %d repeats an earlier key (id %.16s)", origin, entry,
+                             digest);
                 break;
             }
         if (rc) break;
@@ -180,8 +181,8 @@ out:
     return rc;
 }
 
-enum serve_auth_result serve_auth_check(const struct serve_auth *a, const char *header,
-                                        size_t len, int *key)
+enum serve_auth_result serve_auth_check(const struct serve_auth *a, const char *header, size_t len,
+                                        int *key)
 {
     if (!header) return SERVE_AUTH_MISSING;
     if (len < 7 || strncasecmp(header, "Bearer ", 7) != 0) return SERVE_AUTH_MALFORMED;

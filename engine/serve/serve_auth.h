@@ -52,8 +52,8 @@ enum serve_auth_result {
  * scheme "Bearer" in any case, spaces, then the token, which must be one of the keys exactly
  * (case-sensitive, every byte of `len`: a NUL and what follows it count). On SERVE_AUTH_OK writes
  * the key's index to *key when key is not NULL. Constant time over the set (see above). */
-enum serve_auth_result serve_auth_check(const struct serve_auth *a, const char *header,
-                                        size_t len, int *key);
+enum serve_auth_result serve_auth_check(const struct serve_auth *a, const char *header, size_t len,
+                                        int *key);
 /* Key `key`'s id: the first 16 hex digits of the SHA-256 of the key (borrowed from the set). Safe
  * to log: it identifies a key without revealing it. */
 const char *serve_auth_key_id(const struct serve_auth *a, int key);

@@ -65,10 +65,10 @@ START_TEST(test_serve_auth_refuses_bad_keys)
         size_t len;
         const char *needle;
     } bad[] = {
-        {"s3cret\0junk", 11, "0x00"},   /* a NUL byte inside a key */
-        {"ok,s3cret\x01", 10, "0x01"},  /* a control byte */
-        {"s3cr\xc3\xa9t", 7, "0xc3"},   /* non-ASCII */
-        {"good", 4, "repeats"},         /* already in the set */
+        {"s3cret\0junk", 11, "0x00"},      /* a NUL byte inside a key */
+        {"ok,s3cret\x01", 10, "0x01"},     /* a control byte */
+        {"s3cr\xc3\xa9t", 7, "0xc3"},      /* non-ASCII */
+        {"good", 4, "repeats"},            /* already in the set */
         {"s3cret\ns3cret", 13, "entry 2"}, /* twice in one list */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -104,13 +104,13 @@ START_TEST(test_serve_auth_check_header)
     ck_assert_int_eq(k, 1);
     ck_assert_int_eq(check(a, "Bearer k3y", NULL), SERVE_AUTH_OK);
     ck_assert_int_eq(check(a, "", &k), SERVE_AUTH_MALFORMED);
-    ck_assert_int_eq(check(a, "k3y", &k), SERVE_AUTH_MALFORMED);        /* no scheme */
-    ck_assert_int_eq(check(a, "Basic k3y", &k), SERVE_AUTH_MALFORMED);  /* wrong scheme */
-    ck_assert_int_eq(check(a, "Bearer ", &k), SERVE_AUTH_MALFORMED);    /* no token */
+    ck_assert_int_eq(check(a, "k3y", &k), SERVE_AUTH_MALFORMED);       /* no scheme */
+    ck_assert_int_eq(check(a, "Basic k3y", &k), SERVE_AUTH_MALFORMED); /* wrong scheme */
+    ck_assert_int_eq(check(a, "Bearer ", &k), SERVE_AUTH_MALFORMED);   /* no token */
     ck_assert_int_eq(check(a, "Bearer k3y junk", &k), SERVE_AUTH_MALFORMED);
-    ck_assert_int_eq(check(a, "Bearer k3", &k), SERVE_AUTH_WRONG);      /* a prefix */
-    ck_assert_int_eq(check(a, "Bearer k3yy", &k), SERVE_AUTH_WRONG);    /* longer */
-    ck_assert_int_eq(check(a, "Bearer K3Y", &k), SERVE_AUTH_WRONG);     /* case-sensitive */
+    ck_assert_int_eq(check(a, "Bearer k3", &k), SERVE_AUTH_WRONG);   /* a prefix */
+    ck_assert_int_eq(check(a, "Bearer k3yy", &k), SERVE_AUTH_WRONG); /* longer */
+    ck_assert_int_eq(check(a, "Bearer K3Y", &k), SERVE_AUTH_WRONG);  /* case-sensitive */
     ck_assert_int_eq(check(a, "Bearer k3y,other-key", &k), SERVE_AUTH_MALFORMED);
     /* the finding: a key followed by a NUL byte and junk was accepted */
     static const char nul[] = "Bearer k3y\0junk";
@@ -145,8 +145,7 @@ START_TEST(test_serve_auth_file)
     fputs("team-c key\n", f);
     fclose(f);
     ck_assert_int_eq(serve_auth_add_file(a, path, err, sizeof(err)), ERR_INVAL);
-    ck_assert_msg(strstr(err, path) && strstr(err, "entry 1") && !strstr(err, "team-c"), "%s",
-                  err);
+    ck_assert_msg(strstr(err, path) && strstr(err, "entry 1") && !strstr(err, "team-c"), "%s", err);
     /* too big */
     f = fopen(path, "w");
     for (int i = 0; i <= SERVE_AUTH_MAX_FILE / 8; i++) fputs("abcdefg\n", f);
