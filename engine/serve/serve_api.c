@@ -83,6 +83,37 @@ static int prompt_from_text(const struct serve_api *api, const char *text, size_
     return 0;
 }
 
+/* The request's messages with their content escaped (tokenizer_escape_special) into `esc`, so
+ * that control tokens a user typed stay text and only the template places any: *out is new
+ * (free(); its contents point into esc), or NULL when there is nothing to escape with (no
+ * tokenizer, or api->content_special_tokens): render r->messages then. 0, or ERR_NOMEM /
+ * ERR_TOO_BIG (esc's limit). */
+static int escape_messages(const struct serve_api *api, const struct api_request *r,
+                           struct buf *esc, struct api_message **out)
+{
+    *out = NULL;
+    if (!api->tok || api->content_special_tokens || r->n_messages == 0) return 0;
+    /* offsets first: esc may move while it grows */
+    size_t *off = malloc(r->n_messages * sizeof(*off));
+    struct api_message *m = malloc(r->n_messages * sizeof(*m));
+    int rc = off && m ? 0 : ERR_NOMEM;
+    for (size_t i = 0; rc == 0 && i < r->n_messages; i++) {
+        const char *c = r->messages[i].content;
+        off[i] = esc->len;
+        if ((rc = tokenizer_escape_special(api->tok, c, strlen(c), esc)) == 0)
+            rc = buf_putc(esc, '\0');
+    }
+    for (size_t i = 0; rc == 0 && i < r->n_messages; i++)
+        m[i] = (struct api_message){r->messages[i].role, esc->data + off[i]};
+    free(off);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
 int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
                          int *n, struct api_error *err)
 {
@@ -105,34 +136,13 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
     buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
     char terr[400];
-    const struct api_message *msgs = r->messages;
     struct api_message *escaped = NULL;
-    int rc = 0;
-    if (api->tok && !api->content_special_tokens && r->n_messages > 0) {
-        /* Content is text: control-token texts in it are escaped, so only the template's own
-         * become control tokens. The copies point into one buffer: offsets first, since it may
-         * move while it grows. */
-        size_t *off = malloc(r->n_messages * sizeof(*off));
-        escaped = malloc(r->n_messages * sizeof(*escaped));
-        rc = off && escaped ? 0 : ERR_NOMEM;
-        for (size_t i = 0; rc == 0 && i < r->n_messages; i++) {
-            const char *c = r->messages[i].content;
-            off[i] = esc.len;
-            if ((rc = tokenizer_escape_special(api->tok, c, strlen(c), &esc)) == 0)
-                rc = buf_putc(&esc, '\0');
-        }
-        for (size_t i = 0; rc == 0 && i < r->n_messages; i++)
-            escaped[i] = (struct api_message){r->messages[i].role, esc.data + off[i]};
-        free(off);
-        msgs = escaped;
-        if (rc) {
-            snprintf(terr, sizeof(terr), "%s", err_str(rc));
-            rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_TOO_BIG;
-        }
-    }
-    if (rc == 0)
-        rc = chat_template_render(api->chat_template, msgs, r->n_messages, true, &text, terr,
-                                  sizeof(terr));
+    int rc = escape_messages(api, r, &esc, &escaped);
+    if (rc)
+        snprintf(terr, sizeof(terr), "%s", err_str(rc));
+    else
+        rc = chat_template_render(api->chat_template, escaped ? escaped : r->messages,
+                                  r->n_messages, true, &text, terr, sizeof(terr));
     if (rc) {
         api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
                       "cannot render the chat template: %s", terr);
@@ -222,6 +232,20 @@ static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, 
     (void)api_response_id(r->kind, random_u64(), out->id, sizeof(out->id));
 }
 
+#define SERVE_API_SALT_MAX (SHA256_HEX_LEN + 1 + API_MAX_SHORT_STR + 1)
+
+/* --prefix-cache-scope key: the prefix-cache salt of a request of key `key` (index in api->auth)
+ * with the client's `cache_salt` (NULL: none), into salt[SERVE_API_SALT_MAX]: the key's digest,
+ * ':', then the client's salt. Digests are hex and ':' ends them, so no key's chains can be named
+ * by another key or by a client's salt. False (salt untouched) under the global scope. */
+static bool key_salt(const struct serve_api *api, int key, const char *cache_salt, char *salt)
+{
+    if (!api->prefix_cache_per_key || key < 0) return false;
+    snprintf(salt, SERVE_API_SALT_MAX, "%s:%s", serve_auth_key_digest(api->auth, key),
+             cache_salt ? cache_salt : "");
+    return true;
+}
+
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
                    enum api_kind kind)
 {
@@ -251,14 +275,8 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     }
     struct serve_req_spec spec;
     spec_of(r, ids, n_ids, arrival, &spec);
-    /* Per-key scope: the key's digest, then the client's own salt, if any. Digests are hex and
-     * ':' ends them, so no key's chains can be named by another key or by a client's salt. */
-    char salt[SHA256_HEX_LEN + 1 + API_MAX_SHORT_STR + 1];
-    if (api->prefix_cache_per_key && key >= 0) {
-        snprintf(salt, sizeof(salt), "%s:%s", serve_auth_key_digest(api->auth, key),
-                 r->cache_salt ? r->cache_salt : "");
-        spec.sched.cache_salt = salt;
-    }
+    char salt[SERVE_API_SALT_MAX];
+    if (key_salt(api, key, r->cache_salt, salt)) spec.sched.cache_salt = salt;
     sr = serve_req_new(&spec);
     api_request_free(r);
     free(ids);
