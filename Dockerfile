@@ -4,6 +4,7 @@
 #   docker build --target engine-cuda -t ghcr.io/cinfer/cinfer-engine:0.1.0-cuda .  # once the CUDA backend lands
 #   docker build --target operator    -t ghcr.io/cinfer/cinfer-operator:0.1.0 .
 #   docker build --target autoscaler  -t ghcr.io/cinfer/cinfer-autoscaler:0.1.0 .
+#   docker build --target router      -t ghcr.io/cinfer/cinfer-router:0.1.0 .
 #
 # Build stages install the build dependencies with hack/deps.sh and run hack/build-image-rootfs.sh,
 # which builds with make and stages the stripped binary plus the runtime package list it verified
@@ -17,7 +18,7 @@ ARG VERSION=0.1.0
 ARG REVISION=unknown
 ARG SOURCE=https://github.com/cinfer/cinfer
 
-# ---- build: the three CPU programs -----------------------------------------------------------------
+# ---- build: the four CPU programs ------------------------------------------------------------------
 FROM debian:12 AS build
 ARG VERSION
 ENV DEBIAN_FRONTEND=noninteractive
@@ -30,9 +31,11 @@ COPY common common
 COPY engine engine
 COPY operator operator
 COPY autoscaler autoscaler
+COPY router router
 RUN CINFER_VERSION="$VERSION" hack/build-image-rootfs.sh engine /out/engine \
  && hack/build-image-rootfs.sh operator /out/operator \
- && hack/build-image-rootfs.sh autoscaler /out/autoscaler
+ && hack/build-image-rootfs.sh autoscaler /out/autoscaler \
+ && hack/build-image-rootfs.sh router /out/router
 
 # ---- operator --------------------------------------------------------------------------------------
 FROM debian:12-slim AS operator
@@ -80,6 +83,31 @@ USER 65532:65532
 EXPOSE 8081
 ENTRYPOINT ["/usr/local/bin/cinfer-autoscaler"]
 
+# ---- router ----------------------------------------------------------------------------------------
+FROM debian:12-slim AS router
+ARG VERSION
+ARG REVISION
+ARG SOURCE
+LABEL org.opencontainers.image.title="cinfer-router" \
+      org.opencontainers.image.description="cinfer router: one OpenAI endpoint for every model, routed by cached prefix and load (API on :8080, probes and metrics on :8081)" \
+      org.opencontainers.image.version="$VERSION" \
+      org.opencontainers.image.revision="$REVISION" \
+      org.opencontainers.image.source="$SOURCE" \
+      org.opencontainers.image.base.name="docker.io/library/debian:12-slim"
+COPY --from=build /out/router/usr/share/cinfer/runtime-packages /usr/share/cinfer/runtime-packages
+RUN apt-get update \
+ && xargs -a /usr/share/cinfer/runtime-packages apt-get install -y --no-install-recommends \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --gid 65532 nonroot \
+ && useradd --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin nonroot
+COPY --from=build /out/router/usr/local/bin/cinfer-router /usr/local/bin/cinfer-router
+ENV CINFER_ROUTER_HOST=0.0.0.0
+ENV CINFER_ROUTER_PROBE_ADDR=0.0.0.0:8081
+USER 65532:65532
+EXPOSE 8080
+EXPOSE 8081
+ENTRYPOINT ["/usr/local/bin/cinfer-router"]
+
 # ---- engine with the CUDA backend ------------------------------------------------------------------
 # NOT BUILDABLE YET: engine/backend/cuda/ does not exist, and `make CUDA=1` stops with an error saying
 # so. This target builds unchanged once it lands. The devel and runtime bases must carry the same CUDA
@@ -97,6 +125,7 @@ COPY common common
 COPY engine engine
 COPY operator operator
 COPY autoscaler autoscaler
+COPY router router
 RUN CUDA=1 CINFER_VERSION="$VERSION" hack/build-image-rootfs.sh engine /out/engine
 
 FROM nvidia/cuda:12.6.3-runtime-ubuntu24.04 AS engine-cuda

@@ -1,6 +1,6 @@
 # cinfer: one non-recursive Makefile; everything builds into $(BUILD)/.
 #
-#   make            build the three programs into build/bin/
+#   make            build the four programs into build/bin/
 #   make run        serve a model on 127.0.0.1:8000 (MODEL=path.gguf; default: the shipped stories260K)
 #   make test       build and run every test suite (Check unit tests, corpus tests, e2e scripts)
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
@@ -11,7 +11,8 @@
 #   make CUDA=1     add the CUDA backend
 #
 # Sources are discovered by directory, so a new module needs no Makefile edit:
-#   common/**.c -> libcommon.a, engine/**.c -> libengine.a (main.c excluded), same for operator/, autoscaler/
+#   common/**.c -> libcommon.a, engine/**.c -> libengine.a (main.c excluded), same for operator/,
+#   autoscaler/, router/
 #   tests/<prog>/test_<mod>.c -> one Check binary per suite, whose entry point is <mod>_suite()
 #   tests/fuzz/fuzz_<name>.c  -> a libFuzzer target and a corpus runner over tests/fuzz/corpus/<name>/
 #   tests/e2e/*.sh            -> whole-system scripts run after the unit suites
@@ -66,15 +67,18 @@ COMMON_SRC     := $(call find_c,common)
 ENGINE_SRC     := $(call find_c,engine,! -path engine/main.c ! -path 'engine/backend/cuda/*')
 OPERATOR_SRC   := $(call find_c,operator,! -path operator/main.c)
 AUTOSCALER_SRC := $(call find_c,autoscaler,! -path autoscaler/main.c)
+ROUTER_SRC     := $(call find_c,router,! -path router/main.c)
 
 LIB_COMMON     := $(BUILD)/lib/libcommon.a
 LIB_ENGINE     := $(BUILD)/lib/libengine.a
 LIB_OPERATOR   := $(BUILD)/lib/liboperator.a
 LIB_AUTOSCALER := $(BUILD)/lib/libautoscaler.a
+LIB_ROUTER     := $(BUILD)/lib/librouter.a
 # Link order: programs before the engine core before common.
-ALL_LIBS       := $(LIB_OPERATOR) $(LIB_AUTOSCALER) $(LIB_ENGINE) $(LIB_COMMON)
+ALL_LIBS       := $(LIB_OPERATOR) $(LIB_AUTOSCALER) $(LIB_ROUTER) $(LIB_ENGINE) $(LIB_COMMON)
 
-BINS := $(BUILD)/bin/cinfer-engine $(BUILD)/bin/cinfer-operator $(BUILD)/bin/cinfer-autoscaler
+BINS := $(BUILD)/bin/cinfer-engine $(BUILD)/bin/cinfer-operator $(BUILD)/bin/cinfer-autoscaler \
+        $(BUILD)/bin/cinfer-router
 
 TEST_SRC   := $(sort $(wildcard tests/*/test_*.c))
 TEST_BINS  := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
@@ -101,6 +105,7 @@ $(eval $(call make_lib,$(LIB_COMMON),$(COMMON_SRC)))
 $(eval $(call make_lib,$(LIB_ENGINE),$(ENGINE_SRC) $(CUDA_STUB_SRC)))
 $(eval $(call make_lib,$(LIB_OPERATOR),$(OPERATOR_SRC)))
 $(eval $(call make_lib,$(LIB_AUTOSCALER),$(AUTOSCALER_SRC)))
+$(eval $(call make_lib,$(LIB_ROUTER),$(ROUTER_SRC)))
 
 $(BUILD)/bin/cinfer-%: $(BUILD)/obj/%/main.o $(ALL_LIBS) $(CUDA_OBJS)
 	@mkdir -p $(dir $@)

@@ -11,10 +11,12 @@
 #include "common/clock.h"
 #include "common/err.h"
 #include "common/informer.h"
+#include "common/http_client.h"
 #include "common/json_util.h"
 #include "common/k8s/client.h"
 #include "common/leader.h"
 #include "common/log.h"
+#include "common/metric_names.h"
 #include "common/shutdown.h"
 
 #include <math.h>
@@ -28,6 +30,9 @@
 #define REASON_MAX           (sizeof(((struct policy_decision *)0)->reason) + 64)
 #define STATUS_REFRESH_S     30 /* rewrite status.autoscaling at least this often */
 #define MAX_PODS_PER_SERVICE 1024
+#define MAX_ROUTERS          64
+#define ROUTER_METRICS_MAX   (16u << 20)
+#define SCALE_TO_ZERO_DEF_S  300 /* spec.scaling.scaleToZeroSeconds default (the CRD's too) */
 
 /* ------------------------------------------------------------------------------------------------
  * Per-service state
@@ -50,6 +55,8 @@ struct svc {
     int written;
     struct prom_series *desired_gauge;
     bool seen;
+    bool zero;          /* minReplicas 0: loop_zero_decide takes it to zero and back */
+    double last_active; /* monotonic seconds it was last busy or had requests held */
 };
 
 static void svc_free(struct svc *s)
@@ -99,6 +106,11 @@ struct loop {
     struct prom_metric *desired_metric;
     struct prom_series *rounds, *scrapes_ok, *scrapes_err, *scale_up, *scale_down, *holds,
         *api_errors, *round_duration, *is_leader;
+    /* cinfer-router /metrics this round (held requests per model). */
+    struct http_client *http;
+    struct prom_exposition *routers[MAX_ROUTERS];
+    size_t n_routers;
+    bool routers_configured, routers_failed;
 };
 
 static int new_client(void *ctx, struct k8s_client **out)
@@ -365,6 +377,99 @@ static int keep_round(struct svc *s, const struct signals_pod *cur, const struct
     return 0;
 }
 
+/* Requests the routers hold for `isvc` this round: the sum over routers, or -1 when unknown (no
+ * router configured, or none held any while one did not answer). */
+static double router_held(const struct loop *l, const json_t *isvc)
+{
+    if (!l->routers_configured) return -1;
+    const char *model = loop_served_name(isvc);
+    if (!model) return -1;
+    struct prom_label match = {METRIC_LABEL_MODEL_NAME, model};
+    double held = 0;
+    for (size_t i = 0; i < l->n_routers; i++) {
+        double v = 0;
+        prom_exposition_sum(l->routers[i], METRIC_ROUTER_REQUESTS_HELD, &match, 1, &v);
+        if (v > 0) held += v;
+    }
+    return held > 0 ? held : l->routers_failed || l->n_routers == 0 ? -1 : 0;
+}
+
+static void router_scrape_one(struct loop *l, const char *url)
+{
+    if (l->n_routers == MAX_ROUTERS) return;
+    struct http_request req = {.url = url,
+                               .timeout_ms = (long)(l->cfg->scrape_timeout_s * 1000),
+                               .max_response = ROUTER_METRICS_MAX};
+    struct http_response resp;
+    http_response_init(&resp);
+    char perr[160] = "";
+    int rc = http_client_do(l->http, &req, &resp);
+    if (!rc && resp.status != 200) rc = ERR_HTTP;
+    struct prom_exposition *e = NULL;
+    if (!rc)
+        rc = prom_parse(resp.body.data ? resp.body.data : "", resp.body.len, NULL, &e, perr,
+                        sizeof(perr));
+    if (rc) {
+        l->routers_failed = true;
+        prom_counter_inc(l->scrapes_err, 1);
+        log_warn("router scrape failed", LOG_S("url", url), LOG_I("status", resp.status),
+                 LOG_S("error", perr[0] ? perr : http_client_errmsg(l->http)));
+    } else {
+        prom_counter_inc(l->scrapes_ok, 1);
+        l->routers[l->n_routers++] = e;
+    }
+    http_response_fini(&resp);
+}
+
+/* Scrapes every router (--router-url, and the pods --router-selector names) for held requests. */
+static void router_scrape(struct loop *l)
+{
+    const struct loop_cfg *cfg = l->cfg;
+    for (size_t i = 0; i < l->n_routers; i++) prom_exposition_free(l->routers[i]);
+    l->n_routers = 0;
+    l->routers_failed = false;
+    l->routers_configured =
+        (cfg->router_urls && *cfg->router_urls) || (cfg->router_selector && *cfg->router_selector);
+    if (!l->routers_configured || !l->http) return;
+    for (const char *p = cfg->router_urls ? cfg->router_urls : ""; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char url[512];
+        if (len > 0 && len < sizeof(url) - 8) {
+            memcpy(url, p, len);
+            url[len] = '\0';
+            const char *host = strstr(url, "://");
+            if (host && !strchr(host + 3, '/')) memcpy(url + len, "/metrics", 9);
+            router_scrape_one(l, url);
+        }
+        p = end ? end + 1 : p + len;
+    }
+    if (!cfg->router_selector || !*cfg->router_selector) return;
+    const char *ns =
+        cfg->router_ns && *cfg->router_ns ? cfg->router_ns : k8s_client_config(l->client)->ns;
+    struct k8s_ref ref = {&k8s_resource_pods, ns, NULL, NULL};
+    struct k8s_list_opts lo = {.label_selector = cfg->router_selector};
+    json_t *list = NULL;
+    if (k8s_client_list(l->client, &ref, &lo, &list) != 0) {
+        l->routers_failed = true;
+        log_warn("cannot list router pods", LOG_S("error", k8s_client_errmsg(l->client)));
+        return;
+    }
+    size_t i;
+    json_t *pod;
+    json_array_foreach(json_object_get(list, "items"), i, pod)
+    {
+        char url[512];
+        if (!loop_pod_endpoint(pod, url, sizeof(url))) continue; /* not ready: not serving */
+        const char *ip = json_util_str_at(pod, "status", "podIP");
+        int n = strchr(ip, ':')
+                    ? snprintf(url, sizeof(url), "http://[%s]:%d/metrics", ip, cfg->router_port)
+                    : snprintf(url, sizeof(url), "http://%s:%d/metrics", ip, cfg->router_port);
+        if (n > 0 && (size_t)n < sizeof(url)) router_scrape_one(l, url);
+    }
+    json_decref(list);
+}
+
 static void decide(struct loop *l, struct round_svc *rs, const struct round_pod *pods,
                    const struct scrape_target *t, double now_mono)
 {
@@ -403,6 +508,25 @@ static void decide(struct loop *l, struct round_svc *rs, const struct round_pod 
     int desired = d.desired;
     char reason[REASON_MAX];
     snprintf(reason, sizeof(reason), "%s", d.reason);
+    if (s->zero) {
+        double held = router_held(l, isvc);
+        bool busy = sig.running + sig.waiting > 0 || sig.arrival_rate > 0;
+        if (busy || held > 0 || s->last_active == 0) s->last_active = now_mono;
+        struct loop_zero_in zin = {
+            .current = current,
+            .policy_desired = desired,
+            .zero_allowed = true,
+            .held = held,
+            .busy = busy,
+            .idle_s = now_mono - s->last_active,
+            .scale_to_zero_s =
+                (double)json_util_int_at(json_util_at(isvc, "spec", "scaling"),
+                                         "scaleToZeroSeconds", NULL, SCALE_TO_ZERO_DEF_S),
+        };
+        char zr[REASON_MAX];
+        desired = loop_zero_decide(&zin, zr, sizeof(zr));
+        if (zr[0]) snprintf(reason, sizeof(reason), "%s", zr);
+    }
     /* Missing metrics never cause a scale-down: with no usable metrics, or with an engine that
      * is ready but did not answer, a lower recommendation may only reflect what we cannot see. */
     bool held = false, scale_failed = false;
@@ -526,8 +650,13 @@ static void round_run(struct loop *l)
         struct policy_spec spec;
         if (!loop_spec_from_isvc(isvc, cfg->interval_s, &spec)) continue;
         spec.startup_s = cfg->startup_s;
+        /* The policy keeps at least one replica; loop_zero_decide owns the way to zero. */
+        bool zero = spec.min_replicas == 0;
+        if (zero) spec.min_replicas = 1;
+        if (spec.max_replicas < spec.min_replicas) spec.max_replicas = spec.min_replicas;
         struct svc *s = svc_for(l, isvc, &spec);
         if (!s) continue;
+        s->zero = zero;
         struct round_svc *rs = &rsv[n_rs];
         *rs = (struct round_svc){.svc = s, .isvc = isvc, .first = n_pods};
         if (discover(l, isvc, &pods, &n_pods, &cap_pods, &rs->not_ready) != 0) continue;
@@ -535,6 +664,7 @@ static void round_run(struct loop *l)
         n_rs++;
     }
     svc_sweep(l);
+    router_scrape(l);
     targets = n_pods ? calloc(n_pods, sizeof(*targets)) : NULL;
     if (n_pods && !targets) goto out;
     for (i = 0; i < n_pods; i++) targets[i].url = pods[i].url;
@@ -608,6 +738,15 @@ int loop_run(const struct loop_cfg *cfg)
     rc = register_metrics(&l, cfg->metrics);
     if (!rc) rc = new_client((void *)cfg, &l.client);
     if (rc) goto out;
+    if ((cfg->router_urls && *cfg->router_urls) ||
+        (cfg->router_selector && *cfg->router_selector)) {
+        char herr[HTTP_CLIENT_ERRMSG_MAX] = "";
+        struct http_client_opts ho = {.user_agent = "cinfer-autoscaler"};
+        if ((rc = http_client_new(&ho, &l.http, herr)) != 0) {
+            log_error("cannot create the router scrape client", LOG_S("error", herr));
+            goto out;
+        }
+    }
     if (cfg->leader_elect) {
         rc = elect(&l);
         if (rc || shutdown_requested()) goto out;
@@ -643,6 +782,8 @@ out:
     for (size_t i = 0; i < l.n_svcs; i++) svc_free(l.svcs[i]);
     free(l.svcs);
     k8s_client_free(l.client);
+    for (size_t i = 0; i < l.n_routers; i++) prom_exposition_free(l.routers[i]);
+    http_client_free(l.http);
     loop_targets_fini(&l.targets);
     if (lost) {
         log_error("leadership lost; exiting so that a new leader takes over");

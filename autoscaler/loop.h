@@ -26,6 +26,10 @@ struct loop_cfg {
     const char *lease_ns;          /* NULL/"" = the client's namespace */
     const char *identity;          /* leader identity; NULL = generated */
     const char *targets;           /* --target text or NULL; parsed by loop_targets_parse */
+    const char *router_urls;       /* --router-url: cinfer-router /metrics URLs, comma-separated */
+    const char *router_selector;   /* --router-selector: label selector of router pods, or NULL */
+    const char *router_ns;         /* their namespace; NULL/"" = the autoscaler's own */
+    int router_port;               /* the routers' probe port (their /metrics) */
     struct prom_registry *metrics; /* where the loop registers its own metrics (borrowed) */
     void (*set_ready)(void *ctx, bool ready);
     void *ready_ctx;
@@ -58,6 +62,30 @@ void loop_targets_fini(struct loop_targets *t); /* NULL-safe */
  * (policy reactive or predictive); false for external, no spec.scaling, or an unknown policy.
  * Pure. */
 bool loop_spec_from_isvc(const json_t *isvc, double interval_s, struct policy_spec *out);
+
+/* Scale to zero and from zero (ARCHITECTURE.md: minReplicas 0 only where the autoscaler owns
+ * replicas, scaling from zero on the router's held requests). The policy never goes below one
+ * replica; these rules take a service with spec.scaling.minReplicas 0 to zero and back. */
+struct loop_zero_in {
+    int current;            /* spec.replicas now */
+    int policy_desired;     /* what the policy decided (at least 1) */
+    bool zero_allowed;      /* spec.scaling.minReplicas is 0 */
+    double held;            /* requests the routers hold for the service; < 0: unknown (no router
+                             * configured, or one did not answer) */
+    bool busy;              /* its engines report requests running or waiting, or arrivals */
+    double idle_s;          /* seconds since it was last busy or had requests held */
+    double scale_to_zero_s; /* spec.scaling.scaleToZeroSeconds */
+};
+
+/* The replicas to set, and in `reason` why when a zero rule decided ("" otherwise): at zero, one
+ * replica as soon as a router holds a request for the service, else zero; above zero, zero once it
+ * has been idle for scale_to_zero_s and the policy asks for no more than one, never while a router
+ * holds requests or when held requests are unknown. Pure. */
+int loop_zero_decide(const struct loop_zero_in *in, char *reason, size_t reason_len);
+
+/* The served model name of an InferenceService (spec.model.servedName, else metadata.name: the
+ * model_name label of the router's held requests), borrowed; NULL when it has none. Pure. */
+const char *loop_served_name(const json_t *isvc);
 
 /* For a pod object (borrowed): writes its metrics URL (http://IP:8000/metrics, IPv6 in brackets)
  * into `url` and returns true when it is ready (phase Running, condition Ready True, podIP set,

@@ -146,3 +146,31 @@ bool loop_pod_endpoint(const json_t *pod, char *url, size_t urllen)
                             : snprintf(url, urllen, "http://%s:%d/metrics", ip, LOOP_ENGINE_PORT);
     return n > 0 && (size_t)n < urllen;
 }
+
+int loop_zero_decide(const struct loop_zero_in *in, char *reason, size_t reason_len)
+{
+    int want = in->policy_desired > 1 ? in->policy_desired : 1;
+    if (reason_len) reason[0] = '\0';
+    if (!in->zero_allowed) return in->policy_desired;
+    if (in->current == 0) {
+        if (in->held > 0) {
+            snprintf(reason, reason_len, "scale from zero: %.0f requests held by the router",
+                     in->held);
+            return 1;
+        }
+        snprintf(reason, reason_len, "at zero replicas: no requests held by the router");
+        return 0;
+    }
+    if (in->held < 0 || in->held > 0 || in->busy || in->idle_s < in->scale_to_zero_s ||
+        in->policy_desired > 1)
+        return want;
+    snprintf(reason, reason_len, "idle for %.0f s (scaleToZeroSeconds %.0f): scale to zero",
+             in->idle_s, in->scale_to_zero_s);
+    return 0;
+}
+
+const char *loop_served_name(const json_t *isvc)
+{
+    const char *served = json_util_str_at(json_util_at(isvc, "spec", "model"), "servedName", NULL);
+    return served && *served ? served : json_util_str_at(isvc, "metadata", "name");
+}

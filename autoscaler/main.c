@@ -21,6 +21,8 @@ struct autoscaler_cfg {
     bool leader_elect;
     const char *lease_ns, *identity;
     const char *targets;
+    const char *router_urls, *router_selector, *router_ns;
+    int router_port;
     const char *probe_addr;
     const char *log_level, *log_format;
 };
@@ -51,6 +53,16 @@ static const struct cfg_opt opts[] = {
     OPT("target", CFG_STRING, targets, NULL, 1, 0,
         "Out-of-cluster mode: name=url,... scrapes InferenceService <name> at these URLs instead "
         "of its pods (repeat a name for several engines; a URL without a path means its /metrics)"),
+    OPT("router-url", CFG_STRING, router_urls, NULL, 1, 0,
+        "cinfer-router /metrics URLs (comma-separated; a bare http://host:port means its "
+        "/metrics): requests they hold scale a minReplicas 0 service from zero"),
+    OPT("router-selector", CFG_STRING, router_selector, NULL, 1, 0,
+        "Label selector of cinfer-router pods whose /metrics (--router-port) to read, e.g. "
+        "app.kubernetes.io/name=cinfer-router"),
+    OPT("router-namespace", CFG_STRING, router_ns, NULL, 1, 0,
+        "Namespace of those pods (default: the autoscaler's own)"),
+    OPT("router-port", CFG_INT, router_port, "8081", 1, 65535,
+        "The routers' probe port, which serves their /metrics"),
     OPT("probe-addr", CFG_STRING, probe_addr, "127.0.0.1:8081", 1, 0,
         "Address for /healthz, /readyz and /metrics"),
     CLI_LOG_OPTS(struct autoscaler_cfg),
@@ -105,6 +117,10 @@ int main(int argc, char **argv)
         .lease_ns = cfg.lease_ns,
         .identity = cfg.identity,
         .targets = cfg.targets,
+        .router_urls = cfg.router_urls,
+        .router_selector = cfg.router_selector,
+        .router_ns = cfg.router_ns,
+        .router_port = cfg.router_port,
         .metrics = metrics,
         .set_ready = set_ready,
         .ready_ctx = probe,

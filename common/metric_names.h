@@ -79,6 +79,12 @@
  * matter most to an autoscaler; the time-to-first-token bounds (from 1 ms) resolve them. */
 #define METRIC_BUCKETS_REQUEST_QUEUE_TIME METRIC_BUCKETS_TIME_TO_FIRST_TOKEN
 
+/* cinfer-router (router/router_metrics.c) -> cinfer-autoscaler: requests the router holds for an
+ * InferenceService with no ready replica (scale from zero), gauge, label model_name (the
+ * InferenceService's served model name). Held > 0 while a service has 0 replicas scales it to 1. */
+#define METRIC_ROUTER_REQUESTS_HELD      "cinfer_router_requests_held"
+#define METRIC_HELP_ROUTER_REQUESTS_HELD "Requests held while the model has no ready replica."
+
 /* HELP texts, shared by the native name and its vLLM twin. */
 #define METRIC_HELP_REQUESTS_RUNNING     "Number of requests in the running batch."
 #define METRIC_HELP_REQUESTS_WAITING     "Number of requests waiting to be admitted."

@@ -5,7 +5,7 @@
 # (tests/e2e/images.sh does). It does not install anything and does not build images.
 #
 #   hack/build-image-rootfs.sh [--no-make] PROGRAM DESTDIR
-#       PROGRAM is engine, operator or autoscaler. Runs make for build/bin/cinfer-PROGRAM (skipped with
+#       PROGRAM is engine, operator, autoscaler or router. Runs make for build/bin/cinfer-PROGRAM (skipped with
 #       --no-make: stage what $BUILD already holds), then writes into DESTDIR (absent or empty):
 #         usr/local/bin/cinfer-PROGRAM          stripped
 #         usr/share/cinfer/runtime-packages     one Debian package per line, for apt-get install
@@ -26,14 +26,16 @@ declare -A runtime_libs=(
 	[engine]="libc6 libcurl4 libjansson4 libssl3"
 	[operator]="libc6 libcurl4 libjansson4 libyaml-0-2"
 	[autoscaler]="libc6 libcurl4 libjansson4 libyaml-0-2 zlib1g"
+	[router]="libc6 libcurl4 libjansson4 libssl3 libyaml-0-2"
 )
 # Packages needed at run time that no ldd can see. engine: `fetch-model` downloads https:// and hf://
-# models with libcurl, which verifies servers against /etc/ssl/certs. The operator and autoscaler
-# talk to the API server with the ServiceAccount's ca.crt and scrape engines over plain http.
+# models with libcurl, which verifies servers against /etc/ssl/certs. The operator, autoscaler and
+# router talk to the API server with the ServiceAccount's ca.crt and scrape engines over plain http.
 declare -A runtime_extra=(
 	[engine]="ca-certificates"
 	[operator]=""
 	[autoscaler]=""
+	[router]=""
 )
 
 die() {
@@ -51,7 +53,7 @@ usage() { # usage STATUS: the header's usage lines; on stderr unless asked for
 }
 
 valid_program() {
-	[[ -n "${runtime_libs[$1]+set}" ]] || die "unknown program '$1' (engine, operator, autoscaler)"
+	[[ -n "${runtime_libs[$1]+set}" ]] || die "unknown program '$1' (engine, operator, autoscaler, router)"
 }
 
 # pkg_of_file PATH: the Debian package that owns a file. ldd prints /lib/... paths, while packages may

@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 status=0
 src_files() { git ls-files -- 'common/*.[ch]' 'engine/*.[ch]' 'engine/*.cu' 'operator/*.[ch]' \
-	'autoscaler/*.[ch]'; }
+	'autoscaler/*.[ch]' 'router/*.[ch]'; }
 
 # ban REGEX ALLOWED_FILE_REGEX MESSAGE
 ban() {

@@ -15,13 +15,19 @@
 #include "common/buf.h"
 
 struct sampler_params;
+struct sampler_bias;
 
-#define API_MAX_STOP                 4       /* OpenAI: up to 4 stop sequences */
-#define API_MAX_STOP_LEN             256     /* bytes per stop sequence */
-#define API_MAX_N                    8       /* choices per request */
-#define API_MAX_LOGPROBS_COMPL       5       /* completions: logprobs 0..5 */
-#define API_MAX_TOP_LOGPROBS         20      /* chat: top_logprobs 0..20 (= SAMPLER_MAX_LOGPROBS) */
-#define API_MAX_MESSAGES             4096    /* chat messages per request */
+#define API_MAX_STOP                 4    /* OpenAI: up to 4 stop sequences */
+#define API_MAX_STOP_LEN             256  /* bytes per stop sequence */
+#define API_MAX_N                    8    /* choices per prompt */
+#define API_MAX_BEST_OF              20   /* completions: candidates per prompt (OpenAI's limit) */
+#define API_MAX_PROMPTS              256  /* completions: prompts in one batched request */
+#define API_MAX_SEQS                 256  /* sequences one request runs: prompts x best_of */
+#define API_MAX_LOGIT_BIAS           1024 /* logit_bias entries (= SAMPLER_MAX_BIAS) */
+#define API_LOGIT_BIAS_LIMIT         100  /* logit_bias values lie in [-100, 100] */
+#define API_MAX_LOGPROBS_COMPL       5    /* completions: logprobs 0..5 */
+#define API_MAX_TOP_LOGPROBS         20   /* chat: top_logprobs 0..20 (= SAMPLER_MAX_LOGPROBS) */
+#define API_MAX_MESSAGES             4096 /* chat messages per request */
 #define API_MAX_PROMPT_TOKENS        1048576 /* token ids in a pre-tokenized prompt */
 #define API_MAX_SHORT_STR            256     /* model, user, cache_salt */
 #define API_COMPL_DEFAULT_MAX_TOKENS 16      /* OpenAI's default for /v1/completions */
@@ -85,20 +91,32 @@ struct api_limits {
     long max_tokens; /* largest max_tokens accepted (usually the context length) */
 };
 
+/* One prompt of /v1/completions: exactly one of text (owned) or tokens (owned ids, >= 1). */
+struct api_prompt {
+    char *text;
+    int32_t *tokens;
+    size_t n_tokens;
+};
+
 struct api_request {
     enum api_kind kind;
     char *model; /* owned; NULL when the client sent none */
 
-    /* /v1/completions: exactly one of prompt (owned text) or prompt_tokens (owned ids). */
-    char *prompt;
-    int32_t *prompt_tokens;
-    size_t n_prompt_tokens;
+    /* /v1/completions: "prompt" as a string, token ids, or a list of either (batched prompts);
+     * owned array of n_prompts (1..API_MAX_PROMPTS). Choice i * n + j answers prompt i. */
+    struct api_prompt *prompts;
+    size_t n_prompts;
+    char *suffix; /* owned or NULL (also for ""): fill-in-the-middle, text after the prompt */
+    bool echo;    /* the prompt comes back before the completion (prompt logprobs with logprobs) */
+    int best_of;  /* completions: candidates generated per prompt, n..API_MAX_BEST_OF (default n);
+                     the n with the highest mean token logprob are returned */
 
     /* /v1/chat/completions */
     struct api_message *messages; /* owned array of n_messages */
     size_t n_messages;
 
-    long max_tokens; /* > 0; -1: until the context is full (chat default) */
+    long max_tokens; /* > 0 (0 only with echo: the prompt alone); -1: until the context is full
+                        (chat default) */
     int n;           /* 1..API_MAX_N */
 
     /* Sampling (api_request_sampler_params converts). Defaults are OpenAI's. */
@@ -111,6 +129,9 @@ struct api_request {
     float repetition_penalty; /* (0, 2], default 1 (off) */
     bool has_seed;
     uint64_t seed;
+    /* logit_bias {"token id": bias}: owned array of n_logit_bias (ids < n_vocab, |bias| <= 100) */
+    struct sampler_bias *logit_bias;
+    size_t n_logit_bias;
 
     /* Stop sequences: owned strings, none empty. */
     char *stop[API_MAX_STOP];
@@ -122,7 +143,8 @@ struct api_request {
     int top_logprobs;
 
     bool stream;
-    bool include_usage; /* stream_options.include_usage */
+    bool include_usage;    /* stream_options.include_usage: a usage chunk ends the stream */
+    bool continuous_usage; /* stream_options.continuous_usage_stats (vLLM): usage on every chunk */
 
     bool ignore_eos; /* vLLM extension: keep generating past end-of-generation tokens */
 
@@ -144,7 +166,9 @@ void api_request_free(struct api_request *r); /* NULL-safe */
 
 /* Fills `out` (borrowed) from the request's sampling fields: defaults from sampler_params_default,
  * then temperature, top_k, top_p, min_p, penalties (repeat_last_n -1 when a penalty is on), seed
- * (`fallback_seed` when the client sent none) and n_logprobs. */
+ * (`fallback_seed` when the client sent none), n_logprobs, and the logit bias (out->bias borrows
+ * r->logit_bias: valid while r is). Log-probabilities are computed when the client asked for them
+ * or best_of > n ranks candidates by them. */
 void api_request_sampler_params(const struct api_request *r, uint64_t fallback_seed,
                                 struct sampler_params *out);
 
@@ -162,13 +186,22 @@ struct api_top_logprob {
     float logprob;
 };
 
-/* One generated token with its log-probability and the alternatives (all borrowed). */
+/* One generated (or, with echo, prompt) token with its log-probability and the alternatives (all
+ * borrowed). Completions list the token itself among its top_logprobs when the alternatives miss
+ * it, as OpenAI does ("up to logprobs + 1 elements"). */
 struct api_token_logprob {
     const char *text; /* borrowed, raw decoded bytes of the token */
     size_t len;
     float logprob;
     int n_top;
     const struct api_top_logprob *top;
+    bool unscored; /* the first prompt token under echo: logprob and top_logprobs are null */
+};
+
+struct api_usage {
+    long prompt_tokens;
+    long completion_tokens;
+    long cached_tokens; /* prompt tokens served from the prefix cache */
 };
 
 /* One choice (or a streamed delta of it). Everything borrowed for the duration of the call. */
@@ -180,12 +213,9 @@ struct api_choice {
     const struct api_token_logprob *logprobs; /* NULL: "logprobs": null */
     size_t n_logprobs;
     size_t text_offset; /* completions: characters before `text` (for streamed chunks) */
-};
-
-struct api_usage {
-    long prompt_tokens;
-    long completion_tokens;
-    long cached_tokens; /* prompt tokens served from the prefix cache */
+    /* Streaming with continuous usage: this chunk's usage (its prompt and its choice's tokens so
+     * far); NULL: "usage": null when include_usage, absent otherwise. Borrowed. */
+    const struct api_usage *usage;
 };
 
 /* Identity shared by every object of one response. */
@@ -195,6 +225,10 @@ struct api_response_meta {
     const char *model;  /* borrowed */
     long long created;  /* Unix seconds, passed in (no clock here) */
     bool include_usage; /* streaming: chunks carry "usage": null, and a usage chunk comes last */
+    /* Log-probabilities were asked for: every choice carries a logprobs object (empty lists when
+     * it has no tokens), except chat's closing chunk (finish_reason set), which has null as
+     * OpenAI's. Otherwise only choices whose `logprobs` is non-NULL do. */
+    bool logprobs;
 };
 
 /* Writes "cmpl-<16 hex>" / "chatcmpl-<16 hex>" from `rnd` into dst (>= 32 bytes). Returns 0 or
@@ -207,13 +241,18 @@ json_t *api_response_json(const struct api_response_meta *m, const struct api_ch
                           size_t n, const struct api_usage *u);
 
 /* Streaming chunk for one choice. Chat: `role_only` makes the opening delta {"role":"assistant",
- * "content":""}; otherwise the delta is {"content": text} when text is non-empty and {} when
- * not (the final chunk, carrying finish_reason). Completions ignore role_only. New or NULL. */
+ * "content":"","refusal":null}; otherwise the delta is {"content": text} when text is non-empty
+ * and {} when not (the final chunk, carrying finish_reason). Completions ignore role_only. The
+ * chunk's "usage" is c->usage, else null when m->include_usage. New or NULL. */
 json_t *api_response_chunk(const struct api_response_meta *m, const struct api_choice *c,
                            bool role_only);
 
 /* The last chunk when include_usage: "choices": [] and "usage": {...}. New or NULL. */
 json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u);
+
+/* A "model" object {"id","object":"model","created","owned_by","max_model_len"} (the entries of
+ * GET /v1/models and the body of GET /v1/models/{id}). `id` borrowed. New or NULL. */
+json_t *api_model_json(const char *id, long long created, int max_model_len);
 
 /* Appends "data: <compact json>\n\n" to `out`. Returns 0, ERR_INVAL (NULL j), ERR_TOO_BIG or
  * ERR_NOMEM; on failure `out` keeps its previous length. */

@@ -1,8 +1,10 @@
 /* Request bodies of POST /v1/completions and /v1/chat/completions -> struct api_request.
  * Validates every parameter the engine honours (type and range, errors naming the parameter as
  * OpenAI's `param` does), ignores unknown fields as OpenAI does, and refuses the known ones whose
- * effect the engine cannot provide (echo, suffix, best_of, logit_bias, tools, response_format)
- * rather than silently answering something else. Not an HTTP handler: no I/O, no model lookup. */
+ * effect the engine cannot provide (tools, functions, response_format other than text, audio,
+ * modalities other than text, web_search_options; echo, suffix and best_of on chat, where OpenAI
+ * has none) rather than silently answering something else. Not an HTTP handler: no I/O, no model lookup (suffix's fill-in-the-middle tokens and the
+ * tokenizer are serve_api.c's). */
 #include "engine/api/api.h"
 
 #include "common/err.h"
@@ -16,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+_Static_assert(API_MAX_LOGIT_BIAS == SAMPLER_MAX_BIAS, "one logit_bias limit");
+_Static_assert(API_MAX_TOP_LOGPROBS == SAMPLER_MAX_LOGPROBS, "one top_logprobs limit");
 
 const char *api_role_name(enum api_role r)
 {
@@ -105,20 +110,34 @@ static int api_opt(int rc)
 }
 
 /* Known OpenAI parameters whose effect this engine does not implement: refuse rather than ignore,
- * since ignoring them would silently answer a different question. */
+ * since ignoring them would silently answer a different question. echo, suffix and best_of are
+ * /v1/completions parameters; chat has no such thing. */
 static int api_check_unsupported(struct api_parse *p)
 {
     const json_t *v;
-    if ((v = json_util_field(p->root, "echo")) && !json_is_false(v))
-        return api_invalid(p, "echo", "'echo' is not supported");
-    if ((v = json_util_field(p->root, "suffix")) && !(json_is_string(v) && !json_string_length(v)))
-        return api_invalid(p, "suffix", "'suffix' is not supported");
-    if ((v = json_util_field(p->root, "best_of")) &&
-        !(json_is_integer(v) && json_integer_value(v) == 1))
-        return api_invalid(p, "best_of", "'best_of' other than 1 is not supported");
-    if ((v = json_util_field(p->root, "logit_bias")) &&
-        !(json_is_object(v) && !json_object_size(v)))
-        return api_invalid(p, "logit_bias", "'logit_bias' is not supported");
+    if (p->r->kind == API_KIND_CHAT) {
+        if ((v = json_util_field(p->root, "echo")) && !json_is_false(v))
+            return api_invalid(p, "echo", "'echo' is a /v1/completions parameter");
+        if ((v = json_util_field(p->root, "suffix")) &&
+            !(json_is_string(v) && !json_string_length(v)))
+            return api_invalid(p, "suffix", "'suffix' is a /v1/completions parameter");
+        if ((v = json_util_field(p->root, "best_of")) &&
+            !(json_is_integer(v) && json_integer_value(v) == 1))
+            return api_invalid(p, "best_of", "'best_of' is a /v1/completions parameter");
+    }
+    if (p->r->kind == API_KIND_CHAT && (v = json_util_field(p->root, "audio")))
+        return api_invalid(p, "audio", "'audio' output is not supported: this engine makes text");
+    if (p->r->kind == API_KIND_CHAT && (v = json_util_field(p->root, "modalities"))) {
+        bool text_only = json_is_array(v);
+        for (size_t i = 0; text_only && i < json_array_size(v); i++) {
+            const json_t *m = json_array_get(v, i);
+            text_only = json_is_string(m) && !strcmp(json_string_value(m), "text");
+        }
+        if (!text_only)
+            return api_invalid(p, "modalities", "only 'modalities' [\"text\"] is supported");
+    }
+    if (p->r->kind == API_KIND_CHAT && json_util_field(p->root, "web_search_options"))
+        return api_invalid(p, "web_search_options", "web search is not supported");
     if ((v = json_util_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "tools", "'tools' (function calling) is not supported");
     if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
@@ -132,48 +151,187 @@ static int api_check_unsupported(struct api_parse *p)
     return 0;
 }
 
-/* Appends token ids from array `a` (every element an integer) to the request. */
-static int api_parse_token_ids(struct api_parse *p, const json_t *a)
+/* Token ids from array `a` (every element an integer in the vocabulary) into `out`. `at` is the
+ * prompt's index in a batched list, -1 for a single prompt (for messages). */
+static int api_parse_token_ids(struct api_parse *p, const json_t *a, long at,
+                               struct api_prompt *out)
 {
+    char where[48] = "";
+    if (at >= 0) snprintf(where, sizeof(where), " (prompt %ld)", at);
     size_t n = json_array_size(a);
-    if (n == 0) return api_invalid(p, "prompt", "'prompt' must not be an empty array");
-    if (n > API_MAX_PROMPT_TOKENS) return api_invalid(p, "prompt", "'prompt' has too many tokens");
+    if (n == 0) {
+        api_error_set(p->err, API_ERR_INVALID, "prompt", "'prompt' has an empty token list%s",
+                      where);
+        return ERR_INVAL;
+    }
+    if (n > API_MAX_PROMPT_TOKENS) {
+        api_error_set(p->err, API_ERR_INVALID, "prompt", "'prompt' has too many tokens%s", where);
+        return ERR_INVAL;
+    }
     long long hi = p->lim && p->lim->n_vocab > 0 ? p->lim->n_vocab - 1 : INT32_MAX;
     for (size_t i = 0; i < n; i++) {
         const json_t *t = json_array_get(a, i);
-        if (!json_is_integer(t)) return api_wrong_type(p, "prompt", "an array of token ids", t);
+        if (!json_is_integer(t)) {
+            api_error_set(p->err, API_ERR_INVALID, "prompt",
+                          "'prompt' must be an array of token ids, got %s at %zu%s",
+                          api_json_type_name(t), i, where);
+            return ERR_INVAL;
+        }
         long long id = json_integer_value(t);
         if (id < 0 || id > hi) {
             api_error_set(p->err, API_ERR_INVALID, "prompt",
-                          "token id %lld in 'prompt' is outside the vocabulary (0..%lld)", id, hi);
+                          "token id %lld in 'prompt' is outside the vocabulary (0..%lld)%s", id, hi,
+                          where);
             return ERR_INVAL;
         }
     }
-    p->r->prompt_tokens = malloc(n * sizeof(int32_t));
-    if (!p->r->prompt_tokens) return api_nomem(p);
+    out->tokens = malloc(n * sizeof(int32_t));
+    if (!out->tokens) return api_nomem(p);
     for (size_t i = 0; i < n; i++)
-        p->r->prompt_tokens[i] = (int32_t)json_integer_value(json_array_get(a, i));
-    p->r->n_prompt_tokens = n;
+        out->tokens[i] = (int32_t)json_integer_value(json_array_get(a, i));
+    out->n_tokens = n;
     return 0;
 }
 
-/* "prompt": a string, an array of token ids, or a one-element array holding either. */
+/* "prompt": a string, an array of token ids, an array of strings or an array of token-id arrays
+ * (the last two are batched prompts; one list does not mix the two). */
 static int api_parse_prompt(struct api_parse *p)
 {
     const json_t *v = json_util_field(p->root, "prompt");
     if (!v) return api_invalid(p, "prompt", "'prompt' is required");
-    if (json_is_array(v) && json_array_size(v) > 0 && !json_is_integer(json_array_get(v, 0))) {
-        if (json_array_size(v) > 1)
-            return api_invalid(p, "prompt",
-                               "batched prompts are not supported: send one prompt per request");
-        v = json_array_get(v, 0);
-        if (json_is_array(v)) return api_parse_token_ids(p, v);
+    if (!json_is_string(v) && !json_is_array(v))
+        return api_wrong_type(p, "prompt",
+                              "a string, an array of strings, an array of token ids or an array "
+                              "of token-id arrays",
+                              v);
+    if (json_is_array(v) && json_array_size(v) == 0)
+        return api_invalid(p, "prompt", "'prompt' must not be an empty array");
+    /* A single prompt: a string or one array of ids. Else a list, each element of the first one's
+     * kind. */
+    bool single = json_is_string(v) || json_is_integer(json_array_get(v, 0));
+    size_t n = single ? 1 : json_array_size(v);
+    if (n > API_MAX_PROMPTS) {
+        api_error_set(p->err, API_ERR_INVALID, "prompt",
+                      "'prompt' holds %zu prompts; one request takes at most %d", n,
+                      API_MAX_PROMPTS);
+        return ERR_INVAL;
     }
-    if (json_is_array(v)) return api_parse_token_ids(p, v);
-    if (!json_is_string(v))
-        return api_wrong_type(p, "prompt", "a string or an array of token ids", v);
-    p->r->prompt = strdup(json_string_value(v));
-    return p->r->prompt ? 0 : api_nomem(p);
+    p->r->prompts = calloc(n, sizeof(*p->r->prompts));
+    if (!p->r->prompts) return api_nomem(p);
+    p->r->n_prompts = n;
+    if (single && json_is_array(v)) return api_parse_token_ids(p, v, -1, &p->r->prompts[0]);
+    bool text = json_is_string(single ? v : json_array_get(v, 0));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = single ? v : json_array_get(v, i);
+        struct api_prompt *out = &p->r->prompts[i];
+        if (text && json_is_string(e)) {
+            out->text = strdup(json_string_value(e));
+            if (!out->text) return api_nomem(p);
+        } else if (!text && json_is_array(e)) {
+            int rc = api_parse_token_ids(p, e, (long)i, out);
+            if (rc) return rc;
+        } else {
+            api_error_set(p->err, API_ERR_INVALID, "prompt",
+                          "'prompt' must be a list of strings or a list of token-id arrays, not "
+                          "a mix: element %zu is %s",
+                          i, api_json_type_name(e));
+            return ERR_INVAL;
+        }
+    }
+    return 0;
+}
+
+/* "logit_bias": {"<token id>": bias} with decimal ids in the vocabulary and biases within
+ * [-100, 100] (OpenAI's range; -100 bans a token, 100 all but forces it). */
+static int api_parse_logit_bias(struct api_parse *p)
+{
+    const json_t *v = json_util_field(p->root, "logit_bias");
+    if (!v) return 0;
+    if (!json_is_object(v))
+        return api_wrong_type(p, "logit_bias", "an object mapping token ids to biases", v);
+    size_t n = json_object_size(v);
+    if (n == 0) return 0;
+    if (n > API_MAX_LOGIT_BIAS) {
+        api_error_set(p->err, API_ERR_INVALID, "logit_bias",
+                      "'logit_bias' has %zu entries; at most %d are accepted", n,
+                      API_MAX_LOGIT_BIAS);
+        return ERR_INVAL;
+    }
+    p->r->logit_bias = calloc(n, sizeof(*p->r->logit_bias));
+    if (!p->r->logit_bias) return api_nomem(p);
+    long long hi = p->lim && p->lim->n_vocab > 0 ? p->lim->n_vocab - 1 : INT32_MAX;
+    const char *key;
+    const json_t *b;
+    size_t i = 0;
+    json_object_foreach((json_t *)v, key, b)
+    {
+        /* Decimal digits only (no sign, space or exponent), at most 10 of them. */
+        size_t kl = strlen(key);
+        bool digits = kl > 0 && kl <= 10;
+        for (size_t k = 0; digits && k < kl; k++) digits = key[k] >= '0' && key[k] <= '9';
+        if (!digits) {
+            api_error_set(p->err, API_ERR_INVALID, "logit_bias",
+                          "'logit_bias' keys must be token ids (decimal integers), got '%.32s'",
+                          key);
+            return ERR_INVAL;
+        }
+        long long id = strtoll(key, NULL, 10);
+        if (id > hi) {
+            api_error_set(p->err, API_ERR_INVALID, "logit_bias",
+                          "token id %lld in 'logit_bias' is outside the vocabulary (0..%lld)", id,
+                          hi);
+            return ERR_INVAL;
+        }
+        if (!json_is_number(b)) {
+            api_error_set(p->err, API_ERR_INVALID, "logit_bias",
+                          "'logit_bias' values must be numbers, got %s for token %lld",
+                          api_json_type_name(b), id);
+            return ERR_INVAL;
+        }
+        double d = json_number_value(b);
+        if (!isfinite(d) || d < -API_LOGIT_BIAS_LIMIT || d > API_LOGIT_BIAS_LIMIT) {
+            api_error_set(p->err, API_ERR_INVALID, "logit_bias",
+                          "'logit_bias' values must be between -100 and 100, got %g for token "
+                          "%lld",
+                          d, id);
+            return ERR_INVAL;
+        }
+        p->r->logit_bias[i++] = (struct sampler_bias){(int32_t)id, (float)d};
+        p->r->n_logit_bias = i;
+    }
+    return 0;
+}
+
+/* echo, suffix and best_of (/v1/completions). best_of needs n first. */
+static int api_parse_completion_extras(struct api_parse *p)
+{
+    struct api_request *r = p->r;
+    if (r->kind != API_KIND_COMPLETION) return 0;
+    int rc = api_opt(api_get_bool_at(p, p->root, "echo", "echo", &r->echo));
+    if (rc) return rc;
+    const json_t *v = json_util_field(p->root, "suffix");
+    if (v && !json_is_string(v)) return api_wrong_type(p, "suffix", "a string", v);
+    if (v && json_string_length(v)) {
+        r->suffix = strdup(json_string_value(v));
+        if (!r->suffix) return api_nomem(p);
+    }
+    long long k = 0;
+    rc = api_get_int(p, "best_of", 1, API_MAX_BEST_OF, &k);
+    if (rc == 0 && k < r->n) {
+        api_error_set(p->err, API_ERR_INVALID, "best_of",
+                      "'best_of' (%lld) must be greater than or equal to 'n' (%d)", k, r->n);
+        return ERR_INVAL;
+    }
+    r->best_of = rc == 0 ? (int)k : r->n;
+    if ((rc = api_opt(rc))) return rc;
+    if (r->n_prompts * (size_t)r->best_of > API_MAX_SEQS) {
+        api_error_set(p->err, API_ERR_INVALID, r->n_prompts > 1 ? "prompt" : "best_of",
+                      "%zu prompts x %d candidates (best_of, or n) make %zu sequences; one "
+                      "request runs at most %d",
+                      r->n_prompts, r->best_of, r->n_prompts * (size_t)r->best_of, API_MAX_SEQS);
+        return ERR_INVAL;
+    }
+    return 0;
 }
 
 /* "stop": null, a string, or an array of up to API_MAX_STOP strings; none empty. */
@@ -228,8 +386,22 @@ static int api_parse_stream(struct api_parse *p)
     if (!p->r->stream)
         return api_invalid(p, "stream_options",
                            "'stream_options' is only allowed when 'stream' is true");
-    return api_opt(api_get_bool_at(p, so, "include_usage", "stream_options.include_usage",
-                                   &p->r->include_usage));
+    rc = api_opt(api_get_bool_at(p, so, "include_usage", "stream_options.include_usage",
+                                 &p->r->include_usage));
+    if (rc) return rc;
+    return api_opt(api_get_bool_at(p, so, "continuous_usage_stats",
+                                   "stream_options.continuous_usage_stats",
+                                   &p->r->continuous_usage));
+}
+
+/* OpenAI streams no best_of > n: the best candidates are known only once all have finished. */
+static int api_check_stream_best_of(struct api_parse *p)
+{
+    if (p->r->stream && p->r->best_of > p->r->n)
+        return api_invalid(p, "best_of",
+                           "'best_of' greater than 'n' cannot be streamed: the best candidates "
+                           "are known only when all have finished");
+    return 0;
 }
 
 static int api_parse_max_tokens(struct api_parse *p)
@@ -238,7 +410,8 @@ static int api_parse_max_tokens(struct api_parse *p)
     long long v = 0;
     int rc = ERR_NOT_FOUND;
     if (p->r->kind == API_KIND_CHAT) rc = api_get_int(p, "max_completion_tokens", 1, hi, &v);
-    if (rc == ERR_NOT_FOUND) rc = api_get_int(p, "max_tokens", 1, hi, &v);
+    /* 0 with echo: the prompt (and its logprobs) alone, as OpenAI's legacy completions allow. */
+    if (rc == ERR_NOT_FOUND) rc = api_get_int(p, "max_tokens", p->r->echo ? 0 : 1, hi, &v);
     if (rc == 0) p->r->max_tokens = (long)v;
     return api_opt(rc);
 }
@@ -286,6 +459,7 @@ static void api_request_defaults(struct api_request *r, enum api_kind kind)
     r->kind = kind;
     r->max_tokens = kind == API_KIND_COMPLETION ? API_COMPL_DEFAULT_MAX_TOKENS : -1;
     r->n = 1;
+    r->best_of = 1;
     r->temperature = 1.0f;
     r->top_p = 1.0f;
     r->repetition_penalty = 1.0f;
@@ -328,9 +502,10 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
     struct api_parse p = {.root = root, .r = r, .err = err, .lim = lim};
     if ((rc = api_check_unsupported(&p)) ||
         (rc = kind == API_KIND_CHAT ? api_parse_messages(&p) : api_parse_prompt(&p)) ||
-        (rc = api_parse_max_tokens(&p)) || (rc = api_parse_sampling(&p)) ||
+        (rc = api_parse_sampling(&p)) || (rc = api_parse_completion_extras(&p)) ||
+        (rc = api_parse_max_tokens(&p)) || (rc = api_parse_logit_bias(&p)) ||
         (rc = api_parse_stop(&p)) || (rc = api_parse_logprobs(&p)) || (rc = api_parse_stream(&p)) ||
-        (rc = api_parse_misc(&p)))
+        (rc = api_check_stream_best_of(&p)) || (rc = api_parse_misc(&p)))
         goto out;
     *out = r;
     r = NULL;
@@ -345,8 +520,13 @@ void api_request_free(struct api_request *r)
 {
     if (!r) return;
     free(r->model);
-    free(r->prompt);
-    free(r->prompt_tokens);
+    for (size_t i = 0; i < r->n_prompts; i++) {
+        free(r->prompts[i].text);
+        free(r->prompts[i].tokens);
+    }
+    free(r->prompts);
+    free(r->suffix);
+    free(r->logit_bias);
     for (size_t i = 0; i < r->n_messages; i++) free(r->messages[i].content);
     free(r->messages);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -370,5 +550,7 @@ void api_request_sampler_params(const struct api_request *r, uint64_t fallback_s
     if (r->presence_penalty != 0 || r->frequency_penalty != 0) out->repeat_last_n = -1;
     out->seed = r->has_seed ? r->seed : fallback_seed;
     out->n_logprobs = r->logprobs ? r->top_logprobs : 0;
-    out->logprobs = r->logprobs;
+    out->logprobs = r->logprobs || r->best_of > r->n;
+    out->bias = r->logit_bias;
+    out->n_bias = (int)r->n_logit_bias;
 }

@@ -91,7 +91,7 @@ static json_t *api_chat_logprobs(const struct api_choice *c)
     json_t *content = json_array();
     json_t *obj = json_pack("{s:o,s:n}", "content", content, "refusal");
     if (!obj) return NULL;
-    for (size_t i = 0; i < c->n_logprobs; i++) {
+    for (size_t i = 0; c->logprobs && i < c->n_logprobs; i++) {
         const struct api_token_logprob *t = &c->logprobs[i];
         json_t *tops = json_array();
         for (int k = 0; tops && k < t->n_top; k++) {
@@ -115,7 +115,38 @@ static json_t *api_chat_logprobs(const struct api_choice *c)
     return obj;
 }
 
-/* Completions: {"tokens":[..],"token_logprobs":[..],"top_logprobs":[{tok:lp}],"text_offset":[..]} */
+/* Adds text -> logprob to the top_logprobs object `top` unless the text is there already (two
+ * tokens may decode to the same text: the first, most likely, stays). 0 or -1. */
+static int api_top_add(json_t *top, const char *text, size_t len, float logprob)
+{
+    json_t *key = api_text(text, len);
+    int rc = key && (json_object_get(top, json_string_value(key)) ||
+                     !json_object_set_new(top, json_string_value(key), api_logprob_value(logprob)))
+                 ? 0
+                 : -1;
+    json_decref(key);
+    return rc;
+}
+
+/* One token's top_logprobs object: its alternatives, then the token itself when they miss it
+ * (OpenAI: "up to logprobs + 1 elements"). New or NULL. */
+static json_t *api_compl_top(const struct api_token_logprob *t)
+{
+    json_t *top = json_object();
+    for (int k = 0; top && k < t->n_top; k++)
+        if (api_top_add(top, t->top[k].text, t->top[k].len, t->top[k].logprob)) {
+            json_decref(top);
+            return NULL;
+        }
+    if (top && api_top_add(top, t->text, t->len, t->logprob)) {
+        json_decref(top);
+        return NULL;
+    }
+    return top;
+}
+
+/* Completions: {"tokens":[..],"token_logprobs":[..],"top_logprobs":[{tok:lp}],"text_offset":[..]}
+ * (an unscored first prompt token has null in token_logprobs and top_logprobs). */
 static json_t *api_compl_logprobs(const struct api_choice *c)
 {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
@@ -123,22 +154,11 @@ static json_t *api_compl_logprobs(const struct api_choice *c)
                             "top_logprobs", tops, "text_offset", offs);
     if (!obj) return NULL;
     size_t off = c->text_offset;
-    for (size_t i = 0; i < c->n_logprobs; i++) {
+    for (size_t i = 0; c->logprobs && i < c->n_logprobs; i++) {
         const struct api_token_logprob *t = &c->logprobs[i];
-        json_t *top = json_object();
-        for (int k = 0; top && k < t->n_top; k++) {
-            json_t *key = api_text(t->top[k].text, t->top[k].len);
-            /* Two tokens may decode to the same text; keep the first (most likely). */
-            if (!key || (!json_object_get(top, json_string_value(key)) &&
-                         json_object_set_new(top, json_string_value(key),
-                                             api_logprob_value(t->top[k].logprob)))) {
-                json_decref(top);
-                top = NULL;
-            }
-            json_decref(key);
-        }
+        json_t *top = t->unscored ? json_null() : api_compl_top(t);
         if (json_array_append_new(tokens, api_text(t->text, t->len)) ||
-            json_array_append_new(lps, api_logprob_value(t->logprob)) ||
+            json_array_append_new(lps, t->unscored ? json_null() : api_logprob_value(t->logprob)) ||
             json_array_append_new(tops, top) ||
             json_array_append_new(offs, json_integer((json_int_t)off))) {
             json_decref(obj);
@@ -149,10 +169,12 @@ static json_t *api_compl_logprobs(const struct api_choice *c)
     return obj;
 }
 
-static json_t *api_logprobs(enum api_kind kind, const struct api_choice *c)
+/* The choice's "logprobs": an object when it has entries or the request asked for them, else
+ * null. */
+static json_t *api_logprobs(const struct api_response_meta *m, const struct api_choice *c)
 {
-    if (!c->logprobs) return json_null();
-    return kind == API_KIND_CHAT ? api_chat_logprobs(c) : api_compl_logprobs(c);
+    if (!c->logprobs && !m->logprobs) return json_null();
+    return m->kind == API_KIND_CHAT ? api_chat_logprobs(c) : api_compl_logprobs(c);
 }
 
 static json_t *api_finish(enum api_finish f)
@@ -182,9 +204,9 @@ static json_t *api_choice_json(const struct api_response_meta *m, const struct a
     if (m->kind == API_KIND_CHAT)
         return json_pack("{s:i,s:{s:s,s:o,s:n},s:o,s:o}", "index", c->index, "message", "role",
                          "assistant", "content", api_text(c->text, c->len), "refusal", "logprobs",
-                         api_logprobs(m->kind, c), "finish_reason", api_finish(c->finish));
+                         api_logprobs(m, c), "finish_reason", api_finish(c->finish));
     return json_pack("{s:o,s:i,s:o,s:o}", "text", api_text(c->text, c->len), "index", c->index,
-                     "logprobs", api_logprobs(m->kind, c), "finish_reason", api_finish(c->finish));
+                     "logprobs", api_logprobs(m, c), "finish_reason", api_finish(c->finish));
 }
 
 json_t *api_response_json(const struct api_response_meta *m, const struct api_choice *choices,
@@ -214,19 +236,23 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
     if (chat) {
         json_t *delta = NULL;
         if (role_only)
-            delta = json_pack("{s:s,s:s}", "role", "assistant", "content", "");
+            delta = json_pack("{s:s,s:s,s:n}", "role", "assistant", "content", "", "refusal");
         else if (c->text && c->len)
             delta = json_pack("{s:o}", "content", api_text(c->text, c->len));
         else
             delta = json_object();
-        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c->index, "delta", delta, "logprobs",
-                           role_only ? json_null() : api_logprobs(m->kind, c), "finish_reason",
-                           api_finish(role_only ? API_FINISH_NONE : c->finish));
+        /* OpenAI: {"content":[],"refusal":null} on the role chunk, the tokens on content chunks,
+         * null on the closing chunk (the one with finish_reason). */
+        enum api_finish fin = role_only ? API_FINISH_NONE : c->finish;
+        json_t *lp = fin != API_FINISH_NONE && !c->logprobs ? json_null() : api_logprobs(m, c);
+        choice = json_pack("{s:i,s:o,s:o,s:o}", "index", c->index, "delta", delta, "logprobs", lp,
+                           "finish_reason", api_finish(fin));
     } else {
         choice = api_choice_json(m, c);
     }
     if (json_object_set_new(obj, "choices", json_pack("[o]", choice)) ||
-        (m->include_usage && json_object_set_new(obj, "usage", json_null()))) {
+        (c->usage && json_object_set_new(obj, "usage", api_usage_json(c->usage))) ||
+        (!c->usage && m->include_usage && json_object_set_new(obj, "usage", json_null()))) {
         json_decref(obj);
         return NULL;
     }
@@ -244,6 +270,13 @@ json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct
         return NULL;
     }
     return obj;
+}
+
+json_t *api_model_json(const char *id, long long created, int max_model_len)
+{
+    return json_pack("{s:o,s:s,s:I,s:s,s:i}", "id", api_text(id, id ? strlen(id) : 0), "object",
+                     "model", "created", (json_int_t)created, "owned_by", "cinfer", "max_model_len",
+                     max_model_len);
 }
 
 int api_response_sse(const json_t *j, struct buf *out)

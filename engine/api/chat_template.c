@@ -21,6 +21,7 @@ struct chat_template {
     struct jinja_template *t;
     enum chat_template_origin origin;
     char *describe;
+    char *source;    /* the Jinja2 text parsed (NUL-terminated copy) */
     char *bos, *eos; /* NULL when none */
     bool add_bos, add_eos;
     bool content_parts; /* the template iterates over content: lists of parts pass as they are */
@@ -188,6 +189,7 @@ int chat_template_new(const struct chat_template_config *cfg, struct chat_templa
                            : origin == CHAT_TEMPLATE_FROM_FALLBACK ? "chatml"
                                                                    : cfg->override;
     if (!(ct->describe = strdup(describe))) goto nomem;
+    if (!(ct->source = strndup(src, len))) goto nomem;
     if (cfg->bos_token && !(ct->bos = strdup(cfg->bos_token))) goto nomem;
     if (cfg->eos_token && !(ct->eos = strdup(cfg->eos_token))) goto nomem;
     char jerr[256];
@@ -214,6 +216,7 @@ void chat_template_free(struct chat_template *ct)
     if (!ct) return;
     jinja_free(ct->t);
     free(ct->describe);
+    free(ct->source);
     free(ct->bos);
     free(ct->eos);
     free(ct);
@@ -227,6 +230,11 @@ enum chat_template_origin chat_template_origin(const struct chat_template *ct)
 const char *chat_template_describe(const struct chat_template *ct)
 {
     return ct->describe;
+}
+
+const char *chat_template_source(const struct chat_template *ct)
+{
+    return ct->source;
 }
 
 /* Bytes of text in a JSON value, which sizes the render's memory budget. */

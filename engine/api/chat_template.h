@@ -53,6 +53,9 @@ void chat_template_free(struct chat_template *ct); /* NULL-safe */
 enum chat_template_origin chat_template_origin(const struct chat_template *ct);
 /* The built-in's name ("chatml"), the file's path, or "model" / "inline"; borrowed. */
 const char *chat_template_describe(const struct chat_template *ct);
+/* The Jinja2 text in use, whatever its origin (the built-in's source, the file's contents), so
+ * another process can build the same template from it; borrowed. */
+const char *chat_template_source(const struct chat_template *ct);
 
 /* Built-in templates by name (chatml, llama2, llama2-sys, ..., as llama.cpp names the families);
  * NULL past the last. Static strings. */

@@ -13,11 +13,13 @@
 #include "engine/gguf/gguf.h"
 #include "engine/serve/http_api.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_events.h"
 #include "engine/model/model.h"
 #include "engine/serve/serve_api.h"
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
+#include "engine/serve/serve_router.h"
 #include "engine/text/tokenizer.h"
 
 #include <ctype.h>
@@ -27,8 +29,9 @@
 #include <string.h>
 #include <time.h>
 
-#define SERVE_AUTO_KV_RAM_FRACTION 0.25 /* cap of the automatic KV budget */
-#define SERVE_FLUSH_GRACE_MS       2000 /* after the loop stops: time to write the last bytes */
+#define SERVE_AUTO_KV_RAM_FRACTION 0.25  /* cap of the automatic KV budget */
+#define SERVE_FLUSH_GRACE_MS       2000  /* after the loop stops: time to write the last bytes */
+#define SERVE_KV_EVENTS_RING       65536 /* block events kept for routers that lag behind */
 
 struct serve_cfg {
     const char *model;
@@ -177,6 +180,8 @@ struct serve_state {
     struct kv_cache *kv;
     struct serve_respond *resp;
     struct serve_loop *loop;
+    struct kv_events *kv_events; /* NULL without prefix caching */
+    struct serve_router *router;
     struct serve_auth *auth; /* NULL: no API keys configured */
     struct serve_api api;
 };
@@ -249,25 +254,13 @@ static int serve_chat_template(struct serve_state *s)
 {
     struct gguf_str gs;
     char *model_tmpl = NULL, err[512];
-    size_t len;
     if (gguf_get_str(model_gguf(s->m), "tokenizer.chat_template", &gs) == 0 &&
         !(model_tmpl = strndup(gs.data, gs.len))) {
         log_error("out of memory");
         return ERR_NOMEM;
     }
-    struct chat_template_config cc = {.model_template = model_tmpl,
-                                      .override = s->cfg->chat_template};
-    if (s->tok) {
-        int32_t bos = tokenizer_bos(s->tok), eos = tokenizer_eos(s->tok);
-        const char *t;
-        if (bos >= 0 && (t = tokenizer_token_text(s->tok, bos, &len)) && !memchr(t, 0, len))
-            cc.bos_token = strndup(t, len);
-        if (eos >= 0 && (t = tokenizer_token_text(s->tok, eos, &len)) && !memchr(t, 0, len))
-            cc.eos_token = strndup(t, len);
-        cc.add_bos = tokenizer_add_bos(s->tok);
-        cc.add_eos = tokenizer_add_eos(s->tok);
-    }
-    int rc = chat_template_new(&cc, &s->chat, err, sizeof(err));
+    int rc = serve_api_chat_template_new(s->tok, model_tmpl, s->cfg->chat_template, &s->chat, err,
+                                         sizeof(err));
     if (rc)
         log_error("cannot use the chat template", LOG_S("err", err));
     else if (chat_template_origin(s->chat) == CHAT_TEMPLATE_FROM_FALLBACK)
@@ -275,8 +268,6 @@ static int serve_chat_template(struct serve_state *s)
     else
         log_info("chat template", LOG_S("template", chat_template_describe(s->chat)));
     free(model_tmpl);
-    free((char *)cc.bos_token);
-    free((char *)cc.eos_token);
     return rc;
 }
 
@@ -338,6 +329,7 @@ static int serve_load(struct serve_state *s)
         .prefix_cache_per_key = strcmp(c->prefix_cache_scope, "key") == 0,
         .content_special_tokens = c->chat_content_special_tokens,
     };
+    serve_api_fim_find(model_gguf(s->m), s->tok, &s->api.fim);
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
     struct serve_loop_cfg lc = {
         .sched =
@@ -351,6 +343,12 @@ static int serve_load(struct serve_state *s)
         .max_queue = c->max_queue,
         .request_timeout_s = c->request_timeout_s,
     };
+    if (!c->no_prefix_caching) {
+        if ((rc = kv_events_new(kv_cache_n_blocks(s->kv), SERVE_KV_EVENTS_RING, &s->kv_events)))
+            return rc;
+        lc.block_observer = kv_events_record;
+        lc.block_observer_ctx = s->kv_events;
+    }
     rc = serve_loop_start(&lc, s->m, s->kv, s->tok, http_api_metrics(s->http), &s->loop);
     if (rc) {
         log_error("cannot start the inference loop", LOG_S("err", err_str(rc)));
@@ -358,6 +356,21 @@ static int serve_load(struct serve_state *s)
     }
     s->api.loop = s->loop;
     s->api.resp = s->resp;
+    struct serve_router_cfg rc_cfg = {
+        .model = model_gguf(s->m),
+        .chat_template = chat_template_source(s->chat),
+        .model_name = s->model_name,
+        .auth = s->auth,
+        .block_size = c->block_size,
+        .max_context = ctx,
+        .n_vocab = hp->n_vocab,
+        .events = s->kv_events,
+        .loop = s->loop,
+    };
+    if ((rc = serve_router_start(&rc_cfg, &s->router)) != 0) {
+        log_error("cannot start the router endpoints", LOG_S("err", err_str(rc)));
+        return rc;
+    }
     log_info("model loaded", LOG_S("path", c->model), LOG_S("arch", hp->arch_name),
              LOG_I("context_length", ctx), LOG_I("vocab", hp->n_vocab),
              LOG_F("load_s", clock_mono_s() - t0));
@@ -385,6 +398,7 @@ static void serve_drain(struct serve_state *s)
 
 static void serve_teardown(struct serve_state *s)
 {
+    serve_router_stop(s->router); /* ends the event streams, so the HTTP drain need not wait */
     if (s->loop) serve_loop_stop(s->loop);
     if (s->resp) serve_respond_stop(s->resp, SERVE_FLUSH_GRACE_MS);
     if (s->http) {
@@ -392,7 +406,9 @@ static void serve_teardown(struct serve_state *s)
             log_warn("connections cut at the end of the grace period");
         http_api_free(s->http);
     }
+    serve_router_free(s->router);
     serve_loop_free(s->loop);
+    kv_events_free(s->kv_events);
     serve_respond_free(s->resp);
     kv_cache_free(s->kv);
     chat_template_free(s->chat);
@@ -495,6 +511,7 @@ int cmd_serve_main(int argc, char **argv)
         goto out;
     }
     http_api_attach(s.http, &s.api);
+    http_api_attach_router(s.http, s.router);
     if (shutdown_requested()) goto drain;
     http_api_set_state(s.http, HTTP_API_SERVING);
     log_info("serving", LOG_S("host", cfg.host), LOG_I("port", http_api_port(s.http)),

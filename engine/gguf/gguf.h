@@ -151,5 +151,9 @@ int gguf_writer_add_tensor(struct gguf_writer *w, const char *name, enum quant_t
 /* Writes the file (alignment 32, or general.alignment when set) to `path` via a temporary file
  * renamed into place; ERR_IO with errno logged on failure. The writer stays usable. */
 int gguf_writer_write(struct gguf_writer *w, const char *path);
+/* The same file appended to `out` (borrowed; its max bounds it): for documents served over HTTP,
+ * such as a tokenizer without tensors. 0, ERR_TOO_BIG or ERR_NOMEM (out keeps what it had). */
+struct buf;
+int gguf_writer_write_buf(struct gguf_writer *w, struct buf *out);
 
 #endif

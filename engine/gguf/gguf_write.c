@@ -328,6 +328,25 @@ static int gguf_writer_header(const struct gguf_writer *w, struct buf *b)
     return 0;
 }
 
+int gguf_writer_write_buf(struct gguf_writer *w, struct buf *out)
+{
+    static const uint8_t zeros[64];
+    size_t start = out->len;
+    int rc = gguf_writer_header(w, out);
+    for (size_t i = 0; rc == 0 && i < w->n_tensors; i++) {
+        const struct gguf_wtensor *t = &w->tensors[i];
+        if (t->size && (rc = buf_append(out, t->data, (size_t)t->size))) break;
+        for (uint64_t pad = gguf_pad(t->size, w->alignment); rc == 0 && pad > 0;) {
+            size_t n = pad < sizeof(zeros) ? (size_t)pad : sizeof(zeros);
+            rc = buf_append(out, zeros, n);
+            pad -= n;
+        }
+    }
+    if (rc) out->len = start; /* out keeps what it had */
+    if (rc && out->data) out->data[start] = '\0';
+    return rc;
+}
+
 static int gguf_write_zeros(FILE *f, uint64_t n)
 {
     static const uint8_t zeros[64];

@@ -368,7 +368,7 @@ void quant_quant_q2_k(const float *x, uint8_t *dst, size_t nb)
             float iscale = q4scale / max_min;
             for (int j = 0; j < QUANT_QK_K / 16; ++j) {
                 int l = quant_nearest_int(iscale * mins[j]);
-                y.scales[j] = (uint8_t)(y.scales[j] | (l << 4));
+                y.scales[j] = (uint8_t)(y.scales[j] | ((unsigned)l << 4)); /* NaN: any l */
             }
             y.dmin = quant_f32_to_f16(max_min / q4scale);
         } else {

@@ -44,6 +44,11 @@ bool kv_slots_prefix_caching(const struct kv_slots *ks)
     return ks->pc != NULL;
 }
 
+void kv_slots_set_observer(struct kv_slots *ks, prefix_cache_observer_fn fn, void *ctx)
+{
+    if (ks->pc) prefix_cache_set_observer(ks->pc, fn, ctx);
+}
+
 int kv_slots_available(const struct kv_slots *ks)
 {
     int n = kv_cache_blocks_free(ks->kv);

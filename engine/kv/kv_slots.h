@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv/prefix_cache.h"
+
 struct kv_cache;
 struct kv_slots;
 
@@ -33,6 +35,10 @@ int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out
 void kv_slots_free(struct kv_slots *ks);
 
 bool kv_slots_prefix_caching(const struct kv_slots *ks);
+
+/* Sets the prefix cache's observer of stored / evicted blocks (prefix_cache_set_observer; a no-op
+ * without prefix caching). */
+void kv_slots_set_observer(struct kv_slots *ks, prefix_cache_observer_fn fn, void *ctx);
 
 /* Blocks a reservation can obtain now: the free list plus the cached blocks only the prefix cache
  * holds (evictable). */

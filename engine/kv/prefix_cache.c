@@ -41,6 +41,8 @@ struct prefix_cache {
     int32_t lru, mru; /* ends of the LRU list; PC_NONE when empty */
     int size;         /* cached entries */
     uint64_t next_gen;
+    prefix_cache_observer_fn observer; /* NULL: none */
+    void *observer_ctx;
 };
 
 /* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
@@ -210,6 +212,12 @@ void prefix_cache_free(struct prefix_cache *pc)
     free(pc);
 }
 
+void prefix_cache_set_observer(struct prefix_cache *pc, prefix_cache_observer_fn fn, void *ctx)
+{
+    pc->observer = fn;
+    pc->observer_ctx = ctx;
+}
+
 int prefix_cache_size(const struct prefix_cache *pc)
 {
     return pc->size;
@@ -323,6 +331,7 @@ static void entry_drop(struct prefix_cache *pc, int32_t b)
     pc->ent[b].cached = false;
     pc->size--;
     kv_cache_block_release(pc->kv, b);
+    if (pc->observer) pc->observer(pc->observer_ctx, false, pc->ent[b].hash);
 }
 
 int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t *tokens,
@@ -368,6 +377,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
     else
         lru_push_mru(pc, block);
     pc->size++;
+    if (pc->observer) pc->observer(pc->observer_ctx, true, h);
     return 0;
 }
 

@@ -16,11 +16,16 @@
 #ifndef CINFER_ENGINE_PREFIX_CACHE_H
 #define CINFER_ENGINE_PREFIX_CACHE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 struct kv_cache;
 struct prefix_cache;
+
+/* Names the hash rules below (prefix_cache_root, prefix_cache_block_hash) for those who compare
+ * hashes computed elsewhere (cinfer-router): a change to either function changes this name. */
+#define PREFIX_CACHE_HASH_NAME "cinfer-chain-v1"
 
 /* Creates a cache over `kv` (borrowed; must outlive the cache and stay the same pool). Sizes its tables
  * from kv's n_blocks and block_size. *out is new (prefix_cache_free). ERR_NOMEM. Inference thread. */
@@ -63,6 +68,14 @@ int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *t
  * ERR_INVAL (nothing written) when the block is not full or not allocated. Inference thread. */
 int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t *tokens,
                         int32_t block, uint64_t *hash_out);
+
+/* Observer of what the cache indexes: stored = true when a block enters the index, false when it
+ * leaves it (eviction, collision replacement, clear), with the block's chain hash. Called on the
+ * inference thread inside insert / evict; it must not call back into the cache and should be
+ * cheap (engine/kv/kv_events.h's kv_events_record). */
+typedef void (*prefix_cache_observer_fn)(void *ctx, bool stored, uint64_t hash);
+/* Sets the observer (NULL fn: none). Inference thread, or before the cache is shared. */
+void prefix_cache_set_observer(struct prefix_cache *pc, prefix_cache_observer_fn fn, void *ctx);
 
 /* Evicts up to n evictable blocks (refcount 1), least recently used first; returns how many were
  * freed to kv_cache's free list. Blocks still used by a sequence are skipped. Inference thread. */

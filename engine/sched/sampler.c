@@ -613,3 +613,13 @@ int sampler_sample(struct sampler *s, const float *logits, struct sampler_result
     if (chosen < 0) return ERR_INVAL;
     return sampler_fill(s, logits, chosen, out);
 }
+
+int sampler_logprobs(struct sampler *s, const float *logits, int32_t token,
+                     struct sampler_result *out)
+{
+    if (token < 0 || token >= s->n_vocab || max_finite(logits, s->n_vocab) == -INFINITY)
+        return ERR_INVAL;
+    out->token = token;
+    fill_logprobs(s, logits, out);
+    return 0;
+}

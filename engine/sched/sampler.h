@@ -91,4 +91,12 @@ void sampler_reset(struct sampler *s);
  * sampler_accept with it. Returns 0, or ERR_INVAL when no token has a finite logit. */
 int sampler_sample(struct sampler *s, const float *logits, struct sampler_result *out);
 
+/* The log-probability of a given `token` (< n_vocab) under `logits` (the raw model distribution,
+ * as sampler_result.logprob) and the params.n_logprobs most likely alternatives, into *out (token
+ * set to `token`): what OpenAI's echo reports for prompt tokens. Draws nothing and records
+ * nothing (the RNG and the history are untouched); never allocates. Returns 0, or ERR_INVAL when
+ * no logit is finite or the token is out of range. */
+int sampler_logprobs(struct sampler *s, const float *logits, int32_t token,
+                     struct sampler_result *out);
+
 #endif

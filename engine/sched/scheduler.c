@@ -16,6 +16,7 @@
 #include "engine/text/stop_matcher.h"
 #include "engine/text/tokenizer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +39,12 @@ struct sched_seq {
     int n_generated;
     int n_cached; /* prompt tokens attached from the prefix cache at first admission */
     bool ever_admitted;
-    long max_tokens; /* -1: until max_context */
+    long max_tokens; /* -1: until max_context; 0: prefill only */
     bool ignore_eos;
+    bool prompt_logprobs;
+    int lp_next;        /* prompt_logprobs: the next prompt position to report (1..n_prompt) */
+    double cum_logprob; /* of every sampled token, end-of-generation included */
+    int n_sampled;
 
     int kv_seq;            /* -1 while waiting */
     int chunk;             /* tokens scheduled in the current step (0: not in it) */
@@ -62,6 +67,7 @@ struct sched {
     int n_vocab;
     int32_t eos; /* EOS when there is no tokenizer */
     int block_size;
+    int lp_rows; /* tokens per prompt-logprobs chunk: SCHED_PROMPT_LOGITS_BYTES of logits */
 
     struct sched_seq **waiting; /* sorted by (priority, arrival) */
     int n_waiting;
@@ -181,8 +187,33 @@ static void seq_emit(struct sched *s, struct sched_seq *q, const struct sampler_
         .n_prompt = q->n_prompt,
         .n_cached = q->n_cached,
         .n_generated = q->n_generated,
+        .cum_logprob = q->cum_logprob,
+        .n_sampled = q->n_sampled,
     };
     s->emit(s->emit_ctx, &ev);
+}
+
+/* Emits the prompt event of position `pos` (prompt_logprobs). */
+static void seq_emit_prompt(struct sched *s, struct sched_seq *q, int pos,
+                            const struct sampler_result *r)
+{
+    struct sched_event ev = {
+        .ud = q->ud,
+        .prompt_token = true,
+        .prompt_pos = pos,
+        .token = r->token,
+        .sample = r,
+        .text = "",
+        .n_prompt = q->n_prompt,
+        .n_cached = q->n_cached,
+    };
+    s->emit(s->emit_ctx, &ev);
+}
+
+/* Whether q's next chunk needs every row of logits: prompt positions are still to be reported. */
+static bool seq_wants_prompt_logits(const struct sched_seq *q)
+{
+    return q->prompt_logprobs && q->lp_next < q->n_prompt;
 }
 
 static void seq_destroy(struct sched *s, struct sched_seq *q)
@@ -216,6 +247,8 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
                                     const struct sampler_result *r)
 {
     buf_reset(&s->text);
+    q->cum_logprob += (double)r->logprob;
+    q->n_sampled++;
     if (!q->ignore_eos && seq_is_eog(s, r->token)) {
         seq_flush_text(s, q);
         seq_emit(s, q, NULL, SCHED_FINISH_STOP);
@@ -300,7 +333,9 @@ static void add_entry(struct sched *s, int *n_entries, struct sched_seq *q, int 
         .pos = pos,
         .n_tokens = chunk,
         .tokens = q->tokens + pos,
-        .logits = pos + chunk == q->n_tokens ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE,
+        .logits = seq_wants_prompt_logits(q)   ? MODEL_LOGITS_ALL
+                  : pos + chunk == q->n_tokens ? MODEL_LOGITS_LAST
+                                               : MODEL_LOGITS_NONE,
     };
     s->entry_seq[*n_entries] = q;
     q->chunk = chunk;
@@ -329,9 +364,12 @@ static void process_cancellations(struct sched *s)
     }
 }
 
-/* How many of `need` tokens fit in `budget` this step; 0 when none should run now. */
-static int chunk_size(const struct sched *s, int need, int budget, int n_entries)
+/* How many of q's `need` tokens fit in `budget` this step; 0 when none should run now. A chunk
+ * whose every row of logits is wanted is bounded by lp_rows, chunked prefill or not. */
+static int chunk_size(const struct sched *s, const struct sched_seq *q, int need, int budget,
+                      int n_entries)
 {
+    if (seq_wants_prompt_logits(q) && need > s->lp_rows) need = s->lp_rows;
     if (need <= budget) return need;
     if (s->cfg.chunked_prefill) return budget;
     return n_entries == 0 ? need : 0; /* unchunked: the whole prompt, alone if it must */
@@ -341,7 +379,7 @@ static void schedule_running(struct sched *s, int *n_entries, int *budget)
 {
     for (int i = 0; i<s->n_running && * budget> 0; i++) {
         struct sched_seq *q = s->running[i];
-        int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
+        int chunk = chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries);
         if (chunk == 0) continue;
         bool preempted_self = false;
         while (seq_reserve(s, q, chunk) != 0) {
@@ -375,9 +413,13 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
             seq_finish(s, q, SCHED_FINISH_ABORT);
             continue;
         }
+        /* Cached blocks come without logits: a sequence still reporting prompt logprobs
+         * computes its whole prompt. */
         q->n_computed =
-            kv_slots_attach_prefix(s->slots, q->kv_seq, q->tokens, q->n_tokens, &q->chain);
-        int chunk = chunk_size(s, q->n_tokens - q->n_computed, *budget, *n_entries);
+            seq_wants_prompt_logits(q)
+                ? 0
+                : kv_slots_attach_prefix(s->slots, q->kv_seq, q->tokens, q->n_tokens, &q->chain);
+        int chunk = chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries);
         if (chunk == 0 || seq_reserve(s, q, chunk) != 0) {
             seq_release_kv(s, q); /* head-of-line: wait for blocks to come back */
             return;
@@ -398,6 +440,24 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
         s->running[s->n_running++] = q;
         add_entry(s, n_entries, q, chunk);
         *budget -= chunk;
+    }
+}
+
+/* Reports the prompt positions that entry `en` of q computed (row i of `rows`, the entry's logits,
+ * predicts token pos + i + 1) and that were not reported before a preemption. */
+static void report_prompt_logprobs(struct sched *s, struct sched_seq *q,
+                                   const struct model_batch_entry *en, const float *rows)
+{
+    for (int i = 0; i < en->n_tokens; i++) {
+        int next = en->pos + i + 1;
+        if (next < q->lp_next) continue;
+        if (next >= q->n_prompt) break;
+        struct sampler_result r;
+        if (sampler_logprobs(q->smp, rows + (size_t)i * (size_t)s->n_vocab, q->tokens[next], &r) !=
+            0)
+            r = (struct sampler_result){.token = q->tokens[next], .logprob = -INFINITY};
+        seq_emit_prompt(s, q, next, &r);
+        q->lp_next = next + 1;
     }
 }
 
@@ -440,14 +500,26 @@ int sched_step(struct sched *s)
     int row = 0;
     for (int e = 0; e < n_entries; e++) {
         struct sched_seq *q = s->entry_seq[e];
+        const struct model_batch_entry *en = &s->entries[e];
         q->n_computed += q->chunk;
         q->chunk = 0;
         kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
-        if (s->entries[e].logits != MODEL_LOGITS_LAST) continue;
+        if (en->logits == MODEL_LOGITS_NONE) continue;
+        if (en->logits == MODEL_LOGITS_ALL) {
+            ASSERT(row + en->n_tokens <= n_rows);
+            report_prompt_logprobs(s, q, en, logits + (size_t)row * (size_t)s->n_vocab);
+            row += en->n_tokens - 1; /* the entry's last row: its next token's, as LAST gives */
+        }
         ASSERT(row < n_rows);
-        struct sampler_result r;
         const float *lrow = logits + (size_t)row * (size_t)s->n_vocab;
         row++;
+        if (q->n_computed < q->n_tokens) continue; /* a prompt chunk that is not the last */
+        struct sampler_result r;
+        if (q->max_tokens == 0) { /* prefill only (echo): nothing is generated */
+            running_remove(s, q);
+            seq_finish(s, q, SCHED_FINISH_LENGTH);
+            continue;
+        }
         if (sampler_sample(q->smp, lrow, &r) != 0) {
             log_warn("no finite logit to sample from; aborting the request");
             running_remove(s, q);
@@ -463,6 +535,11 @@ int sched_step(struct sched *s)
 }
 
 /* ---------------------------------------------------------------- lifecycle */
+
+void sched_set_block_observer(struct sched *s, prefix_cache_observer_fn fn, void *ctx)
+{
+    kv_slots_set_observer(s->slots, fn, ctx);
+}
 
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out)
@@ -482,6 +559,9 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
     s->emit_ctx = emit_ctx;
     s->n_vocab = model_hparams(m)->n_vocab;
     s->block_size = bs;
+    size_t row_bytes = (size_t)s->n_vocab * sizeof(float);
+    s->lp_rows =
+        row_bytes < SCHED_PROMPT_LOGITS_BYTES ? (int)(SCHED_PROMPT_LOGITS_BYTES / row_bytes) : 1;
     uint32_t eos = 0;
     s->eos =
         gguf_get_u32(model_gguf(m), "tokenizer.ggml.eos_token_id", &eos) == 0 ? (int32_t)eos : -1;
@@ -517,8 +597,8 @@ void sched_free(struct sched *s)
 
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out)
 {
-    if (!r->prompt || r->n_prompt < 1 || r->n_prompt >= s->cfg.max_context || r->max_tokens == 0 ||
-        r->max_tokens < -1 || r->n_stops > STOP_MATCHER_MAX)
+    if (!r->prompt || r->n_prompt < 1 || r->n_prompt >= s->cfg.max_context || r->max_tokens < -1 ||
+        r->n_stops > STOP_MATCHER_MAX)
         return ERR_INVAL;
     for (int i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) return ERR_INVAL;
@@ -532,6 +612,8 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
     q->n_tokens = q->n_prompt = r->n_prompt;
     q->max_tokens = r->max_tokens;
     q->ignore_eos = r->ignore_eos;
+    q->prompt_logprobs = r->prompt_logprobs;
+    q->lp_next = 1;
     q->priority = r->priority;
     q->ud = r->ud;
     q->kv_seq = -1;

@@ -30,6 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv/prefix_cache.h"
+
+/* Logits one prompt-logprobs chunk may ask for (rows x vocabulary x 4 bytes). */
+#define SCHED_PROMPT_LOGITS_BYTES (32u << 20)
+
 struct model;
 struct kv_cache;
 struct tokenizer;
@@ -57,7 +62,13 @@ struct sched_request {
     const int32_t *prompt; /* >= 1 token ids, each < the model's vocabulary */
     int n_prompt;          /* < max_context */
     struct sampler_params sampling;
-    long max_tokens; /* > 0; -1 = until the context is full */
+    long max_tokens; /* > 0; -1 = until the context is full; 0 = none: the prompt is prefilled
+                        (for prompt_logprobs) and the sequence finishes with LENGTH */
+    /* Report each prompt token's log-probability after the first (OpenAI's echo with logprobs):
+     * one event per token, with sampling.n_logprobs alternatives. The prompt's logits are then
+     * computed for every position, in chunks of at most SCHED_PROMPT_LOGITS_BYTES of logits, and
+     * the prefix cache is not attached (its blocks have no logits); blocks are still published. */
+    bool prompt_logprobs;
     const char *const *stops;
     size_t n_stops; /* 0..STOP_MATCHER_MAX non-empty strings */
     bool ignore_eos;
@@ -68,18 +79,27 @@ struct sched_request {
 
 /* One output of a sequence. Pointers are borrowed for the duration of the callback. Besides token
  * events and the final one, each sequence gets one event with neither a token nor a finish when it
- * is first admitted to the running batch (its queue time ends there). */
+ * is first admitted to the running batch (its queue time ends there), and with prompt_logprobs one
+ * prompt event per prompt token after the first, in order, before any token event. */
 struct sched_event {
     void *ud;
-    bool has_token;                      /* false only for a finish without a new token */
+    bool has_token;    /* false only for a finish without a new token (and prompt events) */
+    bool prompt_token; /* a prompt event: `token` is prompt[prompt_pos], `sample` its logprob and
+                          alternatives; no text, no finish */
+    int prompt_pos;
     int32_t token;                       /* the generated token (when has_token) */
-    const struct sampler_result *sample; /* logprob and alternatives of `token` (when has_token) */
+    const struct sampler_result *sample; /* logprob and alternatives of `token` (when has_token
+                                            or prompt_token) */
     const char *text;                    /* text now safe to emit (may be empty) */
     size_t len;
     enum sched_finish finish; /* NONE until the last event of the sequence */
     int n_prompt;             /* prompt tokens */
     int n_cached;             /* prompt tokens served from the prefix cache at first admission */
     int n_generated;          /* tokens generated so far (counting this one) */
+    /* The sum of the logprobs of every token sampled so far, an end-of-generation token included
+     * (0 unless sampling.logprobs), and how many were sampled: best_of ranks by their mean. */
+    double cum_logprob;
+    int n_sampled;
 };
 
 /* Called on the inference thread for every event. Must not call back into the scheduler except
@@ -106,6 +126,10 @@ struct sched_stats {
  * cfg is copied. Writes a new scheduler to *out (sched_free). ERR_INVAL on a bad config, ERR_NOMEM. */
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out);
+/* Tells `fn` of every block the prefix cache stores or evicts (engine/kv/kv_events.h, for
+ * routers); fn NULL: nobody listens. A no-op without prefix caching. Inference thread (or before
+ * it starts). */
+void sched_set_block_observer(struct sched *s, prefix_cache_observer_fn fn, void *ctx);
 /* Frees every sequence without events (call sched_stop_all first for a clean end). NULL-safe. */
 void sched_free(struct sched *s);
 

@@ -12,9 +12,12 @@
 #include "engine/serve/serve_api.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_metrics.h"
+#include "engine/serve/serve_router.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define HTTP_API_METRICS_MAX (16u << 20)
 
@@ -25,7 +28,9 @@ struct http_api {
     const char *model_name;
     atomic_int state;
     _Atomic(const struct serve_api *) serve;
-    struct http_route routes[6];
+    char *model_path; /* "/v1/models/<model name>" */
+    struct http_route routes[9];
+    _Atomic(struct serve_router *) router;
 };
 
 /* True once the inference loop gave up on a broken backend (serve_loop_faulted). */
@@ -120,6 +125,25 @@ static void http_api_models(struct http_req *req, void *ud)
     serve_api_models(atomic_load(&a->serve), a->model_name, req);
 }
 
+/* GET /v1/models/{id}. Routes match exact paths: other ids get the server's 404. */
+static void http_api_model(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_api_model(atomic_load(&a->serve), a->model_name, req);
+}
+
+static void http_api_router_tokenizer(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_router_tokenizer(atomic_load(&a->router), req);
+}
+
+static void http_api_router_events(struct http_req *req, void *ud)
+{
+    struct http_api *a = ud;
+    serve_router_events(atomic_load(&a->router), req);
+}
+
 int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
 {
     if (!cfg->model_name) return ERR_INVAL;
@@ -128,6 +152,11 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     int rc = ERR_NOMEM;
     a->model_name = cfg->model_name;
     atomic_init(&a->serve, NULL);
+    size_t mp = strlen(SERVE_API_MODELS_PREFIX) + strlen(cfg->model_name) + 1;
+    a->model_path = malloc(mp);
+    if (!a->model_path) goto fail;
+    snprintf(a->model_path, mp, "%s%s", SERVE_API_MODELS_PREFIX, cfg->model_name);
+    atomic_init(&a->router, NULL);
     a->reg = prom_registry_new();
     if (!a->reg) goto fail;
     if ((rc = probe_register_process_metrics(a->reg)) != 0 ||
@@ -139,6 +168,11 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
     a->routes[3] = (struct http_route){HTTP_POST, "/v1/completions", http_api_completions, a};
     a->routes[4] = (struct http_route){HTTP_POST, "/v1/chat/completions", http_api_chat, a};
     a->routes[5] = (struct http_route){HTTP_GET, "/v1/models", http_api_models, a};
+    a->routes[6] = (struct http_route){HTTP_GET, a->model_path, http_api_model, a};
+    a->routes[7] =
+        (struct http_route){HTTP_GET, SERVE_ROUTER_TOKENIZER_PATH, http_api_router_tokenizer, a};
+    a->routes[8] =
+        (struct http_route){HTTP_GET, SERVE_ROUTER_EVENTS_PATH, http_api_router_events, a};
     struct http_server_cfg hc = HTTP_SERVER_CFG_DEFAULT;
     hc.host = cfg->host;
     hc.port = cfg->port;
@@ -157,6 +191,7 @@ int http_api_start(const struct http_api_cfg *cfg, struct http_api **out)
 fail:
     serve_metrics_free(a->metrics);
     prom_registry_free(a->reg);
+    free(a->model_path);
     free(a);
     return rc;
 }
@@ -191,6 +226,11 @@ void http_api_attach(struct http_api *a, const struct serve_api *api)
     atomic_store(&a->serve, api);
 }
 
+void http_api_attach_router(struct http_api *a, struct serve_router *sr)
+{
+    atomic_store(&a->router, sr);
+}
+
 int http_api_shutdown(struct http_api *a, int grace_ms)
 {
     http_api_set_state(a, HTTP_API_DRAINING);
@@ -204,5 +244,6 @@ void http_api_free(struct http_api *a)
     http_server_free(a->srv);
     serve_metrics_free(a->metrics);
     prom_registry_free(a->reg);
+    free(a->model_path);
     free(a);
 }

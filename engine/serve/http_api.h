@@ -1,6 +1,7 @@
 /* The engine's HTTP surface (ARCHITECTURE.md "Engine ports and paths"): /health, /live, /metrics and
  * the OpenAI routes (/v1/completions, /v1/chat/completions, /v1/models, engine/serve/serve_api.h), which
- * answer 503 until a model is attached. Owns the HTTP server, the metrics registry and the engine
+ * answer 503 until a model is attached, and the routes for routers (/cinfer/tokenizer,
+ * /cinfer/kv-events: engine/serve/serve_router.h). Owns the HTTP server, the metrics registry and the engine
  * metrics (engine/serve/serve_metrics.h); JSON stays in this layer and the inference thread only ever
  * sees structs (STYLE.md "Concurrency"). */
 #ifndef CINFER_ENGINE_HTTP_API_H
@@ -56,6 +57,11 @@ struct serve_metrics *http_api_metrics(struct http_api *a);
 /* Attaches the OpenAI handlers' context (borrowed; must stay valid until http_api_shutdown) once
  * the model is loaded; until then the /v1 routes answer 503. Main thread, once. */
 void http_api_attach(struct http_api *a, const struct serve_api *api);
+
+/* Attaches the router endpoints (engine/serve/serve_router.h; borrowed, valid until
+ * http_api_shutdown) or detaches them (NULL: 503) before they are freed. Main thread. */
+struct serve_router;
+void http_api_attach_router(struct http_api *a, struct serve_router *sr);
 
 /* Marks DRAINING, refuses new requests and waits up to grace_ms for in-flight ones; returns 0 or
  * ERR_TIMEOUT (the rest were cancelled). Main thread. */

@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "engine/api/api.h"
+#include "engine/gguf/gguf.h"
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_error.h"
 #include "engine/serve/serve_loop.h"
@@ -64,23 +65,73 @@ static bool gate_open(enum serve_api_gate gate, struct http_req *req)
 }
 
 static int prompt_from_text(const struct serve_api *api, const char *text, size_t len,
-                            const char *param, int32_t **ids, int *n, struct api_error *err)
+                            bool add_special, bool parse_special, const char *param, int32_t **ids,
+                            size_t *n, struct api_error *err)
 {
     if (!api->tok) {
         api_error_set(err, API_ERR_INVALID, param,
                       "this model has no usable tokenizer: send 'prompt' as token ids");
         return ERR_INVAL;
     }
-    size_t nn = 0;
-    int rc = tokenizer_encode(api->tok, text, len, true, true, ids, &nn);
+    int rc = tokenizer_encode(api->tok, text, len, add_special, parse_special, ids, n);
     if (rc) {
         api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, param,
                       "cannot tokenize the prompt: %s", err_str(rc));
         return rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
     }
-    if (nn > (size_t)INT32_MAX) nn = (size_t)INT32_MAX;
-    *n = (int)nn;
     return 0;
+}
+
+static int nomem(struct api_error *err)
+{
+    api_error_set(err, API_ERR_INTERNAL, NULL, "out of memory");
+    return ERR_NOMEM;
+}
+
+/* The fill-in-the-middle prompt llama.cpp's /infill builds (prefix-suffix-middle order):
+ * [BOS] FIM_PRE prefix FIM_SUF suffix FIM_MID, the prefix and suffix tokenized without special
+ * tokens (or the prefix as the ids sent). The model continues with the middle. */
+static int prompt_fim(const struct serve_api *api, const struct api_prompt *pr, const char *suffix,
+                      int32_t **ids, size_t *n, struct api_error *err)
+{
+    if (!api->fim.ok) {
+        api_error_set(err, API_ERR_INVALID, "suffix",
+                      "'suffix' needs a model with fill-in-the-middle tokens "
+                      "(tokenizer.ggml.fim_pre/suf/mid_token_id); this one has none");
+        return ERR_INVAL;
+    }
+    int32_t *pre = NULL, *suf = NULL, *out = NULL;
+    size_t n_pre = 0, n_suf = 0;
+    int rc =
+        prompt_from_text(api, suffix, strlen(suffix), false, false, "suffix", &suf, &n_suf, err);
+    if (!rc && pr->text)
+        rc = prompt_from_text(api, pr->text, strlen(pr->text), false, false, "prompt", &pre, &n_pre,
+                              err);
+    if (rc) goto out;
+    const int32_t *prefix = pr->text ? pre : pr->tokens;
+    if (!pr->text) n_pre = pr->n_tokens;
+    int32_t bos = api->tok ? tokenizer_bos(api->tok) : TOKENIZER_NULL;
+    bool add_bos = bos != TOKENIZER_NULL && tokenizer_add_bos(api->tok);
+    size_t total = (add_bos ? 1 : 0) + 3 + n_pre + n_suf, k = 0;
+    out = malloc(total * sizeof(int32_t));
+    if (!out) {
+        rc = nomem(err);
+        goto out;
+    }
+    if (add_bos) out[k++] = bos;
+    out[k++] = api->fim.pre;
+    if (n_pre) memcpy(out + k, prefix, n_pre * sizeof(int32_t));
+    k += n_pre;
+    out[k++] = api->fim.suf;
+    if (n_suf) memcpy(out + k, suf, n_suf * sizeof(int32_t));
+    k += n_suf;
+    out[k++] = api->fim.mid;
+    *ids = out;
+    *n = k;
+out:
+    free(pre);
+    free(suf);
+    return rc;
 }
 
 /* The request's messages with their content escaped (tokenizer_escape_special) into `esc`, so
@@ -114,75 +165,247 @@ static int escape_messages(const struct serve_api *api, const struct api_request
     return 0;
 }
 
-int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
-                         int *n, struct api_error *err)
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,
+                         int32_t **ids, int *n, struct api_error *err)
 {
     *ids = NULL;
     *n = 0;
+    int32_t *v = NULL;
+    size_t nn = 0;
+    int rc = 0;
     if (r->kind == API_KIND_COMPLETION) {
-        if (r->prompt_tokens) {
-            *ids = malloc(r->n_prompt_tokens * sizeof(int32_t));
-            if (!*ids) {
-                api_error_set(err, API_ERR_INTERNAL, NULL, "out of memory");
-                return ERR_NOMEM;
-            }
-            memcpy(*ids, r->prompt_tokens, r->n_prompt_tokens * sizeof(int32_t));
-            *n = (int)r->n_prompt_tokens;
-            return 0;
+        if (i >= r->n_prompts) {
+            api_error_set(err, API_ERR_INTERNAL, NULL, "no prompt %zu", i);
+            return ERR_INVAL;
         }
-        return prompt_from_text(api, r->prompt, strlen(r->prompt), "prompt", ids, n, err);
-    }
-    struct buf text, esc;
-    buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
-    buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
-    char terr[400];
-    struct api_message *escaped = NULL;
-    int rc = escape_messages(api, r, &esc, &escaped);
-    if (rc)
-        snprintf(terr, sizeof(terr), "%s", err_str(rc));
-    else
-        rc = chat_template_render(api->chat_template, escaped ? escaped : r->messages,
-                                  r->n_messages, true, &text, terr, sizeof(terr));
-    if (rc) {
-        api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
-                      "cannot render the chat template: %s", terr);
-        rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
+        const struct api_prompt *pr = &r->prompts[i];
+        if (r->suffix) {
+            rc = prompt_fim(api, pr, r->suffix, &v, &nn, err);
+        } else if (pr->tokens) {
+            v = malloc(pr->n_tokens * sizeof(int32_t));
+            if (!v) return nomem(err);
+            memcpy(v, pr->tokens, pr->n_tokens * sizeof(int32_t));
+            nn = pr->n_tokens;
+        } else {
+            rc = prompt_from_text(api, pr->text, strlen(pr->text), true, true, "prompt", &v, &nn,
+                                  err);
+        }
     } else {
-        rc = prompt_from_text(api, text.data ? text.data : "", text.len, "messages", ids, n, err);
+        struct buf text, esc;
+        buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
+        buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
+        char terr[400];
+        struct api_message *escaped = NULL;
+        rc = escape_messages(api, r, &esc, &escaped);
+        if (rc)
+            snprintf(terr, sizeof(terr), "%s", err_str(rc));
+        else
+            rc = chat_template_render(api->chat_template, escaped ? escaped : r->messages,
+                                      r->n_messages, true, &text, terr, sizeof(terr));
+        if (rc) {
+            api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
+                          "cannot render the chat template: %s", terr);
+            rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
+        } else {
+            rc = prompt_from_text(api, text.data ? text.data : "", text.len, true, true, "messages",
+                                  &v, &nn, err);
+        }
+        free(escaped);
+        buf_fini(&esc);
+        buf_fini(&text);
     }
-    free(escaped);
-    buf_fini(&esc);
-    buf_fini(&text);
+    if (rc) return rc;
+    if (nn > (size_t)INT32_MAX) nn = (size_t)INT32_MAX;
+    *ids = v;
+    *n = (int)nn;
+    return 0;
+}
+
+int serve_api_chat_template_new(const struct tokenizer *tok, const char *model_template,
+                                const char *override, struct chat_template **out, char *err,
+                                size_t errlen)
+{
+    struct chat_template_config cc = {.model_template = model_template, .override = override};
+    char *bos = NULL, *eos = NULL;
+    if (tok) {
+        int32_t b = tokenizer_bos(tok), e = tokenizer_eos(tok);
+        const char *t;
+        size_t len;
+        if (b >= 0 && (t = tokenizer_token_text(tok, b, &len)) && !memchr(t, 0, len) &&
+            !(bos = strndup(t, len)))
+            return err_fmt(err, errlen, ERR_NOMEM, "out of memory");
+        if (e >= 0 && (t = tokenizer_token_text(tok, e, &len)) && !memchr(t, 0, len) &&
+            !(eos = strndup(t, len))) {
+            free(bos);
+            return err_fmt(err, errlen, ERR_NOMEM, "out of memory");
+        }
+        cc.bos_token = bos;
+        cc.eos_token = eos;
+        cc.add_bos = tokenizer_add_bos(tok);
+        cc.add_eos = tokenizer_add_eos(tok);
+    }
+    int rc = chat_template_new(&cc, out, err, errlen);
+    free(bos);
+    free(eos);
     return rc;
 }
 
+/* The first token id of `keys` present in the GGUF and inside the vocabulary, else the first of
+ * `texts` (NULL-terminated) found in the vocabulary, else TOKENIZER_NULL. */
+static int32_t fim_token(const struct gguf *g, const struct tokenizer *tok, const char *const *keys,
+                         const char *const *texts)
+{
+    int32_t n_vocab = tokenizer_vocab_size(tok);
+    for (; *keys; keys++) {
+        uint32_t id = 0;
+        if (gguf_get_u32(g, *keys, &id) == 0 && id < (uint32_t)n_vocab) return (int32_t)id;
+    }
+    for (; *texts; texts++) {
+        int32_t id = tokenizer_find(tok, *texts, strlen(*texts));
+        if (id != TOKENIZER_NULL) return id;
+    }
+    return TOKENIZER_NULL;
+}
+
+void serve_api_fim_find(const struct gguf *g, const struct tokenizer *tok,
+                        struct serve_api_fim *out)
+{
+    *out = (struct serve_api_fim){0};
+    if (!g || !tok) return;
+    /* The keys convert_hf_to_gguf writes (and their older names), then the token texts
+     * llama.cpp's vocabulary loader recognises when a GGUF has no keys (llama-vocab.cpp). */
+    static const char *const pre_keys[] = {"tokenizer.ggml.fim_pre_token_id",
+                                           "tokenizer.ggml.prefix_token_id", NULL};
+    static const char *const suf_keys[] = {"tokenizer.ggml.fim_suf_token_id",
+                                           "tokenizer.ggml.suffix_token_id", NULL};
+    static const char *const mid_keys[] = {"tokenizer.ggml.fim_mid_token_id",
+                                           "tokenizer.ggml.middle_token_id", NULL};
+    static const char *const pre_texts[] = {"<|fim_prefix|>",
+                                            "<fim-prefix>",
+                                            "<fim_prefix>",
+                                            "<｜fim▁begin｜>",
+                                            "<PRE>",
+                                            "▁<PRE>",
+                                            NULL};
+    static const char *const suf_texts[] = {"<|fim_suffix|>",
+                                            "<fim-suffix>",
+                                            "<fim_suffix>",
+                                            "<｜fim▁hole｜>",
+                                            "<SUF>",
+                                            "▁<SUF>",
+                                            NULL};
+    static const char *const mid_texts[] = {
+        "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<｜fim▁end｜>", "<MID>", "▁<MID>", NULL};
+    out->pre = fim_token(g, tok, pre_keys, pre_texts);
+    out->suf = fim_token(g, tok, suf_keys, suf_texts);
+    out->mid = fim_token(g, tok, mid_keys, mid_texts);
+    out->ok =
+        out->pre != TOKENIZER_NULL && out->suf != TOKENIZER_NULL && out->mid != TOKENIZER_NULL;
+}
+
 /* The context check OpenAI and vLLM make: the prompt must leave room for at least one token, and
- * an explicit max_tokens must fit beside it. */
-static bool fits_context(const struct serve_api *api, const struct api_request *r, int n_prompt,
-                         struct api_error *err)
+ * an explicit max_tokens must fit beside it. `i` is the prompt's index in a batched request. */
+static bool fits_context(const struct serve_api *api, const struct api_request *r, size_t i,
+                         int n_prompt, struct api_error *err)
 {
     const char *param = r->kind == API_KIND_CHAT ? "messages" : "prompt";
+    char which[48] = "";
+    if (r->kind == API_KIND_COMPLETION && r->n_prompts > 1)
+        snprintf(which, sizeof(which), " (prompt %zu)", i);
     if (n_prompt == 0) {
-        api_error_set(err, API_ERR_INVALID, param, "the prompt is empty after tokenization");
+        api_error_set(err, API_ERR_INVALID, param, "the prompt is empty after tokenization%s",
+                      which);
         return false;
     }
     if (n_prompt >= api->max_context) {
         api_error_set(err, API_ERR_INVALID, param,
-                      "This model's maximum context length is %d tokens. However, your prompt "
+                      "This model's maximum context length is %d tokens. However, your prompt%s "
                       "has %d tokens. Please reduce the length of the prompt.",
-                      api->max_context, n_prompt);
+                      api->max_context, which, n_prompt);
         return false;
     }
     if (r->max_tokens > 0 && (long)n_prompt + r->max_tokens > api->max_context) {
-        api_error_set(err, API_ERR_INVALID,
-                      r->kind == API_KIND_CHAT ? "max_completion_tokens" : "max_tokens",
-                      "This model's maximum context length is %d tokens. However, you requested "
-                      "%ld tokens (%d in the prompt, %ld for the completion). Please reduce the "
-                      "prompt or max_tokens.",
-                      api->max_context, (long)n_prompt + r->max_tokens, n_prompt, r->max_tokens);
+        api_error_set(
+            err, API_ERR_INVALID, r->kind == API_KIND_CHAT ? "max_completion_tokens" : "max_tokens",
+            "This model's maximum context length is %d tokens. However, you requested "
+            "%ld tokens (%d in the prompt%s, %ld for the completion). Please reduce the "
+            "prompt or max_tokens.",
+            api->max_context, (long)n_prompt + r->max_tokens, n_prompt, which, r->max_tokens);
         return false;
     }
     return true;
+}
+
+/* A request's prompts as the spec carries them, with the storage they point to (the spec's
+ * serve_req_new copies it all). */
+struct prompt_set {
+    struct serve_req_prompt *v;
+    int32_t **ids;  /* owned: v[i].ids */
+    char **decoded; /* owned: echo texts decoded from token-id prompts */
+    size_t n;
+    long n_tokens;
+};
+
+static void prompt_set_free(struct prompt_set *ps)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        if (ps->ids) free(ps->ids[i]);
+        if (ps->decoded) free(ps->decoded[i]);
+    }
+    free(ps->v);
+    free(ps->ids);
+    free(ps->decoded);
+    *ps = (struct prompt_set){0};
+}
+
+/* The echo text of prompt i: the text as sent, or the ids decoded (empty without a tokenizer). */
+static int prompt_echo(const struct serve_api *api, const struct api_request *r, size_t i,
+                       struct prompt_set *ps, struct api_error *err)
+{
+    const struct api_prompt *pr = &r->prompts[i];
+    if (pr->text) {
+        ps->v[i].echo = pr->text;
+        ps->v[i].echo_len = strlen(pr->text);
+        return 0;
+    }
+    struct buf b;
+    buf_init(&b, SERVE_API_PROMPT_TEXT_MAX);
+    int rc = api->tok ? tokenizer_decode(api->tok, pr->tokens, pr->n_tokens, false, &b) : 0;
+    ps->decoded[i] = rc ? NULL : buf_steal(&b);
+    buf_fini(&b);
+    if (rc == ERR_RANGE) {
+        api_error_set(err, API_ERR_INVALID, "prompt",
+                      "cannot echo prompt %zu: a token id is outside the tokenizer's vocabulary",
+                      i);
+        return ERR_INVAL;
+    }
+    if (rc || !ps->decoded[i]) return nomem(err);
+    ps->v[i].echo = ps->decoded[i];
+    ps->v[i].echo_len = strlen(ps->decoded[i]);
+    return 0;
+}
+
+/* Tokenizes and checks every prompt of r into *ps (freed by the caller either way). */
+static int prompt_set_build(const struct serve_api *api, const struct api_request *r,
+                            struct prompt_set *ps, struct api_error *err)
+{
+    size_t n = r->kind == API_KIND_COMPLETION ? r->n_prompts : 1;
+    ps->v = calloc(n, sizeof(*ps->v));
+    ps->ids = calloc(n, sizeof(*ps->ids));
+    ps->decoded = calloc(n, sizeof(*ps->decoded));
+    if (!ps->v || !ps->ids || !ps->decoded) return nomem(err);
+    ps->n = n;
+    for (size_t i = 0; i < n; i++) {
+        int n_ids = 0;
+        int rc = serve_api_prompt_ids(api, r, i, &ps->ids[i], &n_ids, err);
+        if (rc) return rc;
+        if (!fits_context(api, r, i, n_ids, err)) return ERR_INVAL;
+        ps->v[i].ids = ps->ids[i];
+        ps->v[i].n_ids = n_ids;
+        ps->n_tokens += n_ids;
+        if (r->echo && (rc = prompt_echo(api, r, i, ps, err)) != 0) return rc;
+    }
+    return 0;
 }
 
 /* Runs on the service thread when the client goes away mid-request. */
@@ -203,23 +426,31 @@ static uint64_t random_u64(void)
 }
 
 /* The request as the other threads need it (serve_req.h "spec"): the scheduler's request, built
- * here so that the parsed API request never leaves the HTTP thread. `r`, `ids` borrowed. */
-static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, double arrival,
+ * here so that the parsed API request never leaves the HTTP thread. `r`, `ps` borrowed (the
+ * spec points into both until serve_req_new copies it). */
+static void spec_of(const struct api_request *r, const struct prompt_set *ps, double arrival,
                     struct serve_req_spec *out)
 {
+    int best_of = r->kind == API_KIND_COMPLETION ? r->best_of : r->n;
     *out = (struct serve_req_spec){
         .created = (long long)time(NULL),
         .arrival = arrival,
-        .n_choices = r->n,
+        .n_choices = (int)ps->n * best_of,
+        .n_prompts = (int)ps->n,
+        .best_of = best_of,
+        .n = r->n,
+        .prompts = ps->v,
+        .n_prompt_tokens = ps->n_tokens,
         .kind = r->kind,
         .stream = r->stream,
         .include_usage = r->include_usage,
+        .continuous_usage = r->continuous_usage,
         .logprobs = r->logprobs,
+        .echo = r->echo,
         .sched =
             {
-                .prompt = ids,
-                .n_prompt = n_ids,
                 .max_tokens = r->max_tokens,
+                .prompt_logprobs = r->echo && r->logprobs,
                 .stops = (const char *const *)r->stop,
                 .n_stops = r->n_stop,
                 .ignore_eos = r->ignore_eos,
@@ -227,7 +458,7 @@ static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, 
                 .cache_salt = r->cache_salt,
             },
     };
-    /* The client's seed, or a random one; choice c samples with seed + c. */
+    /* The client's seed, or a random one; candidate j samples with seed + j. */
     api_request_sampler_params(r, random_u64(), &out->sched.sampling);
     (void)api_response_id(r->kind, random_u64(), out->id, sizeof(out->id));
 }
@@ -257,8 +488,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     struct api_limits lim = {.n_vocab = api->n_vocab, .max_tokens = api->max_context};
     struct api_request *r = NULL;
     struct api_error err;
-    int32_t *ids = NULL;
-    int n_ids = 0;
+    struct prompt_set ps = {0};
     struct serve_req *sr = NULL;
     if (api_request_parse(body, len, kind, &lim, &r, &err) != 0) goto fail;
     if (r->model && strcmp(r->model, api->model_name) != 0) {
@@ -267,19 +497,18 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
                       api->model_name);
         goto fail;
     }
-    if (serve_api_prompt_ids(api, r, &ids, &n_ids, &err) != 0) goto fail;
-    if (!fits_context(api, r, n_ids, &err)) goto fail;
+    if (prompt_set_build(api, r, &ps, &err) != 0) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
         serve_error_queue_full(&err, api->max_queue);
         goto fail;
     }
     struct serve_req_spec spec;
-    spec_of(r, ids, n_ids, arrival, &spec);
+    spec_of(r, &ps, arrival, &spec);
     char salt[SERVE_API_SALT_MAX];
     if (key_salt(api, key, r->cache_salt, salt)) spec.sched.cache_salt = salt;
     sr = serve_req_new(&spec);
     api_request_free(r);
-    free(ids);
+    prompt_set_free(&ps);
     if (!sr) {
         api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
         serve_error_respond(req, &err);
@@ -309,7 +538,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     return;
 fail:
     api_request_free(r);
-    free(ids);
+    prompt_set_free(&ps);
     serve_error_respond(req, &err);
 }
 
@@ -328,10 +557,32 @@ void serve_api_models(const struct serve_api *api, const char *model_name, struc
 {
     int key;
     if (!authorized(api, req, &key)) return;
-    json_t *j =
-        json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:i}]}", "object", "list", "data", "id", model_name,
-                  "object", "model", "created", (json_int_t)(api ? api->created : 0), "owned_by",
-                  "cinfer", "max_model_len", api ? api->max_context : 0);
+    json_t *m = api_model_json(model_name, api ? api->created : 0, api ? api->max_context : 0);
+    json_t *j = m ? json_pack("{s:s,s:[o]}", "object", "list", "data", m) : NULL;
+    if (!j) {
+        http_respond_error(req, 500, "server_error", "out of memory");
+        return;
+    }
+    http_respond_json(req, 200, j, NULL, 0);
+    json_decref(j);
+}
+
+void serve_api_model(const struct serve_api *api, const char *model_name, struct http_req *req)
+{
+    int key;
+    if (!authorized(api, req, &key)) return;
+    const char *path = http_req_path(req);
+    const char *id = strncmp(path, SERVE_API_MODELS_PREFIX, strlen(SERVE_API_MODELS_PREFIX)) == 0
+                         ? path + strlen(SERVE_API_MODELS_PREFIX)
+                         : path;
+    if (strcmp(id, model_name) != 0) {
+        struct api_error e;
+        api_error_set(&e, API_ERR_MODEL_NOT_FOUND, "model",
+                      "The model '%s' does not exist; this server serves '%s'", id, model_name);
+        serve_error_respond(req, &e);
+        return;
+    }
+    json_t *j = api_model_json(model_name, api ? api->created : 0, api ? api->max_context : 0);
     if (!j) {
         http_respond_error(req, 500, "server_error", "out of memory");
         return;

@@ -1,4 +1,5 @@
-/* The OpenAI routes of `cinfer-engine serve` (/v1/completions, /v1/chat/completions, /v1/models):
+/* The OpenAI routes of `cinfer-engine serve` (/v1/completions, /v1/chat/completions, /v1/models,
+ * /v1/models/{id}):
  * on the HTTP service thread they parse and validate the request (engine/api/api.h), render the chat
  * template, tokenize, enforce the context length and the queue bound, then hand the request to the
  * responder and the inference loop. Nothing here blocks or touches the model. */
@@ -11,16 +12,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+struct gguf;
 struct tokenizer;
 struct serve_auth;
 struct serve_loop;
 struct serve_respond;
+
+#define SERVE_API_MODELS_PREFIX "/v1/models/" /* GET /v1/models/{id} */
+
+/* The model's fill-in-the-middle tokens (`suffix` on /v1/completions); zero: none. */
+struct serve_api_fim {
+    bool ok; /* all three found */
+    int32_t pre, suf, mid;
+};
 
 /* Everything the handlers need, borrowed for as long as the routes are served. */
 struct serve_api {
     const char *model_name;      /* served model name ("model" must match it when sent) */
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
     const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
+    struct serve_api_fim fim;                  /* serve_api_fim_find */
     int n_vocab;
     int max_context;   /* prompt + generated tokens per sequence */
     int max_queue;     /* waiting requests beyond which new ones get 429 */
@@ -52,15 +63,35 @@ void serve_api_completions(const struct serve_api *api, enum serve_api_gate gate
                            struct http_req *req);
 void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req);
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req);
+/* GET /v1/models/{id}: the model object when {id} (the path after SERVE_API_MODELS_PREFIX) is
+ * `model_name`, else 404 model_not_found in OpenAI's error shape. */
+void serve_api_model(const struct serve_api *api, const char *model_name, struct http_req *req);
 
-/* The request's prompt as token ids: the text tokenized (BOS as the model asks, special tokens in
- * the text recognised), the ids as sent, or for chat the rendered template tokenized, control
- * tokens recognised where the template wrote them but not in message content (unless
- * api->content_special_tokens). Pure
- * apart from allocation; any thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
+/* Finds the fill-in-the-middle tokens of the model `g` with tokenizer `tok` (both borrowed; NULL
+ * gives none): the tokenizer.ggml.fim_{pre,suf,mid}_token_id keys (or their older names
+ * prefix/suffix/middle_token_id), else the token texts llama.cpp recognises ("<|fim_prefix|>",
+ * "<fim-prefix>", "<PRE>", ...). Pure; any thread. */
+void serve_api_fim_find(const struct gguf *g, const struct tokenizer *tok,
+                        struct serve_api_fim *out);
+
+/* Prompt `i` of the request (always 0 for chat) as token ids, into *ids (new, free()) and *n: the
+ * text tokenized (BOS as the model asks, special tokens in the text recognised), the ids as sent,
+ * with `suffix` the fill-in-the-middle prompt around either (400 naming suffix when the model has
+ * no such tokens), or for chat the rendered template tokenized, control tokens recognised where
+ * the template wrote them but not in message content (unless api->content_special_tokens). Pure
+ * apart from allocation; any
+ * thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
+/* The chat template the engine serves with: `override` (--chat-template) or else `model_template`
+ * (the GGUF's tokenizer.chat_template; either may be NULL), with the BOS/EOS texts and the
+ * add-BOS/EOS flags of `tok` (NULL: none), so the engine and a router that builds it from the
+ * same inputs render identical prompts. chat_template_new's results and errors. Any thread. */
+int serve_api_chat_template_new(const struct tokenizer *tok, const char *model_template,
+                                const char *override, struct chat_template **out, char *err,
+                                size_t errlen);
+
 struct api_request;
 struct api_error;
-int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
-                         int *n, struct api_error *err);
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,
+                         int32_t **ids, int *n, struct api_error *err);
 
 #endif

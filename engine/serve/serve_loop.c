@@ -84,7 +84,7 @@ static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_f
     double e2e = clock_mono_s() - sp->arrival;
     serve_metrics_request_done(l->metrics, metric_finish(f), e2e);
     log_info("request finished", LOG_S("id", sp->id), LOG_I("choices", sp->n_choices),
-             LOG_I("prompt_tokens", sp->sched.n_prompt), LOG_I("cached_tokens", lr->cached),
+             LOG_I("prompt_tokens", sp->n_prompt_tokens), LOG_I("cached_tokens", lr->cached),
              LOG_I("completion_tokens", lr->generated), LOG_S("finish_reason", finish_name(f)),
              LOG_B("stream", sp->stream),
              LOG_F("ttft_s", lr->first_token_seen ? lr->first_token_at - sp->arrival : -1.0),
@@ -96,6 +96,17 @@ static void request_done(struct serve_loop *l, struct serve_req *r, enum sched_f
     serve_req_unref(r);
 }
 
+/* Hands an event of choice `choice` to the responder; out of memory fails the request. */
+static void push_event(struct serve_req *r, int choice, const struct sched_event *ev)
+{
+    if (serve_req_push(r, choice, ev) != 0) {
+        log_error("out of memory queueing output; failing the request", LOG_S("id", r->spec.id));
+        serve_req_fail(r, SERVE_FAIL_INTERNAL);
+    } else {
+        serve_req_post(r);
+    }
+}
+
 /* Scheduler callback (loop thread). */
 static void on_event(void *ctx, const struct sched_event *ev)
 {
@@ -104,6 +115,10 @@ static void on_event(void *ctx, const struct sched_event *ev)
     struct serve_req *r = c->req;
     struct serve_loop_req *lr = r->loop;
     double t = clock_mono_s();
+    if (ev->prompt_token) { /* echo's prompt logprobs: output, not timing */
+        push_event(r, c->index, ev);
+        return;
+    }
     if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
         if (c->index == 0) serve_metrics_observe_queue_time(l->metrics, t - r->spec.arrival);
         return;
@@ -120,12 +135,7 @@ static void on_event(void *ctx, const struct sched_event *ev)
         }
         c->last_token_at = t;
     }
-    if (serve_req_push(r, c->index, ev) != 0) {
-        log_error("out of memory queueing output; failing the request", LOG_S("id", r->spec.id));
-        serve_req_fail(r, SERVE_FAIL_INTERNAL);
-    } else {
-        serve_req_post(r);
-    }
+    push_event(r, c->index, ev);
     if (ev->finish != SCHED_FINISH_NONE) {
         c->seq = NULL;
         if (--lr->n_live == 0) request_done(l, r, ev->finish);
@@ -143,8 +153,8 @@ static void reject_request(struct serve_loop *l, struct serve_req *r, enum serve
     serve_req_unref(r);
 }
 
-/* Puts a new request's choices into the scheduler: the HTTP thread's sched_request, with choice
- * c's seed and cookie. */
+/* Puts a new request's sequences into the scheduler: the HTTP thread's sched_request, with
+ * sequence c's prompt, seed and cookie (serve_req.h: c = prompt * best_of + candidate). */
 static void admit_request(struct serve_loop *l, struct serve_req *r)
 {
     const struct serve_req_spec *sp = &r->spec;
@@ -158,7 +168,10 @@ static void admit_request(struct serve_loop *l, struct serve_req *r)
     for (int c = 0; c < n; c++) lr->ch[c] = (struct serve_loop_choice){.req = r, .index = c};
     for (int c = 0; c < n; c++) {
         struct sched_request sr = sp->sched;
-        sr.sampling.seed += (uint64_t)c;
+        const struct serve_req_prompt *pr = &sp->prompts[c / sp->best_of];
+        sr.prompt = pr->ids;
+        sr.n_prompt = pr->n_ids;
+        sr.sampling.seed += (uint64_t)(c % sp->best_of);
         sr.ud = &lr->ch[c];
         int rc = sched_add(l->sched, &sr, &lr->ch[c].seq);
         if (rc) {
@@ -318,6 +331,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     pthread_cond_init(&l->cv, NULL);
     int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
     if (rc) goto fail;
+    sched_set_block_observer(l->sched, cfg->block_observer, cfg->block_observer_ctx);
     if (pthread_create(&l->thread, NULL, loop_main, l) != 0) {
         rc = ERR_IO;
         goto fail;

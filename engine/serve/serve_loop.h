@@ -22,6 +22,10 @@ struct serve_loop_cfg {
     struct sched_config sched;
     int max_queue;            /* requests waiting for admission beyond which submit refuses (429) */
     double request_timeout_s; /* > 0: a request older than this is ended ("length") */
+    /* Told of every block the prefix cache stores or evicts (engine/kv/kv_events.h); NULL: none.
+     * Runs on the inference thread. */
+    prefix_cache_observer_fn block_observer;
+    void *block_observer_ctx;
 };
 
 /* Creates the scheduler over the borrowed model, KV cache (initialised) and tokenizer, and starts

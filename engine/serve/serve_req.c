@@ -9,15 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The storage behind spec.sched's pointers, in one allocation after the struct: the prompt, then
- * the stop strings and the cache salt, each NUL-terminated. */
+/* Bump allocation inside the request's own block (sizes computed first, so it never runs out). */
+static void *req_take(char **p, const void *src, size_t n)
+{
+    void *at = *p;
+    if (n) memcpy(at, src, n);
+    *p += n;
+    return at;
+}
+
+/* The storage behind spec's pointers, in one allocation after the struct: the prompt table, the
+ * logit bias, every prompt's ids, then the echo texts, the stop strings and the cache salt (the
+ * strings NUL-terminated). The table and the bias come first, so they keep their alignment. */
 struct serve_req *serve_req_new(const struct serve_req_spec *spec)
 {
     const struct sched_request *in = &spec->sched;
-    size_t n_prompt = in->n_prompt > 0 ? (size_t)in->n_prompt : 0;
+    if (spec->n_prompts < 1 || spec->n_prompts > API_MAX_PROMPTS || !spec->prompts || spec->n < 1 ||
+        spec->best_of < spec->n || spec->n_choices != spec->n_prompts * spec->best_of ||
+        spec->n_choices > API_MAX_SEQS || in->sampling.n_bias < 0 ||
+        (in->sampling.n_bias > 0 && !in->sampling.bias))
+        return NULL;
     size_t n_stops = in->n_stops <= API_MAX_STOP ? in->n_stops : API_MAX_STOP;
     size_t stop_len[API_MAX_STOP], salt_len = in->cache_salt ? strlen(in->cache_salt) + 1 : 0;
-    size_t bytes = sizeof(struct serve_req) + n_prompt * sizeof(int32_t) + salt_len;
+    size_t n_pr = (size_t)spec->n_prompts, n_bias = (size_t)in->sampling.n_bias;
+    size_t bytes = sizeof(struct serve_req) + n_pr * sizeof(struct serve_req_prompt) +
+                   n_bias * sizeof(struct sampler_bias) + salt_len;
+    for (size_t i = 0; i < n_pr; i++) {
+        const struct serve_req_prompt *q = &spec->prompts[i];
+        if (q->n_ids < 1 || !q->ids) return NULL;
+        bytes += (size_t)q->n_ids * sizeof(int32_t) + (q->echo ? q->echo_len + 1 : 0);
+    }
     for (size_t i = 0; i < n_stops; i++) bytes += stop_len[i] = strlen(in->stops[i]) + 1;
     struct serve_req *r = calloc(1, bytes);
     if (!r) return NULL;
@@ -28,16 +49,26 @@ struct serve_req *serve_req_new(const struct serve_req_spec *spec)
     r->spec = *spec;
     struct sched_request *sr = &r->spec.sched;
     char *p = (char *)(r + 1);
-    if (n_prompt) memcpy(p, in->prompt, n_prompt * sizeof(int32_t));
-    sr->prompt = (const int32_t *)p;
-    p += n_prompt * sizeof(int32_t);
-    for (size_t i = 0; i < n_stops; i++) {
-        r->stops[i] = memcpy(p, in->stops[i], stop_len[i]);
-        p += stop_len[i];
+    r->prompts = req_take(&p, spec->prompts, n_pr * sizeof(struct serve_req_prompt));
+    r->spec.prompts = r->prompts;
+    sr->sampling.bias =
+        n_bias ? req_take(&p, in->sampling.bias, n_bias * sizeof(struct sampler_bias)) : NULL;
+    for (size_t i = 0; i < n_pr; i++)
+        r->prompts[i].ids =
+            req_take(&p, spec->prompts[i].ids, (size_t)spec->prompts[i].n_ids * sizeof(int32_t));
+    for (size_t i = 0; i < n_pr; i++) {
+        const struct serve_req_prompt *q = &spec->prompts[i];
+        if (!q->echo) continue;
+        char *e = req_take(&p, q->echo, q->echo_len);
+        *p++ = '\0';
+        r->prompts[i].echo = e;
     }
+    for (size_t i = 0; i < n_stops; i++) r->stops[i] = req_take(&p, in->stops[i], stop_len[i]);
     sr->stops = (const char *const *)r->stops;
     sr->n_stops = n_stops;
-    sr->cache_salt = in->cache_salt ? memcpy(p, in->cache_salt, salt_len) : NULL;
+    sr->cache_salt = in->cache_salt ? req_take(&p, in->cache_salt, salt_len) : NULL;
+    sr->prompt = r->prompts[0].ids;
+    sr->n_prompt = r->prompts[0].n_ids;
     sr->ud = NULL;
     atomic_init(&r->fail, SERVE_FAIL_NONE);
     atomic_init(&r->on_cancel, NULL);
@@ -111,13 +142,17 @@ int serve_req_push(struct serve_req *r, int choice, const struct sched_event *ev
     struct serve_event e = {
         .choice = choice,
         .has_token = ev->has_token,
+        .prompt_token = ev->prompt_token,
+        .prompt_pos = ev->prompt_pos,
         .token = ev->token,
         .finish = ev->finish,
         .n_prompt = ev->n_prompt,
         .n_cached = ev->n_cached,
         .n_generated = ev->n_generated,
+        .cum_logprob = ev->cum_logprob,
+        .n_sampled = ev->n_sampled,
     };
-    if (ev->has_token && ev->sample) {
+    if ((ev->has_token || ev->prompt_token) && ev->sample) {
         e.logprob = ev->sample->logprob;
         e.n_top = ev->sample->n_top;
         memcpy(e.top, ev->sample->top, (size_t)e.n_top * sizeof(e.top[0]));

@@ -37,6 +37,8 @@ struct serve_req_hook {
 struct serve_event {
     int choice;
     bool has_token;
+    bool prompt_token; /* a prompt token's logprob (echo with logprobs), at prompt_pos */
+    int prompt_pos;
     int32_t token;
     float logprob;
     int n_top;
@@ -45,22 +47,45 @@ struct serve_event {
     size_t len;
     enum sched_finish finish;
     int n_prompt, n_cached, n_generated;
+    double cum_logprob; /* sched_event's: best_of's ranking */
+    int n_sampled;
 };
 
-/* What the HTTP thread decided for one request. */
+/* One prompt of a request. */
+struct serve_req_prompt {
+    const int32_t *ids; /* (n_ids >= 1) */
+    int n_ids;
+    const char *echo; /* spec.echo: the text the answer starts with (the prompt as sent, or its
+                         ids decoded); else NULL */
+    size_t echo_len;
+};
+
+/* What the HTTP thread decided for one request. Sequence ("choice" below) c runs prompt
+ * c / best_of as its candidate c % best_of; with best_of == n it is output choice c, else the
+ * responder returns each prompt's n best candidates (highest mean token logprob first) as choices
+ * prompt * n + rank, OpenAI's numbering. */
 struct serve_req_spec {
-    char id[40];       /* "cmpl-..." / "chatcmpl-..." */
-    long long created; /* Unix seconds */
-    double arrival;    /* monotonic seconds */
-    int n_choices;     /* 1..API_MAX_N */
+    char id[40];                            /* "cmpl-..." / "chatcmpl-..." */
+    long long created;                      /* Unix seconds */
+    double arrival;                         /* monotonic seconds */
+    int n_choices;                          /* sequences: n_prompts * best_of, 1..API_MAX_SEQS */
+    int n_prompts;                          /* 1..API_MAX_PROMPTS (chat: 1) */
+    int best_of;                            /* candidates per prompt, >= n */
+    int n;                                  /* choices returned per prompt, 1..API_MAX_N */
+    const struct serve_req_prompt *prompts; /* (n_prompts) */
+    long n_prompt_tokens;                   /* of all prompts (usage) */
     /* The responder's output format. */
     enum api_kind kind;
     bool stream;
     bool include_usage;
+    bool continuous_usage;
     bool logprobs;
-    /* The scheduler's request for choice 0; choice c samples with sched.sampling.seed + c. In a
-     * request, prompt, stops and cache_salt point into storage it owns, and ud is NULL (the loop
-     * gives every choice its own). */
+    bool echo;
+    /* The scheduler's request for every sequence, but its prompt (prompt/n_prompt are unused: the
+     * loop sets its prompt's) and seed: candidate j samples with sched.sampling.seed + j, so a
+     * prompt gets the same candidates batched or alone. In a request, prompts, stops, cache_salt
+     * and the logit bias point into storage it owns, and ud is NULL (the loop gives every
+     * sequence its own). */
     struct sched_request sched;
 };
 
@@ -83,7 +108,8 @@ struct serve_req {
     struct serve_event *events;
     size_t n_events, cap_events;
 
-    char *stops[API_MAX_STOP]; /* spec.sched.stops: into the request's own allocation */
+    char *stops[API_MAX_STOP];        /* spec.sched.stops: into the request's own allocation */
+    struct serve_req_prompt *prompts; /* spec.prompts: likewise */
 
     struct serve_loop_req *loop;   /* inference thread only; NULL until admitted, after done */
     struct serve_respond_req *out; /* responder only (handed over by serve_respond_adopt); NULL
@@ -106,8 +132,9 @@ bool serve_req_list_has(const struct serve_req_list *l, const struct serve_req *
 /* Frees the array (not the requests) and empties the list. */
 void serve_req_list_fini(struct serve_req_list *l);
 
-/* Creates a request from `spec` (borrowed: copied, with its prompt, stop strings and cache salt;
- * spec->sched.ud ignored). refs = 1. NULL on ERR_NOMEM. HTTP thread. */
+/* Creates a request from `spec` (borrowed: copied, with its prompts and their echo texts, stop
+ * strings, cache salt and logit bias; spec->sched.prompt and .ud ignored). refs = 1. NULL on
+ * ERR_NOMEM or a spec out of range (n_prompts, best_of, n). HTTP thread. */
 struct serve_req *serve_req_new(const struct serve_req_spec *spec);
 void serve_req_ref(struct serve_req *r);
 /* Drops a reference; frees at zero (by then the loop and the responder have freed their parts:

@@ -1,6 +1,8 @@
 /* Events -> OpenAI responses on the client's stream, on the responder thread. Per request it keeps
- * what the format needs (role chunk sent, characters sent, usage, the non-streaming accumulation)
- * and a pending buffer for output the socket queue had no room for. */
+ * what the format needs (role chunk sent, characters sent, usage, the non-streaming accumulation,
+ * echo's prompt text and logprobs, best_of's candidate scores) and a pending buffer for output the
+ * socket queue had no room for. Sequence c of a request is output choice c except under
+ * best_of > n (never streamed), where each prompt's best candidates are picked at the end. */
 #include "engine/serve/serve_respond.h"
 
 #include "common/clock.h"
@@ -52,9 +54,14 @@ struct respond_acc {
 };
 
 struct respond_choice {
-    struct respond_acc acc; /* non-streaming accumulation */
+    struct respond_acc acc; /* non-streaming accumulation; streaming echo: the prompt's chunk */
     bool role_sent;         /* chat streaming: opening delta sent */
+    bool echo_pending;      /* streaming echo: the prompt's chunk is still to be sent */
     size_t text_chars;      /* completions streaming: characters sent */
+    long generated;         /* tokens so far (continuous usage) */
+    long cached;            /* prompt tokens from the prefix cache */
+    double cum_logprob;     /* best_of: the final event's, over n_sampled tokens */
+    int n_sampled;
 };
 
 /* A request's state on the responder thread (r->out): created by serve_respond_adopt, freed when
@@ -65,7 +72,7 @@ struct serve_respond_req {
     bool registered;            /* on the adopted list */
     bool began;                 /* stream headers sent */
     int n_finished;             /* choices whose final event was seen */
-    long usage_completion, usage_cached;
+    long usage_completion;
     struct buf pending;         /* formatted bytes the client's stream had no room for yet */
     struct respond_choice ch[]; /* (n_choices) */
 };
@@ -96,7 +103,20 @@ static void meta_of(const struct serve_respond *p, const struct serve_req *r,
         .model = p->model,
         .created = r->spec.created,
         .include_usage = r->spec.include_usage,
+        .logprobs = r->spec.logprobs,
     };
+}
+
+/* The output index of sequence c when every sequence is returned (best_of == n): OpenAI's
+ * prompt * n + candidate, which is c itself. */
+static int out_index(const struct serve_req *r, int c)
+{
+    return c / r->spec.best_of * r->spec.n + c % r->spec.best_of;
+}
+
+static const struct serve_req_prompt *prompt_of(const struct serve_req *r, int c)
+{
+    return &r->spec.prompts[c / r->spec.best_of];
 }
 
 static bool answered(const struct serve_req *r)
@@ -157,7 +177,11 @@ static void logprob_entry(const struct serve_respond *p, const struct serve_even
         const char *tt = p->tok ? tokenizer_token_piece(p->tok, e->top[i].token, false, &l) : NULL;
         top[i] = (struct api_top_logprob){tt ? tt : "", tt ? l : 0, e->top[i].logprob};
     }
-    *lp = (struct api_token_logprob){t ? t : "", t ? len : 0, e->logprob, e->n_top, top};
+    *lp = (struct api_token_logprob){.text = t ? t : "",
+                                     .len = t ? len : 0,
+                                     .logprob = e->logprob,
+                                     .n_top = e->n_top,
+                                     .top = top};
 }
 
 static enum api_finish api_finish_of(enum sched_finish f)
@@ -165,10 +189,116 @@ static enum api_finish api_finish_of(enum sched_finish f)
     return f == SCHED_FINISH_STOP ? API_FINISH_STOP : API_FINISH_LENGTH;
 }
 
+/* Room for one more logprob entry with n_top alternatives in `a`. 0 or ERR_NOMEM. */
+static int acc_reserve(struct respond_acc *a, int n_top)
+{
+    if (a->n_lp == a->cap_lp) {
+        size_t cap = a->cap_lp ? a->cap_lp * 2 : 16;
+        struct api_token_logprob *g = realloc(a->lp, cap * sizeof(*g));
+        if (!g) return ERR_NOMEM;
+        a->lp = g;
+        size_t *ga = realloc(a->top_at, cap * sizeof(*ga));
+        if (!ga) return ERR_NOMEM;
+        a->top_at = ga;
+        a->cap_lp = cap;
+    }
+    if (a->n_top + (size_t)n_top > a->cap_top) {
+        size_t cap = a->cap_top ? a->cap_top * 2 : 64;
+        while (cap < a->n_top + (size_t)n_top) cap *= 2;
+        struct api_top_logprob *g = realloc(a->top, cap * sizeof(*g));
+        if (!g) return ERR_NOMEM;
+        a->top = g;
+        a->cap_top = cap;
+    }
+    return 0;
+}
+
+/* Appends the logprob entry of event e (a generated or a prompt token) to `a`. */
+static int acc_push_logprob(const struct serve_respond *p, struct respond_acc *a,
+                            const struct serve_event *e)
+{
+    int rc = acc_reserve(a, e->n_top);
+    if (rc) return rc;
+    a->top_at[a->n_lp] = a->n_top;
+    logprob_entry(p, e, &a->lp[a->n_lp], a->top + a->n_top);
+    a->n_top += (size_t)e->n_top;
+    a->n_lp++;
+    return 0;
+}
+
+/* The entries' alternatives live in one array that grows: point each entry at its own, before
+ * rendering. */
+static void acc_fix_tops(struct respond_acc *a)
+{
+    for (size_t k = 0; k < a->n_lp; k++) a->lp[k].top = a->top + a->top_at[k];
+}
+
+/* Echo: the answer of choice c starts with its prompt's text and, with logprobs, the first
+ * prompt token (unscored: nothing precedes it); the prompt events add the others. */
+static int acc_start_echo(const struct serve_respond *p, struct serve_req *r, int c)
+{
+    const struct serve_req_prompt *pr = prompt_of(r, c);
+    struct respond_choice *ch = &r->out->ch[c];
+    int rc = pr->echo_len ? buf_append(&ch->acc.text, pr->echo, pr->echo_len) : 0;
+    if (rc || !r->spec.logprobs) return rc;
+    struct serve_event first = {.token = pr->ids[0]};
+    if ((rc = acc_push_logprob(p, &ch->acc, &first)) != 0) return rc;
+    ch->acc.lp[ch->acc.n_lp - 1].unscored = true;
+    return 0;
+}
+
+static void acc_reset(struct respond_acc *a)
+{
+    buf_reset(&a->text);
+    a->n_lp = a->n_top = 0;
+}
+
+/* Characters (UTF-8 lead bytes) in p[0..len). */
+static size_t chars_of(const char *p, size_t len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)p[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* Continuous usage of choice c with `completion` tokens. */
+static void choice_usage(const struct serve_req *r, int c, long completion, struct api_usage *u)
+{
+    *u = (struct api_usage){prompt_of(r, c)->n_ids, completion, r->out->ch[c].cached};
+}
+
+/* Streaming echo: the prompt's chunk of choice c (its text and, with logprobs, its tokens'). */
+static int stream_echo(const struct serve_respond *p, struct serve_req *r, int c)
+{
+    struct respond_choice *ch = &r->out->ch[c];
+    struct api_response_meta m;
+    meta_of(p, r, &m);
+    acc_fix_tops(&ch->acc);
+    struct api_usage u;
+    choice_usage(r, c, 0, &u);
+    struct api_choice out = {
+        .index = out_index(r, c),
+        .text = ch->acc.text.data ? ch->acc.text.data : "",
+        .len = ch->acc.text.len,
+        .logprobs = ch->acc.n_lp ? ch->acc.lp : NULL,
+        .n_logprobs = ch->acc.n_lp,
+        .usage = r->spec.continuous_usage ? &u : NULL,
+    };
+    int rc = sse_add(r, api_response_chunk(&m, &out, false));
+    ch->text_chars = chars_of(ch->acc.text.data ? ch->acc.text.data : "", ch->acc.text.len);
+    ch->echo_pending = false;
+    acc_reset(&ch->acc);
+    return rc;
+}
+
 /* Streaming: formats one event into SSE chunks. */
 static int stream_event(const struct serve_respond *p, struct serve_req *r,
                         const struct serve_event *e)
 {
+    struct respond_choice *ch = &r->out->ch[e->choice];
+    if (e->prompt_token) return r->spec.logprobs ? acc_push_logprob(p, &ch->acc, e) : 0;
+    int rc = ch->echo_pending ? stream_echo(p, r, e->choice) : 0;
+    if (rc) return rc;
     struct api_response_meta m;
     meta_of(p, r, &m);
     bool want_lp = r->spec.logprobs && e->has_token;
@@ -176,31 +306,38 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
     struct api_token_logprob lp;
     if (want_lp) logprob_entry(p, e, &lp, top);
     bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+    struct api_usage u;
+    choice_usage(r, e->choice, ch->generated, &u);
+    const struct api_usage *usage = r->spec.continuous_usage ? &u : NULL;
+    int index = out_index(r, e->choice);
     struct api_choice c = {
-        .index = e->choice,
+        .index = index,
         .text = e->text,
         .len = e->len,
         .logprobs = want_lp ? &lp : NULL,
         .n_logprobs = want_lp ? 1 : 0,
-        .text_offset = r->out->ch[e->choice].text_chars,
+        .text_offset = ch->text_chars,
+        .usage = usage,
     };
-    int rc = 0;
     if (r->spec.kind == API_KIND_CHAT) {
-        if (!r->out->ch[e->choice].role_sent) {
-            r->out->ch[e->choice].role_sent = true;
-            rc = sse_add(r, api_response_chunk(&m, &c, true));
+        if (!ch->role_sent) {
+            ch->role_sent = true;
+            struct api_usage u0;
+            choice_usage(r, e->choice, 0, &u0);
+            struct api_choice role = {.index = index, .usage = usage ? &u0 : NULL};
+            rc = sse_add(r, api_response_chunk(&m, &role, true));
         }
         if (!rc && (e->len || want_lp)) rc = sse_add(r, api_response_chunk(&m, &c, false));
         if (!rc && ends) {
-            struct api_choice fin = {.index = e->choice, .finish = api_finish_of(e->finish)};
+            struct api_choice fin = {
+                .index = index, .finish = api_finish_of(e->finish), .usage = usage};
             rc = sse_add(r, api_response_chunk(&m, &fin, false));
         }
     } else if (e->len || want_lp || ends) {
         c.finish = ends ? api_finish_of(e->finish) : API_FINISH_NONE;
         rc = sse_add(r, api_response_chunk(&m, &c, false));
     }
-    for (size_t i = 0; i < e->len; i++)
-        r->out->ch[e->choice].text_chars += ((unsigned char)e->text[i] & 0xC0) != 0x80;
+    ch->text_chars += chars_of(e->text ? e->text : "", e->len);
     return rc;
 }
 
@@ -213,60 +350,71 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
     if (rc) return rc;
     if (e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH)
         a->finish = api_finish_of(e->finish);
-    if (!r->spec.logprobs || !e->has_token) return 0;
-    if (a->n_lp == a->cap_lp) {
-        size_t cap = a->cap_lp ? a->cap_lp * 2 : 16;
-        struct api_token_logprob *g = realloc(a->lp, cap * sizeof(*g));
-        if (!g) return ERR_NOMEM;
-        a->lp = g;
-        size_t *ga = realloc(a->top_at, cap * sizeof(*ga));
-        if (!ga) return ERR_NOMEM;
-        a->top_at = ga;
-        a->cap_lp = cap;
-    }
-    if (a->n_top + (size_t)e->n_top > a->cap_top) {
-        size_t cap = a->cap_top ? a->cap_top * 2 : 64;
-        while (cap < a->n_top + (size_t)e->n_top) cap *= 2;
-        struct api_top_logprob *g = realloc(a->top, cap * sizeof(*g));
-        if (!g) return ERR_NOMEM;
-        a->top = g;
-        a->cap_top = cap;
-    }
-    a->top_at[a->n_lp] = a->n_top;
-    logprob_entry(p, e, &a->lp[a->n_lp], a->top + a->n_top);
-    a->n_top += (size_t)e->n_top;
-    a->n_lp++;
-    return 0;
+    if (!r->spec.logprobs || !(e->has_token || e->prompt_token)) return 0;
+    return acc_push_logprob(p, a, e);
 }
 
 static void usage_of(const struct serve_req *r, struct api_usage *u)
 {
-    *u = (struct api_usage){r->spec.sched.n_prompt, r->out->usage_completion, r->out->usage_cached};
+    long cached = 0; /* each prompt's, as its first candidate saw it */
+    for (int i = 0; i < r->spec.n_prompts; i++) cached += r->out->ch[i * r->spec.best_of].cached;
+    *u = (struct api_usage){r->spec.n_prompt_tokens, r->out->usage_completion, cached};
+}
+
+/* best_of's score of sequence c: the mean logprob of its sampled tokens (OpenAI: "the highest log
+ * probability per token"); 0 for a sequence that sampled none. */
+static double choice_score(const struct serve_req *r, int c)
+{
+    const struct respond_choice *ch = &r->out->ch[c];
+    return ch->n_sampled ? ch->cum_logprob / ch->n_sampled : 0.0;
+}
+
+/* The sequences answering prompt i, best first under best_of > n (ties: the lower candidate),
+ * in candidate order otherwise: the first n go out as choices i * n + rank. */
+static void rank_candidates(const struct serve_req *r, int i, int *order)
+{
+    int b = r->spec.best_of;
+    for (int j = 0; j < b; j++) order[j] = i * b + j;
+    if (b == r->spec.n) return;
+    for (int j = 1; j < b; j++) { /* insertion sort: stable, at most 20 candidates */
+        int c = order[j], k = j;
+        double sc = choice_score(r, c);
+        while (k > 0 && choice_score(r, order[k - 1]) < sc) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = c;
+    }
 }
 
 static void answer_whole(struct serve_respond *p, struct serve_req *r)
 {
-    static const struct api_token_logprob no_logprobs[1]; /* "logprobs" present, no tokens */
     struct api_response_meta m;
     meta_of(p, r, &m);
-    struct api_choice *ch = calloc((size_t)r->spec.n_choices, sizeof(*ch));
+    size_t n_out = (size_t)r->spec.n_prompts * (size_t)r->spec.n;
+    struct api_choice *ch = calloc(n_out, sizeof(*ch));
     json_t *j = NULL;
     if (ch) {
-        for (int i = 0; i < r->spec.n_choices; i++) {
-            struct respond_acc *a = &r->out->ch[i].acc;
-            for (size_t k = 0; k < a->n_lp; k++) a->lp[k].top = a->top + a->top_at[k];
-            ch[i] = (struct api_choice){
-                .index = i,
-                .text = a->text.data ? a->text.data : "",
-                .len = a->text.len,
-                .finish = a->finish,
-                .logprobs = r->spec.logprobs ? (a->lp ? a->lp : no_logprobs) : NULL,
-                .n_logprobs = a->n_lp,
-            };
+        int order[API_MAX_BEST_OF];
+        for (int i = 0; i < r->spec.n_prompts; i++) {
+            rank_candidates(r, i, order);
+            for (int k = 0; k < r->spec.n; k++) {
+                struct respond_acc *a = &r->out->ch[order[k]].acc;
+                acc_fix_tops(a);
+                int at = i * r->spec.n + k;
+                ch[at] = (struct api_choice){
+                    .index = at,
+                    .text = a->text.data ? a->text.data : "",
+                    .len = a->text.len,
+                    .finish = a->finish,
+                    .logprobs = a->n_lp ? a->lp : NULL,
+                    .n_logprobs = a->n_lp,
+                };
+            }
         }
         struct api_usage u;
         usage_of(r, &u);
-        j = api_response_json(&m, ch, (size_t)r->spec.n_choices, &u);
+        j = api_response_json(&m, ch, n_out, &u);
     }
     free(ch);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -325,10 +473,14 @@ static void process(struct serve_respond *p, struct serve_req *r)
     bool engine_error = false;
     for (size_t i = 0; i < n; i++) {
         const struct serve_event *e = &ev[i];
-        if (e->has_token) r->out->usage_completion++;
-        if (e->choice == 0 && e->n_cached > r->out->usage_cached)
-            r->out->usage_cached = e->n_cached;
-        if (e->finish != SCHED_FINISH_NONE) r->out->n_finished++;
+        struct respond_choice *ch = &r->out->ch[e->choice];
+        if (e->has_token) r->out->usage_completion++, ch->generated++;
+        if (e->n_cached > ch->cached) ch->cached = e->n_cached;
+        if (e->finish != SCHED_FINISH_NONE) {
+            r->out->n_finished++;
+            ch->cum_logprob = e->cum_logprob;
+            ch->n_sampled = e->n_sampled;
+        }
         if (e->finish == SCHED_FINISH_ABORT && !serve_req_cancelled(r)) engine_error = true;
         if (answered(r)) continue;
         int rc = r->spec.stream ? stream_event(p, r, e) : acc_event(p, r, e);
@@ -481,6 +633,13 @@ int serve_respond_adopt(struct serve_respond *p, struct serve_req *r, struct htt
     /* r->out is the responder thread's from here: the ready queue's lock hands it over, and the
      * first process() puts r on the adopted list. */
     r->out = o;
+    for (int i = 0; r->spec.echo && i < n; i++) {
+        o->ch[i].echo_pending = r->spec.stream;
+        if (acc_start_echo(p, r, i) != 0) {
+            respond_req_free(r);
+            return ERR_NOMEM;
+        }
+    }
     atomic_fetch_add(&p->pending, 1);
     serve_req_set_on_post(r, &p->post_hook);
     respond_post(p, r);

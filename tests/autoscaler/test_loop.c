@@ -200,6 +200,65 @@ START_TEST(test_loop_pod_endpoint)
 }
 END_TEST
 
+START_TEST(test_loop_zero_decide)
+{
+    char why[160];
+    struct loop_zero_in in = {.current = 0,
+                              .policy_desired = 1,
+                              .zero_allowed = true,
+                              .held = 0,
+                              .idle_s = 0,
+                              .scale_to_zero_s = 60};
+    /* At zero: nothing held stays at zero, a held request scales to one. */
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 0);
+    ck_assert(strstr(why, "no requests held"));
+    in.held = 3;
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 1);
+    ck_assert(strstr(why, "scale from zero: 3 requests held"));
+    in.held = -1; /* the routers could not be read: never scale up blind either */
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 0);
+    /* Above zero: to zero only when idle long enough, nothing held, and the policy wants <= 1. */
+    in = (struct loop_zero_in){.current = 1,
+                               .policy_desired = 1,
+                               .zero_allowed = true,
+                               .held = 0,
+                               .idle_s = 61,
+                               .scale_to_zero_s = 60};
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 0);
+    ck_assert(strstr(why, "idle for 61 s"));
+    in.idle_s = 59;
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 1);
+    ck_assert_str_eq(why, "");
+    in.idle_s = 61;
+    in.busy = true;
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 1);
+    in.busy = false;
+    in.held = 1;
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 1);
+    in.held = -1; /* unknown held requests: never to zero */
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 1);
+    in.held = 0;
+    in.policy_desired = 3;
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 3);
+    /* Not a scale-to-zero service: the policy's answer as it is. */
+    in = (struct loop_zero_in){.current = 0, .policy_desired = 2, .zero_allowed = false, .held = 5};
+    ck_assert_int_eq(loop_zero_decide(&in, why, sizeof(why)), 2);
+}
+END_TEST
+
+START_TEST(test_loop_served_name)
+{
+    json_t *a = json_pack("{s:{s:s},s:{s:{s:s}}}", "metadata", "name", "svc", "spec", "model",
+                          "servedName", "llama");
+    json_t *b = json_pack("{s:{s:s},s:{s:{s:s}}}", "metadata", "name", "svc", "spec", "model",
+                          "servedName", "");
+    ck_assert_str_eq(loop_served_name(a), "llama");
+    ck_assert_str_eq(loop_served_name(b), "svc");
+    json_decref(a);
+    json_decref(b);
+}
+END_TEST
+
 START_TEST(test_actuate_status_patch)
 {
     struct policy_signals sig = {.ready_pods = 3,
@@ -406,6 +465,8 @@ Suite *loop_suite(void)
     tcase_add_test(tc, test_loop_spec_from_isvc_policies);
     tcase_add_test(tc, test_loop_spec_from_isvc_fields);
     tcase_add_test(tc, test_loop_pod_endpoint);
+    tcase_add_test(tc, test_loop_zero_decide);
+    tcase_add_test(tc, test_loop_served_name);
     tcase_add_test(tc, test_actuate_status_patch);
     tcase_add_test(tc, test_actuate_conditions_table);
     tcase_add_test(tc, test_actuate_event_new);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of `cinfer-engine serve` on stories260K with real clients: the official OpenAI
-# Python SDK (engine_serve_sdk.py) and raw sockets (engine_serve_behaviour.py): greedy outputs equal
+# Python SDK (engine_serve_sdk.py), LangChain (engine_serve_langchain.py), the aiperf load tool
+# (engine_serve_aiperf.py) and raw sockets (engine_serve_behaviour.py): greedy outputs equal
 # to `cinfer-engine generate`, 64 concurrent streams (also on a generated Q8_0 model whose steps
 # split into lanes), prefix caching, preemption, disconnects, SIGTERM draining, malformed input and
 # the /metrics page. Every engine runs on a kernel-chosen port
@@ -59,8 +60,8 @@ if [ ! -x "$bin" ]; then
 	not_ok "binary $bin not built"
 	finish
 fi
-if ! "$py" -c 'import openai' 2>/dev/null; then
-	not_ok "no OpenAI SDK in $venv (run make venv)"
+if ! "$py" -c 'import openai, langchain_openai, aiperf' 2>/dev/null; then
+	not_ok "no OpenAI SDK, langchain-openai or aiperf in $venv (run make venv)"
 	finish
 fi
 # 1000 concurrent connections in the malformed-input suite: client and servers need the descriptors.
@@ -143,6 +144,8 @@ start_engine bad --context-length 256 --max-body-bytes 65536
 CINFER_ENGINE_API_KEY=s3cret-key start_engine auth --context-length 256
 
 run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}" "auth=${ports[auth]}"
+run_py engine_serve_langchain.py "main=${ports[main]}"
+run_py engine_serve_aiperf.py "main=${ports[main]}"
 run_py engine_serve_behaviour.py metrics "main=${ports[main]}" "nocompat=${ports[nocompat]}"
 run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"

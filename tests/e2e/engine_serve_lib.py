@@ -376,12 +376,15 @@ def error_shape(resp):
 
 
 def metric_names(root):
-    """Every metric name common/metric_names.h defines, as (native, vllm) name lists."""
+    """Every engine metric name common/metric_names.h defines, as (native, vllm) name lists (the
+    router's names, METRIC_ROUTER_*, are not the engine's)."""
     with open(os.path.join(root, "common", "metric_names.h"), encoding="utf-8") as f:
         text = f.read()
     native, vllm = [], []
     for macro, value in re.findall(r'#define\s+(METRIC_\w+)\s+"([^"]*)"', text):
-        if macro.startswith(("METRIC_LABEL_", "METRIC_FINISHED_", "METRIC_HELP_", "METRIC_BUCKETS_")):
+        if macro.startswith(
+            ("METRIC_LABEL_", "METRIC_FINISHED_", "METRIC_HELP_", "METRIC_BUCKETS_", "METRIC_ROUTER_")
+        ):
             continue
         (vllm if macro.startswith("METRIC_VLLM_") else native).append(value)
     return native, vllm

@@ -39,6 +39,10 @@ def greedy_completion(prompt, n, **kw):
 def test_models():
     ids = [m.id for m in main.models.list().data]
     checks.check("models.list shows the served name", ids == [MODEL], f"got {ids}")
+    m = main.models.retrieve(MODEL)
+    checks.check("models.retrieve: the served model", m.id == MODEL and m.object == "model", f"{m}")
+    expect_error("models.retrieve of an unknown id: NotFoundError", openai.NotFoundError, None,
+                 lambda: main.models.retrieve("nope-model"))
 
 
 def test_completions():
@@ -259,7 +263,8 @@ def test_logprobs():
         and len(lp.top_logprobs) == 10
         and "".join(lp.tokens) == c.text
         and all(isinstance(x, float) and x <= 0 and math.isfinite(x) for x in lp.token_logprobs)
-        and all(1 <= len(t) <= 2 for t in lp.top_logprobs)
+        # up to logprobs + 1: the chosen token is always listed (OpenAI's rule)
+        and all(1 <= len(t) <= 3 and tok in t for t, tok in zip(lp.top_logprobs, lp.tokens))
         # greedy: the chosen token is the most likely one
         and all(abs(max(t.values()) - x) < 1e-6 for t, x in zip(lp.top_logprobs, lp.token_logprobs))
     )
@@ -282,6 +287,158 @@ def test_logprobs():
         and all(t.top_logprobs[0].logprob >= t.top_logprobs[1].logprob for t in content)
     )
     checks.check("chat logprobs + top_logprobs=2: one entry per token, 2 alternatives", ok, f"{content}")
+
+
+def test_batched_prompts():
+    prompts = [PROMPT, "The little dog", "One day"]
+    alone = [greedy_completion(p, 12, extra_body={"ignore_eos": True}) for p in prompts]
+    r = main.completions.create(model=MODEL, prompt=prompts, max_tokens=12, temperature=0, n=2,
+                                extra_body={"ignore_eos": True})
+    idx = [c.index for c in r.choices]
+    checks.check(
+        "batched prompts x n=2: 6 choices numbered prompt * n + j, each the prompt's text alone",
+        sorted(idx) == list(range(6))
+        and all(c.text == alone[c.index // 2].choices[0].text for c in r.choices),
+        f"indexes {idx}: {[c.text for c in r.choices]} vs {[a.choices[0].text for a in alone]}",
+    )
+    checks.check(
+        "batched prompts: usage sums prompts (each once) and every choice's tokens",
+        r.usage.prompt_tokens == sum(a.usage.prompt_tokens for a in alone)
+        and r.usage.completion_tokens == 6 * 12,
+        f"{r.usage} vs {[a.usage for a in alone]}",
+    )
+    ids = [[1, 403, 407, 261, 378, 49], [1, 403, 407]]
+    r = main.completions.create(model=MODEL, prompt=ids, max_tokens=8, temperature=0)
+    checks.check("batched token-id prompts: one choice each, prompt_tokens counts all ids",
+                 [c.index for c in r.choices] == [0, 1] and r.usage.prompt_tokens == 9, f"{r}")
+    chunks = list(main.completions.create(model=MODEL, prompt=prompts, max_tokens=12, temperature=0,
+                                          stream=True, extra_body={"ignore_eos": True}))
+    texts = {}
+    for ch in chunks:
+        for c in ch.choices:
+            texts[c.index] = texts.get(c.index, "") + c.text
+    checks.check("batched prompts streamed: chunks carry each prompt's index and text",
+                 texts == {i: a.choices[0].text for i, a in enumerate(alone)}, f"{texts}")
+
+
+def test_logprobs_chunk_shapes():
+    chunks = list(main.chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=6, temperature=0,
+        logprobs=True, top_logprobs=2, stream=True, extra_body={"ignore_eos": True}))
+    first, last = chunks[0].choices[0], chunks[-1].choices[0]
+    middle = [ch.choices[0] for ch in chunks[1:-1]]
+    checks.check(
+        "chat stream with logprobs: the role chunk has logprobs.content == [] (not null)",
+        first.delta.role == "assistant" and first.logprobs is not None and first.logprobs.content == [],
+        f"{first}",
+    )
+    checks.check(
+        "chat stream with logprobs: content chunks carry their tokens, the closing chunk null",
+        all(c.logprobs is not None and c.logprobs.content is not None for c in middle)
+        and sum(len(c.logprobs.content) for c in middle) == 6
+        and last.finish_reason == "length" and last.logprobs is None,
+        f"{middle[:2]} ... {last}",
+    )
+    chunks = list(main.completions.create(model=MODEL, prompt=PROMPT, max_tokens=6, temperature=0,
+                                          logprobs=1, stream=True))
+    checks.check(
+        "completions stream with logprobs: every chunk has a logprobs object",
+        all(ch.choices[0].logprobs is not None for ch in chunks)
+        and sum(len(ch.choices[0].logprobs.tokens) for ch in chunks) == 6,
+        f"{[ch.choices[0].logprobs for ch in chunks]}",
+    )
+
+
+def test_echo():
+    r = main.completions.create(model=MODEL, prompt=PROMPT, echo=True, max_tokens=0, logprobs=1)
+    c = r.choices[0]
+    lp = c.logprobs
+    checks.check(
+        "echo with max_tokens 0: the prompt itself, its first token's logprob null, the rest scored",
+        c.text == PROMPT and r.usage.completion_tokens == 0 and lp.token_logprobs[0] is None
+        and lp.top_logprobs[0] is None and len(lp.tokens) == r.usage.prompt_tokens
+        and all(x is not None and x <= 0 for x in lp.token_logprobs[1:]),
+        f"{r}",
+    )
+    # lm-eval's loglikelihood request: batched token-id prompts, echo, logprobs 1, max_tokens 1.
+    # The continuation's prompt logprobs must equal what generation reported for those tokens:
+    # generate greedily, then score prompt + generated text.
+    g = greedy_completion(PROMPT, 8, logprobs=1, extra_body={"ignore_eos": True})
+    gen = g.choices[0]
+    s = main.completions.create(model=MODEL, prompt=[PROMPT + gen.text, PROMPT], echo=True,
+                                max_tokens=1, logprobs=1, temperature=0)
+    sc = sorted(s.choices, key=lambda c: c.index)[0]
+    tail_tokens = sc.logprobs.tokens[-9:-1]
+    tail_lps = sc.logprobs.token_logprobs[-9:-1]
+    checks.check(
+        "echo + logprobs (lm-eval's loglikelihood): the continuation's prompt logprobs equal "
+        "the generated tokens' logprobs",
+        tail_tokens == gen.logprobs.tokens
+        and all(abs(a - b) < 1e-3 for a, b in zip(tail_lps, gen.logprobs.token_logprobs))
+        and sc.text.startswith(PROMPT + gen.text) and len(s.choices) == 2,
+        f"{tail_tokens} {tail_lps} vs {gen.logprobs.tokens} {gen.logprobs.token_logprobs}",
+    )
+    chunks = list(main.completions.create(model=MODEL, prompt=PROMPT, echo=True, max_tokens=5,
+                                          temperature=0, stream=True))
+    checks.check("echo streamed: the first chunk is the prompt",
+                 chunks[0].choices[0].text == PROMPT, f"{chunks[:2]}")
+
+
+def test_logit_bias():
+    r = greedy_completion(PROMPT, 6, logprobs=0, logit_bias={"403": 100})
+    toks = r.choices[0].logprobs.tokens
+    checks.check("logit_bias +100 forces token 403 every time", len(toks) == 6 and len(set(toks)) == 1,
+                 f"{toks}")
+    plain = greedy_completion(PROMPT, 6, logprobs=0).choices[0].logprobs.tokens
+    banned = greedy_completion(PROMPT, 6, logprobs=0, logit_bias={"403": -100}).choices[0].logprobs.tokens
+    checks.check("logit_bias -100 bans it (a different first token when it was the greedy one)",
+                 toks[0] not in banned and (plain[0] != toks[0] or banned[0] != plain[0]),
+                 f"{banned} vs {plain}")
+    expect_error("logit_bias with an id outside the vocabulary: BadRequestError naming logit_bias",
+                 openai.BadRequestError, "logit_bias",
+                 lambda: greedy_completion(PROMPT, 4, logit_bias={"99999": 1}))
+    expect_error("logit_bias over 100: BadRequestError naming logit_bias", openai.BadRequestError,
+                 "logit_bias", lambda: greedy_completion(PROMPT, 4, logit_bias={"5": 101}))
+
+
+def test_best_of():
+    kw = dict(model=MODEL, prompt=PROMPT, max_tokens=8, temperature=1.0, seed=5,
+              extra_body={"ignore_eos": True})
+    every = main.completions.create(n=3, logprobs=0, **kw)
+    means = {c.index: sum(c.logprobs.token_logprobs) / 8 for c in every.choices}
+    best = max(means, key=lambda i: (means[i], -i))
+    r = main.completions.create(best_of=3, **kw)
+    checks.check(
+        "best_of=3: the candidate with the highest mean logprob (candidates as n=3, same seed)",
+        len(r.choices) == 1 and r.choices[0].text == every.choices[best].text
+        and r.usage.completion_tokens == 24,
+        f"{r.choices[0].text!r} vs {[c.text for c in every.choices]} means {means}",
+    )
+    expect_error("best_of > n streamed: BadRequestError naming best_of", openai.BadRequestError,
+                 "best_of", lambda: list(main.completions.create(best_of=2, stream=True, **kw)))
+    expect_error("best_of < n: BadRequestError naming best_of", openai.BadRequestError, "best_of",
+                 lambda: main.completions.create(best_of=1, n=2, **kw))
+
+
+def test_continuous_usage():
+    chunks = list(main.completions.create(
+        model=MODEL, prompt=PROMPT, max_tokens=8, temperature=0, stream=True,
+        stream_options={"include_usage": True, "continuous_usage_stats": True},
+        extra_body={"ignore_eos": True}))
+    used = [ch.usage.completion_tokens for ch in chunks if ch.usage]
+    checks.check(
+        "continuous_usage_stats: usage on every chunk, non-decreasing, 8 at the end",
+        len(used) == len(chunks) and used == sorted(used) and used[-1] == 8
+        and chunks[-1].choices == [],
+        f"{used}",
+    )
+
+
+def test_suffix():
+    expect_error("suffix on a model without fill-in-the-middle tokens: BadRequestError naming suffix",
+                 openai.BadRequestError, "suffix",
+                 lambda: main.completions.create(model=MODEL, prompt="def f(", suffix="return 1",
+                                                 max_tokens=4))
 
 
 def expect_error(name, exc_type, param, fn):
@@ -426,6 +583,13 @@ for name, fn in [
     ("request fields", test_request_fields),
     ("n", test_n),
     ("logprobs", test_logprobs),
+    ("batched prompts", test_batched_prompts),
+    ("logprobs chunk shapes", test_logprobs_chunk_shapes),
+    ("echo", test_echo),
+    ("logit_bias", test_logit_bias),
+    ("best_of", test_best_of),
+    ("continuous usage", test_continuous_usage),
+    ("suffix", test_suffix),
     ("errors", test_errors),
     ("rate limit", test_rate_limit),
     ("api key", test_api_key),

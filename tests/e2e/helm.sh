@@ -90,7 +90,7 @@ done
 check "template: default values" render default
 vap="ValidatingAdmissionPolicy=1 ValidatingAdmissionPolicyBinding=1"
 check "default: objects" kinds_are default \
-	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2 $vap"
+	"ClusterRole=3 ClusterRoleBinding=3 Deployment=3 Role=2 RoleBinding=2 Service=4 ServiceAccount=3 $vap"
 check "default: operator flags" has default '"--engine-image=ghcr.io/cinfer/cinfer-engine:0.1.0"' \
 	'"--engine-image-pull-policy=IfNotPresent"' '"--workers=2"' '"--leader-elect=true"' \
 	"\"--leader-election-namespace=$ns\"" '"--probe-addr=0.0.0.0:8081"' '"--log-format=json"'
@@ -105,7 +105,17 @@ check "default: admission policy matches only the autoscaler's ServiceAccount" h
 	"'controller.kubernetes.io/pod-deletion-cost'" 'policyName: r1-cinfer-autoscaler-pod-patch' \
 	'validationActions: [Deny]' 'failurePolicy: Fail'
 check "default: images follow appVersion" has default '"ghcr.io/cinfer/cinfer-operator:0.1.0"' \
-	'"ghcr.io/cinfer/cinfer-autoscaler:0.1.0"'
+	'"ghcr.io/cinfer/cinfer-autoscaler:0.1.0"' '"ghcr.io/cinfer/cinfer-router:0.1.0"'
+check "default: router API Service and flags, no leader election for it" has default \
+	'name: r1-cinfer-router' 'targetPort: http' 'containerPort: 8080' '"--port=8080"' \
+	'"--policy=prefix"' '"--hold-timeout=120"' '"--shutdown-delay-seconds=5"' \
+	'terminationGracePeriodSeconds: 40'
+check "default: the autoscaler reads the router's pods" has default \
+	'"--router-selector=app.kubernetes.io/instance=r1,app.kubernetes.io/component=router"' \
+	'"--router-port=8081"'
+check "default: no Lease Role for the router" lacks default 'r1-cinfer-router-leader-election'
+check "router disabled: no router, no --router flags" bash -c '! "$0" template r1 "$1" \
+	--set router.enabled=false | grep -qE "router"' "$helm_bin" "$chart"
 check "default: no --namespace (all namespaces)" lacks default '"--namespace='
 check "default: probes on /healthz and /readyz" has default 'path: /healthz' 'path: /readyz' \
 	'port: http-metrics' 'containerPort: 8081'
@@ -124,7 +134,7 @@ check "default: optional objects off" lacks default 'kind: ServiceMonitor' \
 # --- rendering: each values file -----------------------------------------------------------------
 check "template: watch-namespace.yaml" render watch "$testdata/watch-namespace.yaml"
 check "watch-namespace: Roles only, no cluster-wide RBAC" kinds_are watch \
-	"Deployment=2 Role=4 RoleBinding=4 Service=2 ServiceAccount=2 $vap"
+	"Deployment=3 Role=5 RoleBinding=5 Service=4 ServiceAccount=3 $vap"
 check "watch-namespace: --namespace=models, Roles in models" has watch '"--namespace=models"' \
 	"namespace: $wns"
 check "template: watch-namespaces.yaml" render watch2 "$testdata/watch-namespaces.yaml"
@@ -143,7 +153,7 @@ check "podPatchPolicy on a cluster older than 1.30: refused, naming the value" b
 
 check "template: monitoring.yaml" render mon "$testdata/monitoring.yaml"
 check "monitoring: ServiceMonitors, PDBs, dashboard" kinds_are mon \
-	"ClusterRole=2 ClusterRoleBinding=2 ConfigMap=1 Deployment=2 PodDisruptionBudget=2 Role=2 RoleBinding=2 Service=2 ServiceAccount=2 ServiceMonitor=2 $vap"
+	"ClusterRole=3 ClusterRoleBinding=3 ConfigMap=1 Deployment=3 PodDisruptionBudget=2 Role=2 RoleBinding=2 Service=4 ServiceAccount=3 ServiceMonitor=3 $vap"
 check "monitoring: ServiceMonitor settings" has mon 'apiVersion: monitoring.coreos.com/v1' \
 	'interval: 15s' 'release: prometheus' 'port: http-metrics' 'minAvailable: 50%' \
 	'grafana_dashboard: "1"'
@@ -180,8 +190,8 @@ check "overrides: scheduling, pull secrets, ServiceAccounts" has over 'kubernete
 check "overrides: no default names left" lacks over 'r1-cinfer'
 
 check "template: existing-serviceaccounts.yaml" render exsa "$testdata/existing-serviceaccounts.yaml"
-check "existing-serviceaccounts: no ServiceAccounts, autoscaler RBAC only" kinds_are exsa \
-	"ClusterRole=1 ClusterRoleBinding=1 Deployment=2 Role=1 RoleBinding=1 Service=2 $vap"
+check "existing-serviceaccounts: the router's ServiceAccount only, autoscaler and router RBAC" kinds_are exsa \
+	"ClusterRole=2 ClusterRoleBinding=2 Deployment=3 Role=1 RoleBinding=1 Service=4 ServiceAccount=1 $vap"
 check "existing-serviceaccounts: the admission policy names the existing ServiceAccount" has exsa \
 	"system:serviceaccount:$ns:cinfer-as-existing"
 check "existing-serviceaccounts: pods and bindings use them" has exsa \
@@ -190,8 +200,8 @@ check "existing-serviceaccounts: pods and bindings use them" has exsa \
 check "existing-serviceaccounts: no operator RBAC" lacks exsa 'name: r1-cinfer-operator-leader-election'
 
 check "template: autoscaler-disabled.yaml" render noas "$testdata/autoscaler-disabled.yaml"
-check "autoscaler-disabled: operator objects only" kinds_are noas \
-	"ClusterRole=1 ClusterRoleBinding=1 Deployment=1 Role=1 RoleBinding=1 Service=1 ServiceAccount=1"
+check "autoscaler-disabled: operator and router objects only" kinds_are noas \
+	"ClusterRole=2 ClusterRoleBinding=2 Deployment=2 Role=1 RoleBinding=1 Service=3 ServiceAccount=2"
 check "autoscaler-disabled: nothing of the autoscaler" lacks noas autoscaler
 
 # --- bad values: the schema rejects them, naming the field ---------------------------------------
@@ -279,11 +289,13 @@ check "helm list shows r1 deployed" bash -c '"$0" list -n "$1" --kubeconfig "$2"
 for o in deploy/r1-cinfer-operator deploy/r1-cinfer-autoscaler sa/r1-cinfer-operator \
 	sa/r1-cinfer-autoscaler svc/r1-cinfer-operator-metrics svc/r1-cinfer-autoscaler-metrics \
 	role/r1-cinfer-operator-leader-election role/r1-cinfer-autoscaler-leader-election \
-	rolebinding/r1-cinfer-operator-leader-election rolebinding/r1-cinfer-autoscaler-leader-election; do
+	rolebinding/r1-cinfer-operator-leader-election rolebinding/r1-cinfer-autoscaler-leader-election \
+	deploy/r1-cinfer-router sa/r1-cinfer-router svc/r1-cinfer-router svc/r1-cinfer-router-metrics; do
 	check "installed: $o" k -n "$ns" get "$o"
 done
-for o in clusterrole/r1-cinfer-operator clusterrole/r1-cinfer-autoscaler \
+for o in clusterrole/r1-cinfer-operator clusterrole/r1-cinfer-autoscaler clusterrole/r1-cinfer-router \
 	clusterrolebinding/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler \
+	clusterrolebinding/r1-cinfer-router \
 	validatingadmissionpolicy/r1-cinfer-autoscaler-pod-patch \
 	validatingadmissionpolicybinding/r1-cinfer-autoscaler-pod-patch; do
 	check "installed: $o" k get "$o"
@@ -350,6 +362,8 @@ can_list() {
 
 op_kc="$work/operator.kubeconfig"
 as_kc="$work/autoscaler.kubeconfig"
+rt_kc="$work/router.kubeconfig"
+check "router ServiceAccount token kubeconfig" token_kubeconfig r1-cinfer-router "$ns" "$rt_kc"
 check "operator ServiceAccount token kubeconfig" token_kubeconfig r1-cinfer-operator "$ns" "$op_kc"
 check "autoscaler ServiceAccount token kubeconfig" token_kubeconfig r1-cinfer-autoscaler "$ns" "$as_kc"
 check "operator token authenticates as its ServiceAccount" bash -c \
@@ -454,6 +468,42 @@ EOF
 can_list "$as_kc" no "-n $ns" autoscaler <<'EOF'
 update leases.coordination.k8s.io/cinfer-operator
 EOF
+can_list "$as_kc" yes "-n $ns" autoscaler <<'EOF'
+list pods
+EOF
+can_list "$rt_kc" yes "-n $wns" router <<'EOF'
+get inferenceservices.serving.cinfer.io
+list inferenceservices.serving.cinfer.io
+watch inferenceservices.serving.cinfer.io
+get pods
+list pods
+watch pods
+EOF
+can_list "$rt_kc" yes "-A" router <<'EOF'
+list inferenceservices.serving.cinfer.io
+watch pods
+EOF
+can_list "$rt_kc" no "-n $wns" router <<'EOF'
+create pods
+delete pods
+patch pods
+update pods status
+get secrets
+list secrets
+get configmaps
+update inferenceservices.serving.cinfer.io
+patch inferenceservices.serving.cinfer.io status
+update inferenceservices.serving.cinfer.io scale
+get inferenceservices.serving.cinfer.io scale
+list deployments.apps
+create events
+get services
+create rolebindings.rbac.authorization.k8s.io
+EOF
+can_list "$rt_kc" no "-n $ns" router <<'EOF'
+create leases.coordination.k8s.io
+get leases.coordination.k8s.io/cinfer-operator
+EOF
 # The same answers through impersonation from the admin kubeconfig.
 check "impersonated operator: yes create deployments" can "$KUBECONFIG" yes create deployments.apps \
 	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-operator"
@@ -461,6 +511,8 @@ check "impersonated operator: no get secrets" can "$KUBECONFIG" no get secrets \
 	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-operator"
 check "impersonated autoscaler: no delete pods" can "$KUBECONFIG" no delete pods \
 	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-autoscaler"
+check "impersonated router: no get secrets" can "$KUBECONFIG" no get secrets \
+	-n "$wns" --as="system:serviceaccount:$ns:r1-cinfer-router"
 
 # --- the programs run with nothing but these tokens ----------------------------------------------
 readyz() { curl -sf "http://127.0.0.1:$1/readyz" >/dev/null; }
@@ -581,6 +633,18 @@ check "Leases held in the release namespace" bash -c \
 # A 403 is logged as "unauthorized" with the API server's "... is forbidden: ..." message.
 check "no RBAC denials in the operator log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' "$work/operator.log"
 check "no RBAC denials in the autoscaler log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' "$work/autoscaler.log"
+# The router with its token and the chart's args (API on a free loopback port): its informers
+# sync and the InferenceServices applied above are its models.
+rt_port="$(free_port)"
+rt_api="$(free_port)"
+mapfile -t rt_args < <(chart_args router "$rt_port" | sed "s/^--port=.*/--port=$rt_api/; s/^--host=.*/--host=127.0.0.1/")
+check "chart's router args extracted" test "${#rt_args[@]}" -ge 6
+"$e2e_bin/cinfer-router" --kubeconfig "$rt_kc" "${rt_args[@]}" >"$work/router.log" 2>&1 &
+proc_pids+=($!)
+check "router with its token and the chart's args: ready (informers synced)" wait_for 30 readyz "$rt_port"
+check "router serves the InferenceServices as models (/v1/models)" wait_for 30 bash -c \
+	'm="$(curl -sf "http://127.0.0.1:$0/v1/models")" && grep -q "\"stories\"" <<<"$m" && grep -q "\"chat\"" <<<"$m"' "$rt_api"
+check "no RBAC denials in the router log" bash -c '! grep -iE "forbidden|unauthorized" "$0"' "$work/router.log"
 for p in "${proc_pids[@]}"; do kill "$p" 2>/dev/null; done
 wait 2>/dev/null
 proc_pids=()
@@ -691,10 +755,10 @@ check "helm uninstall r1" h uninstall r1 -n "$ns" --kubeconfig "$KUBECONFIG"
 gone() { ! k "$@" >/dev/null 2>&1; }
 for o in deploy/r1-cinfer-operator deploy/r1-cinfer-autoscaler sa/r1-cinfer-operator \
 	sa/r1-cinfer-autoscaler svc/r1-cinfer-operator-metrics role/r1-cinfer-operator-leader-election \
-	rolebinding/r1-cinfer-autoscaler-leader-election; do
+	rolebinding/r1-cinfer-autoscaler-leader-election deploy/r1-cinfer-router svc/r1-cinfer-router; do
 	check "uninstalled: $o" wait_for 30 gone -n "$ns" get "$o"
 done
-for o in clusterrole/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler \
+for o in clusterrole/r1-cinfer-operator clusterrolebinding/r1-cinfer-autoscaler clusterrole/r1-cinfer-router \
 	validatingadmissionpolicy/r1-cinfer-autoscaler-pod-patch \
 	validatingadmissionpolicybinding/r1-cinfer-autoscaler-pod-patch; do
 	check "uninstalled: $o" wait_for 30 gone get "$o"

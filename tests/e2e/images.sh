@@ -21,8 +21,8 @@ cleanup_extra() {
 }
 trap 'cleanup_extra' EXIT
 
-programs=(engine operator autoscaler)
-runtime_stages=(engine operator autoscaler engine-cuda)
+programs=(engine operator autoscaler router)
+runtime_stages=(engine operator autoscaler router engine-cuda)
 skip() { echo "SKIP: $*"; }
 
 # ---- the Dockerfile, as logical lines: comments dropped, continuations joined ------------------------
@@ -102,8 +102,10 @@ engine_port="$(sed -n 's/^#define DESIRED_ENGINE_PORT *\([0-9]*\).*/\1/p' operat
 probe_port="$(awk '/^operator:/ { o = 1 } o && /^  probePort:/ { print $2; exit }' charts/cinfer/values.yaml)"
 autoscaler_probe_port="$(awk '/^autoscaler:/ { o = 1 } o && /^  probePort:/ { print $2; exit }' \
 	charts/cinfer/values.yaml)"
+router_probe_port="$(awk '/^router:/ { o = 1 } o && /^  probePort:/ { print $2; exit }' \
+	charts/cinfer/values.yaml)"
 declare -A want_port=([engine]="$engine_port" [engine-cuda]="$engine_port" [operator]="$probe_port"
-	[autoscaler]="$autoscaler_probe_port")
+	[autoscaler]="$autoscaler_probe_port" [router]="$router_probe_port")
 
 runtime_stage_ok() {
 	local s="$1" prog="cinfer-${1%-cuda}" lines user entry label bad=0
@@ -235,7 +237,7 @@ context_keeps_sources() {
 	local exts bad
 	exts="$(sed -n 's/^\*\*\/\*\.\([A-Za-z0-9]*\)$/\1/p' "$root/.dockerignore" | paste -sd'|')"
 	[[ -n "$exts" ]] || return 0
-	bad="$(git -C "$root" ls-files Makefile hack common engine operator autoscaler 2>/dev/null |
+	bad="$(git -C "$root" ls-files Makefile hack common engine operator autoscaler router 2>/dev/null |
 		grep -E "\.($exts)\$")"
 	[[ -z "$bad" ]] || {
 		echo "tracked files the build needs but .dockerignore drops: $bad"
@@ -269,7 +271,7 @@ fi
 # The build stage's invocations: "hack/build-image-rootfs.sh PROGRAM DEST".
 mapfile -t invocations < <(stage_lines build | grep -o 'hack/build-image-rootfs.sh [a-z]* [^ ]*' | awk '{ print $2, $3 }')
 staged_programs="$(printf '%s\n' "${invocations[@]}" | awk '{ print $1 }' | sort | tr '\n' ' ')"
-check "the build stage stages engine, operator and autoscaler" test "$staged_programs" = "autoscaler engine operator "
+check "the build stage stages engine, operator, autoscaler and router" test "$staged_programs" = "autoscaler engine operator router "
 
 deps_packages="$(sed -n '/^packages=(/,/^)/p' hack/deps.sh | sed 's/#.*//; s/packages=(//; s/)//' | tr -s ' \t' '\n' | grep -v '^$')"
 # closure PKG...: the packages plus everything they Depend/Pre-Depend on (installed alternatives,
@@ -464,7 +466,7 @@ fi
 # Every ENV the runtime stages set names a flag variable the program documents in --help.
 env_documented() {
 	local s prog kv bad=0 help
-	for s in operator autoscaler engine; do
+	for s in operator autoscaler router engine; do
 		prog="$tmp/stage/out/$s/usr/local/bin/cinfer-$s"
 		[[ -x "$prog" ]] || prog="$build_dir/bin/cinfer-$s"
 		help="$("$prog" --help 2>&1; [[ "$s" != engine ]] || "$prog" serve --help 2>&1)"
@@ -473,7 +475,7 @@ env_documented() {
 				echo "stage $s: ENV ${kv%%=*} is not a documented flag variable"
 				bad=1
 			}
-			if [[ "$s" != engine && "${kv#*=}" != *":${want_port[$s]}" ]]; then
+			if [[ "$s" != engine && "$kv" == *_PROBE_ADDR=* && "${kv#*=}" != *":${want_port[$s]}" ]]; then
 				echo "stage $s: ${kv} does not use the EXPOSEd port ${want_port[$s]}"
 				bad=1
 			fi

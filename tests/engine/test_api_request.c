@@ -7,10 +7,12 @@
 #include "engine/sched/sampler.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const struct api_limits lim = {.n_vocab = 32000, .max_tokens = 4096};
+#define C_KIND API_KIND_COMPLETION
 
 static struct api_request *parse_ok(enum api_kind kind, const char *body)
 {
@@ -31,13 +33,17 @@ START_TEST(test_api_request_parse_completion_all_params)
         "\"top_p\":0.9,\"top_k\":40,\"min_p\":0.05,\"seed\":-1,\"stop\":[\"\\n\",\"END\"],\"n\":2,"
         "\"presence_penalty\":0.5,\"frequency_penalty\":-0.5,\"repetition_penalty\":1.1,"
         "\"logprobs\":3,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-        "\"user\":\"u1\",\"priority\":-5,\"cache_salt\":\"salt\",\"echo\":false,\"best_of\":1,"
+        "\"user\":\"u1\",\"priority\":-5,\"cache_salt\":\"salt\",\"echo\":false,"
         "\"ignore_eos\":true}");
     ck_assert_int_eq(r->kind, API_KIND_COMPLETION);
     ck_assert(r->ignore_eos);
     ck_assert_str_eq(r->model, "m");
-    ck_assert_str_eq(r->prompt, "Once upon");
-    ck_assert_ptr_null(r->prompt_tokens);
+    ck_assert_uint_eq(r->n_prompts, 1);
+    ck_assert_str_eq(r->prompts[0].text, "Once upon");
+    ck_assert_ptr_null(r->prompts[0].tokens);
+    ck_assert(!r->echo);
+    ck_assert_ptr_null(r->suffix);
+    ck_assert_int_eq(r->best_of, 2); /* the default: n */
     ck_assert_int_eq(r->max_tokens, 32);
     ck_assert_float_eq(r->temperature, 0.5f);
     ck_assert_float_eq_tol(r->top_p, 0.9f, 1e-6);
@@ -77,8 +83,13 @@ START_TEST(test_api_request_parse_defaults)
 {
     struct api_request *r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":\"\"}");
     ck_assert_ptr_null(r->model);
-    ck_assert_str_eq(r->prompt, "");
+    ck_assert_uint_eq(r->n_prompts, 1);
+    ck_assert_str_eq(r->prompts[0].text, "");
     ck_assert_int_eq(r->max_tokens, API_COMPL_DEFAULT_MAX_TOKENS);
+    ck_assert(!r->echo && !r->continuous_usage);
+    ck_assert_int_eq(r->best_of, 1);
+    ck_assert_ptr_null(r->suffix);
+    ck_assert_uint_eq(r->n_logit_bias, 0);
     ck_assert_int_eq(r->n, 1);
     ck_assert_float_eq(r->temperature, 1.0f);
     ck_assert_float_eq(r->top_p, 1.0f);
@@ -90,6 +101,8 @@ START_TEST(test_api_request_parse_defaults)
     api_request_sampler_params(r, 1234, &sp);
     ck_assert_uint_eq(sp.seed, 1234);
     ck_assert_int_eq(sp.n_logprobs, 0);
+    ck_assert(!sp.logprobs);
+    ck_assert_int_eq(sp.n_bias, 0);
     ck_assert_int_eq(sp.repeat_last_n, 64);
     api_request_free(r);
 
@@ -105,12 +118,33 @@ START_TEST(test_api_request_parse_nulls_mean_default_and_unknown_ignored)
         API_KIND_COMPLETION,
         "{\"prompt\":\"x\",\"temperature\":null,\"stop\":null,\"max_tokens\":null,\"seed\":null,"
         "\"logprobs\":null,\"stream_options\":null,\"frobnicate\":{\"deep\":[1,2,{}]},"
-        "\"metadata\":\"x\",\"tools\":[],\"logit_bias\":{},\"suffix\":\"\","
+        "\"metadata\":\"x\",\"tools\":[],\"logit_bias\":{},\"suffix\":\"\",\"echo\":null,"
+        "\"best_of\":null,"
         "\"response_format\":{\"type\":\"text\"}}");
     ck_assert_float_eq(r->temperature, 1.0f);
     ck_assert_uint_eq(r->n_stop, 0);
     ck_assert_int_eq(r->max_tokens, API_COMPL_DEFAULT_MAX_TOKENS);
     ck_assert(!r->has_seed);
+    ck_assert_ptr_null(r->suffix); /* "" is no suffix */
+    ck_assert_uint_eq(r->n_logit_bias, 0);
+    ck_assert_int_eq(r->best_of, 1);
+    api_request_free(r);
+}
+END_TEST
+
+/* Chat fields that change nothing this engine does are accepted: text-only modalities, null
+ * audio, and what only matters to OpenAI's platform (store, metadata, service_tier, ...). */
+START_TEST(test_api_request_parse_chat_accepts_platform_fields)
+{
+    struct api_request *r = parse_ok(
+        API_KIND_CHAT,
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"modalities\":[\"text\"],"
+        "\"audio\":null,\"web_search_options\":null,\"store\":false,\"metadata\":{\"k\":\"v\"},"
+        "\"service_tier\":\"auto\",\"prompt_cache_key\":\"abc\",\"safety_identifier\":\"u\","
+        "\"reasoning_effort\":\"low\",\"verbosity\":\"low\",\"parallel_tool_calls\":true,"
+        "\"tool_choice\":\"none\",\"prediction\":{\"type\":\"content\",\"content\":\"x\"},"
+        "\"stream\":true,\"stream_options\":{\"include_obfuscation\":false}}");
+    ck_assert_uint_eq(r->n_messages, 1);
     api_request_free(r);
 }
 END_TEST
@@ -118,29 +152,169 @@ END_TEST
 START_TEST(test_api_request_parse_prompt_forms)
 {
     struct api_request *r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[1,2,31999]}");
-    ck_assert_ptr_null(r->prompt);
-    ck_assert_uint_eq(r->n_prompt_tokens, 3);
-    ck_assert_int_eq(r->prompt_tokens[0], 1);
-    ck_assert_int_eq(r->prompt_tokens[2], 31999);
+    ck_assert_uint_eq(r->n_prompts, 1);
+    ck_assert_ptr_null(r->prompts[0].text);
+    ck_assert_uint_eq(r->prompts[0].n_tokens, 3);
+    ck_assert_int_eq(r->prompts[0].tokens[0], 1);
+    ck_assert_int_eq(r->prompts[0].tokens[2], 31999);
     api_request_free(r);
 
     r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[\"only one\"],\"stop\":\"x\"}");
-    ck_assert_str_eq(r->prompt, "only one");
+    ck_assert_uint_eq(r->n_prompts, 1);
+    ck_assert_str_eq(r->prompts[0].text, "only one");
     ck_assert_uint_eq(r->n_stop, 1);
     ck_assert_str_eq(r->stop[0], "x");
     api_request_free(r);
 
     r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[[5,6]]}");
-    ck_assert_uint_eq(r->n_prompt_tokens, 2);
-    ck_assert_int_eq(r->prompt_tokens[1], 6);
+    ck_assert_uint_eq(r->n_prompts, 1);
+    ck_assert_uint_eq(r->prompts[0].n_tokens, 2);
+    ck_assert_int_eq(r->prompts[0].tokens[1], 6);
     api_request_free(r);
 
     /* Without limits any int32 id is accepted (the scheduler checks the vocabulary). */
     struct api_error e;
     ck_assert_int_eq(
         api_request_parse("{\"prompt\":[2147483647]}", 23, API_KIND_COMPLETION, NULL, &r, &e), 0);
-    ck_assert_int_eq(r->prompt_tokens[0], 2147483647);
+    ck_assert_int_eq(r->prompts[0].tokens[0], 2147483647);
     api_request_free(r);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_batched_prompts)
+{
+    struct api_request *r =
+        parse_ok(API_KIND_COMPLETION, "{\"prompt\":[\"a\",\"\",\"c d\"],\"n\":2}");
+    ck_assert_uint_eq(r->n_prompts, 3);
+    ck_assert_str_eq(r->prompts[0].text, "a");
+    ck_assert_str_eq(r->prompts[1].text, "");
+    ck_assert_str_eq(r->prompts[2].text, "c d");
+    ck_assert_int_eq(r->n, 2);
+    ck_assert_int_eq(r->best_of, 2);
+    api_request_free(r);
+
+    r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":[[1,2],[3],[4,5,6]]}");
+    ck_assert_uint_eq(r->n_prompts, 3);
+    ck_assert_uint_eq(r->prompts[0].n_tokens, 2);
+    ck_assert_uint_eq(r->prompts[1].n_tokens, 1);
+    ck_assert_int_eq(r->prompts[1].tokens[0], 3);
+    ck_assert_uint_eq(r->prompts[2].n_tokens, 3);
+    ck_assert_int_eq(r->prompts[2].tokens[2], 6);
+    ck_assert_ptr_null(r->prompts[2].text);
+    api_request_free(r);
+
+    /* API_MAX_PROMPTS prompts are accepted; prompts x best_of up to API_MAX_SEQS. */
+    struct buf b;
+    buf_init(&b, 0);
+    ck_assert_int_eq(buf_puts(&b, "{\"prompt\":["), 0);
+    for (int i = 0; i < API_MAX_PROMPTS; i++)
+        ck_assert_int_eq(buf_puts(&b, i ? ",\"p\"" : "\"p\""), 0);
+    ck_assert_int_eq(buf_puts(&b, "]}"), 0);
+    r = parse_ok(API_KIND_COMPLETION, buf_cstr(&b));
+    ck_assert_uint_eq(r->n_prompts, API_MAX_PROMPTS);
+    api_request_free(r);
+    buf_fini(&b);
+    r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":\"x\",\"best_of\":20}");
+    ck_assert_int_eq(r->best_of, API_MAX_BEST_OF);
+    api_request_free(r);
+}
+END_TEST
+
+START_TEST(test_api_request_parse_completion_extras)
+{
+    struct api_request *r = parse_ok(
+        API_KIND_COMPLETION, "{\"prompt\":\"def f(\",\"suffix\":\"\\n    return x\",\"echo\":true,"
+                             "\"max_tokens\":0,\"logprobs\":1,\"n\":2,\"best_of\":5,"
+                             "\"logit_bias\":{\"7\":-100,\"31999\":100,\"0\":0.5,\"007\":1}}");
+    ck_assert(r->echo);
+    ck_assert_str_eq(r->suffix, "\n    return x");
+    ck_assert_int_eq(r->max_tokens, 0); /* with echo: the prompt alone */
+    ck_assert_int_eq(r->n, 2);
+    ck_assert_int_eq(r->best_of, 5);
+    ck_assert_uint_eq(r->n_logit_bias, 4);
+    float want[32000];
+    memset(want, 0, sizeof(want));
+    for (size_t i = 0; i < r->n_logit_bias; i++) {
+        ck_assert_int_lt(r->logit_bias[i].token, 32000);
+        want[r->logit_bias[i].token] += r->logit_bias[i].bias;
+    }
+    ck_assert_float_eq(want[7], -100.0f + 1.0f); /* "007" is token 7 too: both add */
+    ck_assert_float_eq(want[31999], 100.0f);
+    ck_assert_float_eq(want[0], 0.5f);
+    struct sampler_params sp;
+    api_request_sampler_params(r, 1, &sp);
+    ck_assert_ptr_eq(sp.bias, r->logit_bias);
+    ck_assert_int_eq(sp.n_bias, 4);
+    ck_assert(sp.logprobs); /* asked for, and best_of > n ranks by them */
+    ck_assert_int_eq(sp.n_logprobs, 1);
+    ck_assert(sampler_params_valid(&sp));
+    api_request_free(r);
+
+    /* best_of > n alone turns the logprobs on (for the ranking), with no alternatives. */
+    r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":\"x\",\"best_of\":3}");
+    api_request_sampler_params(r, 1, &sp);
+    ck_assert(sp.logprobs);
+    ck_assert_int_eq(sp.n_logprobs, 0);
+    ck_assert(!r->logprobs);
+    api_request_free(r);
+
+    /* logit_bias applies to chat as well; vLLM's continuous_usage_stats is read. */
+    r = parse_ok(API_KIND_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logit_bias\":{\"3\":-1},"
+                 "\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+                 "\"continuous_usage_stats\":true},\"best_of\":1,\"echo\":false}");
+    ck_assert_uint_eq(r->n_logit_bias, 1);
+    ck_assert_int_eq(r->logit_bias[0].token, 3);
+    ck_assert_float_eq(r->logit_bias[0].bias, -1.0f);
+    ck_assert(r->include_usage && r->continuous_usage);
+    api_request_free(r);
+
+    /* best_of == n may stream. */
+    r = parse_ok(API_KIND_COMPLETION, "{\"prompt\":\"x\",\"n\":2,\"best_of\":2,\"stream\":true,"
+                                      "\"stream_options\":{\"continuous_usage_stats\":true}}");
+    ck_assert(r->continuous_usage && !r->include_usage);
+    api_request_free(r);
+
+    /* API_MAX_LOGIT_BIAS entries are accepted, one more is not. */
+    struct buf b;
+    buf_init(&b, 0);
+    ck_assert_int_eq(buf_puts(&b, "{\"prompt\":\"x\",\"logit_bias\":{"), 0);
+    for (int i = 0; i <= API_MAX_LOGIT_BIAS; i++) {
+        char e[32];
+        snprintf(e, sizeof(e), "%s\"%d\":-1", i ? "," : "", i);
+        if (i == API_MAX_LOGIT_BIAS) {
+            ck_assert_int_eq(buf_puts(&b, "}}"), 0);
+            r = parse_ok(API_KIND_COMPLETION, buf_cstr(&b));
+            ck_assert_uint_eq(r->n_logit_bias, API_MAX_LOGIT_BIAS);
+            api_request_free(r);
+            b.len -= 2;
+        }
+        ck_assert_int_eq(buf_puts(&b, e), 0);
+    }
+    ck_assert_int_eq(buf_puts(&b, "}}"), 0);
+    struct api_error err;
+    ck_assert_int_eq(api_request_parse(b.data, b.len, C_KIND, &lim, &r, &err), ERR_INVAL);
+    ck_assert_str_eq(err.param, "logit_bias");
+    ck_assert_ptr_nonnull(strstr(err.message, "at most 1024"));
+    /* Too many sequences: prompts x best_of over API_MAX_SEQS. */
+    buf_reset(&b);
+    ck_assert_int_eq(buf_puts(&b, "{\"best_of\":2,\"prompt\":["), 0);
+    for (int i = 0; i < API_MAX_SEQS / 2 + 1; i++)
+        ck_assert_int_eq(buf_puts(&b, i ? ",[1]" : "[1]"), 0);
+    ck_assert_int_eq(buf_puts(&b, "]}"), 0);
+    ck_assert_int_eq(api_request_parse(b.data, b.len, C_KIND, &lim, &r, &err), ERR_INVAL);
+    ck_assert_str_eq(err.param, "prompt");
+    ck_assert_ptr_nonnull(strstr(err.message, "at most 256"));
+    /* Too many prompts. */
+    buf_reset(&b);
+    ck_assert_int_eq(buf_puts(&b, "{\"prompt\":["), 0);
+    for (int i = 0; i < API_MAX_PROMPTS + 1; i++)
+        ck_assert_int_eq(buf_puts(&b, i ? ",\"p\"" : "\"p\""), 0);
+    ck_assert_int_eq(buf_puts(&b, "]}"), 0);
+    ck_assert_int_eq(api_request_parse(b.data, b.len, C_KIND, &lim, &r, &err), ERR_INVAL);
+    ck_assert_str_eq(err.param, "prompt");
+    ck_assert_ptr_nonnull(strstr(err.message, "257 prompts"));
+    buf_fini(&b);
 }
 END_TEST
 
@@ -199,15 +373,72 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\\u0000y\"}", NULL, "could not parse"},
     /* prompt */
     {C, "{}", "prompt", "'prompt' is required"},
-    {C, "{\"prompt\":5}", "prompt", "must be a string or an array of token ids"},
+    {C, "{\"prompt\":5}", "prompt", "must be a string, an array of strings, an array of token ids"},
+    {C, "{\"prompt\":true}", "prompt", "got a boolean"},
+    {C, "{\"prompt\":{}}", "prompt", "got an object"},
     {C, "{\"prompt\":[]}", "prompt", "must not be an empty array"},
-    {C, "{\"prompt\":[\"a\",\"b\"]}", "prompt", "batched prompts are not supported"},
-    {C, "{\"prompt\":[[1],[2]]}", "prompt", "batched prompts"},
-    {C, "{\"prompt\":[1,\"a\"]}", "prompt", "array of token ids"},
+    {C, "{\"prompt\":[1,\"a\"]}", "prompt", "array of token ids, got a string at 1"},
     {C, "{\"prompt\":[1,2.5]}", "prompt", "array of token ids"},
+    {C, "{\"prompt\":[1,null]}", "prompt", "array of token ids, got null"},
     {C, "{\"prompt\":[-1]}", "prompt", "outside the vocabulary"},
     {C, "{\"prompt\":[32000]}", "prompt", "outside the vocabulary (0..31999)"},
-    {C, "{\"prompt\":[{}]}", "prompt", "a string or an array of token ids"},
+    {C, "{\"prompt\":[{}]}", "prompt", "not a mix: element 0 is an object"},
+    {C, "{\"prompt\":[null]}", "prompt", "not a mix: element 0 is null"},
+    /* batched prompts */
+    {C, "{\"prompt\":[\"a\",[1]]}", "prompt", "not a mix: element 1 is an array"},
+    {C, "{\"prompt\":[[1],\"a\"]}", "prompt", "not a mix: element 1 is a string"},
+    {C, "{\"prompt\":[\"a\",5]}", "prompt", "not a mix: element 1 is an integer"},
+    {C, "{\"prompt\":[\"a\",null]}", "prompt", "not a mix: element 1 is null"},
+    {C, "{\"prompt\":[[1],[]]}", "prompt", "empty token list (prompt 1)"},
+    {C, "{\"prompt\":[[]]}", "prompt", "empty token list (prompt 0)"},
+    {C, "{\"prompt\":[[1],[32000]]}", "prompt", "outside the vocabulary (0..31999) (prompt 1)"},
+    {C, "{\"prompt\":[[1],[2,\"x\"]]}", "prompt", "got a string at 1 (prompt 1)"},
+    {C, "{\"prompt\":[[1],[[2]]]}", "prompt", "got an array at 0 (prompt 1)"},
+    /* logit_bias */
+    {C, "{\"prompt\":\"x\",\"logit_bias\":[]}", "logit_bias", "an object mapping token ids"},
+    {H, "{" MSGS ",\"logit_bias\":\"50256:-100\"}", "logit_bias", "got a string"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", "logit_bias",
+     "keys must be token ids (decimal integers), got 'abc'"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1.5\":1}}", "logit_bias", "got '1.5'"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"-1\":1}}", "logit_bias", "got '-1'"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"+1\":1}}", "logit_bias", "got '+1'"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\" 1\":1}}", "logit_bias", "got ' 1'"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1e3\":1}}", "logit_bias", "got '1e3'"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"\":1}}", "logit_bias", "got ''"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"12345678901\":1}}", "logit_bias", "decimal integers"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"32000\":1}}", "logit_bias",
+     "token id 32000 in 'logit_bias' is outside the vocabulary (0..31999)"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"9999999999\":1}}", "logit_bias",
+     "outside the vocabulary"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":\"-100\"}}", "logit_bias",
+     "values must be numbers, got a string for token 5"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":null}}", "logit_bias", "got null"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":true}}", "logit_bias", "got a boolean"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"5\":101}}", "logit_bias",
+     "between -100 and 100, got 101 for token 5"},
+    {H, "{" MSGS ",\"logit_bias\":{\"5\":-100.5}}", "logit_bias", "between -100 and 100"},
+    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"1\":1,\"1\":2}}", NULL, "duplicate"},
+    /* echo, suffix, best_of */
+    {C, "{\"prompt\":\"x\",\"echo\":\"yes\"}", "echo", "must be a boolean"},
+    {C, "{\"prompt\":\"x\",\"echo\":1}", "echo", "must be a boolean, got an integer"},
+    {H, "{" MSGS ",\"echo\":true}", "echo", "a /v1/completions parameter"},
+    {C, "{\"prompt\":\"x\",\"suffix\":5}", "suffix", "must be a string, got an integer"},
+    {C, "{\"prompt\":\"x\",\"suffix\":[\"a\"]}", "suffix", "must be a string"},
+    {H, "{" MSGS ",\"suffix\":\"end\"}", "suffix", "a /v1/completions parameter"},
+    {C, "{\"prompt\":\"x\",\"best_of\":0}", "best_of", "between 1 and 20, got 0"},
+    {C, "{\"prompt\":\"x\",\"best_of\":21}", "best_of", "between 1 and 20"},
+    {C, "{\"prompt\":\"x\",\"best_of\":\"2\"}", "best_of", "must be an integer"},
+    {C, "{\"prompt\":\"x\",\"best_of\":2.0}", "best_of", "must be an integer, got a number"},
+    {C, "{\"prompt\":\"x\",\"n\":3,\"best_of\":2}", "best_of",
+     "'best_of' (2) must be greater than or equal to 'n' (3)"},
+    {C, "{\"prompt\":\"x\",\"best_of\":2,\"stream\":true}", "best_of", "cannot be streamed"},
+    {C, "{\"prompt\":\"x\",\"n\":2,\"best_of\":3,\"stream\":true}", "best_of",
+     "cannot be streamed"},
+    {H, "{" MSGS ",\"best_of\":2}", "best_of", "a /v1/completions parameter"},
+    {C, "{\"prompt\":\"x\",\"echo\":true,\"max_tokens\":-1}", "max_tokens",
+     "between 0 and 4096, got -1"},
+    {C, "{\"prompt\":\"x\",\"echo\":false,\"max_tokens\":0}", "max_tokens",
+     "between 1 and 4096, got 0"},
     /* numbers */
     {C, "{\"prompt\":\"x\",\"max_tokens\":\"10\"}", "max_tokens",
      "must be an integer, got a string"},
@@ -252,16 +483,23 @@ static const struct bad_case bad_cases[] = {
      "must be an object"},
     {H, "{" MSGS ",\"stream\":true,\"stream_options\":{\"include_usage\":1}}",
      "stream_options.include_usage", "must be a boolean"},
+    {C, "{\"prompt\":\"x\",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":1}}",
+     "stream_options.continuous_usage_stats", "must be a boolean, got an integer"},
+    {H, "{" MSGS ",\"stream\":true,\"stream_options\":{\"continuous_usage_stats\":\"y\"}}",
+     "stream_options.continuous_usage_stats", "must be a boolean"},
+    {C, "{\"prompt\":\"x\",\"stream_options\":{\"continuous_usage_stats\":true}}", "stream_options",
+     "only allowed when 'stream' is true"},
     /* strings */
     {C, "{\"prompt\":\"x\",\"model\":7}", "model", "must be a string, got an integer"},
     {C, "{\"prompt\":\"x\",\"user\":[]}", "user", "must be a string"},
     {C, "{\"prompt\":\"x\",\"cache_salt\":{}}", "cache_salt", "must be a string"},
     /* known but unsupported */
-    {C, "{\"prompt\":\"x\",\"echo\":true}", "echo", "not supported"},
-    {C, "{\"prompt\":\"x\",\"suffix\":\"end\"}", "suffix", "not supported"},
-    {C, "{\"prompt\":\"x\",\"best_of\":3}", "best_of", "not supported"},
-    {C, "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100}}", "logit_bias", "not supported"},
     {H, "{" MSGS ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
+    {C, "{\"prompt\":\"x\",\"functions\":[{}]}", "functions", "not supported"},
+    {H, "{" MSGS ",\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", "audio", "not supported"},
+    {H, "{" MSGS ",\"modalities\":[\"text\",\"audio\"]}", "modalities", "[\"text\"]"},
+    {H, "{" MSGS ",\"modalities\":\"text\"}", "modalities", "[\"text\"]"},
+    {H, "{" MSGS ",\"web_search_options\":{}}", "web_search_options", "not supported"},
     {H, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
     /* messages */
     {H, "{}", "messages", "'messages' is required"},
@@ -351,7 +589,7 @@ START_TEST(test_api_request_parse_bounds_lengths)
     /* Body need not be NUL-terminated: the parser reads exactly len bytes. */
     const char *two = "{\"prompt\":\"ab\"}GARBAGE";
     ck_assert_int_eq(api_request_parse(two, 15, C, &lim, &r, &e), 0);
-    ck_assert_str_eq(r->prompt, "ab");
+    ck_assert_str_eq(r->prompts[0].text, "ab");
     api_request_free(r);
     api_request_free(NULL);
 }
@@ -446,7 +684,10 @@ Suite *api_request_suite(void)
     tcase_add_test(tc, test_api_request_parse_completion_all_params);
     tcase_add_test(tc, test_api_request_parse_defaults);
     tcase_add_test(tc, test_api_request_parse_nulls_mean_default_and_unknown_ignored);
+    tcase_add_test(tc, test_api_request_parse_chat_accepts_platform_fields);
     tcase_add_test(tc, test_api_request_parse_prompt_forms);
+    tcase_add_test(tc, test_api_request_parse_batched_prompts);
+    tcase_add_test(tc, test_api_request_parse_completion_extras);
     tcase_add_test(tc, test_api_request_parse_chat_messages);
     tcase_add_loop_test(tc, test_api_request_parse_rejects_malformed, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));

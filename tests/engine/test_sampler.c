@@ -299,6 +299,45 @@ START_TEST(test_sampler_logprobs_of_raw_distribution)
 }
 END_TEST
 
+/* sampler_logprobs: a given token's logprob and the alternatives, as a draw of that token would
+ * report them, without touching the RNG; out-of-range tokens and all-infinite logits refused. */
+START_TEST(test_sampler_logprobs_of_given_token)
+{
+    struct sampler_params p;
+    sampler_params_default(&p);
+    p.seed = 9;
+    p.logprobs = true;
+    p.n_logprobs = 2;
+    float logits[5] = {0.5f, -1.0f, 2.0f, 1.0f, -INFINITY};
+    struct sampler *a = make(&p, 5), *b = make(&p, 5);
+    struct sampler_result r, q;
+    ck_assert_int_eq(sampler_logprobs(a, logits, 1, &r), 0);
+    ck_assert_int_eq(r.token, 1);
+    double z = exp(0.5) + exp(-1.0) + exp(2.0) + exp(1.0);
+    ck_assert_double_eq_tol(r.logprob, -1.0 - log(z), 1e-5);
+    ck_assert_int_eq(r.n_top, 2);
+    ck_assert_int_eq(r.top[0].token, 2);
+    ck_assert_int_eq(r.top[1].token, 3);
+    ck_assert_int_eq(sampler_logprobs(a, logits, 4, &r), 0);
+    ck_assert(isinf(r.logprob) && r.logprob < 0);
+    /* The draws that follow are those of a sampler that computed nothing. */
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(sampler_sample(a, logits, &r), 0);
+        ck_assert_int_eq(sampler_sample(b, logits, &q), 0);
+        ck_assert_int_eq(r.token, q.token);
+        struct sampler_result g;
+        ck_assert_int_eq(sampler_logprobs(b, logits, q.token, &g), 0);
+        ck_assert_float_eq(g.logprob, q.logprob);
+    }
+    ck_assert_int_eq(sampler_logprobs(a, logits, 5, &r), ERR_INVAL);
+    ck_assert_int_eq(sampler_logprobs(a, logits, -1, &r), ERR_INVAL);
+    float none[5] = {-INFINITY, -INFINITY, NAN, INFINITY, -INFINITY};
+    ck_assert_int_eq(sampler_logprobs(a, none, 0, &r), ERR_INVAL);
+    sampler_free(a);
+    sampler_free(b);
+}
+END_TEST
+
 START_TEST(test_sampler_accept_long_history)
 {
     struct sampler_params p;
@@ -635,6 +674,7 @@ Suite *sampler_suite(void)
     tcase_add_test(tc, test_sampler_sample_top_k_top_p_min_p_truncate);
     tcase_add_test(tc, test_sampler_penalties_change_greedy_choice);
     tcase_add_test(tc, test_sampler_logprobs_of_raw_distribution);
+    tcase_add_test(tc, test_sampler_logprobs_of_given_token);
     tcase_add_test(tc, test_sampler_accept_long_history);
     tcase_add_test(tc, test_sampler_top_k_large_vocab_selects_best);
     tcase_add_test(tc, test_sampler_modes_follow_their_distributions);

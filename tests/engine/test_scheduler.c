@@ -1,7 +1,8 @@
 /* The serving scheduler on the real stories260K model (skipped without ../shared): continuous
  * batching gives each sequence exactly the greedy tokens it gets alone; chunked and unchunked
  * prefill, preemption under a tiny KV pool, the prefix cache, cancellation, priorities, stop strings
- * and length limits; and no KV block outlives its sequence. */
+ * and length limits; prompt log-probabilities (echo) equal to the generated tokens' and reported
+ * once through preemption; and no KV block outlives its sequence. */
 #include "engine/sched/scheduler.h"
 
 #include "common/err.h"
@@ -11,6 +12,7 @@
 #include "tests/testutil.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,16 @@ struct out {
     int n_cached;
     int events_after_finish;
     bool admitted;
+    /* With sampling.logprobs: each generated token's logprob and first alternatives; with
+     * prompt_logprobs the prompt events, by position (each must come once, in order). */
+    float lp[1024];
+    int32_t top[1024][3];
+    int n_prompt_ev;
+    int32_t ptok[1024];
+    float plp[1024];
+    int32_t ptop[1024][3];
+    double cum_logprob;
+    int n_sampled;
 };
 
 struct env {
@@ -43,12 +55,31 @@ static void on_event(void *ctx, const struct sched_event *ev)
     struct out *o = ev->ud;
     (void)ctx;
     if (o->finish != SCHED_FINISH_NONE) o->events_after_finish++;
+    if (ev->prompt_token) {
+        ck_assert(ev->sample && !ev->has_token && ev->len == 0 && ev->finish == SCHED_FINISH_NONE);
+        ck_assert_int_eq(ev->prompt_pos, o->n_prompt_ev + 1); /* once each, in order */
+        ck_assert_int_eq(o->n_tokens, 0);                     /* before any generated token */
+        ck_assert_int_lt(ev->prompt_pos, 1024);
+        o->ptok[ev->prompt_pos] = ev->token;
+        o->plp[ev->prompt_pos] = ev->sample->logprob;
+        for (int k = 0; k < 3 && k < ev->sample->n_top; k++)
+            o->ptop[ev->prompt_pos][k] = ev->sample->top[k].token;
+        o->n_prompt_ev++;
+        return;
+    }
+    o->cum_logprob = ev->cum_logprob;
+    o->n_sampled = ev->n_sampled;
     if (!ev->has_token && ev->finish == SCHED_FINISH_NONE) {
         o->admitted = true;
         return;
     }
     if (ev->has_token) {
         ck_assert_int_lt(o->n_tokens, 1024);
+        if (ev->sample) {
+            o->lp[o->n_tokens] = ev->sample->logprob;
+            for (int k = 0; k < 3 && k < ev->sample->n_top; k++)
+                o->top[o->n_tokens][k] = ev->sample->top[k].token;
+        }
         o->tokens[o->n_tokens++] = ev->token;
         ck_assert_int_eq(ev->n_generated, o->n_tokens);
     }
@@ -488,9 +519,124 @@ START_TEST(test_sched_context_limit_and_bad_requests)
     ids[1] = 512; /* outside the vocabulary */
     ck_assert_int_eq(sched_add(e.s, &bad, &seq), ERR_INVAL);
     ids[1] = 5;
-    bad.max_tokens = 0;
+    bad.max_tokens = -2;
     ck_assert_int_eq(sched_add(e.s, &bad, &seq), ERR_INVAL);
     ck_assert(sched_idle(e.s));
+    env_close(&e);
+}
+END_TEST
+
+/* Greedy with log-probabilities (3 alternatives); prompt_lp: report the prompt's too. */
+static void add_lp(struct env *e, int r, const int32_t *ids, int n, int max_tokens, bool prompt_lp)
+{
+    struct sched_request q = {.prompt = ids,
+                              .n_prompt = n,
+                              .max_tokens = max_tokens,
+                              .prompt_logprobs = prompt_lp,
+                              .ignore_eos = true,
+                              .ud = &e->out[r]};
+    sampler_params_default(&q.sampling);
+    q.sampling.temperature = 0;
+    q.sampling.logprobs = true;
+    q.sampling.n_logprobs = 3;
+    struct sched_seq *seq = NULL;
+    ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+}
+
+/* Prompt logprobs are what generation reported for the same tokens: generate 12 tokens from P,
+ * then score P + those 12 with max_tokens 0: the last 12 prompt events carry the generated
+ * tokens' logprobs and alternatives. Whole prompts, 5-token chunks (prompt chunks ask for every
+ * row of logits across steps) and unchunked prefill; the prefix cache holds P's blocks, which
+ * must not be attached (they carry no logits). Also the best_of score: the sum of the logprobs of
+ * the sampled tokens. */
+START_TEST(test_sched_prompt_logprobs_equal_generation_logprobs)
+{
+    struct env e;
+    if (!env_open(&e, 64, 4, 256)) return;
+    const struct {
+        int budget;
+        bool chunked;
+    } cfg[] = {{2048, true}, {5, true}, {16, false}};
+    for (size_t c = 0; c < sizeof(cfg) / sizeof(cfg[0]); c++) {
+        env_sched(&e, 4, cfg[c].budget, cfg[c].chunked, true, 256);
+        int32_t ids[128];
+        int n = make_prompt(4, ids); /* 58 tokens */
+        add_lp(&e, 0, ids, n, 12, false);
+        run_to_idle(&e);
+        const struct out *g = &e.out[0];
+        ck_assert_int_eq(g->n_tokens, 12);
+        ck_assert_int_eq(g->n_prompt_ev, 0);
+        ck_assert_int_eq(g->n_sampled, 12);
+        double sum = 0;
+        for (int k = 0; k < 12; k++) sum += g->lp[k];
+        ck_assert_double_eq_tol(g->cum_logprob, sum, 1e-9);
+        memcpy(ids + n, g->tokens, 12 * sizeof(int32_t));
+        add_lp(&e, 1, ids, n + 12, 0, true); /* score only */
+        add_lp(&e, 2, ids, n + 12, 3, true); /* score, then generate */
+        run_to_idle(&e);
+        for (int r = 1; r <= 2; r++) {
+            const struct out *o = &e.out[r];
+            ck_assert_int_eq(o->finish, SCHED_FINISH_LENGTH);
+            ck_assert_int_eq(o->n_prompt_ev, n + 11); /* every position but the first */
+            ck_assert_int_eq(o->n_cached, 0);
+            ck_assert_int_eq(o->n_tokens, r == 1 ? 0 : 3);
+            ck_assert_int_eq(o->n_sampled, r == 1 ? 0 : 3);
+            for (int p = 1; p < n + 12; p++) ck_assert_int_eq(o->ptok[p], ids[p]);
+            for (int k = 0; k < 12; k++) {
+                ck_assert_msg(fabsf(o->plp[n + k] - g->lp[k]) < 1e-4f,
+                              "config %zu, token %d: prompt logprob %g, generated %g", c, k,
+                              (double)o->plp[n + k], (double)g->lp[k]);
+                ck_assert(memcmp(o->ptop[n + k], g->top[k], sizeof(g->top[k])) == 0);
+                ck_assert(o->plp[n + k] <= 0.0f);
+            }
+        }
+        /* Scoring the same prompt again gives the same logprobs. */
+        ck_assert(memcmp(e.out[1].plp, e.out[2].plp, sizeof(e.out[1].plp)) == 0);
+        sched_free(e.s);
+        e.s = NULL;
+    }
+    env_close(&e);
+}
+END_TEST
+
+/* Two prompt-logprob sequences in a pool too small for both: the newer is preempted and
+ * recomputed, and still reports each prompt position exactly once (on_event asserts the order),
+ * with the values it gets alone. */
+START_TEST(test_sched_prompt_logprobs_survive_preemption)
+{
+    struct env e;
+    if (!env_open(&e, 8, 2, 256)) return;
+    int32_t ids[2][128];
+    int n[2];
+    for (int r = 0; r < 2; r++) {
+        n[r] = make_prompt(4 - r, ids[r]); /* 58 and 45 tokens */
+        for (int i = n[r]; i < 70; i++) ids[r][i] = 3 + (i * 31 + r) % 500;
+        n[r] = 70;
+    }
+    struct out alone[2];
+    for (int r = 0; r < 2; r++) {
+        env_sched(&e, 2, 16, true, true, 256);
+        add_lp(&e, r, ids[r], n[r], 20, true);
+        run_to_idle(&e);
+        alone[r] = e.out[r];
+        sched_free(e.s);
+        e.s = NULL;
+    }
+    env_sched(&e, 2, 16, true, true, 256);
+    for (int r = 0; r < 2; r++) add_lp(&e, r, ids[r], n[r], 20, true);
+    run_to_idle(&e);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_uint_gt(st.preemptions, 0);
+    for (int r = 0; r < 2; r++) {
+        const struct out *o = &e.out[r];
+        ck_assert_int_eq(o->n_prompt_ev, n[r] - 1);
+        ck_assert_int_eq(o->n_tokens, 20);
+        ck_assert(memcmp(o->tokens, alone[r].tokens, 20 * sizeof(int32_t)) == 0);
+        for (int p = 1; p < n[r]; p++)
+            ck_assert_msg(fabsf(o->plp[p] - alone[r].plp[p]) < 1e-4f, "request %d position %d", r,
+                          p);
+    }
     env_close(&e);
 }
 END_TEST
@@ -570,6 +716,8 @@ Suite *scheduler_suite(void)
     tcase_add_test(tc, test_sched_stop_string_and_eos);
     tcase_add_test(tc, test_sched_context_limit_and_bad_requests);
     tcase_add_test(tc, test_sched_long_output_grows);
+    tcase_add_test(tc, test_sched_prompt_logprobs_equal_generation_logprobs);
+    tcase_add_test(tc, test_sched_prompt_logprobs_survive_preemption);
     tcase_add_test(tc, test_sched_stop_all_ends_everything);
     tcase_add_test(tc, test_sched_bad_config);
     suite_add_tcase(s, tc);

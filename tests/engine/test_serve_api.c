@@ -62,7 +62,7 @@ START_TEST(test_serve_api_prompt_ids)
     int n = 0;
     /* Text: tokenized with BOS, as `generate` does. */
     struct api_request *r = parse(API_KIND_COMPLETION, "{\"prompt\":\"Once upon a time\"}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), 0);
     int32_t *want = NULL;
     size_t nw = 0;
     ck_assert_int_eq(tokenizer_encode(f.tok, "Once upon a time", 16, true, true, &want, &nw), 0);
@@ -74,7 +74,7 @@ START_TEST(test_serve_api_prompt_ids)
     api_request_free(r);
     /* Token ids: passed through unchanged (no BOS added). */
     r = parse(API_KIND_COMPLETION, "{\"prompt\":[5,6,7]}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), 0);
     ck_assert_int_eq(n, 3);
     ck_assert_int_eq(ids[0], 5);
     ck_assert_int_eq(ids[2], 7);
@@ -82,7 +82,7 @@ START_TEST(test_serve_api_prompt_ids)
     api_request_free(r);
     /* Chat: the ChatML rendering, tokenized. */
     r = parse(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), 0);
     const char *rendered = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
     ck_assert_int_eq(tokenizer_encode(f.tok, rendered, strlen(rendered), true, true, &want, &nw),
                      0);
@@ -94,7 +94,7 @@ START_TEST(test_serve_api_prompt_ids)
     /* No tokenizer: text prompts are refused naming the parameter; token ids still work. */
     f.api.tok = NULL;
     r = parse(API_KIND_COMPLETION, "{\"prompt\":\"x\"}");
-    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, &ids, &n, &e), ERR_INVAL);
+    ck_assert_int_eq(serve_api_prompt_ids(&f.api, r, 0, &ids, &n, &e), ERR_INVAL);
     ck_assert_int_eq(e.status, 400);
     ck_assert_str_eq(e.param, "prompt");
     ck_assert_ptr_null(ids);
@@ -148,7 +148,7 @@ START_TEST(test_serve_api_content_special_tokens_are_text)
     int n;
     struct api_request *r =
         parse(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}");
-    ck_assert_int_eq(serve_api_prompt_ids(&api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&api, r, 0, &ids, &n, &e), 0);
     int starts = count_id(ids, n, start), ends = count_id(ids, n, end);
     ck_assert_int_ge(starts, 2); /* the user turn and the assistant's */
     free(ids);
@@ -164,7 +164,7 @@ START_TEST(test_serve_api_content_special_tokens_are_text)
     };
     for (size_t b = 0; b < sizeof(bodies) / sizeof(bodies[0]); b++) {
         r = parse(API_KIND_CHAT, bodies[b]);
-        ck_assert_int_eq(serve_api_prompt_ids(&api, r, &ids, &n, &e), 0);
+        ck_assert_int_eq(serve_api_prompt_ids(&api, r, 0, &ids, &n, &e), 0);
         int want_starts = starts, want_ends = ends;
         if (b == 2) { /* a system message of its own: the template's default one is not added */
             struct api_request *r2 = parse(
@@ -172,7 +172,7 @@ START_TEST(test_serve_api_content_special_tokens_are_text)
                                "\"user\",\"content\":\"x\"}]}");
             int32_t *ids2;
             int n2;
-            ck_assert_int_eq(serve_api_prompt_ids(&api, r2, &ids2, &n2, &e), 0);
+            ck_assert_int_eq(serve_api_prompt_ids(&api, r2, 0, &ids2, &n2, &e), 0);
             want_starts = count_id(ids2, n2, start);
             want_ends = count_id(ids2, n2, end);
             free(ids2);
@@ -193,7 +193,7 @@ START_TEST(test_serve_api_content_special_tokens_are_text)
         free(ids);
         /* the flag: the user's tokens are control tokens again */
         api.content_special_tokens = true;
-        ck_assert_int_eq(serve_api_prompt_ids(&api, r, &ids, &n, &e), 0);
+        ck_assert_int_eq(serve_api_prompt_ids(&api, r, 0, &ids, &n, &e), 0);
         if (b < 2) ck_assert_int_gt(count_id(ids, n, start) + count_id(ids, n, end), starts + ends);
         free(ids);
         api.content_special_tokens = false;
@@ -202,7 +202,7 @@ START_TEST(test_serve_api_content_special_tokens_are_text)
 
     /* completions: the prompt is the client's own, control tokens parsed as before */
     r = parse(API_KIND_COMPLETION, "{\"prompt\":\"<|im_start|>user\\nhi<|im_end|>\"}");
-    ck_assert_int_eq(serve_api_prompt_ids(&api, r, &ids, &n, &e), 0);
+    ck_assert_int_eq(serve_api_prompt_ids(&api, r, 0, &ids, &n, &e), 0);
     ck_assert_int_eq(count_id(ids, n, start), 1);
     ck_assert_int_eq(count_id(ids, n, end), 1);
     free(ids);

@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/failpoint.h"
 #include "engine/api/chat_template.h"
+#include "engine/api/api.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/serve/http_api.h"
@@ -293,7 +294,7 @@ static void http_do(int port, const char *method, const char *path, const char *
 static json_t *body_json(const struct reply *r)
 {
     json_error_t je;
-    json_t *j = json_loadb(r->body, r->body_len, 0, &je);
+    json_t *j = json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &je);
     ck_assert_msg(j != NULL, "%s: %.300s", je.text, r->body);
     return j;
 }
@@ -318,7 +319,7 @@ static json_t *sse_events(const struct reply *r, bool *done)
             *done = true;
         } else {
             json_error_t je;
-            json_t *j = json_loadb(p, (size_t)(e - p), 0, &je);
+            json_t *j = json_loadb(p, (size_t)(e - p), JSON_ALLOW_NUL, &je);
             ck_assert_msg(j != NULL, "%s", je.text);
             json_array_append_new(a, j);
         }
@@ -568,6 +569,413 @@ START_TEST(test_serve_core_fail_validation_400)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- OpenAI fields */
+
+static json_t *choice_at(json_t *j, size_t i)
+{
+    return json_array_get(json_object_get(j, "choices"), i);
+}
+
+static const char *text_at(json_t *j, size_t i)
+{
+    const char *t = json_string_value(json_object_get(choice_at(j, i), "text"));
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+static long usage_of(json_t *j, const char *key)
+{
+    return (long)json_integer_value(json_object_get(json_object_get(j, "usage"), key));
+}
+
+/* POSTs `body` to /v1/completions, expects 200, returns the parsed body. */
+static json_t *complete(const struct core *c, const char *body)
+{
+    struct reply r;
+    http_do(c->port, "POST", "/v1/completions", body, &r);
+    ck_assert_msg(r.status == 200, "%d %s for %s", r.status, r.body, body);
+    json_t *j = body_json(&r);
+    reply_fini(&r);
+    return j;
+}
+
+/* POSTs `body` and expects 400 naming `param`. */
+static void complete_400(const struct core *c, const char *path, const char *body,
+                         const char *param)
+{
+    struct reply r;
+    http_do(c->port, "POST", path, body, &r);
+    ck_assert_msg(r.status == 400, "%d %s for %s", r.status, r.body, body);
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "param")),
+                     param);
+    json_decref(j);
+    reply_fini(&r);
+}
+
+/* Batched prompts: one choice per prompt and n, numbered prompt * n + j, each the text the prompt
+ * gets alone; usage summed; streamed chunks carry the same indexes and texts. */
+START_TEST(test_serve_core_batched_prompts)
+{
+    struct core c;
+    core_start(&c);
+    json_t *a = complete(&c, GREEDY_BODY "}");
+    json_t *b = complete(&c, "{\"prompt\":\"a b c\",\"max_tokens\":12,\"temperature\":0,"
+                             "\"ignore_eos\":true}");
+    json_t *t = complete(&c, "{\"prompt\":[100,101,102,103],\"max_tokens\":12,\"temperature\":0,"
+                             "\"ignore_eos\":true}");
+    json_t *j = complete(&c, "{\"prompt\":[\"hello world\",\"a b c\"],\"n\":2,\"max_tokens\":12,"
+                             "\"temperature\":0,\"ignore_eos\":true}");
+    ck_assert_int_eq((int)json_array_size(json_object_get(j, "choices")), 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(json_integer_value(json_object_get(choice_at(j, (size_t)i), "index")), i);
+        ck_assert_str_eq(text_at(j, (size_t)i), text_at(i < 2 ? a : b, 0));
+    }
+    ck_assert_int_eq(usage_of(j, "prompt_tokens"),
+                     usage_of(a, "prompt_tokens") + usage_of(b, "prompt_tokens"));
+    ck_assert_int_eq(usage_of(j, "completion_tokens"), 48);
+    json_decref(j);
+    /* Token-id prompts, batched, streamed, with include_usage. */
+    struct reply st;
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":[[100,101,102,103],[100,101,102,103],[100,101,102,103]],\"max_tokens\":12,"
+            "\"temperature\":0,"
+            "\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}",
+            &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *ev = sse_events(&st, &done);
+    ck_assert(done);
+    char texts[3][512] = {{0}};
+    size_t i;
+    json_t *e;
+    json_array_foreach(ev, i, e)
+    {
+        json_t *ch = json_array_get(json_object_get(e, "choices"), 0);
+        if (!ch) continue;
+        json_int_t idx = json_integer_value(json_object_get(ch, "index"));
+        ck_assert(idx >= 0 && idx < 3);
+        strncat(texts[idx], json_string_value(json_object_get(ch, "text")),
+                sizeof(texts[idx]) - strlen(texts[idx]) - 1);
+    }
+    for (int k = 0; k < 3; k++) ck_assert_str_eq(texts[k], text_at(t, 0));
+    json_t *last = json_array_get(ev, json_array_size(ev) - 1);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(last, "usage"), "prompt_tokens")),
+        3 * usage_of(t, "prompt_tokens"));
+    json_decref(ev);
+    reply_fini(&st);
+    json_decref(a);
+    json_decref(b);
+    json_decref(t);
+    core_stop(&c);
+}
+END_TEST
+
+/* echo: the text starts with the prompt (token ids 100.. are the bytes "abcd" of the generated
+ * byte-level vocabulary); with logprobs the prompt tokens come first, the first one unscored
+ * (null); max_tokens 0 scores the prompt alone; generated tokens keep their logprobs. Streamed,
+ * the prompt is the first chunk. (test_scheduler compares prompt and generation logprobs.) */
+START_TEST(test_serve_core_echo_logprobs)
+{
+    struct core c;
+    core_start(&c);
+    json_t *g = complete(&c, "{\"prompt\":[100,101,102,103],\"max_tokens\":6,\"temperature\":0,"
+                             "\"ignore_eos\":true,\"logprobs\":2}");
+    json_t *glp = json_object_get(choice_at(g, 0), "logprobs");
+    json_t *gl = json_object_get(glp, "token_logprobs");
+    ck_assert_int_eq((int)json_array_size(gl), 6);
+    json_t *j = complete(&c, "{\"prompt\":[100,101,102,103],\"echo\":true,\"max_tokens\":0,"
+                             "\"logprobs\":1}");
+    json_t *lp = json_object_get(choice_at(j, 0), "logprobs");
+    json_t *tl = json_object_get(lp, "token_logprobs"), *tt = json_object_get(lp, "top_logprobs");
+    ck_assert_int_eq((int)json_array_size(tl), 4);
+    ck_assert(json_is_null(json_array_get(tl, 0)));
+    ck_assert(json_is_null(json_array_get(tt, 0)));
+    for (size_t k = 1; k < 4; k++) {
+        ck_assert(json_is_real(json_array_get(tl, k)));
+        ck_assert(json_real_value(json_array_get(tl, k)) <= 0);
+        ck_assert_int_ge((int)json_object_size(json_array_get(tt, k)), 1);
+    }
+    ck_assert_int_eq(usage_of(j, "completion_tokens"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(choice_at(j, 0), "finish_reason")),
+                     "length");
+    /* Echo text = the prompt decoded; then the completion. */
+    char *prompt_text = strdup(text_at(j, 0));
+    json_decref(j);
+    j = complete(&c,
+                 "{\"prompt\":[100,101,102,103],\"echo\":true,\"max_tokens\":6,\"temperature\":0,"
+                 "\"ignore_eos\":true,\"logprobs\":2}");
+    char want[1024];
+    snprintf(want, sizeof(want), "%s%s", prompt_text, text_at(g, 0));
+    ck_assert_str_eq(text_at(j, 0), want);
+    lp = json_object_get(choice_at(j, 0), "logprobs");
+    tl = json_object_get(lp, "token_logprobs");
+    ck_assert_int_eq((int)json_array_size(tl), 10); /* 4 prompt + 6 generated */
+    for (size_t k = 0; k < 6; k++)
+        ck_assert_double_eq_tol(json_real_value(json_array_get(tl, 4 + k)),
+                                json_real_value(json_array_get(gl, k)), 1e-6);
+    /* Prompt logprobs are the model's: position 3's alternatives (after 100,101,102) are those
+     * a one-token generation from [100,101,102] reports. */
+    json_t *h = complete(&c, "{\"prompt\":[100,101,102],\"max_tokens\":1,\"temperature\":0,"
+                             "\"logprobs\":5}");
+    json_t *top = json_array_get(
+        json_object_get(json_object_get(choice_at(h, 0), "logprobs"), "top_logprobs"), 0);
+    json_t *ptop = json_array_get(json_object_get(lp, "top_logprobs"), 3);
+    const char *key;
+    json_t *v;
+    int common = 0;
+    json_object_foreach(ptop, key, v)
+    {
+        json_t *w = json_object_get(top, key);
+        if (!w) continue;
+        ck_assert_double_eq_tol(json_real_value(v), json_real_value(w), 1e-4);
+        common++;
+    }
+    ck_assert_int_ge(common, 1);
+    json_decref(h);
+    json_decref(j);
+
+    /* Streamed: the first chunk is the prompt (with its logprobs), text offsets continue. */
+    struct reply st;
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":[100,101,102,103],\"echo\":true,\"max_tokens\":6,\"temperature\":0,"
+            "\"ignore_eos\":true,\"logprobs\":1,\"stream\":true}",
+            &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *ev = sse_events(&st, &done);
+    ck_assert(done);
+    json_t *first = json_array_get(json_object_get(json_array_get(ev, 0), "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(first, "text")), prompt_text);
+    ck_assert_int_eq(
+        (int)json_array_size(json_object_get(json_object_get(first, "logprobs"), "tokens")), 4);
+    const char *finish = NULL;
+    char *text = sse_text(ev, &finish);
+    ck_assert_str_eq(text, want);
+    free(text);
+    json_decref(ev);
+    reply_fini(&st);
+    free(prompt_text);
+    json_decref(g);
+    core_stop(&c);
+}
+END_TEST
+
+/* best_of: candidate j samples with seed + j, so n = best_of with the same seed shows every
+ * candidate; best_of > n returns the n with the highest mean token logprob, best first. */
+START_TEST(test_serve_core_best_of)
+{
+    struct core c;
+    core_start(&c);
+    json_t *all = complete(&c, "{\"prompt\":\"hello\",\"max_tokens\":8,\"temperature\":1.5,"
+                               "\"seed\":11,\"n\":4,\"ignore_eos\":true,\"logprobs\":0}");
+    double mean[4];
+    for (size_t k = 0; k < 4; k++) {
+        json_t *tl =
+            json_object_get(json_object_get(choice_at(all, k), "logprobs"), "token_logprobs");
+        ck_assert_int_eq((int)json_array_size(tl), 8);
+        double sum = 0;
+        for (size_t t = 0; t < 8; t++) sum += json_real_value(json_array_get(tl, t));
+        mean[k] = sum / 8;
+    }
+    int best = 0, second = -1;
+    for (int k = 1; k < 4; k++)
+        if (mean[k] > mean[best]) best = k;
+    for (int k = 0; k < 4; k++)
+        if (k != best && (second < 0 || mean[k] > mean[second])) second = k;
+    json_t *j = complete(&c, "{\"prompt\":\"hello\",\"max_tokens\":8,\"temperature\":1.5,"
+                             "\"seed\":11,\"n\":2,\"best_of\":4,\"ignore_eos\":true}");
+    ck_assert_int_eq((int)json_array_size(json_object_get(j, "choices")), 2);
+    ck_assert_str_eq(text_at(j, 0), text_at(all, (size_t)best));
+    ck_assert_str_eq(text_at(j, 1), text_at(all, (size_t)second));
+    ck_assert(json_is_null(json_object_get(choice_at(j, 0), "logprobs")));
+    ck_assert_int_eq(usage_of(j, "completion_tokens"), 32); /* every candidate was generated */
+    json_decref(j);
+    /* Batched with best_of: choice indexes prompt * n + rank. */
+    j = complete(&c, "{\"prompt\":[\"hello\",\"hello\"],\"max_tokens\":8,\"temperature\":1.5,"
+                     "\"seed\":11,\"best_of\":4,\"ignore_eos\":true}");
+    ck_assert_int_eq((int)json_array_size(json_object_get(j, "choices")), 2);
+    for (size_t k = 0; k < 2; k++) {
+        ck_assert_int_eq(json_integer_value(json_object_get(choice_at(j, k), "index")), (int)k);
+        ck_assert_str_eq(text_at(j, k), text_at(all, (size_t)best));
+    }
+    json_decref(j);
+    complete_400(&c, "/v1/completions", "{\"prompt\":\"hello\",\"best_of\":2,\"stream\":true}",
+                 "best_of");
+    json_decref(all);
+    core_stop(&c);
+}
+END_TEST
+
+/* logit_bias: -100 bans the greedy first token, +100 forces a token; ids outside the vocabulary
+ * are a 400 naming logit_bias. */
+START_TEST(test_serve_core_logit_bias)
+{
+    struct core c;
+    core_start(&c);
+    const char *base =
+        "{\"prompt\":[100,101,102],\"max_tokens\":4,\"temperature\":0,\"ignore_eos\":"
+        "true,\"logprobs\":5";
+    char body[512];
+    snprintf(body, sizeof(body), "%s}", base);
+    json_t *g = complete(&c, body);
+    json_t *top0 = json_array_get(
+        json_object_get(json_object_get(choice_at(g, 0), "logprobs"), "top_logprobs"), 0);
+    ck_assert_int_ge((int)json_object_size(top0), 2);
+    /* Ban token 7 and force token 9: every token is then 9. */
+    snprintf(body, sizeof(body), "%s,\"logit_bias\":{\"9\":100,\"7\":-100}}", base);
+    json_t *f = complete(&c, body);
+    json_t *toks = json_object_get(json_object_get(choice_at(f, 0), "logprobs"), "tokens");
+    ck_assert_int_eq((int)json_array_size(toks), 4);
+    size_t len = 0;
+    const char *piece = tokenizer_token_piece(c.tok, 9, false, &len);
+    for (size_t k = 0; k < 4; k++)
+        ck_assert(strlen(json_string_value(json_array_get(toks, k))) == len &&
+                  memcmp(json_string_value(json_array_get(toks, k)), piece, len) == 0);
+    /* The reported logprobs are the model's own (before the bias), as the sampler documents. */
+    json_decref(f);
+    json_decref(g);
+    snprintf(body, sizeof(body), "%s,\"logit_bias\":{\"%d\":1}}", base,
+             model_hparams(c.m)->n_vocab);
+    complete_400(&c, "/v1/completions", body, "logit_bias");
+    complete_400(&c, "/v1/chat/completions",
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"logit_bias\":{\"x\":1}}",
+                 "logit_bias");
+    core_stop(&c);
+}
+END_TEST
+
+/* suffix needs fill-in-the-middle tokens: a 400 naming it without them; with them the prompt is
+ * [BOS] PRE prefix SUF suffix MID. */
+START_TEST(test_serve_core_suffix_fim)
+{
+    struct core c;
+    core_start(&c);
+    complete_400(&c, "/v1/completions", "{\"prompt\":\"def f(\",\"suffix\":\"return x\"}",
+                 "suffix");
+    json_t *plain = complete(&c, "{\"prompt\":[100,101],\"max_tokens\":1}");
+    c.api.fim = (struct serve_api_fim){true, 10, 11, 12};
+    json_t *j = complete(&c, "{\"prompt\":[100,101],\"suffix\":\"ab\",\"max_tokens\":1}");
+    int32_t *sfx = NULL;
+    size_t n_sfx = 0;
+    ck_assert_int_eq(tokenizer_encode(c.tok, "ab", 2, false, false, &sfx, &n_sfx), 0);
+    long bos = tokenizer_add_bos(c.tok) && tokenizer_bos(c.tok) >= 0;
+    ck_assert_int_eq(usage_of(j, "prompt_tokens"), bos + 3 + 2 + (long)n_sfx);
+    ck_assert_int_eq(usage_of(plain, "prompt_tokens"), 2);
+    free(sfx);
+    json_decref(j);
+    json_decref(plain);
+    /* The prompt ids serve_api builds, exactly. */
+    struct api_request *r = NULL;
+    struct api_error e;
+    const char *body = "{\"prompt\":[100,101],\"suffix\":\"ab\"}";
+    ck_assert_int_eq(api_request_parse(body, strlen(body), API_KIND_COMPLETION, NULL, &r, &e), 0);
+    int32_t *ids = NULL;
+    int n = 0;
+    ck_assert_int_eq(serve_api_prompt_ids(&c.api, r, 0, &ids, &n, &e), 0);
+    int k = 0;
+    if (bos) ck_assert_int_eq(ids[k++], tokenizer_bos(c.tok));
+    ck_assert_int_eq(ids[k++], 10);
+    ck_assert_int_eq(ids[k++], 100);
+    ck_assert_int_eq(ids[k++], 101);
+    ck_assert_int_eq(ids[k++], 11);
+    ck_assert_int_eq(ids[n - 1], 12);
+    free(ids);
+    api_request_free(r);
+    core_stop(&c);
+}
+END_TEST
+
+/* GET /v1/models/{id}: the model object for the served name, 404 in OpenAI's shape otherwise. */
+START_TEST(test_serve_core_models_retrieve)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "GET", "/v1/models/" CORE_MODEL, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "id")), CORE_MODEL);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "object")), "model");
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "max_model_len")), CORE_CTX);
+    json_decref(j);
+    reply_fini(&r);
+    http_do(c.port, "GET", "/v1/models", NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    ck_assert_str_eq(
+        json_string_value(json_object_get(json_array_get(json_object_get(j, "data"), 0), "id")),
+        CORE_MODEL);
+    json_decref(j);
+    reply_fini(&r);
+    http_do(c.port, "GET", "/v1/models/nope", NULL, &r);
+    ck_assert_int_eq(r.status, 404);
+    j = body_json(&r);
+    ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "error"), "type")),
+                     "invalid_request_error");
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
+/* continuous_usage_stats: every chunk carries its choice's usage so far; chat's logprobs values
+ * per chunk are OpenAI's ({"content":[],...} first, tokens, null last). */
+START_TEST(test_serve_core_stream_usage_and_logprobs_shape)
+{
+    struct core c;
+    core_start(&c);
+    struct reply st;
+    http_do(c.port, "POST", "/v1/completions",
+            GREEDY_BODY ",\"stream\":true,\"stream_options\":{\"include_usage\":true,"
+                        "\"continuous_usage_stats\":true},\"logprobs\":1}",
+            &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *ev = sse_events(&st, &done);
+    ck_assert(done);
+    size_t i, n = json_array_size(ev);
+    json_t *e;
+    long prev = 0;
+    json_array_foreach(ev, i, e)
+    {
+        json_t *u = json_object_get(e, "usage");
+        ck_assert(json_is_object(u));
+        long ct = (long)json_integer_value(json_object_get(u, "completion_tokens"));
+        ck_assert(ct >= prev && ct <= 12);
+        prev = ct;
+        if (i + 1 < n) /* every choice chunk has a logprobs object */
+            ck_assert(json_is_object(
+                json_object_get(json_array_get(json_object_get(e, "choices"), 0), "logprobs")));
+    }
+    ck_assert_int_eq(prev, 12);
+    json_decref(ev);
+    reply_fini(&st);
+    http_do(c.port, "POST", "/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":3,"
+            "\"temperature\":0,\"ignore_eos\":true,\"logprobs\":true,\"stream\":true}",
+            &st);
+    ck_assert_int_eq(st.status, 200);
+    ev = sse_events(&st, &done);
+    n = json_array_size(ev);
+    ck_assert_int_ge((int)n, 3);
+    json_t *role = json_array_get(json_object_get(json_array_get(ev, 0), "choices"), 0);
+    json_t *rl = json_object_get(role, "logprobs");
+    ck_assert(json_is_array(json_object_get(rl, "content")));
+    ck_assert_int_eq((int)json_array_size(json_object_get(rl, "content")), 0);
+    json_t *fin = json_array_get(json_object_get(json_array_get(ev, n - 1), "choices"), 0);
+    ck_assert(json_is_null(json_object_get(fin, "logprobs")));
+    ck_assert_str_eq(json_string_value(json_object_get(fin, "finish_reason")), "length");
+    for (i = 1; i + 1 < n; i++)
+        ck_assert(json_is_object(json_object_get(
+            json_array_get(json_object_get(json_array_get(ev, i), "choices"), 0), "logprobs")));
+    json_decref(ev);
+    reply_fini(&st);
+    core_stop(&c);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- drain */
 
 /* While draining new requests get 503 with Retry-After; stopping the loop then ends the stream in
@@ -744,6 +1152,13 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_fail_stream_under_way);
     tcase_add_test(tc, test_serve_core_fail_validation_400);
     tcase_add_test(tc, test_serve_core_drain);
+    tcase_add_test(tc, test_serve_core_batched_prompts);
+    tcase_add_test(tc, test_serve_core_echo_logprobs);
+    tcase_add_test(tc, test_serve_core_best_of);
+    tcase_add_test(tc, test_serve_core_logit_bias);
+    tcase_add_test(tc, test_serve_core_suffix_fim);
+    tcase_add_test(tc, test_serve_core_models_retrieve);
+    tcase_add_test(tc, test_serve_core_stream_usage_and_logprobs_shape);
     tcase_add_test(tc, test_serve_core_api_keys);
     tcase_add_test(tc, test_serve_core_prefix_cache_scope);
     suite_add_tcase(s, tc);

@@ -8,6 +8,7 @@
 #include "common/json_util.h"
 #include "engine/api/api.h"
 #include "engine/api/chat_template.h"
+#include "engine/sched/sampler.h"
 #include "engine/text/stop_matcher.h"
 
 #include <stdint.h>
@@ -64,7 +65,8 @@ static void render(const struct api_request *r, const char *text, size_t len)
 {
     char id[40];
     must(api_response_id(r->kind, (uint64_t)len * 2654435761u, id, sizeof(id)) == 0);
-    struct api_response_meta meta = {r->kind, id, r->model ? r->model : "m", 1, r->include_usage};
+    struct api_response_meta meta = {r->kind,          id,         r->model ? r->model : "m", 1,
+                                     r->include_usage, r->logprobs};
     size_t n_tok = len < 16 ? len : 16;
     struct api_top_logprob tops[API_MAX_TOP_LOGPROBS];
     struct api_token_logprob lps[16];
@@ -72,14 +74,16 @@ static void render(const struct api_request *r, const char *text, size_t len)
         tops[k] =
             (struct api_top_logprob){text + (len ? (size_t)k % len : 0), len ? 1 : 0, -1.0f * k};
     for (size_t i = 0; i < n_tok; i++)
-        lps[i] = (struct api_token_logprob){text + i, 1, -0.5f, r->top_logprobs, tops};
+        lps[i] = (struct api_token_logprob){text + i,        1,    -0.5f,
+                                            r->top_logprobs, tops, r->echo && i == 0};
+    struct api_usage u = {(long)r->n_prompts, (long)len, 0};
     struct api_choice c = {.index = r->n - 1,
                            .text = text,
                            .len = len,
                            .finish = r->n_stop ? API_FINISH_STOP : API_FINISH_LENGTH,
                            .logprobs = r->logprobs ? lps : NULL,
-                           .n_logprobs = n_tok};
-    struct api_usage u = {(long)r->n_prompt_tokens, (long)len, 0};
+                           .n_logprobs = n_tok,
+                           .usage = r->continuous_usage ? &u : NULL};
     struct buf sse;
     buf_init(&sse, 0);
     json_t *j = api_response_json(&meta, &c, 1, &u);
@@ -111,6 +115,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     must(r->kind == kind && r->n >= 1 && r->n <= API_MAX_N && r->n_stop <= API_MAX_STOP);
+    /* What the serving layer relies on: choices and sequences in range, the bias in range and
+     * valid for the sampler, max_tokens 0 only with echo, no best_of > n stream. */
+    must(r->best_of >= r->n && r->best_of <= API_MAX_BEST_OF);
+    must(r->max_tokens != 0 || r->echo);
+    must(!(r->stream && r->best_of > r->n));
+    must(r->n_logit_bias <= API_MAX_LOGIT_BIAS);
+    for (size_t i = 0; i < r->n_logit_bias; i++)
+        must(r->logit_bias[i].token >= 0 && r->logit_bias[i].token < lim.n_vocab &&
+             r->logit_bias[i].bias >= -API_LOGIT_BIAS_LIMIT &&
+             r->logit_bias[i].bias <= API_LOGIT_BIAS_LIMIT);
+    struct sampler_params sp;
+    api_request_sampler_params(r, 1, &sp);
+    must(sampler_params_valid(&sp));
     if (kind == API_KIND_CHAT) {
         must(r->n_messages > 0);
         static struct chat_template *builtins[32];
@@ -130,9 +147,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             buf_fini(&p);
         }
     } else {
-        must((r->prompt != NULL) != (r->n_prompt_tokens > 0));
-        const char *t = r->prompt ? r->prompt : "";
-        render(r, t, run_stops(r, t, strlen(t)));
+        must(r->n_prompts >= 1 && r->n_prompts <= API_MAX_PROMPTS &&
+             r->n_prompts * (size_t)r->best_of <= API_MAX_SEQS);
+        for (size_t i = 0; i < r->n_prompts; i++) {
+            const struct api_prompt *pr = &r->prompts[i];
+            must((pr->text != NULL) != (pr->n_tokens > 0));
+            for (size_t k = 0; k < pr->n_tokens; k++)
+                must(pr->tokens[k] >= 0 && pr->tokens[k] < lim.n_vocab);
+            const char *t = pr->text ? pr->text : "";
+            if (i < 4) render(r, t, run_stops(r, t, strlen(t)));
+        }
+        must(!r->suffix || r->suffix[0]);
     }
     api_request_free(r);
     return 0;

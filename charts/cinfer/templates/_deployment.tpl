@@ -1,7 +1,8 @@
 {{/*
 Deployment of one program; call with
   (dict "ctx" $ "component" "operator" "args" (list "--workers=2" ...))
-The component's values live at .Values.<component>.
+The component's values live at .Values.<component>. The router has no leader election (it is
+stateless) and serves its OpenAI API on a second port.
 */}}
 {{- define "cinfer.deployment" -}}
 {{- $v := index .ctx.Values .component -}}
@@ -53,6 +54,9 @@ spec:
       affinity:
         {{- toYaml . | nindent 8 }}
       {{- end }}
+      {{- if eq .component "router" }}
+      terminationGracePeriodSeconds: {{ add $v.shutdownDelaySeconds $v.shutdownTimeoutSeconds 5 }}
+      {{- end }}
       containers:
         - name: {{ .component }}
           image: {{ include "cinfer.image" (dict "ctx" .ctx "image" $v.image) | quote }}
@@ -64,8 +68,10 @@ spec:
             {{- with .ctx.Values.watchNamespaces }}
             - {{ printf "--namespace=%s" (join "," .) | quote }}
             {{- end }}
+            {{- if ne .component "router" }}
             - {{ printf "--leader-elect=%t" (or $v.leaderElect (gt (int $v.replicas) 1)) | quote }}
             - {{ printf "--leader-election-namespace=%s" .ctx.Release.Namespace | quote }}
+            {{- end }}
             - {{ printf "--probe-addr=0.0.0.0:%d" (int $v.probePort) | quote }}
             - {{ printf "--log-level=%s" $v.logLevel | quote }}
             - {{ printf "--log-format=%s" $v.logFormat | quote }}
@@ -77,6 +83,11 @@ spec:
             {{- toYaml . | nindent 12 }}
           {{- end }}
           ports:
+            {{- if eq .component "router" }}
+            - name: http
+              containerPort: {{ $v.port }}
+              protocol: TCP
+            {{- end }}
             - name: http-metrics
               containerPort: {{ $v.probePort }}
               protocol: TCP

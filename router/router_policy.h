@@ -1,0 +1,71 @@
+/* Which replica serves a request: a pure function of what the router knows about each candidate
+ * (its load and how much of the prompt its prefix cache holds) and the configured policy. No I/O,
+ * no clock, no randomness of its own (the caller passes a random number), so every rule is tested
+ * here and benchmarked by replaying traces.
+ *
+ * Prefix-aware (the default): cost = uncached prompt tokens + load_weight x load, the lowest cost
+ * wins, ties to the least loaded and then the random number. Bounded load guard (consistent
+ * hashing with bounded loads, Mirrokni et al. 2018): a replica is a candidate only when its load
+ * after taking the request stays within load_factor x the mean load after it, rounded up, so a hot
+ * prefix spills over to other replicas instead of piling onto one. The bound never falls below
+ * load_floor requests: an engine batches many sequences, so two requests on one replica of an
+ * idle fleet are no overload worth a full prefill elsewhere. Session affinity: with a session
+ * key, the replica rendezvous hashing prefers (highest mix of key and replica) wins when it is
+ * within the bound. Least-loaded and random policies ignore the cache (benchmark baselines). */
+#ifndef CINFER_ROUTER_POLICY_H
+#define CINFER_ROUTER_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum router_policy {
+    ROUTER_POLICY_PREFIX = 0,
+    ROUTER_POLICY_LEAST_LOADED,
+    ROUTER_POLICY_RANDOM,
+};
+
+/* Why a replica was chosen (the reason label of cinfer_router_routing_decisions_total). */
+enum router_reason {
+    ROUTER_REASON_PREFIX = 0, /* it holds more of the prompt than the others, at a fair cost */
+    ROUTER_REASON_LOAD,       /* no cache advantage anywhere: the least loaded */
+    ROUTER_REASON_BOUNDED,    /* the replica with the best cache was over the load bound */
+    ROUTER_REASON_SESSION,    /* session affinity */
+    ROUTER_REASON_RANDOM,     /* policy random */
+    ROUTER_REASON_COUNT
+};
+
+/* "prefix", "load", "bounded", "session", "random"; static. */
+const char *router_reason_name(enum router_reason r);
+/* "prefix" | "least-loaded" | "random" -> policy; 0 or ERR_INVAL. */
+int router_policy_parse(const char *s, enum router_policy *out);
+
+struct router_candidate {
+    int load;          /* requests there: ours in flight plus the others the engine reports */
+    int cached_tokens; /* prompt tokens its prefix cache holds (a multiple of the block size) */
+    uint64_t id_hash;  /* stable hash of the replica's identity (rendezvous hashing) */
+};
+
+struct router_policy_cfg {
+    enum router_policy policy;
+    double load_factor; /* the bound: >= 1 (1.25 = 25% above the mean) */
+    int load_floor;     /* the bound is at least this many requests (>= 1) */
+    double load_weight; /* prompt tokens one request in flight costs */
+};
+
+/* Picks among c[0..n) (n >= 1). `n_prompt` is the prompt's length in tokens (0 when unknown),
+ * `session` a hash of the session key (0 = none), `rnd` a random number. Returns the index and
+ * writes the reason to *why. Pure. */
+size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct router_candidate *c,
+                          size_t n, int n_prompt, uint64_t session, uint64_t rnd,
+                          enum router_reason *why);
+
+/* The bound of router_policy_pick: the largest load (after taking one more request) a replica may
+ * reach when the n candidates carry total_load requests before it. Pure. */
+int router_policy_bound(const struct router_policy_cfg *cfg, long total_load, size_t n);
+
+/* Stable 64-bit hash of bytes (FNV-1a then a 64-bit finaliser), for session keys and replica
+ * identities. Pure. */
+uint64_t router_policy_hash(const void *p, size_t n);
+
+#endif

@@ -1,0 +1,166 @@
+/* Unit tests of replica choice: the cached prefix wins at equal load, load wins when the cache
+ * saves less than it costs, the bounded-load guard spills a hot prefix (and says so), ties spread
+ * by the random number, session affinity is stable and bounded too, the baselines ignore the
+ * cache; plus a simulation of a hot prefix over many requests that checks the bound holds. */
+#include "router/router_policy.h"
+
+#include "common/err.h"
+
+#include <check.h>
+#include <stdio.h>
+
+/* The guard's own behaviour: no floor (1), as in the paper. */
+static const struct router_policy_cfg prefix = {ROUTER_POLICY_PREFIX, 1.25, 1, 64};
+
+START_TEST(test_router_policy_prefix_beats_idle)
+{
+    struct router_candidate c[3] = {{0, 0, 1}, {1, 512, 2}, {0, 0, 3}};
+    enum router_reason why;
+    /* 512 cached tokens save more than one request of load costs (64 tokens); the floor of 4
+     * lets a second request join the first on an idle fleet. */
+    struct router_policy_cfg floor4 = prefix;
+    floor4.load_floor = 4;
+    ck_assert_uint_eq(router_policy_pick(&floor4, c, 3, 600, 0, 42, &why), 1);
+    ck_assert_int_eq(why, ROUTER_REASON_PREFIX);
+    /* Without the floor, the bound at a total load of 1 is one request each. */
+    ck_assert_uint_ne(router_policy_pick(&prefix, c, 3, 600, 0, 42, &why), 1);
+    ck_assert_int_eq(why, ROUTER_REASON_BOUNDED);
+    c[1].load = 0;
+    ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 600, 0, 42, &why), 1);
+    ck_assert_int_eq(why, ROUTER_REASON_PREFIX);
+    /* A short cached prefix on a loaded replica loses to an idle one. */
+    c[1] = (struct router_candidate){1, 32, 2};
+    size_t k = router_policy_pick(&floor4, c, 3, 600, 0, 42, &why);
+    ck_assert(k == 0 || k == 2);
+    ck_assert_int_eq(why, ROUTER_REASON_LOAD); /* the cache was weighed, and lost on cost */
+}
+END_TEST
+
+START_TEST(test_router_policy_least_loaded_without_cache)
+{
+    struct router_candidate c[3] = {{3, 0, 1}, {1, 0, 2}, {2, 0, 3}};
+    enum router_reason why;
+    ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 100, 0, 1, &why), 1);
+    ck_assert_int_eq(why, ROUTER_REASON_LOAD);
+    struct router_policy_cfg ll = {ROUTER_POLICY_LEAST_LOADED, 1.25, 1, 64};
+    c[0].cached_tokens = 96;
+    ck_assert_uint_eq(router_policy_pick(&ll, c, 3, 100, 0, 1, &why), 1);
+    ck_assert_int_eq(why, ROUTER_REASON_LOAD);
+}
+END_TEST
+
+START_TEST(test_router_policy_bound_spills_hot_prefix)
+{
+    /* Replica 0 holds the prompt but carries 4 of 5 requests: bound ceil(1.25 * 6 / 3) = 3. */
+    struct router_candidate c[3] = {{4, 4096, 1}, {1, 0, 2}, {0, 0, 3}};
+    enum router_reason why;
+    ck_assert_int_eq(router_policy_bound(&prefix, 5, 3), 3);
+    ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 5000, 0, 9, &why), 2);
+    ck_assert_int_eq(why, ROUTER_REASON_BOUNDED);
+    /* The bound always leaves the least loaded replica. */
+    struct router_policy_cfg tight = {ROUTER_POLICY_PREFIX, 1.0, 1, 64};
+    for (long total = 0; total < 100; total++)
+        for (size_t n = 1; n < 9; n++) {
+            long min_load = total / (long)n;
+            ck_assert_int_ge(router_policy_bound(&tight, total, n), min_load + 1);
+        }
+    struct router_policy_cfg floor8 = {ROUTER_POLICY_PREFIX, 1.25, 8, 64};
+    ck_assert_int_eq(router_policy_bound(&floor8, 5, 3), 8);
+    ck_assert_int_eq(router_policy_bound(&floor8, 50, 3), 22);
+}
+END_TEST
+
+START_TEST(test_router_policy_ties_spread)
+{
+    struct router_candidate c[4] = {{0, 0, 1}, {0, 0, 2}, {0, 0, 3}, {0, 0, 4}};
+    int hits[4] = {0};
+    enum router_reason why;
+    for (uint64_t r = 1; r <= 4000; r++) hits[router_policy_pick(&prefix, c, 4, 10, 0, r, &why)]++;
+    for (int i = 0; i < 4; i++) ck_assert_int_gt(hits[i], 800); /* about 1000 each */
+    struct router_policy_cfg rnd = {ROUTER_POLICY_RANDOM, 1.25, 1, 64};
+    ck_assert_uint_eq(router_policy_pick(&rnd, c, 4, 10, 0, 6, &why), 2);
+    ck_assert_int_eq(why, ROUTER_REASON_RANDOM);
+}
+END_TEST
+
+START_TEST(test_router_policy_session_affinity)
+{
+    struct router_candidate c[3] = {{0, 0, 11}, {0, 0, 22}, {0, 0, 33}};
+    enum router_reason why;
+    uint64_t sess = router_policy_hash("user-42", 7);
+    size_t first = router_policy_pick(&prefix, c, 3, 10, sess, 1, &why);
+    ck_assert_int_eq(why, ROUTER_REASON_SESSION);
+    for (uint64_t r = 2; r < 50; r++)
+        ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 10, sess, r, &why), first);
+    /* Over the bound, the session yields to the guard. */
+    c[first].load = 10;
+    ck_assert_uint_ne(router_policy_pick(&prefix, c, 3, 10, sess, 1, &why), first);
+    ck_assert_int_ne(why, ROUTER_REASON_SESSION);
+    /* Different sessions spread over replicas. */
+    c[first].load = 0;
+    int seen[3] = {0};
+    for (int s = 0; s < 300; s++) {
+        char key[16];
+        int n = snprintf(key, sizeof(key), "s%d", s);
+        seen[router_policy_pick(&prefix, c, 3, 10, router_policy_hash(key, (size_t)n), 1, &why)]++;
+    }
+    for (int i = 0; i < 3; i++) ck_assert_int_gt(seen[i], 50);
+}
+END_TEST
+
+/* Every request shares one long prefix cached on replica 0; requests finish after 8 more
+ * arrivals. The guard must keep every replica within its bound at every pick. */
+START_TEST(test_router_policy_hot_prefix_simulation)
+{
+    enum { N = 3, STEPS = 600, LIFE = 8 };
+    struct router_candidate c[N] = {{0, 8192, 1}, {0, 0, 2}, {0, 0, 3}};
+    int owner[STEPS];
+    int picked[N] = {0};
+    enum router_reason why;
+    for (int t = 0; t < STEPS; t++) {
+        if (t >= LIFE) c[owner[t - LIFE]].load--;
+        long total = 0;
+        for (int i = 0; i < N; i++) total += c[i].load;
+        int bound = router_policy_bound(&prefix, total, N);
+        size_t k = router_policy_pick(&prefix, c, N, 9000, 0, (uint64_t)t * 7919u, &why);
+        ck_assert_int_le(c[k].load + 1, bound);
+        c[k].load++;
+        owner[t] = (int)k;
+        picked[k]++;
+        /* Once served elsewhere, the prefix is cached there too (as a real engine would). */
+        c[k].cached_tokens = 8192;
+    }
+    for (int i = 0; i < N; i++) ck_assert_int_gt(picked[i], STEPS / N / 2);
+}
+END_TEST
+
+START_TEST(test_router_policy_parse_and_names)
+{
+    enum router_policy p;
+    ck_assert_int_eq(router_policy_parse("prefix", &p), 0);
+    ck_assert_int_eq(p, ROUTER_POLICY_PREFIX);
+    ck_assert_int_eq(router_policy_parse("least-loaded", &p), 0);
+    ck_assert_int_eq(p, ROUTER_POLICY_LEAST_LOADED);
+    ck_assert_int_eq(router_policy_parse("random", &p), 0);
+    ck_assert_int_eq(router_policy_parse("round-robin", &p), ERR_INVAL);
+    ck_assert_int_eq(router_policy_parse(NULL, &p), ERR_INVAL);
+    ck_assert_str_eq(router_reason_name(ROUTER_REASON_BOUNDED), "bounded");
+    ck_assert_str_eq(router_reason_name(ROUTER_REASON_COUNT), "?");
+    ck_assert_uint_ne(router_policy_hash("a", 1), router_policy_hash("b", 1));
+}
+END_TEST
+
+Suite *router_policy_suite(void)
+{
+    Suite *s = suite_create("router_policy");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_router_policy_prefix_beats_idle);
+    tcase_add_test(tc, test_router_policy_least_loaded_without_cache);
+    tcase_add_test(tc, test_router_policy_bound_spills_hot_prefix);
+    tcase_add_test(tc, test_router_policy_ties_spread);
+    tcase_add_test(tc, test_router_policy_session_affinity);
+    tcase_add_test(tc, test_router_policy_hot_prefix_simulation);
+    tcase_add_test(tc, test_router_policy_parse_and_names);
+    suite_add_tcase(s, tc);
+    return s;
+}
