@@ -5,9 +5,12 @@
  *
  * Memory: activations and the KV cache live in backend memory obtained from ops->alloc (host memory for
  * the CPU, device memory for CUDA). The model never dereferences them; it moves data in and out with
- * upload/download. Weights are described by host pointers into the GGUF mapping and "prepared" once
- * (the CPU repacks Q8_0/Q4_0 matrices for its VNNI kernels and advises the kernel to drop the
- * mapped originals' pages, so memory stays about the file size; CUDA copies them to the device).
+ * upload/download. Weights are described by host pointers into the GGUF mapping and "prepared" once:
+ * the backend copies what it will read (the CPU repacks quantized matrices for its VNNI kernels and
+ * copies the rest into its weight arena, advising the kernel to drop the mapped originals' pages, so
+ * memory stays about the file size; CUDA copies them to the device). No op reads the mapping after
+ * weight_prepare returns, so the model can unmap the file: a model file truncated or rewritten
+ * under a running engine can neither fault it (SIGBUS) nor change its weights.
  *
  * Shapes are row-major, tokens outermost: x (n_tokens, dim) means x[t*dim + i].
  * All ops are called from the one inference thread, or from the lanes it runs (run_lanes); the
@@ -25,15 +28,20 @@
 struct backend;
 
 /* A weight matrix (rows, cols): y = W x computes `rows` outputs from `cols` inputs. A 1-D weight
- * (norm gains, biases) has rows = 1. `data` borrows the GGUF mapping in the file's type.
+ * (norm gains, biases) has rows = 1. `data` (the GGUF mapping, in the file's type) is borrowed for
+ * the weight_prepare call only: the prepared weight never reads it again.
  * lookup_only: the weight is only ever read by get_rows (an untied embedding table), so the
  * backend need not prepare it for matmul (the CPU backend then does not repack it); matmul on
- * it still works. */
+ * it still works.
+ * lookup: get_rows reads it too (a tied embedding table, also the output matrix); implied by
+ * lookup_only. Without either, get_rows may answer ERR_UNSUPPORTED (the CPU backend keeps only
+ * the packed copy of a matrix it packs). */
 struct backend_weight_desc {
     enum quant_type type;
     int64_t rows, cols;
     const void *data;
     bool lookup_only;
+    bool lookup;
 };
 
 struct backend_weight; /* prepared weight, opaque; owned by the backend, freed by weight_free */
@@ -118,7 +126,8 @@ struct backend_ops {
     int (*kv_alloc)(struct backend *b, const struct backend_kv_desc *desc);
     void (*kv_free)(struct backend *b);
 
-    /* out (n, cols) = rows `ids` of the embedding table `w` (rows = vocab), dequantized. */
+    /* out (n, cols) = rows `ids` of the embedding table `w` (rows = vocab), dequantized.
+     * ERR_RANGE for an id out of range, ERR_UNSUPPORTED for a weight prepared without lookup. */
     int (*get_rows)(struct backend *b, const struct backend_weight *w, const int32_t *ids_host,
                     int n, float *out);
     /* y (n_tokens, w.rows) = x (n_tokens, w.cols) @ W^T. Every weight type; all tokens in one call.

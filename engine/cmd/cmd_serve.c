@@ -6,6 +6,7 @@
 #include "common/cli.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "common/shutdown.h"
 #include "engine/api/chat_template.h"
 #include "engine/cmd/cmd.h"
@@ -15,12 +16,14 @@
 #include "engine/kv/kv_events.h"
 #include "engine/model/model.h"
 #include "engine/serve/serve_api.h"
+#include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
 #include "engine/serve/serve_router.h"
 #include "engine/sched/spec.h"
 #include "engine/text/tokenizer.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +36,7 @@
 
 struct serve_cfg {
     const char *model;
+    const char *model_sha256;
     const char *host;
     int port;
     uint64_t max_body_bytes;
@@ -53,7 +57,9 @@ struct serve_cfg {
     int request_timeout_s;
     const char *metrics_compat;
     const char *chat_template;
-    const char *api_key;
+    bool chat_content_special_tokens;
+    const char *api_key, *api_key_file;
+    const char *prefix_cache_scope;
     const char *allowed_origins;
     int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
@@ -66,6 +72,10 @@ struct serve_cfg {
 #define O(f) offsetof(struct serve_cfg, f)
 static const struct cfg_opt serve_opts[] = {
     {"model", CFG_STRING, O(model), NULL, 1, 0, "GGUF model file to serve", NULL, CFG_REQUIRED},
+    {"model-sha256", CFG_STRING, O(model_sha256), NULL, 1, 0,
+     "Expected SHA-256 of the model file (64 hex digits): checked before loading, which fails on "
+     "a mismatch",
+     NULL, 0},
     {"host", CFG_STRING, O(host), "127.0.0.1", 1, 0,
      "Address to listen on (IPv4/IPv6 literal, localhost, or 0.0.0.0 for every address)", NULL, 0},
     {"port", CFG_INT, O(port), "8000", 0, 65535,
@@ -113,10 +123,21 @@ static const struct cfg_opt serve_opts[] = {
      "Chat template to use instead of the model's: a built-in name (chatml, llama3, llama2, "
      "llama2-sys, mistral-v7, zephyr, ...), Jinja2 text, or a template file",
      NULL, 0},
-    {"api-key", CFG_STRING, O(api_key), NULL, 1, 0,
-     "Require \"Authorization: Bearer <key>\" on /v1 routes (prefer the environment variable "
-     "CINFER_ENGINE_API_KEY: flags show in ps)",
+    {"chat-content-special-tokens", CFG_BOOL, O(chat_content_special_tokens), "false", 1, 0,
+     "Parse control tokens typed in chat message content (\"<|im_start|>\") as control tokens; "
+     "by default they are text and only the chat template places control tokens",
      NULL, 0},
+    {"api-key", CFG_STRING, O(api_key), NULL, 1, 0,
+     "Require \"Authorization: Bearer <key>\" on /v1 routes; several keys separated by commas or "
+     "newlines (prefer the environment variable CINFER_ENGINE_API_KEY: flags show in ps)",
+     NULL, CFG_SECRET},
+    {"api-key-file", CFG_STRING, O(api_key_file), NULL, 1, 0,
+     "File of accepted API keys, one per line ('#' comments), in addition to --api-key", NULL, 0},
+    {"prefix-cache-scope", CFG_STRING, O(prefix_cache_scope), "global", 1, 0,
+     "Which requests share cached prompt prefixes: global (all, within a cache_salt), or key "
+     "(only those of the same API key: one tenant cannot probe another's prompts through "
+     "cached_tokens or latency)",
+     "global|key", 0},
     {"allowed-origins", CFG_STRING, O(allowed_origins), NULL, 1, 0,
      "CORS: comma-separated origins browsers may call the API from (\"https://app.example.com\"), "
      "or \"*\" for any; default none",
@@ -168,6 +189,7 @@ static const struct cfg_spec serve_spec = {
 /* Everything serve owns, released in reverse order by serve_teardown. */
 struct serve_state {
     const struct serve_cfg *cfg;
+    char model_sha256[SHA256_HEX_LEN]; /* --model-sha256 in lowercase, or "" */
     char model_name[256];
     struct http_api *http;
     struct model *m;
@@ -178,6 +200,7 @@ struct serve_state {
     struct serve_loop *loop;
     struct kv_events *kv_events; /* NULL without prefix caching */
     struct serve_router *router;
+    struct serve_auth *auth; /* NULL: no API keys configured */
     struct serve_api api;
 };
 
@@ -266,6 +289,19 @@ static int serve_chat_template(struct serve_state *s)
     return rc;
 }
 
+/* --model-sha256 in lowercase into out (SHA256_HEX_LEN bytes); false when it is not 64 hex
+ * digits. */
+static bool serve_sha256_parse(const char *s, char *out)
+{
+    if (strlen(s) != SHA256_HEX_LEN - 1) return false;
+    for (int i = 0; i < SHA256_HEX_LEN - 1; i++) {
+        if (!isxdigit((unsigned char)s[i])) return false;
+        out[i] = (char)tolower((unsigned char)s[i]);
+    }
+    out[SHA256_HEX_LEN - 1] = '\0';
+    return true;
+}
+
 /* Loads the model, tokenizer and KV cache and starts the responder and the inference loop. */
 /* The scheduler's speculation settings from the flags (validated by the option table and main). */
 static struct spec_config serve_spec_config(const struct serve_cfg *c)
@@ -292,6 +328,8 @@ static int serve_load(struct serve_state *s)
     mo.no_lanes = c->no_lanes;
     mo.n_ctx_seq = c->context_length; /* long-rope models pick their factors by it (0: trained) */
     double t0 = clock_mono_s();
+    mo.sha256 = s->model_sha256[0] ? s->model_sha256 : NULL;
+    if (mo.sha256) log_info("verifying the model", LOG_S("sha256", mo.sha256));
     int rc = model_load(c->model, &mo, &s->m, err, sizeof(err));
     if (rc) {
         log_error("cannot load the model", LOG_S("path", c->model), LOG_S("err", err));
@@ -318,7 +356,9 @@ static int serve_load(struct serve_state *s)
         .max_context = ctx,
         .max_queue = c->max_queue,
         .created = (long long)time(NULL),
-        .api_key = c->api_key && *c->api_key ? c->api_key : NULL,
+        .auth = s->auth,
+        .prefix_cache_per_key = strcmp(c->prefix_cache_scope, "key") == 0,
+        .content_special_tokens = c->chat_content_special_tokens,
     };
     serve_api_fim_find(model_gguf(s->m), s->tok, &s->api.fim);
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;
@@ -352,7 +392,7 @@ static int serve_load(struct serve_state *s)
         .model = model_gguf(s->m),
         .chat_template = chat_template_source(s->chat),
         .model_name = s->model_name,
-        .api_key = s->api.api_key,
+        .auth = s->auth,
         .block_size = c->block_size,
         .max_context = ctx,
         .n_vocab = hp->n_vocab,
@@ -406,6 +446,39 @@ static void serve_teardown(struct serve_state *s)
     chat_template_free(s->chat);
     tokenizer_free(s->tok);
     model_free(s->m);
+    serve_auth_free(s->auth);
+}
+
+/* The API keys from --api-key and --api-key-file (none: s->auth stays NULL, no authentication).
+ * A bad key, file or scope is a configuration error: false after logging why. */
+static bool serve_auth_setup(struct serve_state *s)
+{
+    const struct serve_cfg *c = s->cfg;
+    char err[512];
+    int rc = 0;
+    if ((c->api_key && *c->api_key) || c->api_key_file) {
+        if (serve_auth_new(&s->auth) != 0) {
+            log_error("out of memory");
+            return false;
+        }
+        if (c->api_key && *c->api_key)
+            rc = serve_auth_add(s->auth, c->api_key, strlen(c->api_key), "--api-key", err,
+                                sizeof(err));
+        if (!rc && c->api_key_file)
+            rc = serve_auth_add_file(s->auth, c->api_key_file, err, sizeof(err));
+        if (!rc && serve_auth_count(s->auth) == 0)
+            rc = err_fmt(err, sizeof(err), ERR_INVAL, "no API key in --api-key or --api-key-file");
+        if (rc) {
+            log_error("invalid API keys", LOG_S("err", err));
+            return false;
+        }
+        log_info("api keys", LOG_I("keys", (long long)serve_auth_count(s->auth)));
+    }
+    if (strcmp(c->prefix_cache_scope, "key") == 0 && !s->auth) {
+        log_error("--prefix-cache-scope key needs API keys (--api-key or --api-key-file)");
+        return false;
+    }
+    return true;
 }
 
 int cmd_serve_main(int argc, char **argv)
@@ -443,6 +516,10 @@ int cmd_serve_main(int argc, char **argv)
                   LOG_I("ngram_max", cfg.ngram_max));
         return 2;
     }
+    if (cfg.model_sha256 && !serve_sha256_parse(cfg.model_sha256, s.model_sha256)) {
+        log_error("invalid --model-sha256: expected 64 hex digits");
+        return 2;
+    }
     if (cfg.chat_template) { /* a bad --chat-template is a configuration error: before listening */
         struct chat_template_config cc = {.override = cfg.chat_template};
         struct chat_template *ct = NULL;
@@ -453,10 +530,15 @@ int cmd_serve_main(int argc, char **argv)
         }
         chat_template_free(ct);
     }
+    if (!serve_auth_setup(&s)) {
+        serve_auth_free(s.auth);
+        return 2;
+    }
     int rc = http_api_start(&acfg, &s.http);
     if (rc) {
         log_error("cannot start the HTTP API", LOG_S("err", err_str(rc)), LOG_S("host", cfg.host),
                   LOG_I("port", cfg.port));
+        serve_auth_free(s.auth);
         return rc == ERR_INVAL ? 2 : 1;
     }
     /* Listening while loading: /live answers, /health and /v1 say 503 "loading". */

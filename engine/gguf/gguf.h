@@ -1,13 +1,18 @@
 /* GGUF reader and writer (the llama.cpp / Ollama model format, v2 and v3).
  * Spec: https://github.com/ggerganov/ggml/blob/master/docs/gguf.md
  * The reader memory-maps the file and never copies tensor data: tensor pointers borrow from the
- * mapping, which lives until gguf_close(). Every malformed input yields a precise message and an error
- * code, never a crash or an out-of-bounds read (tests/engine/test_gguf.c, tests/fuzz/fuzz_gguf.c).
+ * mapping, which lives until gguf_release_data() or gguf_close(). gguf_open copies the metadata
+ * (keys, values, tensor infos: everything before the tensor data) out of the mapping, so key/values
+ * outlive the mapping and a file truncated or rewritten on disk cannot change or fault them. Every
+ * malformed input yields a precise message and an error code, never a crash or an out-of-bounds read
+ * (tests/engine/test_gguf.c, tests/fuzz/fuzz_gguf.c).
  * Not thread-safe for writing; a parsed file may be read from any thread. */
 #ifndef CINFER_ENGINE_GGUF_H
 #define CINFER_ENGINE_GGUF_H
 
 #include "engine/gguf/quant.h"
+
+#include "common/sha256.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,7 +37,8 @@ enum gguf_value_type {
 #define GGUF_MAX_DIMS          4
 #define GGUF_DEFAULT_ALIGNMENT 32
 
-/* A string inside the file: not NUL-terminated; borrowed from the mapping. */
+/* A string inside the file: not NUL-terminated; borrowed from the gguf (its metadata copy after
+ * gguf_open, the caller's buffer after gguf_parse). */
 struct gguf_str {
     const char *data;
     uint64_t len;
@@ -41,8 +47,8 @@ struct gguf_str {
 struct gguf_array {
     enum gguf_value_type type; /* element type */
     uint64_t n;
-    const void *data;            /* fixed-size elements: little-endian, unaligned, in the mapping */
-    const struct gguf_str *strs; /* GGUF_STRING elements (owned by the gguf) */
+    const void *data;              /* fixed-size elements: little-endian, unaligned, in the gguf */
+    const struct gguf_str *strs;   /* GGUF_STRING elements (owned by the gguf) */
     const struct gguf_array *arrs; /* GGUF_ARRAY elements, nested (owned by the gguf) */
 };
 
@@ -65,7 +71,8 @@ struct gguf_tensor {
     uint64_t ne[GGUF_MAX_DIMS]; /* elements per dimension, ne[0] fastest; unused dims are 1 */
     enum quant_type type;
     uint64_t offset;  /* from the start of the data section */
-    const void *data; /* borrowed from the mapping; NULL for a vocabulary-only parse */
+    const void *data; /* borrowed from the mapping; NULL for a vocabulary-only parse and after
+                       * gguf_release_data */
     uint64_t size;    /* bytes */
 };
 
@@ -79,6 +86,18 @@ int gguf_open(const char *path, struct gguf **out, char *err, size_t errlen);
 int gguf_parse(const void *data, size_t size, struct gguf **out, char *err, size_t errlen);
 /* Frees everything and unmaps. NULL-safe. */
 void gguf_close(struct gguf *g);
+/* Gives up the tensor data: unmaps the file (gguf_open) and sets every tensor's data to NULL;
+ * names, shapes, sizes and the key/values stay readable. For a loader that has copied what it
+ * keeps, so that nothing can fault on a file truncated underneath (SIGBUS) or read a file
+ * rewritten in place. Idempotent; NULL-safe. Not concurrently with readers of tensor data. */
+void gguf_release_data(struct gguf *g);
+
+/* SHA-256 of the whole mapped file as lowercase hex (gguf_open, before gguf_release_data; reads
+ * every page). 0, ERR_BAD_STATE (nothing mapped: gguf_parse, or released) or ERR_NOMEM. */
+int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN]);
+/* Whether the file gguf_open mapped is no longer the same at its path: another inode, size or
+ * modification time, or gone. False for gguf_parse. A stat(2); any thread. */
+bool gguf_file_changed(const struct gguf *g);
 
 uint32_t gguf_version(const struct gguf *g);
 uint64_t gguf_alignment(const struct gguf *g);

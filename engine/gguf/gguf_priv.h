@@ -17,8 +17,14 @@ struct gguf_chunk {
 struct gguf {
     const uint8_t *base; /* the whole file */
     size_t size;
-    void *map; /* non-NULL when gguf_open mapped the file */
+    void *map; /* non-NULL when gguf_open mapped the file, until gguf_release_data */
     size_t map_size;
+    const uint8_t *meta; /* gguf_open: the copy of the metadata bytes that values point into */
+    char *path;          /* gguf_open: the file's path (gguf_file_changed), else NULL */
+    struct gguf_file_id {
+        uint64_t dev, ino, size;
+        int64_t mtime_s, mtime_ns;
+    } file_id; /* gguf_open: the file as fstat saw it when it was mapped */
     uint32_t version;
     uint64_t alignment;
     uint64_t data_offset; /* start of the tensor data section */

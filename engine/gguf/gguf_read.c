@@ -469,6 +469,77 @@ int gguf_parse(const void *data, size_t size, struct gguf **out, char *err, size
     return 0;
 }
 
+/* Re-points bytes of the mapping at `from` to the same offset in the copy at `to`. */
+static const void *gguf_reloc(const void *p, const uint8_t *from, const uint8_t *to)
+{
+    return to + ((const uint8_t *)p - from);
+}
+
+static void gguf_reloc_array(struct gguf_array *a, const uint8_t *from, const uint8_t *to)
+{
+    if (a->type == GGUF_STRING) {
+        struct gguf_str *strs = (struct gguf_str *)a->strs; /* allocated by gguf_alloc */
+        for (uint64_t i = 0; i < a->n; i++) strs[i].data = gguf_reloc(strs[i].data, from, to);
+    } else if (a->type == GGUF_ARRAY) {
+        struct gguf_array *arrs = (struct gguf_array *)a->arrs;
+        for (uint64_t i = 0; i < a->n; i++) gguf_reloc_array(&arrs[i], from, to);
+    } else if (a->data) {
+        a->data = gguf_reloc(a->data, from, to);
+    }
+}
+
+/* Copies the metadata (every byte before the tensor data: keys, values, tensor infos) out of the
+ * mapping and re-points string and array values at the copy, so that the key/values stay readable
+ * after gguf_release_data, and a file changed on disk cannot change them. */
+static int gguf_own_metadata(struct gguf *g)
+{
+    size_t n = g->data_offset < g->size ? (size_t)g->data_offset : g->size;
+    uint8_t *meta = gguf_alloc(g, n ? n : 1);
+    if (!meta) return ERR_NOMEM;
+    memcpy(meta, g->base, n);
+    for (size_t i = 0; i < g->n_kv; i++) {
+        struct gguf_kv *kv = &g->kvs[i];
+        if (kv->type == GGUF_STRING)
+            kv->v.str.data = gguf_reloc(kv->v.str.data, g->base, meta);
+        else if (kv->type == GGUF_ARRAY)
+            gguf_reloc_array(&kv->v.arr, g->base, meta);
+    }
+    g->meta = meta;
+    return 0;
+}
+
+void gguf_release_data(struct gguf *g)
+{
+    if (!g) return;
+    for (size_t i = 0; i < g->n_tensors; i++) g->tensors[i].data = NULL;
+    if (g->map) munmap(g->map, g->map_size);
+    g->map = NULL;
+    g->map_size = 0;
+    g->base = g->meta; /* NULL for gguf_parse: the caller's buffer is not read again */
+    g->size = g->meta ? (size_t)(g->data_offset < g->size ? g->data_offset : g->size) : 0;
+}
+
+static struct gguf_file_id gguf_file_id_of(const struct stat *st)
+{
+    return (struct gguf_file_id){(uint64_t)st->st_dev, (uint64_t)st->st_ino, (uint64_t)st->st_size,
+                                 (int64_t)st->st_mtim.tv_sec, (int64_t)st->st_mtim.tv_nsec};
+}
+
+bool gguf_file_changed(const struct gguf *g)
+{
+    if (!g || !g->path) return false;
+    struct stat st;
+    if (stat(g->path, &st) != 0) return true;
+    struct gguf_file_id now = gguf_file_id_of(&st);
+    return memcmp(&now, &g->file_id, sizeof(now)) != 0;
+}
+
+int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN])
+{
+    if (!g || !g->map) return ERR_BAD_STATE;
+    return sha256_hex(g->map, g->map_size, hex) == 0 ? 0 : ERR_NOMEM;
+}
+
 int gguf_open(const char *path, struct gguf **out, char *err, size_t errlen)
 {
     int rc = ERR_IO;
@@ -498,6 +569,16 @@ int gguf_open(const char *path, struct gguf **out, char *err, size_t errlen)
     g->map = map;
     g->map_size = size;
     map = NULL;
+    g->file_id = gguf_file_id_of(&st);
+    if (!(g->path = gguf_alloc(g, strlen(path) + 1)))
+        rc = ERR_NOMEM;
+    else
+        memcpy(g->path, path, strlen(path) + 1);
+    if (rc || (rc = gguf_own_metadata(g))) {
+        gguf_seterr(err, errlen, "gguf: out of memory copying the metadata of %s", path);
+        gguf_close(g);
+        goto out;
+    }
     *out = g;
     rc = 0;
 out:

@@ -122,6 +122,10 @@ struct model_options {
     /* Seconds between "loading weights" progress lines (bytes read, total, percent, MB/s) while
      * model_load reads the tensors; 0 = 2 s. A load shorter than that logs none. */
     double progress_s;
+    /* Expected SHA-256 of the file (64 lowercase hex digits; borrowed for the load call), or NULL.
+     * The load hashes the mapped file before it copies the weights and fails with ERR_BAD_STATE
+     * on a mismatch, and also when the file changed (inode, size, mtime) while it was loading. */
+    const char *sha256;
 };
 
 /* The `--kv-type` names: "f16", "f32", "q8_0" (ggml's Q8_0 blocks of 32: about half the bytes of
@@ -137,7 +141,8 @@ struct model;
 /* Opens the GGUF at `path` (borrowed), validates every tensor (presence, loadable type, shape
  * against the hparams) and prepares the weights on a new backend. *out is new (model_free).
  * Errors: those of gguf_open, ERR_UNSUPPORTED / ERR_INVAL / ERR_NOT_FOUND with a message naming the
- * architecture or tensor in `err`, or the backend's error. */
+ * architecture or tensor in `err`, ERR_BAD_STATE (opt->sha256 does not match, or the file changed
+ * while loading), or the backend's error. */
 int model_load(const char *path, const struct model_options *opt, struct model **out, char *err,
                size_t errlen);
 /* Same from an already parsed file, which the model takes (closed by model_free, or on failure). */

@@ -158,7 +158,7 @@ static int load_layer(struct model *m, int il, char *err, size_t errlen)
 /* The rope frequency factors llama.cpp's get_rope_factors picks: rope_freqs.weight (Llama 3.1),
  * else with long-rope (phi3 always, llama when the scaling type says so) rope_factors_long when
  * the sequences may be longer than the original context, rope_factors_short otherwise. F32,
- * n_rot / 2 values; read from the mapping by the rope calls. */
+ * n_rot / 2 values, copied out of the mapping (model.rope_factors). */
 static int load_rope_factors(struct model *m, char *err, size_t errlen)
 {
     const struct model_hparams *hp = &m->hp;
@@ -179,11 +179,13 @@ static int load_rope_factors(struct model *m, char *err, size_t errlen)
                                 errlen)) ||
         !t)
         return name ? rc : 0;
-    if (t->type != QUANT_F32 || ((uintptr_t)t->data & 3u) != 0)
-        return model_fail(err, errlen, ERR_UNSUPPORTED, "tensor %s: type %s, expected aligned F32",
-                          name, quant_type_name(t->type));
+    if (t->type != QUANT_F32)
+        return model_fail(err, errlen, ERR_UNSUPPORTED, "tensor %s: type %s, expected F32", name,
+                          quant_type_name(t->type));
     model_tensor_progress(m, t);
-    m->rope_factors = t->data;
+    if (!(m->rope_factors = malloc(t->size)))
+        return model_fail(err, errlen, ERR_NOMEM, "out of memory");
+    memcpy(m->rope_factors, t->data, t->size);
     return 0;
 }
 
@@ -246,6 +248,7 @@ void model_free(struct model *m)
     free(m->st.slots);
     free(m->st.logits);
     free(m->st.lane_first);
+    free(m->rope_factors);
     gguf_close(m->gguf);
     free(m);
 }
@@ -256,8 +259,8 @@ static int load_output(struct model *m, char *err, size_t errlen)
     const struct model_hparams *hp = &m->hp;
     int rc;
     if ((rc = model_tensor_load(m, "token_embd.weight", hp->n_vocab, hp->n_embd,
-                                hp->tied_output ? 0 : MODEL_WEIGHT_LOOKUP_ONLY, &m->tok_embd, err,
-                                errlen)) ||
+                                hp->tied_output ? MODEL_WEIGHT_LOOKUP : MODEL_WEIGHT_LOOKUP_ONLY,
+                                &m->tok_embd, err, errlen)) ||
         (rc = model_tensor_load(m, "output_norm.weight", 1, hp->n_embd, 0, &m->out_norm, err,
                                 errlen)))
         return rc;
@@ -302,6 +305,23 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         goto out;
     }
 
+    if (m->opt.sha256) {
+        char hex[SHA256_HEX_LEN];
+        double t0 = clock_mono_s();
+        if ((rc = gguf_sha256_hex(g, hex))) {
+            model_fail(err, errlen, rc, "cannot hash the model file to verify it (%s)",
+                       err_str(rc));
+            goto out;
+        }
+        if (strcmp(hex, m->opt.sha256) != 0) {
+            rc = model_fail(err, errlen, ERR_BAD_STATE, "sha256 mismatch: expected %s, got %s",
+                            m->opt.sha256, hex);
+            goto out;
+        }
+        log_info("model verified", LOG_S("sha256", hex), LOG_F("seconds", clock_mono_s() - t0));
+    }
+    m->opt.sha256 = NULL; /* borrowed for this call only */
+
     struct backend_options bo = {.n_threads = m->opt.n_threads, .device = 0};
     if ((rc = backend_create(m->opt.backend, &bo, &m->be))) {
         model_fail(err, errlen, rc, "cannot create backend \"%s\" (%s)",
@@ -332,6 +352,15 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         rc = model_fail(err, errlen, ERR_NOMEM, "out of memory");
         goto out;
     }
+    if (opt && opt->sha256 && gguf_file_changed(g)) {
+        rc = model_fail(err, errlen, ERR_BAD_STATE,
+                        "the model file changed while it was verified and loaded");
+        goto out;
+    }
+    /* The backend and the rope factors hold copies of everything the forward pass reads
+     * (backend.h): unmap the file, so that truncating or rewriting it under the running engine
+     * can neither fault it (SIGBUS) nor change its weights. The key/values stay readable. */
+    gguf_release_data(g);
     *out = m;
     m = NULL;
     rc = 0;

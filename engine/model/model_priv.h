@@ -86,9 +86,9 @@ struct model_step {
 struct model {
     struct gguf *gguf;
     struct model_hparams hp;
-    /* rope frequency factors (n_rot / 2 floats in the GGUF mapping): Llama 3.1's rope_freqs, or
-     * the long or short long-rope factors picked for opt.n_ctx_seq; NULL when the model has none */
-    const float *rope_factors;
+    /* rope frequency factors (n_rot / 2 floats, owned): Llama 3.1's rope_freqs, or the long or
+     * short long-rope factors picked for opt.n_ctx_seq; NULL when the model has none */
+    float *rope_factors;
     struct model_options opt;
     struct backend *be;
     struct backend_weight *tok_embd; /* (n_vocab, n_embd) */
@@ -121,6 +121,7 @@ int model_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 enum {
     MODEL_WEIGHT_OPTIONAL = 1,    /* a missing tensor leaves the weight NULL, not an error */
     MODEL_WEIGHT_LOOKUP_ONLY = 2, /* only read by get_rows (see backend_weight_desc) */
+    MODEL_WEIGHT_LOOKUP = 4,      /* read by get_rows and matmul (a tied embedding table) */
 };
 /* Finds tensor `name` and checks it against the shape ne = {cols, rows, n}: n == 0 means a 2-D
  * tensor, or a 1-D one when rows == 1; n > 0 a 3-D stack of n matrices. Checks its type can be

@@ -91,12 +91,14 @@ int model_tensor_find(struct model *m, const char *name, int64_t rows, int64_t c
 /* Prepares rows [row0, row0 + rows) of t (a matrix of `cols` columns) as one backend weight: the
  * rows are contiguous, so the weight borrows the mapping at their offset. */
 static int prepare_rows(struct model *m, const struct gguf_tensor *t, int64_t row0, int64_t rows,
-                        int64_t cols, bool lookup_only, struct backend_weight **out, char *err,
+                        int64_t cols, unsigned flags, struct backend_weight **out, char *err,
                         size_t errlen)
 {
     size_t row_bytes = quant_row_bytes(t->type, (uint64_t)cols);
-    struct backend_weight_desc d = {t->type, rows, cols,
-                                    (const char *)t->data + (size_t)row0 * row_bytes, lookup_only};
+    bool lookup_only = (flags & MODEL_WEIGHT_LOOKUP_ONLY) != 0;
+    struct backend_weight_desc d = {t->type,     rows,
+                                    cols,        (const char *)t->data + (size_t)row0 * row_bytes,
+                                    lookup_only, lookup_only || (flags & MODEL_WEIGHT_LOOKUP) != 0};
     int rc = m->be->ops->weight_prepare(m->be, &d, out);
     if (rc)
         return model_fail(err, errlen, rc, "tensor %s: backend cannot prepare it (%s)", t->name,
@@ -118,8 +120,7 @@ int model_tensor_load(struct model *m, const char *name, int64_t rows, int64_t c
     if (rc || !t) return rc;
     model_tensor_progress(m, t);
     m->weight_bytes += t->size;
-    return prepare_rows(m, t, 0, rows, cols, (flags & MODEL_WEIGHT_LOOKUP_ONLY) != 0, out, err,
-                        errlen);
+    return prepare_rows(m, t, 0, rows, cols, flags, out, err, errlen);
 }
 
 /* A fused tensor of sum(rows[i]) rows split into n weights of rows[i] rows each (out[i]); with
@@ -147,13 +148,13 @@ int model_tensor_load_split(struct model *m, const char *name, const int64_t *pa
                 return model_fail(err, errlen, ERR_UNSUPPORTED,
                                   "tensor %s: %s parts do not start on block boundaries", name,
                                   quant_type_name(t->type));
-            struct backend_weight_desc d = {t->type, 1, parts[i], (const char *)t->data + ob,
-                                            false};
+            struct backend_weight_desc d = {t->type, 1,    parts[i], (const char *)t->data + ob,
+                                            false,   false};
             if (quant_row_bytes(t->type, (uint64_t)parts[i]) == 0 ||
                 (rc = m->be->ops->weight_prepare(m->be, &d, &out[i])))
                 return model_fail(err, errlen, rc ? rc : ERR_UNSUPPORTED,
                                   "tensor %s: cannot split it", name);
-        } else if ((rc = prepare_rows(m, t, off, parts[i], cols, false, &out[i], err, errlen))) {
+        } else if ((rc = prepare_rows(m, t, off, parts[i], cols, 0, &out[i], err, errlen))) {
             return rc;
         }
         off += parts[i];
@@ -174,8 +175,7 @@ int model_tensor_load_experts(struct model *m, const char *name, int64_t rows, i
     model_tensor_progress(m, t);
     m->weight_bytes += t->size;
     for (int e = 0; e < ne; e++)
-        if ((rc =
-                 prepare_rows(m, t, (int64_t)e * rows, rows, cols, false, &(*out)[e], err, errlen)))
+        if ((rc = prepare_rows(m, t, (int64_t)e * rows, rows, cols, 0, &(*out)[e], err, errlen)))
             return rc;
     return 0;
 }

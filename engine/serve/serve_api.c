@@ -7,8 +7,10 @@
 #include "common/err.h"
 #include "common/http_server.h"
 #include "common/log.h"
+#include "common/sha256.h"
 #include "engine/api/api.h"
 #include "engine/gguf/gguf.h"
+#include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_error.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
@@ -25,30 +27,24 @@
 
 #define SERVE_API_PROMPT_TEXT_MAX (64u << 20) /* rendered chat prompt */
 
-bool serve_api_authorized(const char *key, const char *header)
+/* OpenAI answers a missing or wrong key with 401 before looking at the request. On success
+ * writes the key's index to *key (-1 when no keys are configured). */
+static bool authorized(const struct serve_api *api, struct http_req *req, int *key)
 {
-    if (!key) return true;
-    if (!header || strncasecmp(header, "Bearer ", 7) != 0) return false;
-    const char *got = header + 7;
-    while (*got == ' ') got++;
-    size_t kl = strlen(key), gl = strlen(got);
-    /* Compare every byte of the key whatever matches, so timing does not reveal a prefix. */
-    unsigned char diff = (unsigned char)(kl != gl);
-    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(key[i] ^ (i < gl ? got[i] : 0));
-    return diff == 0;
-}
-
-/* OpenAI answers a missing or wrong key with 401 before looking at the request. */
-static bool authorized(const struct serve_api *api, struct http_req *req)
-{
-    if (!api || !api->api_key) return true;
-    char value[1024];
+    *key = -1;
+    if (!api || !api->auth) return true;
+    char value[SERVE_AUTH_MAX_KEY + 64];
     int n = http_req_header(req, "Authorization", value, sizeof(value));
-    if (serve_api_authorized(api->api_key, n >= 0 ? value : NULL)) return true;
+    enum serve_auth_result why = n >= 0 ? serve_auth_check(api->auth, value, (size_t)n, key)
+                                 : n == ERR_NOT_FOUND ? SERVE_AUTH_MISSING
+                                                      : SERVE_AUTH_WRONG; /* longer than any key */
+    if (why == SERVE_AUTH_OK) return true;
+    serve_auth_log_failure(api->auth, why, http_req_path(req));
     struct api_error e;
     api_error_set(&e, API_ERR_UNAUTHORIZED, NULL,
-                  n >= 0 ? "Incorrect API key provided"
-                         : "You didn't provide an API key: send \"Authorization: Bearer <key>\"");
+                  why == SERVE_AUTH_MISSING
+                      ? "You didn't provide an API key: send \"Authorization: Bearer <key>\""
+                      : "Incorrect API key provided");
     serve_error_respond(req, &e);
     return false;
 }
@@ -138,6 +134,37 @@ out:
     return rc;
 }
 
+/* The request's messages with their content escaped (tokenizer_escape_special) into `esc`, so
+ * that control tokens a user typed stay text and only the template places any: *out is new
+ * (free(); its contents point into esc), or NULL when there is nothing to escape with (no
+ * tokenizer, or api->content_special_tokens): render r->messages then. 0, or ERR_NOMEM /
+ * ERR_TOO_BIG (esc's limit). */
+static int escape_messages(const struct serve_api *api, const struct api_request *r,
+                           struct buf *esc, struct api_message **out)
+{
+    *out = NULL;
+    if (!api->tok || api->content_special_tokens || r->n_messages == 0) return 0;
+    /* offsets first: esc may move while it grows */
+    size_t *off = malloc(r->n_messages * sizeof(*off));
+    struct api_message *m = malloc(r->n_messages * sizeof(*m));
+    int rc = off && m ? 0 : ERR_NOMEM;
+    for (size_t i = 0; rc == 0 && i < r->n_messages; i++) {
+        const char *c = r->messages[i].content;
+        off[i] = esc->len;
+        if ((rc = tokenizer_escape_special(api->tok, c, strlen(c), esc)) == 0)
+            rc = buf_putc(esc, '\0');
+    }
+    for (size_t i = 0; rc == 0 && i < r->n_messages; i++)
+        m[i] = (struct api_message){r->messages[i].role, esc->data + off[i]};
+    free(off);
+    if (rc) {
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
 int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,
                          int32_t **ids, int *n, struct api_error *err)
 {
@@ -164,11 +191,17 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
                                   err);
         }
     } else {
-        struct buf text;
+        struct buf text, esc;
         buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
+        buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
         char terr[400];
-        rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text, terr,
-                                  sizeof(terr));
+        struct api_message *escaped = NULL;
+        rc = escape_messages(api, r, &esc, &escaped);
+        if (rc)
+            snprintf(terr, sizeof(terr), "%s", err_str(rc));
+        else
+            rc = chat_template_render(api->chat_template, escaped ? escaped : r->messages,
+                                      r->n_messages, true, &text, terr, sizeof(terr));
         if (rc) {
             api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
                           "cannot render the chat template: %s", terr);
@@ -177,6 +210,8 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
             rc = prompt_from_text(api, text.data ? text.data : "", text.len, true, true, "messages",
                                   &v, &nn, err);
         }
+        free(escaped);
+        buf_fini(&esc);
         buf_fini(&text);
     }
     if (rc) return rc;
@@ -428,10 +463,25 @@ static void spec_of(const struct api_request *r, const struct prompt_set *ps, do
     (void)api_response_id(r->kind, random_u64(), out->id, sizeof(out->id));
 }
 
+#define SERVE_API_SALT_MAX (SHA256_HEX_LEN + 1 + API_MAX_SHORT_STR + 1)
+
+/* --prefix-cache-scope key: the prefix-cache salt of a request of key `key` (index in api->auth)
+ * with the client's `cache_salt` (NULL: none), into salt[SERVE_API_SALT_MAX]: the key's digest,
+ * ':', then the client's salt. Digests are hex and ':' ends them, so no key's chains can be named
+ * by another key or by a client's salt. False (salt untouched) under the global scope. */
+static bool key_salt(const struct serve_api *api, int key, const char *cache_salt, char *salt)
+{
+    if (!api->prefix_cache_per_key || key < 0) return false;
+    snprintf(salt, SERVE_API_SALT_MAX, "%s:%s", serve_auth_key_digest(api->auth, key),
+             cache_salt ? cache_salt : "");
+    return true;
+}
+
 static void handle(const struct serve_api *api, enum serve_api_gate gate, struct http_req *req,
                    enum api_kind kind)
 {
-    if (!authorized(api, req) || !gate_open(gate, req)) return;
+    int key;
+    if (!authorized(api, req, &key) || !gate_open(gate, req)) return;
     double arrival = clock_mono_s();
     size_t len = 0;
     const char *body = http_req_body(req, &len);
@@ -454,6 +504,8 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     }
     struct serve_req_spec spec;
     spec_of(r, &ps, arrival, &spec);
+    char salt[SERVE_API_SALT_MAX];
+    if (key_salt(api, key, r->cache_salt, salt)) spec.sched.cache_salt = salt;
     sr = serve_req_new(&spec);
     api_request_free(r);
     prompt_set_free(&ps);
@@ -503,7 +555,8 @@ void serve_api_chat(const struct serve_api *api, enum serve_api_gate gate, struc
 
 void serve_api_models(const struct serve_api *api, const char *model_name, struct http_req *req)
 {
-    if (!authorized(api, req)) return;
+    int key;
+    if (!authorized(api, req, &key)) return;
     json_t *m = api_model_json(model_name, api ? api->created : 0, api ? api->max_context : 0);
     json_t *j = m ? json_pack("{s:s,s:[o]}", "object", "list", "data", m) : NULL;
     if (!j) {
@@ -516,7 +569,8 @@ void serve_api_models(const struct serve_api *api, const char *model_name, struc
 
 void serve_api_model(const struct serve_api *api, const char *model_name, struct http_req *req)
 {
-    if (!authorized(api, req)) return;
+    int key;
+    if (!authorized(api, req, &key)) return;
     const char *path = http_req_path(req);
     const char *id = strncmp(path, SERVE_API_MODELS_PREFIX, strlen(SERVE_API_MODELS_PREFIX)) == 0
                          ? path + strlen(SERVE_API_MODELS_PREFIX)

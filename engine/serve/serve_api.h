@@ -14,6 +14,7 @@
 
 struct gguf;
 struct tokenizer;
+struct serve_auth;
 struct serve_loop;
 struct serve_respond;
 
@@ -32,10 +33,19 @@ struct serve_api {
     const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
     struct serve_api_fim fim;                  /* serve_api_fim_find */
     int n_vocab;
-    int max_context;     /* prompt + generated tokens per sequence */
-    int max_queue;       /* waiting requests beyond which new ones get 429 */
-    long long created;   /* Unix time the model was loaded (/v1/models) */
-    const char *api_key; /* non-NULL: /v1 requests need "Authorization: Bearer <api_key>" */
+    int max_context;   /* prompt + generated tokens per sequence */
+    int max_queue;     /* waiting requests beyond which new ones get 429 */
+    long long created; /* Unix time the model was loaded (/v1/models) */
+    /* non-NULL: /v1 requests need "Authorization: Bearer <key>" with one of its keys; failures
+     * are logged through it (rate-limited) */
+    struct serve_auth *auth;
+    /* --prefix-cache-scope key: every request's prefix-cache salt starts with its key's digest,
+     * so tenants never share cached blocks (needs auth) */
+    bool prefix_cache_per_key;
+    /* --chat-content-special-tokens: control tokens typed in message content ("<|im_start|>")
+     * become control tokens; by default they are text (tokenizer_escape_special) and only the
+     * template places control tokens */
+    bool content_special_tokens;
     struct serve_loop *loop;
     struct serve_respond *resp;
 };
@@ -64,15 +74,12 @@ void serve_api_model(const struct serve_api *api, const char *model_name, struct
 void serve_api_fim_find(const struct gguf *g, const struct tokenizer *tok,
                         struct serve_api_fim *out);
 
-/* True when `header` (the Authorization header's value, NULL when absent) carries the bearer
- * token `key` (NULL: no key configured, everything passes). Constant time in the key's length.
- * Pure; any thread. */
-bool serve_api_authorized(const char *key, const char *header);
-
 /* Prompt `i` of the request (always 0 for chat) as token ids, into *ids (new, free()) and *n: the
  * text tokenized (BOS as the model asks, special tokens in the text recognised), the ids as sent,
  * with `suffix` the fill-in-the-middle prompt around either (400 naming suffix when the model has
- * no such tokens), or for chat the rendered template tokenized. Pure apart from allocation; any
+ * no such tokens), or for chat the rendered template tokenized, control tokens recognised where
+ * the template wrote them but not in message content (unless api->content_special_tokens). Pure
+ * apart from allocation; any
  * thread. On failure fills `err` and returns ERR_INVAL / ERR_NOMEM. */
 /* The chat template the engine serves with: `override` (--chat-template) or else `model_template`
  * (the GGUF's tokenizer.chat_template; either may be NULL), with the BOS/EOS texts and the

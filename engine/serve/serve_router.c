@@ -1,6 +1,7 @@
 /* The engine's endpoints for routers: the tokenizer document and the KV block event stream, with
  * the publisher thread that writes every subscriber (see serve_router.h). */
 #include "engine/serve/serve_router.h"
+#include "engine/serve/serve_auth.h"
 
 #include "common/buf.h"
 #include "common/err.h"
@@ -39,7 +40,8 @@ struct sr_sub {
 struct serve_router {
     struct buf tokenizer; /* the GGUF document, immutable after start */
     char *hello;          /* the first line of every stream */
-    const char *model_name, *api_key;
+    const char *model_name;
+    struct serve_auth *auth;
     int block_size, load_interval_ms;
     struct kv_events *events;
     struct serve_loop *loop;
@@ -271,7 +273,7 @@ int serve_router_start(const struct serve_router_cfg *cfg, struct serve_router *
     struct serve_router *sr = calloc(1, sizeof(*sr));
     if (!sr) return ERR_NOMEM;
     sr->model_name = cfg->model_name;
-    sr->api_key = cfg->api_key;
+    sr->auth = cfg->auth;
     sr->block_size = cfg->block_size;
     sr->load_interval_ms = cfg->load_interval_ms > 0 ? cfg->load_interval_ms : 250;
     sr->events = cfg->events;
@@ -352,10 +354,14 @@ static bool sr_admit(const struct serve_router *sr, struct http_req *req)
         http_respond(req, 503, "application/json", body, sizeof(body) - 1, &ra, 1);
         return false;
     }
-    if (!sr->api_key) return true;
-    char value[1024];
+    if (!sr->auth) return true;
+    char value[SERVE_AUTH_MAX_KEY + 64];
     int n = http_req_header(req, "Authorization", value, sizeof(value));
-    if (serve_api_authorized(sr->api_key, n >= 0 ? value : NULL)) return true;
+    enum serve_auth_result why = n >= 0 ? serve_auth_check(sr->auth, value, (size_t)n, NULL)
+                                 : n == ERR_NOT_FOUND ? SERVE_AUTH_MISSING
+                                                      : SERVE_AUTH_WRONG;
+    if (why == SERVE_AUTH_OK) return true;
+    serve_auth_log_failure(sr->auth, why, http_req_path(req));
     http_respond_error(req, 401, "invalid_request_error", "Incorrect API key provided");
     return false;
 }

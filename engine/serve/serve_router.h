@@ -27,6 +27,7 @@ struct http_req;
 struct kv_events;
 struct serve_loop;
 struct serve_router;
+struct serve_auth;
 
 #define SERVE_ROUTER_TOKENIZER_PATH "/cinfer/tokenizer"
 #define SERVE_ROUTER_EVENTS_PATH    "/cinfer/kv-events"
@@ -36,7 +37,7 @@ struct serve_router_cfg {
     const char *chat_template; /* the served template's Jinja2 source (chat_template_source),
                                   replacing the model's in the document; NULL = the model's */
     const char *model_name;    /* borrowed; must outlive the publisher */
-    const char *api_key;       /* NULL: open; borrowed, must outlive */
+    struct serve_auth *auth;   /* NULL: open; borrowed, must outlive */
     int block_size, max_context, n_vocab;
     struct kv_events *events; /* borrowed; NULL without prefix caching (no block lines) */
     struct serve_loop *loop;  /* borrowed, for the load lines; must outlive */

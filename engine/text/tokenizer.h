@@ -49,12 +49,29 @@ void tokenizer_free(struct tokenizer *t);
 
 /* Tokenizes `text` (len bytes, borrowed, any bytes: invalid UTF-8 is handled like llama.cpp).
  * add_special: prepend BOS / append EOS when the model's add_bos / add_eos flags ask for them.
- * parse_special: control tokens written in the text ("<s>", "<|im_end|>") become their ids;
+ * parse_special: control tokens written in the text ("<s>", "<|im_end|>") become their ids,
+ * except right after a TOKENIZER_TEXT_MARK, and the marks are dropped (tokenizer_escape_special);
  * user-defined tokens are always matched, as llama.cpp and Hugging Face do.
  * On success *ids_out is new (free()) holding *n_out ids (NULL when 0 ids). Otherwise ERR_NOMEM,
  * or ERR_TOO_BIG for a text over 512 MiB (callers bound prompts far below that). Any thread. */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_special,
                      bool parse_special, int32_t **ids_out, size_t *n_out);
+
+/* The escape of tokenizer_escape_special: U+FDD0, a Unicode noncharacter ("for internal use"). */
+#define TOKENIZER_TEXT_MARK "\xEF\xB7\x90"
+
+/* Appends `text` (len bytes, borrowed) to `out` with TOKENIZER_TEXT_MARK before every place a
+ * control token's text starts in it, so that tokenizer_encode with parse_special tokenizes those
+ * as the text they are: with parse_special a control token's text right after the mark is not
+ * matched, and the marks themselves never reach the ids (nor does a U+FDD0 the text had). For
+ * text from a user that a template then surrounds with real control tokens (chat message
+ * content): "<|im_start|>" typed by a user stays text. User-defined tokens are not escaped (they
+ * are matched either way, as in Hugging Face). A string test on the escaped text (a template's
+ * `'<|im_end|>' in content`) sees the marks. 0, or buf_append's ERR_TOO_BIG / ERR_NOMEM (out may
+ * then hold part of it). Any thread. */
+struct buf;
+int tokenizer_escape_special(const struct tokenizer *t, const char *text, size_t len,
+                             struct buf *out);
 
 /* The bytes token `id` stands for in output text: byte tokens give their byte, U+2581 becomes a
  * space (SentencePiece), byte-level BPE text is mapped back to raw bytes. Control and unknown tokens

@@ -287,7 +287,7 @@ START_TEST(test_matmul_batch_invariant)
         types[ti] = matmul_types[ti].type;
         int64_t cols = matmul_types[ti].block == 1 ? 172 : 3 * matmul_types[ti].block;
         void *wd = random_weights(types[ti], rows, cols);
-        struct backend_weight_desc d = {types[ti], rows, cols, wd, false};
+        struct backend_weight_desc d = {types[ti], rows, cols, wd, false, false};
         float *x = malloc(sizeof(float) * nt * cols);
         fill_f(x, (size_t)nt * cols);
         for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
@@ -341,7 +341,7 @@ START_TEST(test_matmul_group_matches_single)
     struct backend_weight_desc d[N];
     for (int i = 0; i < N; i++) {
         wd[i] = random_weights(types[i], rows[i], cols);
-        d[i] = (struct backend_weight_desc){types[i], rows[i], cols, wd[i], false};
+        d[i] = (struct backend_weight_desc){types[i], rows[i], cols, wd[i], false, false};
     }
     for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
         for (int th = 1; th <= 2; th++) {
@@ -389,7 +389,7 @@ START_TEST(test_matmul_group_matches_single)
             const struct backend_weight *pair[2] = {w[0], w[1]};
             ck_assert_int_eq(b->ops->matmul_group(b, pair, 0, x, ys, 1), ERR_INVAL);
             ck_assert_int_eq(b->ops->matmul_group(b, pair, 2, x, ynull, 1), ERR_INVAL);
-            struct backend_weight_desc narrow = {QUANT_F32, 2, 32, wd[F32_WEIGHT], false};
+            struct backend_weight_desc narrow = {QUANT_F32, 2, 32, wd[F32_WEIGHT], false, false};
             struct backend_weight *wn;
             ck_assert_int_eq(b->ops->weight_prepare(b, &narrow, &wn), 0);
             const struct backend_weight *mixed[2] = {w[0], wn};
@@ -423,7 +423,7 @@ START_TEST(test_weight_lookup_only_and_source_untouched)
         float *x = malloc(sizeof(float) * nt * cols);
         fill_f(x, (size_t)nt * cols);
         for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++) {
-            struct backend_weight_desc d = {types[ti], rows, cols, wd, false};
+            struct backend_weight_desc d = {types[ti], rows, cols, wd, false, false};
             float *packed = run_matmul(isa_levels[li], 2, &d, x, nt);
             if (!packed) continue;
             d.lookup_only = true;
@@ -469,7 +469,7 @@ START_TEST(test_matmul_real_tensors)
         int64_t cols = (int64_t)t->ne[0], rows = (int64_t)t->ne[1];
         float *x = malloc(sizeof(float) * 3 * (size_t)cols), *w = malloc(sizeof(float) * cols);
         for (int k = 0; k < 3; k++) memcpy(x + k * cols, tx->data, sizeof(float) * cols);
-        struct backend_weight_desc d = {t->type, rows, cols, t->data, false};
+        struct backend_weight_desc d = {t->type, rows, cols, t->data, false, false};
         size_t rb = quant_row_bytes(t->type, (uint64_t)cols);
         for (size_t li = 0; li < ARRAY_LEN(isa_levels); li++)
             for (int th = 1; th <= 2; th++) {
@@ -668,7 +668,7 @@ START_TEST(test_get_rows_every_type)
         types[ti] = matmul_types[ti].type;
         int64_t rows = 9, cols = 512;
         void *data = random_weights(types[ti], rows, cols);
-        struct backend_weight_desc d = {types[ti], rows, cols, data, false};
+        struct backend_weight_desc d = {types[ti], rows, cols, data, false, true};
         struct backend_weight *w;
         ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
         const int32_t ids[] = {8, 0, 3, 3};
@@ -754,7 +754,7 @@ END_TEST
 
 static struct backend_weight *f32_weight(struct backend *b, const float *data, int64_t cols)
 {
-    struct backend_weight_desc d = {QUANT_F32, 1, cols, data, false};
+    struct backend_weight_desc d = {QUANT_F32, 1, cols, data, false, false};
     struct backend_weight *w = NULL;
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
     return w;
@@ -853,7 +853,7 @@ START_TEST(test_rmsnorm_heads_per_row_and_f16_gain)
         g16[i] = quant_f32_to_f16(rng_f());
         g[i] = quant_f16_to_f32(g16[i]);
     }
-    struct backend_weight_desc d = {QUANT_F16, 1, hd, g16, false};
+    struct backend_weight_desc d = {QUANT_F16, 1, hd, g16, false, false};
     struct backend_weight *w;
     ck_assert_int_eq(b->ops->weight_prepare(b, &d, &w), 0);
     ck_assert_int_eq(b->ops->rmsnorm_heads(b, x, w, rows, hd, 1e-6f), 0);
@@ -1502,7 +1502,7 @@ static int lanes_probe_fn(void *ctx, int lane)
 START_TEST(test_run_lanes_match_op_parallel)
 {
     void *wd = random_weights(QUANT_Q8_0, LANES_ROWS, LANES_COLS);
-    struct backend_weight_desc d = {QUANT_Q8_0, LANES_ROWS, LANES_COLS, wd, false};
+    struct backend_weight_desc d = {QUANT_Q8_0, LANES_ROWS, LANES_COLS, wd, false, false};
     float *x = malloc(sizeof(float) * LANES_N * LANES_T * LANES_COLS);
     fill_f(x, (size_t)LANES_N * LANES_T * LANES_COLS);
     int32_t pos[LANES_N * LANES_T];

@@ -531,6 +531,72 @@ START_TEST(test_gguf_getters)
 }
 END_TEST
 
+/* gguf_release_data unmaps the tensor data but keeps the key/values (copied out of the mapping at
+ * open), so they read the same after the file is truncated to nothing; tensors keep their names,
+ * shapes and sizes, with data NULL. Idempotent, and harmless on a gguf_parse'd buffer. */
+START_TEST(test_gguf_release_data_keeps_metadata)
+{
+    struct gguf_writer *w = gguf_writer_new();
+    const char *toks[] = {"<s>", "hello", "world"};
+    int32_t ids[3] = {7, -8, 9};
+    float t[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    uint64_t ne[2] = {4, 2};
+    ck_assert_int_eq(gguf_writer_set_str(w, "general.architecture", "llama"), 0);
+    ck_assert_int_eq(gguf_writer_set_arr_str(w, "tokens", toks, 3), 0);
+    ck_assert_int_eq(gguf_writer_set_arr(w, "ids", GGUF_INT32, ids, 3), 0);
+    ck_assert_int_eq(gguf_writer_add_tensor(w, "w", QUANT_F32, 2, ne, t, sizeof(t)), 0);
+    char path[512];
+    tmp_path(path, sizeof(path), "release.gguf");
+    ck_assert_int_eq(gguf_writer_write(w, path), 0);
+    gguf_writer_free(w);
+    struct gguf *g = NULL;
+    char err[256];
+    ck_assert_msg(gguf_open(path, &g, err, sizeof(err)) == 0, "%s", err);
+    const struct gguf_tensor *ti = gguf_find_tensor(g, "w");
+    ck_assert_ptr_nonnull(ti);
+    ck_assert_int_eq(memcmp(ti->data, t, sizeof(t)), 0);
+    char hex[SHA256_HEX_LEN], want[SHA256_HEX_LEN];
+    ck_assert_int_eq(gguf_sha256_hex(g, hex), 0);
+    ck_assert_int_eq(sha256_file_hex(path, want), 0);
+    ck_assert_str_eq(hex, want);
+    ck_assert(!gguf_file_changed(g));
+    gguf_release_data(g);
+    ck_assert_int_eq(gguf_sha256_hex(g, hex), ERR_BAD_STATE); /* nothing mapped any more */
+    ck_assert(!gguf_file_changed(g));
+    ck_assert_int_eq(truncate(path, 0), 0);
+    ck_assert(gguf_file_changed(g)); /* size */
+    gguf_release_data(g);
+    ck_assert_ptr_null(ti->data);
+    ck_assert_uint_eq(ti->size, sizeof(t));
+    ck_assert_uint_eq(ti->ne[1], 2);
+    char arch[16];
+    ck_assert_int_eq(gguf_get_cstr(g, "general.architecture", arch, sizeof(arch)), 0);
+    ck_assert_str_eq(arch, "llama");
+    const struct gguf_array *a;
+    ck_assert_int_eq(gguf_get_arr(g, "tokens", &a), 0);
+    ck_assert_uint_eq(a->n, 3);
+    ck_assert_uint_eq(a->strs[2].len, 5);
+    ck_assert_int_eq(memcmp(a->strs[2].data, "world", 5), 0);
+    int64_t v;
+    ck_assert_int_eq(gguf_get_arr(g, "ids", &a), 0);
+    ck_assert_int_eq(gguf_arr_get_i64(a, 1, &v), 0);
+    ck_assert_int_eq(v, -8);
+    gguf_close(g);
+    unlink(path);
+
+    struct blob b = small_file();
+    ck_assert_int_eq(gguf_parse(b.p, b.n, &g, err, sizeof(err)), 0);
+    ck_assert(!gguf_file_changed(g));
+    ck_assert_int_eq(gguf_sha256_hex(g, hex), ERR_BAD_STATE);
+    gguf_release_data(g);
+    for (size_t i = 0; i < gguf_tensor_count(g); i++)
+        ck_assert_ptr_null(gguf_tensor_at(g, i)->data);
+    gguf_close(g);
+    gguf_release_data(NULL);
+    free(b.p);
+}
+END_TEST
+
 START_TEST(test_gguf_writer_rejects)
 {
     struct gguf_writer *w = gguf_writer_new();
@@ -698,6 +764,7 @@ Suite *gguf_suite(void)
     tcase_add_test(tc, test_gguf_nesting_and_names);
     tcase_add_test(tc, test_gguf_empty_and_open_errors);
     tcase_add_test(tc, test_gguf_getters);
+    tcase_add_test(tc, test_gguf_release_data_keeps_metadata);
     tcase_add_test(tc, test_gguf_writer_rejects);
     tcase_add_test(tc, test_gguf_writer_alignment_64);
     tcase_add_test(tc, test_gguf_shared_stories);

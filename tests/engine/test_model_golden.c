@@ -7,8 +7,10 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/text/tokenizer.h"
+#include "engine/tools/gen_model.h"
 
 #include "common/err.h"
+#include "common/sha256.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -16,6 +18,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -897,6 +900,143 @@ START_TEST(test_model_forward_matches_reference)
 }
 END_TEST
 
+/* Logits of every token of a fixed 6-token prompt in a fresh sequence (n_vocab * 6 floats, new). */
+static float *file_change_logits(struct model *m)
+{
+    struct kv_cache_config kc = {4, 4, 1, 4};
+    struct kv_cache *kv;
+    ck_assert_int_eq(kv_cache_new(&kc, &kv), 0);
+    ck_assert_int_eq(model_kv_init(m, kv), 0);
+    int seq;
+    struct kv_cache_copy cp;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &seq), 0);
+    const int32_t toks[6] = {1, 5, 9, 33, 2, 17};
+    ck_assert_int_eq(kv_cache_seq_append(kv, seq, 6, &cp), 0);
+    struct model_batch_entry e = {seq, 0, 6, toks, MODEL_LOGITS_ALL};
+    const float *lg;
+    int rows;
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &lg, &rows), 0);
+    ck_assert_int_eq(rows, 6);
+    size_t n = (size_t)model_hparams(m)->n_vocab * 6;
+    float *out = malloc(n * sizeof(float));
+    ck_assert_ptr_nonnull(out);
+    memcpy(out, lg, n * sizeof(float));
+    kv_cache_free(kv);
+    return out;
+}
+
+/* A model file truncated or rewritten in place under a loaded model changes nothing: the loader
+ * keeps copies of the weights and unmaps the file, so the next forward neither faults (SIGBUS on a
+ * truncated mapping) nor reads the new bytes; the logits are the same bits. F32 (row copies), Q8_0
+ * and Q4_0 (packed matmul copies) with a tied embedding (get_rows and matmul on the same table),
+ * and an untied one (lookup-only). */
+START_TEST(test_model_survives_file_change)
+{
+    static const struct {
+        enum quant_type type;
+        bool tied;
+    } cases[] = {{QUANT_F32, false}, {QUANT_Q8_0, true}, {QUANT_Q4_0, false}, {QUANT_F16, true}};
+    char path[512];
+    synth_path(path, sizeof(path));
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.type = cases[_i].type;
+    o.tied_output = cases[_i].tied;
+    o.dim = 64;
+    o.layers = 2;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.ffn = 96;
+    o.vocab_size = 300;
+    o.context_length = 64;
+    o.std = 0.2f;
+    char err[256] = "";
+    ck_assert_msg(gen_model_write(&o, path, err, sizeof(err)) == 0, "%s", err);
+    struct model_options opt;
+    model_options_default(&opt);
+    opt.n_threads = 1;
+    opt.kv_type = QUANT_F32;
+    struct model *m = NULL;
+    ck_assert_msg(model_load(path, &opt, &m, err, sizeof(err)) == 0, "%s", err);
+    float *want = file_change_logits(m);
+    size_t n = (size_t)model_hparams(m)->n_vocab * 6;
+
+    /* rewritten in place (same inode, same size, every byte changed) */
+    int fd = open(path, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    ck_assert_int_gt(size, 0);
+    char junk[4096];
+    memset(junk, 0x7f, sizeof(junk));
+    ck_assert_int_eq(lseek(fd, 0, SEEK_SET), 0);
+    for (off_t done = 0; done < size;) {
+        size_t k = (size_t)(size - done) < sizeof(junk) ? (size_t)(size - done) : sizeof(junk);
+        ck_assert_int_eq(write(fd, junk, k), (ssize_t)k);
+        done += (off_t)k;
+    }
+    ck_assert_int_eq(fsync(fd), 0);
+    float *got = file_change_logits(m);
+    ck_assert_msg(memcmp(got, want, n * sizeof(float)) == 0, "%s: logits changed (rewritten)",
+                  quant_type_name(o.type));
+    free(got);
+
+    /* truncated to nothing: a read through a mapping would be SIGBUS */
+    ck_assert_int_eq(ftruncate(fd, 0), 0);
+    close(fd);
+    got = file_change_logits(m);
+    ck_assert_msg(memcmp(got, want, n * sizeof(float)) == 0, "%s: logits changed (truncated)",
+                  quant_type_name(o.type));
+    /* the metadata stays readable too (a copy, not the mapping) */
+    char arch[16];
+    ck_assert_int_eq(gguf_get_cstr(model_gguf(m), "general.architecture", arch, sizeof(arch)), 0);
+    ck_assert_str_eq(arch, "llama");
+    ck_assert_int_gt(model_hparams(m)->n_vocab, 0);
+    free(got);
+    free(want);
+    model_free(m);
+    unlink(path);
+}
+END_TEST
+
+/* model_options.sha256: the right digest loads (upper-case is the caller's to normalise), a wrong
+ * one fails with both digests in the message and nothing loaded. */
+START_TEST(test_model_load_checks_sha256)
+{
+    char path[512];
+    synth_path(path, sizeof(path));
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.dim = 64;
+    o.layers = 1;
+    o.heads = 4;
+    o.kv_heads = 2;
+    o.ffn = 96;
+    o.vocab_size = 300;
+    o.context_length = 64;
+    char err[512] = "";
+    ck_assert_msg(gen_model_write(&o, path, err, sizeof(err)) == 0, "%s", err);
+    char hex[SHA256_HEX_LEN];
+    ck_assert_int_eq(sha256_file_hex(path, hex), 0);
+    struct model_options opt;
+    model_options_default(&opt);
+    opt.n_threads = 1;
+    opt.sha256 = hex;
+    struct model *m = NULL;
+    ck_assert_msg(model_load(path, &opt, &m, err, sizeof(err)) == 0, "%s", err);
+    model_free(m);
+    m = NULL;
+    char bad[SHA256_HEX_LEN];
+    memcpy(bad, hex, sizeof(bad));
+    bad[10] = bad[10] == '0' ? '1' : '0';
+    opt.sha256 = bad;
+    ck_assert_int_eq(model_load(path, &opt, &m, err, sizeof(err)), ERR_BAD_STATE);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, "sha256 mismatch") && strstr(err, bad) && strstr(err, hex), "%s",
+                  err);
+    unlink(path);
+}
+END_TEST
+
 /* Runs `cinfer-engine generate` (argv, NULL-terminated) with stdout captured into `out`. */
 static int run_generate(const char *const *args, char *out, size_t outlen)
 {
@@ -992,6 +1132,8 @@ Suite *model_golden_suite(void)
     tcase_add_test(load, test_model_load_rejects_bad_architectures);
     tcase_add_test(load, test_model_load_logs_progress);
     tcase_add_loop_test(load, test_model_forward_matches_reference, 0, 4);
+    tcase_add_loop_test(load, test_model_survives_file_change, 0, 4);
+    tcase_add_test(load, test_model_load_checks_sha256);
     tcase_add_test(load, test_generate_stops_at_eos);
     suite_add_tcase(s, load);
     return s;

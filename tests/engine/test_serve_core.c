@@ -15,6 +15,7 @@
 #include "engine/model/model.h"
 #include "engine/serve/http_api.h"
 #include "engine/serve/serve_api.h"
+#include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
 #include "engine/text/tokenizer.h"
@@ -80,7 +81,7 @@ struct core {
 
 /* Starts what cmd_serve.c starts, in the same order: HTTP first (503 while loading), then the
  * model, KV cache, responder and loop, then SERVING. */
-static void core_start(struct core *c)
+static void core_start_with(struct core *c, struct serve_auth *auth, bool per_key)
 {
     memset(c, 0, sizeof(*c));
     struct http_api_cfg hc = {
@@ -120,9 +121,16 @@ static void core_start(struct core *c)
         .created = 1,
         .loop = c->loop,
         .resp = c->resp,
+        .auth = auth,
+        .prefix_cache_per_key = per_key,
     };
     http_api_attach(c->http, &c->api);
     http_api_set_state(c->http, HTTP_API_SERVING);
+}
+
+static void core_start(struct core *c)
+{
+    core_start_with(c, NULL, false);
 }
 
 /* Stops in cmd_serve.c's teardown order. */
@@ -192,20 +200,30 @@ static int tc_connect(int port)
     return fd;
 }
 
-/* Sends one request (Connection: close) and returns the connected socket. */
-static int tc_send(int port, const char *method, const char *path, const char *body)
+/* Sends one request (Connection: close) with extra header lines `extra` (extra_len raw bytes,
+ * each line ending in CRLF; may hold any byte) and returns the connected socket. */
+static int tc_send_with(int port, const char *method, const char *path, const char *body,
+                        const char *extra, size_t extra_len)
 {
     int fd = tc_connect(port);
     char head[512];
     size_t bl = body ? strlen(body) : 0;
     int n = snprintf(head, sizeof(head),
                      "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
+                     "Content-Type: application/json\r\nContent-Length: %zu\r\n",
                      method, path, bl);
     ck_assert(n > 0 && (size_t)n < sizeof(head));
     ck_assert_int_eq(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    if (extra_len) ck_assert_int_eq(send(fd, extra, extra_len, MSG_NOSIGNAL), (ssize_t)extra_len);
+    ck_assert_int_eq(send(fd, "\r\n", 2, MSG_NOSIGNAL), 2);
     if (bl) ck_assert_int_eq(send(fd, body, bl, MSG_NOSIGNAL), (ssize_t)bl);
     return fd;
+}
+
+/* Sends one request (Connection: close) and returns the connected socket. */
+static int tc_send(int port, const char *method, const char *path, const char *body)
+{
+    return tc_send_with(port, method, path, body, NULL, 0);
 }
 
 /* Reads until `needle` appears in what was received (appended to *acc, NUL-terminated) or the
@@ -998,6 +1016,129 @@ START_TEST(test_serve_core_drain)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- API keys and tenant isolation */
+
+/* One request with an Authorization header (`auth` NULL: none; auth_len bytes, may hold a NUL). */
+static void http_auth(int port, const char *path, const char *body, const char *auth,
+                      size_t auth_len, struct reply *out)
+{
+    char extra[256];
+    size_t n = 0;
+    if (auth) {
+        ck_assert(auth_len + 32 < sizeof(extra));
+        memcpy(extra, "Authorization: ", 15);
+        memcpy(extra + 15, auth, auth_len);
+        memcpy(extra + 15 + auth_len, "\r\n", 2);
+        n = 15 + auth_len + 2;
+    }
+    int fd = tc_send_with(port, body ? "POST" : "GET", path, body, extra, n);
+    tc_finish(fd, NULL, 0, out);
+}
+
+static int http_auth_status(int port, const char *path, const char *body, const char *auth)
+{
+    struct reply r;
+    http_auth(port, path, body, auth, auth ? strlen(auth) : 0, &r);
+    int st = r.status;
+    if (st == 401) {
+        json_t *j = body_json(&r);
+        ck_assert_str_eq(error_code(j), "invalid_api_key");
+        json_decref(j);
+    }
+    reply_fini(&r);
+    return st;
+}
+
+static struct serve_auth *two_keys(void)
+{
+    struct serve_auth *a;
+    char err[256] = "";
+    ck_assert_int_eq(serve_auth_new(&a), 0);
+    ck_assert_msg(serve_auth_add(a, "key-a\nkey-b", 11, "test", err, sizeof(err)) == 0, "%s", err);
+    return a;
+}
+
+/* Several keys over real HTTP: each works on every /v1 route; none, a wrong one, a prefix, or a
+ * key followed by a NUL byte and junk (the issue's finding) do not. */
+START_TEST(test_serve_core_api_keys)
+{
+    struct serve_auth *a = two_keys();
+    struct core c;
+    core_start_with(&c, a, false);
+    const char *body = "{\"prompt\":[1,2,3],\"max_tokens\":2,\"temperature\":0}";
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, NULL), 401);
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, "Bearer key-c"), 401);
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, "Bearer key-"), 401);
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/models", NULL, "Basic key-a"), 401);
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, "Bearer key-a"), 200);
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, "bearer key-b"), 200);
+    ck_assert_int_eq(http_auth_status(c.port, "/v1/models", NULL, "Bearer key-b"), 200);
+    ck_assert_int_eq(http_auth_status(c.port, "/health", NULL, NULL), 200); /* probes need none */
+    struct reply r;
+    static const char nul[] = "Bearer key-a\0junk";
+    http_auth(c.port, "/v1/completions", body, nul, sizeof(nul) - 1, &r);
+    ck_assert_msg(r.status == 400 || r.status == 401, "a NUL after the key: %d", r.status);
+    reply_fini(&r);
+    core_wait_idle(&c);
+    core_stop(&c);
+    serve_auth_free(a);
+}
+END_TEST
+
+/* cached_tokens of a 40-token prompt (two full 16-token blocks can be cached) sent with `auth`. */
+static long long cached_tokens(int port, const char *auth, const char *salt)
+{
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"prompt\":[11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,"
+             "34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50],\"max_tokens\":1,"
+             "\"temperature\":0%s%s%s}",
+             salt ? ",\"cache_salt\":\"" : "", salt ? salt : "", salt ? "\"" : "");
+    struct reply r;
+    http_auth(port, "/v1/completions", body, auth, strlen(auth), &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *u = json_object_get(j, "usage");
+    long long n = json_integer_value(
+        json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens"));
+    ck_assert_int_eq(json_integer_value(json_object_get(u, "prompt_tokens")), 40);
+    json_decref(j);
+    reply_fini(&r);
+    return n;
+}
+
+/* The issue's tenant probe: tenant B guesses tenant A's prompt and reads cached_tokens. With the
+ * global scope the guess shows (32 cached tokens), with --prefix-cache-scope key it does not (0),
+ * while each tenant still reuses its own prefix, and a client's cache_salt still splits it. */
+START_TEST(test_serve_core_prefix_cache_scope)
+{
+    for (int per_key = 0; per_key <= 1; per_key++) {
+        struct serve_auth *a = two_keys();
+        struct core c;
+        core_start_with(&c, a, per_key);
+        ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", NULL), 0);
+        core_wait_idle(&c);
+        ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", NULL), 32); /* its own: reused */
+        core_wait_idle(&c);
+        long long probe = cached_tokens(c.port, "Bearer key-b", NULL);
+        ck_assert_msg(probe == (per_key ? 0 : 32), "scope %s: tenant B sees %lld cached tokens",
+                      per_key ? "key" : "global", probe);
+        core_wait_idle(&c);
+        ck_assert_int_eq(cached_tokens(c.port, "Bearer key-b", NULL), 32);
+        core_wait_idle(&c);
+        ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", "s1"), 0); /* a salt of its own */
+        core_wait_idle(&c);
+        ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", "s1"), 32);
+        core_wait_idle(&c);
+        /* B naming A's salt does not reach A's blocks under the key scope */
+        ck_assert_int_eq(cached_tokens(c.port, "Bearer key-b", "s1"), per_key ? 0 : 32);
+        core_wait_idle(&c);
+        core_stop(&c);
+        serve_auth_free(a);
+    }
+}
+END_TEST
+
 Suite *serve_core_suite(void)
 {
     Suite *s = suite_create("serve_core");
@@ -1018,6 +1159,8 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_suffix_fim);
     tcase_add_test(tc, test_serve_core_models_retrieve);
     tcase_add_test(tc, test_serve_core_stream_usage_and_logprobs_shape);
+    tcase_add_test(tc, test_serve_core_api_keys);
+    tcase_add_test(tc, test_serve_core_prefix_cache_scope);
     suite_add_tcase(s, tc);
     return s;
 }

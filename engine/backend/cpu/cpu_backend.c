@@ -132,11 +132,25 @@ static int cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes)
     return 0;
 }
 
-/* Packs a quantized matrix for the level's packed kernels (see cpu_qpack.c), then tells the kernel
- * that the original's whole pages are not needed: matmul never reads them again, so without this the
- * process would hold the weights twice. MADV_PAGEOUT only reclaims (file pages are dropped, anonymous
- * ones swapped or kept), never changes contents; get_rows on the same weight faults them back.
- * 0 (also when the level has no packed kernel for the type), or ERR_NOMEM. */
+/* Tells the kernel that the whole pages of the caller's copy of a weight are not needed: the backend
+ * keeps its own (packed, or copied), so without this the process would hold the weights twice while
+ * the model loads. MADV_PAGEOUT only reclaims (file pages are dropped, anonymous ones swapped or
+ * kept), never changes contents. */
+static void cpu_weight_drop_source(const void *data, size_t bytes)
+{
+#ifdef MADV_PAGEOUT
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)data + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)data + bytes) & ~(page - 1);
+    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
+#else
+    (void)data;
+    (void)bytes;
+#endif
+}
+
+/* Packs a quantized matrix for the level's packed kernels (see cpu_qpack.c) when the level has one
+ * for its type; 0 (also when there is no packed kernel), or ERR_NOMEM. */
 static int cpu_weight_pack(struct cpu_backend *cb, struct backend_weight *w)
 {
     const struct backend_weight_desc *d = &w->desc;
@@ -147,13 +161,38 @@ static int cpu_weight_pack(struct cpu_backend *cb, struct backend_weight *w)
     cpu_qpack_weights(d->type, d->data, w->row_bytes, d->rows, d->cols, p);
     w->packed = p;
     w->packed_group_bytes = cpu_qpack_group_bytes(d->type, d->cols);
-#ifdef MADV_PAGEOUT
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t lo = ((uintptr_t)d->data + page - 1) & ~(page - 1);
-    uintptr_t hi = ((uintptr_t)d->data + w->row_bytes * (size_t)d->rows) & ~(page - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_PAGEOUT);
-#endif
     return 0;
+}
+
+/* Prepares a matrix (rows > 1): the packed copy matmul reads when the level packs its type, and a
+ * row-major copy in the weight arena for everything else that reads rows (the float path, the
+ * row-major integer kernels, get_rows), so that nothing reads the caller's memory (the GGUF
+ * mapping) after this returns. A packed weight keeps rows too only when get_rows will read it
+ * (desc.lookup: a tied embedding table). 0 or ERR_NOMEM. */
+static int cpu_weight_prepare_matrix(struct cpu_backend *cb, struct backend_weight *w)
+{
+    const void *src = w->desc.data;
+    size_t bytes = w->row_bytes * (size_t)w->desc.rows;
+    int rc = cpu_weight_pack(cb, w);
+    if (rc) return rc;
+    w->desc.data = NULL;
+    if (!w->packed || w->desc.lookup) {
+        if (!(w->rows = cpu_arena_alloc(&cb->weights, bytes))) return ERR_NOMEM;
+        memcpy(w->rows, src, bytes);
+        w->desc.data = w->rows;
+        if (w->desc.type == QUANT_F32) w->f32 = w->rows;
+    }
+    cpu_weight_drop_source(src, bytes);
+    return 0;
+}
+
+static void cpu_weight_free(struct backend *b, struct backend_weight *w)
+{
+    if (!w) return;
+    free(w->owned);
+    cpu_arena_release(&cpu_backend_of(b)->weights, w->packed);
+    cpu_arena_release(&cpu_backend_of(b)->weights, w->rows);
+    free(w);
 }
 
 static int cpu_weight_prepare(struct backend *b, const struct backend_weight_desc *desc,
@@ -168,10 +207,9 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
     struct backend_weight *w = calloc(1, sizeof(*w));
     if (!w) return ERR_NOMEM;
     w->desc = *desc;
+    w->desc.lookup = desc->lookup || desc->lookup_only;
     w->row_bytes = row_bytes;
-    if (desc->type == QUANT_F32) {
-        w->f32 = desc->data;
-    } else if (desc->rows == 1) {
+    if (desc->rows == 1) { /* norm gains, biases: floats of their own, whatever the type */
         w->owned = malloc((size_t)desc->cols * sizeof(float));
         if (!w->owned) {
             free(w);
@@ -179,8 +217,17 @@ static int cpu_weight_prepare(struct backend *b, const struct backend_weight_des
         }
         quant_dequantize_row(desc->type, desc->data, w->owned, (size_t)desc->cols);
         w->f32 = w->owned;
-    } else if (cpu_weight_pack(cpu_backend_of(b), w) != 0) {
-        free(w);
+        w->desc.data = desc->type == QUANT_F32 ? w->owned : NULL;
+        if (!w->desc.data) { /* get_rows reads the row in its type: keep it */
+            if (!(w->rows = cpu_arena_alloc(&cpu_backend_of(b)->weights, row_bytes))) {
+                cpu_weight_free(b, w);
+                return ERR_NOMEM;
+            }
+            memcpy(w->rows, desc->data, row_bytes);
+            w->desc.data = w->rows;
+        }
+    } else if (cpu_weight_prepare_matrix(cpu_backend_of(b), w) != 0) {
+        cpu_weight_free(b, w);
         return ERR_NOMEM;
     }
     *out = w;
@@ -191,14 +238,6 @@ static bool cpu_weight_float_path(struct backend *b, const struct backend_weight
 {
     (void)b;
     return cpu_act_of(w->desc.type) == CPU_ACT_FLOAT;
-}
-
-static void cpu_weight_free(struct backend *b, struct backend_weight *w)
-{
-    if (!w) return;
-    free(w->owned);
-    cpu_arena_release(&cpu_backend_of(b)->weights, w->packed);
-    free(w);
 }
 
 static void cpu_kv_free(struct backend *b)

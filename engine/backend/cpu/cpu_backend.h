@@ -131,16 +131,19 @@ void cpu_kernels_avx512(struct cpu_kernels *k);
 void cpu_kernels_avx2_q(struct cpu_kernels *k);
 void cpu_kernels_avx512_q(struct cpu_kernels *k);
 
-/* A prepared weight: the descriptor (borrowing the mapping), plus an owned F32 copy for 1-D weights
- * (norm gains, biases) stored in another type, so elementwise ops always read floats, and for
- * Q8_0/Q4_0 matrices at a level with packed kernels an owned packed copy that matmul reads instead
- * of desc.data (get_rows still reads desc.data). */
+/* A prepared weight: nothing in it borrows the caller's memory (backend.h). An owned F32 copy for
+ * 1-D weights (norm gains, biases), so elementwise ops always read floats; for quantized matrices
+ * at a level with packed kernels for the type, a packed copy that matmul reads; and a row-major
+ * copy of the rows in the file's type (desc.data points at it) for whatever else reads rows: the
+ * float path, the row-major kernels and get_rows. A packed matrix has no row copy (desc.data NULL)
+ * unless desc.lookup says get_rows reads it. */
 struct backend_weight {
-    struct backend_weight_desc desc;
-    size_t row_bytes; /* bytes of one row in desc.type */
-    const float *f32; /* desc.data when F32, else `owned` for 1-D weights, else NULL */
+    struct backend_weight_desc desc; /* desc.data: `rows`, `owned` (1-D F32) or NULL */
+    size_t row_bytes;                /* bytes of one row in desc.type */
+    const float *f32; /* `rows` for an F32 matrix, `owned` for 1-D weights, else NULL */
     float *owned;
-    void *packed;              /* cpu_qpack layout, or NULL */
+    void *rows;                /* (rows, row_bytes) in the weight arena, or NULL */
+    void *packed;              /* cpu_qpack layout in the weight arena, or NULL */
     size_t packed_group_bytes; /* bytes from one packed group of rows to the next */
 };
 

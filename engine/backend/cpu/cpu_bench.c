@@ -114,7 +114,7 @@ static int bench_matmul_type(struct backend *b, const struct cpu_bench_opts *o, 
             rc = ERR_NOMEM;
             goto out;
         }
-        struct backend_weight_desc d = {type, rows, cols, data, false};
+        struct backend_weight_desc d = {type, rows, cols, data, false, false};
         struct backend_weight *w = NULL;
         rc = b->ops->weight_prepare(b, &d, &w);
         if (rc != 0) {
@@ -167,8 +167,8 @@ static int bench_model_type(struct backend *b, const struct cpu_bench_opts *o, c
         size_t bytes;
         data[i] = bench_weights(type, bench_shapes[si][0], bench_shapes[si][1], &bytes);
         if (!data[i]) goto out;
-        struct backend_weight_desc d = {type, bench_shapes[si][0], bench_shapes[si][1], data[i],
-                                        false};
+        struct backend_weight_desc d = {
+            type, bench_shapes[si][0], bench_shapes[si][1], data[i], false, false};
         rc = b->ops->weight_prepare(b, &d, &w[i]);
         if (rc != 0) goto out;
     }
@@ -263,7 +263,7 @@ static int bench_small_ops(struct backend *b)
     for (int i = 0; i < n * ffn; i++) x[i] = y[i] = sinf((float)i * 0.01f);
     for (int i = 0; i < dim; i++) g[i] = 1.0f;
     for (int i = 0; i < n; i++) pos[i] = i;
-    struct backend_weight_desc d = {QUANT_F32, 1, dim, g, false};
+    struct backend_weight_desc d = {QUANT_F32, 1, dim, g, false, false};
     rc = b->ops->weight_prepare(b, &d, &w);
     if (rc != 0) goto out;
     struct backend_rope_params rp = {.mode = BACKEND_ROPE_NORMAL,

@@ -42,6 +42,7 @@ int cpu_ops_get_rows(struct backend *b, const struct backend_weight *w, const in
 {
     const struct cpu_kernels *k = &cpu_backend_of(b)->kern;
     if (!w || (n > 0 && (!ids || !out)) || n < 0) return ERR_INVAL;
+    if (!w->desc.data) return ERR_UNSUPPORTED; /* packed for matmul only (desc.lookup unset) */
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= w->desc.rows) return ERR_RANGE;
     for (int i = 0; i < n; i++) {
