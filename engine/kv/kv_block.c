@@ -38,14 +38,15 @@ static uint64_t get_u64(const uint8_t *p)
 uint64_t kv_block_namespace(const struct kv_block_layout *l)
 {
     char text[256], hex[SHA256_HEX_LEN];
-    int n = snprintf(text, sizeof(text), "cinfer-kv-block v%d model=%s type=%d bs=%d layers=%d "
-                                         "kv_heads=%d head_dim=%d payload=%llu",
+    int n = snprintf(text, sizeof(text),
+                     "cinfer-kv-block v%d model=%s type=%d bs=%d layers=%d "
+                     "kv_heads=%d head_dim=%d payload=%llu",
                      KV_BLOCK_LAYOUT_VERSION, l->model_digest, l->kv_type, l->block_size,
-                     l->n_layers, l->n_kv_heads, l->head_dim,
-                     (unsigned long long)l->payload_bytes);
+                     l->n_layers, l->n_kv_heads, l->head_dim, (unsigned long long)l->payload_bytes);
     if (n < 0 || (size_t)n >= sizeof(text) || sha256_hex(text, (size_t)n, hex) != 0) return 0;
     uint64_t h = 0;
-    for (int i = 0; i < 16; i++) h = h << 4 | (uint64_t)(hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10);
+    for (int i = 0; i < 16; i++)
+        h = h << 4 | (uint64_t)(hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10);
     return h ? h : 1;
 }
 
@@ -92,7 +93,7 @@ int kv_block_seal(uint8_t *rec, size_t record_bytes)
     return 0;
 }
 
-int kv_block_check(const uint8_t *rec, size_t len, const struct kv_block_meta *want)
+int kv_block_check(const uint8_t *rec, size_t len, const struct kv_block_meta *want, bool digest)
 {
     size_t expect = kv_block_record_bytes(want->block_size, want->payload_bytes);
     if (len < KV_BLOCK_HEADER_BYTES || memcmp(rec, kv_block_magic, sizeof(kv_block_magic)) != 0 ||
@@ -102,8 +103,11 @@ int kv_block_check(const uint8_t *rec, size_t len, const struct kv_block_meta *w
         get_u64(rec + 104) != want->payload_bytes || len != expect)
         return ERR_PARSE; /* the name says this layout: a different size is a damaged file */
     char hex[SHA256_HEX_LEN];
-    if (sha256_hex(rec + KV_BLOCK_BODY_OFF, len - KV_BLOCK_BODY_OFF, hex) != 0) return ERR_NOMEM;
-    if (memcmp(hex, rec + KV_BLOCK_DIGEST_OFF, KV_BLOCK_DIGEST_HEX) != 0) return ERR_PARSE;
+    if (digest) {
+        if (sha256_hex(rec + KV_BLOCK_BODY_OFF, len - KV_BLOCK_BODY_OFF, hex) != 0)
+            return ERR_NOMEM;
+        if (memcmp(hex, rec + KV_BLOCK_DIGEST_OFF, KV_BLOCK_DIGEST_HEX) != 0) return ERR_PARSE;
+    }
     if (get_u64(rec + 80) != want->ns || get_u64(rec + 88) != want->hash ||
         get_u64(rec + 96) != want->parent)
         return ERR_NOT_FOUND;

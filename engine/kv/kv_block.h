@@ -17,6 +17,7 @@
 #ifndef CINFER_ENGINE_KV_BLOCK_H
 #define CINFER_ENGINE_KV_BLOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,9 +62,10 @@ const uint8_t *kv_block_payload_const(const uint8_t *rec, int block_size);
 int kv_block_seal(uint8_t *rec, size_t record_bytes);
 
 /* Checks a record read back (borrowed, len bytes): magic, version, length, namespace, hash,
- * parent, tokens and block size against `want`, then the digest. 0 when it is exactly that block;
+ * parent, tokens and block size against `want`, and the digest when `digest` (a record that never
+ * left this process's memory may skip it). 0 when it is exactly that block;
  * ERR_NOT_FOUND when it is well-formed but another block (a hash collision); ERR_PARSE when it is
  * truncated or corrupt. */
-int kv_block_check(const uint8_t *rec, size_t len, const struct kv_block_meta *want);
+int kv_block_check(const uint8_t *rec, size_t len, const struct kv_block_meta *want, bool digest);
 
 #endif

@@ -18,8 +18,12 @@
 static void fill_meta(struct kv_block_meta *m, int32_t *tokens)
 {
     for (int i = 0; i < BS; i++) tokens[i] = 100 + i;
-    *m = (struct kv_block_meta){.ns = 0x1234, .hash = 0x55aa, .parent = 0x8000000000000001ull,
-                                .block_size = BS, .tokens = tokens, .payload_bytes = PAYLOAD};
+    *m = (struct kv_block_meta){.ns = 0x1234,
+                                .hash = 0x55aa,
+                                .parent = 0x8000000000000001ull,
+                                .block_size = BS,
+                                .tokens = tokens,
+                                .payload_bytes = PAYLOAD};
 }
 
 static uint8_t *make_record(const struct kv_block_meta *m, size_t *len)
@@ -42,7 +46,7 @@ START_TEST(test_kv_block_round_trip)
     size_t len;
     uint8_t *rec = make_record(&m, &len);
     ck_assert_uint_eq(len, KV_BLOCK_HEADER_BYTES + BS * 4 + PAYLOAD);
-    ck_assert_int_eq(kv_block_check(rec, len, &m), 0);
+    ck_assert_int_eq(kv_block_check(rec, len, &m, true), 0);
     const uint8_t *p = kv_block_payload_const(rec, BS);
     for (int i = 0; i < PAYLOAD; i++) ck_assert_uint_eq(p[i], (uint8_t)(i * 7 + 3));
     /* A size that disagrees with the geometry is refused before anything is written. */
@@ -60,11 +64,11 @@ START_TEST(test_kv_block_detects_every_flipped_byte_and_truncation)
     uint8_t *rec = make_record(&m, &len);
     for (size_t i = 0; i < len; i++) {
         rec[i] ^= 0x01;
-        ck_assert_int_ne(kv_block_check(rec, len, &m), 0);
+        ck_assert_int_ne(kv_block_check(rec, len, &m, true), 0);
         rec[i] ^= 0x01;
     }
-    for (size_t n = 0; n < len; n++) ck_assert_int_eq(kv_block_check(rec, n, &m), ERR_PARSE);
-    ck_assert_int_eq(kv_block_check(rec, len, &m), 0);
+    for (size_t n = 0; n < len; n++) ck_assert_int_eq(kv_block_check(rec, n, &m, true), ERR_PARSE);
+    ck_assert_int_eq(kv_block_check(rec, len, &m, true), 0);
     free(rec);
 }
 END_TEST
@@ -80,24 +84,28 @@ START_TEST(test_kv_block_other_block_is_a_miss)
     memcpy(other, tokens, sizeof(other));
     other[2]++;
     w.tokens = other; /* same hash, other tokens: a collision */
-    ck_assert_int_eq(kv_block_check(rec, len, &w), ERR_NOT_FOUND);
+    ck_assert_int_eq(kv_block_check(rec, len, &w, true), ERR_NOT_FOUND);
     w = m;
     w.parent ^= 1;
-    ck_assert_int_eq(kv_block_check(rec, len, &w), ERR_NOT_FOUND);
+    ck_assert_int_eq(kv_block_check(rec, len, &w, true), ERR_NOT_FOUND);
     w = m;
     w.ns ^= 1;
-    ck_assert_int_eq(kv_block_check(rec, len, &w), ERR_NOT_FOUND);
+    ck_assert_int_eq(kv_block_check(rec, len, &w, true), ERR_NOT_FOUND);
     w = m;
     w.payload_bytes++; /* another layout under the same name: damaged */
-    ck_assert_int_eq(kv_block_check(rec, len, &w), ERR_PARSE);
+    ck_assert_int_eq(kv_block_check(rec, len, &w, true), ERR_PARSE);
     free(rec);
 }
 END_TEST
 
 START_TEST(test_kv_block_namespace_covers_every_field)
 {
-    struct kv_block_layout a = {.kv_type = 1, .block_size = 16, .n_layers = 5, .n_kv_heads = 4,
-                                .head_dim = 8, .payload_bytes = 1 << 14};
+    struct kv_block_layout a = {.kv_type = 1,
+                                .block_size = 16,
+                                .n_layers = 5,
+                                .n_kv_heads = 4,
+                                .head_dim = 8,
+                                .payload_bytes = 1 << 14};
     memset(a.model_digest, 'a', KV_BLOCK_DIGEST_HEX);
     uint64_t base = kv_block_namespace(&a);
     ck_assert_uint_ne(base, 0);
@@ -125,8 +133,12 @@ START_TEST(test_kv_block_cpu_backend_read_write)
     struct backend *b;
     struct backend_options o = {.n_threads = 1};
     ck_assert_int_eq(backend_create("cpu", &o, &b), 0);
-    struct backend_kv_desc d = {.n_layers = 3, .n_blocks = 4, .block_size = BS, .n_kv_heads = 2,
-                                .head_dim = 32, .type = QUANT_F16};
+    struct backend_kv_desc d = {.n_layers = 3,
+                                .n_blocks = 4,
+                                .block_size = BS,
+                                .n_kv_heads = 2,
+                                .head_dim = 32,
+                                .type = QUANT_F16};
     size_t bytes = 2 * 3 * BS * 2 * 32 * 2;
     uint8_t *in = malloc(bytes), *out = malloc(bytes), *zero = calloc(1, bytes);
     ck_assert_int_eq(b->ops->kv_block_read(b, 0, out, bytes), ERR_BAD_STATE);

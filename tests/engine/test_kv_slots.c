@@ -105,7 +105,7 @@ START_TEST(test_kv_slots_prefix_attach_publish_evict)
     int32_t tokens[12];
     for (int i = 0; i < 12; i++) tokens[i] = 100 + i;
     uint64_t hashes_a[8], hashes_b[8];
-    struct kv_chain ca = {prefix_cache_root(NULL, 0), hashes_a, 0};
+    struct kv_chain ca = {.root = prefix_cache_root(NULL, 0), .hashes = hashes_a};
     struct copies c = {0};
     int a = open_seq(kv);
     ck_assert_int_eq(kv_slots_attach_prefix(ks, a, tokens, 12, &ca), 0);
@@ -116,7 +116,7 @@ START_TEST(test_kv_slots_prefix_attach_publish_evict)
     ck_assert_int_eq(kv_slots_available(ks), 4); /* 1 free + 3 evictable */
     ck_assert_double_eq(kv_slots_usage(ks), 0.0);
 
-    struct kv_chain cb = {prefix_cache_root(NULL, 0), hashes_b, 0};
+    struct kv_chain cb = {.root = prefix_cache_root(NULL, 0), .hashes = hashes_b};
     int b = open_seq(kv);
     ck_assert_int_eq(kv_slots_attach_prefix(ks, b, tokens, 12, &cb), 8); /* not the last block */
     ck_assert_int_eq(cb.n_hashed, 2);
@@ -124,7 +124,7 @@ START_TEST(test_kv_slots_prefix_attach_publish_evict)
     kv_cache_seq_close(kv, b);
 
     /* A salted chain finds nothing. */
-    struct kv_chain cs = {prefix_cache_root("t", 1), hashes_b, 0};
+    struct kv_chain cs = {.root = prefix_cache_root("t", 1), .hashes = hashes_b};
     int s = open_seq(kv);
     ck_assert_int_eq(kv_slots_attach_prefix(ks, s, tokens, 12, &cs), 0);
     /* Needing all four blocks evicts the three cached ones. */
