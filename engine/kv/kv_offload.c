@@ -20,10 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KVO_DISK_RETRY_S  30.0  /* after a full disk, how long until writes are tried again */
-#define KVO_TMP_STALE_S   600.0 /* temporary files older than this are a crashed writer's */
-#define KVO_PATH_MAX      4096
-#define KVO_NAME_LEN      37 /* strlen of 16 hex digits, '-', 16 hex digits, ".kvb" */
+#define KVO_DISK_RETRY_S 30.0  /* after a full disk, how long until writes are tried again */
+#define KVO_TMP_STALE_S  600.0 /* temporary files older than this are a crashed writer's */
+#define KVO_PATH_MAX     4096
+#define KVO_NAME_LEN     37 /* strlen of 16 hex digits, '-', 16 hex digits, ".kvb" */
 
 /* A record in memory: queued for the offload thread, or held by tier 2. */
 struct kvo_rec {
@@ -653,8 +653,7 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
         pthread_mutex_unlock(&o->mu);
         return ERR_NOT_FOUND;
     }
-    memcpy(payload, kv_block_payload_const(r->data, want->block_size),
-           (size_t)want->payload_bytes);
+    memcpy(payload, kv_block_payload_const(r->data, want->block_size), (size_t)want->payload_bytes);
     o->st.hits[KV_OFFLOAD_DISK]++;
     if ((e = index_get(o, want->hash)) != NULL) {
         disk_add(o, e, r->len);

@@ -34,8 +34,7 @@ static size_t rec_bytes(void)
 static void block_meta(int i, int32_t *tokens, struct kv_block_meta *m)
 {
     for (int t = 0; t < BS; t++) tokens[t] = i * 10 + t;
-    *m = (struct kv_block_meta){NS,          (uint64_t)(1000 + i), UINT64_C(1) << 63, BS, tokens,
-                                PAYLOAD};
+    *m = (struct kv_block_meta){NS, (uint64_t)(1000 + i), UINT64_C(1) << 63, BS, tokens, PAYLOAD};
 }
 
 static void offer(struct kv_offload *o, int i)
@@ -325,7 +324,7 @@ START_TEST(test_kv_offload_full_or_read_only_disk_degrades)
     kv_offload_flush(o);
     kv_offload_stats(o, &st);
     ck_assert_uint_eq(st.write_errors, 1);
-    ck_assert(!st.disk_writable); /* paused for a while */
+    ck_assert(!st.disk_writable);          /* paused for a while */
     ck_assert_int_eq(load(o, 1, NULL), 1); /* the block is still in tier 2 */
     ck_assert_int_eq(count_files(dir), 0); /* and no partial file is left */
     offer(o, 2);                           /* no further write is tried while paused */
