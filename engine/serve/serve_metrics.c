@@ -29,6 +29,14 @@ enum sm_slot {
     SM_ITL,
     SM_E2E,
     SM_QUEUE_TIME,
+    SM_OFF_HIT_TOKENS, /* two slots each for the by_tier metrics: host, disk */
+    SM_OFF_STORED = SM_OFF_HIT_TOKENS + 2,
+    SM_OFF_EVICTED = SM_OFF_STORED + 2,
+    SM_OFF_BYTES = SM_OFF_EVICTED + 2,
+    SM_OFF_BLOCKS = SM_OFF_BYTES + 2,
+    SM_OFF_CORRUPT = SM_OFF_BLOCKS + 2,
+    SM_OFF_WRITE_ERRS,
+    SM_OFF_DROPPED,
     SM_N_SLOTS,
 };
 
@@ -61,7 +69,10 @@ struct sm_def {
     size_t n_buckets;
     enum sm_slot slot;
     bool by_reason;
+    bool by_tier; /* the second label is tier: slot (host) and slot + 1 (disk) */
 };
+
+static const char *const sm_tier_label[2] = {METRIC_TIER_HOST, METRIC_TIER_DISK};
 
 #define SM_HIST(b) .buckets = (b), .n_buckets = ARRAY_LEN(b)
 
@@ -95,6 +106,22 @@ static const struct sm_def sm_defs[] = {
      METRIC_HELP_E2E_REQUEST_LATENCY, SM_HIST(sm_e2e_bounds), .slot = SM_E2E},
     {PROM_HISTOGRAM, METRIC_REQUEST_QUEUE_TIME, METRIC_VLLM_REQUEST_QUEUE_TIME,
      METRIC_HELP_REQUEST_QUEUE_TIME, SM_HIST(sm_queue_bounds), .slot = SM_QUEUE_TIME},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_HIT_TOKENS, NULL, METRIC_HELP_KV_OFFLOAD_HIT_TOKENS,
+     .slot = SM_OFF_HIT_TOKENS, .by_tier = true},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_STORED, NULL, METRIC_HELP_KV_OFFLOAD_STORED,
+     .slot = SM_OFF_STORED, .by_tier = true},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_EVICTED, NULL, METRIC_HELP_KV_OFFLOAD_EVICTED,
+     .slot = SM_OFF_EVICTED, .by_tier = true},
+    {PROM_GAUGE, METRIC_KV_OFFLOAD_BYTES, NULL, METRIC_HELP_KV_OFFLOAD_BYTES, .slot = SM_OFF_BYTES,
+     .by_tier = true},
+    {PROM_GAUGE, METRIC_KV_OFFLOAD_BLOCKS, NULL, METRIC_HELP_KV_OFFLOAD_BLOCKS,
+     .slot = SM_OFF_BLOCKS, .by_tier = true},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_CORRUPT, NULL, METRIC_HELP_KV_OFFLOAD_CORRUPT,
+     .slot = SM_OFF_CORRUPT},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_WRITE_ERRS, NULL, METRIC_HELP_KV_OFFLOAD_WRITE_ERRS,
+     .slot = SM_OFF_WRITE_ERRS},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_DROPPED, NULL, METRIC_HELP_KV_OFFLOAD_DROPPED,
+     .slot = SM_OFF_DROPPED},
 };
 
 /* A name clash is ERR_EXISTS in common/prom; this module's contract reports it as ERR_INVAL (the
@@ -109,12 +136,13 @@ static int sm_register(struct serve_metrics *m, struct prom_registry *reg, const
                        const char *model, bool vllm_compat)
 {
     static const char *const labels[] = {METRIC_LABEL_MODEL_NAME, METRIC_LABEL_FINISHED_REASON};
+    static const char *const tier_labels[] = {METRIC_LABEL_MODEL_NAME, METRIC_LABEL_TIER};
     const struct prom_desc desc = {
         .type = d->type,
         .name = d->name,
         .help = d->help,
-        .labels = labels,
-        .n_labels = d->by_reason ? 2 : 1,
+        .labels = d->by_tier ? tier_labels : labels,
+        .n_labels = d->by_reason || d->by_tier ? 2 : 1,
         .buckets = d->buckets,
         .n_buckets = d->n_buckets,
     };
@@ -125,7 +153,11 @@ static int sm_register(struct serve_metrics *m, struct prom_registry *reg, const
         failed = d->vllm;
         rc = prom_metric_alias(pm, d->vllm, NULL);
     }
-    if (!rc && !d->by_reason) {
+    for (size_t t = 0; !rc && d->by_tier && t < 2; t++) {
+        rc = prom_series_get(pm, (const char *const[]){model, sm_tier_label[t]}, 2,
+                             &m->s[d->slot + t]);
+    }
+    if (!rc && !d->by_reason && !d->by_tier) {
         rc = prom_series_get(pm, (const char *const[]){model}, 1, &m->s[d->slot]);
     }
     /* Every reason's series exists from the start, so a dashboard's rate() sees all three at 0. */
@@ -200,6 +232,21 @@ void serve_metrics_add_prefix(struct serve_metrics *m, long queried_tokens, long
     ASSERT(hit_tokens <= queried_tokens);
     sm_count(m->s[SM_PREFIX_QUERIES], queried_tokens);
     sm_count(m->s[SM_PREFIX_HITS], hit_tokens);
+}
+
+void serve_metrics_update_offload(struct serve_metrics *m, const struct serve_metrics_offload *o)
+{
+    if (!m) return;
+    for (int t = 0; t < 2; t++) {
+        sm_count(m->s[SM_OFF_HIT_TOKENS + t], o->hit_tokens[t]);
+        sm_count(m->s[SM_OFF_STORED + t], o->stored[t]);
+        sm_count(m->s[SM_OFF_EVICTED + t], o->evicted[t]);
+        prom_gauge_set(m->s[SM_OFF_BYTES + t], o->bytes[t]);
+        prom_gauge_set(m->s[SM_OFF_BLOCKS + t], o->blocks[t]);
+    }
+    sm_count(m->s[SM_OFF_CORRUPT], o->corrupt);
+    sm_count(m->s[SM_OFF_WRITE_ERRS], o->write_errors);
+    sm_count(m->s[SM_OFF_DROPPED], o->dropped);
 }
 
 void serve_metrics_add_tokens(struct serve_metrics *m, long prompt_tokens, long generated_tokens)

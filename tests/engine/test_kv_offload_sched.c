@@ -20,10 +20,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define BS      16
-#define N_GEN   12
+#define BS       16
+#define N_GEN    12
 #define N_PROMPT 70 /* four full blocks reusable, the fifth holds the last token */
-#define MAX_CTX 128
+#define MAX_CTX  128
 
 struct out {
     int32_t tokens[N_GEN];
@@ -64,13 +64,15 @@ static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char
     ck_assert_int_eq(model_kv_init(e->m, e->kv), 0);
     if (host_bytes || dir) {
         const struct model_hparams *hp = model_hparams(e->m);
-        struct kv_block_layout l = {.kv_type = (int)o.kv_type, .block_size = BS,
-                                    .n_layers = hp->n_layer, .n_kv_heads = hp->n_head_kv,
+        struct kv_block_layout l = {.kv_type = (int)o.kv_type,
+                                    .block_size = BS,
+                                    .n_layers = hp->n_layer,
+                                    .n_kv_heads = hp->n_head_kv,
                                     .head_dim = hp->head_dim,
                                     .payload_bytes = model_kv_block_bytes(e->m)};
         memset(l.model_digest, '7', KV_BLOCK_DIGEST_HEX);
         struct kv_offload_config c = {kv_block_namespace(&l), BS, l.payload_bytes, host_bytes, dir,
-                                      dir ? 1 << 24 : 0, 0};
+                                      dir ? 1 << 24 : 0,      0};
         ck_assert_int_eq(kv_offload_new(&c, &e->store), 0);
     }
     struct sched_config sc = {.max_num_seqs = 1,
@@ -112,11 +114,8 @@ static struct out run(struct eng *e, int seed)
     int32_t ids[N_PROMPT];
     make_prompt(seed, ids);
     struct out o = {0};
-    struct sched_request q = {.prompt = ids,
-                              .n_prompt = N_PROMPT,
-                              .max_tokens = N_GEN,
-                              .ignore_eos = true,
-                              .ud = &o};
+    struct sched_request q = {
+        .prompt = ids, .n_prompt = N_PROMPT, .max_tokens = N_GEN, .ignore_eos = true, .ud = &o};
     sampler_params_default(&q.sampling);
     q.sampling.temperature = 0;
     struct sched_seq *seq;
