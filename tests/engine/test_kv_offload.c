@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define BS      4
@@ -348,6 +350,42 @@ START_TEST(test_kv_offload_full_or_read_only_disk_degrades)
 }
 END_TEST
 
+/* A writer killed (SIGKILL) in the middle of its writes leaves only whole, valid blocks under
+ * block names: every file a new store indexes loads back, none fails its check. */
+START_TEST(test_kv_offload_sigkill_during_writes_leaves_no_bad_block)
+{
+    char *dir = make_dir();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct kv_offload_config c = {NS, BS, PAYLOAD, 0, dir, 1 << 30, 0};
+        struct kv_offload *o = NULL;
+        if (kv_offload_new(&c, &o) != 0) _exit(1);
+        for (int i = 0;; i = (i + 1) % 100000) offer(o, i); /* until killed */
+    }
+    /* Let it write for a while, then kill it wherever it is. */
+    for (int tries = 0; tries < 200 && count_files(dir) < 50; tries++) usleep(10000);
+    usleep(20000);
+    kill(pid, SIGKILL);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFSIGNALED(status));
+    int files = count_files(dir);
+    ck_assert_int_gt(files, 0);
+    struct kv_offload *o = open_store(0, dir, 1 << 30);
+    struct kv_offload_stats st;
+    kv_offload_stats(o, &st);
+    ck_assert_int_eq((int)st.blocks[KV_OFFLOAD_DISK], files);
+    int loaded = 0;
+    for (int i = 0; i < 100000 && loaded < files; i++) loaded += load(o, i, NULL);
+    ck_assert_int_eq(loaded, files);
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.corrupt, 0);
+    kv_offload_free(o);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *kv_offload_suite(void);
 Suite *kv_offload_suite(void)
 {
@@ -361,6 +399,7 @@ Suite *kv_offload_suite(void)
     tcase_add_test(tc, test_kv_offload_disk_budget_under_churn);
     tcase_add_test(tc, test_kv_offload_read_only_dir_degrades);
     tcase_add_test(tc, test_kv_offload_full_or_read_only_disk_degrades);
+    tcase_add_test(tc, test_kv_offload_sigkill_during_writes_leaves_no_bad_block);
     suite_add_tcase(s, tc);
     return s;
 }
