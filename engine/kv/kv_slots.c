@@ -119,6 +119,7 @@ static int attach_offloaded(struct kv_slots *ks, int seq, const int32_t *tokens,
         ASSERT(rc == 0);
         uint64_t hh;
         prefix_cache_insert(ks->pc, parent, t, blk, &hh); /* best effort: the chain holds h */
+        prefix_cache_mark_prompt(ks->pc, blk); /* reused: offered again when evicted again */
         chain->hashes[k] = h;
         chain->n_loaded[tier == KV_OFFLOAD_HOST ? 0 : 1] += bs;
         parent = h;
