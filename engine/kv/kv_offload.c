@@ -618,7 +618,7 @@ void kv_offload_job_cancel(struct kv_offload *o, uint8_t *payload)
 }
 
 int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void *payload,
-                    enum kv_offload_tier *tier)
+                    bool disk, enum kv_offload_tier *tier)
 {
     if (want->ns != o->cfg.ns || want->block_size != o->cfg.block_size ||
         want->payload_bytes != o->cfg.payload_bytes)
@@ -635,7 +635,7 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
         *tier = KV_OFFLOAD_HOST;
         return 0;
     }
-    bool on = o->disk_on;
+    bool on = o->disk_on && disk;
     pthread_mutex_unlock(&o->mu);
     if (!on) return ERR_NOT_FOUND;
     /* Tier 3: always try the file, known or not (another engine sharing the directory may have

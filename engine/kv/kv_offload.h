@@ -73,11 +73,12 @@ void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload);
 /* Drops a record that could not be filled. */
 void kv_offload_job_cancel(struct kv_offload *o, uint8_t *payload);
 
-/* Looks up the block `want` describes (tier 2, then tier 3) and copies its payload to `payload`
- * (payload_bytes, caller's). 0 and *tier on a verified hit (a tier-3 hit is kept in tier 2 too);
- * ERR_NOT_FOUND on a miss, including a damaged file (removed) or another block under the name. */
+/* Looks up the block `want` describes (tier 2, then tier 3 when `disk`) and copies its payload to
+ * `payload` (payload_bytes, caller's). 0 and *tier on a verified hit (a tier-3 hit is kept in tier
+ * 2 too); ERR_NOT_FOUND on a miss, including a damaged file (removed) or another block under the
+ * name. */
 int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void *payload,
-                    enum kv_offload_tier *tier);
+                    bool disk, enum kv_offload_tier *tier);
 
 /* Waits until every submitted record has been stored (tests, benchmarks). */
 void kv_offload_flush(struct kv_offload *o);

@@ -4,6 +4,7 @@
 
 #include "common/err.h"
 #include "common/assert.h"
+#include "common/clock.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_offload.h"
 #include "engine/kv/prefix_cache.h"
@@ -16,7 +17,12 @@ struct kv_slots {
     int32_t *scratch;            /* (max_blocks_per_seq) block ids of a lookup */
     struct kv_slots_offload off; /* off.store NULL: no offload tiers */
     uint8_t *load_buf;           /* (payload bytes) a block loaded back from a tier */
+    double disk_s_per_block;     /* EWMA of tier-3 load times; 0 until measured */
+    double prefill_s_per_token;  /* the scheduler's measurement; 0 until told */
+    unsigned disk_probe;         /* lookups that skipped tier 3, for the probe */
 };
+
+#define KV_SLOTS_EWMA 0.2 /* weight of a new tier-3 load time */
 
 int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out)
 {
@@ -96,6 +102,27 @@ int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o)
     return 0;
 }
 
+bool kv_slots_disk_pays(double disk_s_per_block, double prefill_s_per_token, int block_size)
+{
+    if (disk_s_per_block <= 0 || prefill_s_per_token <= 0) return true;
+    return disk_s_per_block < prefill_s_per_token * block_size;
+}
+
+void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token)
+{
+    ks->prefill_s_per_token = s_per_token;
+}
+
+/* Whether this lookup may read tier 3: when the cost model says it pays, and for one probe in
+ * KV_SLOTS_DISK_PROBE otherwise. */
+static bool disk_allowed(struct kv_slots *ks)
+{
+    if (kv_slots_disk_pays(ks->disk_s_per_block, ks->prefill_s_per_token,
+                           kv_cache_block_size(ks->kv)))
+        return true;
+    return ++ks->disk_probe % KV_SLOTS_DISK_PROBE == 0;
+}
+
 /* Continues seq (block aligned, blocks [0, k) attached, `parent` the chain value after them) with
  * blocks of tokens loaded back from the offload tiers, up to max_blocks; returns the new k. */
 static int attach_offloaded(struct kv_slots *ks, int seq, const int32_t *tokens, int k,
@@ -103,12 +130,21 @@ static int attach_offloaded(struct kv_slots *ks, int seq, const int32_t *tokens,
 {
     int bs = kv_cache_block_size(ks->kv);
     uint64_t bytes = kv_offload_payload_bytes(ks->off.store);
+    bool disk = disk_allowed(ks);
     for (; k < max_blocks; k++) {
         const int32_t *t = tokens + (size_t)k * bs;
         uint64_t h = prefix_cache_block_hash(parent, t, bs);
         struct kv_block_meta m = {kv_offload_namespace(ks->off.store), h, parent, bs, t, bytes};
         enum kv_offload_tier tier;
-        if (kv_offload_load(ks->off.store, &m, ks->load_buf, &tier) != 0) break;
+        double t0 = clock_mono_s();
+        if (kv_offload_load(ks->off.store, &m, ks->load_buf, disk, &tier) != 0) break;
+        if (tier == KV_OFFLOAD_DISK) {
+            double dt = clock_mono_s() - t0;
+            ks->disk_s_per_block =
+                ks->disk_s_per_block > 0
+                    ? ks->disk_s_per_block + KV_SLOTS_EWMA * (dt - ks->disk_s_per_block)
+                    : dt;
+        }
         /* One fresh block; the sequence is block aligned, so nothing is copied. */
         if (kv_slots_reserve(ks, seq, bs, NULL, NULL) != 0) break;
         int n;

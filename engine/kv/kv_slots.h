@@ -68,6 +68,16 @@ struct kv_slots_offload {
  * without prefix caching or when the store's block size is not the pool's; ERR_NOMEM. */
 int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o);
 
+/* The cost model for tier 3: whether loading a block from the directory, at the measured
+ * disk_s_per_block, is expected to beat recomputing its block_size tokens at the measured
+ * prefill_s_per_token. An estimate not yet measured (<= 0) says yes. Pure; any thread. */
+bool kv_slots_disk_pays(double disk_s_per_block, double prefill_s_per_token, int block_size);
+/* Tells the slots what prefilling one token costs now (seconds, the scheduler's measurement);
+ * tier-3 loads stop while they are slower than that, except one probe in KV_SLOTS_DISK_PROBE
+ * lookups that keeps the disk's estimate fresh. Tier 2 (a memory copy) is always loaded. */
+#define KV_SLOTS_DISK_PROBE 16
+void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token);
+
 /* Reserves n more slots for the open sequence seq: evicts least recently used cached blocks when
  * the free list is short, appends, and has `copy` duplicate a shared partial last block before it
  * is written. ERR_AGAIN, with nothing changed (nothing evicted either), when the pool cannot

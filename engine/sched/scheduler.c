@@ -6,6 +6,7 @@
 
 #include "common/assert.h"
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "engine/gguf/gguf.h"
@@ -63,6 +64,7 @@ struct sched {
     int n_vocab;
     int32_t eos; /* EOS when there is no tokenizer */
     int block_size;
+    double prefill_s_per_token; /* EWMA over prefill-sized steps (the tier-3 cost model) */
 
     struct sched_seq **waiting; /* sorted by (priority, arrival) */
     int n_waiting;
@@ -443,8 +445,19 @@ int sched_step(struct sched *s)
 
     const float *logits = NULL;
     int n_rows = 0;
+    int step_tokens = 0;
+    for (int e = 0; e < n_entries; e++) step_tokens += s->entries[e].n_tokens;
+    double t0 = clock_mono_s();
     int rc = model_forward(s->m, s->kv, s->entries, n_entries, &logits, &n_rows);
     s->st.steps++;
+    if (rc == 0 && step_tokens >= 2 * s->block_size) {
+        /* A prefill-sized step: what recomputing a token costs, for the tier-3 cost model. */
+        double per = (clock_mono_s() - t0) / step_tokens;
+        s->prefill_s_per_token = s->prefill_s_per_token > 0
+                                     ? s->prefill_s_per_token + 0.2 * (per - s->prefill_s_per_token)
+                                     : per;
+        kv_slots_set_prefill_cost(s->slots, s->prefill_s_per_token);
+    }
     if (rc) {
         log_error("forward step failed; aborting its requests", LOG_S("err", err_str(rc)),
                   LOG_I("sequences", n_entries));

@@ -58,7 +58,7 @@ static int load(struct kv_offload *o, int i, enum kv_offload_tier *tier)
     uint8_t buf[PAYLOAD];
     block_meta(i, tokens, &m);
     enum kv_offload_tier t;
-    if (kv_offload_load(o, &m, buf, &t) != 0) return 0;
+    if (kv_offload_load(o, &m, buf, true, &t) != 0) return 0;
     for (int b = 0; b < PAYLOAD; b++) ck_assert_uint_eq(buf[b], (uint8_t)(i + b));
     if (tier) *tier = t;
     return 1;
@@ -157,7 +157,7 @@ START_TEST(test_kv_offload_host_lru_budget_under_churn)
     tokens[0]++;
     uint8_t buf[PAYLOAD];
     enum kv_offload_tier tt;
-    ck_assert_int_eq(kv_offload_load(o, &m, buf, &tt), ERR_NOT_FOUND);
+    ck_assert_int_eq(kv_offload_load(o, &m, buf, true, &tt), ERR_NOT_FOUND);
     kv_offload_free(o);
 }
 END_TEST

@@ -262,6 +262,16 @@ START_TEST(test_kv_slots_offload_needs_prefix_cache)
 }
 END_TEST
 
+START_TEST(test_kv_slots_disk_pays)
+{
+    ck_assert(kv_slots_disk_pays(0, 0, 16));         /* nothing measured yet */
+    ck_assert(kv_slots_disk_pays(0.01, 0, 16));      /* prefill not measured */
+    ck_assert(kv_slots_disk_pays(0, 0.001, 16));     /* disk not measured */
+    ck_assert(kv_slots_disk_pays(0.01, 0.001, 16));  /* 10 ms < 16 ms of prefill */
+    ck_assert(!kv_slots_disk_pays(0.02, 0.001, 16)); /* a slow disk: recompute */
+}
+END_TEST
+
 Suite *kv_slots_suite(void);
 Suite *kv_slots_suite(void)
 {
@@ -273,6 +283,7 @@ Suite *kv_slots_suite(void)
     tcase_add_test(tc, test_kv_slots_offload_prompt_gate_round_trip);
     tcase_add_test(tc, test_kv_slots_offload_reused_gate_skips_unused_blocks);
     tcase_add_test(tc, test_kv_slots_offload_needs_prefix_cache);
+    tcase_add_test(tc, test_kv_slots_disk_pays);
     suite_add_tcase(s, tc);
     return s;
 }
