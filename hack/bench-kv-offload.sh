@@ -8,7 +8,7 @@
 #
 #   ./hack/bench-kv-offload.sh [path/to/cinfer-engine]
 #   MODEL=../shared/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf LENS="512 1024 2048"
-#   THREADS=1 REPS=3 PORT=18333
+#   THREADS=1 REPS=3 PORT=18333 TIERS="recompute tier1 tier2 tier3"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,6 +17,7 @@ model="${MODEL:-../shared/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}"
 lens="${LENS:-512 1024 2048}"
 threads="${THREADS:-1}"
 reps="${REPS:-3}"
+tiers="${TIERS:-recompute tier1 tier2 tier3}"
 port="${PORT:-18333}"
 work="$(mktemp -d /tmp/cinfer-bench-kvoff.XXXXXX)"
 pid=""
@@ -68,7 +69,7 @@ echo "# len tier ttft_median_s cached_tokens"
 for len in $lens; do
     body "$work/p.json" 1 "$len"
     body "$work/f.json" 2 "$((len + 8))" # one block more than the first: evicts all of it
-    for tier in recompute tier1 tier2 tier3; do
+    for tier in $tiers; do
         flags=()
         case $tier in
             tier2) flags=(--kv-offload-bytes 2G) ;;

@@ -434,19 +434,19 @@ static void disk_open(struct kv_offload *o)
 
 /* ---- offload thread ------------------------------------------------------------------------ */
 
-/* Seals r, keeps it in tier 2 and writes it through to tier 3 (lock not held on entry). */
+/* Keeps r in tier 2 and writes it through to tier 3, sealed, when the directory takes writes (lock
+ * not held on entry). */
 static void store_one(struct kv_offload *o, struct kvo_rec *r)
 {
-    if (kv_block_seal(r->data, r->len) != 0) {
-        free(r);
-        return;
-    }
     pthread_mutex_lock(&o->mu);
     struct kvo_entry *e = index_find(o, r->hash);
     bool write = disk_writable(o) && !(e && e->file_bytes);
     unsigned long seq = ++o->tmp_seq;
     pthread_mutex_unlock(&o->mu);
-    int err = write ? disk_write(o, r, seq) : 0;
+    /* Only a record that leaves memory needs its digest (tier-2 reads check identity only). */
+    int err = 0;
+    if (write && kv_block_seal(r->data, r->len) != 0) write = false;
+    if (write) err = disk_write(o, r, seq);
     pthread_mutex_lock(&o->mu);
     if (write) {
         if (err) {

@@ -4,8 +4,8 @@
  * kv_block record (engine/kv/kv_block.h), named by (namespace, chained block hash).
  *
  * Writes are asynchronous: the inference thread fills a record's payload (one memcpy of the block
- * out of the pool) and submits it; the store's offload thread seals it (SHA-256), keeps it in tier
- * 2 and writes it through to tier 3. A full queue drops the block (counted), so offload never
+ * out of the pool) and submits it; the store's offload thread keeps it in tier 2 and writes it
+ * through to tier 3, sealed (SHA-256). A full queue drops the block (counted), so offload never
  * blocks inference. Tier-3 files are written to a temporary name and renamed, so no reader ever
  * sees a partial record; every file is checked on read, and a damaged or truncated one is removed
  * and reported as a miss (the caller recomputes). A directory that cannot be written (read-only,
