@@ -8,7 +8,11 @@
 #
 #   ./hack/bench-kv-offload.sh [path/to/cinfer-engine]
 #   MODEL=../shared/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf LENS="512 1024 2048"
-#   THREADS=1 REPS=3 PORT=18333 TIERS="recompute tier1 tier2 tier3"
+#   THREADS=1 REPS=3 PORT=18333 MAX_ID=20000 (prompt ids below it) TIERS="recompute tier1 tier2 tier3"
+#
+# UNIQUE=N instead measures the overhead without reuse: N requests of distinct prompts of the first
+# of LENS tokens (max_tokens 1) back to back, seconds in all, with offload off, tier 2, tiers 2+3;
+# REPS alternations, medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +37,7 @@ body() {
 import json, random, sys
 path, seed, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 r = random.Random(seed)
-ids = [r.randrange(100, 20000) for _ in range(n)]
+ids = [r.randrange(3, int(__import__("os").environ.get("MAX_ID", "20000"))) for _ in range(n)]
 json.dump({"prompt": ids, "max_tokens": 1, "temperature": 0}, open(path, "w"))
 PY
 }
@@ -63,6 +67,31 @@ start() { # LEN extra-flags...
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+if [ -n "${UNIQUE:-}" ]; then
+    len="${lens%% *}"
+    for i in $(seq 1 "$UNIQUE"); do body "$work/u$i.json" "$((100 + i))" "$len"; done
+    echo "# model=$(basename "$model") threads=$threads reps=$reps unique=$UNIQUE len=$len"
+    echo "# mode total_s_median"
+    for mode in off tier2 tier23; do : > "$work/times-$mode"; done
+    for _ in $(seq 1 "$reps"); do
+        for mode in off tier2 tier23; do
+            flags=()
+            case $mode in
+                tier2) flags=(--kv-offload-bytes 2G) ;;
+                tier23) rm -rf "$work/dir"
+                        flags=(--kv-offload-bytes 2G --kv-offload-dir "$work/dir") ;;
+            esac
+            start "$len" "${flags[@]}"
+            t0=$(date +%s.%N)
+            for i in $(seq 1 "$UNIQUE"); do post "$work/u$i.json" > /dev/null; done
+            echo "$(date +%s.%N) - $t0" | bc >> "$work/times-$mode"
+            stop
+        done
+    done
+    for mode in off tier2 tier23; do echo "$mode $(median < "$work/times-$mode")"; done
+    exit 0
+fi
 
 echo "# model=$(basename "$model") threads=$threads reps=$reps"
 echo "# len tier ttft_median_s cached_tokens"
