@@ -41,9 +41,18 @@ out:
     return rc;
 }
 
+/* Batches of evictions between waits for the offload queue, below its default length. */
+#define KV_SLOTS_DRAIN_BATCH (KV_OFFLOAD_QUEUE_DEFAULT / 2)
+
 void kv_slots_free(struct kv_slots *ks)
 {
     if (!ks) return;
+    /* Offload what the pool still caches (through the gate), so that a restarted engine, or a
+     * replica sharing the directory, finds it: evict in batches the queue can take. */
+    while (ks->off.store && prefix_cache_evictable(ks->pc) > 0) {
+        kv_offload_flush(ks->off.store);
+        if (prefix_cache_evict(ks->pc, KV_SLOTS_DRAIN_BATCH) == 0) break;
+    }
     prefix_cache_free(ks->pc);
     free(ks->load_buf);
     free(ks->scratch);

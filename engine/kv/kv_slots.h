@@ -31,7 +31,9 @@ struct kv_chain {
  * prefix_caching. *out is new (kv_slots_free). ERR_NOMEM. */
 int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out);
 /* Drops the prefix cache's references (blocks no sequence uses return to the free list) and
- * frees. NULL-safe. */
+ * frees. With offload tiers, the blocks the prefix cache still holds are first offered to them
+ * (gated, waiting for the offload queue, so a graceful stop leaves the pool's prefixes to the next
+ * engine); the store and the block I/O's context must still be alive. NULL-safe. */
 void kv_slots_free(struct kv_slots *ks);
 
 bool kv_slots_prefix_caching(const struct kv_slots *ks);

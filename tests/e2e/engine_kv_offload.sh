@@ -2,7 +2,8 @@
 # KV offload tiers through the real server (issue #22): with a KV pool of one context, a prompt
 # whose blocks a second prompt evicted comes back from tier 2 (--kv-offload-bytes) as cached
 # tokens with the same text, and the metrics say which tier; a second engine started on the same
-# --kv-offload-dir (a cold replica on a shared volume) serves the prefix from tier 3; a damaged
+# --kv-offload-dir (a cold replica on a shared volume) serves the prefix from tier 3, and a third
+# finds what the second still cached when it stopped; a damaged
 # block file is recomputed, never served. The model is generated (no ../shared).
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -47,8 +48,8 @@ metric() { # NAME TIER
 	curl -s "http://127.0.0.1:$port/metrics" | awk -v n="$1" -v t="tier=\"$2\"" \
 		'index($0, n "{") == 1 && index($0, t) { print $2 }'
 }
-# A block only reaches the tiers when the pool evicts it, so a cold engine finds a prefix only
-# once the warm one has evicted all of it (blocks still in the pool at shutdown are not written).
+# A block reaches the tiers when the pool evicts it or the engine stops gracefully; a cold engine
+# started beside a running one finds a prefix only once that one has evicted all of it.
 
 dir="$work/kv"
 start "$work/a.log" --kv-offload-bytes 16M --kv-offload-dir "$dir"
@@ -77,6 +78,13 @@ echo "# cold engine on the same directory: $cold"
 check "a cold engine on the shared directory serves 192 cached tokens" [ "${cold%% *}" = 192 ]
 check "the same text from tier 3" [ "${cold#* }" = "${first#* }" ]
 check "metrics: 192 tokens hit in tier 3 (disk)" [ "$(metric cinfer_kv_offload_hit_tokens_total disk)" = 192 ]
+three="$(ask 3)" # computed, and still in the pool when the engine stops
+stop # a graceful stop offers the pool's cached blocks to the tiers
+
+start "$work/b2.log" --kv-offload-dir "$dir"
+restarted="$(ask 3)"
+check "after a graceful stop, the next engine finds the pool's prefixes" [ "${restarted%% *}" = 192 ]
+check "with the same text" [ "${restarted#* }" = "${three#* }" ]
 stop
 
 for f in "$dir"/*.kvb; do printf 'X' | dd of="$f" bs=1 seek=500 conv=notrunc status=none; done

@@ -226,7 +226,15 @@ static void offload_round_trip(enum kv_slots_gate gate, bool expect_back)
     ck_assert_int_eq(kv_slots_attach_prefix(ks, d, ta, 13, &cc), expect_back ? 12 : 0);
     ck_assert_int_eq(cc.n_loaded[0], 0);
     kv_cache_seq_close(kv, d);
+    kv_offload_flush(store);
+    kv_offload_stats(store, &st);
+    uint64_t before = st.stored[KV_OFFLOAD_HOST];
+    /* Freeing the slots offers what the pool still caches: a's three blocks are in the store
+     * already, b's last one is new (and not reused: the reused gate keeps it out). */
     kv_slots_free(ks);
+    kv_offload_flush(store);
+    kv_offload_stats(store, &st);
+    ck_assert_uint_eq(st.stored[KV_OFFLOAD_HOST], before + (gate == KV_SLOTS_GATE_REUSED ? 0 : 1));
     kv_offload_free(store);
     ck_assert_int_eq(kv_cache_blocks_used(kv), 0);
     kv_cache_free(kv);
