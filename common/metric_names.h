@@ -48,6 +48,31 @@
 #define METRIC_VLLM_PREEMPTIONS          "vllm:num_preemptions_total"
 #define METRIC_VLLM_REQUESTS             "vllm:request_success_total"
 
+/* KV offload tiers (issue #22), no vLLM twins; label tier = "host" (tier 2, memory outside the
+ * KV pool) or "disk" (tier 3, a directory replicas may share). Counters: prompt tokens loaded back
+ * from the tier instead of recomputed (also counted in the prefix-cache hits), blocks stored in and
+ * evicted from the tier; gauges: bytes and blocks it holds. Without tier: tier-3 files that failed
+ * their check (recomputed), failed tier-3 writes, evicted blocks not offloaded (queue full). */
+#define METRIC_LABEL_TIER                 "tier"
+#define METRIC_TIER_HOST                  "host"
+#define METRIC_TIER_DISK                  "disk"
+#define METRIC_KV_OFFLOAD_HIT_TOKENS      "cinfer_kv_offload_hit_tokens_total"
+#define METRIC_KV_OFFLOAD_STORED          "cinfer_kv_offload_stored_blocks_total"
+#define METRIC_KV_OFFLOAD_EVICTED         "cinfer_kv_offload_evicted_blocks_total"
+#define METRIC_KV_OFFLOAD_BYTES           "cinfer_kv_offload_bytes"
+#define METRIC_KV_OFFLOAD_BLOCKS          "cinfer_kv_offload_blocks"
+#define METRIC_KV_OFFLOAD_CORRUPT         "cinfer_kv_offload_corrupt_blocks_total"
+#define METRIC_KV_OFFLOAD_WRITE_ERRS      "cinfer_kv_offload_write_errors_total"
+#define METRIC_KV_OFFLOAD_DROPPED         "cinfer_kv_offload_dropped_blocks_total"
+#define METRIC_HELP_KV_OFFLOAD_HIT_TOKENS "Prompt tokens loaded back from a KV offload tier."
+#define METRIC_HELP_KV_OFFLOAD_STORED     "KV blocks written to an offload tier."
+#define METRIC_HELP_KV_OFFLOAD_EVICTED    "KV blocks evicted from an offload tier for its budget."
+#define METRIC_HELP_KV_OFFLOAD_BYTES      "Bytes of KV blocks an offload tier holds."
+#define METRIC_HELP_KV_OFFLOAD_BLOCKS     "KV blocks an offload tier holds."
+#define METRIC_HELP_KV_OFFLOAD_CORRUPT    "Offloaded KV files that failed their check (recomputed)."
+#define METRIC_HELP_KV_OFFLOAD_WRITE_ERRS "Failed writes of KV blocks to the offload directory."
+#define METRIC_HELP_KV_OFFLOAD_DROPPED    "Evicted KV blocks not offloaded (the queue was full)."
+
 /* Histograms (the sample names add _bucket, _sum and _count): arrival -> first token, between
  * consecutive output tokens, arrival -> last token, arrival -> admitted to the running batch. */
 #define METRIC_TIME_TO_FIRST_TOKEN      "cinfer_time_to_first_token_seconds"

@@ -138,6 +138,51 @@ static int engine_args(const json_t *isvc, const char *model_path, const struct 
     return 0;
 }
 
+#define KV_OFFLOAD_DIR "/var/cache/cinfer/kv"
+
+/* Appends "--flag <bytes>" to args. */
+static int add_bytes_flag(json_t *args, const char *flag, unsigned long long bytes)
+{
+    char num[32];
+    snprintf(num, sizeof(num), "%llu", bytes);
+    return json_array_append_new(args, json_string(flag)) ||
+                   json_array_append_new(args, json_string(num))
+               ? ERR_NOMEM
+               : 0;
+}
+
+/* spec.engine.kvOffload (validated by desired_sizes_compute): the engine's offload flags, and for
+ * tier 3 the volume mounted at KV_OFFLOAD_DIR: a PVC (shared by the replicas when it is
+ * ReadWriteMany) or an emptyDir limited to the size plus 10%. */
+static int kv_offload_spec(const json_t *engine, const struct desired_sizes *sz, json_t *args,
+                           json_t *volumes, json_t *mounts)
+{
+    int rc = 0;
+    if (sz->offload_host_bytes)
+        rc = add_bytes_flag(args, "--kv-offload-bytes", sz->offload_host_bytes);
+    if (rc || !sz->offload_disk_bytes) return rc;
+    const json_t *vol =
+        json_object_get(json_object_get(json_object_get(engine, "kvOffload"), "disk"), "volume");
+    const char *claim = json_util_str_at(vol, "claimName", NULL);
+    json_t *v;
+    if (claim) {
+        v = json_pack("{s:s, s:{s:s}}", "name", "kv-offload", "persistentVolumeClaim", "claimName",
+                      claim);
+    } else {
+        char limit[32];
+        unsigned long long b = sz->offload_disk_bytes + sz->offload_disk_bytes / 10;
+        snprintf(limit, sizeof(limit), "%lluMi", (b + (1ull << 20) - 1) >> 20);
+        v = json_pack("{s:s, s:{s:s}}", "name", "kv-offload", "emptyDir", "sizeLimit", limit);
+    }
+    if (json_array_append_new(volumes, v) ||
+        json_array_append_new(
+            mounts, json_pack("{s:s, s:s}", "name", "kv-offload", "mountPath", KV_OFFLOAD_DIR)) ||
+        json_array_append_new(args, json_string("--kv-offload-dir")) ||
+        json_array_append_new(args, json_string(KV_OFFLOAD_DIR)))
+        return ERR_NOMEM;
+    return add_bytes_flag(args, "--kv-offload-dir-bytes", sz->offload_disk_bytes);
+}
+
 static json_t *container_security_context(void)
 {
     return json_pack("{s:b, s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0,
@@ -331,6 +376,7 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
                  ? model_volumes(&m, &sz, volumes, mounts, model_path, sizeof(model_path))
                  : ERR_NOMEM;
     if (!rc) rc = engine_args(isvc, model_path, s, &args, err, errlen);
+    if (!rc) rc = kv_offload_spec(engine, &sz, args, volumes, mounts);
     if (!rc) rc = engine_env(spec, &env, err, errlen);
     if (!rc) rc = desired_resources(isvc, &sz, model_uri_is_download(&m), &resources);
     if (rc) goto out;

@@ -37,6 +37,8 @@ struct desired_sizes {
     unsigned long long kv_bytes;              /* 0 = the engine's automatic budget */
     unsigned long long download_max_bytes;    /* fetch-model --max-bytes */
     unsigned long long download_volume_bytes; /* its emptyDir's sizeLimit (+10%) */
+    unsigned long long offload_host_bytes;    /* spec.engine.kvOffload.hostBytes (0 = none) */
+    unsigned long long offload_disk_bytes;    /* spec.engine.kvOffload.disk.sizeBytes (0 = none) */
 };
 
 /* The label set every owned object carries (ARCHITECTURE.md "Labels"); returns new or NULL. */

@@ -50,6 +50,41 @@ int desired_sizes_compute(const json_t *isvc, const struct desired_settings *s,
                  "(e.g. 2Gi)");
         return ERR_INVAL;
     }
+    /* spec.engine.kvOffload (issue #22): tier-2 host memory counts as memory, like the KV cache. */
+    const json_t *ko = json_object_get(json_object_get(spec, "engine"), "kvOffload");
+    const json_t *host = json_object_get(ko, "hostBytes");
+    const json_t *disk = json_object_get(ko, "disk");
+    if (ko && !json_is_object(ko)) {
+        snprintf(err, errlen, "spec.engine.kvOffload must be an object");
+        return ERR_INVAL;
+    }
+    if (host && (desired_quantity_bytes(host, &sz.offload_host_bytes) != 0 ||
+                 sz.offload_host_bytes > MODEL_BYTES_MAX)) {
+        snprintf(err, errlen,
+                 "spec.engine.kvOffload.hostBytes is not a byte quantity of at most 1Pi "
+                 "(e.g. 8Gi)");
+        return ERR_INVAL;
+    }
+    if (disk) {
+        const json_t *db = json_object_get(disk, "sizeBytes");
+        if (!json_is_object(disk) || !db || desired_quantity_bytes(db, &sz.offload_disk_bytes) ||
+            sz.offload_disk_bytes < MIB || sz.offload_disk_bytes > MODEL_BYTES_MAX) {
+            snprintf(err, errlen,
+                     "spec.engine.kvOffload.disk.sizeBytes must be a byte quantity of 1Mi to 1Pi "
+                     "(e.g. 50Gi)");
+            return ERR_INVAL;
+        }
+        const json_t *vol = json_object_get(disk, "volume");
+        const json_t *claim = json_object_get(vol, "claimName");
+        if (vol && (!json_is_object(vol) ||
+                    (claim && (!json_is_string(claim) || !*json_string_value(claim))) ||
+                    (claim && json_object_get(vol, "emptyDir")))) {
+            snprintf(err, errlen,
+                     "spec.engine.kvOffload.disk.volume is either {\"emptyDir\": {}} or "
+                     "{\"claimName\": \"<pvc>\"}");
+            return ERR_INVAL;
+        }
+    }
     sz.download_max_bytes = sz.model_bytes ? sz.model_bytes : s->download_limit_bytes;
     sz.download_volume_bytes = sz.download_max_bytes + sz.download_max_bytes / DOWNLOAD_SLACK_DIV;
     *out = sz;
@@ -110,6 +145,7 @@ int desired_resources(const json_t *isvc, const struct desired_sizes *sz, int do
         unsigned long long m = sz->model_bytes, overhead = OVERHEAD_FIXED + m / OVERHEAD_MODEL_DIV,
                            mem =
                                sz->kv_bytes ? m + sz->kv_bytes + overhead : (m + overhead) * 4 / 3;
+        mem += sz->offload_host_bytes;
         format_bytes(mem, q, sizeof(q));
         rc = set_default(r, "memory", q, 1);
     }

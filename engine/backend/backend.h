@@ -200,6 +200,14 @@ struct backend_ops {
                        float *dst);
     /* Copies K/V of whole blocks (copy-on-write of a shared partial block); may be NULL if unused. */
     int (*kv_copy_block)(struct backend *b, int src_block, int dst_block);
+    /* One block's K/V over every layer as one contiguous host buffer (the offload tiers' unit):
+     * for layer 0..n_layers-1, its K then its V rows of the block's block_size slots, each as the
+     * cache stores them (kv_alloc's type), so bytes = 2 * n_layers * block_size * n_kv_heads *
+     * row bytes of head_dim. read copies the block out, write replaces it; ERR_BAD_STATE before
+     * kv_alloc, ERR_RANGE for a block outside the cache, ERR_INVAL when bytes is not that size
+     * (nothing copied). Optional (both NULL: no offload). Inference thread. */
+    int (*kv_block_read)(struct backend *b, int block, void *dst_host, size_t bytes);
+    int (*kv_block_write)(struct backend *b, int block, const void *src_host, size_t bytes);
     /* Waits for queued work (no-op on the CPU). */
     int (*sync)(struct backend *b);
 

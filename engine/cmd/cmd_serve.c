@@ -14,6 +14,8 @@
 #include "engine/serve/http_api.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_events.h"
+#include "engine/kv/kv_offload.h"
+#include "engine/kv/kv_slots.h"
 #include "engine/model/model.h"
 #include "engine/serve/serve_api.h"
 #include "engine/serve/serve_auth.h"
@@ -51,6 +53,10 @@ struct serve_cfg {
     uint64_t kv_cache_bytes;
     const char *kv_type;
     bool no_prefix_caching;
+    uint64_t kv_offload_bytes;
+    const char *kv_offload_dir;
+    uint64_t kv_offload_dir_bytes;
+    const char *kv_offload_gate;
     bool no_chunked_prefill;
     bool no_lanes;
     int max_queue;
@@ -101,6 +107,17 @@ static const struct cfg_opt serve_opts[] = {
      0},
     {"no-prefix-caching", CFG_BOOL, O(no_prefix_caching), "false", 1, 0,
      "Do not reuse the KV of shared prompt prefixes across requests", NULL, 0},
+    {"kv-offload-bytes", CFG_SIZE, O(kv_offload_bytes), "0", 0, 1e15,
+     "Host memory for KV blocks evicted from the KV cache (tier 2), loaded back on a prefix hit; "
+     "0 = none",
+     NULL, 0},
+    {"kv-offload-dir", CFG_STRING, O(kv_offload_dir), NULL, 1, 0,
+     "Directory for evicted KV blocks (tier 3: local disk, or a volume replicas share)", NULL, 0},
+    {"kv-offload-dir-bytes", CFG_SIZE, O(kv_offload_dir_bytes), "10G", 1 << 20, 1e18,
+     "Bytes of KV block files this engine keeps in --kv-offload-dir", NULL, 0},
+    {"kv-offload-gate", CFG_STRING, O(kv_offload_gate), "prompt", 1, 0,
+     "Evicted blocks worth offloading: prompt blocks and reused ones, only reused ones, or all",
+     "prompt|reused|all", 0},
     {"no-chunked-prefill", CFG_BOOL, O(no_chunked_prefill), "false", 1, 0,
      "Prefill each prompt whole, in steps without decodes, instead of in chunks between decodes",
      NULL, 0},
@@ -191,6 +208,7 @@ struct serve_state {
     const struct serve_cfg *cfg;
     char model_sha256[SHA256_HEX_LEN]; /* --model-sha256 in lowercase, or "" */
     char model_name[256];
+    struct kv_offload *offload; /* NULL: no tiers below the KV cache */
     struct http_api *http;
     struct model *m;
     struct tokenizer *tok;
@@ -264,6 +282,57 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
              LOG_I("bytes", (long long)((uint64_t)n_blocks * (uint64_t)bs * per_token)),
              LOG_F("alloc_s", clock_mono_s() - t0));
     return 0;
+}
+
+/* The offload tiers (--kv-offload-bytes, --kv-offload-dir): their namespace is the model file's
+ * SHA-256 (read once here) and the KV layout, so blocks of another model or layout never match. */
+static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
+{
+    const struct serve_cfg *c = s->cfg;
+    if (!c->kv_offload_bytes && !c->kv_offload_dir) return 0;
+    if (c->no_prefix_caching) {
+        log_error("KV offload needs the prefix cache; drop --no-prefix-caching");
+        return ERR_INVAL;
+    }
+    const struct model_hparams *hp = model_hparams(s->m);
+    struct kv_block_layout l = {.kv_type = (int)kt,
+                                .block_size = c->block_size,
+                                .n_layers = hp->n_layer,
+                                .n_kv_heads = hp->n_head_kv,
+                                .head_dim = hp->head_dim,
+                                .payload_bytes = model_kv_block_bytes(s->m)};
+    double t0 = clock_mono_s();
+    if (sha256_file_hex(c->model, l.model_digest) != 0) {
+        log_error("cannot hash the model file for the KV offload namespace",
+                  LOG_S("path", c->model));
+        return ERR_IO;
+    }
+    struct kv_offload_config oc = {
+        .ns = kv_block_namespace(&l),
+        .block_size = c->block_size,
+        .payload_bytes = l.payload_bytes,
+        .host_bytes = c->kv_offload_bytes,
+        .dir = c->kv_offload_dir,
+        .dir_bytes = c->kv_offload_dir ? c->kv_offload_dir_bytes : 0,
+    };
+    int rc = oc.ns ? kv_offload_new(&oc, &s->offload) : ERR_NOMEM;
+    if (rc) {
+        log_error("cannot start the KV offload tiers", LOG_S("err", err_str(rc)));
+        return rc;
+    }
+    log_info("kv offload", LOG_I("host_bytes", (long long)c->kv_offload_bytes),
+             LOG_S("dir", c->kv_offload_dir ? c->kv_offload_dir : ""),
+             LOG_I("dir_bytes", (long long)oc.dir_bytes), LOG_S("gate", c->kv_offload_gate),
+             LOG_I("block_bytes", (long long)l.payload_bytes),
+             LOG_F("digest_s", clock_mono_s() - t0));
+    return 0;
+}
+
+static int serve_offload_gate(const char *name)
+{
+    return strcmp(name, "all") == 0      ? KV_SLOTS_GATE_ALL
+           : strcmp(name, "reused") == 0 ? KV_SLOTS_GATE_REUSED
+                                         : KV_SLOTS_GATE_PROMPT;
 }
 
 /* The chat template: --chat-template, else the model's tokenizer.chat_template (rendered by the
@@ -348,6 +417,7 @@ static int serve_load(struct serve_state *s)
     }
     if ((rc = serve_chat_template(s)) != 0) return rc;
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
+    if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
@@ -371,6 +441,8 @@ static int serve_load(struct serve_state *s)
                 .prefix_caching = !c->no_prefix_caching,
                 .max_context = ctx,
                 .spec = serve_spec_config(c),
+                .offload = s->offload,
+                .offload_gate = serve_offload_gate(c->kv_offload_gate),
             },
         .max_queue = c->max_queue,
         .request_timeout_s = c->request_timeout_s,
@@ -442,6 +514,7 @@ static void serve_teardown(struct serve_state *s)
     serve_loop_free(s->loop);
     kv_events_free(s->kv_events);
     serve_respond_free(s->resp);
+    kv_offload_free(s->offload); /* after the loop: writes what is still queued */
     kv_cache_free(s->kv);
     chat_template_free(s->chat);
     tokenizer_free(s->tok);

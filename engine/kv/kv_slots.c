@@ -3,16 +3,26 @@
 #include "engine/kv/kv_slots.h"
 
 #include "common/err.h"
+#include "common/assert.h"
+#include "common/clock.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_offload.h"
 #include "engine/kv/prefix_cache.h"
 
 #include <stdlib.h>
 
 struct kv_slots {
     struct kv_cache *kv;
-    struct prefix_cache *pc; /* NULL when prefix caching is off */
-    int32_t *scratch;        /* (max_blocks_per_seq) block ids of a lookup */
+    struct prefix_cache *pc;     /* NULL when prefix caching is off */
+    int32_t *scratch;            /* (max_blocks_per_seq) block ids of a lookup */
+    struct kv_slots_offload off; /* off.store NULL: no offload tiers */
+    uint8_t *load_buf;           /* (payload bytes) a block loaded back from a tier */
+    double disk_s_per_block;     /* EWMA of tier-3 load times; 0 until measured */
+    double prefill_s_per_token;  /* the scheduler's measurement; 0 until told */
+    unsigned disk_probe;         /* lookups that skipped tier 3, for the probe */
 };
+
+#define KV_SLOTS_EWMA 0.2 /* weight of a new tier-3 load time */
 
 int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out)
 {
@@ -31,10 +41,20 @@ out:
     return rc;
 }
 
+/* Batches of evictions between waits for the offload queue, below its default length. */
+#define KV_SLOTS_DRAIN_BATCH (KV_OFFLOAD_QUEUE_DEFAULT / 2)
+
 void kv_slots_free(struct kv_slots *ks)
 {
     if (!ks) return;
+    /* Offload what the pool still caches (through the gate), so that a restarted engine, or a
+     * replica sharing the directory, finds it: evict in batches the queue can take. */
+    while (ks->off.store && prefix_cache_evictable(ks->pc) > 0) {
+        kv_offload_flush(ks->off.store);
+        if (prefix_cache_evict(ks->pc, KV_SLOTS_DRAIN_BATCH) == 0) break;
+    }
     prefix_cache_free(ks->pc);
+    free(ks->load_buf);
     free(ks->scratch);
     free(ks);
 }
@@ -62,6 +82,101 @@ double kv_slots_usage(const struct kv_slots *ks)
     return (double)used / (double)kv_cache_n_blocks(ks->kv);
 }
 
+/* The prefix cache's eviction hook: offers the gated block to the store, copying its K/V out of
+ * the pool now (the block is reused as soon as the hook returns). */
+static void offload_evicted(void *ctx, const struct prefix_cache_evicted *ev)
+{
+    struct kv_slots *ks = ctx;
+    bool pass = ks->off.gate == KV_SLOTS_GATE_ALL ||
+                (ks->off.gate == KV_SLOTS_GATE_PROMPT && (ev->prompt || ev->reuses)) ||
+                (ks->off.gate == KV_SLOTS_GATE_REUSED && ev->reuses);
+    if (!pass) return;
+    uint64_t bytes = kv_offload_payload_bytes(ks->off.store);
+    struct kv_block_meta m = {kv_offload_namespace(ks->off.store), ev->hash,   ev->parent_hash,
+                              kv_cache_block_size(ks->kv),         ev->tokens, bytes};
+    uint8_t *payload = kv_offload_job_new(ks->off.store, &m);
+    if (!payload) return;
+    if (ks->off.read(ks->off.ctx, ev->block, payload, (size_t)bytes) != 0)
+        kv_offload_job_cancel(ks->off.store, payload);
+    else
+        kv_offload_job_submit(ks->off.store, payload);
+}
+
+int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o)
+{
+    if (!ks->pc || !o->store || !o->read || !o->write ||
+        kv_offload_block_size(o->store) != kv_cache_block_size(ks->kv))
+        return ERR_INVAL;
+    uint8_t *buf = malloc((size_t)kv_offload_payload_bytes(o->store));
+    if (!buf) return ERR_NOMEM;
+    free(ks->load_buf);
+    ks->load_buf = buf;
+    ks->off = *o;
+    prefix_cache_set_evict_hook(ks->pc, offload_evicted, ks);
+    return 0;
+}
+
+bool kv_slots_disk_pays(double disk_s_per_block, double prefill_s_per_token, int block_size)
+{
+    if (disk_s_per_block <= 0 || prefill_s_per_token <= 0) return true;
+    return disk_s_per_block < prefill_s_per_token * block_size;
+}
+
+void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token)
+{
+    ks->prefill_s_per_token = s_per_token;
+}
+
+/* Whether this lookup may read tier 3: when the cost model says it pays, and for one probe in
+ * KV_SLOTS_DISK_PROBE otherwise. */
+static bool disk_allowed(struct kv_slots *ks)
+{
+    if (kv_slots_disk_pays(ks->disk_s_per_block, ks->prefill_s_per_token,
+                           kv_cache_block_size(ks->kv)))
+        return true;
+    return ++ks->disk_probe % KV_SLOTS_DISK_PROBE == 0;
+}
+
+/* Continues seq (block aligned, blocks [0, k) attached, `parent` the chain value after them) with
+ * blocks of tokens loaded back from the offload tiers, up to max_blocks; returns the new k. */
+static int attach_offloaded(struct kv_slots *ks, int seq, const int32_t *tokens, int k,
+                            int max_blocks, uint64_t parent, struct kv_chain *chain)
+{
+    int bs = kv_cache_block_size(ks->kv);
+    uint64_t bytes = kv_offload_payload_bytes(ks->off.store);
+    bool disk = disk_allowed(ks);
+    for (; k < max_blocks; k++) {
+        const int32_t *t = tokens + (size_t)k * bs;
+        uint64_t h = prefix_cache_block_hash(parent, t, bs);
+        struct kv_block_meta m = {kv_offload_namespace(ks->off.store), h, parent, bs, t, bytes};
+        enum kv_offload_tier tier;
+        double t0 = clock_mono_s();
+        if (kv_offload_load(ks->off.store, &m, ks->load_buf, disk, &tier) != 0) break;
+        if (tier == KV_OFFLOAD_DISK) {
+            double dt = clock_mono_s() - t0;
+            ks->disk_s_per_block =
+                ks->disk_s_per_block > 0
+                    ? ks->disk_s_per_block + KV_SLOTS_EWMA * (dt - ks->disk_s_per_block)
+                    : dt;
+        }
+        /* One fresh block; the sequence is block aligned, so nothing is copied. */
+        if (kv_slots_reserve(ks, seq, bs, NULL, NULL) != 0) break;
+        int n;
+        int32_t blk = kv_cache_seq_blocks(ks->kv, seq, &n)[k];
+        /* The block id is the pool's own and the size the store's, checked against the model
+         * when the tiers were connected: a failure here is a programmer error. */
+        int rc = ks->off.write(ks->off.ctx, blk, ks->load_buf, (size_t)bytes);
+        ASSERT(rc == 0);
+        uint64_t hh;
+        prefix_cache_insert(ks->pc, parent, t, blk, &hh); /* best effort: the chain holds h */
+        prefix_cache_mark_prompt(ks->pc, blk); /* reused: offered again when evicted again */
+        chain->hashes[k] = h;
+        chain->n_loaded[tier == KV_OFFLOAD_HOST ? 0 : 1] += bs;
+        parent = h;
+    }
+    return k;
+}
+
 int kv_slots_reserve(struct kv_slots *ks, int seq, int n, kv_slots_copy_fn copy, void *ctx)
 {
     int need = kv_cache_seq_blocks_needed(ks->kv, seq, n);
@@ -70,7 +185,7 @@ int kv_slots_reserve(struct kv_slots *ks, int seq, int n, kv_slots_copy_fn copy,
     if (need > free_blocks) prefix_cache_evict(ks->pc, need - free_blocks);
     struct kv_cache_copy cp;
     int rc = kv_cache_seq_append(ks->kv, seq, n, &cp);
-    if (rc == 0 && cp.n) rc = copy(ctx, cp.src, cp.dst);
+    if (rc == 0 && cp.n) rc = copy ? copy(ctx, cp.src, cp.dst) : ERR_INVAL;
     return rc;
 }
 
@@ -78,6 +193,7 @@ int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, 
                            struct kv_chain *chain)
 {
     chain->n_hashed = 0;
+    chain->n_loaded[0] = chain->n_loaded[1] = 0;
     if (!ks->pc) return 0;
     int bs = kv_cache_block_size(ks->kv);
     int max_blocks = (n_tokens - 1) / bs;
@@ -89,6 +205,8 @@ int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, 
         parent = prefix_cache_block_hash(parent, tokens + (size_t)b * bs, bs);
         chain->hashes[b] = parent;
     }
+    if (ks->off.store && k < max_blocks && kv_cache_seq_len(ks->kv, seq) == k * bs)
+        k = attach_offloaded(ks, seq, tokens, k, max_blocks, parent, chain);
     chain->n_hashed = k;
     return k * bs;
 }
@@ -106,5 +224,6 @@ void kv_slots_publish(struct kv_slots *ks, int seq, const int32_t *tokens, int n
                                 &chain->hashes[b]) != 0)
             break;
         chain->n_hashed = b + 1;
+        if ((b + 1) * bs <= chain->n_prompt) prefix_cache_mark_prompt(ks->pc, table[b]);
     }
 }

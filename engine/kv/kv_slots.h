@@ -25,13 +25,17 @@ struct kv_chain {
     uint64_t root;
     uint64_t *hashes;
     int n_hashed;
+    int n_prompt;    /* the sequence's prompt tokens: blocks wholly inside are prompt blocks */
+    int n_loaded[2]; /* of the tokens the last attach returned, those loaded from tier 2, 3 */
 };
 
 /* Creates the slots of `kv` (borrowed; must outlive them), with a prefix cache over it when
  * prefix_caching. *out is new (kv_slots_free). ERR_NOMEM. */
 int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out);
 /* Drops the prefix cache's references (blocks no sequence uses return to the free list) and
- * frees. NULL-safe. */
+ * frees. With offload tiers, the blocks the prefix cache still holds are first offered to them
+ * (gated, waiting for the offload queue, so a graceful stop leaves the pool's prefixes to the next
+ * engine); the store and the block I/O's context must still be alive. NULL-safe. */
 void kv_slots_free(struct kv_slots *ks);
 
 bool kv_slots_prefix_caching(const struct kv_slots *ks);
@@ -51,6 +55,37 @@ double kv_slots_usage(const struct kv_slots *ks);
 /* Copies the K/V data of block src to block dst (the backend's copy-on-write); 0 or an error. */
 typedef int (*kv_slots_copy_fn)(void *ctx, int32_t src, int32_t dst);
 
+/* Which blocks evicted from the pool are written to the offload tiers: blocks of a prompt or ones
+ * reused since they were cached (the default), only reused ones, or all. */
+enum kv_slots_gate { KV_SLOTS_GATE_PROMPT = 0, KV_SLOTS_GATE_REUSED, KV_SLOTS_GATE_ALL };
+
+/* Copies one pool block's K/V to a host buffer of `bytes` (read) or back (write); 0 or an error. */
+typedef int (*kv_slots_block_read_fn)(void *ctx, int32_t block, void *dst, size_t bytes);
+typedef int (*kv_slots_block_write_fn)(void *ctx, int32_t block, const void *src, size_t bytes);
+
+struct kv_slots_offload {
+    struct kv_offload *store; /* borrowed; must outlive the slots */
+    enum kv_slots_gate gate;
+    kv_slots_block_read_fn read;
+    kv_slots_block_write_fn write;
+    void *ctx;
+};
+
+/* Connects the offload tiers (o copied): blocks the prefix cache evicts are offered to the store
+ * (gated), and kv_slots_attach_prefix loads blocks that miss the pool back from it. ERR_INVAL
+ * without prefix caching or when the store's block size is not the pool's; ERR_NOMEM. */
+int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o);
+
+/* The cost model for tier 3: whether loading a block from the directory, at the measured
+ * disk_s_per_block, is expected to beat recomputing its block_size tokens at the measured
+ * prefill_s_per_token. An estimate not yet measured (<= 0) says yes. Pure; any thread. */
+bool kv_slots_disk_pays(double disk_s_per_block, double prefill_s_per_token, int block_size);
+/* Tells the slots what prefilling one token costs now (seconds, the scheduler's measurement);
+ * tier-3 loads stop while they are slower than that, except one probe in KV_SLOTS_DISK_PROBE
+ * lookups that keeps the disk's estimate fresh. Tier 2 (a memory copy) is always loaded. */
+#define KV_SLOTS_DISK_PROBE 16
+void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token);
+
 /* Reserves n more slots for the open sequence seq: evicts least recently used cached blocks when
  * the free list is short, appends, and has `copy` duplicate a shared partial last block before it
  * is written. ERR_AGAIN, with nothing changed (nothing evicted either), when the pool cannot
@@ -62,8 +97,11 @@ int kv_slots_reserve(struct kv_slots *ks, int seq, int n, kv_slots_copy_fn copy,
 /* Attaches to the open, empty sequence seq the longest cached run of full blocks of
  * tokens[0..n_tokens) (borrowed) under chain->root, never the block holding the last token (it
  * must be computed to give logits), and records their hashes in chain (n_hashed = blocks
- * attached). Returns the tokens attached: a multiple of the block size, 0 without prefix caching
- * or when nothing matched. Every hit becomes most recently used. */
+ * attached). With offload tiers, the run continues with blocks loaded back from them into fresh
+ * pool blocks (indexed in the prefix cache; chain->n_loaded counts them); loading stops at the
+ * first miss or when the pool has no block to spare. Returns the tokens attached: a multiple of
+ * the block size, 0 without prefix caching or when nothing matched. Every hit becomes most
+ * recently used. */
 int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, int n_tokens,
                            struct kv_chain *chain);
 

@@ -25,6 +25,8 @@ struct pc_entry {
     int32_t depth;        /* index of the block in its sequence's block table */
     int32_t prev, next;   /* LRU links: prev towards least, next towards most recently used */
     bool cached;
+    bool prompt;     /* computed from prompt tokens (prefix_cache_mark_prompt) */
+    uint32_t reuses; /* lookup hits and verified duplicates since it was indexed */
     /* Set when the block was offered as a verified duplicate of the cached entry (alias_block,
      * alias_gen): the next block of its sequence may then chain onto that entry. */
     int32_t alias_block;
@@ -43,6 +45,8 @@ struct prefix_cache {
     uint64_t next_gen;
     prefix_cache_observer_fn observer; /* NULL: none */
     void *observer_ctx;
+    prefix_cache_evict_fn on_evict; /* NULL: none */
+    void *on_evict_ctx;
 };
 
 /* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
@@ -254,6 +258,7 @@ int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *t
         int32_t b = table_find(pc, bh);
         if (b == PC_NONE || !entry_matches(pc, b, h, parent, parent_gen, t)) break;
         blocks_out[n] = b;
+        if (pc->ent[b].reuses < UINT32_MAX) pc->ent[b].reuses++;
         h = bh;
         parent = b;
         parent_gen = pc->ent[b].gen;
@@ -351,6 +356,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
         if (entry_matches(pc, x, parent, link.parent, link.parent_gen, tokens)) {
             e->alias_block = x;
             e->alias_gen = pc->ent[x].gen;
+            if (pc->ent[x].reuses < UINT32_MAX) pc->ent[x].reuses++;
             return 0;
         }
         /* Another prefix holds this hash. Replace it only when nothing can use it any more
@@ -367,6 +373,8 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
     e->parent_gen = link.parent_gen;
     e->depth = link.depth;
     e->cached = true;
+    e->prompt = false;
+    e->reuses = 0;
     memcpy(pc->tokens + (size_t)block * (size_t)pc->block_size, tokens,
            (size_t)pc->block_size * sizeof(*tokens));
     table_add(pc, block);
@@ -389,12 +397,29 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
     for (int32_t b = pc->lru; b != PC_NONE && freed < n;) {
         int32_t next = pc->ent[b].next;
         if (kv_cache_block_refcount(pc->kv, b) == 1) {
+            if (pc->on_evict) {
+                const struct pc_entry *e = &pc->ent[b];
+                struct prefix_cache_evicted ev = {
+                    b, e->hash, e->parent_hash, entry_tokens(pc, b), e->reuses, e->prompt};
+                pc->on_evict(pc->on_evict_ctx, &ev);
+            }
             entry_drop(pc, b);
             freed++;
         }
         b = next;
     }
     return freed;
+}
+
+void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn fn, void *ctx)
+{
+    pc->on_evict = fn;
+    pc->on_evict_ctx = ctx;
+}
+
+void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block)
+{
+    if (block >= 0 && block < pc->n_blocks && pc->ent[block].cached) pc->ent[block].prompt = true;
 }
 
 int prefix_cache_evictable(const struct prefix_cache *pc)

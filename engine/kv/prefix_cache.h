@@ -77,6 +77,23 @@ typedef void (*prefix_cache_observer_fn)(void *ctx, bool stored, uint64_t hash);
 /* Sets the observer (NULL fn: none). Inference thread, or before the cache is shared. */
 void prefix_cache_set_observer(struct prefix_cache *pc, prefix_cache_observer_fn fn, void *ctx);
 
+/* A block about to leave the cache by eviction (its K/V is still intact in the pool while the hook
+ * runs). Pointers borrowed for the call. */
+struct prefix_cache_evicted {
+    int32_t block;
+    uint64_t hash, parent_hash; /* the chain hash and the value it was computed from */
+    const int32_t *tokens;      /* (block_size) */
+    uint32_t reuses;            /* lookups that hit it + later sequences that computed it again */
+    bool prompt;                /* prefix_cache_mark_prompt was called for it */
+};
+typedef void (*prefix_cache_evict_fn)(void *ctx, const struct prefix_cache_evicted *ev);
+
+/* Calls fn(ctx, ...) for every block prefix_cache_evict (and _clear) is about to drop, before its
+ * reference is released: the offload tiers' write hook. NULL fn removes it. Inference thread. */
+void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn fn, void *ctx);
+/* Marks cached `block` as computed from prompt tokens (the offload gate); no-op when not cached. */
+void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block);
+
 /* Evicts up to n evictable blocks (refcount 1), least recently used first; returns how many were
  * freed to kv_cache's free list. Blocks still used by a sequence are skipped. Inference thread. */
 int prefix_cache_evict(struct prefix_cache *pc, int n);

@@ -164,6 +164,14 @@ uint64_t model_kv_bytes_per_token(const struct model *m, enum quant_type kv_type
 int model_kv_init(struct model *m, const struct kv_cache *kv);
 /* Copies K/V of block src into block dst (a kv_cache_copy from kv_cache_seq_append). */
 int model_kv_copy_block(struct model *m, int32_t src, int32_t dst);
+/* Bytes of one block's K/V over all layers (backend_ops.kv_block_read's layout) for the storage
+ * model_kv_init allocated; 0 before it. */
+size_t model_kv_block_bytes(const struct model *m);
+/* Copies block `block`'s K/V out to / in from a host buffer of model_kv_block_bytes bytes
+ * (borrowed). ERR_BAD_STATE before model_kv_init; ERR_UNSUPPORTED when the backend has no block
+ * I/O; ERR_RANGE, ERR_INVAL as the backend says. Inference thread. */
+int model_kv_block_read(struct model *m, int32_t block, void *dst, size_t bytes);
+int model_kv_block_write(struct model *m, int32_t block, const void *src, size_t bytes);
 
 enum model_logits {
     MODEL_LOGITS_NONE = 0, /* a prefill chunk that is not the last one */

@@ -438,8 +438,31 @@ int model_kv_init(struct model *m, const struct kv_cache *kv)
         .type = m->opt.kv_type,
     };
     int rc = m->be->ops->kv_alloc(m->be, &d);
-    if (rc == 0) m->kv_ready = true;
+    if (rc == 0) {
+        m->kv_ready = true;
+        m->kv_block_size = d.block_size;
+    }
     return rc;
+}
+
+size_t model_kv_block_bytes(const struct model *m)
+{
+    if (!m->kv_ready) return 0;
+    return (size_t)model_kv_bytes_per_token(m, m->opt.kv_type) * (size_t)m->kv_block_size;
+}
+
+int model_kv_block_read(struct model *m, int32_t block, void *dst, size_t bytes)
+{
+    if (!m->kv_ready) return ERR_BAD_STATE;
+    if (!m->be->ops->kv_block_read) return ERR_UNSUPPORTED;
+    return m->be->ops->kv_block_read(m->be, block, dst, bytes);
+}
+
+int model_kv_block_write(struct model *m, int32_t block, const void *src, size_t bytes)
+{
+    if (!m->kv_ready) return ERR_BAD_STATE;
+    if (!m->be->ops->kv_block_write) return ERR_UNSUPPORTED;
+    return m->be->ops->kv_block_write(m->be, block, src, bytes);
 }
 
 int model_kv_copy_block(struct model *m, int32_t src, int32_t dst)

@@ -101,6 +101,7 @@ struct model {
     uint64_t load_total, load_done;
     double load_t0, load_logged;
     bool kv_ready;
+    int kv_block_size; /* tokens per block of the storage model_kv_init allocated */
     /* (lanes_max) activations, one set per lane; s[0] serves unsplit steps */
     struct model_scratch *s;
     /* The backend's lanes_max; 1 without run_lanes, with no_lanes or with float_matmuls. */

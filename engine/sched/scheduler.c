@@ -12,6 +12,7 @@
 #include "engine/gguf/gguf.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/kv/kv_offload.h"
 #include "engine/kv/kv_slots.h"
 #include "engine/kv/prefix_cache.h"
 #include "engine/text/stop_matcher.h"
@@ -70,6 +71,7 @@ struct sched {
     int32_t eos; /* EOS when there is no tokenizer */
     int block_size;
     int lp_rows; /* tokens per prompt-logprobs chunk: SCHED_PROMPT_LOGITS_BYTES of logits */
+    double prefill_s_per_token; /* EWMA over prefill-sized steps (the tier-3 cost model) */
 
     struct sched_seq **waiting; /* sorted by (priority, arrival) */
     int n_waiting;
@@ -304,6 +306,17 @@ static int seq_copy_block(void *ctx, int32_t src, int32_t dst)
     return model_kv_copy_block(ctx, src, dst);
 }
 
+/* The offload tiers' block I/O over the model's K/V storage (kv_slots_block_*_fn). */
+static int seq_read_block(void *ctx, int32_t block, void *dst, size_t bytes)
+{
+    return model_kv_block_read(ctx, block, dst, bytes);
+}
+
+static int seq_write_block(void *ctx, int32_t block, const void *src, size_t bytes)
+{
+    return model_kv_block_write(ctx, block, src, bytes);
+}
+
 /* Reserves `n` more slots for q (evicting cached blocks when the free list is short). ERR_AGAIN
  * when the pool cannot provide them. */
 static int seq_reserve(struct sched *s, struct sched_seq *q, int n)
@@ -443,6 +456,8 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
             if (kv_slots_prefix_caching(s->slots)) {
                 s->st.prefix_queries += (uint64_t)q->n_prompt;
                 s->st.prefix_hits += (uint64_t)q->n_cached;
+                s->st.prefix_hits_host += (uint64_t)q->chain.n_loaded[0];
+                s->st.prefix_hits_disk += (uint64_t)q->chain.n_loaded[1];
             }
             buf_reset(&s->text);
             seq_emit(s, q, NULL, SCHED_FINISH_NONE); /* "admitted": queue time ends */
@@ -623,11 +638,21 @@ int sched_step(struct sched *s)
 
     const float *logits = NULL;
     int n_rows = 0;
+    int step_tokens = 0;
+    for (int e = 0; e < n_entries; e++) step_tokens += s->entries[e].n_tokens;
     double t0 = clock_mono_s();
     int rc = model_forward(s->m, s->kv, s->entries, n_entries, &logits, &n_rows);
     if (s->cfg.spec.method != SPEC_METHOD_NONE && !rc)
         spec_cost_observe(&s->cost, s->cfg.max_num_batched_tokens - budget, clock_mono_s() - t0);
     s->st.steps++;
+    if (rc == 0 && step_tokens >= 2 * s->block_size) {
+        /* A prefill-sized step: what recomputing a token costs, for the tier-3 cost model. */
+        double per = (clock_mono_s() - t0) / step_tokens;
+        s->prefill_s_per_token = s->prefill_s_per_token > 0
+                                     ? s->prefill_s_per_token + 0.2 * (per - s->prefill_s_per_token)
+                                     : per;
+        kv_slots_set_prefill_cost(s->slots, s->prefill_s_per_token);
+    }
     if (rc) {
         log_error("forward step failed; aborting its requests", LOG_S("err", err_str(rc)),
                   LOG_I("sequences", n_entries));
@@ -750,6 +775,16 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
     if (!s->running || !s->entries || !s->entry_seq) goto fail;
     if ((rc = kv_slots_new(kv, cfg->prefix_caching, &s->slots)) != 0) goto fail;
     if (cfg->spec.method != SPEC_METHOD_NONE && (rc = sched_spec_init(s)) != 0) goto fail;
+    if (cfg->offload) {
+        rc = ERR_INVAL;
+        if (!cfg->prefix_caching ||
+            kv_offload_payload_bytes(cfg->offload) != model_kv_block_bytes(m) ||
+            cfg->offload_gate < KV_SLOTS_GATE_PROMPT || cfg->offload_gate > KV_SLOTS_GATE_ALL)
+            goto fail;
+        struct kv_slots_offload so = {cfg->offload, (enum kv_slots_gate)cfg->offload_gate,
+                                      seq_read_block, seq_write_block, m};
+        if ((rc = kv_slots_set_offload(s->slots, &so)) != 0) goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -797,6 +832,7 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
     q->priority = r->priority;
     q->ud = r->ud;
     q->kv_seq = -1;
+    q->chain.n_prompt = r->n_prompt;
     q->chain.root = prefix_cache_root(r->cache_salt, r->cache_salt ? strlen(r->cache_salt) : 0);
     /* The sampler itself waits for admission: a long waiting queue must not hold a vocabulary-
      * sized scratch per request. */

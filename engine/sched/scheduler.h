@@ -38,6 +38,7 @@
 
 struct model;
 struct kv_cache;
+struct kv_offload;
 struct tokenizer;
 struct sched;
 struct sched_seq;
@@ -51,6 +52,10 @@ struct sched_config {
     int max_context; /* tokens per sequence, prompt + generated (<= KV block-table capacity) */
     /* Speculative decoding (engine/sched/spec.h); zero (method NONE) runs the plain step. */
     struct spec_config spec;
+    /* Offload tiers below the pool (needs prefix_caching), borrowed for the scheduler's life;
+     * NULL = none. offload_gate: enum kv_slots_gate (which evicted blocks are written down). */
+    struct kv_offload *offload;
+    int offload_gate;
 };
 
 enum sched_finish {
@@ -120,7 +125,9 @@ struct sched_stats {
     double kv_usage;      /* blocks used by sequences / all blocks (cache-only blocks excluded) */
     uint64_t preemptions; /* total */
     uint64_t prefix_queries;    /* prompt tokens looked up at first admission */
-    uint64_t prefix_hits;       /* of those, served from the prefix cache */
+    uint64_t prefix_hits;       /* of those, served from the prefix cache (any tier) */
+    uint64_t prefix_hits_host;  /* of those, loaded back from the tier-2 host store */
+    uint64_t prefix_hits_disk;  /* of those, loaded back from the tier-3 directory */
     uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */
     uint64_t generation_tokens; /* tokens generated */
     uint64_t steps;             /* forward steps run */

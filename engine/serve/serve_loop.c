@@ -8,6 +8,7 @@
 #include "common/failpoint.h"
 #include "common/log.h"
 #include "common/metric_names.h"
+#include "engine/kv/kv_offload.h"
 #include "engine/serve/serve_metrics.h"
 #include "engine/serve/serve_req.h"
 
@@ -38,8 +39,9 @@ struct serve_loop {
     atomic_bool faulted; /* forward steps kept failing: no more steps; written by the loop only */
 
     /* Loop thread only. */
-    struct serve_req_list live; /* requests with sequences in the scheduler */
-    struct sched_stats last;    /* counters at the previous metrics update */
+    struct serve_req_list live;       /* requests with sequences in the scheduler */
+    struct sched_stats last;          /* counters at the previous metrics update */
+    struct kv_offload_stats last_off; /* the offload store's, likewise */
 };
 
 static enum serve_finish metric_finish(enum sched_finish f)
@@ -250,6 +252,26 @@ static void update_metrics(struct serve_loop *l)
                              (long)(st.generation_tokens - l->last.generation_tokens));
     serve_metrics_add_preemptions(l->metrics, (long)(st.preemptions - l->last.preemptions));
     serve_metrics_add_spec(l->metrics, &st.spec, &l->last.spec);
+    if (l->cfg.sched.offload) {
+        struct kv_offload_stats os;
+        kv_offload_stats(l->cfg.sched.offload, &os);
+        const struct kv_offload_stats *p = &l->last_off;
+        struct serve_metrics_offload mo = {
+            .hit_tokens = {(long)(st.prefix_hits_host - l->last.prefix_hits_host),
+                           (long)(st.prefix_hits_disk - l->last.prefix_hits_disk)},
+            .corrupt = (long)(os.corrupt - p->corrupt),
+            .write_errors = (long)(os.write_errors - p->write_errors),
+            .dropped = (long)(os.dropped - p->dropped),
+        };
+        for (int t = 0; t < KV_OFFLOAD_N_TIERS; t++) {
+            mo.stored[t] = (long)(os.stored[t] - p->stored[t]);
+            mo.evicted[t] = (long)(os.evicted[t] - p->evicted[t]);
+            mo.bytes[t] = (double)os.bytes[t];
+            mo.blocks[t] = (double)os.blocks[t];
+        }
+        serve_metrics_update_offload(l->metrics, &mo);
+        l->last_off = os;
+    }
     l->last = st;
     atomic_store(&l->waiting, st.waiting);
 }

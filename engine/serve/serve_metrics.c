@@ -30,6 +30,14 @@ enum sm_slot {
     SM_ITL,
     SM_E2E,
     SM_QUEUE_TIME,
+    SM_OFF_HIT_TOKENS, /* two slots each for the SM_BY_TIER metrics: host, disk */
+    SM_OFF_STORED = SM_OFF_HIT_TOKENS + 2,
+    SM_OFF_EVICTED = SM_OFF_STORED + 2,
+    SM_OFF_BYTES = SM_OFF_EVICTED + 2,
+    SM_OFF_BLOCKS = SM_OFF_BYTES + 2,
+    SM_OFF_CORRUPT = SM_OFF_BLOCKS + 2,
+    SM_OFF_WRITE_ERRS,
+    SM_OFF_DROPPED,
     SM_N_CORE, /* the slots above are registered by serve_metrics_new; the rest with speculation */
     SM_SPEC_DRAFTS = SM_N_CORE,
     SM_SPEC_DRAFT_TOKENS,
@@ -83,6 +91,10 @@ struct sm_def {
     .label2 = METRIC_LABEL_FINISHED_REASON, .values2 = sm_finish_label,                            \
     .n_values2 = SERVE_FINISH_COUNT
 
+#define SM_BY_TIER .label2 = METRIC_LABEL_TIER, .values2 = sm_tier_label, .n_values2 = 2
+
+static const char *const sm_tier_label[2] = {METRIC_TIER_HOST, METRIC_TIER_DISK};
+
 #define SM_HIST(b) .buckets = (b), .n_buckets = ARRAY_LEN(b)
 
 /* Registration (= rendering) order: gauges, counters, histograms, as in ARCHITECTURE.md. */
@@ -115,6 +127,22 @@ static const struct sm_def sm_defs[] = {
      METRIC_HELP_E2E_REQUEST_LATENCY, SM_HIST(sm_e2e_bounds), .slot = SM_E2E},
     {PROM_HISTOGRAM, METRIC_REQUEST_QUEUE_TIME, METRIC_VLLM_REQUEST_QUEUE_TIME,
      METRIC_HELP_REQUEST_QUEUE_TIME, SM_HIST(sm_queue_bounds), .slot = SM_QUEUE_TIME},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_HIT_TOKENS, NULL, METRIC_HELP_KV_OFFLOAD_HIT_TOKENS,
+     .slot = SM_OFF_HIT_TOKENS, SM_BY_TIER},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_STORED, NULL, METRIC_HELP_KV_OFFLOAD_STORED,
+     .slot = SM_OFF_STORED, SM_BY_TIER},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_EVICTED, NULL, METRIC_HELP_KV_OFFLOAD_EVICTED,
+     .slot = SM_OFF_EVICTED, SM_BY_TIER},
+    {PROM_GAUGE, METRIC_KV_OFFLOAD_BYTES, NULL, METRIC_HELP_KV_OFFLOAD_BYTES, .slot = SM_OFF_BYTES,
+     SM_BY_TIER},
+    {PROM_GAUGE, METRIC_KV_OFFLOAD_BLOCKS, NULL, METRIC_HELP_KV_OFFLOAD_BLOCKS,
+     .slot = SM_OFF_BLOCKS, SM_BY_TIER},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_CORRUPT, NULL, METRIC_HELP_KV_OFFLOAD_CORRUPT,
+     .slot = SM_OFF_CORRUPT},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_WRITE_ERRS, NULL, METRIC_HELP_KV_OFFLOAD_WRITE_ERRS,
+     .slot = SM_OFF_WRITE_ERRS},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_DROPPED, NULL, METRIC_HELP_KV_OFFLOAD_DROPPED,
+     .slot = SM_OFF_DROPPED},
 };
 
 /* Speculative decoding's counters (serve_metrics_enable_spec); the per-position one gets as many
@@ -237,6 +265,21 @@ void serve_metrics_add_prefix(struct serve_metrics *m, long queried_tokens, long
     ASSERT(hit_tokens <= queried_tokens);
     sm_count(m->s[SM_PREFIX_QUERIES], queried_tokens);
     sm_count(m->s[SM_PREFIX_HITS], hit_tokens);
+}
+
+void serve_metrics_update_offload(struct serve_metrics *m, const struct serve_metrics_offload *o)
+{
+    if (!m) return;
+    for (int t = 0; t < 2; t++) {
+        sm_count(m->s[SM_OFF_HIT_TOKENS + t], o->hit_tokens[t]);
+        sm_count(m->s[SM_OFF_STORED + t], o->stored[t]);
+        sm_count(m->s[SM_OFF_EVICTED + t], o->evicted[t]);
+        prom_gauge_set(m->s[SM_OFF_BYTES + t], o->bytes[t]);
+        prom_gauge_set(m->s[SM_OFF_BLOCKS + t], o->blocks[t]);
+    }
+    sm_count(m->s[SM_OFF_CORRUPT], o->corrupt);
+    sm_count(m->s[SM_OFF_WRITE_ERRS], o->write_errors);
+    sm_count(m->s[SM_OFF_DROPPED], o->dropped);
 }
 
 void serve_metrics_add_tokens(struct serve_metrics *m, long prompt_tokens, long generated_tokens)

@@ -68,6 +68,15 @@ void serve_metrics_add_prefix(struct serve_metrics *m, long queried_tokens, long
 void serve_metrics_add_tokens(struct serve_metrics *m, long prompt_tokens, long generated_tokens);
 /* Adds `n` preempted requests. */
 void serve_metrics_add_preemptions(struct serve_metrics *m, long n);
+/* The offload tiers' numbers, indexed [0] host (tier 2), [1] disk (tier 3): counts since the
+ * previous call (>= 0), gauges as they are now. */
+struct serve_metrics_offload {
+    long hit_tokens[2], stored[2], evicted[2];
+    double bytes[2], blocks[2];
+    long corrupt, write_errors, dropped;
+};
+/* Adds the counts and sets the gauges of the cinfer_kv_offload_* metrics. */
+void serve_metrics_update_offload(struct serve_metrics *m, const struct serve_metrics_offload *o);
 /* Observes one latency in seconds: arrival -> first token, between two consecutive tokens of a
  * request, arrival -> admitted to the running batch. */
 void serve_metrics_observe_ttft(struct serve_metrics *m, double seconds);

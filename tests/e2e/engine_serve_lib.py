@@ -383,7 +383,8 @@ def metric_names(root):
     native, vllm = [], []
     for macro, value in re.findall(r'#define\s+(METRIC_\w+)\s+"([^"]*)"', text):
         if macro.startswith(
-            ("METRIC_LABEL_", "METRIC_FINISHED_", "METRIC_HELP_", "METRIC_BUCKETS_", "METRIC_ROUTER_")
+            ("METRIC_LABEL_", "METRIC_FINISHED_", "METRIC_TIER_", "METRIC_HELP_", "METRIC_BUCKETS_",
+             "METRIC_ROUTER_")
         ):
             continue
         (vllm if macro.startswith("METRIC_VLLM_") else native).append(value)

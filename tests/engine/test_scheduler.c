@@ -111,7 +111,11 @@ static bool env_open(struct env *e, int n_blocks, int max_seqs, int max_ctx)
 static void env_sched(struct env *e, int max_seqs, int max_tokens, bool chunked, bool prefix,
                       int max_ctx)
 {
-    struct sched_config c = {max_seqs, max_tokens, chunked, prefix, max_ctx, {0}};
+    struct sched_config c = {.max_num_seqs = max_seqs,
+                             .max_num_batched_tokens = max_tokens,
+                             .chunked_prefill = chunked,
+                             .prefix_caching = prefix,
+                             .max_context = max_ctx};
     ck_assert_int_eq(sched_new(&c, e->m, e->kv, e->tok, on_event, e, &e->s), 0);
     memset(e->out, 0, sizeof(e->out));
 }
@@ -685,11 +689,23 @@ START_TEST(test_sched_bad_config)
 {
     struct env e;
     if (!env_open(&e, 8, 2, 64)) return;
-    struct sched_config c = {2, 64, true, true, 128, {0}}; /* context beyond the block tables */
+    struct sched_config c = {.max_num_seqs = 2,
+                             .max_num_batched_tokens = 64,
+                             .chunked_prefill = true,
+                             .prefix_caching = true,
+                             .max_context = 128}; /* context beyond the block tables */
     ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
-    c = (struct sched_config){4, 64, true, true, 64, {0}}; /* more seqs than the pool's ids */
+    c = (struct sched_config){.max_num_seqs = 4,
+                              .max_num_batched_tokens = 64,
+                              .chunked_prefill = true,
+                              .prefix_caching = true,
+                              .max_context = 64}; /* more seqs than the pool's ids */
     ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
-    c = (struct sched_config){2, 0, true, true, 64, {0}};
+    c = (struct sched_config){.max_num_seqs = 2,
+                              .max_num_batched_tokens = 0,
+                              .chunked_prefill = true,
+                              .prefix_caching = true,
+                              .max_context = 64};
     ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
     e.s = NULL;
     env_close(&e);

@@ -60,9 +60,29 @@ static const struct contract {
      PROM_HISTOGRAM, e2e_bounds, sizeof(e2e_bounds) / sizeof(e2e_bounds[0])},
     {METRIC_REQUEST_QUEUE_TIME, METRIC_VLLM_REQUEST_QUEUE_TIME, METRIC_HELP_REQUEST_QUEUE_TIME,
      PROM_HISTOGRAM, queue_bounds, sizeof(queue_bounds) / sizeof(queue_bounds[0])},
+    /* The offload tiers': no vLLM twins; the first five have one series per tier. */
+    {METRIC_KV_OFFLOAD_HIT_TOKENS, NULL, METRIC_HELP_KV_OFFLOAD_HIT_TOKENS, PROM_COUNTER, NULL, 0},
+    {METRIC_KV_OFFLOAD_STORED, NULL, METRIC_HELP_KV_OFFLOAD_STORED, PROM_COUNTER, NULL, 0},
+    {METRIC_KV_OFFLOAD_EVICTED, NULL, METRIC_HELP_KV_OFFLOAD_EVICTED, PROM_COUNTER, NULL, 0},
+    {METRIC_KV_OFFLOAD_BYTES, NULL, METRIC_HELP_KV_OFFLOAD_BYTES, PROM_GAUGE, NULL, 0},
+    {METRIC_KV_OFFLOAD_BLOCKS, NULL, METRIC_HELP_KV_OFFLOAD_BLOCKS, PROM_GAUGE, NULL, 0},
+    {METRIC_KV_OFFLOAD_CORRUPT, NULL, METRIC_HELP_KV_OFFLOAD_CORRUPT, PROM_COUNTER, NULL, 0},
+    {METRIC_KV_OFFLOAD_WRITE_ERRS, NULL, METRIC_HELP_KV_OFFLOAD_WRITE_ERRS, PROM_COUNTER, NULL, 0},
+    {METRIC_KV_OFFLOAD_DROPPED, NULL, METRIC_HELP_KV_OFFLOAD_DROPPED, PROM_COUNTER, NULL, 0},
 };
 #define N_CONTRACT (sizeof(contract) / sizeof(contract[0]))
-#define N_TWINS    (N_CONTRACT - 1) /* every metric but the waiting prefill tokens has one */
+#define N_OFFLOAD  8                            /* the last rows, without vLLM twins */
+#define N_TWINS    (N_CONTRACT - 1 - N_OFFLOAD) /* all others but the waiting prefill tokens */
+
+/* The contract rows with a series per tier (host, disk). */
+static bool by_tier(const char *name)
+{
+    return strcmp(name, METRIC_KV_OFFLOAD_HIT_TOKENS) == 0 ||
+           strcmp(name, METRIC_KV_OFFLOAD_STORED) == 0 ||
+           strcmp(name, METRIC_KV_OFFLOAD_EVICTED) == 0 ||
+           strcmp(name, METRIC_KV_OFFLOAD_BYTES) == 0 ||
+           strcmp(name, METRIC_KV_OFFLOAD_BLOCKS) == 0;
+}
 
 static const struct prom_label model_match[] = {{METRIC_LABEL_MODEL_NAME, MODEL}};
 
@@ -175,6 +195,13 @@ START_TEST(test_new_registers_every_native_name)
             ck_assert_uint_eq(h.n_buckets, c->n_bounds + 1);
             ck_assert(h.count == 0 && h.sum == 0);
             prom_histogram_fini(&h);
+        } else if (by_tier(c->name)) {
+            ck_assert_uint_eq(fam->n_samples, 2);
+            for (size_t j = 0; j < 2; j++) {
+                const char *tier = label_of(&fam->samples[j], METRIC_LABEL_TIER);
+                ck_assert_str_eq(tier, j ? METRIC_TIER_DISK : METRIC_TIER_HOST);
+                ck_assert(fam->samples[j].value == 0);
+            }
         } else if (strcmp(c->name, METRIC_REQUESTS) != 0) {
             ck_assert_uint_eq(fam->n_samples, 1);
             ck_assert(fam->samples[0].value == 0);
@@ -182,6 +209,45 @@ START_TEST(test_new_registers_every_native_name)
     }
     ck_assert_msg(strstr(text, "vllm:") == NULL, "vllm_compat=false rendered a vLLM name");
     free(text);
+    prom_exposition_free(e);
+    fixture_free(&f);
+}
+END_TEST
+
+/* The value of tiered sample `name` for MODEL and `tier`. */
+static double tier_value(const struct prom_exposition *e, const char *name, const char *tier)
+{
+    const struct prom_label match[] = {{METRIC_LABEL_MODEL_NAME, MODEL}, {METRIC_LABEL_TIER, tier}};
+    const struct prom_sample *s = prom_exposition_sample(e, name, match, 2);
+    ck_assert_msg(s != NULL, "no sample %s{tier=\"%s\"}", name, tier);
+    return s->value;
+}
+
+START_TEST(test_offload_counters_and_gauges)
+{
+    struct fixture f = fixture_new(false);
+    struct serve_metrics_offload o = {.hit_tokens = {32, 16},
+                                      .stored = {4, 3},
+                                      .evicted = {1, 0},
+                                      .bytes = {4096, 3072},
+                                      .blocks = {4, 3},
+                                      .corrupt = 1,
+                                      .write_errors = 2,
+                                      .dropped = 5};
+    serve_metrics_update_offload(f.m, &o);
+    o.bytes[0] = 1024; /* gauges are set, counters add */
+    serve_metrics_update_offload(f.m, &o);
+    serve_metrics_update_offload(NULL, &o);
+    struct prom_exposition *e = scrape(f.reg);
+    ck_assert(tier_value(e, METRIC_KV_OFFLOAD_HIT_TOKENS, METRIC_TIER_HOST) == 64);
+    ck_assert(tier_value(e, METRIC_KV_OFFLOAD_HIT_TOKENS, METRIC_TIER_DISK) == 32);
+    ck_assert(tier_value(e, METRIC_KV_OFFLOAD_STORED, METRIC_TIER_DISK) == 6);
+    ck_assert(tier_value(e, METRIC_KV_OFFLOAD_EVICTED, METRIC_TIER_HOST) == 2);
+    ck_assert(tier_value(e, METRIC_KV_OFFLOAD_BYTES, METRIC_TIER_HOST) == 1024);
+    ck_assert(tier_value(e, METRIC_KV_OFFLOAD_BLOCKS, METRIC_TIER_DISK) == 3);
+    ck_assert(sample_value(e, METRIC_KV_OFFLOAD_CORRUPT, NULL) == 2);
+    ck_assert(sample_value(e, METRIC_KV_OFFLOAD_WRITE_ERRS, NULL) == 4);
+    ck_assert(sample_value(e, METRIC_KV_OFFLOAD_DROPPED, NULL) == 10);
     prom_exposition_free(e);
     fixture_free(&f);
 }
@@ -627,6 +693,7 @@ Suite *serve_metrics_suite(void)
     Suite *s = suite_create("serve_metrics");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_new_registers_every_native_name);
+    tcase_add_test(tc, test_offload_counters_and_gauges);
     tcase_add_test(tc, test_new_vllm_twins_identical);
     tcase_add_test(tc, test_counters_accumulate);
     tcase_add_loop_test(tc, test_histogram_buckets_inclusive, 0,

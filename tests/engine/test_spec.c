@@ -396,7 +396,11 @@ struct run_cfg {
 
 static void env_sched(struct env *e, const struct run_cfg *rc)
 {
-    struct sched_config c = {rc->max_seqs, rc->max_tokens_step, rc->chunked, rc->prefix, CTX, {0}};
+    struct sched_config c = {.max_num_seqs = rc->max_seqs,
+                             .max_num_batched_tokens = rc->max_tokens_step,
+                             .chunked_prefill = rc->chunked,
+                             .prefix_caching = rc->prefix,
+                             .max_context = CTX};
     spec_config_default(&c.spec);
     c.spec.method = rc->method;
     c.spec.num_tokens = rc->k;
@@ -616,7 +620,10 @@ START_TEST(test_spec_bad_config)
 {
     struct env e;
     if (!env_open(&e, 16)) return;
-    struct sched_config c = {4, 64, true, false, CTX, {0}};
+    struct sched_config c = {.max_num_seqs = 4,
+                             .max_num_batched_tokens = 64,
+                             .chunked_prefill = true,
+                             .max_context = CTX};
     spec_config_default(&c.spec);
     c.spec.method = SPEC_METHOD_NGRAM;
     c.spec.num_tokens = SPEC_MAX_TOKENS + 1;

@@ -55,6 +55,15 @@ START_TEST(test_desired_pvc_golden)
 }
 END_TEST
 
+/* spec.engine.kvOffload: a shared PVC for tier 3 plus host memory (counted in the memory
+ * request); an emptyDir when no claim is named. */
+START_TEST(test_desired_kv_offload_golden)
+{
+    check_example("isvc-kvoffload.json", "kvoffload.deployment.json", NULL, NULL);
+    check_example("isvc-kvoffload-emptydir.json", "kvoffload-emptydir.deployment.json", NULL, NULL);
+}
+END_TEST
+
 /* A hardened service: API key from a Secret, listed namespaces, a checksum on a volume model, sizes
  * from sizeBytes and kvCacheBytes; and a sized download. */
 START_TEST(test_desired_secure_golden)
@@ -448,6 +457,32 @@ START_TEST(test_desired_selector_matches_labels)
 }
 END_TEST
 
+/* Malformed kvOffload fields are refused with the field's name. */
+START_TEST(test_desired_kv_offload_invalid)
+{
+    static const char *const bad[] = {
+        "\"lots\"",
+        "{\"hostBytes\":\"2Gb\"}",
+        "{\"hostBytes\":-1}",
+        "{\"disk\":{}}",
+        "{\"disk\":{\"sizeBytes\":\"10k\"}}",
+        "{\"disk\":{\"sizeBytes\":\"1Gi\",\"volume\":{\"claimName\":\"\"}}}",
+        "{\"disk\":{\"sizeBytes\":\"1Gi\",\"volume\":{\"claimName\":3}}}",
+        "{\"disk\":{\"sizeBytes\":\"1Gi\",\"volume\":{\"claimName\":\"c\",\"emptyDir\":{}}}}",
+        "{\"disk\":\"yes\"}",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char spec[512], err[256] = "";
+        json_t *dep;
+        snprintf(spec, sizeof(spec),
+                 "{\"model\":{\"uri\":\"file:///m.gguf\"},\"engine\":{\"kvOffload\":%s}}", bad[i]);
+        ck_assert_msg(build(spec, &dep, err, sizeof(err)) == ERR_INVAL, "accepted %s", bad[i]);
+        ck_assert_msg(strstr(err, "spec.engine.kvOffload") != NULL, "%s: %s", bad[i], err);
+        ck_assert_ptr_null(dep);
+    }
+}
+END_TEST
+
 Suite *desired_suite(void)
 {
     Suite *s = suite_create("desired");
@@ -455,6 +490,8 @@ Suite *desired_suite(void)
     tcase_add_test(tc, test_desired_minimal_golden);
     tcase_add_test(tc, test_desired_gpu_hf_golden);
     tcase_add_test(tc, test_desired_pvc_golden);
+    tcase_add_test(tc, test_desired_kv_offload_golden);
+    tcase_add_test(tc, test_desired_kv_offload_invalid);
     tcase_add_test(tc, test_desired_secure_golden);
     tcase_add_test(tc, test_desired_deployment_invariants);
     tcase_add_test(tc, test_desired_deployment_rejects_bad_specs);

@@ -298,6 +298,43 @@ static int cpu_kv_copy_block(struct backend *b, int src_block, int dst_block)
     return 0;
 }
 
+/* The block's bytes in one K or V part of a layer, and the check every block op makes. */
+static int cpu_kv_block_span(const struct cpu_backend *cb, int block, size_t *blk)
+{
+    if (!cb->kv_ready) return ERR_BAD_STATE;
+    if (block < 0 || block >= cb->kv.n_blocks) return ERR_RANGE;
+    *blk = (size_t)cb->kv.block_size * (size_t)cb->kv.n_kv_heads * cb->kv_head_bytes;
+    return 0;
+}
+
+static int cpu_kv_block_read(struct backend *b, int block, void *dst_host, size_t bytes)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    size_t blk;
+    int rc = cpu_kv_block_span(cb, block, &blk);
+    if (rc) return rc;
+    if (bytes != blk * 2 * (size_t)cb->kv.n_layers) return ERR_INVAL;
+    const char *base = cb->kv_mem;
+    for (int l = 0; l < 2 * cb->kv.n_layers; l++)
+        memcpy((char *)dst_host + (size_t)l * blk,
+               base + (size_t)l * cb->kv_layer_bytes + (size_t)block * blk, blk);
+    return 0;
+}
+
+static int cpu_kv_block_write(struct backend *b, int block, const void *src_host, size_t bytes)
+{
+    struct cpu_backend *cb = cpu_backend_of(b);
+    size_t blk;
+    int rc = cpu_kv_block_span(cb, block, &blk);
+    if (rc) return rc;
+    if (bytes != blk * 2 * (size_t)cb->kv.n_layers) return ERR_INVAL;
+    char *base = cb->kv_mem;
+    for (int l = 0; l < 2 * cb->kv.n_layers; l++)
+        memcpy(base + (size_t)l * cb->kv_layer_bytes + (size_t)block * blk,
+               (const char *)src_host + (size_t)l * blk, blk);
+    return 0;
+}
+
 static int cpu_sync(struct backend *b)
 {
     (void)b;
@@ -352,6 +389,8 @@ static const struct backend_ops cpu_ops_table = {
     .attention = cpu_attention_run,
     .gather_rows = cpu_ops_gather_rows,
     .kv_copy_block = cpu_kv_copy_block,
+    .kv_block_read = cpu_kv_block_read,
+    .kv_block_write = cpu_kv_block_write,
     .sync = cpu_sync,
     .lanes_max = cpu_lanes_max,
     .run_lanes = cpu_run_lanes,

@@ -1,0 +1,288 @@
+/* The offload tiers under the real scheduler and the stories260K model (skipped without
+ * ../shared): a prompt whose prefix blocks were evicted from a small KV pool is served from tier 2
+ * (host memory) or tier 3 (a directory), counted as cached tokens of that tier, and generates
+ * exactly the tokens it generates with the prefix recomputed; a second engine sharing the
+ * directory reuses the first one's blocks; a damaged tier-3 file is recomputed, never served. */
+#include "engine/kv/kv_offload.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_slots.h"
+#include "engine/model/model.h"
+#include "engine/sched/scheduler.h"
+#include "tests/testutil.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BS       16
+#define N_GEN    12
+#define N_PROMPT 70 /* four full blocks reusable, the fifth holds the last token */
+#define MAX_CTX  128
+
+struct out {
+    int32_t tokens[N_GEN];
+    int n_tokens, n_cached;
+    enum sched_finish finish;
+};
+
+struct eng {
+    struct model *m;
+    struct kv_cache *kv;
+    struct kv_offload *store;
+    struct sched *s;
+};
+
+static void on_event(void *ctx, const struct sched_event *ev)
+{
+    struct out *o = ev->ud;
+    (void)ctx;
+    if (ev->has_token && o->n_tokens < N_GEN) o->tokens[o->n_tokens++] = ev->token;
+    if (ev->finish != SCHED_FINISH_NONE) o->finish = ev->finish;
+    o->n_cached = ev->n_cached;
+}
+
+/* An engine with a pool of 8 blocks (about one request) and the given tiers; false (skip) without
+ * the shared model. */
+static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char *dir)
+{
+    memset(e, 0, sizeof(*e));
+    const char *path = test_shared_path("models/tinyllamas/stories260K.gguf");
+    if (!path) return false;
+    struct model_options o;
+    model_options_default(&o);
+    o.n_threads = 1;
+    char err[256];
+    ck_assert_msg(model_load(path, &o, &e->m, err, sizeof(err)) == 0, "%s", err);
+    struct kv_cache_config kc = {8, BS, 1, MAX_CTX / BS};
+    ck_assert_int_eq(kv_cache_new(&kc, &e->kv), 0);
+    ck_assert_int_eq(model_kv_init(e->m, e->kv), 0);
+    if (host_bytes || dir) {
+        const struct model_hparams *hp = model_hparams(e->m);
+        struct kv_block_layout l = {.kv_type = (int)o.kv_type,
+                                    .block_size = BS,
+                                    .n_layers = hp->n_layer,
+                                    .n_kv_heads = hp->n_head_kv,
+                                    .head_dim = hp->head_dim,
+                                    .payload_bytes = model_kv_block_bytes(e->m)};
+        memset(l.model_digest, '7', KV_BLOCK_DIGEST_HEX);
+        struct kv_offload_config c = {kv_block_namespace(&l), BS, l.payload_bytes, host_bytes, dir,
+                                      dir ? 1 << 24 : 0,      0};
+        ck_assert_int_eq(kv_offload_new(&c, &e->store), 0);
+    }
+    struct sched_config sc = {.max_num_seqs = 1,
+                              .max_num_batched_tokens = 256,
+                              .chunked_prefill = true,
+                              .prefix_caching = prefix,
+                              .max_context = MAX_CTX,
+                              .offload = e->store,
+                              .offload_gate = KV_SLOTS_GATE_PROMPT};
+    ck_assert_int_eq(sched_new(&sc, e->m, e->kv, NULL, on_event, NULL, &e->s), 0);
+    return true;
+}
+
+static void eng_close(struct eng *e)
+{
+    sched_free(e->s);
+    kv_offload_free(e->store);
+    ck_assert_int_eq(kv_cache_blocks_used(e->kv), 0);
+    kv_cache_free(e->kv);
+    model_free(e->m);
+}
+
+/* Prompt `seed`: BOS then N_PROMPT-1 ids. */
+static void make_prompt(int seed, int32_t *ids)
+{
+    unsigned x = 2463534242u + (unsigned)seed * 7919u;
+    ids[0] = 1;
+    for (int i = 1; i < N_PROMPT; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        ids[i] = (int32_t)(3 + x % 500);
+    }
+}
+
+/* Runs prompt `seed` alone to the end; its blocks then wait in the pool's prefix cache. */
+static struct out run(struct eng *e, int seed)
+{
+    int32_t ids[N_PROMPT];
+    make_prompt(seed, ids);
+    struct out o = {0};
+    struct sched_request q = {
+        .prompt = ids, .n_prompt = N_PROMPT, .max_tokens = N_GEN, .ignore_eos = true, .ud = &o};
+    sampler_params_default(&q.sampling);
+    q.sampling.temperature = 0;
+    struct sched_seq *seq;
+    ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+    for (int i = 0; i < 1000 && !sched_idle(e->s); i++) ck_assert_int_eq(sched_step(e->s), 0);
+    ck_assert(sched_idle(e->s));
+    ck_assert_int_eq(o.finish, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(o.n_tokens, N_GEN);
+    if (e->store) kv_offload_flush(e->store);
+    return o;
+}
+
+static void expect_same(const struct out *a, const struct out *b)
+{
+    ck_assert_mem_eq(a->tokens, b->tokens, sizeof(a->tokens));
+}
+
+static struct out reference(int seed)
+{
+    struct eng e;
+    ck_assert(eng_open(&e, false, 0, NULL));
+    struct out o = run(&e, seed);
+    ck_assert_int_eq(o.n_cached, 0);
+    eng_close(&e);
+    return o;
+}
+
+static char *make_dir(void)
+{
+    char *d = strdup("/tmp/cinfer-kvoff-sched-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static void remove_dir(char *d)
+{
+    DIR *dd = opendir(d);
+    for (struct dirent *de; dd && (de = readdir(dd));) {
+        if (de->d_name[0] == '.' && (!de->d_name[1] || de->d_name[1] == '.')) continue;
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", d, de->d_name);
+        unlink(p);
+    }
+    if (dd) closedir(dd);
+    rmdir(d);
+    free(d);
+}
+
+START_TEST(test_kv_offload_sched_tier1_and_tier2_equal_recompute)
+{
+    struct eng e;
+    if (!eng_open(&e, true, 1 << 20, NULL)) return;
+    struct out ref = reference(0);
+    struct out first = run(&e, 0);
+    expect_same(&first, &ref);
+    struct out again = run(&e, 0); /* tier 1: still in the pool */
+    ck_assert_int_eq(again.n_cached, 4 * BS);
+    expect_same(&again, &ref);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_uint_eq(st.prefix_hits_host, 0);
+    run(&e, 1); /* two other prompts push prompt 0 out of the 8-block pool */
+    run(&e, 2);
+    struct kv_offload_stats os;
+    kv_offload_stats(e.store, &os);
+    ck_assert_uint_ge(os.stored[KV_OFFLOAD_HOST], 4);
+    struct out back = run(&e, 0); /* tier 2 */
+    ck_assert_int_eq(back.n_cached, 4 * BS);
+    expect_same(&back, &ref);
+    sched_stats(e.s, &st);
+    ck_assert_uint_eq(st.prefix_hits_host, 4 * BS);
+    ck_assert_uint_eq(st.prefix_hits_disk, 0);
+    eng_close(&e);
+}
+END_TEST
+
+START_TEST(test_kv_offload_sched_tier3_shared_between_engines)
+{
+    struct eng a, b;
+    char *dir = make_dir();
+    if (!eng_open(&a, true, 0, dir)) {
+        remove_dir(dir);
+        return;
+    }
+    struct out ref = reference(3);
+    expect_same(&ref, (struct out[]){run(&a, 3)});
+    run(&a, 4);
+    run(&a, 5);
+    struct out back = run(&a, 3); /* tier 3 of the same engine */
+    ck_assert_int_eq(back.n_cached, 4 * BS);
+    expect_same(&back, &ref);
+    struct sched_stats st;
+    sched_stats(a.s, &st);
+    ck_assert_uint_eq(st.prefix_hits_disk, 4 * BS);
+    /* A cold engine on the same directory computes none of the prefix. */
+    ck_assert(eng_open(&b, true, 1 << 20, dir));
+    struct out cold = run(&b, 3);
+    ck_assert_int_eq(cold.n_cached, 4 * BS);
+    expect_same(&cold, &ref);
+    sched_stats(b.s, &st);
+    ck_assert_uint_eq(st.prefix_hits_disk, 4 * BS);
+    eng_close(&b);
+    eng_close(&a);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Flips one byte in the middle of every block file of the directory. */
+static int damage_files(const char *dir)
+{
+    int n = 0;
+    DIR *dd = opendir(dir);
+    for (struct dirent *de; dd && (de = readdir(dd));) {
+        if (de->d_name[0] == '.') continue;
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+        FILE *f = fopen(p, "r+b");
+        if (!f) continue;
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, len / 2, SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, len / 2, SEEK_SET);
+        fputc(c ^ 0x10, f);
+        fclose(f);
+        n++;
+    }
+    if (dd) closedir(dd);
+    return n;
+}
+
+START_TEST(test_kv_offload_sched_corrupt_tier3_is_recomputed)
+{
+    struct eng a, b;
+    char *dir = make_dir();
+    if (!eng_open(&a, true, 0, dir)) {
+        remove_dir(dir);
+        return;
+    }
+    struct out ref = reference(6);
+    run(&a, 6);
+    run(&a, 7);
+    run(&a, 8);
+    eng_close(&a);
+    ck_assert_int_gt(damage_files(dir), 0);
+    ck_assert(eng_open(&b, true, 0, dir));
+    struct out o = run(&b, 6);
+    ck_assert_int_eq(o.n_cached, 0);
+    expect_same(&o, &ref);
+    struct kv_offload_stats os;
+    kv_offload_stats(b.store, &os);
+    ck_assert_uint_ge(os.corrupt, 1);
+    eng_close(&b);
+    remove_dir(dir);
+}
+END_TEST
+
+Suite *kv_offload_sched_suite(void);
+Suite *kv_offload_sched_suite(void)
+{
+    log_setup("test", LOG_ERROR, LOG_FORMAT_TEXT);
+    Suite *s = suite_create("kv_offload_sched");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_kv_offload_sched_tier1_and_tier2_equal_recompute);
+    tcase_add_test(tc, test_kv_offload_sched_tier3_shared_between_engines);
+    tcase_add_test(tc, test_kv_offload_sched_corrupt_tier3_is_recomputed);
+    suite_add_tcase(s, tc);
+    return s;
+}
