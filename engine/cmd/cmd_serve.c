@@ -53,6 +53,7 @@ struct serve_cfg {
     const char *allowed_origins;
     int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
+    int device;
     const char *log_level, *log_format;
 };
 
@@ -125,6 +126,8 @@ static const struct cfg_opt serve_opts[] = {
      "Open HTTP connections from one client address (the same rule within it)", NULL, 0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
+    {"device", CFG_INT, O(device), "0", 0, 1024, "CUDA device index (see CUDA_VISIBLE_DEVICES)",
+     NULL, 0},
     {"shutdown-delay-seconds", CFG_INT, O(shutdown_delay_s), "0", 0, 600,
      "After SIGTERM, keep serving (with /health at 503) this long before refusing new requests",
      NULL, 0},
@@ -265,6 +268,7 @@ static int serve_load(struct serve_state *s)
     struct model_options mo;
     model_options_default(&mo);
     mo.backend = c->backend;
+    mo.device = c->device;
     mo.n_threads = c->threads;
     model_kv_type_parse(c->kv_type, &mo.kv_type); /* the option's choices admit only known names */
     mo.no_lanes = c->no_lanes;

@@ -523,8 +523,9 @@ enum { KV_LAYERS = 2, KV_BLOCKS = 12, KV_BS = 16, KV_NKV = 2 };
  * attention parameters. Then block 1 is copied to block 11 (kv_copy_block) and the decode repeated
  * through a table naming 11. Bound: K, V and q are the same values on both sides (the CUDA
  * kv_store rounds and quantizes as the CPU does); the CPU rounds an F16 cache's probabilities to
- * f16 before they meet V while the online softmax here cannot (2^-11 relative), and the sums run
- * in different orders: 1e-5 (F16) and 1e-9 otherwise. */
+ * f16 before they meet V while the online softmax here cannot (2^-11 relative per probability,
+ * NMSE about 1e-7), and the sums run in different orders: 1e-4 (F16) and 1e-9 otherwise. A wrong
+ * block, position or head gives NMSE of order 1. */
 static void attention_case(struct pair *p, enum quant_type kt, int hd, int group,
                            const struct backend_attn_params *ap)
 {
@@ -553,7 +554,7 @@ static void attention_case(struct pair *p, enum quant_type kt, int hd, int group
                                .n_seqs = 2,
                                .max_blocks = 4,
                                .slots = slots};
-    double bound = kt == QUANT_F16 ? 1e-5 : 1e-9;
+    double bound = kt == QUANT_F16 ? 1e-4 : 1e-9;
     for (int step = 0; step < 3; step++) {
         int n = step == 0 ? NP : 2;
         if (step > 0) {

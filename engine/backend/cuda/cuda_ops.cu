@@ -151,7 +151,9 @@ __global__ void k_rope(float *x, struct cuda_rope_args a)
         if (a.ext_factor != 0.0f) {
             const float yv = ((float)i - a.corr0) / fmaxf(0.001f, a.corr1 - a.corr0);
             const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, yv))) * a.ext_factor;
-            th = th * (1.0f - mix) + extrap * mix;
+            /* rounded products and sum, as the CPU computes them: a fused multiply-add here
+             * would move an angle of thousands of radians by an ulp (1e-3 rad) */
+            th = __fadd_rn(__fmul_rn(th, 1.0f - mix), __fmul_rn(extrap, mix));
         }
         const float c = cosf(th) * a.mscale, sn = sinf(th) * a.mscale;
         float *v = x + ((size_t)t * a.n_heads + h) * a.head_dim;
