@@ -2,7 +2,7 @@
 # The CUDA backend's check on a GPU host: the op-by-op suite against the CPU backend (and under
 # compute-sanitizer memcheck when the host has it), then whole-model greedy generation on both
 # backends compared token for token, on random-weight models made here with gen-model (so nothing
-# large travels). Runs from a bundle made by hack/gpu-bundle.sh (bin/, lib/) or from a checkout
+# large travels), then decode/prefill benchmarks into bench.json. Runs from a bundle made by hack/gpu-bundle.sh (bin/, lib/) or from a checkout
 # whose build-cuda/ is built; writes everything to RESULTS_DIR and a one-line verdict per step to
 # RESULTS_DIR/summary.txt. Exit status 0 only when every step passed.
 #
@@ -27,6 +27,9 @@ else
 	suite="$root/build-cuda/tests/engine/test_backend_cuda"
 fi
 engine="$bin/cinfer-engine"
+# the generated models stay out of the results (they are large and made again in seconds)
+work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
 status=0
 say() { echo "$*" | tee -a "$res/summary.txt"; }
 : >"$res/summary.txt"
@@ -70,7 +73,7 @@ fi
 gen() { # name type kv args...
 	local name="$1" type="$2" kv="$3"
 	shift 3
-	local m="$res/model-$name.gguf"
+	local m="$work/model-$name.gguf"
 	[ -e "$m" ] || "$engine" gen-model --out "$m" --type "$type" "$@" >"$res/gen-$name.log" 2>&1 ||
 		{
 			say "generate $name: FAIL (gen-model; see gen-$name.log)"
@@ -106,6 +109,24 @@ gen q8_0 q8_0 q8_0 "${small[@]}"
 gen q4_K q4_K f16 "${small[@]}"
 gen qwen3-bf16 bf16 f16 --arch qwen3 "${small[@]}"
 gen gemma2-q6_K q6_K f16 --arch gemma2 --head-dim 64 "${small[@]}"
+
+# 4. benchmarks, CUDA only, one JSON object per line in bench.json (fields as `cinfer-engine bench`
+# prints them, plus model and backend): the 134M shape (gen-model's defaults) in F16 and Q8_0.
+: >"$res/bench.json"
+for t in f16 q8_0; do
+	m="$work/model-134m-$t.gguf"
+	if ! "$engine" gen-model --out "$m" --type "$t" >"$res/gen-134m-$t.log" 2>&1 ||
+		! timeout 150 "$engine" bench --model "$m" --backend cuda --prompt-tokens 512 \
+			--gen-tokens 64 --batch 1,16,64 --repetitions 3 --log-level warn \
+			>"$res/bench-134m-$t.txt" 2>&1; then
+		say "bench 134m $t: FAIL (see gen-134m-$t.log, bench-134m-$t.txt)"
+		status=1
+		continue
+	fi
+	grep '^{' "$res/bench-134m-$t.txt" |
+		sed "s/^{/{\"model\":\"134m-$t\",\"backend\":\"cuda\",/" >>"$res/bench.json"
+	say "bench 134m $t: $(grep -v '^{' "$res/bench-134m-$t.txt" | tail -n +3 | tr -s ' ' | tr '\n' ';')"
+done
 
 say "gpu-check: done in $(($(date +%s) - t0)) s, status $status"
 exit $status
