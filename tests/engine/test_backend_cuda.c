@@ -215,8 +215,9 @@ START_TEST(test_cuda_matmul_every_type)
     const int ntoks[] = {1, 3, 8, 9, 40};
     for (size_t ti = 0; ti < N_TYPES; ti++) {
         enum quant_type t = all_types[ti];
-        const int shapes[][2] = {{67, 512}, {5, 256}, {33, 100}};
-        for (int si = 0; si < 3; si++) {
+        /* one row: a gate vector (Qwen2-MoE's shared-expert gate is a 1 x dim matmul) */
+        const int shapes[][2] = {{67, 512}, {5, 256}, {1, 256}, {33, 100}, {1, 100}};
+        for (int si = 0; si < 5; si++) {
             int rows = shapes[si][0], cols = shapes[si][1];
             if (cols % 256 != 0 && quant_block_elems(t) > 1) continue; /* whole blocks */
             size_t rb;

@@ -19,7 +19,8 @@ extern "C" {
 
 /* A prepared weight: the descriptor (borrowing the host mapping, which is never read again after
  * weight_prepare) and its device copy. Matrices keep the file's blocks, row-major, row_bytes
- * apart; 1-D weights (norm gains, biases) are dequantized to floats. */
+ * apart; one-row weights (norm gains, biases, a gate vector) are dequantized to floats, which
+ * the elementwise ops read and matmul / get_rows take as an F32 row. */
 struct backend_weight {
     struct backend_weight_desc desc;
     size_t row_bytes; /* bytes of one row in desc.type */

@@ -55,18 +55,32 @@ static int matmul_blas(struct cuda_backend *cb, const struct backend_weight *w, 
     return rc;
 }
 
+/* The device rows of w as the kernels read them: the file's blocks of a matrix, or the floats a
+ * one-row weight was prepared as (Qwen2-MoE's shared-expert gate is multiplied, not added). */
+static const void *weight_rows(const struct backend_weight *w, enum quant_type *type,
+                               size_t *row_bytes)
+{
+    *type = w->dev ? w->desc.type : QUANT_F32;
+    *row_bytes = w->dev ? w->row_bytes : (size_t)w->desc.cols * sizeof(float);
+    return w->dev ? w->dev : (const void *)w->f32;
+}
+
 int cuda_ops_matmul(struct backend *b, const struct backend_weight *w, const float *x, float *y,
                     int n_tokens)
 {
     struct cuda_backend *cb = cuda_backend_of(b);
-    if (!w || !w->dev || !x || !y || n_tokens < 0) return ERR_INVAL;
+    if (!w || !x || !y || n_tokens < 0) return ERR_INVAL;
     if (n_tokens == 0) return 0;
     int rc = cuda_enter(cb);
     if (rc) return rc;
-    if (n_tokens > CUDA_MATVEC_MAX_TOKENS && cb->blas) return matmul_blas(cb, w, x, y, n_tokens);
+    if (n_tokens > CUDA_MATVEC_MAX_TOKENS && cb->blas && w->dev)
+        return matmul_blas(cb, w, x, y, n_tokens);
+    enum quant_type type;
+    size_t rb;
+    const void *rows = weight_rows(w, &type, &rb);
     return cuda_status(cb,
-                       cuda_launch_matvec(cb->stream, w->desc.type, w->dev, w->row_bytes,
-                                          (int)w->desc.rows, (int)w->desc.cols, x, y, n_tokens),
+                       cuda_launch_matvec(cb->stream, type, rows, rb, (int)w->desc.rows,
+                                          (int)w->desc.cols, x, y, n_tokens),
                        "matmul");
 }
 
@@ -77,7 +91,6 @@ int cuda_ops_get_rows(struct backend *b, const struct backend_weight *w, const i
 {
     struct cuda_backend *cb = cuda_backend_of(b);
     if (!w || (n > 0 && (!ids || !out)) || n < 0) return ERR_INVAL;
-    if (!w->dev) return ERR_INVAL; /* a 1-D weight is no table */
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= w->desc.rows) return ERR_RANGE;
     if (n == 0) return 0;
@@ -85,10 +98,12 @@ int cuda_ops_get_rows(struct backend *b, const struct backend_weight *w, const i
     if (rc) return rc;
     const int32_t *d_ids = cuda_stage_put(cb, ids, (size_t)n * sizeof(*ids));
     if (!d_ids) return ERR_INTERNAL;
-    return cuda_status(cb,
-                       cuda_launch_get_rows(cb->stream, w->desc.type, w->dev, w->row_bytes,
-                                            (int)w->desc.cols, d_ids, n, out),
-                       "get_rows");
+    enum quant_type type;
+    size_t rb;
+    const void *rows = weight_rows(w, &type, &rb);
+    return cuda_status(
+        cb, cuda_launch_get_rows(cb->stream, type, rows, rb, (int)w->desc.cols, d_ids, n, out),
+        "get_rows");
 }
 
 int cuda_ops_add_bias(struct backend *b, float *y, const struct backend_weight *bias, int n_tokens)
