@@ -109,10 +109,12 @@ EXPOSE 8081
 ENTRYPOINT ["/usr/local/bin/cinfer-router"]
 
 # ---- engine with the CUDA backend ------------------------------------------------------------------
-# NOT BUILDABLE YET: engine/backend/cuda/ does not exist, and `make CUDA=1` stops with an error saying
-# so. This target builds unchanged once it lands. The devel and runtime bases must carry the same CUDA
-# version and OS. They are Ubuntu, so the runtime package list is the one derived from the binary
-# (the committed lists name Debian 12 packages); CUDA libraries come with the runtime base.
+# NOT VERIFIED YET: `make CUDA=1` builds now, but this target has not been built in a container, and
+# the backend targets CUDA 13.0 (it loads libcublas.so.13): on these 12.6 bases it would run its own
+# GEMM kernels instead of cuBLAS. Move both bases to CUDA 13.0 when verified (issue #18). The devel
+# and runtime bases must carry the same CUDA version and OS. They are Ubuntu, so the runtime package
+# list is the one derived from the binary (the committed lists name Debian 12 packages); CUDA
+# libraries come with the runtime base.
 FROM nvidia/cuda:12.6.3-devel-ubuntu24.04 AS build-cuda
 ARG VERSION
 ENV DEBIAN_FRONTEND=noninteractive

@@ -210,6 +210,10 @@ struct backend_ops {
     int (*kv_block_write)(struct backend *b, int block, const void *src_host, size_t bytes);
     /* Waits for queued work (no-op on the CPU). */
     int (*sync)(struct backend *b);
+    /* Free and total bytes of the backend's device memory now (after weights and activations
+     * allocated so far), from which the engine sizes the KV cache (--gpu-memory-utilization).
+     * Optional: NULL for backends whose memory is the host's (the CPU). */
+    int (*mem_info)(struct backend *b, size_t *free_bytes, size_t *total_bytes);
 
     /* Lanes: several forward passes side by side, each on one thread. run_lanes runs fn(ctx, i)
      * for i < n at once (n <= lanes_max) and returns the first lane's error; ops called from
@@ -227,7 +231,7 @@ struct backend {
 
 struct backend_options {
     int n_threads; /* CPU compute threads; 0 = the CPUs this process may run on (affinity mask) */
-    int device;    /* CUDA device index */
+    int device;    /* CUDA device index (0 = the first; see CUDA_VISIBLE_DEVICES) */
     /* CPU kernel level: "scalar", "avx2", "avx512", or NULL/"auto" = best the CPU supports; NULL
      * also consults the CINFER_CPU_ISA environment variable. Tests force each level with it. */
     const char *cpu_isa;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #ifdef CINFER_CUDA
-/* Provided by engine/backend/cuda/ when built with CUDA=1. */
+/* Provided by engine/backend/cuda/ when built with CUDA=1 (its header includes CUDA's). */
 int cuda_backend_create(const struct backend_options *opt, struct backend **out);
 #endif
 

@@ -32,7 +32,7 @@
 
 struct bench_cfg {
     const char *model, *batches, *kv_type, *backend, *log_level, *log_format;
-    int prompt_tokens, gen_tokens, depth, threads, reps;
+    int prompt_tokens, gen_tokens, depth, threads, reps, device;
     double temperature, top_p;
     bool profile, no_lanes;
 };
@@ -58,6 +58,8 @@ static const struct cfg_opt bench_opts[] = {
      0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
+    {"device", CFG_INT, O(device), "0", 0, 1024, "CUDA device index (see CUDA_VISIBLE_DEVICES)",
+     NULL, 0},
     {"profile", CFG_BOOL, O(profile), "false", 1, 0,
      "Also print where prefill and decode steps spend their time, op by op (each op is synced)",
      NULL, 0},
@@ -345,6 +347,7 @@ int cmd_bench_main(int argc, char **argv)
     struct model_options mo;
     model_options_default(&mo);
     mo.backend = c.backend;
+    mo.device = c.device;
     mo.n_threads = c.threads;
     model_kv_type_parse(c.kv_type, &mo.kv_type); /* the option's choices admit only known names */
     mo.no_lanes = c.no_lanes;

@@ -33,6 +33,7 @@ struct gen_cfg {
     const char *prompt;
     const char *prompt_tokens;
     const char *backend;
+    int device;
     const char *kv_type;
     const char *spec;
     const char *log_level, *log_format;
@@ -75,6 +76,8 @@ static const struct cfg_opt gen_opts[] = {
      0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
+    {"device", CFG_INT, O(device), "0", 0, 1024, "CUDA device index (see CUDA_VISIBLE_DEVICES)",
+     NULL, 0},
     {"output-ids", CFG_BOOL, O(output_ids), "false", 1, 0,
      "Print generated token ids (comma-separated) instead of text", NULL, 0},
     {"special", CFG_BOOL, O(special), "false", 1, 0, "Render control tokens' text", NULL, 0},
@@ -394,6 +397,7 @@ int cmd_generate_main(int argc, char **argv)
     struct model_options mo;
     model_options_default(&mo);
     mo.backend = c.backend;
+    mo.device = c.device;
     mo.n_threads = c.threads;
     model_kv_type_parse(c.kv_type, &mo.kv_type); /* the option's choices admit only known names */
     mo.n_ctx_seq = (int)c.n_ctx; /* long-rope models pick their factors by it (0: trained) */

@@ -51,6 +51,7 @@ struct serve_cfg {
     int block_size;
     int context_length;
     uint64_t kv_cache_bytes;
+    double gpu_memory_utilization;
     const char *kv_type;
     bool no_prefix_caching;
     uint64_t kv_offload_bytes;
@@ -72,6 +73,7 @@ struct serve_cfg {
     const char *spec;
     int spec_tokens, ngram_min, ngram_max;
     bool no_spec_adaptive;
+    int device;
     const char *log_level, *log_format;
 };
 
@@ -103,6 +105,10 @@ static const struct cfg_opt serve_opts[] = {
     {"kv-cache-bytes", CFG_SIZE, O(kv_cache_bytes), "0", 0, 1e15,
      "KV-cache memory; 0 = enough for max-num-seqs full contexts, at most a quarter of RAM", NULL,
      0},
+    {"gpu-memory-utilization", CFG_DOUBLE, O(gpu_memory_utilization), "0.9", 0.05, 1,
+     "Fraction of the GPU's memory the engine may use; the KV cache (without --kv-cache-bytes) "
+     "takes what the weights leave of it (vLLM's knob)",
+     NULL, 0},
     {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV-cache element type", MODEL_KV_TYPE_NAMES,
      0},
     {"no-prefix-caching", CFG_BOOL, O(no_prefix_caching), "false", 1, 0,
@@ -170,6 +176,8 @@ static const struct cfg_opt serve_opts[] = {
      "Open HTTP connections from one client address (the same rule within it)", NULL, 0},
     {"backend", CFG_STRING, O(backend), NULL, 1, 0, "Compute backend (default: best available)",
      "cpu|cuda", 0},
+    {"device", CFG_INT, O(device), "0", 0, 1024, "CUDA device index (see CUDA_VISIBLE_DEVICES)",
+     NULL, 0},
     {"shutdown-delay-seconds", CFG_INT, O(shutdown_delay_s), "0", 0, 600,
      "After SIGTERM, keep serving (with /health at 503) this long before refusing new requests",
      NULL, 0},
@@ -241,7 +249,25 @@ static void default_model_name(const char *path, char *out, size_t outlen)
     out[n] = '\0';
 }
 
-/* The KV pool of element type kt (the model's): the configured budget, or by default enough blocks
+/* The KV budget on a backend with device memory (backend mem_info): what is free now, after the
+ * weights and the backend's workspaces, less the (1 - utilization) share of the device that stays
+ * unused, as vLLM's --gpu-memory-utilization; false for a backend whose memory is the host's. */
+static bool serve_kv_device_budget(struct serve_state *s, uint64_t *budget)
+{
+    struct backend *be = model_backend(s->m);
+    size_t dfree = 0, dtotal = 0;
+    if (!be->ops->mem_info || be->ops->mem_info(be, &dfree, &dtotal) != 0) return false;
+    double keep = (1.0 - s->cfg->gpu_memory_utilization) * (double)dtotal;
+    *budget = (double)dfree > keep ? (uint64_t)((double)dfree - keep) : 0;
+    log_info("kv cache budget from device memory", LOG_I("device_free", (long long)dfree),
+             LOG_I("device_total", (long long)dtotal),
+             LOG_F("gpu_memory_utilization", s->cfg->gpu_memory_utilization),
+             LOG_I("budget", (long long)*budget));
+    return true;
+}
+
+/* The KV pool of element type kt (the model's): the configured budget; on a GPU by default all
+ * that --gpu-memory-utilization leaves (serve_kv_device_budget); else by default enough blocks
  * for max_num_seqs full contexts capped at a quarter of the memory the process may use (RAM or the
  * cgroup limit: kv_cache_ram_budget). Fails when one full context does not fit. */
 static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
@@ -251,8 +277,11 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
     int bs = c->block_size;
     int64_t per_seq = (ctx + bs - 1) / bs;
     int64_t n_blocks;
+    uint64_t dev_budget = 0;
     if (c->kv_cache_bytes) {
         n_blocks = kv_cache_blocks_for_budget(c->kv_cache_bytes, per_token, bs);
+    } else if (serve_kv_device_budget(s, &dev_budget)) {
+        n_blocks = kv_cache_blocks_for_budget(dev_budget, per_token, bs);
     } else {
         n_blocks = per_seq * c->max_num_seqs;
         uint64_t cap = kv_cache_ram_budget(SERVE_AUTO_KV_RAM_FRACTION);
@@ -260,8 +289,8 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
         if (cap_blocks < n_blocks) n_blocks = cap_blocks > per_seq ? cap_blocks : per_seq;
     }
     if (n_blocks < per_seq) {
-        log_error("the KV-cache budget does not hold one full context; raise --kv-cache-bytes or "
-                  "lower --context-length",
+        log_error("the KV-cache budget does not hold one full context; raise --kv-cache-bytes "
+                  "(or --gpu-memory-utilization) or lower --context-length",
                   LOG_I("blocks", (long long)n_blocks), LOG_I("blocks_per_context", per_seq),
                   LOG_I("bytes_per_token", (long long)per_token));
         return ERR_INVAL;
@@ -392,6 +421,7 @@ static int serve_load(struct serve_state *s)
     struct model_options mo;
     model_options_default(&mo);
     mo.backend = c->backend;
+    mo.device = c->device;
     mo.n_threads = c->threads;
     model_kv_type_parse(c->kv_type, &mo.kv_type); /* the option's choices admit only known names */
     mo.no_lanes = c->no_lanes;

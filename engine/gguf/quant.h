@@ -132,11 +132,17 @@ _Static_assert(sizeof(struct quant_block_iq4_xs) == 136, "iq4_xs layout");
 /* The 16 values of the IQ4_NL / IQ4_XS codebook (ggml's kvalues_iq4nl). */
 extern const int8_t quant_iq4nl_values[16];
 
-/* Sub-block scales of the packed K formats, for the decoders here and the backends' kernels. */
+/* Sub-block scales of the packed K formats, for the decoders here and the backends' kernels (under
+ * nvcc they are device functions too: backend/cuda decodes blocks with these same helpers). */
+#ifdef __CUDACC__
+#define QUANT_INLINE static inline __host__ __device__
+#else
+#define QUANT_INLINE static inline
+#endif
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (ggml's get_scale_min_k4):
  * entries 0-3 sit in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); entries 4-7 take their
  * low nibble from bytes 8-11 and their top two bits from the spare high bits of bytes 0-7. */
-static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
+QUANT_INLINE void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m)
 {
     if (j < 4) {
         *d = q[j] & 63;
@@ -149,14 +155,14 @@ static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8
 
 /* The 6-bit scale j (0..15) of a Q3_K block minus 32 (-32..31): low nibbles in bytes 0-7 (j < 8 low,
  * else the high nibble of byte j - 8), top two bits in bytes 8-11. */
-static inline int quant_scale_q3_k(const uint8_t *s, int j)
+QUANT_INLINE int quant_scale_q3_k(const uint8_t *s, int j)
 {
     int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
     return (lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
 }
 
 /* The 6-bit scale of sub-block ib (0..7) of an IQ4_XS block minus 32 (-32..31). */
-static inline int quant_scale_iq4_xs(uint16_t scales_h, const uint8_t *scales_l, int ib)
+QUANT_INLINE int quant_scale_iq4_xs(uint16_t scales_h, const uint8_t *scales_l, int ib)
 {
     return (((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((scales_h >> 2 * ib) & 3) << 4)) - 32;
 }

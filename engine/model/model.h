@@ -113,6 +113,7 @@ int model_hparams_parse(const struct gguf *g, struct model_hparams *out, char *e
 
 struct model_options {
     const char *backend;     /* backend_create name; NULL = best available */
+    int device;              /* CUDA device index (backend_options.device); 0 = the first */
     int n_threads;           /* 0 = all online cores */
     enum quant_type kv_type; /* QUANT_F16 (llama.cpp's default), QUANT_F32 or QUANT_Q8_0 */
     bool no_lanes;           /* never split a step into lanes (model_forward): A/B runs, tests */

@@ -322,7 +322,7 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
     }
     m->opt.sha256 = NULL; /* borrowed for this call only */
 
-    struct backend_options bo = {.n_threads = m->opt.n_threads, .device = 0};
+    struct backend_options bo = {.n_threads = m->opt.n_threads, .device = m->opt.device};
     if ((rc = backend_create(m->opt.backend, &bo, &m->be))) {
         model_fail(err, errlen, rc, "cannot create backend \"%s\" (%s)",
                    m->opt.backend ? m->opt.backend : "default", err_str(rc));
