@@ -126,6 +126,13 @@ struct api_request {
 
     bool ignore_eos; /* vLLM extension: keep generating past end-of-generation tokens */
 
+    /* Constrained decoding (api_request_format.c): the GBNF (engine/grammar/) every choice must
+     * follow, owned, from response_format (json_object, json_schema) or vLLM's guided_json /
+     * guided_grammar / guided_choice (or their structured_outputs spelling); NULL: free text.
+     * grammar_param names the parameter it came from, for errors found when it is compiled. */
+    char *grammar;
+    char grammar_param[64];
+
     char *user;       /* owned or NULL */
     int priority;     /* default 0; lower runs first (vLLM's convention) */
     char *cache_salt; /* owned or NULL */

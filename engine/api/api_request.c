@@ -1,7 +1,7 @@
 /* Request bodies of POST /v1/completions and /v1/chat/completions -> struct api_request.
  * Validates every parameter the engine honours (type and range, errors naming the parameter as
  * OpenAI's `param` does), ignores unknown fields as OpenAI does, and refuses the known ones whose
- * effect the engine cannot provide (echo, suffix, best_of, logit_bias, tools, response_format)
+ * effect the engine cannot provide (echo, suffix, best_of, logit_bias, tools)
  * rather than silently answering something else. Not an HTTP handler: no I/O, no model lookup. */
 #include "engine/api/api.h"
 
@@ -123,12 +123,6 @@ static int api_check_unsupported(struct api_parse *p)
         return api_invalid(p, "tools", "'tools' (function calling) is not supported");
     if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
         return api_invalid(p, "functions", "'functions' (function calling) is not supported");
-    if ((v = json_util_field(p->root, "response_format"))) {
-        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return api_invalid(p, "response_format",
-                               "only 'response_format' {\"type\": \"text\"} is supported");
-    }
     return 0;
 }
 
@@ -330,7 +324,7 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
         (rc = kind == API_KIND_CHAT ? api_parse_messages(&p) : api_parse_prompt(&p)) ||
         (rc = api_parse_max_tokens(&p)) || (rc = api_parse_sampling(&p)) ||
         (rc = api_parse_stop(&p)) || (rc = api_parse_logprobs(&p)) || (rc = api_parse_stream(&p)) ||
-        (rc = api_parse_misc(&p)))
+        (rc = api_parse_misc(&p)) || (rc = api_parse_format(&p)))
         goto out;
     *out = r;
     r = NULL;
@@ -352,6 +346,7 @@ void api_request_free(struct api_request *r)
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->user);
     free(r->cache_salt);
+    free(r->grammar);
     free(r);
 }
 

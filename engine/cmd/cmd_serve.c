@@ -13,6 +13,7 @@
 #include "engine/serve/http_api.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
+#include "engine/grammar/grammar.h"
 #include "engine/serve/serve_api.h"
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
@@ -151,6 +152,7 @@ struct serve_state {
     struct http_api *http;
     struct model *m;
     struct tokenizer *tok;
+    struct grammar_vocab *gvocab; /* constrained decoding's token trie (NULL without tok) */
     struct chat_template *chat;
     struct kv_cache *kv;
     struct serve_respond *resp;
@@ -287,11 +289,17 @@ static int serve_load(struct serve_state *s)
         return ERR_INVAL;
     }
     if ((rc = serve_chat_template(s)) != 0) return rc;
+    if (s->tok && (rc = grammar_vocab_new(s->tok, &s->gvocab)) != 0) {
+        log_error("cannot build the vocabulary trie of constrained decoding",
+                  LOG_S("err", err_str(rc)));
+        return rc;
+    }
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
         .chat_template = s->chat,
+        .gvocab = s->gvocab,
         .n_vocab = hp->n_vocab,
         .max_context = ctx,
         .max_queue = c->max_queue,
@@ -356,6 +364,7 @@ static void serve_teardown(struct serve_state *s)
     serve_respond_free(s->resp);
     kv_cache_free(s->kv);
     chat_template_free(s->chat);
+    grammar_vocab_free(s->gvocab);
     tokenizer_free(s->tok);
     model_free(s->m);
 }

@@ -70,6 +70,8 @@ void grammar_unref(struct grammar *g); /* NULL-safe; frees at zero references */
 
 /* Byte-level elements of a compiled grammar (its size, for limits and logs). */
 size_t grammar_size(const struct grammar *g);
+/* Tokens of the vocabulary g was compiled for (its masks have that many bits). Any thread. */
+int32_t grammar_n_vocab(const struct grammar *g);
 
 /* ---------------------------------------------------------------- matching (one thread) */
 

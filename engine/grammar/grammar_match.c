@@ -28,6 +28,11 @@ size_t grammar_size(const struct grammar *g)
     return (size_t)g->n_elems;
 }
 
+int32_t grammar_n_vocab(const struct grammar *g)
+{
+    return g->vocab->n_vocab;
+}
+
 int64_t grammar_matcher_intern(struct grammar_arena *a, const struct grammar_matcher *m)
 {
     if (a->n_sets + 1 + (size_t)m->n_stacks + 1 > a->cap_sets) {

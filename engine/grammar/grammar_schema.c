@@ -404,6 +404,16 @@ int grammar_schema_object_gbnf(struct buf *out)
     return buf_printf(out, "root ::= j-object\n%s", gs_base);
 }
 
+int grammar_schema_choice_gbnf(const char *const *choices, size_t n, struct buf *out)
+{
+    if (n == 0) return ERR_INVAL;
+    int rc = buf_puts(out, "root ::= ");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(rc = i ? buf_puts(out, " | ") : 0))
+            rc = gs_literal(out, choices[i], strlen(choices[i]));
+    return rc ? rc : buf_putc(out, '\n');
+}
+
 int grammar_schema_compile_text(const char *text, size_t len, const struct grammar_vocab *v,
                                 struct grammar **out, char *err, size_t errlen)
 {

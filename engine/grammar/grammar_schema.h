@@ -32,6 +32,10 @@ int grammar_schema_gbnf(const json_t *schema, struct buf *out, char *err, size_t
 /* Appends the GBNF of any JSON object (response_format json_object). 0, ERR_TOO_BIG, ERR_NOMEM. */
 int grammar_schema_object_gbnf(struct buf *out);
 
+/* Appends the GBNF of exactly one of the n strings `choices` (borrowed; vLLM's guided_choice).
+ * 0, ERR_INVAL (n == 0), ERR_TOO_BIG, ERR_NOMEM. */
+int grammar_schema_choice_gbnf(const char *const *choices, size_t n, struct buf *out);
+
 /* Parses `text` (len bytes, borrowed) as a JSON schema and compiles it for `v` (borrowed) into
  * *out (new, one reference). Errors as grammar_schema_gbnf and grammar_compile, ERR_PARSE for
  * JSON that does not parse. Any thread. */

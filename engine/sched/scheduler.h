@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 struct model;
+struct grammar;
 struct kv_cache;
 struct tokenizer;
 struct sched;
@@ -63,7 +64,15 @@ struct sched_request {
     bool ignore_eos;
     int priority;           /* lower runs first; FCFS within a priority */
     const char *cache_salt; /* NULL or a string: prefix-cache chains are per salt */
-    void *ud;               /* the caller's cookie, passed back in every event */
+    /* NULL, or the grammar every sampled token must keep the output inside (engine/grammar/):
+     * sched_add gives the sequence its own matcher, which takes a reference. Each step samples
+     * from the logits with the tokens outside the grammar's mask at -inf (logprobs are then those
+     * of the constrained distribution); an end-of-generation token is allowed only where the
+     * grammar accepts, and the sequence stops (STOP) as soon as the grammar is complete and
+     * nothing may follow. ignore_eos does not apply to a constrained sequence. The matcher only
+     * advances on sampled tokens, so preemption (recomputation of K/V) leaves it exact. */
+    struct grammar *grammar;
+    void *ud; /* the caller's cookie, passed back in every event */
 };
 
 /* One output of a sequence. Pointers are borrowed for the duration of the callback. Besides token
@@ -110,7 +119,9 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
 void sched_free(struct sched *s);
 
 /* Queues a new sequence. Returns its handle through *out (owned by the scheduler; valid until its
- * final event). ERR_INVAL (bad prompt, params or stops; nothing queued), ERR_NOMEM. */
+ * final event). ERR_INVAL (bad prompt, params or stops, a grammar over a larger vocabulary than
+ * the model's; nothing queued), ERR_TOO_BIG (the grammar's start state breaks a matcher bound),
+ * ERR_NOMEM. */
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out);
 
 /* Asks the sequence to stop: at the start of the next step it finishes with `reason` (ABORT for a

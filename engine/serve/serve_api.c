@@ -12,6 +12,7 @@
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
 #include "engine/serve/serve_respond.h"
+#include "engine/grammar/grammar.h"
 #include "engine/text/tokenizer.h"
 
 #include <stdatomic.h>
@@ -149,6 +150,30 @@ static bool fits_context(const struct serve_api *api, const struct api_request *
     return true;
 }
 
+/* Compiles the request's structured-output grammar for the served vocabulary into *out (new).
+ * A grammar that does not compile is the client's error: a 400 naming the parameter. */
+static int compile_grammar(const struct serve_api *api, const struct api_request *r,
+                           struct grammar **out, struct api_error *err)
+{
+    if (!api->gvocab) {
+        api_error_set(err, API_ERR_INVALID, r->grammar_param,
+                      "structured outputs need the model's tokenizer, which it lacks");
+        return ERR_INVAL;
+    }
+    char gerr[400];
+    int rc = grammar_compile(r->grammar, strlen(r->grammar), api->gvocab, out, gerr, sizeof(gerr));
+    if (rc == ERR_NOMEM) {
+        api_error_set(err, API_ERR_INTERNAL, NULL, "out of memory compiling the grammar");
+        return rc;
+    }
+    if (rc) {
+        api_error_set(err, API_ERR_INVALID, r->grammar_param, "cannot compile the grammar: %s",
+                      gerr);
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
 /* Runs on the service thread when the client goes away mid-request. */
 static void on_client_gone(void *ud)
 {
@@ -209,6 +234,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     int32_t *ids = NULL;
     int n_ids = 0;
     struct serve_req *sr = NULL;
+    struct grammar *g = NULL;
     if (api_request_parse(body, len, kind, &lim, &r, &err) != 0) goto fail;
     if (r->model && strcmp(r->model, api->model_name) != 0) {
         api_error_set(&err, API_ERR_MODEL_NOT_FOUND, "model",
@@ -216,6 +242,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
                       api->model_name);
         goto fail;
     }
+    if (r->grammar && compile_grammar(api, r, &g, &err) != 0) goto fail;
     if (serve_api_prompt_ids(api, r, &ids, &n_ids, &err) != 0) goto fail;
     if (!fits_context(api, r, n_ids, &err)) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
@@ -224,9 +251,11 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     }
     struct serve_req_spec spec;
     spec_of(r, ids, n_ids, arrival, &spec);
+    spec.sched.grammar = g;
     sr = serve_req_new(&spec);
     api_request_free(r);
     free(ids);
+    grammar_unref(g); /* the request holds its own reference */
     if (!sr) {
         api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
         serve_error_respond(req, &err);
@@ -257,6 +286,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
 fail:
     api_request_free(r);
     free(ids);
+    grammar_unref(g);
     serve_error_respond(req, &err);
 }
 

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 struct tokenizer;
+struct grammar_vocab;
 struct serve_loop;
 struct serve_respond;
 
@@ -20,6 +21,8 @@ struct serve_api {
     const char *model_name;      /* served model name ("model" must match it when sent) */
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
     const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
+    /* The token trie of tok for constrained decoding; NULL: structured outputs get a 400. */
+    const struct grammar_vocab *gvocab;
     int n_vocab;
     int max_context;     /* prompt + generated tokens per sequence */
     int max_queue;       /* waiting requests beyond which new ones get 429 */

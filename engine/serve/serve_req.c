@@ -3,6 +3,7 @@
  * the cancel / fail state with the hooks that wake those threads. */
 #include "engine/serve/serve_req.h"
 
+#include "engine/grammar/grammar.h"
 #include "common/assert.h"
 #include "common/err.h"
 
@@ -39,6 +40,7 @@ struct serve_req *serve_req_new(const struct serve_req_spec *spec)
     sr->n_stops = n_stops;
     sr->cache_salt = in->cache_salt ? memcpy(p, in->cache_salt, salt_len) : NULL;
     sr->ud = NULL;
+    if (sr->grammar) grammar_ref(sr->grammar);
     atomic_init(&r->fail, SERVE_FAIL_NONE);
     atomic_init(&r->on_cancel, NULL);
     atomic_init(&r->on_post, NULL);
@@ -59,6 +61,7 @@ void serve_req_unref(struct serve_req *r)
     /* Each thread frees its part when done with the request, before dropping its reference. */
     ASSERT(!r->loop && !r->out);
     serve_req_events_free(r->events, r->n_events);
+    grammar_unref(r->spec.sched.grammar);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

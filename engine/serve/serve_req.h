@@ -59,8 +59,9 @@ struct serve_req_spec {
     bool include_usage;
     bool logprobs;
     /* The scheduler's request for choice 0; choice c samples with sched.sampling.seed + c. In a
-     * request, prompt, stops and cache_salt point into storage it owns, and ud is NULL (the loop
-     * gives every choice its own). */
+     * request, prompt, stops and cache_salt point into storage it owns, the grammar (NULL or
+     * compiled by the HTTP thread) is a reference it holds, and ud is NULL (the loop gives every
+     * choice its own). */
     struct sched_request sched;
 };
 
@@ -106,8 +107,8 @@ bool serve_req_list_has(const struct serve_req_list *l, const struct serve_req *
 /* Frees the array (not the requests) and empties the list. */
 void serve_req_list_fini(struct serve_req_list *l);
 
-/* Creates a request from `spec` (borrowed: copied, with its prompt, stop strings and cache salt;
- * spec->sched.ud ignored). refs = 1. NULL on ERR_NOMEM. HTTP thread. */
+/* Creates a request from `spec` (borrowed: copied, with its prompt, stop strings and cache salt,
+ * and a reference to its grammar; spec->sched.ud ignored). refs = 1. NULL on ERR_NOMEM. HTTP thread. */
 struct serve_req *serve_req_new(const struct serve_req_spec *spec);
 void serve_req_ref(struct serve_req *r);
 /* Drops a reference; frees at zero (by then the loop and the responder have freed their parts:

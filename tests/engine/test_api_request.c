@@ -262,7 +262,29 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"best_of\":3}", "best_of", "not supported"},
     {C, "{\"prompt\":\"x\",\"logit_bias\":{\"50256\":-100}}", "logit_bias", "not supported"},
     {H, "{" MSGS ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
-    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
+    /* structured outputs */
+    {H, "{" MSGS ",\"response_format\":\"json\"}", "response_format", "must be an object"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"xml\"}}", "response_format.type", "json_schema"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\"}}", "response_format.json_schema",
+     "must be an object"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"strict\":1}}}",
+     "response_format.json_schema.strict", "must be a boolean"},
+    {H,
+     "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+     "{\"type\":\"integer\",\"minimum\":1}}}}",
+     "response_format.json_schema.schema", "'minimum' is not supported"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":3}}}",
+     "response_format.json_schema.schema", "must be a JSON schema object"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":\"[\"}", "guided_json", "not valid JSON"},
+    {C, "{\"prompt\":\"x\",\"guided_grammar\":5}", "guided_grammar", "a string"},
+    {C, "{\"prompt\":\"x\",\"guided_choice\":[]}", "guided_choice", "1 to 1024"},
+    {C, "{\"prompt\":\"x\",\"guided_choice\":[\"\"]}", "guided_choice", "non-empty"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a+\"}", "guided_regex", "not supported"},
+    {C, "{\"prompt\":\"x\",\"structured_outputs\":[]}", "structured_outputs", "an object"},
+    {C, "{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"a\"}}", "structured_outputs.regex",
+     "not supported"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":{},\"structured_outputs\":{\"choice\":[\"a\"]}}",
+     "structured_outputs.choice", "one structured-output"},
     /* messages */
     {H, "{}", "messages", "'messages' is required"},
     {H, "{\"messages\":{}}", "messages", "must be an array"},
@@ -287,6 +309,49 @@ static const struct bad_case bad_cases[] = {
     {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}",
      "messages[0].content[0].text", "must be a string"},
 };
+
+/* Structured outputs become GBNF text for the serving layer to compile; "text" is no constraint. */
+START_TEST(test_api_request_parse_structured_outputs)
+{
+    static const struct {
+        enum api_kind kind;
+        const char *body, *param, *in_grammar;
+    } ok[] = {
+        {API_KIND_CHAT, "{" MSGS ",\"response_format\":{\"type\":\"text\"}}", NULL, NULL},
+        {API_KIND_CHAT, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}",
+         "response_format", "root ::= j-object"},
+        {API_KIND_CHAT,
+         "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+         "\"x\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"k\":{"
+         "\"type\":\"integer\"}},\"required\":[\"k\"]}}}}",
+         "response_format.json_schema.schema", "\"\\\"k\\\"\""},
+        {API_KIND_COMPLETION,
+         "{\"prompt\":\"x\",\"guided_json\":\"{\\\"type\\\":\\\"boolean\\\"}\"}", "guided_json",
+         "j-bool"},
+        {API_KIND_COMPLETION, "{\"prompt\":\"x\",\"guided_choice\":[\"a\\\"b\",\"c\"]}",
+         "guided_choice", "root ::= \"a\\\"b\" | \"c\""},
+        {API_KIND_COMPLETION,
+         "{\"prompt\":\"x\",\"structured_outputs\":{\"grammar\":\"root ::= [0-9]\"}}",
+         "structured_outputs.grammar", "root ::= [0-9]"},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct api_request *r = NULL;
+        struct api_error e;
+        ck_assert_msg(api_request_parse(ok[i].body, strlen(ok[i].body), ok[i].kind, &lim, &r, &e) ==
+                          0,
+                      "%s: %s", ok[i].body, e.message);
+        if (!ok[i].param) {
+            ck_assert_ptr_null(r->grammar);
+        } else {
+            ck_assert_ptr_nonnull(r->grammar);
+            ck_assert_str_eq(r->grammar_param, ok[i].param);
+            ck_assert_msg(strstr(r->grammar, ok[i].in_grammar), "%s lacks %s", r->grammar,
+                          ok[i].in_grammar);
+        }
+        api_request_free(r);
+    }
+}
+END_TEST
 
 START_TEST(test_api_request_parse_rejects_malformed)
 {
@@ -448,6 +513,7 @@ Suite *api_request_suite(void)
     tcase_add_test(tc, test_api_request_parse_nulls_mean_default_and_unknown_ignored);
     tcase_add_test(tc, test_api_request_parse_prompt_forms);
     tcase_add_test(tc, test_api_request_parse_chat_messages);
+    tcase_add_test(tc, test_api_request_parse_structured_outputs);
     tcase_add_loop_test(tc, test_api_request_parse_rejects_malformed, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, test_api_request_parse_rejects_deep_nesting);

@@ -5,11 +5,14 @@
  * Covers submit (whole and n > 1), stream (the same text as whole, usage, [DONE]), cancel (client
  * gone mid-stream: aborted, KV freed), fail (an engine fault: 500 engine_faulted on a whole
  * response, an SSE error event on a stream under way, 503 with Retry-After afterwards, probes
- * 503) and drain (503 for new requests while draining, in-flight streams ended with "length").
+ * 503), drain (503 for new requests while draining, in-flight streams ended with "length") and
+ * structured outputs (a random-weight model under a JSON schema answers valid instances, whole and
+ * streamed alike; bad schemas are 400s; a grammar that never completes ends at max_tokens).
  * Deadlines below only bound a hang; nothing asserts how fast anything is. */
 #include "common/err.h"
 #include "common/failpoint.h"
 #include "engine/api/chat_template.h"
+#include "engine/grammar/grammar.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/serve/http_api.h"
@@ -73,6 +76,7 @@ struct core {
     struct serve_respond *resp;
     struct serve_loop *loop;
     struct chat_template *chat;
+    struct grammar_vocab *gvocab;
     struct serve_api api;
     int port;
 };
@@ -109,10 +113,12 @@ static void core_start(struct core *c)
         serve_loop_start(&lc, c->m, c->kv, c->tok, http_api_metrics(c->http), &c->loop), 0);
     struct chat_template_config cc = {.override = "chatml"};
     ck_assert_msg(chat_template_new(&cc, &c->chat, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(grammar_vocab_new(c->tok, &c->gvocab), 0);
     c->api = (struct serve_api){
         .model_name = CORE_MODEL,
         .tok = c->tok,
         .chat_template = c->chat,
+        .gvocab = c->gvocab,
         .n_vocab = model_hparams(c->m)->n_vocab,
         .max_context = CORE_CTX,
         .max_queue = 16,
@@ -134,6 +140,7 @@ static void core_stop(struct core *c)
     serve_loop_free(c->loop);
     serve_respond_free(c->resp);
     chat_template_free(c->chat);
+    grammar_vocab_free(c->gvocab);
     kv_cache_free(c->kv);
     tokenizer_free(c->tok);
     model_free(c->m);
@@ -309,7 +316,7 @@ static json_t *sse_events(const struct reply *r, bool *done)
     return a;
 }
 
-/* The text of every chunk's choices[0] joined, and the last finish_reason seen. */
+/* The text (completions) or delta content (chat) of every chunk's choices[0] joined, and the last finish_reason seen. */
 static char *sse_text(json_t *events, const char **finish)
 {
     size_t cap = 1, n = 0;
@@ -321,6 +328,7 @@ static char *sse_text(json_t *events, const char **finish)
     {
         json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
         const char *t = json_string_value(json_object_get(c, "text"));
+        if (!t) t = json_string_value(json_object_get(json_object_get(c, "delta"), "content"));
         const char *fr = json_string_value(json_object_get(c, "finish_reason"));
         if (fr) *finish = fr;
         if (!t) continue;
@@ -590,6 +598,185 @@ START_TEST(test_serve_core_drain)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- structured outputs */
+
+#define SCHEMA_BODY                                                                                \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"a person\"}],\"max_tokens\":3000,"            \
+    "\"temperature\":1,\"seed\":11,\"response_format\":{\"type\":\"json_schema\","                 \
+    "\"json_schema\":{\"name\":\"person\",\"strict\":true,\"schema\":{\"type\":\"object\","        \
+    "\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},\"age\":{\"type\":"            \
+    "\"integer\"},\"pet\":{\"enum\":[\"cat\",\"dog\",null]},\"tags\":{\"type\":\"array\","         \
+    "\"items\":{\"type\":\"boolean\"},\"maxItems\":3}},\"required\":[\"name\",\"age\",\"pet\","    \
+    "\"tags\"],\"additionalProperties\":false}}}"
+
+static void expect_person(const char *text)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s (%s)", text, je.text);
+    ck_assert_int_eq((int)json_object_size(j), 4);
+    ck_assert(json_is_string(json_object_get(j, "name")));
+    ck_assert(json_is_integer(json_object_get(j, "age")));
+    const json_t *pet = json_object_get(j, "pet");
+    ck_assert(json_is_null(pet) || !strcmp(json_string_value(pet), "cat") ||
+              !strcmp(json_string_value(pet), "dog"));
+    ck_assert_int_le((int)json_array_size(json_object_get(j, "tags")), 3);
+    json_decref(j);
+}
+
+/* A random-weight model under a schema: the mask, not the model, makes every answer valid, and
+ * a stream carries exactly the text of the whole answer. */
+START_TEST(test_serve_core_structured_json_schema)
+{
+    struct core c;
+    core_start(&c);
+    struct reply whole, st;
+    http_do(c.port, "POST", "/v1/chat/completions", SCHEMA_BODY ",\"n\":2}", &whole);
+    ck_assert_msg(whole.status == 200, "%d %s", whole.status, whole.body);
+    json_t *wj = body_json(&whole);
+    json_t *ch = json_object_get(wj, "choices");
+    ck_assert_int_eq((int)json_array_size(ch), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *choice = json_array_get(ch, i);
+        ck_assert_str_eq(json_string_value(json_object_get(choice, "finish_reason")), "stop");
+        expect_person(
+            json_string_value(json_object_get(json_object_get(choice, "message"), "content")));
+    }
+    http_do(c.port, "POST", "/v1/chat/completions", SCHEMA_BODY ",\"stream\":true}", &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(finish, "stop");
+    ck_assert_str_eq(text, json_string_value(json_object_get(
+                               json_object_get(json_array_get(ch, 0), "message"), "content")));
+    free(text);
+    json_decref(events);
+    json_decref(wj);
+    reply_fini(&whole);
+    reply_fini(&st);
+    /* json_object and guided_choice */
+    struct reply r;
+    http_do(c.port, "POST", "/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":3000,\"seed\":3,"
+            "\"response_format\":{\"type\":\"json_object\"}}",
+            &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    if (!strcmp(json_string_value(json_object_get(c0, "finish_reason")), "stop")) {
+        json_t *o = json_loads(
+            json_string_value(json_object_get(json_object_get(c0, "message"), "content")), 0, NULL);
+        ck_assert(json_is_object(o));
+        json_decref(o);
+    }
+    json_decref(j);
+    reply_fini(&r);
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":\"x\",\"max_tokens\":50,\"guided_choice\":[\"red\",\"green\"]}", &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    c0 = json_array_get(json_object_get(j, "choices"), 0);
+    const char *t = json_string_value(json_object_get(c0, "text"));
+    ck_assert_msg(!strcmp(t, "red") || !strcmp(t, "green"), "%s", t);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "stop");
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
+static void expect_400(struct core *c, const char *path, const char *body, const char *param,
+                       const char *msg)
+{
+    struct reply r;
+    http_do(c->port, "POST", path, body, &r);
+    ck_assert_msg(r.status == 400, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *e = json_object_get(j, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(e, "param")), param);
+    ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")), msg), "%s", r.body);
+    json_decref(j);
+    reply_fini(&r);
+}
+
+START_TEST(test_serve_core_structured_errors)
+{
+    struct core c;
+    core_start(&c);
+    expect_400(
+        &c, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\","
+        "\"pattern\":\"^a\"}}}}",
+        "response_format.json_schema.schema", "'pattern'");
+    expect_400(
+        &c, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"json_schema\",\"json_schema\":7}}",
+        "response_format.json_schema", "must be an object");
+    expect_400(
+        &c, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"yaml\"}}",
+        "response_format.type", "json_schema");
+    expect_400(&c, "/v1/completions", "{\"prompt\":\"x\",\"guided_grammar\":\"root ::= (\"}",
+               "guided_grammar", "cannot compile");
+    expect_400(&c, "/v1/completions", "{\"prompt\":\"x\",\"guided_json\":\"{not json\"}",
+               "guided_json", "not valid JSON");
+    expect_400(
+        &c, "/v1/completions",
+        "{\"prompt\":\"x\",\"guided_choice\":[\"a\"],\"guided_grammar\":\"root ::= \\\"a\\\"\"}",
+        "guided_choice", "one structured-output");
+    ck_assert_int_eq(serve_loop_inflight(c.loop), 0);
+    core_stop(&c);
+}
+END_TEST
+
+/* A grammar that never completes runs to max_tokens ("length"); a constrained stream cancelled
+ * mid-way frees everything, and the next constrained request is answered as usual. */
+START_TEST(test_serve_core_structured_length_and_cancel)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":\"x\",\"max_tokens\":20,\"guided_grammar\":\"root ::= \\\"ab\\\" root\"}",
+            &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    const char *t = json_string_value(json_object_get(c0, "text"));
+    for (size_t i = 0; t[i]; i++) ck_assert_int_eq(t[i], "ab"[i % 2]);
+    json_decref(j);
+    reply_fini(&r);
+    int fd = tc_send(c.port, "POST", "/v1/completions",
+                     "{\"prompt\":\"x\",\"max_tokens\":8000,\"stream\":true,\"guided_grammar\":"
+                     "\"root ::= [a-z] root\"}");
+    char *raw = NULL;
+    size_t len = 0;
+    ck_assert(tc_read_until(fd, &raw, &len, "data: "));
+    close(fd);
+    free(raw);
+    core_wait_idle(&c);
+    metric_wait(c.port, "cinfer_kv_cache_usage_ratio", NULL, 0);
+    ck_assert(metric(c.port, "cinfer_requests_total", "finished_reason=\"abort\"") == 1);
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":\"x\",\"max_tokens\":50,\"guided_choice\":[\"yes\",\"no\"]}", &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    t = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    ck_assert_msg(!strcmp(t, "yes") || !strcmp(t, "no"), "%s", t);
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
 Suite *serve_core_suite(void)
 {
     Suite *s = suite_create("serve_core");
@@ -603,6 +790,9 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_fail_stream_under_way);
     tcase_add_test(tc, test_serve_core_fail_validation_400);
     tcase_add_test(tc, test_serve_core_drain);
+    tcase_add_test(tc, test_serve_core_structured_json_schema);
+    tcase_add_test(tc, test_serve_core_structured_errors);
+    tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
     suite_add_tcase(s, tc);
     return s;
 }
