@@ -38,6 +38,14 @@ struct api_message {
     char *content; /* owned; text parts joined with "\n"; never NULL ("" when absent) */
 };
 
+/* tool_choice (api_request_tools.c). With tools, OpenAI's default is auto. */
+enum api_tool_choice {
+    API_TOOL_NONE = 0, /* no tools, or "none": plain text */
+    API_TOOL_AUTO,     /* the model may call: its output is parsed for calls */
+    API_TOOL_REQUIRED, /* at least one call, constrained by the tools' parameter schemas */
+    API_TOOL_NAMED,    /* one call of tool_name, constrained by its schema */
+};
+
 /* ---------------------------------------------------------------- errors (api_error.c) */
 
 enum api_error_kind {
@@ -97,6 +105,17 @@ struct api_request {
     /* /v1/chat/completions */
     struct api_message *messages; /* owned array of n_messages */
     size_t n_messages;
+    /* The messages as sent (a reference), rendered as they are when the conversation has tool
+     * calls or tool results, or tools are offered (the template reads tool_calls, tool_call_id). */
+    json_t *messages_json;
+    bool tool_history; /* some message has tool_calls or the role tool */
+
+    /* Tools (api_request_tools.c): the validated "tools" array (a reference; NULL: none or
+     * tool_choice none), how they may be called, and whether several calls may come at once. */
+    json_t *tools;
+    enum api_tool_choice tool_choice;
+    char tool_name[72]; /* API_TOOL_NAMED */
+    bool parallel_tool_calls;
 
     long max_tokens; /* > 0; -1: until the context is full (chat default) */
     int n;           /* 1..API_MAX_N */
@@ -157,9 +176,9 @@ void api_request_sampler_params(const struct api_request *r, uint64_t fallback_s
 
 /* ---------------------------------------------------------------- responses (api_response.c) */
 
-enum api_finish { API_FINISH_NONE = 0, API_FINISH_STOP, API_FINISH_LENGTH };
+enum api_finish { API_FINISH_NONE = 0, API_FINISH_STOP, API_FINISH_LENGTH, API_FINISH_TOOL_CALLS };
 
-/* Returns "stop", "length" or NULL (JSON null) for API_FINISH_NONE; static. */
+/* Returns "stop", "length", "tool_calls" or NULL (JSON null) for API_FINISH_NONE; static. */
 const char *api_finish_name(enum api_finish f);
 
 /* One alternative in a top-logprobs list. Text is raw decoded bytes (may be partial UTF-8). */
@@ -187,6 +206,9 @@ struct api_choice {
     const struct api_token_logprob *logprobs; /* NULL: "logprobs": null */
     size_t n_logprobs;
     size_t text_offset; /* completions: characters before `text` (for streamed chunks) */
+    /* Chat: the message's tool calls (an array from api_tool_calls_parse, borrowed) or NULL. With
+     * calls, a NULL or empty text makes "content": null. */
+    const json_t *tool_calls;
 };
 
 struct api_usage {
@@ -221,6 +243,24 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
 
 /* The last chunk when include_usage: "choices": [] and "usage": {...}. New or NULL. */
 json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u);
+
+/* ---------------------------------------------------------------- tool calls (api_tool_calls.c) */
+
+/* Finds the tool calls in a chat answer `text` (len bytes, borrowed). forced (tool_choice
+ * required or named): the text is the JSON array the constraint produced, [{"name","arguments"}].
+ * Otherwise the forms the template families use: Hermes / Qwen <tool_call>{...}</tool_call>
+ * blocks, Mistral [TOOL_CALLS][...], Llama 3 <|python_tag|>{...} or a bare {"name",
+ * "arguments"|"parameters"} object; text before the first call stays content. On finding calls
+ * writes a new array of OpenAI tool calls to *calls ({"id":"call_<id_base>_<k>","type":
+ * "function","function":{"name","arguments":"<compact JSON>"}}) and the length of the content
+ * (trailing blanks cut) to *content_len, and returns 1; returns 0 (nothing written) when the text
+ * holds no call, ERR_NOMEM. Pure; any thread. */
+int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *id_base,
+                         json_t **calls, size_t *content_len);
+
+/* A streaming chunk whose delta carries all of `calls` (each with its "index"), as OpenAI's
+ * incremental delta.tool_calls that SDKs assemble. New or NULL. */
+json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls);
 
 /* Appends "data: <compact json>\n\n" to `out`. Returns 0, ERR_INVAL (NULL j), ERR_TOO_BIG or
  * ERR_NOMEM; on failure `out` keeps its previous length. */

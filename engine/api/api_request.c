@@ -1,7 +1,7 @@
 /* Request bodies of POST /v1/completions and /v1/chat/completions -> struct api_request.
  * Validates every parameter the engine honours (type and range, errors naming the parameter as
  * OpenAI's `param` does), ignores unknown fields as OpenAI does, and refuses the known ones whose
- * effect the engine cannot provide (echo, suffix, best_of, logit_bias, tools)
+ * effect the engine cannot provide (echo, suffix, best_of, logit_bias)
  * rather than silently answering something else. Not an HTTP handler: no I/O, no model lookup. */
 #include "engine/api/api.h"
 
@@ -119,10 +119,6 @@ static int api_check_unsupported(struct api_parse *p)
     if ((v = json_util_field(p->root, "logit_bias")) &&
         !(json_is_object(v) && !json_object_size(v)))
         return api_invalid(p, "logit_bias", "'logit_bias' is not supported");
-    if ((v = json_util_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
-        return api_invalid(p, "tools", "'tools' (function calling) is not supported");
-    if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
-        return api_invalid(p, "functions", "'functions' (function calling) is not supported");
     return 0;
 }
 
@@ -324,7 +320,7 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
         (rc = kind == API_KIND_CHAT ? api_parse_messages(&p) : api_parse_prompt(&p)) ||
         (rc = api_parse_max_tokens(&p)) || (rc = api_parse_sampling(&p)) ||
         (rc = api_parse_stop(&p)) || (rc = api_parse_logprobs(&p)) || (rc = api_parse_stream(&p)) ||
-        (rc = api_parse_misc(&p)) || (rc = api_parse_format(&p)))
+        (rc = api_parse_misc(&p)) || (rc = api_parse_format(&p)) || (rc = api_parse_tools(&p)))
         goto out;
     *out = r;
     r = NULL;
@@ -343,6 +339,8 @@ void api_request_free(struct api_request *r)
     free(r->prompt_tokens);
     for (size_t i = 0; i < r->n_messages; i++) free(r->messages[i].content);
     free(r->messages);
+    json_decref(r->messages_json);
+    json_decref(r->tools);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->user);
     free(r->cache_salt);

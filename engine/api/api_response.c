@@ -23,6 +23,7 @@ const char *api_finish_name(enum api_finish f)
     switch (f) {
     case API_FINISH_STOP: return "stop";
     case API_FINISH_LENGTH: return "length";
+    case API_FINISH_TOOL_CALLS: return "tool_calls";
     case API_FINISH_NONE: break;
     }
     return NULL;
@@ -179,6 +180,12 @@ static json_t *api_head(const struct api_response_meta *m, const char *object)
 
 static json_t *api_choice_json(const struct api_response_meta *m, const struct api_choice *c)
 {
+    if (m->kind == API_KIND_CHAT && c->tool_calls)
+        return json_pack("{s:i,s:{s:s,s:o,s:n,s:O},s:o,s:o}", "index", c->index, "message", "role",
+                         "assistant", "content",
+                         c->text && c->len ? api_text(c->text, c->len) : json_null(), "refusal",
+                         "tool_calls", c->tool_calls, "logprobs", api_logprobs(m->kind, c),
+                         "finish_reason", api_finish(c->finish));
     if (m->kind == API_KIND_CHAT)
         return json_pack("{s:i,s:{s:s,s:o,s:n},s:o,s:o}", "index", c->index, "message", "role",
                          "assistant", "content", api_text(c->text, c->len), "refusal", "logprobs",
@@ -231,6 +238,32 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
         return NULL;
     }
     return obj;
+}
+
+json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls)
+{
+    json_t *obj = api_head(m, "chat.completion.chunk");
+    json_t *arr = json_array();
+    if (!obj || !arr) goto fail;
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *call = json_deep_copy(json_array_get(calls, i));
+        if (!call || json_object_set_new(call, "index", json_integer((json_int_t)i)) ||
+            json_array_append_new(arr, call)) {
+            json_decref(call);
+            goto fail;
+        }
+    }
+    json_t *choice = json_pack("{s:i,s:{s:o},s:n,s:n}", "index", index, "delta", "tool_calls", arr,
+                               "logprobs", "finish_reason");
+    arr = NULL;
+    if (!choice || json_object_set_new(obj, "choices", json_pack("[o]", choice)) ||
+        (m->include_usage && json_object_set_new(obj, "usage", json_null())))
+        goto fail;
+    return obj;
+fail:
+    json_decref(arr);
+    json_decref(obj);
+    return NULL;
 }
 
 json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u)

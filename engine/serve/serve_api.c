@@ -108,8 +108,15 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     struct buf text;
     buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
     char terr[400];
-    int rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text, terr,
+    int rc;
+    if (r->tools || r->tool_history) { /* the template reads tools, tool_calls, tool_call_id */
+        struct chat_template_input in = {
+            .messages = r->messages_json, .tools = r->tools, .add_generation_prompt = true};
+        rc = chat_template_apply(api->chat_template, &in, &text, terr, sizeof(terr));
+    } else {
+        rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text, terr,
                                   sizeof(terr));
+    }
     if (rc) {
         api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
                       "cannot render the chat template: %s", terr);
@@ -204,6 +211,7 @@ static void spec_of(const struct api_request *r, const int32_t *ids, int n_ids, 
         .stream = r->stream,
         .include_usage = r->include_usage,
         .logprobs = r->logprobs,
+        .tools = r->tools ? r->tool_choice : API_TOOL_NONE,
         .sched =
             {
                 .prompt = ids,

@@ -58,6 +58,10 @@ struct serve_req_spec {
     bool stream;
     bool include_usage;
     bool logprobs;
+    /* Chat with tools: AUTO, the answer is searched for tool calls; REQUIRED / NAMED, it is the
+     * constrained array of calls. Either way a stream sends the message once it is complete (a
+     * content delta or delta.tool_calls), since text cannot be told from a call before. */
+    enum api_tool_choice tools;
     /* The scheduler's request for choice 0; choice c samples with sched.sampling.seed + c. In a
      * request, prompt, stops and cache_salt point into storage it owns, the grammar (NULL or
      * compiled by the HTTP thread) is a reference it holds, and ud is NULL (the loop gives every

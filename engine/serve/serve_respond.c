@@ -165,10 +165,54 @@ static enum api_finish api_finish_of(enum sched_finish f)
     return f == SCHED_FINISH_STOP ? API_FINISH_STOP : API_FINISH_LENGTH;
 }
 
+static int acc_event(const struct serve_respond *p, struct serve_req *r,
+                     const struct serve_event *e);
+
+/* The tool calls in choice i's accumulated text (serve_req_spec.tools): 1 with *calls new and
+ * *content_len set, 0 when it holds none, ERR_NOMEM. */
+static int choice_tool_calls(const struct serve_req *r, int i, json_t **calls, size_t *content_len)
+{
+    const struct respond_acc *a = &r->out->ch[i].acc;
+    if (r->spec.tools == API_TOOL_NONE || a->finish != API_FINISH_STOP) return 0;
+    char base[64];
+    snprintf(base, sizeof(base), "%s_%d",
+             r->spec.id + (strncmp(r->spec.id, "chatcmpl-", 9) ? 0 : 9), i);
+    bool forced = r->spec.tools == API_TOOL_REQUIRED || r->spec.tools == API_TOOL_NAMED;
+    return api_tool_calls_parse(a->text.data ? a->text.data : "", a->text.len, forced, base, calls,
+                                content_len);
+}
+
+/* Streaming with tools: the choice's message, sent whole when it ends (role, then a content
+ * delta or delta.tool_calls, then the finish). */
+static int stream_tool_message(const struct serve_respond *p, struct serve_req *r, int i)
+{
+    struct api_response_meta m;
+    meta_of(p, r, &m);
+    struct respond_acc *a = &r->out->ch[i].acc;
+    json_t *calls = NULL;
+    size_t content_len = a->text.len;
+    int found = choice_tool_calls(r, i, &calls, &content_len);
+    if (found < 0) return found;
+    struct api_choice c = {.index = i, .text = a->text.data, .len = content_len};
+    int rc = sse_add(r, api_response_chunk(&m, &c, true));
+    if (!rc && content_len) rc = sse_add(r, api_response_chunk(&m, &c, false));
+    if (!rc && calls) rc = sse_add(r, api_response_tool_chunk(&m, i, calls));
+    struct api_choice fin = {.index = i, .finish = calls ? API_FINISH_TOOL_CALLS : a->finish};
+    if (!rc) rc = sse_add(r, api_response_chunk(&m, &fin, false));
+    json_decref(calls);
+    r->out->ch[i].role_sent = true;
+    return rc;
+}
+
 /* Streaming: formats one event into SSE chunks. */
 static int stream_event(const struct serve_respond *p, struct serve_req *r,
                         const struct serve_event *e)
 {
+    if (r->spec.tools != API_TOOL_NONE) {
+        int rc = acc_event(p, r, e);
+        bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+        return rc || !ends ? rc : stream_tool_message(p, r, e->choice);
+    }
     struct api_response_meta m;
     meta_of(p, r, &m);
     bool want_lp = r->spec.logprobs && e->has_token;
@@ -250,24 +294,30 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
     struct api_response_meta m;
     meta_of(p, r, &m);
     struct api_choice *ch = calloc((size_t)r->spec.n_choices, sizeof(*ch));
-    json_t *j = NULL;
-    if (ch) {
+    json_t *j = NULL, **calls = calloc((size_t)r->spec.n_choices, sizeof(*calls));
+    bool nomem = !calls;
+    if (ch && calls) {
         for (int i = 0; i < r->spec.n_choices; i++) {
             struct respond_acc *a = &r->out->ch[i].acc;
             for (size_t k = 0; k < a->n_lp; k++) a->lp[k].top = a->top + a->top_at[k];
+            size_t len = a->text.len;
+            if (choice_tool_calls(r, i, &calls[i], &len) < 0) nomem = true;
             ch[i] = (struct api_choice){
                 .index = i,
                 .text = a->text.data ? a->text.data : "",
-                .len = a->text.len,
-                .finish = a->finish,
+                .len = len,
+                .finish = calls[i] ? API_FINISH_TOOL_CALLS : a->finish,
                 .logprobs = r->spec.logprobs ? (a->lp ? a->lp : no_logprobs) : NULL,
                 .n_logprobs = a->n_lp,
+                .tool_calls = calls[i],
             };
         }
         struct api_usage u;
         usage_of(r, &u);
-        j = api_response_json(&m, ch, (size_t)r->spec.n_choices, &u);
+        if (!nomem) j = api_response_json(&m, ch, (size_t)r->spec.n_choices, &u);
     }
+    for (int i = 0; calls && i < r->spec.n_choices; i++) json_decref(calls[i]);
+    free(calls);
     free(ch);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);

@@ -143,6 +143,7 @@ start_engine bad --context-length 256 --max-body-bytes 65536
 CINFER_ENGINE_API_KEY=s3cret-key start_engine auth --context-length 256
 
 run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}" "auth=${ports[auth]}"
+run_py engine_serve_structured.py "main=${ports[main]}"
 run_py engine_serve_behaviour.py metrics "main=${ports[main]}" "nocompat=${ports[nocompat]}"
 run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"

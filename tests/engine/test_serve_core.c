@@ -777,6 +777,68 @@ START_TEST(test_serve_core_structured_length_and_cancel)
 }
 END_TEST
 
+#define TOOLS_BODY                                                                                 \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"max_tokens\":3000,\"seed\":5," \
+    "\"parallel_tool_calls\":false,\"tool_choice\":\"required\",\"tools\":[{\"type\":"             \
+    "\"function\","                                                                                \
+    "\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{"  \
+    "\"city\":{\"type\":\"string\",\"maxLength\":6}},\"required\":[\"city\"]}}}]"
+
+/* tool_choice required: message.tool_calls (content null, finish_reason tool_calls) whole, and a
+ * stream whose delta.tool_calls carries the same call. */
+START_TEST(test_serve_core_tool_calls)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r, st;
+    http_do(c.port, "POST", "/v1/chat/completions", TOOLS_BODY "}", &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
+    json_t *msg = json_object_get(c0, "message");
+    ck_assert(json_is_null(json_object_get(msg, "content")));
+    json_t *calls = json_object_get(msg, "tool_calls");
+    ck_assert_int_eq((int)json_array_size(calls), 1);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "get_weather");
+    json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+    ck_assert(json_is_string(json_object_get(args, "city")));
+    json_decref(args);
+    http_do(c.port, "POST", "/v1/chat/completions", TOOLS_BODY ",\"stream\":true}", &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(finish, "tool_calls");
+    ck_assert_str_eq(text, "");
+    bool seen = false;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *d = json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta");
+        json_t *tc = json_object_get(d, "tool_calls");
+        if (!tc) continue;
+        json_t *call = json_array_get(tc, 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(call, "index")), 0);
+        ck_assert_str_eq(
+            json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
+            json_string_value(json_object_get(fn, "arguments"))); /* same seed, same call */
+        seen = true;
+    }
+    ck_assert(seen);
+    free(text);
+    json_decref(events);
+    json_decref(j);
+    reply_fini(&r);
+    reply_fini(&st);
+    core_stop(&c);
+}
+END_TEST
+
 Suite *serve_core_suite(void)
 {
     Suite *s = suite_create("serve_core");
@@ -793,6 +855,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_structured_json_schema);
     tcase_add_test(tc, test_serve_core_structured_errors);
     tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
+    tcase_add_test(tc, test_serve_core_tool_calls);
     suite_add_tcase(s, tc);
     return s;
 }
