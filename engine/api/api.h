@@ -152,6 +152,8 @@ struct api_request {
     char *grammar;
     char grammar_param[64];
 
+    json_t *chat_template_kwargs; /* a reference to the object, or NULL (extra template vars) */
+
     char *user;       /* owned or NULL */
     int priority;     /* default 0; lower runs first (vLLM's convention) */
     char *cache_salt; /* owned or NULL */
@@ -209,12 +211,18 @@ struct api_choice {
     /* Chat: the message's tool calls (an array from api_tool_calls_parse, borrowed) or NULL. With
      * calls, a NULL or empty text makes "content": null. */
     const json_t *tool_calls;
+    /* Chat: the reasoning section (message.reasoning_content, delta.reasoning_content); NULL: no
+     * such field (the model does not think, or the split is off). */
+    const char *reasoning;
+    size_t reasoning_len;
 };
 
 struct api_usage {
     long prompt_tokens;
     long completion_tokens;
-    long cached_tokens; /* prompt tokens served from the prefix cache */
+    long cached_tokens;    /* prompt tokens served from the prefix cache */
+    bool has_reasoning;    /* add completion_tokens_details.reasoning_tokens */
+    long reasoning_tokens; /* of completion_tokens, those in the reasoning section */
 };
 
 /* Identity shared by every object of one response. */
@@ -236,8 +244,9 @@ json_t *api_response_json(const struct api_response_meta *m, const struct api_ch
                           size_t n, const struct api_usage *u);
 
 /* Streaming chunk for one choice. Chat: `role_only` makes the opening delta {"role":"assistant",
- * "content":""}; otherwise the delta is {"content": text} when text is non-empty and {} when
- * not (the final chunk, carrying finish_reason). Completions ignore role_only. New or NULL. */
+ * "content":""}; otherwise the delta is {"content": text} when text is non-empty (and
+ * "reasoning_content" when the choice has reasoning bytes) and {} when neither (the final chunk,
+ * carrying finish_reason). Completions ignore role_only. New or NULL. */
 json_t *api_response_chunk(const struct api_response_meta *m, const struct api_choice *c,
                            bool role_only);
 
@@ -257,6 +266,30 @@ json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct
  * holds no call, ERR_NOMEM. Pure; any thread. */
 int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *id_base,
                          json_t **calls, size_t *content_len);
+
+/* ---------------------------------------------------------------- reasoning (api_reasoning.c) */
+
+enum api_reasoning_state {
+    API_REASONING_START = 0, /* nothing but blanks yet: "<think>" may open the block */
+    API_REASONING_INSIDE,    /* in the block: text is reasoning until "</think>" */
+    API_REASONING_AFTER,     /* just closed: blanks before the answer are dropped */
+    API_REASONING_CONTENT,   /* the answer */
+};
+
+/* Splits a thinking model's answer into reasoning and content as it streams. Plain value. */
+struct api_reasoning {
+    enum api_reasoning_state state;
+    char hold[16]; /* a possible tag prefix carried to the next feed */
+    size_t n_hold;
+};
+
+/* Starts a split; `inside` when the prompt already opened the block. */
+void api_reasoning_init(struct api_reasoning *s, bool inside);
+/* Feeds the next len bytes of the answer (borrowed): appends what is now known to be reasoning
+ * and content to the two buffers (borrowed), holding back a possible partial tag; `final` flushes
+ * everything. 0, ERR_TOO_BIG or ERR_NOMEM from the buffers. Any thread, on its own state. */
+int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bool final,
+                       struct buf *reasoning, struct buf *content);
 
 /* A streaming chunk whose delta carries all of `calls` (each with its "index"), as OpenAI's
  * incremental delta.tool_calls that SDKs assemble. New or NULL. */

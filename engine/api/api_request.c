@@ -268,7 +268,16 @@ static int api_parse_misc(struct api_parse *p)
     rc = api_get_int(p, "priority", INT_MIN, INT_MAX, &v);
     if (rc == 0) p->r->priority = (int)v;
     if ((rc = api_opt(rc))) return rc;
-    return api_opt(api_get_bool_at(p, p->root, "ignore_eos", "ignore_eos", &p->r->ignore_eos));
+    if ((rc = api_opt(api_get_bool_at(p, p->root, "ignore_eos", "ignore_eos", &p->r->ignore_eos))))
+        return rc;
+    const json_t *kw = json_util_field(p->root, "chat_template_kwargs");
+    if (!kw) return 0;
+    if (!json_is_object(kw)) return api_wrong_type(p, "chat_template_kwargs", "an object", kw);
+    if (p->r->kind != API_KIND_CHAT)
+        return api_invalid(p, "chat_template_kwargs",
+                           "'chat_template_kwargs' is only for /v1/chat/completions");
+    p->r->chat_template_kwargs = json_incref((json_t *)kw);
+    return 0;
 }
 
 static void api_request_defaults(struct api_request *r, enum api_kind kind)
@@ -340,6 +349,7 @@ void api_request_free(struct api_request *r)
     for (size_t i = 0; i < r->n_messages; i++) free(r->messages[i].content);
     free(r->messages);
     json_decref(r->messages_json);
+    json_decref(r->chat_template_kwargs);
     json_decref(r->tools);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->user);

@@ -89,12 +89,11 @@ static int api_tools_grammar(struct api_parse *p)
         if (json_array_append_new(alts, api_tool_call_schema(f))) rc = ERR_NOMEM;
     }
     bool one = r->tool_choice == API_TOOL_NAMED || !r->parallel_tool_calls;
-    json_t *schema = rc ? NULL
-                        : json_pack("{s:s,s:{s:o},s:i}", "type", "array", "items", "anyOf", alts,
-                                    "minItems", 1);
+    json_t *schema =
+        rc ? NULL
+           : json_pack("{s:s,s:{s:o},s:i}", "type", "array", "items", "anyOf", alts, "minItems", 1);
     alts = NULL;
-    if (schema && one && json_object_set_new(schema, "maxItems", json_integer(1)))
-        rc = ERR_NOMEM;
+    if (schema && one && json_object_set_new(schema, "maxItems", json_integer(1))) rc = ERR_NOMEM;
     if (!schema) rc = ERR_NOMEM;
     struct buf b;
     buf_init(&b, GRAMMAR_MAX_TEXT);
@@ -129,7 +128,8 @@ static int api_tool_choice(struct api_parse *p, const json_t *tc)
     struct api_request *r = p->r;
     if (json_is_string(tc)) {
         const char *s = json_string_value(tc);
-        if (!strcmp(s, "none")) r->tool_choice = API_TOOL_NONE;
+        if (!strcmp(s, "none"))
+            r->tool_choice = API_TOOL_NONE;
         else if (!strcmp(s, "auto"))
             r->tool_choice = API_TOOL_AUTO;
         else if (!strcmp(s, "required"))
@@ -167,7 +167,8 @@ int api_parse_tools(struct api_parse *p)
     const json_t *tc = json_util_field(p->root, "tool_choice");
     const json_t *par = json_util_field(p->root, "parallel_tool_calls");
     r->parallel_tool_calls = true;
-    if (par && !json_is_boolean(par)) return api_wrong_type(p, "parallel_tool_calls", "a boolean", par);
+    if (par && !json_is_boolean(par))
+        return api_wrong_type(p, "parallel_tool_calls", "a boolean", par);
     if (par) r->parallel_tool_calls = json_is_true(par);
     if (json_util_field(p->root, "functions"))
         return api_invalid(p, "functions", "'functions' is deprecated: send 'tools'");

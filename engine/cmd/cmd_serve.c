@@ -44,6 +44,7 @@ struct serve_cfg {
     uint64_t kv_cache_bytes;
     const char *kv_type;
     bool no_prefix_caching;
+    bool no_reasoning_parser;
     bool no_chunked_prefill;
     bool no_lanes;
     int max_queue;
@@ -85,6 +86,8 @@ static const struct cfg_opt serve_opts[] = {
      0},
     {"no-prefix-caching", CFG_BOOL, O(no_prefix_caching), "false", 1, 0,
      "Do not reuse the KV of shared prompt prefixes across requests", NULL, 0},
+    {"no-reasoning-parser", CFG_BOOL, O(no_reasoning_parser), "false", 1, 0,
+     "Keep a thinking model's <think> block in content (no reasoning_content)", NULL, 0},
     {"no-chunked-prefill", CFG_BOOL, O(no_chunked_prefill), "false", 1, 0,
      "Prefill each prompt whole, in steps without decodes, instead of in chunks between decodes",
      NULL, 0},
@@ -300,6 +303,7 @@ static int serve_load(struct serve_state *s)
         .tok = s->tok,
         .chat_template = s->chat,
         .gvocab = s->gvocab,
+        .reasoning = !c->no_reasoning_parser,
         .n_vocab = hp->n_vocab,
         .max_context = ctx,
         .max_queue = c->max_queue,

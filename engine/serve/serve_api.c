@@ -87,8 +87,18 @@ static int prompt_from_text(const struct serve_api *api, const char *text, size_
     return 0;
 }
 
-int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
-                         int *n, struct api_error *err)
+/* True when the rendered prompt ends inside an opened <think> block (DeepSeek-R1's templates end
+ * the generation prompt with "<think>\n"): the answer starts as reasoning. */
+static bool prompt_opens_think(const char *text, size_t len)
+{
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r')) len--;
+    return len >= 7 && !memcmp(text + len - 7, "<think>", 7);
+}
+
+/* serve_api_prompt_ids, and for chat whether the prompt opened a <think> block (think_open may
+ * be NULL). */
+static int prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
+                      int *n, bool *think_open, struct api_error *err)
 {
     *ids = NULL;
     *n = 0;
@@ -109,9 +119,12 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
     char terr[400];
     int rc;
-    if (r->tools || r->tool_history) { /* the template reads tools, tool_calls, tool_call_id */
-        struct chat_template_input in = {
-            .messages = r->messages_json, .tools = r->tools, .add_generation_prompt = true};
+    if (r->tools || r->tool_history || r->chat_template_kwargs) {
+        /* the template reads tools, tool_calls, tool_call_id and the extra variables */
+        struct chat_template_input in = {.messages = r->messages_json,
+                                         .tools = r->tools,
+                                         .kwargs = r->chat_template_kwargs,
+                                         .add_generation_prompt = true};
         rc = chat_template_apply(api->chat_template, &in, &text, terr, sizeof(terr));
     } else {
         rc = chat_template_render(api->chat_template, r->messages, r->n_messages, true, &text, terr,
@@ -122,10 +135,17 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
                       "cannot render the chat template: %s", terr);
         rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
     } else {
+        if (think_open) *think_open = prompt_opens_think(buf_cstr(&text), text.len);
         rc = prompt_from_text(api, text.data ? text.data : "", text.len, "messages", ids, n, err);
     }
     buf_fini(&text);
     return rc;
+}
+
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, int32_t **ids,
+                         int *n, struct api_error *err)
+{
+    return prompt_ids(api, r, ids, n, NULL, err);
 }
 
 /* The context check OpenAI and vLLM make: the prompt must leave room for at least one token, and
@@ -251,7 +271,8 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
         goto fail;
     }
     if (r->grammar && compile_grammar(api, r, &g, &err) != 0) goto fail;
-    if (serve_api_prompt_ids(api, r, &ids, &n_ids, &err) != 0) goto fail;
+    bool think_open = false;
+    if (prompt_ids(api, r, &ids, &n_ids, &think_open, &err) != 0) goto fail;
     if (!fits_context(api, r, n_ids, &err)) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
         serve_error_queue_full(&err, api->max_queue);
@@ -260,6 +281,9 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     struct serve_req_spec spec;
     spec_of(r, ids, n_ids, arrival, &spec);
     spec.sched.grammar = g;
+    spec.reasoning =
+        api->reasoning && kind == API_KIND_CHAT && chat_template_thinks(api->chat_template);
+    spec.reasoning_inside = spec.reasoning && think_open;
     sr = serve_req_new(&spec);
     api_request_free(r);
     free(ids);

@@ -23,6 +23,8 @@ struct serve_api {
     const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
     /* The token trie of tok for constrained decoding; NULL: structured outputs get a 400. */
     const struct grammar_vocab *gvocab;
+    /* Split a thinking model's <think> block into reasoning_content (--reasoning-parser). */
+    bool reasoning;
     int n_vocab;
     int max_context;     /* prompt + generated tokens per sequence */
     int max_queue;       /* waiting requests beyond which new ones get 429 */

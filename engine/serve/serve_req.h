@@ -62,6 +62,9 @@ struct serve_req_spec {
      * constrained array of calls. Either way a stream sends the message once it is complete (a
      * content delta or delta.tool_calls), since text cannot be told from a call before. */
     enum api_tool_choice tools;
+    /* Chat with a thinking model (and the split on): the answer's <think> block becomes
+     * reasoning_content; reasoning_inside when the prompt already opened it. */
+    bool reasoning, reasoning_inside;
     /* The scheduler's request for choice 0; choice c samples with sched.sampling.seed + c. In a
      * request, prompt, stops and cache_salt point into storage it owns, the grammar (NULL or
      * compiled by the HTTP thread) is a reference it holds, and ud is NULL (the loop gives every

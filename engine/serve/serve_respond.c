@@ -52,9 +52,12 @@ struct respond_acc {
 };
 
 struct respond_choice {
-    struct respond_acc acc; /* non-streaming accumulation */
-    bool role_sent;         /* chat streaming: opening delta sent */
-    size_t text_chars;      /* completions streaming: characters sent */
+    struct respond_acc acc;     /* non-streaming accumulation (with reasoning: the content) */
+    struct api_reasoning split; /* spec.reasoning: <think> block -> reasoning */
+    struct buf reasoning;       /* the reasoning so far (whole answers, tool streams) */
+    long reasoning_tokens;
+    bool role_sent;    /* chat streaming: opening delta sent */
+    size_t text_chars; /* completions streaming: characters sent */
 };
 
 /* A request's state on the responder thread (r->out): created by serve_respond_adopt, freed when
@@ -76,6 +79,7 @@ static void respond_req_free(struct serve_req *r)
     for (int i = 0; i < r->spec.n_choices; i++) {
         struct respond_acc *a = &o->ch[i].acc;
         buf_fini(&a->text);
+        buf_fini(&o->ch[i].reasoning);
         free(a->lp);
         free(a->top_at);
         free(a->top);
@@ -168,6 +172,23 @@ static enum api_finish api_finish_of(enum sched_finish f)
 static int acc_event(const struct serve_respond *p, struct serve_req *r,
                      const struct serve_event *e);
 
+/* spec.reasoning: splits the event's text into reasoning and content (appended to the two
+ * buffers), counting its token as reasoning when it falls in the block. */
+static int split_event(struct serve_req *r, const struct serve_event *e, struct buf *reasoning,
+                       struct buf *content)
+{
+    struct respond_choice *ch = &r->out->ch[e->choice];
+    enum api_reasoning_state before = ch->split.state;
+    bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+    int rc =
+        api_reasoning_feed(&ch->split, e->text ? e->text : "", e->len, ends, reasoning, content);
+    enum api_reasoning_state after = ch->split.state;
+    if (e->has_token && (before == API_REASONING_INSIDE || after == API_REASONING_INSIDE ||
+                         (before == API_REASONING_START && after == API_REASONING_AFTER)))
+        ch->reasoning_tokens++;
+    return rc;
+}
+
 /* The tool calls in choice i's accumulated text (serve_req_spec.tools): 1 with *calls new and
  * *content_len set, 0 when it holds none, ERR_NOMEM. */
 static int choice_tool_calls(const struct serve_req *r, int i, json_t **calls, size_t *content_len)
@@ -193,9 +214,14 @@ static int stream_tool_message(const struct serve_respond *p, struct serve_req *
     size_t content_len = a->text.len;
     int found = choice_tool_calls(r, i, &calls, &content_len);
     if (found < 0) return found;
-    struct api_choice c = {.index = i, .text = a->text.data, .len = content_len};
+    struct respond_choice *rc_ch = &r->out->ch[i];
+    struct api_choice c = {.index = i,
+                           .text = a->text.data,
+                           .len = content_len,
+                           .reasoning = r->spec.reasoning ? buf_cstr(&rc_ch->reasoning) : NULL,
+                           .reasoning_len = rc_ch->reasoning.len};
     int rc = sse_add(r, api_response_chunk(&m, &c, true));
-    if (!rc && content_len) rc = sse_add(r, api_response_chunk(&m, &c, false));
+    if (!rc && (content_len || c.reasoning_len)) rc = sse_add(r, api_response_chunk(&m, &c, false));
     if (!rc && calls) rc = sse_add(r, api_response_tool_chunk(&m, i, calls));
     struct api_choice fin = {.index = i, .finish = calls ? API_FINISH_TOOL_CALLS : a->finish};
     if (!rc) rc = sse_add(r, api_response_chunk(&m, &fin, false));
@@ -229,12 +255,23 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
         .text_offset = r->out->ch[e->choice].text_chars,
     };
     int rc = 0;
+    struct buf rs, cs; /* reasoning / content of this event */
+    buf_init(&rs, 0);
+    buf_init(&cs, 0);
+    if (r->spec.reasoning) {
+        if ((rc = split_event(r, e, &rs, &cs))) goto out;
+        c.text = cs.data;
+        c.len = cs.len;
+        c.reasoning = buf_cstr(&rs);
+        c.reasoning_len = rs.len;
+    }
     if (r->spec.kind == API_KIND_CHAT) {
         if (!r->out->ch[e->choice].role_sent) {
             r->out->ch[e->choice].role_sent = true;
             rc = sse_add(r, api_response_chunk(&m, &c, true));
         }
-        if (!rc && (e->len || want_lp)) rc = sse_add(r, api_response_chunk(&m, &c, false));
+        if (!rc && (c.len || c.reasoning_len || want_lp))
+            rc = sse_add(r, api_response_chunk(&m, &c, false));
         if (!rc && ends) {
             struct api_choice fin = {.index = e->choice, .finish = api_finish_of(e->finish)};
             rc = sse_add(r, api_response_chunk(&m, &fin, false));
@@ -245,6 +282,9 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
     }
     for (size_t i = 0; i < e->len; i++)
         r->out->ch[e->choice].text_chars += ((unsigned char)e->text[i] & 0xC0) != 0x80;
+out:
+    buf_fini(&rs);
+    buf_fini(&cs);
     return rc;
 }
 
@@ -253,7 +293,9 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
                      const struct serve_event *e)
 {
     struct respond_acc *a = &r->out->ch[e->choice].acc;
-    int rc = e->len ? buf_append(&a->text, e->text, e->len) : 0;
+    int rc = r->spec.reasoning ? split_event(r, e, &r->out->ch[e->choice].reasoning, &a->text)
+             : e->len          ? buf_append(&a->text, e->text, e->len)
+                               : 0;
     if (rc) return rc;
     if (e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH)
         a->finish = api_finish_of(e->finish);
@@ -285,7 +327,12 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
 
 static void usage_of(const struct serve_req *r, struct api_usage *u)
 {
-    *u = (struct api_usage){r->spec.sched.n_prompt, r->out->usage_completion, r->out->usage_cached};
+    *u = (struct api_usage){.prompt_tokens = r->spec.sched.n_prompt,
+                            .completion_tokens = r->out->usage_completion,
+                            .cached_tokens = r->out->usage_cached,
+                            .has_reasoning = r->spec.reasoning};
+    for (int i = 0; i < r->spec.n_choices; i++)
+        u->reasoning_tokens += r->out->ch[i].reasoning_tokens;
 }
 
 static void answer_whole(struct serve_respond *p, struct serve_req *r)
@@ -310,6 +357,8 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
                 .logprobs = r->spec.logprobs ? (a->lp ? a->lp : no_logprobs) : NULL,
                 .n_logprobs = a->n_lp,
                 .tool_calls = calls[i],
+                .reasoning = r->spec.reasoning ? buf_cstr(&r->out->ch[i].reasoning) : NULL,
+                .reasoning_len = r->out->ch[i].reasoning.len,
             };
         }
         struct api_usage u;
@@ -527,7 +576,11 @@ int serve_respond_adopt(struct serve_respond *p, struct serve_req *r, struct htt
     if (!o) return ERR_NOMEM;
     o->stream = stream;
     buf_init(&o->pending, 0);
-    for (int i = 0; i < n; i++) buf_init(&o->ch[i].acc.text, 0);
+    for (int i = 0; i < n; i++) {
+        buf_init(&o->ch[i].acc.text, 0);
+        buf_init(&o->ch[i].reasoning, 0);
+        api_reasoning_init(&o->ch[i].split, r->spec.reasoning_inside);
+    }
     /* r->out is the responder thread's from here: the ready queue's lock hands it over, and the
      * first process() puts r on the adopted list. */
     r->out = o;

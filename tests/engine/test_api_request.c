@@ -309,6 +309,9 @@ static const struct bad_case bad_cases[] = {
      "tool_choice", "cannot be combined"},
     {H, "{" MSGS ",\"parallel_tool_calls\":1}", "parallel_tool_calls", "a boolean"},
     {H, "{" MSGS ",\"functions\":[{}]}", "functions", "deprecated"},
+    {H, "{" MSGS ",\"chat_template_kwargs\":[]}", "chat_template_kwargs", "an object"},
+    {C, "{\"prompt\":\"x\",\"chat_template_kwargs\":{}}", "chat_template_kwargs",
+     "chat/completions"},
     {C, "{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
      "tools", "chat/completions"},
     /* messages */
@@ -490,6 +493,52 @@ START_TEST(test_api_tool_calls_parse_forms)
 }
 END_TEST
 
+/* Splits `text` fed in pieces of `step` bytes (0: whole) into reasoning and content. */
+static void split(const char *text, size_t step, bool inside, const char *want_r,
+                  const char *want_c)
+{
+    struct api_reasoning st;
+    api_reasoning_init(&st, inside);
+    struct buf r, c;
+    buf_init(&r, 0);
+    buf_init(&c, 0);
+    size_t n = strlen(text), at = 0;
+    do {
+        size_t k = step && n - at > step ? step : n - at;
+        ck_assert_int_eq(api_reasoning_feed(&st, text + at, k, at + k == n, &r, &c), 0);
+        at += k;
+    } while (at < n);
+    ck_assert_msg(!strcmp(buf_cstr(&r), want_r) && !strcmp(buf_cstr(&c), want_c),
+                  "'%s' by %zu: reasoning '%s' content '%s'", text, step, buf_cstr(&r),
+                  buf_cstr(&c));
+    buf_fini(&r);
+    buf_fini(&c);
+}
+
+START_TEST(test_api_reasoning_split)
+{
+    static const struct {
+        const char *text;
+        bool inside;
+        const char *r, *c;
+    } cases[] = {
+        {"<think>\nhmm, 2+2</think>\n\nIt is 4.", false, "\nhmm, 2+2", "It is 4."},
+        {"  <think>a</think>b", false, "a", "b"},
+        {"so 4.</think>\n4", true, "so 4.", "4"},
+        {"No thinking here <think>x</think>", false, "", "No thinking here <think>x</think>"},
+        {"<thinking>no</thinking>", false, "", "<thinking>no</thinking>"},
+        {"<think>cut off mid-thought </thi", false, "cut off mid-thought </thi", ""},
+        {"<thi", false, "", "<thi"},
+        {"<think></think>", false, "", ""},
+        {"<think>a</think>b</think>c", false, "a", "b</think>c"},
+        {"", true, "", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (size_t step = 0; step < 5; step++)
+            split(cases[i].text, step, cases[i].inside, cases[i].r, cases[i].c);
+}
+END_TEST
+
 START_TEST(test_api_request_parse_rejects_malformed)
 {
     const struct bad_case *c = &bad_cases[_i];
@@ -653,6 +702,7 @@ Suite *api_request_suite(void)
     tcase_add_test(tc, test_api_request_parse_structured_outputs);
     tcase_add_test(tc, test_api_request_parse_tools);
     tcase_add_test(tc, test_api_tool_calls_parse_forms);
+    tcase_add_test(tc, test_api_reasoning_split);
     tcase_add_loop_test(tc, test_api_request_parse_rejects_malformed, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, test_api_request_parse_rejects_deep_nesting);

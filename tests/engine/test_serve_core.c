@@ -9,6 +9,7 @@
  * structured outputs (a random-weight model under a JSON schema answers valid instances, whole and
  * streamed alike; bad schemas are 400s; a grammar that never completes ends at max_tokens).
  * Deadlines below only bound a hang; nothing asserts how fast anything is. */
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/failpoint.h"
 #include "engine/api/chat_template.h"
@@ -82,8 +83,9 @@ struct core {
 };
 
 /* Starts what cmd_serve.c starts, in the same order: HTTP first (503 while loading), then the
- * model, KV cache, responder and loop, then SERVING. */
-static void core_start(struct core *c)
+ * model, KV cache, responder and loop, then SERVING; with chat template `tmpl` (a built-in name
+ * or Jinja text) and the reasoning split on or off. */
+static void core_start_with(struct core *c, const char *tmpl, bool reasoning)
 {
     memset(c, 0, sizeof(*c));
     struct http_api_cfg hc = {
@@ -111,7 +113,7 @@ static void core_start(struct core *c)
     };
     ck_assert_int_eq(
         serve_loop_start(&lc, c->m, c->kv, c->tok, http_api_metrics(c->http), &c->loop), 0);
-    struct chat_template_config cc = {.override = "chatml"};
+    struct chat_template_config cc = {.override = tmpl};
     ck_assert_msg(chat_template_new(&cc, &c->chat, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(grammar_vocab_new(c->tok, &c->gvocab), 0);
     c->api = (struct serve_api){
@@ -119,6 +121,7 @@ static void core_start(struct core *c)
         .tok = c->tok,
         .chat_template = c->chat,
         .gvocab = c->gvocab,
+        .reasoning = reasoning,
         .n_vocab = model_hparams(c->m)->n_vocab,
         .max_context = CORE_CTX,
         .max_queue = 16,
@@ -128,6 +131,11 @@ static void core_start(struct core *c)
     };
     http_api_attach(c->http, &c->api);
     http_api_set_state(c->http, HTTP_API_SERVING);
+}
+
+static void core_start(struct core *c)
+{
+    core_start_with(c, "chatml", true);
 }
 
 /* Stops in cmd_serve.c's teardown order. */
@@ -839,6 +847,74 @@ START_TEST(test_serve_core_tool_calls)
 }
 END_TEST
 
+/* A thinking model's template (its generation prompt opens <think>, as DeepSeek-R1's does); the
+ * answer is forced through a grammar to "<reasoning></think><answer>". */
+#define THINK_TEMPLATE                                                                             \
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"     \
+    "<|im_start|>assistant\n<think>\n"
+#define THINK_BODY                                                                                 \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"}],\"max_tokens\":200,\"seed\":2,"      \
+    "\"guided_grammar\":\"root ::= [a-z]{3,6} \\\"</think>\\\" [a-z]{2,4}\""
+
+START_TEST(test_serve_core_reasoning_content)
+{
+    struct core c;
+    core_start_with(&c, THINK_TEMPLATE, true);
+    struct reply r, st;
+    http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY "}", &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    ck_assert_msg(reasoning && content, "%s", r.body);
+    ck_assert_int_ge((int)strlen(reasoning), 3);
+    ck_assert_int_ge((int)strlen(content), 2);
+    ck_assert_ptr_null(strchr(content, '<'));
+    json_t *u = json_object_get(j, "usage");
+    long rt = (long)json_integer_value(
+        json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens"));
+    ck_assert_int_gt(rt, 0);
+    ck_assert_int_lt(rt, (long)json_integer_value(json_object_get(u, "completion_tokens")));
+    /* streamed: the reasoning deltas and content deltas join to the same two texts */
+    http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY ",\"stream\":true}", &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(text, content);
+    struct buf rs;
+    buf_init(&rs, 0);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *d = json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta");
+        const char *t = json_string_value(json_object_get(d, "reasoning_content"));
+        if (t) buf_puts(&rs, t);
+    }
+    ck_assert_str_eq(buf_cstr(&rs), reasoning);
+    buf_fini(&rs);
+    free(text);
+    json_decref(events);
+    json_decref(j);
+    reply_fini(&r);
+    reply_fini(&st);
+    core_stop(&c);
+    /* the split off: the raw text, tag included, is the content */
+    core_start_with(&c, THINK_TEMPLATE, false);
+    http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY "}", &r);
+    j = body_json(&r);
+    msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    ck_assert_ptr_null(json_object_get(msg, "reasoning_content"));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(msg, "content")), "</think>"));
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
 Suite *serve_core_suite(void)
 {
     Suite *s = suite_create("serve_core");
@@ -856,6 +932,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_structured_errors);
     tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
     tcase_add_test(tc, test_serve_core_tool_calls);
+    tcase_add_test(tc, test_serve_core_reasoning_content);
     suite_add_tcase(s, tc);
     return s;
 }

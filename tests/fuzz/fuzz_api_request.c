@@ -79,7 +79,8 @@ static void render(const struct api_request *r, const char *text, size_t len)
                            .finish = r->n_stop ? API_FINISH_STOP : API_FINISH_LENGTH,
                            .logprobs = r->logprobs ? lps : NULL,
                            .n_logprobs = n_tok};
-    struct api_usage u = {(long)r->n_prompt_tokens, (long)len, 0};
+    struct api_usage u = {.prompt_tokens = (long)r->n_prompt_tokens,
+                          .completion_tokens = (long)len};
     struct buf sse;
     buf_init(&sse, 0);
     json_t *j = api_response_json(&meta, &c, 1, &u);
