@@ -283,7 +283,9 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     spec.sched.grammar = g;
     spec.reasoning =
         api->reasoning && kind == API_KIND_CHAT && chat_template_thinks(api->chat_template);
-    spec.reasoning_inside = spec.reasoning && think_open;
+    /* A constrained answer is the grammar's language from its first token: it opens a <think>
+     * block only if the grammar writes one, whatever the prompt ended with. */
+    spec.reasoning_inside = spec.reasoning && think_open && !g;
     sr = serve_req_new(&spec);
     api_request_free(r);
     free(ids);

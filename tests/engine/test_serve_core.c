@@ -848,13 +848,14 @@ START_TEST(test_serve_core_tool_calls)
 END_TEST
 
 /* A thinking model's template (its generation prompt opens <think>, as DeepSeek-R1's does); the
- * answer is forced through a grammar to "<reasoning></think><answer>". */
+ * answer is forced through a grammar to "<think><reasoning></think><answer>" (a constrained
+ * answer starts outside the block, whatever the prompt ended with). */
 #define THINK_TEMPLATE                                                                             \
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"     \
     "<|im_start|>assistant\n<think>\n"
 #define THINK_BODY                                                                                 \
     "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"}],\"max_tokens\":200,\"seed\":2,"      \
-    "\"guided_grammar\":\"root ::= [a-z]{3,6} \\\"</think>\\\" [a-z]{2,4}\""
+    "\"guided_grammar\":\"root ::= \\\"<think>\\\" [a-z]{3,6} \\\"</think>\\\" [a-z]{2,4}\""
 
 START_TEST(test_serve_core_reasoning_content)
 {
@@ -901,6 +902,22 @@ START_TEST(test_serve_core_reasoning_content)
     json_decref(j);
     reply_fini(&r);
     reply_fini(&st);
+    /* unconstrained after a prompt that opened the block: all reasoning until </think> */
+    http_do(c.port, "POST", "/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":8,"
+            "\"temperature\":0,\"ignore_eos\":true}",
+            &r);
+    j = body_json(&r);
+    msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    ck_assert_msg(reasoning && strlen(reasoning) > 0, "%s", r.body);
+    ck_assert_msg(strstr(reasoning, "</think>") == NULL, "%s", r.body);
+    u = json_object_get(j, "usage");
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(u, "completion_tokens_details"), "reasoning_tokens")),
+                     8);
+    json_decref(j);
+    reply_fini(&r);
     core_stop(&c);
     /* the split off: the raw text, tag included, is the content */
     core_start_with(&c, THINK_TEMPLATE, false);
