@@ -156,6 +156,7 @@ struct serve_state {
     struct model *m;
     struct tokenizer *tok;
     struct grammar_vocab *gvocab; /* constrained decoding's token trie (NULL without tok) */
+    struct serve_api_grammars grammars;
     struct chat_template *chat;
     struct kv_cache *kv;
     struct serve_respond *resp;
@@ -304,6 +305,7 @@ static int serve_load(struct serve_state *s)
         .chat_template = s->chat,
         .gvocab = s->gvocab,
         .reasoning = !c->no_reasoning_parser,
+        .grammars = &s->grammars,
         .n_vocab = hp->n_vocab,
         .max_context = ctx,
         .max_queue = c->max_queue,
@@ -368,6 +370,7 @@ static void serve_teardown(struct serve_state *s)
     serve_respond_free(s->resp);
     kv_cache_free(s->kv);
     chat_template_free(s->chat);
+    serve_api_grammars_fini(&s->grammars); /* the loop and the responder freed every request */
     grammar_vocab_free(s->gvocab);
     tokenizer_free(s->tok);
     model_free(s->m);

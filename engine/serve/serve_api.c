@@ -187,8 +187,36 @@ static int compile_grammar(const struct serve_api *api, const struct api_request
                       "structured outputs need the model's tokenizer, which it lacks");
         return ERR_INVAL;
     }
+    struct serve_api_grammars *c = api->grammars;
+    for (int i = 0; c && i < c->n; i++) {
+        if (strcmp(c->text[i], r->grammar) != 0) continue;
+        char *t = c->text[i];
+        struct grammar *g = c->g[i];
+        memmove(c->text + 1, c->text, (size_t)i * sizeof(*c->text));
+        memmove(c->g + 1, c->g, (size_t)i * sizeof(*c->g));
+        c->text[0] = t, c->g[0] = g;
+        c->hits++;
+        grammar_ref(g);
+        *out = g;
+        return 0;
+    }
     char gerr[400];
     int rc = grammar_compile(r->grammar, strlen(r->grammar), api->gvocab, out, gerr, sizeof(gerr));
+    char *copy = rc == 0 && c ? strdup(r->grammar) : NULL;
+    if (copy) {
+        c->misses++;
+        if (c->n == SERVE_API_GRAMMARS) {
+            c->n--;
+            free(c->text[c->n]);
+            grammar_unref(c->g[c->n]);
+        }
+        memmove(c->text + 1, c->text, (size_t)c->n * sizeof(*c->text));
+        memmove(c->g + 1, c->g, (size_t)c->n * sizeof(*c->g));
+        c->text[0] = copy;
+        c->g[0] = *out;
+        c->n++;
+        grammar_ref(*out);
+    }
     if (rc == ERR_NOMEM) {
         api_error_set(err, API_ERR_INTERNAL, NULL, "out of memory compiling the grammar");
         return rc;
@@ -199,6 +227,15 @@ static int compile_grammar(const struct serve_api *api, const struct api_request
         return ERR_INVAL;
     }
     return 0;
+}
+
+void serve_api_grammars_fini(struct serve_api_grammars *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        free(c->text[i]);
+        grammar_unref(c->g[i]);
+    }
+    memset(c, 0, sizeof(*c));
 }
 
 /* Runs on the service thread when the client goes away mid-request. */

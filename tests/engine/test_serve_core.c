@@ -78,6 +78,7 @@ struct core {
     struct serve_loop *loop;
     struct chat_template *chat;
     struct grammar_vocab *gvocab;
+    struct serve_api_grammars grammars;
     struct serve_api api;
     int port;
 };
@@ -122,6 +123,7 @@ static void core_start_with(struct core *c, const char *tmpl, bool reasoning)
         .chat_template = c->chat,
         .gvocab = c->gvocab,
         .reasoning = reasoning,
+        .grammars = &c->grammars,
         .n_vocab = model_hparams(c->m)->n_vocab,
         .max_context = CORE_CTX,
         .max_queue = 16,
@@ -148,6 +150,7 @@ static void core_stop(struct core *c)
     serve_loop_free(c->loop);
     serve_respond_free(c->resp);
     chat_template_free(c->chat);
+    serve_api_grammars_fini(&c->grammars);
     grammar_vocab_free(c->gvocab);
     kv_cache_free(c->kv);
     tokenizer_free(c->tok);
@@ -660,6 +663,8 @@ START_TEST(test_serve_core_structured_json_schema)
     ck_assert_str_eq(finish, "stop");
     ck_assert_str_eq(text, json_string_value(json_object_get(
                                json_object_get(json_array_get(ch, 0), "message"), "content")));
+    ck_assert_uint_eq(c.grammars.misses, 1); /* the same schema: compiled once */
+    ck_assert_uint_eq(c.grammars.hits, 1);
     free(text);
     json_decref(events);
     json_decref(wj);

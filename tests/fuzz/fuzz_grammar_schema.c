@@ -18,15 +18,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "fuzz_grammar_schema: check failed: %s (line %d)\n", #cond,         \
-                    __LINE__);                                                                     \
+            fprintf(stderr, "fuzz_grammar_schema: check failed: %s (line %d)\n", #cond, __LINE__); \
             abort();                                                                               \
         }                                                                                          \
     } while (0)
 
-static const char *const pieces[] = {"a",   "b",  "0",    "1",     "{",    "}",   "\"", ":",
-                                     ",",   " ",  "[",    "]",     "true", "false", "null", "-",
-                                     ".",   "e",  "\"a\"", "{\"", "\":",  "\\",  "u",  "</s>"};
+static const char *const pieces[] = {"a", "b", "0",     "1",   "{",    "}",     "\"",   ":",
+                                     ",", " ", "[",     "]",   "true", "false", "null", "-",
+                                     ".", "e", "\"a\"", "{\"", "\":",  "\\",    "u",    "</s>"};
 #define N_PIECES ((int32_t)(sizeof(pieces) / sizeof(pieces[0])))
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
