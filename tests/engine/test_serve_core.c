@@ -937,6 +937,64 @@ START_TEST(test_serve_core_reasoning_content)
 }
 END_TEST
 
+/* tool_choice auto: the answer is free text searched for calls; forced here through a grammar
+ * into the Hermes form, text first, so the parse of content + <tool_call> blocks is exercised. */
+START_TEST(test_serve_core_tool_calls_auto)
+{
+    struct core c;
+    core_start(&c);
+    static const char body[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":200,\"n\":2,"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"guided_grammar\":"
+        "\"root ::= [a-z]{1,4} \\\"<tool_call>{\\\\\\\"name\\\\\\\": \\\\\\\"f\\\\\\\", "
+        "\\\\\\\"arguments\\\\\\\": {\\\\\\\"k\\\\\\\": \\\" [0-9] \\\"}}</tool_call>\\\"\"";
+    struct reply r;
+    char full[1024];
+    snprintf(full, sizeof(full), "%s}", body);
+    http_do(c.port, "POST", "/v1/chat/completions", full, &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *ch = json_array_get(json_object_get(j, "choices"), i);
+        ck_assert_str_eq(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+        json_t *msg = json_object_get(ch, "message");
+        const char *content = json_string_value(json_object_get(msg, "content"));
+        ck_assert_msg(content && strlen(content) >= 1 && !strchr(content, '<'), "%s", r.body);
+        json_t *fn =
+            json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
+        ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "f");
+        ck_assert_int_eq((int)strlen(json_string_value(json_object_get(fn, "arguments"))), 7);
+    }
+    json_decref(j);
+    reply_fini(&r);
+    /* streamed: content delta, then delta.tool_calls, for each choice */
+    snprintf(full, sizeof(full), "%s,\"stream\":true}", body);
+    struct reply st;
+    http_do(c.port, "POST", "/v1/chat/completions", full, &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    int calls = 0, finishes = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        if (json_object_get(json_object_get(ch, "delta"), "tool_calls")) calls++;
+        const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
+        if (!fr) continue;
+        ck_assert_str_eq(fr, "tool_calls");
+        finishes++;
+    }
+    ck_assert_int_eq(calls, 2);
+    ck_assert_int_eq(finishes, 2);
+    json_decref(events);
+    reply_fini(&st);
+    core_stop(&c);
+}
+END_TEST
+
 Suite *serve_core_suite(void)
 {
     Suite *s = suite_create("serve_core");
@@ -954,6 +1012,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_structured_errors);
     tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
     tcase_add_test(tc, test_serve_core_tool_calls);
+    tcase_add_test(tc, test_serve_core_tool_calls_auto);
     tcase_add_test(tc, test_serve_core_reasoning_content);
     suite_add_tcase(s, tc);
     return s;
