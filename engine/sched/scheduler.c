@@ -415,7 +415,6 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
     }
 }
 
-/* Ends every sequence of a failed step: its K/V may be half written. */
 /* Points *lrow at a copy of the row with every token outside q's grammar mask at -inf. 0, or
  * ERR_INVAL (no token can continue), ERR_NOMEM / ERR_TOO_BIG from the matcher. */
 static int seq_constrain(struct sched *s, struct sched_seq *q, const float **lrow)
@@ -429,6 +428,7 @@ static int seq_constrain(struct sched *s, struct sched_seq *q, const float **lro
     return 0;
 }
 
+/* Ends every sequence of a failed step: its K/V may be half written. */
 static void abort_step(struct sched *s, int n_entries)
 {
     for (int e = 0; e < n_entries; e++) {
