@@ -23,6 +23,8 @@ static const struct {
      "Download a model (https://, hf://) with resume and sha256"},
     {"bench-kernels", cmd_bench_kernels_main,
      "CPU kernel microbenchmarks (GFLOP/s, GB/s per weight type)"},
+    {"bench-grammar", cmd_bench_grammar_main,
+     "Token-mask cost of constrained decoding (GBNF or JSON schema)"},
 };
 
 static void usage(FILE *f)

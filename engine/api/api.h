@@ -44,6 +44,14 @@ struct api_message {
     char *content; /* owned; text parts joined with "\n"; never NULL ("" when absent) */
 };
 
+/* tool_choice (api_request_tools.c). With tools, OpenAI's default is auto. */
+enum api_tool_choice {
+    API_TOOL_NONE = 0, /* no tools, or "none": plain text */
+    API_TOOL_AUTO,     /* the model may call: its output is parsed for calls */
+    API_TOOL_REQUIRED, /* at least one call, constrained by the tools' parameter schemas */
+    API_TOOL_NAMED,    /* one call of tool_name, constrained by its schema */
+};
+
 /* ---------------------------------------------------------------- errors (api_error.c) */
 
 enum api_error_kind {
@@ -114,6 +122,17 @@ struct api_request {
     /* /v1/chat/completions */
     struct api_message *messages; /* owned array of n_messages */
     size_t n_messages;
+    /* The messages as sent (a reference), rendered as they are when the conversation has tool
+     * calls or tool results, or tools are offered (the template reads tool_calls, tool_call_id). */
+    json_t *messages_json;
+    bool tool_history; /* some message has tool_calls or the role tool */
+
+    /* Tools (api_request_tools.c): the validated "tools" array (a reference; NULL: none or
+     * tool_choice none), how they may be called, and whether several calls may come at once. */
+    json_t *tools;
+    enum api_tool_choice tool_choice;
+    char tool_name[72]; /* API_TOOL_NAMED */
+    bool parallel_tool_calls;
 
     long max_tokens; /* > 0 (0 only with echo: the prompt alone); -1: until the context is full
                         (chat default) */
@@ -148,6 +167,15 @@ struct api_request {
 
     bool ignore_eos; /* vLLM extension: keep generating past end-of-generation tokens */
 
+    /* Constrained decoding (api_request_format.c): the GBNF (engine/grammar/) every choice must
+     * follow, owned, from response_format (json_object, json_schema) or vLLM's guided_json /
+     * guided_grammar / guided_choice (or their structured_outputs spelling); NULL: free text.
+     * grammar_param names the parameter it came from, for errors found when it is compiled. */
+    char *grammar;
+    char grammar_param[64];
+
+    json_t *chat_template_kwargs; /* a reference to the object, or NULL (extra template vars) */
+
     char *user;       /* owned or NULL */
     int priority;     /* default 0; lower runs first (vLLM's convention) */
     char *cache_salt; /* owned or NULL */
@@ -174,9 +202,9 @@ void api_request_sampler_params(const struct api_request *r, uint64_t fallback_s
 
 /* ---------------------------------------------------------------- responses (api_response.c) */
 
-enum api_finish { API_FINISH_NONE = 0, API_FINISH_STOP, API_FINISH_LENGTH };
+enum api_finish { API_FINISH_NONE = 0, API_FINISH_STOP, API_FINISH_LENGTH, API_FINISH_TOOL_CALLS };
 
-/* Returns "stop", "length" or NULL (JSON null) for API_FINISH_NONE; static. */
+/* Returns "stop", "length", "tool_calls" or NULL (JSON null) for API_FINISH_NONE; static. */
 const char *api_finish_name(enum api_finish f);
 
 /* One alternative in a top-logprobs list. Text is raw decoded bytes (may be partial UTF-8). */
@@ -201,7 +229,9 @@ struct api_token_logprob {
 struct api_usage {
     long prompt_tokens;
     long completion_tokens;
-    long cached_tokens; /* prompt tokens served from the prefix cache */
+    long cached_tokens;    /* prompt tokens served from the prefix cache */
+    bool has_reasoning;    /* add completion_tokens_details.reasoning_tokens */
+    long reasoning_tokens; /* of completion_tokens, those in the reasoning section */
 };
 
 /* One choice (or a streamed delta of it). Everything borrowed for the duration of the call. */
@@ -216,6 +246,13 @@ struct api_choice {
     /* Streaming with continuous usage: this chunk's usage (its prompt and its choice's tokens so
      * far); NULL: "usage": null when include_usage, absent otherwise. Borrowed. */
     const struct api_usage *usage;
+    /* Chat: the message's tool calls (an array from api_tool_calls_parse, borrowed) or NULL. With
+     * calls, a NULL or empty text makes "content": null. */
+    const json_t *tool_calls;
+    /* Chat: the reasoning section (message.reasoning_content, delta.reasoning_content); NULL: no
+     * such field (the model does not think, or the split is off). */
+    const char *reasoning;
+    size_t reasoning_len;
 };
 
 /* Identity shared by every object of one response. */
@@ -242,8 +279,9 @@ json_t *api_response_json(const struct api_response_meta *m, const struct api_ch
 
 /* Streaming chunk for one choice. Chat: `role_only` makes the opening delta {"role":"assistant",
  * "content":"","refusal":null}; otherwise the delta is {"content": text} when text is non-empty
- * and {} when not (the final chunk, carrying finish_reason). Completions ignore role_only. The
- * chunk's "usage" is c->usage, else null when m->include_usage. New or NULL. */
+ * (and "reasoning_content" when the choice has reasoning bytes) and {} when neither (the final
+ * chunk, carrying finish_reason). Completions ignore role_only. The chunk's "usage" is
+ * c->usage, else null when m->include_usage. New or NULL. */
 json_t *api_response_chunk(const struct api_response_meta *m, const struct api_choice *c,
                            bool role_only);
 
@@ -253,6 +291,48 @@ json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct
 /* A "model" object {"id","object":"model","created","owned_by","max_model_len"} (the entries of
  * GET /v1/models and the body of GET /v1/models/{id}). `id` borrowed. New or NULL. */
 json_t *api_model_json(const char *id, long long created, int max_model_len);
+
+/* ---------------------------------------------------------------- tool calls (api_tool_calls.c) */
+
+/* Finds the tool calls in a chat answer `text` (len bytes, borrowed). forced (tool_choice
+ * required or named): the text is the JSON array the constraint produced, [{"name","arguments"}].
+ * Otherwise the forms the template families use: Hermes / Qwen <tool_call>{...}</tool_call>
+ * blocks, Mistral [TOOL_CALLS][...], Llama 3 <|python_tag|>{...} or a bare {"name",
+ * "arguments"|"parameters"} object; text before the first call stays content. On finding calls
+ * writes a new array of OpenAI tool calls to *calls ({"id":"call_<id_base>_<k>","type":
+ * "function","function":{"name","arguments":"<compact JSON>"}}) and the length of the content
+ * (trailing blanks cut) to *content_len, and returns 1; returns 0 (nothing written) when the text
+ * holds no call, ERR_NOMEM. Pure; any thread. */
+int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *id_base,
+                         json_t **calls, size_t *content_len);
+
+/* ---------------------------------------------------------------- reasoning (api_reasoning.c) */
+
+enum api_reasoning_state {
+    API_REASONING_START = 0, /* nothing but blanks yet: "<think>" may open the block */
+    API_REASONING_INSIDE,    /* in the block: text is reasoning until "</think>" */
+    API_REASONING_AFTER,     /* just closed: blanks before the answer are dropped */
+    API_REASONING_CONTENT,   /* the answer */
+};
+
+/* Splits a thinking model's answer into reasoning and content as it streams. Plain value. */
+struct api_reasoning {
+    enum api_reasoning_state state;
+    char hold[16]; /* a possible tag prefix carried to the next feed */
+    size_t n_hold;
+};
+
+/* Starts a split; `inside` when the prompt already opened the block. */
+void api_reasoning_init(struct api_reasoning *s, bool inside);
+/* Feeds the next len bytes of the answer (borrowed): appends what is now known to be reasoning
+ * and content to the two buffers (borrowed), holding back a possible partial tag; `final` flushes
+ * everything. 0, ERR_TOO_BIG or ERR_NOMEM from the buffers. Any thread, on its own state. */
+int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bool final,
+                       struct buf *reasoning, struct buf *content);
+
+/* A streaming chunk whose delta carries all of `calls` (each with its "index"), as OpenAI's
+ * incremental delta.tool_calls that SDKs assemble. New or NULL. */
+json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls);
 
 /* Appends "data: <compact json>\n\n" to `out`. Returns 0, ERR_INVAL (NULL j), ERR_TOO_BIG or
  * ERR_NOMEM; on failure `out` keeps its previous length. */

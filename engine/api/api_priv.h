@@ -24,6 +24,14 @@ int api_wrong_type(struct api_parse *p, const char *param, const char *want, con
 /* "an object", "a string", ... for messages; static. */
 const char *api_json_type_name(const json_t *v);
 
+/* Parses response_format and vLLM's guided_* / structured_outputs into p->r->grammar
+ * (api_request_format.c). 0, ERR_INVAL or ERR_NOMEM. */
+int api_parse_format(struct api_parse *p);
+
+/* Parses tools, tool_choice and parallel_tool_calls into p->r (api_request_tools.c), after
+ * api_parse_format (a forced tool_choice refuses another constraint). 0, ERR_INVAL, ERR_NOMEM. */
+int api_parse_tools(struct api_parse *p);
+
 /* Parses "messages" into p->r (api_request_chat.c). 0, ERR_INVAL or ERR_NOMEM. */
 int api_parse_messages(struct api_parse *p);
 

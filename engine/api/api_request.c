@@ -1,10 +1,10 @@
 /* Request bodies of POST /v1/completions and /v1/chat/completions -> struct api_request.
  * Validates every parameter the engine honours (type and range, errors naming the parameter as
  * OpenAI's `param` does), ignores unknown fields as OpenAI does, and refuses the known ones whose
- * effect the engine cannot provide (tools, functions, response_format other than text, audio,
- * modalities other than text, web_search_options; echo, suffix and best_of on chat, where OpenAI
- * has none) rather than silently answering something else. Not an HTTP handler: no I/O, no model lookup (suffix's fill-in-the-middle tokens and the
- * tokenizer are serve_api.c's). */
+ * effect the engine cannot provide (audio output, modalities other than text, web_search_options;
+ * echo, suffix and best_of on chat, where OpenAI has none) rather than silently answering
+ * something else. Not an HTTP handler: no I/O, no model lookup (suffix's fill-in-the-middle
+ * tokens, the tokenizer and grammar compilation are serve_api.c's). */
 #include "engine/api/api.h"
 
 #include "common/err.h"
@@ -138,16 +138,6 @@ static int api_check_unsupported(struct api_parse *p)
     }
     if (p->r->kind == API_KIND_CHAT && json_util_field(p->root, "web_search_options"))
         return api_invalid(p, "web_search_options", "web search is not supported");
-    if ((v = json_util_field(p->root, "tools")) && !(json_is_array(v) && !json_array_size(v)))
-        return api_invalid(p, "tools", "'tools' (function calling) is not supported");
-    if ((v = json_util_field(p->root, "functions")) && !(json_is_array(v) && !json_array_size(v)))
-        return api_invalid(p, "functions", "'functions' (function calling) is not supported");
-    if ((v = json_util_field(p->root, "response_format"))) {
-        const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return api_invalid(p, "response_format",
-                               "only 'response_format' {\"type\": \"text\"} is supported");
-    }
     return 0;
 }
 
@@ -451,7 +441,16 @@ static int api_parse_misc(struct api_parse *p)
     rc = api_get_int(p, "priority", INT_MIN, INT_MAX, &v);
     if (rc == 0) p->r->priority = (int)v;
     if ((rc = api_opt(rc))) return rc;
-    return api_opt(api_get_bool_at(p, p->root, "ignore_eos", "ignore_eos", &p->r->ignore_eos));
+    if ((rc = api_opt(api_get_bool_at(p, p->root, "ignore_eos", "ignore_eos", &p->r->ignore_eos))))
+        return rc;
+    const json_t *kw = json_util_field(p->root, "chat_template_kwargs");
+    if (!kw) return 0;
+    if (!json_is_object(kw)) return api_wrong_type(p, "chat_template_kwargs", "an object", kw);
+    if (p->r->kind != API_KIND_CHAT)
+        return api_invalid(p, "chat_template_kwargs",
+                           "'chat_template_kwargs' is only for /v1/chat/completions");
+    p->r->chat_template_kwargs = json_incref((json_t *)kw);
+    return 0;
 }
 
 static void api_request_defaults(struct api_request *r, enum api_kind kind)
@@ -505,7 +504,8 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
         (rc = api_parse_sampling(&p)) || (rc = api_parse_completion_extras(&p)) ||
         (rc = api_parse_max_tokens(&p)) || (rc = api_parse_logit_bias(&p)) ||
         (rc = api_parse_stop(&p)) || (rc = api_parse_logprobs(&p)) || (rc = api_parse_stream(&p)) ||
-        (rc = api_check_stream_best_of(&p)) || (rc = api_parse_misc(&p)))
+        (rc = api_check_stream_best_of(&p)) || (rc = api_parse_misc(&p)) ||
+        (rc = api_parse_format(&p)) || (rc = api_parse_tools(&p)))
         goto out;
     *out = r;
     r = NULL;
@@ -529,9 +529,13 @@ void api_request_free(struct api_request *r)
     free(r->logit_bias);
     for (size_t i = 0; i < r->n_messages; i++) free(r->messages[i].content);
     free(r->messages);
+    json_decref(r->messages_json);
+    json_decref(r->chat_template_kwargs);
+    json_decref(r->tools);
     for (size_t i = 0; i < r->n_stop; i++) free(r->stop[i]);
     free(r->user);
     free(r->cache_salt);
+    free(r->grammar);
     free(r);
 }
 

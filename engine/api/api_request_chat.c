@@ -107,8 +107,11 @@ int api_parse_messages(struct api_parse *p)
         }
         rc = c ? api_parse_content(p, c, i, &msg->content)
                : ((msg->content = strdup("")) ? 0 : api_nomem(p));
+        if (msg->role == API_ROLE_TOOL || json_util_field(m, "tool_calls"))
+            p->r->tool_history = true;
         p->r->n_messages = i + 1; /* the freed prefix always has its content set */
         if (rc) return rc;
     }
+    p->r->messages_json = json_incref((json_t *)a);
     return 0;
 }

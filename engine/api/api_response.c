@@ -23,6 +23,7 @@ const char *api_finish_name(enum api_finish f)
     switch (f) {
     case API_FINISH_STOP: return "stop";
     case API_FINISH_LENGTH: return "length";
+    case API_FINISH_TOOL_CALLS: return "tool_calls";
     case API_FINISH_NONE: break;
     }
     return NULL;
@@ -185,10 +186,29 @@ static json_t *api_finish(enum api_finish f)
 
 static json_t *api_usage_json(const struct api_usage *u)
 {
-    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
-                     "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
-                     (json_int_t)(u->prompt_tokens + u->completion_tokens), "prompt_tokens_details",
-                     "cached_tokens", (json_int_t)u->cached_tokens);
+    json_t *j = json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)u->prompt_tokens,
+                          "completion_tokens", (json_int_t)u->completion_tokens, "total_tokens",
+                          (json_int_t)(u->prompt_tokens + u->completion_tokens),
+                          "prompt_tokens_details", "cached_tokens", (json_int_t)u->cached_tokens);
+    if (j && u->has_reasoning &&
+        json_object_set_new(
+            j, "completion_tokens_details",
+            json_pack("{s:I}", "reasoning_tokens", (json_int_t)u->reasoning_tokens))) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+/* Adds "reasoning_content" to a message or delta when the choice has a reasoning section. */
+static json_t *api_with_reasoning(json_t *msg, const struct api_choice *c)
+{
+    if (!msg || !c->reasoning) return msg;
+    if (json_object_set_new(msg, "reasoning_content", api_text(c->reasoning, c->reasoning_len))) {
+        json_decref(msg);
+        return NULL;
+    }
+    return msg;
 }
 
 /* {"id","object","created","model"}: the head every object and chunk starts with. */
@@ -201,10 +221,17 @@ static json_t *api_head(const struct api_response_meta *m, const char *object)
 
 static json_t *api_choice_json(const struct api_response_meta *m, const struct api_choice *c)
 {
-    if (m->kind == API_KIND_CHAT)
-        return json_pack("{s:i,s:{s:s,s:o,s:n},s:o,s:o}", "index", c->index, "message", "role",
-                         "assistant", "content", api_text(c->text, c->len), "refusal", "logprobs",
-                         api_logprobs(m, c), "finish_reason", api_finish(c->finish));
+    if (m->kind == API_KIND_CHAT) {
+        json_t *msg = c->tool_calls
+                          ? json_pack("{s:s,s:o,s:n,s:O}", "role", "assistant", "content",
+                                      c->text && c->len ? api_text(c->text, c->len) : json_null(),
+                                      "refusal", "tool_calls", c->tool_calls)
+                          : json_pack("{s:s,s:o,s:n}", "role", "assistant", "content",
+                                      api_text(c->text, c->len), "refusal");
+        return json_pack("{s:i,s:o,s:o,s:o}", "index", c->index, "message",
+                         api_with_reasoning(msg, c), "logprobs", api_logprobs(m, c),
+                         "finish_reason", api_finish(c->finish));
+    }
     return json_pack("{s:o,s:i,s:o,s:o}", "text", api_text(c->text, c->len), "index", c->index,
                      "logprobs", api_logprobs(m, c), "finish_reason", api_finish(c->finish));
 }
@@ -241,6 +268,7 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
             delta = json_pack("{s:o}", "content", api_text(c->text, c->len));
         else
             delta = json_object();
+        if (!role_only && c->reasoning && c->reasoning_len) delta = api_with_reasoning(delta, c);
         /* OpenAI: {"content":[],"refusal":null} on the role chunk, the tokens on content chunks,
          * null on the closing chunk (the one with finish_reason). */
         enum api_finish fin = role_only ? API_FINISH_NONE : c->finish;
@@ -257,6 +285,32 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
         return NULL;
     }
     return obj;
+}
+
+json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls)
+{
+    json_t *obj = api_head(m, "chat.completion.chunk");
+    json_t *arr = json_array();
+    if (!obj || !arr) goto fail;
+    for (size_t i = 0; i < json_array_size(calls); i++) {
+        json_t *call = json_deep_copy(json_array_get(calls, i));
+        if (!call || json_object_set_new(call, "index", json_integer((json_int_t)i)) ||
+            json_array_append_new(arr, call)) {
+            json_decref(call);
+            goto fail;
+        }
+    }
+    json_t *choice = json_pack("{s:i,s:{s:o},s:n,s:n}", "index", index, "delta", "tool_calls", arr,
+                               "logprobs", "finish_reason");
+    arr = NULL;
+    if (!choice || json_object_set_new(obj, "choices", json_pack("[o]", choice)) ||
+        (m->include_usage && json_object_set_new(obj, "usage", json_null())))
+        goto fail;
+    return obj;
+fail:
+    json_decref(arr);
+    json_decref(obj);
+    return NULL;
 }
 
 json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u)

@@ -25,6 +25,7 @@ struct chat_template {
     char *bos, *eos; /* NULL when none */
     bool add_bos, add_eos;
     bool content_parts; /* the template iterates over content: lists of parts pass as they are */
+    bool thinks;        /* the template knows <think> blocks (a reasoning model) */
 };
 
 /* llama2 family: the whole conversation in [INST] turns (system as plain text + "\n", or in
@@ -199,6 +200,8 @@ int chat_template_new(const struct chat_template_config *cfg, struct chat_templa
         goto out;
     }
     ct->content_parts = jinja_loops_over_content(ct->t);
+    for (size_t i = 0; i + 7 <= len && !ct->thinks; i++)
+        ct->thinks = !memcmp(src + i, "<think>", 7);
     *out = ct;
     ct = NULL;
     rc = 0;
@@ -220,6 +223,11 @@ void chat_template_free(struct chat_template *ct)
     free(ct->bos);
     free(ct->eos);
     free(ct);
+}
+
+bool chat_template_thinks(const struct chat_template *ct)
+{
+    return ct->thinks;
 }
 
 enum chat_template_origin chat_template_origin(const struct chat_template *ct)

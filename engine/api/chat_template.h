@@ -51,6 +51,9 @@ int chat_template_new(const struct chat_template_config *cfg, struct chat_templa
 void chat_template_free(struct chat_template *ct); /* NULL-safe */
 
 enum chat_template_origin chat_template_origin(const struct chat_template *ct);
+/* The template's text mentions "<think>": a reasoning model whose answers open with a
+ * <think>...</think> block (Qwen3, QwQ, DeepSeek-R1 distills). Any thread. */
+bool chat_template_thinks(const struct chat_template *ct);
 /* The built-in's name ("chatml"), the file's path, or "model" / "inline"; borrowed. */
 const char *chat_template_describe(const struct chat_template *ct);
 /* The Jinja2 text in use, whatever its origin (the built-in's source, the file's contents), so

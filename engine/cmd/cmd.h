@@ -12,5 +12,6 @@ int cmd_generate_main(int argc, char **argv);
 int cmd_bench_main(int argc, char **argv);
 int cmd_fetch_model_main(int argc, char **argv);
 int cmd_bench_kernels_main(int argc, char **argv);
+int cmd_bench_grammar_main(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@
 #include "engine/kv/kv_offload.h"
 #include "engine/kv/kv_slots.h"
 #include "engine/model/model.h"
+#include "engine/grammar/grammar.h"
 #include "engine/serve/serve_api.h"
 #include "engine/serve/serve_auth.h"
 #include "engine/serve/serve_loop.h"
@@ -58,6 +59,7 @@ struct serve_cfg {
     const char *kv_offload_dir;
     uint64_t kv_offload_dir_bytes;
     const char *kv_offload_gate;
+    bool no_reasoning_parser;
     bool no_chunked_prefill;
     bool no_lanes;
     int max_queue;
@@ -124,6 +126,8 @@ static const struct cfg_opt serve_opts[] = {
     {"kv-offload-gate", CFG_STRING, O(kv_offload_gate), "prompt", 1, 0,
      "Evicted blocks worth offloading: prompt blocks and reused ones, only reused ones, or all",
      "prompt|reused|all", 0},
+    {"no-reasoning-parser", CFG_BOOL, O(no_reasoning_parser), "false", 1, 0,
+     "Keep a thinking model's <think> block in content (no reasoning_content)", NULL, 0},
     {"no-chunked-prefill", CFG_BOOL, O(no_chunked_prefill), "false", 1, 0,
      "Prefill each prompt whole, in steps without decodes, instead of in chunks between decodes",
      NULL, 0},
@@ -220,6 +224,8 @@ struct serve_state {
     struct http_api *http;
     struct model *m;
     struct tokenizer *tok;
+    struct grammar_vocab *gvocab; /* constrained decoding's token trie (NULL without tok) */
+    struct serve_api_grammars grammars;
     struct chat_template *chat;
     struct kv_cache *kv;
     struct serve_respond *resp;
@@ -446,12 +452,20 @@ static int serve_load(struct serve_state *s)
         return ERR_INVAL;
     }
     if ((rc = serve_chat_template(s)) != 0) return rc;
+    if (s->tok && (rc = grammar_vocab_new(s->tok, &s->gvocab)) != 0) {
+        log_error("cannot build the vocabulary trie of constrained decoding",
+                  LOG_S("err", err_str(rc)));
+        return rc;
+    }
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
         .chat_template = s->chat,
+        .gvocab = s->gvocab,
+        .reasoning = !c->no_reasoning_parser,
+        .grammars = &s->grammars,
         .n_vocab = hp->n_vocab,
         .max_context = ctx,
         .max_queue = c->max_queue,
@@ -547,6 +561,8 @@ static void serve_teardown(struct serve_state *s)
     kv_offload_free(s->offload); /* after the loop: writes what is still queued */
     kv_cache_free(s->kv);
     chat_template_free(s->chat);
+    serve_api_grammars_fini(&s->grammars); /* the loop and the responder freed every request */
+    grammar_vocab_free(s->gvocab);
     tokenizer_free(s->tok);
     model_free(s->m);
     serve_auth_free(s->auth);

@@ -10,6 +10,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "engine/gguf/gguf.h"
+#include "engine/grammar/grammar.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/kv/kv_offload.h"
@@ -57,6 +58,8 @@ struct sched_seq {
     struct stop_matcher *stop;
     struct tokenizer_detok detok;
     struct spec_seq spec; /* speculative decoding: proposals this step, acceptance, draft state */
+    struct grammar_matcher *gm; /* NULL: unconstrained */
+    int32_t gm_vocab;           /* tokens the grammar's vocabulary knows (<= n_vocab) */
 };
 
 struct sched {
@@ -91,6 +94,11 @@ struct sched {
     struct spec_cand *cands; /* (max_num_seqs) this step's candidates */
     int *cand_entry;         /* (max_num_seqs) their entries */
     void *plan_scratch;      /* SPEC_CTL_SCRATCH_BYTES(max_num_seqs) */
+    /* Constrained decoding, made at the first grammar: the matchers' scratch, one mask and a
+     * masked copy of a logits row (n_vocab). */
+    struct grammar_arena *garena;
+    uint32_t *gmask;
+    float *glogits;
 };
 
 /* ---------------------------------------------------------------- sequences */
@@ -116,6 +124,7 @@ static void seq_free(struct sched_seq *q)
     if (!q) return;
     sampler_free(q->smp);
     stop_matcher_free(q->stop);
+    grammar_matcher_free(q->gm);
     free(q->tokens);
     free(q->chain.hashes);
     free(q);
@@ -262,7 +271,7 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
     buf_reset(&s->text);
     q->cum_logprob += (double)r->logprob;
     q->n_sampled++;
-    if (!q->ignore_eos && seq_is_eog(s, r->token)) {
+    if ((!q->ignore_eos || q->gm) && seq_is_eog(s, r->token)) {
         seq_flush_text(s, q);
         seq_emit(s, q, NULL, SCHED_FINISH_STOP);
         return SCHED_FINISH_STOP;
@@ -288,6 +297,10 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
             f = SCHED_FINISH_STOP;
         else if (rc < 0)
             log_warn("dropping generated text", LOG_S("err", err_str(rc)));
+    }
+    if (f == SCHED_FINISH_NONE && q->gm && grammar_matcher_finished(q->gm)) {
+        f = SCHED_FINISH_STOP; /* the grammar is complete and nothing may follow */
+        seq_flush_text(s, q);
     }
     if (f == SCHED_FINISH_NONE && ((q->max_tokens > 0 && q->n_generated >= q->max_tokens) ||
                                    q->n_tokens >= s->cfg.max_context)) {
@@ -515,6 +528,7 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
         q->spec.k = 0;
         if (s->entries[e].logits == MODEL_LOGITS_LAST) n_decodes++;
         if (q->chunk != 1 || q->n_computed + 1 != q->n_tokens) continue; /* a prefill chunk */
+        if (q->gm) continue; /* proposals are verified against unmasked logits: no speculation */
         int kmax = spec_kmax(s, q);
         if (kmax <= 0 || seq_grow(s, q, q->n_tokens + kmax + 1) != 0) continue;
         s->entries[e].tokens = q->tokens + q->n_computed; /* seq_grow may have moved them */
@@ -606,6 +620,19 @@ static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
     return SCHED_FINISH_NONE;
 }
 
+/* Points *lrow at a copy of the row with every token outside q's grammar mask at -inf. 0, or
+ * ERR_INVAL (no token can continue), ERR_NOMEM / ERR_TOO_BIG from the matcher. */
+static int seq_constrain(struct sched *s, struct sched_seq *q, const float **lrow)
+{
+    int n = grammar_matcher_mask(q->gm, s->garena, s->gmask);
+    if (n <= 0) return n < 0 ? n : ERR_INVAL;
+    const float *in = *lrow;
+    for (int32_t t = 0; t < s->n_vocab; t++)
+        s->glogits[t] = t < q->gm_vocab && ((s->gmask[t >> 5] >> (t & 31)) & 1) ? in[t] : -INFINITY;
+    *lrow = s->glogits;
+    return 0;
+}
+
 /* Ends every sequence of a failed step: its K/V may be half written. */
 static void abort_step(struct sched *s, int n_entries)
 {
@@ -694,8 +721,23 @@ int sched_step(struct sched *s)
             seq_finish(s, q, SCHED_FINISH_LENGTH);
             continue;
         }
+        if (q->gm && (rc = seq_constrain(s, q, &lrow)) != 0) {
+            log_warn(
+                "constrained decoding failed; aborting the request",
+                LOG_S("err", rc == ERR_INVAL ? "no token continues the grammar" : err_str(rc)));
+            running_remove(s, q);
+            seq_finish(s, q, SCHED_FINISH_ABORT);
+            continue;
+        }
         if (sampler_sample(q->smp, lrow, &r) != 0) {
             log_warn("no finite logit to sample from; aborting the request");
+            running_remove(s, q);
+            seq_finish(s, q, SCHED_FINISH_ABORT);
+            continue;
+        }
+        if (q->gm && (rc = grammar_matcher_accept(q->gm, s->garena, r.token)) != 0) {
+            log_error("the grammar refused a token of its own mask; aborting the request",
+                      LOG_S("err", err_str(rc)), LOG_I("token", r.token));
             running_remove(s, q);
             seq_finish(s, q, SCHED_FINISH_ABORT);
             continue;
@@ -807,7 +849,30 @@ void sched_free(struct sched *s)
     free(s->plan_scratch);
     buf_fini(&s->piece);
     buf_fini(&s->text);
+    grammar_arena_free(s->garena);
+    free(s->gmask);
+    free(s->glogits);
     free(s);
+}
+
+/* Makes q's matcher (and the scheduler's constrained-decoding scratch, the first time). */
+static int seq_make_matcher(struct sched *s, struct sched_seq *q, struct grammar *g)
+{
+    q->gm_vocab = grammar_n_vocab(g);
+    if (q->gm_vocab > s->n_vocab) return ERR_INVAL;
+    if (!s->garena) {
+        s->garena = grammar_arena_new();
+        s->gmask = calloc(((size_t)s->n_vocab + 31) / 32, sizeof(*s->gmask));
+        s->glogits = calloc((size_t)s->n_vocab, sizeof(*s->glogits));
+        if (!s->garena || !s->gmask || !s->glogits) {
+            grammar_arena_free(s->garena);
+            free(s->gmask);
+            free(s->glogits);
+            s->garena = NULL, s->gmask = NULL, s->glogits = NULL;
+            return ERR_NOMEM;
+        }
+    }
+    return grammar_matcher_new(g, s->garena, &q->gm);
 }
 
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out)
@@ -842,6 +907,7 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
     }
     q->sampling = r->sampling;
     if ((rc = stop_matcher_new(r->stops, r->n_stops, &q->stop)) != 0) goto fail;
+    if (r->grammar && (rc = seq_make_matcher(s, q, r->grammar)) != 0) goto fail;
     if (s->tok) tokenizer_detok_init(&q->detok, s->tok, false);
     q->arrival = s->next_arrival++;
     if ((rc = waiting_insert(s, q)) != 0) goto fail;

@@ -37,6 +37,7 @@
 #define SCHED_PROMPT_LOGITS_BYTES (32u << 20)
 
 struct model;
+struct grammar;
 struct kv_cache;
 struct kv_offload;
 struct tokenizer;
@@ -82,7 +83,15 @@ struct sched_request {
     bool ignore_eos;
     int priority;           /* lower runs first; FCFS within a priority */
     const char *cache_salt; /* NULL or a string: prefix-cache chains are per salt */
-    void *ud;               /* the caller's cookie, passed back in every event */
+    /* NULL, or the grammar every sampled token must keep the output inside (engine/grammar/):
+     * sched_add gives the sequence its own matcher, which takes a reference. Each step samples
+     * from the logits with the tokens outside the grammar's mask at -inf (logprobs are then those
+     * of the constrained distribution); an end-of-generation token is allowed only where the
+     * grammar accepts, and the sequence stops (STOP) as soon as the grammar is complete and
+     * nothing may follow. ignore_eos does not apply to a constrained sequence. The matcher only
+     * advances on sampled tokens, so preemption (recomputation of K/V) leaves it exact. */
+    struct grammar *grammar;
+    void *ud; /* the caller's cookie, passed back in every event */
 };
 
 /* One output of a sequence. Pointers are borrowed for the duration of the callback. Besides token
@@ -149,7 +158,9 @@ void sched_set_block_observer(struct sched *s, prefix_cache_observer_fn fn, void
 void sched_free(struct sched *s);
 
 /* Queues a new sequence. Returns its handle through *out (owned by the scheduler; valid until its
- * final event). ERR_INVAL (bad prompt, params or stops; nothing queued), ERR_NOMEM. */
+ * final event). ERR_INVAL (bad prompt, params or stops, a grammar over a larger vocabulary than
+ * the model's; nothing queued), ERR_TOO_BIG (the grammar's start state breaks a matcher bound),
+ * ERR_NOMEM. */
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out);
 
 /* Asks the sequence to stop: at the start of the next step it finishes with `reason` (ABORT for a

@@ -15,6 +15,7 @@
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_req.h"
 #include "engine/serve/serve_respond.h"
+#include "engine/grammar/grammar.h"
 #include "engine/text/tokenizer.h"
 
 #include <stdatomic.h>
@@ -165,8 +166,100 @@ static int escape_messages(const struct serve_api *api, const struct api_request
     return 0;
 }
 
-int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,
-                         int32_t **ids, int *n, struct api_error *err)
+/* True when the rendered prompt ends inside an opened <think> block (DeepSeek-R1's templates end
+ * the generation prompt with "<think>\n"): the answer starts as reasoning. */
+static bool prompt_opens_think(const char *text, size_t len)
+{
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' ' || text[len - 1] == '\r')) len--;
+    return len >= 7 && !memcmp(text + len - 7, "<think>", 7);
+}
+
+/* `s` with control-token texts escaped (tokenizer_escape_special) as a new JSON string, or NULL. */
+static json_t *escaped_json_string(const struct serve_api *api, const json_t *s)
+{
+    struct buf b;
+    buf_init(&b, SERVE_API_PROMPT_TEXT_MAX);
+    json_t *out = NULL;
+    if (tokenizer_escape_special(api->tok, json_string_value(s), json_string_length(s), &b) == 0)
+        out = json_stringn(b.data ? b.data : "", b.len);
+    buf_fini(&b);
+    return out;
+}
+
+/* escape_messages for the JSON messages the template reads with tools: a new deep copy of
+ * r->messages_json whose contents (strings and text parts) are escaped, or NULL in *out when
+ * nothing is escaped (as escape_messages). 0 or ERR_NOMEM. */
+static int escape_messages_json(const struct serve_api *api, const struct api_request *r,
+                                json_t **out)
+{
+    *out = NULL;
+    if (!api->tok || api->content_special_tokens || !r->messages_json) return 0;
+    json_t *msgs = json_deep_copy(r->messages_json);
+    if (!msgs) return ERR_NOMEM;
+    size_t i, k;
+    json_t *m, *part;
+    json_array_foreach(msgs, i, m)
+    {
+        json_t *c = json_object_get(m, "content");
+        if (json_is_string(c)) {
+            json_t *e = escaped_json_string(api, c);
+            if (!e || json_object_set_new(m, "content", e)) goto nomem;
+        } else if (json_is_array(c)) {
+            json_array_foreach(c, k, part)
+            {
+                json_t *t = json_object_get(part, "text");
+                if (!json_is_string(t)) continue;
+                json_t *e = escaped_json_string(api, t);
+                if (!e || json_object_set_new(part, "text", e)) goto nomem;
+            }
+        }
+    }
+    *out = msgs;
+    return 0;
+nomem:
+    json_decref(msgs);
+    return ERR_NOMEM;
+}
+
+/* The chat prompt's text: the messages (their contents escaped) through the template, with the
+ * request's tools and template variables when it has any. 0 or ERR_* with terr filled. */
+static int chat_prompt_text(const struct serve_api *api, const struct api_request *r,
+                            struct buf *text, char *terr, size_t terrlen)
+{
+    int rc;
+    if (r->tools || r->tool_history || r->chat_template_kwargs) {
+        /* the template reads tools, tool_calls, tool_call_id and the extra variables */
+        json_t *escaped = NULL;
+        if ((rc = escape_messages_json(api, r, &escaped)) != 0) {
+            snprintf(terr, terrlen, "%s", err_str(rc));
+            return rc;
+        }
+        struct chat_template_input in = {.messages = escaped ? escaped : r->messages_json,
+                                         .tools = r->tools,
+                                         .kwargs = r->chat_template_kwargs,
+                                         .add_generation_prompt = true};
+        rc = chat_template_apply(api->chat_template, &in, text, terr, terrlen);
+        json_decref(escaped);
+        return rc;
+    }
+    struct buf esc;
+    buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
+    struct api_message *escaped = NULL;
+    rc = escape_messages(api, r, &esc, &escaped);
+    if (rc)
+        snprintf(terr, terrlen, "%s", err_str(rc));
+    else
+        rc = chat_template_render(api->chat_template, escaped ? escaped : r->messages,
+                                  r->n_messages, true, text, terr, terrlen);
+    free(escaped);
+    buf_fini(&esc);
+    return rc;
+}
+
+/* serve_api_prompt_ids, and for chat whether the prompt opened a <think> block (think_open may
+ * be NULL). */
+static int prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,
+                      int32_t **ids, int *n, bool *think_open, struct api_error *err)
 {
     *ids = NULL;
     *n = 0;
@@ -191,27 +284,19 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
                                   err);
         }
     } else {
-        struct buf text, esc;
+        struct buf text;
         buf_init(&text, SERVE_API_PROMPT_TEXT_MAX);
-        buf_init(&esc, SERVE_API_PROMPT_TEXT_MAX);
         char terr[400];
-        struct api_message *escaped = NULL;
-        rc = escape_messages(api, r, &esc, &escaped);
-        if (rc)
-            snprintf(terr, sizeof(terr), "%s", err_str(rc));
-        else
-            rc = chat_template_render(api->chat_template, escaped ? escaped : r->messages,
-                                      r->n_messages, true, &text, terr, sizeof(terr));
+        rc = chat_prompt_text(api, r, &text, terr, sizeof(terr));
         if (rc) {
             api_error_set(err, rc == ERR_NOMEM ? API_ERR_INTERNAL : API_ERR_INVALID, "messages",
                           "cannot render the chat template: %s", terr);
             rc = rc == ERR_NOMEM ? ERR_NOMEM : ERR_INVAL;
         } else {
+            if (think_open) *think_open = prompt_opens_think(buf_cstr(&text), text.len);
             rc = prompt_from_text(api, text.data ? text.data : "", text.len, true, true, "messages",
                                   &v, &nn, err);
         }
-        free(escaped);
-        buf_fini(&esc);
         buf_fini(&text);
     }
     if (rc) return rc;
@@ -219,6 +304,12 @@ int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *
     *ids = v;
     *n = (int)nn;
     return 0;
+}
+
+int serve_api_prompt_ids(const struct serve_api *api, const struct api_request *r, size_t i,
+                         int32_t **ids, int *n, struct api_error *err)
+{
+    return prompt_ids(api, r, i, ids, n, NULL, err);
 }
 
 int serve_api_chat_template_new(const struct tokenizer *tok, const char *model_template,
@@ -336,6 +427,58 @@ static bool fits_context(const struct serve_api *api, const struct api_request *
     return true;
 }
 
+/* Compiles the request's structured-output grammar for the served vocabulary into *out (new).
+ * A grammar that does not compile is the client's error: a 400 naming the parameter. */
+static int compile_grammar(const struct serve_api *api, const struct api_request *r,
+                           struct grammar **out, struct api_error *err)
+{
+    if (!api->gvocab) {
+        api_error_set(err, API_ERR_INVALID, r->grammar_param,
+                      "structured outputs need the model's tokenizer, which it lacks");
+        return ERR_INVAL;
+    }
+    struct serve_api_grammars *c = api->grammars;
+    for (int i = 0; c && i < c->n; i++) {
+        if (strcmp(c->text[i], r->grammar) != 0) continue;
+        char *t = c->text[i];
+        struct grammar *g = c->g[i];
+        memmove(c->text + 1, c->text, (size_t)i * sizeof(*c->text));
+        memmove(c->g + 1, c->g, (size_t)i * sizeof(*c->g));
+        c->text[0] = t, c->g[0] = g;
+        c->hits++;
+        grammar_ref(g);
+        *out = g;
+        return 0;
+    }
+    char gerr[400];
+    int rc = grammar_compile(r->grammar, strlen(r->grammar), api->gvocab, out, gerr, sizeof(gerr));
+    char *copy = rc == 0 && c ? strdup(r->grammar) : NULL;
+    if (copy) {
+        c->misses++;
+        if (c->n == SERVE_API_GRAMMARS) {
+            c->n--;
+            free(c->text[c->n]);
+            grammar_unref(c->g[c->n]);
+        }
+        memmove(c->text + 1, c->text, (size_t)c->n * sizeof(*c->text));
+        memmove(c->g + 1, c->g, (size_t)c->n * sizeof(*c->g));
+        c->text[0] = copy;
+        c->g[0] = *out;
+        c->n++;
+        grammar_ref(*out);
+    }
+    if (rc == ERR_NOMEM) {
+        api_error_set(err, API_ERR_INTERNAL, NULL, "out of memory compiling the grammar");
+        return rc;
+    }
+    if (rc) {
+        api_error_set(err, API_ERR_INVALID, r->grammar_param, "cannot compile the grammar: %s",
+                      gerr);
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
 /* A request's prompts as the spec carries them, with the storage they point to (the spec's
  * serve_req_new copies it all). */
 struct prompt_set {
@@ -344,6 +487,7 @@ struct prompt_set {
     char **decoded; /* owned: echo texts decoded from token-id prompts */
     size_t n;
     long n_tokens;
+    bool think_open; /* chat: the rendered prompt ends inside an opened <think> block */
 };
 
 static void prompt_set_free(struct prompt_set *ps)
@@ -397,7 +541,8 @@ static int prompt_set_build(const struct serve_api *api, const struct api_reques
     ps->n = n;
     for (size_t i = 0; i < n; i++) {
         int n_ids = 0;
-        int rc = serve_api_prompt_ids(api, r, i, &ps->ids[i], &n_ids, err);
+        int rc = prompt_ids(api, r, i, &ps->ids[i], &n_ids,
+                            r->kind == API_KIND_CHAT ? &ps->think_open : NULL, err);
         if (rc) return rc;
         if (!fits_context(api, r, i, n_ids, err)) return ERR_INVAL;
         ps->v[i].ids = ps->ids[i];
@@ -406,6 +551,15 @@ static int prompt_set_build(const struct serve_api *api, const struct api_reques
         if (r->echo && (rc = prompt_echo(api, r, i, ps, err)) != 0) return rc;
     }
     return 0;
+}
+
+void serve_api_grammars_fini(struct serve_api_grammars *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        free(c->text[i]);
+        grammar_unref(c->g[i]);
+    }
+    memset(c, 0, sizeof(*c));
 }
 
 /* Runs on the service thread when the client goes away mid-request. */
@@ -447,6 +601,7 @@ static void spec_of(const struct api_request *r, const struct prompt_set *ps, do
         .continuous_usage = r->continuous_usage,
         .logprobs = r->logprobs,
         .echo = r->echo,
+        .tools = r->tools ? r->tool_choice : API_TOOL_NONE,
         .sched =
             {
                 .max_tokens = r->max_tokens,
@@ -490,6 +645,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     struct api_error err;
     struct prompt_set ps = {0};
     struct serve_req *sr = NULL;
+    struct grammar *g = NULL;
     if (api_request_parse(body, len, kind, &lim, &r, &err) != 0) goto fail;
     if (r->model && strcmp(r->model, api->model_name) != 0) {
         api_error_set(&err, API_ERR_MODEL_NOT_FOUND, "model",
@@ -497,6 +653,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
                       api->model_name);
         goto fail;
     }
+    if (r->grammar && compile_grammar(api, r, &g, &err) != 0) goto fail;
     if (prompt_set_build(api, r, &ps, &err) != 0) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
         serve_error_queue_full(&err, api->max_queue);
@@ -506,9 +663,16 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     spec_of(r, &ps, arrival, &spec);
     char salt[SERVE_API_SALT_MAX];
     if (key_salt(api, key, r->cache_salt, salt)) spec.sched.cache_salt = salt;
+    spec.sched.grammar = g;
+    spec.reasoning =
+        api->reasoning && kind == API_KIND_CHAT && chat_template_thinks(api->chat_template);
+    /* A constrained answer is the grammar's language from its first token: it opens a <think>
+     * block only if the grammar writes one, whatever the prompt ended with. */
+    spec.reasoning_inside = spec.reasoning && ps.think_open && !g;
     sr = serve_req_new(&spec);
     api_request_free(r);
     prompt_set_free(&ps);
+    grammar_unref(g); /* the request holds its own reference */
     if (!sr) {
         api_error_set(&err, API_ERR_INTERNAL, NULL, "out of memory");
         serve_error_respond(req, &err);
@@ -539,6 +703,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
 fail:
     api_request_free(r);
     prompt_set_free(&ps);
+    grammar_unref(g);
     serve_error_respond(req, &err);
 }
 

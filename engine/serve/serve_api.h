@@ -14,6 +14,8 @@
 
 struct gguf;
 struct tokenizer;
+struct grammar;
+struct grammar_vocab;
 struct serve_auth;
 struct serve_loop;
 struct serve_respond;
@@ -26,12 +28,30 @@ struct serve_api_fim {
     int32_t pre, suf, mid;
 };
 
+/* Compiled structured-output grammars by their GBNF text, most recently used first, so a schema
+ * sent again reuses its grammar and the masks it has memoised (a new grammar's first masks walk
+ * the whole vocabulary). Each entry holds a reference. HTTP service thread only; zeroed is empty. */
+#define SERVE_API_GRAMMARS 8
+struct serve_api_grammars {
+    char *text[SERVE_API_GRAMMARS];
+    struct grammar *g[SERVE_API_GRAMMARS];
+    int n;
+    unsigned long hits, misses;
+};
+/* Drops every entry. Call after the last request was handled. */
+void serve_api_grammars_fini(struct serve_api_grammars *c);
+
 /* Everything the handlers need, borrowed for as long as the routes are served. */
 struct serve_api {
     const char *model_name;      /* served model name ("model" must match it when sent) */
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
     const struct chat_template *chat_template; /* renders /v1/chat/completions messages */
     struct serve_api_fim fim;                  /* serve_api_fim_find */
+    /* The token trie of tok for constrained decoding; NULL: structured outputs get a 400. */
+    const struct grammar_vocab *gvocab;
+    /* Split a thinking model's <think> block into reasoning_content (--reasoning-parser). */
+    bool reasoning;
+    struct serve_api_grammars *grammars; /* NULL: every request compiles its own */
     int n_vocab;
     int max_context;   /* prompt + generated tokens per sequence */
     int max_queue;     /* waiting requests beyond which new ones get 429 */

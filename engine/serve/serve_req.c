@@ -3,6 +3,7 @@
  * the cancel / fail state with the hooks that wake those threads. */
 #include "engine/serve/serve_req.h"
 
+#include "engine/grammar/grammar.h"
 #include "common/assert.h"
 #include "common/err.h"
 
@@ -70,6 +71,7 @@ struct serve_req *serve_req_new(const struct serve_req_spec *spec)
     sr->prompt = r->prompts[0].ids;
     sr->n_prompt = r->prompts[0].n_ids;
     sr->ud = NULL;
+    if (sr->grammar) grammar_ref(sr->grammar);
     atomic_init(&r->fail, SERVE_FAIL_NONE);
     atomic_init(&r->on_cancel, NULL);
     atomic_init(&r->on_post, NULL);
@@ -90,6 +92,7 @@ void serve_req_unref(struct serve_req *r)
     /* Each thread frees its part when done with the request, before dropping its reference. */
     ASSERT(!r->loop && !r->out);
     serve_req_events_free(r->events, r->n_events);
+    grammar_unref(r->spec.sched.grammar);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }

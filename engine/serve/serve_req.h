@@ -81,11 +81,18 @@ struct serve_req_spec {
     bool continuous_usage;
     bool logprobs;
     bool echo;
+    /* Chat with tools: AUTO, the answer is searched for tool calls; REQUIRED / NAMED, it is the
+     * constrained array of calls. Either way a stream sends the message once it is complete (a
+     * content delta or delta.tool_calls), since text cannot be told from a call before. */
+    enum api_tool_choice tools;
+    /* Chat with a thinking model (and the split on): the answer's <think> block becomes
+     * reasoning_content; reasoning_inside when the prompt already opened it. */
+    bool reasoning, reasoning_inside;
     /* The scheduler's request for every sequence, but its prompt (prompt/n_prompt are unused: the
      * loop sets its prompt's) and seed: candidate j samples with sched.sampling.seed + j, so a
      * prompt gets the same candidates batched or alone. In a request, prompts, stops, cache_salt
-     * and the logit bias point into storage it owns, and ud is NULL (the loop gives every
-     * sequence its own). */
+     * and the logit bias point into storage it owns, the grammar (NULL or compiled by the HTTP
+     * thread) is a reference it holds, and ud is NULL (the loop gives every sequence its own). */
     struct sched_request sched;
 };
 
@@ -133,8 +140,9 @@ bool serve_req_list_has(const struct serve_req_list *l, const struct serve_req *
 void serve_req_list_fini(struct serve_req_list *l);
 
 /* Creates a request from `spec` (borrowed: copied, with its prompts and their echo texts, stop
- * strings, cache salt and logit bias; spec->sched.prompt and .ud ignored). refs = 1. NULL on
- * ERR_NOMEM or a spec out of range (n_prompts, best_of, n). HTTP thread. */
+ * strings, cache salt and logit bias, and a reference to its grammar; spec->sched.prompt and
+ * .ud ignored). refs = 1. NULL on ERR_NOMEM or a spec out of range (n_prompts, best_of, n).
+ * HTTP thread. */
 struct serve_req *serve_req_new(const struct serve_req_spec *spec);
 void serve_req_ref(struct serve_req *r);
 /* Drops a reference; frees at zero (by then the loop and the responder have freed their parts:

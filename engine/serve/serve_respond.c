@@ -54,13 +54,17 @@ struct respond_acc {
 };
 
 struct respond_choice {
-    struct respond_acc acc; /* non-streaming accumulation; streaming echo: the prompt's chunk */
-    bool role_sent;         /* chat streaming: opening delta sent */
-    bool echo_pending;      /* streaming echo: the prompt's chunk is still to be sent */
-    size_t text_chars;      /* completions streaming: characters sent */
-    long generated;         /* tokens so far (continuous usage) */
-    long cached;            /* prompt tokens from the prefix cache */
-    double cum_logprob;     /* best_of: the final event's, over n_sampled tokens */
+    struct respond_acc acc;     /* non-streaming accumulation (with reasoning: the content);
+                                   streaming echo: the prompt's chunk */
+    struct api_reasoning split; /* spec.reasoning: <think> block -> reasoning */
+    struct buf reasoning;       /* the reasoning so far (whole answers, tool streams) */
+    long reasoning_tokens;
+    bool role_sent;     /* chat streaming: opening delta sent */
+    bool echo_pending;  /* streaming echo: the prompt's chunk is still to be sent */
+    size_t text_chars;  /* completions streaming: characters sent */
+    long generated;     /* tokens so far (continuous usage) */
+    long cached;        /* prompt tokens from the prefix cache */
+    double cum_logprob; /* best_of: the final event's, over n_sampled tokens */
     int n_sampled;
 };
 
@@ -83,6 +87,7 @@ static void respond_req_free(struct serve_req *r)
     for (int i = 0; i < r->spec.n_choices; i++) {
         struct respond_acc *a = &o->ch[i].acc;
         buf_fini(&a->text);
+        buf_fini(&o->ch[i].reasoning);
         free(a->lp);
         free(a->top_at);
         free(a->top);
@@ -264,7 +269,9 @@ static size_t chars_of(const char *p, size_t len)
 /* Continuous usage of choice c with `completion` tokens. */
 static void choice_usage(const struct serve_req *r, int c, long completion, struct api_usage *u)
 {
-    *u = (struct api_usage){prompt_of(r, c)->n_ids, completion, r->out->ch[c].cached};
+    *u = (struct api_usage){.prompt_tokens = prompt_of(r, c)->n_ids,
+                            .completion_tokens = completion,
+                            .cached_tokens = r->out->ch[c].cached};
 }
 
 /* Streaming echo: the prompt's chunk of choice c (its text and, with logprobs, its tokens'). */
@@ -291,6 +298,68 @@ static int stream_echo(const struct serve_respond *p, struct serve_req *r, int c
     return rc;
 }
 
+static int acc_event(const struct serve_respond *p, struct serve_req *r,
+                     const struct serve_event *e);
+
+/* spec.reasoning: splits the event's text into reasoning and content (appended to the two
+ * buffers), counting its token as reasoning when it falls in the block. */
+static int split_event(struct serve_req *r, const struct serve_event *e, struct buf *reasoning,
+                       struct buf *content)
+{
+    struct respond_choice *ch = &r->out->ch[e->choice];
+    enum api_reasoning_state before = ch->split.state;
+    bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+    int rc =
+        api_reasoning_feed(&ch->split, e->text ? e->text : "", e->len, ends, reasoning, content);
+    enum api_reasoning_state after = ch->split.state;
+    if (e->has_token && (before == API_REASONING_INSIDE || after == API_REASONING_INSIDE ||
+                         (before == API_REASONING_START && after == API_REASONING_AFTER)))
+        ch->reasoning_tokens++;
+    return rc;
+}
+
+/* The tool calls in choice i's accumulated text (serve_req_spec.tools): 1 with *calls new and
+ * *content_len set, 0 when it holds none, ERR_NOMEM. */
+static int choice_tool_calls(const struct serve_req *r, int i, json_t **calls, size_t *content_len)
+{
+    const struct respond_acc *a = &r->out->ch[i].acc;
+    if (r->spec.tools == API_TOOL_NONE || a->finish != API_FINISH_STOP) return 0;
+    char base[64];
+    snprintf(base, sizeof(base), "%s_%d",
+             r->spec.id + (strncmp(r->spec.id, "chatcmpl-", 9) ? 0 : 9), i);
+    bool forced = r->spec.tools == API_TOOL_REQUIRED || r->spec.tools == API_TOOL_NAMED;
+    return api_tool_calls_parse(a->text.data ? a->text.data : "", a->text.len, forced, base, calls,
+                                content_len);
+}
+
+/* Streaming with tools: the choice's message, sent whole when it ends (role, then a content
+ * delta or delta.tool_calls, then the finish). */
+static int stream_tool_message(const struct serve_respond *p, struct serve_req *r, int i)
+{
+    struct api_response_meta m;
+    meta_of(p, r, &m);
+    struct respond_acc *a = &r->out->ch[i].acc;
+    json_t *calls = NULL;
+    size_t content_len = a->text.len;
+    int found = choice_tool_calls(r, i, &calls, &content_len);
+    if (found < 0) return found;
+    struct respond_choice *rc_ch = &r->out->ch[i];
+    struct api_choice c = {.index = out_index(r, i),
+                           .text = a->text.data,
+                           .len = content_len,
+                           .reasoning = r->spec.reasoning ? buf_cstr(&rc_ch->reasoning) : NULL,
+                           .reasoning_len = rc_ch->reasoning.len};
+    int rc = sse_add(r, api_response_chunk(&m, &c, true));
+    if (!rc && (content_len || c.reasoning_len)) rc = sse_add(r, api_response_chunk(&m, &c, false));
+    if (!rc && calls) rc = sse_add(r, api_response_tool_chunk(&m, out_index(r, i), calls));
+    struct api_choice fin = {.index = out_index(r, i),
+                             .finish = calls ? API_FINISH_TOOL_CALLS : a->finish};
+    if (!rc) rc = sse_add(r, api_response_chunk(&m, &fin, false));
+    json_decref(calls);
+    r->out->ch[i].role_sent = true;
+    return rc;
+}
+
 /* Streaming: formats one event into SSE chunks. */
 static int stream_event(const struct serve_respond *p, struct serve_req *r,
                         const struct serve_event *e)
@@ -299,6 +368,11 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
     if (e->prompt_token) return r->spec.logprobs ? acc_push_logprob(p, &ch->acc, e) : 0;
     int rc = ch->echo_pending ? stream_echo(p, r, e->choice) : 0;
     if (rc) return rc;
+    if (r->spec.tools != API_TOOL_NONE) {
+        rc = acc_event(p, r, e);
+        bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+        return rc || !ends ? rc : stream_tool_message(p, r, e->choice);
+    }
     struct api_response_meta m;
     meta_of(p, r, &m);
     bool want_lp = r->spec.logprobs && e->has_token;
@@ -319,6 +393,16 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
         .text_offset = ch->text_chars,
         .usage = usage,
     };
+    struct buf rs, cs; /* reasoning / content of this event */
+    buf_init(&rs, 0);
+    buf_init(&cs, 0);
+    if (r->spec.reasoning) {
+        if ((rc = split_event(r, e, &rs, &cs))) goto out;
+        c.text = cs.data;
+        c.len = cs.len;
+        c.reasoning = buf_cstr(&rs);
+        c.reasoning_len = rs.len;
+    }
     if (r->spec.kind == API_KIND_CHAT) {
         if (!ch->role_sent) {
             ch->role_sent = true;
@@ -327,7 +411,8 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
             struct api_choice role = {.index = index, .usage = usage ? &u0 : NULL};
             rc = sse_add(r, api_response_chunk(&m, &role, true));
         }
-        if (!rc && (e->len || want_lp)) rc = sse_add(r, api_response_chunk(&m, &c, false));
+        if (!rc && (c.len || c.reasoning_len || want_lp))
+            rc = sse_add(r, api_response_chunk(&m, &c, false));
         if (!rc && ends) {
             struct api_choice fin = {
                 .index = index, .finish = api_finish_of(e->finish), .usage = usage};
@@ -338,6 +423,9 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
         rc = sse_add(r, api_response_chunk(&m, &c, false));
     }
     ch->text_chars += chars_of(e->text ? e->text : "", e->len);
+out:
+    buf_fini(&rs);
+    buf_fini(&cs);
     return rc;
 }
 
@@ -346,7 +434,9 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
                      const struct serve_event *e)
 {
     struct respond_acc *a = &r->out->ch[e->choice].acc;
-    int rc = e->len ? buf_append(&a->text, e->text, e->len) : 0;
+    int rc = r->spec.reasoning ? split_event(r, e, &r->out->ch[e->choice].reasoning, &a->text)
+             : e->len          ? buf_append(&a->text, e->text, e->len)
+                               : 0;
     if (rc) return rc;
     if (e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH)
         a->finish = api_finish_of(e->finish);
@@ -358,7 +448,12 @@ static void usage_of(const struct serve_req *r, struct api_usage *u)
 {
     long cached = 0; /* each prompt's, as its first candidate saw it */
     for (int i = 0; i < r->spec.n_prompts; i++) cached += r->out->ch[i * r->spec.best_of].cached;
-    *u = (struct api_usage){r->spec.n_prompt_tokens, r->out->usage_completion, cached};
+    *u = (struct api_usage){.prompt_tokens = r->spec.n_prompt_tokens,
+                            .completion_tokens = r->out->usage_completion,
+                            .cached_tokens = cached,
+                            .has_reasoning = r->spec.reasoning};
+    for (int i = 0; i < r->spec.n_choices; i++)
+        u->reasoning_tokens += r->out->ch[i].reasoning_tokens;
 }
 
 /* best_of's score of sequence c: the mean logprob of its sampled tokens (OpenAI: "the highest log
@@ -393,29 +488,38 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
     meta_of(p, r, &m);
     size_t n_out = (size_t)r->spec.n_prompts * (size_t)r->spec.n;
     struct api_choice *ch = calloc(n_out, sizeof(*ch));
-    json_t *j = NULL;
-    if (ch) {
+    json_t *j = NULL, **calls = calloc(n_out, sizeof(*calls));
+    bool nomem = !calls;
+    if (ch && calls) {
         int order[API_MAX_BEST_OF];
         for (int i = 0; i < r->spec.n_prompts; i++) {
             rank_candidates(r, i, order);
             for (int k = 0; k < r->spec.n; k++) {
-                struct respond_acc *a = &r->out->ch[order[k]].acc;
+                int c = order[k], at = i * r->spec.n + k;
+                struct respond_choice *rc_ch = &r->out->ch[c];
+                struct respond_acc *a = &rc_ch->acc;
                 acc_fix_tops(a);
-                int at = i * r->spec.n + k;
+                size_t len = a->text.len;
+                if (choice_tool_calls(r, c, &calls[at], &len) < 0) nomem = true;
                 ch[at] = (struct api_choice){
                     .index = at,
                     .text = a->text.data ? a->text.data : "",
-                    .len = a->text.len,
-                    .finish = a->finish,
+                    .len = len,
+                    .finish = calls[at] ? API_FINISH_TOOL_CALLS : a->finish,
                     .logprobs = a->n_lp ? a->lp : NULL,
                     .n_logprobs = a->n_lp,
+                    .tool_calls = calls[at],
+                    .reasoning = r->spec.reasoning ? buf_cstr(&rc_ch->reasoning) : NULL,
+                    .reasoning_len = rc_ch->reasoning.len,
                 };
             }
         }
         struct api_usage u;
         usage_of(r, &u);
-        j = api_response_json(&m, ch, n_out, &u);
+        if (!nomem) j = api_response_json(&m, ch, n_out, &u);
     }
+    for (size_t i = 0; calls && i < n_out; i++) json_decref(calls[i]);
+    free(calls);
     free(ch);
     char *body = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -629,7 +733,11 @@ int serve_respond_adopt(struct serve_respond *p, struct serve_req *r, struct htt
     if (!o) return ERR_NOMEM;
     o->stream = stream;
     buf_init(&o->pending, 0);
-    for (int i = 0; i < n; i++) buf_init(&o->ch[i].acc.text, 0);
+    for (int i = 0; i < n; i++) {
+        buf_init(&o->ch[i].acc.text, 0);
+        buf_init(&o->ch[i].reasoning, 0);
+        api_reasoning_init(&o->ch[i].split, r->spec.reasoning_inside);
+    }
     /* r->out is the responder thread's from here: the ready queue's lock hands it over, and the
      * first process() puts r on the adopted list. */
     r->out = o;

@@ -150,6 +150,7 @@ run_py engine_serve_sdk.py "main=${ports[main]}" "queue=${ports[queue]}" "auth=$
 run_py engine_serve_langchain.py "main=${ports[main]}"
 # aiperf runs two profiles of up to 240 s each (its own limits) and starts slowly on a busy machine.
 py_limit=600 run_py engine_serve_aiperf.py "main=${ports[main]}"
+run_py engine_serve_structured.py "main=${ports[main]}"
 run_py engine_serve_behaviour.py metrics "main=${ports[main]}" "nocompat=${ports[nocompat]}"
 run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"

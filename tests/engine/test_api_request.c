@@ -494,13 +494,63 @@ static const struct bad_case bad_cases[] = {
     {C, "{\"prompt\":\"x\",\"user\":[]}", "user", "must be a string"},
     {C, "{\"prompt\":\"x\",\"cache_salt\":{}}", "cache_salt", "must be a string"},
     /* known but unsupported */
-    {H, "{" MSGS ",\"tools\":[{\"type\":\"function\"}]}", "tools", "not supported"},
-    {C, "{\"prompt\":\"x\",\"functions\":[{}]}", "functions", "not supported"},
     {H, "{" MSGS ",\"audio\":{\"voice\":\"alloy\",\"format\":\"wav\"}}", "audio", "not supported"},
     {H, "{" MSGS ",\"modalities\":[\"text\",\"audio\"]}", "modalities", "[\"text\"]"},
     {H, "{" MSGS ",\"modalities\":\"text\"}", "modalities", "[\"text\"]"},
     {H, "{" MSGS ",\"web_search_options\":{}}", "web_search_options", "not supported"},
-    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}", "response_format", "text"},
+    /* structured outputs */
+    {H, "{" MSGS ",\"response_format\":\"json\"}", "response_format", "must be an object"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"xml\"}}", "response_format.type", "json_schema"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\"}}", "response_format.json_schema",
+     "must be an object"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"strict\":1}}}",
+     "response_format.json_schema.strict", "must be a boolean"},
+    {H,
+     "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+     "{\"type\":\"integer\",\"minimum\":1}}}}",
+     "response_format.json_schema.schema", "'minimum' is not supported"},
+    {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":3}}}",
+     "response_format.json_schema.schema", "must be a JSON schema object"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":\"[\"}", "guided_json", "not valid JSON"},
+    {C, "{\"prompt\":\"x\",\"guided_grammar\":5}", "guided_grammar", "a string"},
+    {C, "{\"prompt\":\"x\",\"guided_choice\":[]}", "guided_choice", "1 to 1024"},
+    {C, "{\"prompt\":\"x\",\"guided_choice\":[\"\"]}", "guided_choice", "non-empty"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a+\"}", "guided_regex", "not supported"},
+    {C, "{\"prompt\":\"x\",\"structured_outputs\":[]}", "structured_outputs", "an object"},
+    {C, "{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"a\"}}", "structured_outputs.regex",
+     "not supported"},
+    {C, "{\"prompt\":\"x\",\"guided_json\":{},\"structured_outputs\":{\"choice\":[\"a\"]}}",
+     "structured_outputs.choice", "one structured-output"},
+    /* tools */
+    {H, "{" MSGS ",\"tools\":{}}", "tools", "must be an array"},
+    {H, "{" MSGS ",\"tools\":[{\"type\":\"code\"}]}", "tools[0].type", "'function'"},
+    {H, "{" MSGS ",\"tools\":[{\"type\":\"function\"}]}", "tools[0].function", "an object"},
+    {H, "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"a b\"}}]}",
+     "tools[0].function.name", "1 to 64"},
+    {H,
+     "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+     "[]}}]}",
+     "tools[0].function.parameters", "JSON schema object"},
+    {H, "{" MSGS ",\"tool_choice\":\"required\"}", "tool_choice", "needs 'tools'"},
+    {H,
+     "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+     "\"tool_choice\":\"maybe\"}",
+     "tool_choice", "'required'"},
+    {H,
+     "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+     "\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"g\"}}}",
+     "tool_choice", "'g'"},
+    {H,
+     "{" MSGS ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],"
+     "\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}",
+     "tool_choice", "cannot be combined"},
+    {H, "{" MSGS ",\"parallel_tool_calls\":1}", "parallel_tool_calls", "a boolean"},
+    {H, "{" MSGS ",\"functions\":[{}]}", "functions", "deprecated"},
+    {H, "{" MSGS ",\"chat_template_kwargs\":[]}", "chat_template_kwargs", "an object"},
+    {C, "{\"prompt\":\"x\",\"chat_template_kwargs\":{}}", "chat_template_kwargs",
+     "chat/completions"},
+    {C, "{\"prompt\":\"x\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}",
+     "tools", "chat/completions"},
     /* messages */
     {H, "{}", "messages", "'messages' is required"},
     {H, "{\"messages\":{}}", "messages", "must be an array"},
@@ -525,6 +575,206 @@ static const struct bad_case bad_cases[] = {
     {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}",
      "messages[0].content[0].text", "must be a string"},
 };
+
+/* Structured outputs become GBNF text for the serving layer to compile; "text" is no constraint. */
+START_TEST(test_api_request_parse_structured_outputs)
+{
+    static const struct {
+        enum api_kind kind;
+        const char *body, *param, *in_grammar;
+    } ok[] = {
+        {API_KIND_CHAT, "{" MSGS ",\"response_format\":{\"type\":\"text\"}}", NULL, NULL},
+        {API_KIND_CHAT, "{" MSGS ",\"response_format\":{\"type\":\"json_object\"}}",
+         "response_format", "root ::= j-object"},
+        {API_KIND_CHAT,
+         "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+         "\"x\",\"strict\":true,\"schema\":{\"type\":\"object\",\"properties\":{\"k\":{"
+         "\"type\":\"integer\"}},\"required\":[\"k\"]}}}}",
+         "response_format.json_schema.schema", "\"\\\"k\\\"\""},
+        {API_KIND_COMPLETION,
+         "{\"prompt\":\"x\",\"guided_json\":\"{\\\"type\\\":\\\"boolean\\\"}\"}", "guided_json",
+         "j-bool"},
+        {API_KIND_COMPLETION, "{\"prompt\":\"x\",\"guided_choice\":[\"a\\\"b\",\"c\"]}",
+         "guided_choice", "root ::= \"a\\\"b\" | \"c\""},
+        {API_KIND_COMPLETION,
+         "{\"prompt\":\"x\",\"structured_outputs\":{\"grammar\":\"root ::= [0-9]\"}}",
+         "structured_outputs.grammar", "root ::= [0-9]"},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct api_request *r = NULL;
+        struct api_error e;
+        ck_assert_msg(api_request_parse(ok[i].body, strlen(ok[i].body), ok[i].kind, &lim, &r, &e) ==
+                          0,
+                      "%s: %s", ok[i].body, e.message);
+        if (!ok[i].param) {
+            ck_assert_ptr_null(r->grammar);
+        } else {
+            ck_assert_ptr_nonnull(r->grammar);
+            ck_assert_str_eq(r->grammar_param, ok[i].param);
+            ck_assert_msg(strstr(r->grammar, ok[i].in_grammar), "%s lacks %s", r->grammar,
+                          ok[i].in_grammar);
+        }
+        api_request_free(r);
+    }
+}
+END_TEST
+
+#define TOOLS                                                                                      \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{"    \
+    "\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}" \
+    "}},"                                                                                          \
+    "{\"type\":\"function\",\"function\":{\"name\":\"now\"}}]"
+
+START_TEST(test_api_request_parse_tools)
+{
+    static const struct {
+        const char *body;
+        enum api_tool_choice choice;
+        bool grammar, has_tools;
+    } ok[] = {
+        {"{" MSGS "," TOOLS "}", API_TOOL_AUTO, false, true},
+        {"{" MSGS "," TOOLS ",\"tool_choice\":\"none\"}", API_TOOL_NONE, false, false},
+        {"{" MSGS "," TOOLS ",\"tool_choice\":\"required\"}", API_TOOL_REQUIRED, true, true},
+        {"{" MSGS "," TOOLS ",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":"
+         "\"now\"}}}",
+         API_TOOL_NAMED, true, true},
+        {"{" MSGS ",\"tools\":[],\"tool_choice\":\"none\"}", API_TOOL_NONE, false, false},
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        struct api_request *r = NULL;
+        struct api_error e;
+        ck_assert_msg(
+            api_request_parse(ok[i].body, strlen(ok[i].body), API_KIND_CHAT, &lim, &r, &e) == 0,
+            "%s: %s", ok[i].body, e.message);
+        ck_assert_int_eq(r->tool_choice, ok[i].choice);
+        ck_assert_int_eq(r->tools != NULL, ok[i].has_tools);
+        ck_assert_int_eq(r->grammar != NULL, ok[i].grammar);
+        ck_assert(r->parallel_tool_calls);
+        ck_assert_ptr_nonnull(r->messages_json);
+        ck_assert(!r->tool_history);
+        if (ok[i].choice == API_TOOL_REQUIRED) {
+            ck_assert_ptr_nonnull(strstr(r->grammar, "get_weather"));
+            ck_assert_ptr_nonnull(strstr(r->grammar, "now"));
+        }
+        if (ok[i].choice == API_TOOL_NAMED) {
+            ck_assert_str_eq(r->tool_name, "now");
+            ck_assert_ptr_null(strstr(r->grammar, "get_weather"));
+        }
+        api_request_free(r);
+    }
+    /* tool calls and results in the history */
+    const char *h =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"assistant\","
+        "\"content\":null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":"
+        "{\"name\":\"now\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":"
+        "\"c1\",\"content\":\"noon\"}]}";
+    struct api_request *r = NULL;
+    struct api_error e;
+    ck_assert_int_eq(api_request_parse(h, strlen(h), API_KIND_CHAT, &lim, &r, &e), 0);
+    ck_assert(r->tool_history);
+    ck_assert_int_eq(r->tool_choice, API_TOOL_NONE);
+    api_request_free(r);
+}
+END_TEST
+
+/* The call forms of the template families, and text that holds none. */
+START_TEST(test_api_tool_calls_parse_forms)
+{
+    json_t *calls = NULL;
+    size_t clen = 99;
+    const char *hermes =
+        "Let me check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}}\n"
+        "</tool_call>\n<tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>";
+    ck_assert_int_eq(api_tool_calls_parse(hermes, strlen(hermes), false, "x", &calls, &clen), 1);
+    ck_assert_int_eq((int)json_array_size(calls), 2);
+    ck_assert_int_eq((int)clen, 13); /* "Let me check." */
+    json_t *f0 = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(f0, "name")), "f");
+    ck_assert_str_eq(json_string_value(json_object_get(f0, "arguments")), "{\"a\":1}");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(calls, 1), "id")),
+                     "call_x_1");
+    ck_assert_str_eq(json_string_value(json_object_get(json_array_get(calls, 1), "type")),
+                     "function");
+    json_decref(calls);
+    const char *llama = " {\"name\": \"f\", \"parameters\": {\"q\": \"x\"}}";
+    ck_assert_int_eq(api_tool_calls_parse(llama, strlen(llama), false, "x", &calls, &clen), 1);
+    ck_assert_int_eq((int)clen, 0);
+    json_decref(calls);
+    const char *py = "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}";
+    ck_assert_int_eq(api_tool_calls_parse(py, strlen(py), false, "x", &calls, &clen), 1);
+    json_decref(calls);
+    const char *mistral = "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {}}, {\"name\": \"g\", "
+                          "\"arguments\": \"{\\\"k\\\": 2}\"}]";
+    ck_assert_int_eq(api_tool_calls_parse(mistral, strlen(mistral), false, "x", &calls, &clen), 1);
+    ck_assert_int_eq((int)json_array_size(calls), 2);
+    f0 = json_object_get(json_array_get(calls, 1), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(f0, "arguments")), "{\"k\": 2}");
+    json_decref(calls);
+    const char *forced = "[{\"name\":\"f\",\"arguments\":{\"a\":[1]}}]";
+    ck_assert_int_eq(api_tool_calls_parse(forced, strlen(forced), true, "x", &calls, &clen), 1);
+    json_decref(calls);
+    /* no call: plain text, JSON that is not a call, a broken block, a cut-off forced array */
+    static const char *const none[] = {"Hello there",
+                                       "{\"a\": 1}",
+                                       "[1, 2]",
+                                       "<tool_call>{\"name\": \"f\"",
+                                       "<tool_call>nonsense</tool_call>",
+                                       ""};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        calls = NULL;
+        ck_assert_int_eq(api_tool_calls_parse(none[i], strlen(none[i]), false, "x", &calls, &clen),
+                         0);
+        ck_assert_ptr_null(calls);
+    }
+    ck_assert_int_eq(api_tool_calls_parse(forced, strlen(forced) - 3, true, "x", &calls, &clen), 0);
+}
+END_TEST
+
+/* Splits `text` fed in pieces of `step` bytes (0: whole) into reasoning and content. */
+static void split(const char *text, size_t step, bool inside, const char *want_r,
+                  const char *want_c)
+{
+    struct api_reasoning st;
+    api_reasoning_init(&st, inside);
+    struct buf r, c;
+    buf_init(&r, 0);
+    buf_init(&c, 0);
+    size_t n = strlen(text), at = 0;
+    do {
+        size_t k = step && n - at > step ? step : n - at;
+        ck_assert_int_eq(api_reasoning_feed(&st, text + at, k, at + k == n, &r, &c), 0);
+        at += k;
+    } while (at < n);
+    ck_assert_msg(!strcmp(buf_cstr(&r), want_r) && !strcmp(buf_cstr(&c), want_c),
+                  "'%s' by %zu: reasoning '%s' content '%s'", text, step, buf_cstr(&r),
+                  buf_cstr(&c));
+    buf_fini(&r);
+    buf_fini(&c);
+}
+
+START_TEST(test_api_reasoning_split)
+{
+    static const struct {
+        const char *text;
+        bool inside;
+        const char *r, *c;
+    } cases[] = {
+        {"<think>\nhmm, 2+2</think>\n\nIt is 4.", false, "\nhmm, 2+2", "It is 4."},
+        {"  <think>a</think>b", false, "a", "b"},
+        {"so 4.</think>\n4", true, "so 4.", "4"},
+        {"No thinking here <think>x</think>", false, "", "No thinking here <think>x</think>"},
+        {"<thinking>no</thinking>", false, "", "<thinking>no</thinking>"},
+        {"<think>cut off mid-thought </thi", false, "cut off mid-thought </thi", ""},
+        {"<thi", false, "", "<thi"},
+        {"<think></think>", false, "", ""},
+        {"<think>a</think>b</think>c", false, "a", "b</think>c"},
+        {"", true, "", ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (size_t step = 0; step < 5; step++)
+            split(cases[i].text, step, cases[i].inside, cases[i].r, cases[i].c);
+}
+END_TEST
 
 START_TEST(test_api_request_parse_rejects_malformed)
 {
@@ -689,6 +939,10 @@ Suite *api_request_suite(void)
     tcase_add_test(tc, test_api_request_parse_batched_prompts);
     tcase_add_test(tc, test_api_request_parse_completion_extras);
     tcase_add_test(tc, test_api_request_parse_chat_messages);
+    tcase_add_test(tc, test_api_request_parse_structured_outputs);
+    tcase_add_test(tc, test_api_request_parse_tools);
+    tcase_add_test(tc, test_api_tool_calls_parse_forms);
+    tcase_add_test(tc, test_api_reasoning_split);
     tcase_add_loop_test(tc, test_api_request_parse_rejects_malformed, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, test_api_request_parse_rejects_deep_nesting);

@@ -9,6 +9,8 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/text/tokenizer.h"
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_schema.h"
 #include "tests/testutil.h"
 
 #include <check.h>
@@ -502,6 +504,70 @@ START_TEST(test_sched_stop_string_and_eos)
 }
 END_TEST
 
+/* Constrained decoding: every sequence of a batch under a JSON schema, sampled at temperature 1,
+ * ends (STOP) with text that parses and has the schema's shape, and a batch squeezed into too few
+ * KV blocks (preemption and recomputation) produces exactly the tokens each gets alone. */
+static void grammar_run(struct env *e, struct grammar *g, int n_req)
+{
+    static int32_t ids[N_REQ][64];
+    for (int r = 0; r < n_req; r++) {
+        int n = make_prompt(r, ids[r]);
+        struct sched_request q = {
+            .prompt = ids[r], .n_prompt = n, .max_tokens = 120, .grammar = g, .ud = &e->out[r]};
+        sampler_params_default(&q.sampling);
+        q.sampling.seed = 7 + (uint64_t)r;
+        struct sched_seq *seq = NULL;
+        ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+    }
+    run_to_idle(e);
+}
+
+START_TEST(test_sched_grammar_constrains_every_token)
+{
+    struct env e;
+    if (!env_open(&e, 12, N_REQ, 256)) return;
+    struct grammar_vocab *v = NULL;
+    ck_assert_int_eq(grammar_vocab_new(e.tok, &v), 0);
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\","
+                         "\"maxLength\":6},\"n\":{\"type\":\"integer\"},\"ok\":{\"type\":"
+                         "\"boolean\"}},\"required\":[\"name\",\"n\",\"ok\"]}";
+    struct grammar *g = NULL;
+    char err[256];
+    ck_assert_msg(grammar_schema_compile_text(schema, strlen(schema), v, &g, err, sizeof(err)) == 0,
+                  "%s", err);
+    struct out ref[N_REQ];
+    for (int r = 0; r < N_REQ; r++) { /* each alone, plenty of blocks */
+        env_sched(&e, 1, 2048, true, false, 256);
+        grammar_run(&e, g, r + 1); /* requests 0..r-1 again too: the same seeds, the same tokens */
+        ref[r] = e.out[r];
+        sched_free(e.s);
+        e.s = NULL;
+    }
+    env_sched(&e, N_REQ, 2048, true, false, 256);
+    grammar_run(&e, g, N_REQ);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    for (int r = 0; r < N_REQ; r++) {
+        struct out *o = &e.out[r];
+        ck_assert_int_eq(o->finish, SCHED_FINISH_STOP);
+        ck_assert_int_eq(o->n_tokens, ref[r].n_tokens);
+        ck_assert(memcmp(o->tokens, ref[r].tokens, (size_t)o->n_tokens * sizeof(int32_t)) == 0);
+        o->text[o->len] = 0;
+        json_error_t je;
+        json_t *j = json_loads(o->text, 0, &je);
+        ck_assert_msg(j != NULL, "request %d: not JSON: %s", r, o->text);
+        ck_assert(json_is_string(json_object_get(j, "name")));
+        ck_assert(json_is_integer(json_object_get(j, "n")));
+        ck_assert(json_is_boolean(json_object_get(j, "ok")));
+        json_decref(j);
+    }
+    ck_assert_uint_gt(st.preemptions, 0);
+    grammar_unref(g);
+    grammar_vocab_free(v);
+    env_close(&e);
+}
+END_TEST
+
 START_TEST(test_sched_context_limit_and_bad_requests)
 {
     struct env e;
@@ -730,6 +796,7 @@ Suite *scheduler_suite(void)
     tcase_add_test(tc, test_sched_cancel_frees_blocks);
     tcase_add_test(tc, test_sched_priority_orders_waiting);
     tcase_add_test(tc, test_sched_stop_string_and_eos);
+    tcase_add_test(tc, test_sched_grammar_constrains_every_token);
     tcase_add_test(tc, test_sched_context_limit_and_bad_requests);
     tcase_add_test(tc, test_sched_long_output_grows);
     tcase_add_test(tc, test_sched_prompt_logprobs_equal_generation_logprobs);

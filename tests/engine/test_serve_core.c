@@ -5,12 +5,16 @@
  * Covers submit (whole and n > 1), stream (the same text as whole, usage, [DONE]), cancel (client
  * gone mid-stream: aborted, KV freed), fail (an engine fault: 500 engine_faulted on a whole
  * response, an SSE error event on a stream under way, 503 with Retry-After afterwards, probes
- * 503) and drain (503 for new requests while draining, in-flight streams ended with "length").
+ * 503), drain (503 for new requests while draining, in-flight streams ended with "length") and
+ * structured outputs (a random-weight model under a JSON schema answers valid instances, whole and
+ * streamed alike; bad schemas are 400s; a grammar that never completes ends at max_tokens).
  * Deadlines below only bound a hang; nothing asserts how fast anything is. */
+#include "common/buf.h"
 #include "common/err.h"
 #include "common/failpoint.h"
 #include "engine/api/chat_template.h"
 #include "engine/api/api.h"
+#include "engine/grammar/grammar.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/serve/http_api.h"
@@ -75,13 +79,18 @@ struct core {
     struct serve_respond *resp;
     struct serve_loop *loop;
     struct chat_template *chat;
+    struct grammar_vocab *gvocab;
+    struct serve_api_grammars grammars;
     struct serve_api api;
     int port;
 };
 
 /* Starts what cmd_serve.c starts, in the same order: HTTP first (503 while loading), then the
- * model, KV cache, responder and loop, then SERVING. */
-static void core_start_with(struct core *c, struct serve_auth *auth, bool per_key)
+ * model, KV cache, responder and loop, then SERVING; with chat template `tmpl` (a built-in name
+ * or Jinja text), the reasoning split on or off, and the API keys `auth` (NULL: none) with
+ * the per-key prefix-cache scope when per_key. */
+static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
+                            struct serve_auth *auth, bool per_key)
 {
     memset(c, 0, sizeof(*c));
     struct http_api_cfg hc = {
@@ -109,12 +118,16 @@ static void core_start_with(struct core *c, struct serve_auth *auth, bool per_ke
     };
     ck_assert_int_eq(
         serve_loop_start(&lc, c->m, c->kv, c->tok, http_api_metrics(c->http), &c->loop), 0);
-    struct chat_template_config cc = {.override = "chatml"};
+    struct chat_template_config cc = {.override = tmpl};
     ck_assert_msg(chat_template_new(&cc, &c->chat, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(grammar_vocab_new(c->tok, &c->gvocab), 0);
     c->api = (struct serve_api){
         .model_name = CORE_MODEL,
         .tok = c->tok,
         .chat_template = c->chat,
+        .gvocab = c->gvocab,
+        .reasoning = reasoning,
+        .grammars = &c->grammars,
         .n_vocab = model_hparams(c->m)->n_vocab,
         .max_context = CORE_CTX,
         .max_queue = 16,
@@ -130,7 +143,7 @@ static void core_start_with(struct core *c, struct serve_auth *auth, bool per_ke
 
 static void core_start(struct core *c)
 {
-    core_start_with(c, NULL, false);
+    core_start_with(c, "chatml", true, NULL, false);
 }
 
 /* Stops in cmd_serve.c's teardown order. */
@@ -143,6 +156,8 @@ static void core_stop(struct core *c)
     serve_loop_free(c->loop);
     serve_respond_free(c->resp);
     chat_template_free(c->chat);
+    serve_api_grammars_fini(&c->grammars);
+    grammar_vocab_free(c->gvocab);
     kv_cache_free(c->kv);
     tokenizer_free(c->tok);
     model_free(c->m);
@@ -328,7 +343,7 @@ static json_t *sse_events(const struct reply *r, bool *done)
     return a;
 }
 
-/* The text of every chunk's choices[0] joined, and the last finish_reason seen. */
+/* The text (completions) or delta content (chat) of every chunk's choices[0] joined, and the last finish_reason seen. */
 static char *sse_text(json_t *events, const char **finish)
 {
     size_t cap = 1, n = 0;
@@ -340,6 +355,7 @@ static char *sse_text(json_t *events, const char **finish)
     {
         json_t *c = json_array_get(json_object_get(ev, "choices"), 0);
         const char *t = json_string_value(json_object_get(c, "text"));
+        if (!t) t = json_string_value(json_object_get(json_object_get(c, "delta"), "content"));
         const char *fr = json_string_value(json_object_get(c, "finish_reason"));
         if (fr) *finish = fr;
         if (!t) continue;
@@ -1064,7 +1080,7 @@ START_TEST(test_serve_core_api_keys)
 {
     struct serve_auth *a = two_keys();
     struct core c;
-    core_start_with(&c, a, false);
+    core_start_with(&c, "chatml", false, a, false);
     const char *body = "{\"prompt\":[1,2,3],\"max_tokens\":2,\"temperature\":0}";
     ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, NULL), 401);
     ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, "Bearer key-c"), 401);
@@ -1115,7 +1131,7 @@ START_TEST(test_serve_core_prefix_cache_scope)
     for (int per_key = 0; per_key <= 1; per_key++) {
         struct serve_auth *a = two_keys();
         struct core c;
-        core_start_with(&c, a, per_key);
+        core_start_with(&c, "chatml", false, a, per_key);
         ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", NULL), 0);
         core_wait_idle(&c);
         ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", NULL), 32); /* its own: reused */
@@ -1136,6 +1152,392 @@ START_TEST(test_serve_core_prefix_cache_scope)
         core_stop(&c);
         serve_auth_free(a);
     }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- structured outputs */
+
+#define SCHEMA_BODY                                                                                \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"a person\"}],\"max_tokens\":3000,"            \
+    "\"temperature\":1,\"seed\":11,\"response_format\":{\"type\":\"json_schema\","                 \
+    "\"json_schema\":{\"name\":\"person\",\"strict\":true,\"schema\":{\"type\":\"object\","        \
+    "\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},\"age\":{\"type\":"            \
+    "\"integer\"},\"pet\":{\"enum\":[\"cat\",\"dog\",null]},\"tags\":{\"type\":\"array\","         \
+    "\"items\":{\"type\":\"boolean\"},\"maxItems\":3}},\"required\":[\"name\",\"age\",\"pet\","    \
+    "\"tags\"],\"additionalProperties\":false}}}"
+
+static void expect_person(const char *text)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s (%s)", text, je.text);
+    ck_assert_int_eq((int)json_object_size(j), 4);
+    ck_assert(json_is_string(json_object_get(j, "name")));
+    ck_assert(json_is_integer(json_object_get(j, "age")));
+    const json_t *pet = json_object_get(j, "pet");
+    ck_assert(json_is_null(pet) || !strcmp(json_string_value(pet), "cat") ||
+              !strcmp(json_string_value(pet), "dog"));
+    ck_assert_int_le((int)json_array_size(json_object_get(j, "tags")), 3);
+    json_decref(j);
+}
+
+/* A random-weight model under a schema: the mask, not the model, makes every answer valid, and
+ * a stream carries exactly the text of the whole answer. */
+START_TEST(test_serve_core_structured_json_schema)
+{
+    struct core c;
+    core_start(&c);
+    struct reply whole, st;
+    http_do(c.port, "POST", "/v1/chat/completions", SCHEMA_BODY ",\"n\":2}", &whole);
+    ck_assert_msg(whole.status == 200, "%d %s", whole.status, whole.body);
+    json_t *wj = body_json(&whole);
+    json_t *ch = json_object_get(wj, "choices");
+    ck_assert_int_eq((int)json_array_size(ch), 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *choice = json_array_get(ch, i);
+        ck_assert_str_eq(json_string_value(json_object_get(choice, "finish_reason")), "stop");
+        expect_person(
+            json_string_value(json_object_get(json_object_get(choice, "message"), "content")));
+    }
+    http_do(c.port, "POST", "/v1/chat/completions", SCHEMA_BODY ",\"stream\":true}", &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(finish, "stop");
+    ck_assert_str_eq(text, json_string_value(json_object_get(
+                               json_object_get(json_array_get(ch, 0), "message"), "content")));
+    ck_assert_uint_eq(c.grammars.misses, 1); /* the same schema: compiled once */
+    ck_assert_uint_eq(c.grammars.hits, 1);
+    free(text);
+    json_decref(events);
+    json_decref(wj);
+    reply_fini(&whole);
+    reply_fini(&st);
+    /* json_object and guided_choice */
+    struct reply r;
+    http_do(c.port, "POST", "/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":3000,\"seed\":3,"
+            "\"response_format\":{\"type\":\"json_object\"}}",
+            &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    if (!strcmp(json_string_value(json_object_get(c0, "finish_reason")), "stop")) {
+        json_t *o = json_loads(
+            json_string_value(json_object_get(json_object_get(c0, "message"), "content")), 0, NULL);
+        ck_assert(json_is_object(o));
+        json_decref(o);
+    }
+    json_decref(j);
+    reply_fini(&r);
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":\"x\",\"max_tokens\":50,\"guided_choice\":[\"red\",\"green\"]}", &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    c0 = json_array_get(json_object_get(j, "choices"), 0);
+    const char *t = json_string_value(json_object_get(c0, "text"));
+    ck_assert_msg(!strcmp(t, "red") || !strcmp(t, "green"), "%s", t);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "stop");
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
+static void expect_400(struct core *c, const char *path, const char *body, const char *param,
+                       const char *msg)
+{
+    struct reply r;
+    http_do(c->port, "POST", path, body, &r);
+    ck_assert_msg(r.status == 400, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *e = json_object_get(j, "error");
+    ck_assert_str_eq(json_string_value(json_object_get(e, "param")), param);
+    ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")), msg), "%s", r.body);
+    json_decref(j);
+    reply_fini(&r);
+}
+
+START_TEST(test_serve_core_structured_errors)
+{
+    struct core c;
+    core_start(&c);
+    expect_400(
+        &c, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\","
+        "\"pattern\":\"^a\"}}}}",
+        "response_format.json_schema.schema", "'pattern'");
+    expect_400(
+        &c, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"json_schema\",\"json_schema\":7}}",
+        "response_format.json_schema", "must be an object");
+    expect_400(
+        &c, "/v1/chat/completions",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
+        "\"yaml\"}}",
+        "response_format.type", "json_schema");
+    expect_400(&c, "/v1/completions", "{\"prompt\":\"x\",\"guided_grammar\":\"root ::= (\"}",
+               "guided_grammar", "cannot compile");
+    expect_400(&c, "/v1/completions", "{\"prompt\":\"x\",\"guided_json\":\"{not json\"}",
+               "guided_json", "not valid JSON");
+    expect_400(&c, "/v1/completions",
+               "{\"prompt\":\"x\",\"guided_choice\":[\"a\"],\"guided_grammar\":\"root ::= "
+               "\\\"a\\\"\"}",
+               "guided_choice", "one structured-output");
+    ck_assert_int_eq(serve_loop_inflight(c.loop), 0);
+    core_stop(&c);
+}
+END_TEST
+
+/* A grammar that never completes runs to max_tokens ("length"); a constrained stream cancelled
+ * mid-way frees everything, and the next constrained request is answered as usual. */
+START_TEST(test_serve_core_structured_length_and_cancel)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":\"x\",\"max_tokens\":20,\"guided_grammar\":\"root ::= \\\"ab\\\" root\"}",
+            &r);
+    ck_assert_int_eq(r.status, 200);
+    json_t *j = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "length");
+    const char *t = json_string_value(json_object_get(c0, "text"));
+    for (size_t i = 0; t[i]; i++) ck_assert_int_eq(t[i], "ab"[i % 2]);
+    json_decref(j);
+    reply_fini(&r);
+    int fd = tc_send(c.port, "POST", "/v1/completions",
+                     "{\"prompt\":\"x\",\"max_tokens\":8000,\"stream\":true,\"guided_grammar\":"
+                     "\"root ::= [a-z] root\"}");
+    char *raw = NULL;
+    size_t len = 0;
+    ck_assert(tc_read_until(fd, &raw, &len, "data: "));
+    close(fd);
+    free(raw);
+    core_wait_idle(&c);
+    metric_wait(c.port, "cinfer_kv_cache_usage_ratio", NULL, 0);
+    ck_assert(metric(c.port, "cinfer_requests_total", "finished_reason=\"abort\"") == 1);
+    http_do(c.port, "POST", "/v1/completions",
+            "{\"prompt\":\"x\",\"max_tokens\":50,\"guided_choice\":[\"yes\",\"no\"]}", &r);
+    ck_assert_int_eq(r.status, 200);
+    j = body_json(&r);
+    t = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "text"));
+    ck_assert_msg(!strcmp(t, "yes") || !strcmp(t, "no"), "%s", t);
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
+#define TOOLS_BODY                                                                                 \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"max_tokens\":3000,\"seed\":5," \
+    "\"parallel_tool_calls\":false,\"tool_choice\":\"required\",\"tools\":[{\"type\":"             \
+    "\"function\","                                                                                \
+    "\"function\":{\"name\":\"get_weather\",\"parameters\":{\"type\":\"object\",\"properties\":{"  \
+    "\"city\":{\"type\":\"string\",\"maxLength\":6}},\"required\":[\"city\"]}}}]"
+
+/* tool_choice required: message.tool_calls (content null, finish_reason tool_calls) whole, and a
+ * stream whose delta.tool_calls carries the same call. */
+START_TEST(test_serve_core_tool_calls)
+{
+    struct core c;
+    core_start(&c);
+    struct reply r, st;
+    http_do(c.port, "POST", "/v1/chat/completions", TOOLS_BODY "}", &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0);
+    ck_assert_str_eq(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
+    json_t *msg = json_object_get(c0, "message");
+    ck_assert(json_is_null(json_object_get(msg, "content")));
+    json_t *calls = json_object_get(msg, "tool_calls");
+    ck_assert_int_eq((int)json_array_size(calls), 1);
+    json_t *fn = json_object_get(json_array_get(calls, 0), "function");
+    ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "get_weather");
+    json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")), 0, NULL);
+    ck_assert(json_is_string(json_object_get(args, "city")));
+    json_decref(args);
+    http_do(c.port, "POST", "/v1/chat/completions", TOOLS_BODY ",\"stream\":true}", &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(finish, "tool_calls");
+    ck_assert_str_eq(text, "");
+    bool seen = false;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *d = json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta");
+        json_t *tc = json_object_get(d, "tool_calls");
+        if (!tc) continue;
+        json_t *call = json_array_get(tc, 0);
+        ck_assert_int_eq(json_integer_value(json_object_get(call, "index")), 0);
+        ck_assert_str_eq(
+            json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
+            json_string_value(json_object_get(fn, "arguments"))); /* same seed, same call */
+        seen = true;
+    }
+    ck_assert(seen);
+    free(text);
+    json_decref(events);
+    json_decref(j);
+    reply_fini(&r);
+    reply_fini(&st);
+    core_stop(&c);
+}
+END_TEST
+
+/* A thinking model's template (its generation prompt opens <think>, as DeepSeek-R1's does); the
+ * answer is forced through a grammar to "<think><reasoning></think><answer>" (a constrained
+ * answer starts outside the block, whatever the prompt ended with). */
+#define THINK_TEMPLATE                                                                             \
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"     \
+    "<|im_start|>assistant\n<think>\n"
+#define THINK_BODY                                                                                 \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"2+2?\"}],\"max_tokens\":200,\"seed\":2,"      \
+    "\"guided_grammar\":\"root ::= \\\"<think>\\\" [a-z]{3,6} \\\"</think>\\\" [a-z]{2,4}\""
+
+START_TEST(test_serve_core_reasoning_content)
+{
+    struct core c;
+    core_start_with(&c, THINK_TEMPLATE, true, NULL, false);
+    struct reply r, st;
+    http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY "}", &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    ck_assert_msg(reasoning && content, "%s", r.body);
+    ck_assert_int_ge((int)strlen(reasoning), 3);
+    ck_assert_int_ge((int)strlen(content), 2);
+    ck_assert_ptr_null(strchr(content, '<'));
+    json_t *u = json_object_get(j, "usage");
+    long rt = (long)json_integer_value(
+        json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens"));
+    ck_assert_int_gt(rt, 0);
+    ck_assert_int_lt(rt, (long)json_integer_value(json_object_get(u, "completion_tokens")));
+    /* streamed: the reasoning deltas and content deltas join to the same two texts */
+    http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY ",\"stream\":true}", &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(text, content);
+    struct buf rs;
+    buf_init(&rs, 0);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *d = json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta");
+        const char *t = json_string_value(json_object_get(d, "reasoning_content"));
+        if (t) buf_puts(&rs, t);
+    }
+    ck_assert_str_eq(buf_cstr(&rs), reasoning);
+    buf_fini(&rs);
+    free(text);
+    json_decref(events);
+    json_decref(j);
+    reply_fini(&r);
+    reply_fini(&st);
+    /* unconstrained after a prompt that opened the block: all reasoning until </think> */
+    http_do(c.port, "POST", "/v1/chat/completions",
+            "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":8,"
+            "\"temperature\":0,\"ignore_eos\":true}",
+            &r);
+    j = body_json(&r);
+    msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    ck_assert_msg(reasoning && strlen(reasoning) > 0, "%s", r.body);
+    ck_assert_msg(strstr(reasoning, "</think>") == NULL, "%s", r.body);
+    u = json_object_get(j, "usage");
+    ck_assert_int_eq(json_integer_value(json_object_get(
+                         json_object_get(u, "completion_tokens_details"), "reasoning_tokens")),
+                     8);
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+    /* the split off: the raw text, tag included, is the content */
+    core_start_with(&c, THINK_TEMPLATE, false, NULL, false);
+    http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY "}", &r);
+    j = body_json(&r);
+    msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    ck_assert_ptr_null(json_object_get(msg, "reasoning_content"));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(msg, "content")), "</think>"));
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+}
+END_TEST
+
+/* tool_choice auto: the answer is free text searched for calls; forced here through a grammar
+ * into the Hermes form, text first, so the parse of content + <tool_call> blocks is exercised. */
+START_TEST(test_serve_core_tool_calls_auto)
+{
+    struct core c;
+    core_start(&c);
+    static const char body[] =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":200,\"n\":2,"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"guided_grammar\":"
+        "\"root ::= [a-z]{1,4} \\\"<tool_call>{\\\\\\\"name\\\\\\\": \\\\\\\"f\\\\\\\", "
+        "\\\\\\\"arguments\\\\\\\": {\\\\\\\"k\\\\\\\": \\\" [0-9] \\\"}}</tool_call>\\\"\"";
+    struct reply r;
+    char full[1024];
+    snprintf(full, sizeof(full), "%s}", body);
+    http_do(c.port, "POST", "/v1/chat/completions", full, &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *ch = json_array_get(json_object_get(j, "choices"), i);
+        ck_assert_str_eq(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls");
+        json_t *msg = json_object_get(ch, "message");
+        const char *content = json_string_value(json_object_get(msg, "content"));
+        ck_assert_msg(content && strlen(content) >= 1 && !strchr(content, '<'), "%s", r.body);
+        json_t *fn =
+            json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
+        ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "f");
+        ck_assert_int_eq((int)strlen(json_string_value(json_object_get(fn, "arguments"))), 7);
+    }
+    json_decref(j);
+    reply_fini(&r);
+    /* streamed: content delta, then delta.tool_calls, for each choice */
+    snprintf(full, sizeof(full), "%s,\"stream\":true}", body);
+    struct reply st;
+    http_do(c.port, "POST", "/v1/chat/completions", full, &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    int calls = 0, finishes = 0;
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        if (json_object_get(json_object_get(ch, "delta"), "tool_calls")) calls++;
+        const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
+        if (!fr) continue;
+        ck_assert_str_eq(fr, "tool_calls");
+        finishes++;
+    }
+    ck_assert_int_eq(calls, 2);
+    ck_assert_int_eq(finishes, 2);
+    json_decref(events);
+    reply_fini(&st);
+    core_stop(&c);
 }
 END_TEST
 
@@ -1161,6 +1563,12 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_stream_usage_and_logprobs_shape);
     tcase_add_test(tc, test_serve_core_api_keys);
     tcase_add_test(tc, test_serve_core_prefix_cache_scope);
+    tcase_add_test(tc, test_serve_core_structured_json_schema);
+    tcase_add_test(tc, test_serve_core_structured_errors);
+    tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
+    tcase_add_test(tc, test_serve_core_tool_calls);
+    tcase_add_test(tc, test_serve_core_tool_calls_auto);
+    tcase_add_test(tc, test_serve_core_reasoning_content);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -76,7 +76,7 @@ static void render(const struct api_request *r, const char *text, size_t len)
     for (size_t i = 0; i < n_tok; i++)
         lps[i] = (struct api_token_logprob){text + i,        1,    -0.5f,
                                             r->top_logprobs, tops, r->echo && i == 0};
-    struct api_usage u = {(long)r->n_prompts, (long)len, 0};
+    struct api_usage u = {.prompt_tokens = (long)r->n_prompts, .completion_tokens = (long)len};
     struct api_choice c = {.index = r->n - 1,
                            .text = text,
                            .len = len,

@@ -1,0 +1,432 @@
+/* JSON Schema -> GBNF (grammar_schema.h). One rule per subschema ("s<N>"), one per $ref target
+ * ("r<N>", emitted once, so recursive schemas are recursive rules), and the fixed JSON rules
+ * (j-*) at the end. Each rule body is built in a local buffer while its children are emitted into
+ * the output, so a body only names rules that exist by the end. */
+#include "engine/grammar/grammar_schema.h"
+
+#include "common/buf.h"
+#include "common/err.h"
+#include "engine/grammar/grammar.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GS_NAME 24
+
+struct gs {
+    const json_t *root;
+    struct buf *out;
+    int n_rules;
+    const char *refs[GRAMMAR_SCHEMA_MAX_REFS]; /* borrowed from the schema */
+    int n_refs;
+    char *err;
+    size_t errlen;
+    int depth;
+};
+
+/* Keywords that only annotate, or that we implement. */
+static const char *const gs_known[] = {
+    "type",       "properties", "required",    "additionalProperties",
+    "items",      "minItems",   "maxItems",    "minLength",
+    "maxLength",  "enum",       "const",       "anyOf",
+    "oneOf",      "$ref",       "$defs",       "definitions",
+    "nullable",   "title",      "description", "default",
+    "examples",   "$schema",    "$id",         "$comment",
+    "deprecated", "readOnly",   "writeOnly",   "discriminator",
+    "strict",
+};
+
+static const char gs_base[] =
+    "ws ::= \" \"?\n"
+    "j-char ::= [^\"\\\\\\x00-\\x1f] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
+    "j-string ::= \"\\\"\" j-char* \"\\\"\"\n"
+    "j-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
+    "j-number ::= j-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?\n"
+    "j-bool ::= \"true\" | \"false\"\n"
+    "j-null ::= \"null\"\n"
+    "j-value ::= j-object | j-array | j-string | j-number | j-bool | j-null\n"
+    "j-kv ::= j-string ws \":\" ws j-value ws\n"
+    "j-object ::= \"{\" ws ( j-kv ( \",\" ws j-kv )* )? \"}\"\n"
+    "j-array ::= \"[\" ws ( j-value ws ( \",\" ws j-value ws )* )? \"]\"\n";
+
+static int gs_fail(struct gs *s, int rc, const char *path, const char *fmt, const char *what)
+{
+    char msg[256];
+    snprintf(msg, sizeof(msg), fmt, what);
+    return err_fmt(s->err, s->errlen, rc, "schema: %s (at '%s')", msg, path);
+}
+
+/* Appends `text` as a GBNF literal "...". */
+static int gs_literal(struct buf *b, const char *text, size_t len)
+{
+    int rc = buf_putc(b, '"');
+    for (size_t i = 0; rc == 0 && i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c == '"' || c == '\\')
+            rc = buf_putc(b, '\\') ? ERR_NOMEM : buf_putc(b, (char)c);
+        else if (c < 0x20 || c == 0x7f)
+            rc = buf_printf(b, "\\x%02x", c);
+        else
+            rc = buf_putc(b, (char)c);
+    }
+    return rc ? rc : buf_putc(b, '"');
+}
+
+/* Appends the compact JSON text of v as a literal. */
+static int gs_json_literal(struct buf *b, const json_t *v)
+{
+    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!t) return ERR_NOMEM;
+    int rc = gs_literal(b, t, strlen(t));
+    free(t);
+    return rc;
+}
+
+static int gs_node(struct gs *s, const json_t *sch, const char *path, char *name);
+
+/* A non-negative integer keyword, or -1 when absent. */
+static int gs_count(struct gs *s, const json_t *sch, const char *key, const char *path,
+                    long long *out)
+{
+    const json_t *v = json_object_get(sch, key);
+    *out = -1;
+    if (!v) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return gs_fail(s, ERR_INVAL, path, "'%s' must be a non-negative integer", key);
+    if (json_integer_value(v) > GRAMMAR_MAX_REPEAT)
+        return gs_fail(s, ERR_TOO_BIG, path, "'%s' is larger than 10000", key);
+    *out = json_integer_value(v);
+    return 0;
+}
+
+/* Appends "{lo,hi}" for a repetition (hi < 0: unbounded). */
+static int gs_repeat(struct buf *b, long long lo, long long hi)
+{
+    if (hi < 0) return buf_printf(b, "{%lld,}", lo);
+    return buf_printf(b, "{%lld,%lld}", lo, hi);
+}
+
+static int gs_string(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    long long lo, hi;
+    int rc;
+    if ((rc = gs_count(s, sch, "minLength", path, &lo)) ||
+        (rc = gs_count(s, sch, "maxLength", path, &hi)))
+        return rc;
+    if (lo < 0 && hi < 0) return buf_puts(b, "j-string");
+    if (lo < 0) lo = 0;
+    if (hi >= 0 && hi < lo) return gs_fail(s, ERR_INVAL, path, "%s", "maxLength < minLength");
+    if ((rc = buf_puts(b, "\"\\\"\" j-char")) || (rc = gs_repeat(b, lo, hi))) return rc;
+    return buf_puts(b, " \"\\\"\"");
+}
+
+static int gs_array(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    long long lo, hi;
+    int rc;
+    if ((rc = gs_count(s, sch, "minItems", path, &lo)) ||
+        (rc = gs_count(s, sch, "maxItems", path, &hi)))
+        return rc;
+    if (lo < 0) lo = 0;
+    if (hi >= 0 && hi < lo) return gs_fail(s, ERR_INVAL, path, "%s", "maxItems < minItems");
+    char item[GS_NAME] = "j-value";
+    const json_t *items = json_object_get(sch, "items");
+    if (items) {
+        char sub[512];
+        snprintf(sub, sizeof(sub), "%s/items", path);
+        if (json_is_false(items))
+            hi = 0;
+        else if ((rc = gs_node(s, items, sub, item)))
+            return rc;
+    }
+    if (hi == 0)
+        return lo ? gs_fail(s, ERR_INVAL, path, "%s", "no items allowed but minItems > 0")
+                  : buf_puts(b, "\"[\" ws \"]\"");
+    if (lo == 0) {
+        if ((rc = buf_printf(b, "\"[\" ws ( %s ws ( \",\" ws %s ws )", item, item))) return rc;
+        rc = hi < 0 ? buf_putc(b, '*') : gs_repeat(b, 0, hi - 1);
+        return rc ? rc : buf_puts(b, " )? \"]\"");
+    }
+    if ((rc = buf_printf(b, "\"[\" ws %s ws ( \",\" ws %s ws )", item, item)) ||
+        (rc = gs_repeat(b, lo - 1, hi < 0 ? -1 : hi - 1)))
+        return rc;
+    return buf_puts(b, " \"]\"");
+}
+
+/* One "key": value pair rule for property `key` with subschema `sub`; its name in kv. */
+static int gs_property(struct gs *s, const char *key, const json_t *sub, const char *path, char *kv)
+{
+    char val[GS_NAME], p[512];
+    snprintf(p, sizeof(p), "%s/properties/%s", path, key);
+    int rc = gs_node(s, sub, p, val);
+    if (rc) return rc;
+    snprintf(kv, GS_NAME, "s%d", s->n_rules++);
+    json_t *k = json_string(key);
+    if (!k) return ERR_NOMEM;
+    if (!(rc = buf_printf(s->out, "%s ::= ", kv)) && !(rc = gs_json_literal(s->out, k)))
+        rc = buf_printf(s->out, " ws \":\" ws %s ws\n", val);
+    json_decref(k);
+    return rc;
+}
+
+static int gs_object(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    const json_t *props = json_object_get(sch, "properties");
+    const json_t *req = json_object_get(sch, "required");
+    const json_t *add = json_object_get(sch, "additionalProperties");
+    int rc;
+    if (props && !json_is_object(props))
+        return gs_fail(s, ERR_INVAL, path, "%s", "'properties' must be an object");
+    if (req && !json_is_array(req))
+        return gs_fail(s, ERR_INVAL, path, "%s", "'required' must be an array");
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const json_t *r = json_array_get(req, i);
+        if (!json_is_string(r))
+            return gs_fail(s, ERR_INVAL, path, "%s", "'required' must hold strings");
+        if (!json_object_get(props, json_string_value(r)))
+            return gs_fail(s, ERR_UNSUPPORTED, path,
+                           "required property '%.64s' is not in 'properties'",
+                           json_string_value(r));
+    }
+    if (!props || !json_object_size(props)) {
+        if (json_is_false(add)) return buf_puts(b, "\"{\" ws \"}\"");
+        if (!add || json_is_true(add)) return buf_puts(b, "j-object");
+        char val[GS_NAME], p[512];
+        snprintf(p, sizeof(p), "%s/additionalProperties", path);
+        if ((rc = gs_node(s, add, p, val))) return rc;
+        return buf_printf(b,
+                          "\"{\" ws ( j-string ws \":\" ws %s ws ( \",\" ws j-string ws \":\" ws "
+                          "%s ws )* )? \"}\"",
+                          val, val);
+    }
+    size_t n = json_object_size(props);
+    char(*kv)[GS_NAME] = calloc(n, sizeof(*kv));
+    bool *is_req = calloc(n, sizeof(*is_req));
+    if (!kv || !is_req) {
+        rc = ERR_NOMEM;
+        goto out;
+    }
+    /* jansson keeps insertion order: the schema's order. */
+    size_t i = 0, n_req = 0;
+    const char *key;
+    json_t *sub;
+    json_object_foreach((json_t *)props, key, sub)
+    {
+        if ((rc = gs_property(s, key, sub, path, kv[i]))) goto out;
+        for (size_t j = 0; j < json_array_size(req); j++)
+            if (!strcmp(json_string_value(json_array_get(req, j)), key)) is_req[i] = true;
+        n_req += is_req[i];
+        i++;
+    }
+    if ((rc = buf_puts(b, "\"{\" ws"))) goto out;
+    bool first = true;
+    for (i = 0; i < n; i++) {
+        if (!is_req[i]) continue;
+        if ((rc = buf_printf(b, first ? " %s" : " \",\" ws %s", kv[i]))) goto out;
+        first = false;
+    }
+    if (n_req) {
+        for (i = 0; i < n; i++)
+            if (!is_req[i] && (rc = buf_printf(b, " ( \",\" ws %s )?", kv[i]))) goto out;
+    } else {
+        /* No required property: t_i is a non-empty in-order subsequence of the properties from
+         * i on, written as rules t_i ::= kv_i ( "," ws t_{i+1} )? | t_{i+1}. */
+        int t0 = s->n_rules;
+        s->n_rules += (int)n;
+        for (i = 0; i < n; i++) {
+            rc = i + 1 < n ? buf_printf(s->out, "s%d ::= %s ( \",\" ws s%d )? | s%d\n", t0 + (int)i,
+                                        kv[i], t0 + (int)i + 1, t0 + (int)i + 1)
+                           : buf_printf(s->out, "s%d ::= %s\n", t0 + (int)i, kv[i]);
+            if (rc) goto out;
+        }
+        if ((rc = buf_printf(b, " ( s%d )?", t0))) goto out;
+    }
+    rc = buf_puts(b, " \"}\"");
+out:
+    free(kv);
+    free(is_req);
+    return rc;
+}
+
+/* The body for one `type` value. */
+static int gs_typed(struct gs *s, const json_t *sch, const char *type, const char *path,
+                    struct buf *b)
+{
+    if (!strcmp(type, "string")) return gs_string(s, sch, path, b);
+    if (!strcmp(type, "integer")) return buf_puts(b, "j-int");
+    if (!strcmp(type, "number")) return buf_puts(b, "j-number");
+    if (!strcmp(type, "boolean")) return buf_puts(b, "j-bool");
+    if (!strcmp(type, "null")) return buf_puts(b, "j-null");
+    if (!strcmp(type, "array")) return gs_array(s, sch, path, b);
+    if (!strcmp(type, "object")) return gs_object(s, sch, path, b);
+    return gs_fail(s, ERR_INVAL, path, "unknown type '%.64s'", type);
+}
+
+/* A $ref: the rule of its target, emitted the first time. */
+static int gs_ref(struct gs *s, const char *ref, const char *path, char *name)
+{
+    for (int i = 0; i < s->n_refs; i++)
+        if (!strcmp(s->refs[i], ref)) {
+            snprintf(name, GS_NAME, "r%d", i);
+            return 0;
+        }
+    const json_t *target = NULL;
+    if (!strcmp(ref, "#")) {
+        target = s->root;
+    } else if (!strncmp(ref, "#/$defs/", 8) && !strchr(ref + 8, '/')) {
+        target = json_object_get(json_object_get(s->root, "$defs"), ref + 8);
+    } else if (!strncmp(ref, "#/definitions/", 14) && !strchr(ref + 14, '/')) {
+        target = json_object_get(json_object_get(s->root, "definitions"), ref + 14);
+    } else {
+        return gs_fail(s, ERR_UNSUPPORTED, path,
+                       "$ref '%.96s' is not supported (only #, #/$defs/NAME, #/definitions/NAME)",
+                       ref);
+    }
+    if (!target) return gs_fail(s, ERR_INVAL, path, "$ref '%.96s' names nothing", ref);
+    if (s->n_refs == GRAMMAR_SCHEMA_MAX_REFS)
+        return gs_fail(s, ERR_TOO_BIG, path, "%s", "more than 256 $ref targets");
+    int idx = s->n_refs++;
+    s->refs[idx] = ref;
+    snprintf(name, GS_NAME, "r%d", idx);
+    char body[GS_NAME];
+    int rc = gs_node(s, target, ref, body);
+    return rc ? rc : buf_printf(s->out, "r%d ::= %s\n", idx, body);
+}
+
+/* Alternatives of a list of subschemas (anyOf / oneOf / enum). */
+static int gs_alts(struct gs *s, const json_t *list, const char *key, const char *path,
+                   struct buf *b)
+{
+    if (!json_is_array(list) || !json_array_size(list))
+        return gs_fail(s, ERR_INVAL, path, "'%s' must be a non-empty array", key);
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        int rc = i ? buf_puts(b, " | ") : 0;
+        if (rc) return rc;
+        if (!strcmp(key, "enum")) {
+            rc = gs_json_literal(b, json_array_get(list, i));
+        } else {
+            char sub[GS_NAME], p[512];
+            snprintf(p, sizeof(p), "%s/%s/%zu", path, key, i);
+            if (!(rc = gs_node(s, json_array_get(list, i), p, sub))) rc = buf_puts(b, sub);
+        }
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    if (json_is_true(sch)) return buf_puts(b, "j-value");
+    if (!json_is_object(sch))
+        return gs_fail(s, json_is_false(sch) ? ERR_UNSUPPORTED : ERR_INVAL, path, "%s",
+                       json_is_false(sch) ? "schema false admits nothing"
+                                          : "a schema must be an object or a boolean");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)sch, key, v)
+    {
+        bool known = false;
+        for (size_t i = 0; i < sizeof(gs_known) / sizeof(gs_known[0]) && !known; i++)
+            known = !strcmp(key, gs_known[i]);
+        if (!known)
+            return gs_fail(s, ERR_UNSUPPORTED, path, "keyword '%.64s' is not supported", key);
+    }
+    int rc;
+    bool nullable = json_is_true(json_object_get(sch, "nullable"));
+    if (nullable && (rc = buf_puts(b, "j-null | "))) return rc;
+    const json_t *ref = json_object_get(sch, "$ref");
+    if (ref) {
+        if (!json_is_string(ref))
+            return gs_fail(s, ERR_INVAL, path, "%s", "'$ref' must be a string");
+        char name[GS_NAME];
+        if ((rc = gs_ref(s, json_string_value(ref), path, name))) return rc;
+        return buf_puts(b, name);
+    }
+    if ((v = json_object_get(sch, "const"))) return gs_json_literal(b, v);
+    if ((v = json_object_get(sch, "enum"))) return gs_alts(s, v, "enum", path, b);
+    if ((v = json_object_get(sch, "anyOf"))) return gs_alts(s, v, "anyOf", path, b);
+    if ((v = json_object_get(sch, "oneOf"))) return gs_alts(s, v, "oneOf", path, b);
+    const json_t *type = json_object_get(sch, "type");
+    if (json_is_string(type)) return gs_typed(s, sch, json_string_value(type), path, b);
+    if (json_is_array(type) && json_array_size(type)) {
+        for (size_t i = 0; i < json_array_size(type); i++) {
+            const json_t *t = json_array_get(type, i);
+            if (!json_is_string(t))
+                return gs_fail(s, ERR_INVAL, path, "%s", "'type' must hold strings");
+            if ((i && (rc = buf_puts(b, " | "))) ||
+                (rc = gs_typed(s, sch, json_string_value(t), path, b)))
+                return rc;
+        }
+        return 0;
+    }
+    if (type) return gs_fail(s, ERR_INVAL, path, "%s", "'type' must be a string or a list");
+    if (json_object_get(sch, "properties") || json_object_get(sch, "additionalProperties"))
+        return gs_typed(s, sch, "object", path, b);
+    if (json_object_get(sch, "items")) return gs_typed(s, sch, "array", path, b);
+    return buf_puts(b, "j-value");
+}
+
+/* Emits the rule of subschema `sch` at JSON pointer `path`; writes its name (GS_NAME bytes). */
+static int gs_node(struct gs *s, const json_t *sch, const char *path, char *name)
+{
+    if (s->depth >= GRAMMAR_SCHEMA_MAX_DEPTH)
+        return gs_fail(s, ERR_TOO_BIG, path, "%s", "nested deeper than 64 levels");
+    struct buf body;
+    buf_init(&body, s->out->max);
+    s->depth++;
+    int rc = gs_body(s, sch, path, &body);
+    s->depth--;
+    if (rc == 0) {
+        snprintf(name, GS_NAME, "s%d", s->n_rules++);
+        rc = buf_printf(s->out, "%s ::= %s\n", name, buf_cstr(&body));
+    }
+    buf_fini(&body);
+    if (rc == ERR_TOO_BIG && !(s->err && s->err[0]))
+        err_fmt(s->err, s->errlen, rc, "schema: the grammar is larger than %zu bytes", s->out->max);
+    return rc;
+}
+
+int grammar_schema_gbnf(const json_t *schema, struct buf *out, char *err, size_t errlen)
+{
+    struct gs s = {.root = schema, .out = out, .err = err, .errlen = errlen};
+    if (err && errlen) err[0] = 0;
+    char name[GS_NAME];
+    int rc = gs_node(&s, schema, "#", name);
+    if (rc == 0) rc = buf_printf(out, "root ::= %s\n%s", name, gs_base);
+    if (rc == ERR_NOMEM) err_fmt(err, errlen, rc, "schema: out of memory");
+    return rc;
+}
+
+int grammar_schema_object_gbnf(struct buf *out)
+{
+    return buf_printf(out, "root ::= j-object\n%s", gs_base);
+}
+
+int grammar_schema_choice_gbnf(const char *const *choices, size_t n, struct buf *out)
+{
+    if (n == 0) return ERR_INVAL;
+    int rc = buf_puts(out, "root ::= ");
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!(rc = i ? buf_puts(out, " | ") : 0))
+            rc = gs_literal(out, choices[i], strlen(choices[i]));
+    return rc ? rc : buf_putc(out, '\n');
+}
+
+int grammar_schema_compile_text(const char *text, size_t len, const struct grammar_vocab *v,
+                                struct grammar **out, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *schema = json_loadb(text, len, JSON_DECODE_ANY, &je);
+    if (!schema)
+        return err_fmt(err, errlen, ERR_PARSE, "schema: JSON line %d column %d: %s", je.line,
+                       je.column, je.text);
+    struct buf g;
+    buf_init(&g, GRAMMAR_MAX_TEXT);
+    int rc = grammar_schema_gbnf(schema, &g, err, errlen);
+    if (rc == 0) rc = grammar_compile(buf_cstr(&g), g.len, v, out, err, errlen);
+    buf_fini(&g);
+    json_decref(schema);
+    return rc;
+}

@@ -1,0 +1,244 @@
+"""Structured outputs and tool calling through the official OpenAI Python SDK (run by engine_serve.sh).
+
+Usage: engine_serve_structured.py main=PORT
+  main: stories260K (a story model that has never seen JSON) with --context-length 256.
+The grammar mask, not the model, must make every answer valid: client.beta.chat.completions.parse
+with pydantic models (nested, optional, enum, array), streamed and not, several seeds; tools with
+tool_choice required / named / auto / none, streamed tool-call deltas assembled by the SDK, a
+multi-turn conversation with a tool result, and 400s for schemas the engine cannot honour.
+Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
+"""
+
+import enum
+import json
+import os
+import sys
+from typing import List, Optional
+
+import openai
+from openai import OpenAI
+from pydantic import BaseModel, Field
+
+from engine_serve_lib import SLOW, Checks, finish, servers_from_argv
+
+checks = Checks()
+servers = servers_from_argv(sys.argv[1:])
+MODEL = os.environ["ENGINE_SERVE_MODEL_NAME"]
+client = OpenAI(
+    base_url=f"http://127.0.0.1:{servers['main'][0]}/v1", api_key="x", max_retries=0, timeout=60 * SLOW
+)
+ASK = [{"role": "user", "content": "Tell me about a pet."}]
+
+
+class Kind(str, enum.Enum):
+    cat = "cat"
+    dog = "dog"
+
+
+class Owner(BaseModel):
+    name: str = Field(max_length=6)
+    age: int
+
+
+class Pet(BaseModel):
+    kind: Kind
+    name: str = Field(max_length=6)
+    owner: Owner
+    nickname: Optional[str] = Field(max_length=4)
+    weight: float
+    tricks: List[bool] = Field(max_length=3)
+
+
+def test_parse():
+    for seed in (1, 2, 3):
+        r = client.beta.chat.completions.parse(
+            model=MODEL, messages=ASK, response_format=Pet, max_tokens=200, seed=seed
+        )
+        m = r.choices[0].message
+        checks.check(
+            f"parse (seed {seed}): a Pet instance",
+            isinstance(m.parsed, Pet) and r.choices[0].finish_reason == "stop",
+            f"{r}",
+        )
+
+
+def test_parse_stream():
+    with client.beta.chat.completions.stream(
+        model=MODEL, messages=ASK, response_format=Pet, max_tokens=200, seed=4
+    ) as s:
+        final = s.get_final_completion()
+    checks.check(
+        "stream: the assembled message parses to a Pet",
+        isinstance(final.choices[0].message.parsed, Pet),
+        f"{final}",
+    )
+
+
+def test_json_object_and_n():
+    r = client.chat.completions.create(
+        model=MODEL, messages=ASK, response_format={"type": "json_object"}, max_tokens=200, n=2, seed=5
+    )
+    ok = True
+    for c in r.choices:
+        if c.finish_reason == "stop":
+            ok = ok and isinstance(json.loads(c.message.content), dict)
+        else:
+            ok = ok and c.finish_reason == "length"
+    checks.check("json_object, n=2: each choice a JSON object (or cut at length)", ok, f"{r}")
+
+
+def test_bad_schemas():
+    class Ranged(BaseModel):
+        n: int = Field(ge=1, le=5)
+
+    try:
+        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Ranged, max_tokens=20)
+        checks.not_ok("number range: 400", "no error")
+    except openai.BadRequestError as e:
+        checks.check(
+            "number range (ge/le): 400 naming the keyword",
+            "not supported" in str(e) and ("'minimum'" in str(e) or "'maximum'" in str(e)),
+            str(e),
+        )
+    try:
+        client.chat.completions.create(
+            model=MODEL,
+            messages=ASK,
+            max_tokens=20,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a+$"}},
+            },
+        )
+        checks.not_ok("pattern: 400", "no error")
+    except openai.BadRequestError as e:
+        checks.check(
+            "pattern: 400 with param response_format.json_schema.schema",
+            e.body and e.body.get("param") == "response_format.json_schema.schema",
+            str(e),
+        )
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city", "unit"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+class GetTime(BaseModel):
+    tz: str = Field(max_length=6)
+
+
+TOOLS = [WEATHER, openai.pydantic_function_tool(GetTime)]
+
+
+def test_tool_required():
+    r = client.chat.completions.create(
+        model=MODEL, messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=200, seed=6
+    )
+    c = r.choices[0]
+    calls = c.message.tool_calls or []
+    # Parallel calls: a story model may keep adding calls until max_tokens ("length", the partial
+    # array as content); a finished answer must be valid calls.
+    ok = (c.finish_reason == "tool_calls" and len(calls) >= 1) or (c.finish_reason == "length" and not calls)
+    for t in calls:
+        args = json.loads(t.function.arguments)
+        ok = ok and t.id and t.type == "function" and t.function.name in ("get_weather", "GetTime")
+        ok = ok and (set(args) == {"city", "unit"} if t.function.name == "get_weather" else set(args) == {"tz"})
+    checks.check("tool_choice required: tool_calls with valid arguments", ok, f"{r}")
+    r = client.chat.completions.create(
+        model=MODEL, messages=ASK, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
+        max_tokens=200, seed=7,
+    )
+    calls = r.choices[0].message.tool_calls or []
+    checks.check(
+        "parallel_tool_calls false: exactly one call with valid arguments",
+        r.choices[0].finish_reason == "tool_calls"
+        and len(calls) == 1
+        and isinstance(json.loads(calls[0].function.arguments), dict),
+        f"{r}",
+    )
+    return r
+
+
+def test_tool_named_stream():
+    with client.beta.chat.completions.stream(
+        model=MODEL,
+        messages=ASK,
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "GetTime"}},
+        max_tokens=200,
+        seed=8,
+    ) as s:
+        final = s.get_final_completion()
+    c = final.choices[0]
+    calls = c.message.tool_calls or []
+    checks.check(
+        "named tool_choice, streamed: the SDK assembles one GetTime call with parsed arguments",
+        c.finish_reason == "tool_calls"
+        and len(calls) == 1
+        and calls[0].function.name == "GetTime"
+        and isinstance(calls[0].function.parsed_arguments, GetTime),
+        f"{final}",
+    )
+
+
+def test_tool_multi_turn(first):
+    call = first.choices[0].message.tool_calls[0]
+    msgs = ASK + [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 degrees"},
+    ]
+    r = client.chat.completions.create(model=MODEL, messages=msgs, tools=TOOLS, max_tokens=16, seed=9)
+    checks.check(
+        "multi-turn with a tool result: answered",
+        r.choices[0].finish_reason in ("stop", "length", "tool_calls"),
+        f"{r}",
+    )
+    r = client.chat.completions.create(model=MODEL, messages=ASK, tools=TOOLS, tool_choice="none", max_tokens=8)
+    checks.check(
+        "tool_choice none: plain content",
+        r.choices[0].message.tool_calls is None and r.choices[0].finish_reason == "length",
+        f"{r}",
+    )
+    try:
+        client.chat.completions.create(
+            model=MODEL, messages=ASK, tools=TOOLS, max_tokens=8,
+            tool_choice={"type": "function", "function": {"name": "nope"}},
+        )
+        checks.not_ok("unknown named tool: 400", "no error")
+    except openai.BadRequestError as e:
+        checks.check("unknown named tool: 400", "nope" in str(e), str(e))
+
+
+def test_tools():
+    first = test_tool_required()
+    test_tool_named_stream()
+    test_tool_multi_turn(first)
+
+
+for name, fn in [
+    ("parse", test_parse),
+    ("parse stream", test_parse_stream),
+    ("json_object", test_json_object_and_n),
+    ("bad schemas", test_bad_schemas),
+    ("tools", test_tools),
+]:
+    checks.run(name, fn)
+
+sys.exit(finish(checks))
