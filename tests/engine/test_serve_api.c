@@ -216,6 +216,11 @@ START_TEST(test_serve_api_content_special_tokens_are_text)
             "json body %zu: %d <|im_start|> and %d <|im_end|>, the template placed %d and %d", b,
             count_id(ids, n, start), count_id(ids, n, end), starts, ends);
         free(ids);
+        api.content_special_tokens = true; /* unescaped, the injection would work */
+        ck_assert_int_eq(serve_api_prompt_ids(&api, r, 0, &ids, &n, &e), 0);
+        ck_assert_int_gt(count_id(ids, n, start) + count_id(ids, n, end), starts + ends);
+        free(ids);
+        api.content_special_tokens = false;
         api_request_free(r);
     }
 
