@@ -206,10 +206,13 @@ AVX512_INLINE void kpack_tile_512(const uint8_t *g, int nsb, const struct cpu_ac
     for (int t = 0; t < T; t++) _mm512_store_ps(accs[t], _mm512_setzero_ps());
     for (int sb = 0; sb < nsb; sb++) {
         const uint8_t *r = g + (size_t)sb * rec;
-        if (pf)
-            for (size_t o = 0; o < rec; o += 64)
-                _mm_prefetch((const char *)pf + (size_t)sb * rec + o,
-                             T >= 8 ? _MM_HINT_T1 : _MM_HINT_T0);
+        /* the hint must be a constant expression for clang: one call per hint */
+        for (size_t o = 0; pf && o < rec; o += 64) {
+            if (T >= 8)
+                _mm_prefetch((const char *)pf + (size_t)sb * rec + o, _MM_HINT_T1);
+            else
+                _mm_prefetch((const char *)pf + (size_t)sb * rec + o, _MM_HINT_T0);
+        }
         __m512i isum[8];
         UNROLL_ALL
         for (int t = 0; t < T; t++) isum[t] = _mm512_setzero_si512();
