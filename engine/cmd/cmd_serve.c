@@ -40,6 +40,8 @@
 struct serve_cfg {
     const char *model;
     const char *model_sha256;
+    bool no_model_watch;
+    int model_watch_interval_s;
     const char *host;
     int port;
     uint64_t max_body_bytes;
@@ -96,6 +98,13 @@ static const struct cfg_opt serve_opts[] = {
      "Model name in the API and the model_name metric label (default: the file name without "
      ".gguf)",
      NULL, 0},
+    {"no-model-watch", CFG_BOOL, O(no_model_watch), "false", 1, 0,
+     "Do not watch the model file while serving; by default a change (another inode, size or "
+     "modification time) marks the engine faulted: /health and /live answer 503 so the pod is "
+     "restarted on the new file",
+     NULL, 0},
+    {"model-watch-interval", CFG_INT, O(model_watch_interval_s), "5", 1, 3600,
+     "Seconds between two checks of the model file", NULL, 0},
     {"threads", CFG_INT, O(threads), "0", 0, 1024, "Compute threads; 0 = all cores", NULL, 0},
     {"max-num-seqs", CFG_INT, O(max_num_seqs), "64", 1, 4096,
      "Sequences in the running batch at once", NULL, 0},
@@ -234,6 +243,7 @@ struct serve_state {
     struct serve_router *router;
     struct serve_auth *auth; /* NULL: no API keys configured */
     struct serve_api api;
+    bool model_changed; /* the model watcher saw the file change (logged once) */
 };
 
 static void sleep_ms(int ms)
@@ -525,6 +535,27 @@ static int serve_load(struct serve_state *s)
     return 0;
 }
 
+/* The model file watcher, on the main thread's periodic tick: once the file at --model is no
+ * longer the one loaded (rewritten, truncated, replaced or removed), logs what changed and marks
+ * the engine faulted (serve_loop_set_faulted). The engine keeps serving what it has from its own
+ * copy of the weights until the kubelet, seeing /live fail, restarts the pod on the new file.
+ * Checks at most every --model-watch-interval seconds; logs once. */
+static void serve_watch_model(struct serve_state *s, double *next_check)
+{
+    const struct serve_cfg *c = s->cfg;
+    double t = clock_mono_s();
+    if (c->no_model_watch || s->model_changed || t < *next_check) return;
+    *next_check = t + c->model_watch_interval_s;
+    char why[256];
+    if (!gguf_file_changed(model_gguf(s->m), why, sizeof(why))) return;
+    s->model_changed = true;
+    log_error("model file changed while serving; engine faulted: /health and /live now answer "
+              "503 so that the pod is restarted on the new file, requests in flight finish on "
+              "the weights loaded",
+              LOG_S("path", c->model), LOG_S("change", why));
+    serve_loop_set_faulted(s->loop);
+}
+
 /* SIGTERM: /health fails at once; after the delay new requests are refused; in-flight ones get
  * the timeout to finish, then the rest are ended with what they generated. */
 static void serve_drain(struct serve_state *s)
@@ -673,8 +704,8 @@ int cmd_serve_main(int argc, char **argv)
     http_api_set_state(s.http, HTTP_API_SERVING);
     log_info("serving", LOG_S("host", cfg.host), LOG_I("port", http_api_port(s.http)),
              LOG_S("model", s.model_name));
-    while (!shutdown_wait(1000)) {
-    }
+    double next_check = clock_mono_s() + cfg.model_watch_interval_s;
+    while (!shutdown_wait(1000)) serve_watch_model(&s, &next_check);
 drain:
     serve_drain(&s);
 out:

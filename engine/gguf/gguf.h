@@ -96,8 +96,9 @@ void gguf_release_data(struct gguf *g);
  * every page). 0, ERR_BAD_STATE (nothing mapped: gguf_parse, or released) or ERR_NOMEM. */
 int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN]);
 /* Whether the file gguf_open mapped is no longer the same at its path: another inode, size or
- * modification time, or gone. False for gguf_parse. A stat(2); any thread. */
-bool gguf_file_changed(const struct gguf *g);
+ * modification time, or gone. False for gguf_parse. When true and `why` is non-NULL, it gets what
+ * changed ("size 10 bytes, was 4096"); else "" . A stat(2); any thread. */
+bool gguf_file_changed(const struct gguf *g, char *why, size_t whylen);
 
 uint32_t gguf_version(const struct gguf *g);
 uint64_t gguf_alignment(const struct gguf *g);

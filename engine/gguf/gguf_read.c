@@ -525,13 +525,30 @@ static struct gguf_file_id gguf_file_id_of(const struct stat *st)
                                  (int64_t)st->st_mtim.tv_sec, (int64_t)st->st_mtim.tv_nsec};
 }
 
-bool gguf_file_changed(const struct gguf *g)
+bool gguf_file_changed(const struct gguf *g, char *why, size_t whylen)
 {
+    if (why && whylen) why[0] = '\0';
     if (!g || !g->path) return false;
     struct stat st;
-    if (stat(g->path, &st) != 0) return true;
-    struct gguf_file_id now = gguf_file_id_of(&st);
-    return memcmp(&now, &g->file_id, sizeof(now)) != 0;
+    if (stat(g->path, &st) != 0) {
+        if (why) gguf_seterr(why, whylen, "cannot stat it: %s", strerror(errno));
+        return true;
+    }
+    struct gguf_file_id now = gguf_file_id_of(&st), was = g->file_id;
+    if (memcmp(&now, &was, sizeof(now)) == 0) return false;
+    if (!why) return true;
+    if (now.dev != was.dev || now.ino != was.ino)
+        gguf_seterr(why, whylen, "replaced by another file (inode %llu, was %llu)",
+                    (unsigned long long)now.ino, (unsigned long long)was.ino);
+    else if (now.size != was.size)
+        gguf_seterr(why, whylen, "size %llu bytes, was %llu", (unsigned long long)now.size,
+                    (unsigned long long)was.size);
+    else
+        gguf_seterr(why, whylen,
+                    "rewritten in place (modification time %lld.%09lld, was %lld.%09lld)",
+                    (long long)now.mtime_s, (long long)now.mtime_ns, (long long)was.mtime_s,
+                    (long long)was.mtime_ns);
+    return true;
 }
 
 int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN])

@@ -352,7 +352,7 @@ int model_load_gguf(struct gguf *g, const struct model_options *opt, struct mode
         rc = model_fail(err, errlen, ERR_NOMEM, "out of memory");
         goto out;
     }
-    if (opt && opt->sha256 && gguf_file_changed(g)) {
+    if (opt && opt->sha256 && gguf_file_changed(g, NULL, 0)) {
         rc = model_fail(err, errlen, ERR_BAD_STATE,
                         "the model file changed while it was verified and loaded");
         goto out;

@@ -37,6 +37,7 @@ struct serve_loop {
     atomic_int inflight;
     atomic_int waiting;  /* published after each step */
     atomic_bool faulted; /* forward steps kept failing: no more steps; written by the loop only */
+    atomic_bool unfit;   /* serve_loop_set_faulted: refuse new work, finish what runs; any thread */
 
     /* Loop thread only. */
     struct serve_req_list live;       /* requests with sequences in the scheduler */
@@ -354,6 +355,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     atomic_init(&l->inflight, 0);
     atomic_init(&l->waiting, 0);
     atomic_init(&l->faulted, false);
+    atomic_init(&l->unfit, false);
     pthread_mutex_init(&l->mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
@@ -375,7 +377,7 @@ int serve_loop_submit(struct serve_loop *l, struct serve_req *r)
 {
     pthread_mutex_lock(&l->mu);
     int rc = 0;
-    if (l->stopping || !l->started || atomic_load(&l->faulted))
+    if (l->stopping || !l->started || serve_loop_faulted(l))
         rc = ERR_BAD_STATE;
     else if (atomic_load(&l->waiting) + (int)l->inbox.n >= l->cfg.max_queue)
         rc = ERR_AGAIN;
@@ -406,7 +408,12 @@ int serve_loop_inflight(const struct serve_loop *l)
 
 bool serve_loop_faulted(const struct serve_loop *l)
 {
-    return atomic_load(&l->faulted);
+    return atomic_load(&l->faulted) || atomic_load(&l->unfit);
+}
+
+void serve_loop_set_faulted(struct serve_loop *l)
+{
+    atomic_store(&l->unfit, true);
 }
 
 int serve_loop_waiting(const struct serve_loop *l)

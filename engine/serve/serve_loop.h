@@ -57,6 +57,12 @@ int serve_loop_waiting(const struct serve_loop *l);
  * pod is restarted. Any thread. */
 bool serve_loop_faulted(const struct serve_loop *l);
 
+/* Marks the engine faulted from outside the loop (the model file changed under it): from now on
+ * serve_loop_faulted is true, so the probes fail and new submissions are refused as after a
+ * backend fault, while requests already submitted run to their end on the weights loaded (the
+ * engine holds its own copy). Permanent; idempotent. Any thread. */
+void serve_loop_set_faulted(struct serve_loop *l);
+
 /* Ends every request still in flight now (finish_reason "length") and joins the thread. Idempotent.
  * Main thread. */
 void serve_loop_stop(struct serve_loop *l);

@@ -559,12 +559,20 @@ START_TEST(test_gguf_release_data_keeps_metadata)
     ck_assert_int_eq(gguf_sha256_hex(g, hex), 0);
     ck_assert_int_eq(sha256_file_hex(path, want), 0);
     ck_assert_str_eq(hex, want);
-    ck_assert(!gguf_file_changed(g));
+    ck_assert(!gguf_file_changed(g, NULL, 0));
     gguf_release_data(g);
     ck_assert_int_eq(gguf_sha256_hex(g, hex), ERR_BAD_STATE); /* nothing mapped any more */
-    ck_assert(!gguf_file_changed(g));
+    ck_assert(!gguf_file_changed(g, NULL, 0));
+    char why[160] = "x";
+    ck_assert(!gguf_file_changed(g, why, sizeof(why)));
+    ck_assert_str_eq(why, "");
     ck_assert_int_eq(truncate(path, 0), 0);
-    ck_assert(gguf_file_changed(g)); /* size */
+    ck_assert(gguf_file_changed(g, NULL, 0)); /* size */
+    ck_assert(gguf_file_changed(g, why, sizeof(why)));
+    ck_assert_msg(strncmp(why, "size 0 bytes, was ", 18) == 0, "%s", why);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert(gguf_file_changed(g, why, sizeof(why)));
+    ck_assert_msg(strstr(why, "cannot stat it") != NULL, "%s", why);
     gguf_release_data(g);
     ck_assert_ptr_null(ti->data);
     ck_assert_uint_eq(ti->size, sizeof(t));
@@ -582,11 +590,10 @@ START_TEST(test_gguf_release_data_keeps_metadata)
     ck_assert_int_eq(gguf_arr_get_i64(a, 1, &v), 0);
     ck_assert_int_eq(v, -8);
     gguf_close(g);
-    unlink(path);
 
     struct blob b = small_file();
     ck_assert_int_eq(gguf_parse(b.p, b.n, &g, err, sizeof(err)), 0);
-    ck_assert(!gguf_file_changed(g));
+    ck_assert(!gguf_file_changed(g, NULL, 0));
     ck_assert_int_eq(gguf_sha256_hex(g, hex), ERR_BAD_STATE);
     gguf_release_data(g);
     for (size_t i = 0; i < gguf_tensor_count(g); i++)
