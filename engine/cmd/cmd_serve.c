@@ -170,10 +170,11 @@ static const struct cfg_opt serve_opts[] = {
     {"api-key-file", CFG_STRING, O(api_key_file), NULL, 1, 0,
      "File of accepted API keys, one per line ('#' comments), in addition to --api-key", NULL, 0},
     {"prefix-cache-scope", CFG_STRING, O(prefix_cache_scope), "global", 1, 0,
-     "Which requests share cached prompt prefixes: global (all, within a cache_salt), or key "
+     "Which requests share cached prompt prefixes: global (all, within a cache_salt), key "
      "(only those of the same API key: one tenant cannot probe another's prompts through "
-     "cached_tokens or latency)",
-     "global|key", 0},
+     "cached_tokens or latency), or salt (only those of the same cache_salt, required in every "
+     "request: for a gateway that authenticates tenants and sets a salt per tenant)",
+     "global|key|salt", 0},
     {"allowed-origins", CFG_STRING, O(allowed_origins), NULL, 1, 0,
      "CORS: comma-separated origins browsers may call the API from (\"https://app.example.com\"), "
      "or \"*\" for any; default none",
@@ -481,7 +482,9 @@ static int serve_load(struct serve_state *s)
         .max_queue = c->max_queue,
         .created = (long long)time(NULL),
         .auth = s->auth,
-        .prefix_cache_per_key = strcmp(c->prefix_cache_scope, "key") == 0,
+        .prefix_cache_scope = !strcmp(c->prefix_cache_scope, "key")    ? SERVE_CACHE_SCOPE_KEY
+                              : !strcmp(c->prefix_cache_scope, "salt") ? SERVE_CACHE_SCOPE_SALT
+                                                                       : SERVE_CACHE_SCOPE_GLOBAL,
         .content_special_tokens = c->chat_content_special_tokens,
     };
     serve_api_fim_find(model_gguf(s->m), s->tok, &s->api.fim);

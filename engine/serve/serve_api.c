@@ -623,10 +623,11 @@ static void spec_of(const struct api_request *r, const struct prompt_set *ps, do
 /* --prefix-cache-scope key: the prefix-cache salt of a request of key `key` (index in api->auth)
  * with the client's `cache_salt` (NULL: none), into salt[SERVE_API_SALT_MAX]: the key's digest,
  * ':', then the client's salt. Digests are hex and ':' ends them, so no key's chains can be named
- * by another key or by a client's salt. False (salt untouched) under the global scope. */
+ * by another key or by a client's salt. False (salt untouched) under the global and salt scopes,
+ * where the client's cache_salt is the request's salt as it is. */
 static bool key_salt(const struct serve_api *api, int key, const char *cache_salt, char *salt)
 {
-    if (!api->prefix_cache_per_key || key < 0) return false;
+    if (api->prefix_cache_scope != SERVE_CACHE_SCOPE_KEY || key < 0) return false;
     snprintf(salt, SERVE_API_SALT_MAX, "%s:%s", serve_auth_key_digest(api->auth, key),
              cache_salt ? cache_salt : "");
     return true;
@@ -651,6 +652,12 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
         api_error_set(&err, API_ERR_MODEL_NOT_FOUND, "model",
                       "The model '%s' does not exist; this server serves '%s'", r->model,
                       api->model_name);
+        goto fail;
+    }
+    if (api->prefix_cache_scope == SERVE_CACHE_SCOPE_SALT && (!r->cache_salt || !*r->cache_salt)) {
+        api_error_set(&err, API_ERR_INVALID, "cache_salt",
+                      "cache_salt is required: this server shares cached prompt prefixes only "
+                      "between requests with the same cache_salt (--prefix-cache-scope salt)");
         goto fail;
     }
     if (r->grammar && compile_grammar(api, r, &g, &err) != 0) goto fail;

@@ -42,6 +42,16 @@ struct serve_api_grammars {
 void serve_api_grammars_fini(struct serve_api_grammars *c);
 
 /* Everything the handlers need, borrowed for as long as the routes are served. */
+/* Which requests may reuse each other's cached prompt prefixes (--prefix-cache-scope). */
+enum serve_cache_scope {
+    SERVE_CACHE_SCOPE_GLOBAL, /* all requests with the same cache_salt (or none) */
+    SERVE_CACHE_SCOPE_KEY,    /* only those of the same API key (the key's digest salts the
+                                 chains; the client's cache_salt splits them further; needs auth) */
+    SERVE_CACHE_SCOPE_SALT,   /* only those with the same cache_salt, which every request must
+                                 carry (400 without): for a gateway that authenticates tenants and
+                                 sets a per-tenant salt; the salt is the only isolation */
+};
+
 struct serve_api {
     const char *model_name;      /* served model name ("model" must match it when sent) */
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */
@@ -59,9 +69,8 @@ struct serve_api {
     /* non-NULL: /v1 requests need "Authorization: Bearer <key>" with one of its keys; failures
      * are logged through it (rate-limited) */
     struct serve_auth *auth;
-    /* --prefix-cache-scope key: every request's prefix-cache salt starts with its key's digest,
-     * so tenants never share cached blocks (needs auth) */
-    bool prefix_cache_per_key;
+    /* --prefix-cache-scope: which requests share cached prompt prefixes */
+    enum serve_cache_scope prefix_cache_scope;
     /* --chat-content-special-tokens: control tokens typed in message content ("<|im_start|>")
      * become control tokens; by default they are text (tokenizer_escape_special) and only the
      * template places control tokens */

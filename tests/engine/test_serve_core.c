@@ -88,9 +88,9 @@ struct core {
 /* Starts what cmd_serve.c starts, in the same order: HTTP first (503 while loading), then the
  * model, KV cache, responder and loop, then SERVING; with chat template `tmpl` (a built-in name
  * or Jinja text), the reasoning split on or off, and the API keys `auth` (NULL: none) with
- * the per-key prefix-cache scope when per_key. */
+ * the prefix-cache scope `scope`. */
 static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
-                            struct serve_auth *auth, bool per_key)
+                            struct serve_auth *auth, enum serve_cache_scope scope)
 {
     memset(c, 0, sizeof(*c));
     struct http_api_cfg hc = {
@@ -135,7 +135,7 @@ static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
         .loop = c->loop,
         .resp = c->resp,
         .auth = auth,
-        .prefix_cache_per_key = per_key,
+        .prefix_cache_scope = scope,
     };
     http_api_attach(c->http, &c->api);
     http_api_set_state(c->http, HTTP_API_SERVING);
@@ -143,7 +143,7 @@ static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
 
 static void core_start(struct core *c)
 {
-    core_start_with(c, "chatml", true, NULL, false);
+    core_start_with(c, "chatml", true, NULL, SERVE_CACHE_SCOPE_GLOBAL);
 }
 
 /* Stops in cmd_serve.c's teardown order. */
@@ -1080,7 +1080,7 @@ START_TEST(test_serve_core_api_keys)
 {
     struct serve_auth *a = two_keys();
     struct core c;
-    core_start_with(&c, "chatml", false, a, false);
+    core_start_with(&c, "chatml", false, a, SERVE_CACHE_SCOPE_GLOBAL);
     const char *body = "{\"prompt\":[1,2,3],\"max_tokens\":2,\"temperature\":0}";
     ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, NULL), 401);
     ck_assert_int_eq(http_auth_status(c.port, "/v1/completions", body, "Bearer key-c"), 401);
@@ -1131,7 +1131,8 @@ START_TEST(test_serve_core_prefix_cache_scope)
     for (int per_key = 0; per_key <= 1; per_key++) {
         struct serve_auth *a = two_keys();
         struct core c;
-        core_start_with(&c, "chatml", false, a, per_key);
+        core_start_with(&c, "chatml", false, a,
+                        per_key ? SERVE_CACHE_SCOPE_KEY : SERVE_CACHE_SCOPE_GLOBAL);
         ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", NULL), 0);
         core_wait_idle(&c);
         ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", NULL), 32); /* its own: reused */
@@ -1152,6 +1153,48 @@ START_TEST(test_serve_core_prefix_cache_scope)
         core_stop(&c);
         serve_auth_free(a);
     }
+}
+END_TEST
+
+/* --prefix-cache-scope salt, for a gateway that authenticates and sets a salt per tenant: a
+ * request without cache_salt (or with an empty one) is a 400 naming cache_salt, on both
+ * endpoints; tenants with different salts cannot see each other's prefixes whatever key they
+ * use (here one shared key), and the same salt is reused. */
+START_TEST(test_serve_core_prefix_cache_scope_salt)
+{
+    struct serve_auth *a = two_keys();
+    struct core c;
+    core_start_with(&c, "chatml", false, a, SERVE_CACHE_SCOPE_SALT);
+    static const char *const missing[] = {
+        "{\"prompt\":[11,12,13],\"max_tokens\":1}",
+        "{\"prompt\":[11,12,13],\"max_tokens\":1,\"cache_salt\":\"\"}",
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1}",
+    };
+    for (size_t i = 0; i < sizeof(missing) / sizeof(missing[0]); i++) {
+        const char *path =
+            strstr(missing[i], "messages") ? "/v1/chat/completions" : "/v1/completions";
+        struct reply r;
+        http_auth(c.port, path, missing[i], "Bearer key-a", 12, &r);
+        ck_assert_msg(r.status == 400, "%s: %d %s", missing[i], r.status, r.body);
+        json_t *j = body_json(&r);
+        json_t *e = json_object_get(j, "error");
+        ck_assert_str_eq(json_string_value(json_object_get(e, "param")), "cache_salt");
+        ck_assert_str_eq(json_string_value(json_object_get(e, "type")), "invalid_request_error");
+        ck_assert_ptr_nonnull(
+            strstr(json_string_value(json_object_get(e, "message")), "cache_salt"));
+        json_decref(j);
+        reply_fini(&r);
+    }
+    ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", "tenant-1"), 0);
+    core_wait_idle(&c);
+    ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", "tenant-1"), 32); /* its own: reused */
+    core_wait_idle(&c);
+    ck_assert_int_eq(cached_tokens(c.port, "Bearer key-a", "tenant-2"), 0); /* the probe: hidden */
+    core_wait_idle(&c);
+    ck_assert_int_eq(cached_tokens(c.port, "Bearer key-b", "tenant-1"), 32); /* the salt decides */
+    core_wait_idle(&c);
+    core_stop(&c);
+    serve_auth_free(a);
 }
 END_TEST
 
@@ -1411,7 +1454,7 @@ END_TEST
 START_TEST(test_serve_core_reasoning_content)
 {
     struct core c;
-    core_start_with(&c, THINK_TEMPLATE, true, NULL, false);
+    core_start_with(&c, THINK_TEMPLATE, true, NULL, SERVE_CACHE_SCOPE_GLOBAL);
     struct reply r, st;
     http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY "}", &r);
     ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
@@ -1471,7 +1514,7 @@ START_TEST(test_serve_core_reasoning_content)
     reply_fini(&r);
     core_stop(&c);
     /* the split off: the raw text, tag included, is the content */
-    core_start_with(&c, THINK_TEMPLATE, false, NULL, false);
+    core_start_with(&c, THINK_TEMPLATE, false, NULL, SERVE_CACHE_SCOPE_GLOBAL);
     http_do(c.port, "POST", "/v1/chat/completions", THINK_BODY "}", &r);
     j = body_json(&r);
     msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
@@ -1563,6 +1606,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_stream_usage_and_logprobs_shape);
     tcase_add_test(tc, test_serve_core_api_keys);
     tcase_add_test(tc, test_serve_core_prefix_cache_scope);
+    tcase_add_test(tc, test_serve_core_prefix_cache_scope_salt);
     tcase_add_test(tc, test_serve_core_structured_json_schema);
     tcase_add_test(tc, test_serve_core_structured_errors);
     tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
