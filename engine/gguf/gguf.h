@@ -97,7 +97,7 @@ void gguf_release_data(struct gguf *g);
 int gguf_sha256_hex(const struct gguf *g, char hex[SHA256_HEX_LEN]);
 /* Whether the file gguf_open mapped is no longer the same at its path: another inode, size or
  * modification time, or gone. False for gguf_parse. When true and `why` is non-NULL, it gets what
- * changed ("size 10 bytes, was 4096"); else "" . A stat(2); any thread. */
+ * changed ("size 10 bytes, was 4096"), else "". A stat(2); any thread. */
 bool gguf_file_changed(const struct gguf *g, char *why, size_t whylen);
 
 uint32_t gguf_version(const struct gguf *g);

@@ -41,7 +41,6 @@ struct serve_api_grammars {
 /* Drops every entry. Call after the last request was handled. */
 void serve_api_grammars_fini(struct serve_api_grammars *c);
 
-/* Everything the handlers need, borrowed for as long as the routes are served. */
 /* Which requests may reuse each other's cached prompt prefixes (--prefix-cache-scope). */
 enum serve_cache_scope {
     SERVE_CACHE_SCOPE_GLOBAL, /* all requests with the same cache_salt (or none) */
@@ -52,6 +51,7 @@ enum serve_cache_scope {
                                  sets a per-tenant salt; the salt is the only isolation */
 };
 
+/* Everything the handlers need, borrowed for as long as the routes are served. */
 struct serve_api {
     const char *model_name;      /* served model name ("model" must match it when sent) */
     const struct tokenizer *tok; /* NULL: only token-id prompts on /v1/completions */

@@ -542,6 +542,58 @@ START_TEST(test_serve_core_fail_engine_faulted)
 }
 END_TEST
 
+/* serve_loop_set_faulted (the model file changed, cmd_serve.c's watcher): a stream already under
+ * way runs to its end ([DONE], every token), while both probes fail and new requests get 503
+ * engine_faulted with Retry-After. */
+START_TEST(test_serve_core_set_faulted_finishes_inflight)
+{
+    struct core c;
+    core_start(&c);
+    int fd = tc_send(c.port, "POST", "/v1/completions",
+                     "{\"prompt\":\"hello\",\"max_tokens\":4000,\"temperature\":0,"
+                     "\"ignore_eos\":true,\"stream\":true}");
+    char *raw = NULL;
+    size_t len = 0;
+    ck_assert(tc_read_until(fd, &raw, &len, "data: "));
+    ck_assert(!serve_loop_faulted(c.loop));
+    serve_loop_set_faulted(c.loop);
+    ck_assert_int_eq(serve_loop_inflight(c.loop), 1); /* 4000 tokens: still running */
+    serve_loop_set_faulted(c.loop);                   /* idempotent */
+    ck_assert(serve_loop_faulted(c.loop));
+    struct reply r;
+    http_do(c.port, "GET", "/live", NULL, &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strstr(r.body, "faulted"));
+    reply_fini(&r);
+    http_do(c.port, "GET", "/health", NULL, &r);
+    ck_assert_int_eq(r.status, 503);
+    reply_fini(&r);
+    http_do(c.port, "POST", "/v1/completions", GREEDY_BODY "}", &r);
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_ptr_nonnull(strcasestr(r.head, "Retry-After: 1"));
+    json_t *j = body_json(&r);
+    ck_assert_str_eq(error_code(j), "engine_faulted");
+    json_decref(j);
+    reply_fini(&r);
+    struct reply st;
+    tc_finish(fd, raw, len, &st);
+    ck_assert_int_eq(st.status, 200);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    ck_assert(done);
+    const char *finish = NULL;
+    char *text = sse_text(events, &finish);
+    ck_assert_str_eq(finish, "length");
+    free(text);
+    json_decref(events);
+    reply_fini(&st);
+    core_wait_idle(&c);
+    ck_assert(metric(c.port, "cinfer_requests_total", "finished_reason=\"length\"") == 1);
+    metric_wait(c.port, "cinfer_generation_tokens_total", NULL, 4000);
+    core_stop(&c);
+}
+END_TEST
+
 /* Steps fail from the 5th on: a stream that already sent tokens ends with one SSE error event
  * (engine_faulted), not with [DONE]. */
 START_TEST(test_serve_core_fail_stream_under_way)
@@ -1594,6 +1646,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_stream_matches_whole);
     tcase_add_test(tc, test_serve_core_cancel_client_gone);
     tcase_add_test(tc, test_serve_core_fail_engine_faulted);
+    tcase_add_test(tc, test_serve_core_set_faulted_finishes_inflight);
     tcase_add_test(tc, test_serve_core_fail_stream_under_way);
     tcase_add_test(tc, test_serve_core_fail_validation_400);
     tcase_add_test(tc, test_serve_core_drain);
