@@ -65,6 +65,8 @@ CUDA_CHECK ?= $(if $(filter 1,$(CUDA) $(SANITIZE) $(FUZZ)),0,1)
 # the full list; `make CUDA=1` and hack/gpu-bundle.sh build every target into build-cuda/).
 CUDA_CHECK_BINS := $(if $(filter 1,$(CUDA_CHECK)),build-cuda-check/bin/cinfer-engine \
                    build-cuda-check/tests/engine/test_backend_cuda)
+# the op suite, when cuda-check built it (a bare `ls` would list the current directory)
+CUDA_CHECK_TEST := $(filter %/test_backend_cuda,$(CUDA_CHECK_BINS))
 
 find_c    = $(shell find $(1) -name '*.c' $(2) 2>/dev/null | sort)
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -152,7 +154,7 @@ venv: $(VENV)/.installed
 test: $(BINS) $(TEST_BINS) $(CORPUS_BINS) $(VENV)/.installed cuda-check
 	$(Q)CINFER_BUILD=$(BUILD) CINFER_SHARED=$(SHARED) CINFER_VENV=$(abspath $(VENV)) \
 	  ./hack/run-tests.sh $(TEST_BINS) $(CORPUS_BINS) \
-	  $$(ls $(filter %/test_backend_cuda,$(CUDA_CHECK_BINS)) 2>/dev/null)
+	  $(if $(CUDA_CHECK_TEST),$$(ls $(CUDA_CHECK_TEST) 2>/dev/null))
 
 # After the CPU build, whose engine and common objects it reuses (CUDA_REUSE, cuda.mk); without a
 # toolkit (hack/cuda-toolkit.sh cannot install one) the check says SKIP and make test goes on.

@@ -750,9 +750,11 @@ static AVX512 void quantize_q8_0_512(const float *x, int k, int8_t *qs, float *d
         float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         d[b] = _cvtsh_ss(_cvtss_sh(db, _MM_FROUND_TO_NEAREST_INT));
         __m512 lim = _mm512_set1_ps(127.0f), v0, v1;
-        const int even = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-        v0 = _mm512_roundscale_ps(_mm512_mul_ps(x0, _mm512_set1_ps(id)), even);
-        v1 = _mm512_roundscale_ps(_mm512_mul_ps(x1, _mm512_set1_ps(id)), even);
+/* halves to even; a macro, since clang wants the immediate as a constant expression */
+#define Q8_EVEN (_MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+        v0 = _mm512_roundscale_ps(_mm512_mul_ps(x0, _mm512_set1_ps(id)), Q8_EVEN);
+        v1 = _mm512_roundscale_ps(_mm512_mul_ps(x1, _mm512_set1_ps(id)), Q8_EVEN);
+#undef Q8_EVEN
         /* NaN/inf lanes become 0 as in the scalar code */
         __mmask16 ok0 = _mm512_cmp_ps_mask(_mm512_abs_ps(v0), lim, _CMP_LE_OQ);
         __mmask16 ok1 = _mm512_cmp_ps_mask(_mm512_abs_ps(v1), lim, _CMP_LE_OQ);
