@@ -6,6 +6,7 @@
 #
 #   hack/serve-sampling-bench.sh [ROUNDS]     (default 3)
 #   CONCURRENCY="16 64" REQUESTS=64 PROMPT=128 GEN=128 THREADS=2 PORT=18094
+#   MODEL=path.gguf VOCAB=N    another model (prompt ids are drawn from [3, VOCAB))
 #
 # Prints one line per run and a summary; engine/BENCHMARKS.md records the numbers.
 set -euo pipefail
@@ -19,12 +20,13 @@ prompt="${PROMPT:-128}"
 gen="${GEN:-128}"
 threads="${THREADS:-2}"
 port="${PORT:-18094}"
-model=build/bench/bench-q8_0.gguf
+model="${MODEL:-build/bench/bench-q8_0.gguf}"
+vocab_n="${VOCAB:-32000}"
 shared="${CINFER_SHARED:-$(cd .. && pwd)/shared}"
 vocab="$shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf"
 
 [ -x "$bin" ] || { echo "serve-sampling-bench: $bin not built (run make)" >&2; exit 1; }
-if [ ! -r "$model" ]; then
+if [ ! -r "$model" ] && [ -z "${MODEL:-}" ]; then
 	mkdir -p build/bench
 	vocab_args=()
 	[ -r "$vocab" ] && vocab_args=(--vocab-from "$vocab")
@@ -47,7 +49,7 @@ done
 curl -fsS "http://127.0.0.1:$port/health" >/dev/null
 
 run() { # run C TEMP: one measured run; prints its generated tok/s
-	hack/loadgen --url "http://127.0.0.1:$port" --vocab 32000 --keep-alive --concurrency "$1" \
+	hack/loadgen --url "http://127.0.0.1:$port" --vocab "$vocab_n" --keep-alive --concurrency "$1" \
 		--requests "$requests" --prompt-tokens "$prompt" --max-tokens "$gen" --warmup "$1" \
 		--temperature "$2" --seed 5 --json "$work/run.json" >/dev/null
 	jq -r '.tokens_per_s' "$work/run.json"
