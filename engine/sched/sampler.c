@@ -230,7 +230,14 @@ static inline float weight_of(float l, int32_t i, float m, float inv_t, struct k
 /* The same two functions on LANES floats at once, in GCC/clang vector extensions (lowered to
  * whatever vector width the compiled clone has). Every operation is the scalar one, lane by lane,
  * so results are bit-identical to exp_nonpos and weight_of. */
-#define VL 8 /* floats per vector: native on AVX2; two per LANES chunk */
+#ifdef __clang__
+/* clang refuses 8-float vector arguments in code built without AVX (the baseline clone), even to
+ * inlined helpers: SSE's width there. Every lane computes the same, so results do not change. */
+#define VL 4
+#else
+#define VL 8 /* floats per vector: native on AVX2 */
+#endif
+#define NV (LANES / VL) /* vectors per LANES chunk */
 typedef float vf __attribute__((vector_size(VL * sizeof(float))));
 typedef int32_t vi __attribute__((vector_size(VL * sizeof(int32_t))));
 
@@ -297,24 +304,28 @@ static inline __attribute__((always_inline)) vf vweight_of(vf l, vi ids, float m
     return vf_select(keep, vexp_nonpos(x), vf_splat(0.0f));
 }
 
+#if VL == 8
 static const vi lane_ids = {0, 1, 2, 3, 4, 5, 6, 7};
-_Static_assert(LANES == 2 * VL, "a LANES chunk is two vectors");
+#else
+static const vi lane_ids = {0, 1, 2, 3};
+#endif
+_Static_assert(LANES % VL == 0, "a LANES chunk is whole vectors");
 
 /* The largest finite value of l[0..n), or -inf when none is finite. */
 SAMPLER_CLONES static float max_finite(const float *l, int n)
 {
-    vf m0 = vf_splat(-INFINITY), m1 = m0;
+    vf mx[NV];
+    for (int h = 0; h < NV; h++) mx[h] = vf_splat(-INFINITY);
     int i = 0;
     for (; i + LANES <= n; i += LANES) {
-        vf v0 = vf_load(l + i), v1 = vf_load(l + i + VL);
-        m0 = vf_select(vf_finite(v0) & (v0 > m0), v0, m0);
-        m1 = vf_select(vf_finite(v1) & (v1 > m1), v1, m1);
+        for (int h = 0; h < NV; h++) {
+            vf v = vf_load(l + i + h * VL);
+            mx[h] = vf_select(vf_finite(v) & (v > mx[h]), v, mx[h]);
+        }
     }
     float best = -INFINITY;
-    for (int k = 0; k < VL; k++) {
-        best = m0[k] > best ? m0[k] : best;
-        best = m1[k] > best ? m1[k] : best;
-    }
+    for (int k = 0; k < VL; k++)
+        for (int h = 0; h < NV; h++) best = mx[h][k] > best ? mx[h][k] : best;
     for (; i < n; i++) {
         float v = finite_or_neg_inf(l[i]);
         best = v > best ? v : best;
@@ -331,15 +342,16 @@ SAMPLER_CLONES static double weigh_blocks(const float *l, int n, float m, float 
     double total = 0.0;
     for (int b0 = 0, bi = 0; b0 < n; b0 += SAMPLER_BLOCK, bi++) {
         int end = b0 + SAMPLER_BLOCK < n ? b0 + SAMPLER_BLOCK : n;
-        vf acc0 = vf_splat(0.0f), acc1 = acc0;
+        vf acc[NV];
+        for (int h = 0; h < NV; h++) acc[h] = vf_splat(0.0f);
         int i = b0;
-        for (; i + LANES <= end; i += LANES) {
-            acc0 += vweight_of(vf_load(l + i), lane_ids + i, m, inv_t, keep);
-            acc1 += vweight_of(vf_load(l + i + VL), lane_ids + (i + VL), m, inv_t, keep);
-        }
+        for (; i + LANES <= end; i += LANES)
+            for (int h = 0; h < NV; h++)
+                acc[h] +=
+                    vweight_of(vf_load(l + i + h * VL), lane_ids + (i + h * VL), m, inv_t, keep);
         float sum[LANES];
-        memcpy(sum, &acc0, sizeof(acc0));
-        memcpy(sum + VL, &acc1, sizeof(acc1));
+        _Static_assert(sizeof(acc) == sizeof(sum), "one float per lane");
+        memcpy(sum, acc, sizeof(acc));
         for (int k = 0; i < end; i++, k++) sum[k] += weight_of(l[i], i, m, inv_t, keep);
         for (int w = LANES / 2; w > 0; w /= 2)
             for (int k = 0; k < w; k++) sum[k] += sum[k + w];
