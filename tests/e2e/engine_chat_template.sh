@@ -49,9 +49,15 @@ check "unsupported Jinja2 feature: exit 2 naming it" \
 
 # start NAME [flags]: serves in the background, sets $port; failure is a failed check
 start() {
-	serve "$@" >"$tmp/serve.log" 2>&1 &
+	# the binary itself in the background, not the serve function: $! must be the engine, or
+	# stop would kill a subshell and leave the engine running
+	"$bin" serve --model "$model" --port 0 --log-format text --threads 1 "$@" >"$tmp/serve.log" 2>&1 &
 	pid=$!
-	port="$(engine_port "$tmp/serve.log" $((30 * e2e_slow)))" || { cat "$tmp/serve.log"; return 1; }
+	port="$(engine_port "$tmp/serve.log" $((30 * e2e_slow)))" || {
+		cat "$tmp/serve.log"
+		stop
+		return 1
+	}
 }
 stop() {
 	kill "$pid" 2>/dev/null
