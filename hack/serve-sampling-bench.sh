@@ -40,9 +40,10 @@ cleanup() {
 }
 trap cleanup EXIT
 "$bin" serve --model "$model" --port "$port" --threads "$threads" --max-num-seqs 64 \
+	--context-length 512 --kv-cache-bytes 1G \
 	--log-format text >"$work/serve.log" 2>&1 &
 srv=$!
-for _ in $(seq 600); do
+for _ in $(seq 1200); do
 	curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
 	sleep 0.1
 done
