@@ -170,11 +170,11 @@ static const struct cfg_opt serve_opts[] = {
     {"api-key-file", CFG_STRING, O(api_key_file), NULL, 1, 0,
      "File of accepted API keys, one per line ('#' comments), in addition to --api-key", NULL, 0},
     {"prefix-cache-scope", CFG_STRING, O(prefix_cache_scope), "global", 1, 0,
-     "Which requests share cached prompt prefixes: global (all, within a cache_salt), key "
-     "(only those of the same API key: one tenant cannot probe another's prompts through "
+     "Which requests share cached prompt prefixes: global (all, within a cache_salt), key or "
+     "api-key (only those of the same API key: one tenant cannot probe another's prompts through "
      "cached_tokens or latency), or salt (only those of the same cache_salt, required in every "
      "request: for a gateway that authenticates tenants and sets a salt per tenant)",
-     "global|key|salt", 0},
+     "global|key|api-key|salt", 0},
     {"allowed-origins", CFG_STRING, O(allowed_origins), NULL, 1, 0,
      "CORS: comma-separated origins browsers may call the API from (\"https://app.example.com\"), "
      "or \"*\" for any; default none",
@@ -381,6 +381,12 @@ static int serve_offload_gate(const char *name)
                                          : KV_SLOTS_GATE_PROMPT;
 }
 
+/* --prefix-cache-scope key, or api-key as the issue tracker and the docs of other servers say it. */
+static bool scope_is_key(const char *scope)
+{
+    return strcmp(scope, "key") == 0 || strcmp(scope, "api-key") == 0;
+}
+
 /* The chat template: --chat-template, else the model's tokenizer.chat_template (rendered by the
  * Jinja interpreter), else chatml with a warning. A template that cannot be used fails start-up. */
 static int serve_chat_template(struct serve_state *s)
@@ -482,7 +488,7 @@ static int serve_load(struct serve_state *s)
         .max_queue = c->max_queue,
         .created = (long long)time(NULL),
         .auth = s->auth,
-        .prefix_cache_scope = !strcmp(c->prefix_cache_scope, "key")    ? SERVE_CACHE_SCOPE_KEY
+        .prefix_cache_scope = scope_is_key(c->prefix_cache_scope)      ? SERVE_CACHE_SCOPE_KEY
                               : !strcmp(c->prefix_cache_scope, "salt") ? SERVE_CACHE_SCOPE_SALT
                                                                        : SERVE_CACHE_SCOPE_GLOBAL,
         .content_special_tokens = c->chat_content_special_tokens,
@@ -627,7 +633,7 @@ static bool serve_auth_setup(struct serve_state *s)
         }
         log_info("api keys", LOG_I("keys", (long long)serve_auth_count(s->auth)));
     }
-    if (strcmp(c->prefix_cache_scope, "key") == 0 && !s->auth) {
+    if (scope_is_key(c->prefix_cache_scope) && !s->auth) {
         log_error("--prefix-cache-scope key needs API keys (--api-key or --api-key-file)");
         return false;
     }
