@@ -5,29 +5,16 @@
 # the shared data is absent. Ends with exactly one line: engine_generate: N passed, M failed
 set -uo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-bin="${CINFER_ENGINE_BIN:-$root/${CINFER_BUILD:-build}/bin/cinfer-engine}"
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+root="$e2e_root"
+bin="${CINFER_ENGINE_BIN:-$e2e_bin/cinfer-engine}"
 shared="${CINFER_SHARED:-$root/../shared}"
 models="$shared/models/tinyllamas"
 refs="$shared/testdata/llamacpp"
-passed=0
-failed=0
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-
-ok() {
-	passed=$((passed + 1))
-	echo "ok - $*"
-}
-not_ok() {
-	failed=$((failed + 1))
-	echo "not ok - $*"
-}
-finish() {
-	echo "engine_generate: $passed passed, $failed failed"
-	[ "$failed" -eq 0 ]
-	exit
-}
 
 if [ ! -r "$models/stories260K.gguf" ] || [ ! -r "$refs/stories260K-F32.p1.json" ]; then
 	echo "SKIP: $models or $refs not present (shared test data is optional)"

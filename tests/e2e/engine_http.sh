@@ -28,11 +28,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-finish() {
-	summary
-	exit
-}
-
 if [ ! -x "$bin" ]; then
 	not_ok "engine binary $bin exists (run make first)"
 	finish

@@ -30,17 +30,6 @@ export PYTHONDONTWRITEBYTECODE=1
 tmp="$(mktemp -d /tmp/cinfer-engine-serve.XXXXXX)"
 declare -A pids=() ports=()
 
-finish() {
-	local f
-	if [ "$failed" -gt 0 ] && [ -d "$tmp" ]; then
-		for f in "$tmp"/*.log; do
-			[ -e "$f" ] || continue
-			grep -aE 'ERROR|Sanitizer|runtime error' "$f" | head -n 5 | sed "s|^|    $(basename "$f" .log): |"
-		done
-	fi
-	summary
-	exit
-}
 # shellcheck disable=SC2317 # called by the EXIT trap
 cleanup() {
 	local n

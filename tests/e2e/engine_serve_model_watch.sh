@@ -22,24 +22,7 @@ LONG_TOKENS=1900 # one forward step each: seconds at this context length, in fli
 tmp="$(mktemp -d /tmp/cinfer-engine-serve-watch.XXXXXX)"
 pid="" port=""
 
-# shellcheck disable=SC2317 # called by the EXIT trap
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-	wait 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-finish() {
-	if [ "$failed" -gt 0 ]; then
-		for f in "$tmp"/*.log; do
-			[ -e "$f" ] || continue
-			grep -aE 'ERROR|WARN|Sanitizer|runtime error' "$f" | head -n 8 | sed "s|^|    $(basename "$f" .log): |"
-		done
-	fi
-	summary
-	exit
-}
+trap cleanup_pid_tmp EXIT
 
 if [ ! -r "$model" ]; then
 	echo "SKIP: $model not present (shared test data is optional)"

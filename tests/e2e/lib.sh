@@ -44,6 +44,28 @@ summary() {
 	echo "$e2e_name: $passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 }
+# finish: ends the script. After a failure it first shows the ERROR/WARN/sanitizer lines of every
+# $tmp/*.log (when the script keeps its servers' logs there), then prints the summary line and exits
+# with its status.
+finish() {
+	local f
+	if [ "$failed" -gt 0 ] && [ -n "${tmp:-}" ] && [ -d "$tmp" ]; then
+		for f in "$tmp"/*.log; do
+			[ -e "$f" ] || continue
+			grep -aE 'ERROR|WARN|Sanitizer|runtime error' "$f" | head -n 8 | sed "s|^|    $(basename "$f" .log): |"
+		done
+	fi
+	summary
+	exit
+}
+# cleanup_pid_tmp: the EXIT trap of a script that runs one process at a time (its pid in $pid) and
+# keeps its files in $tmp: kills the process, reaps children, removes $tmp.
+# shellcheck disable=SC2317 # called by the EXIT trap
+cleanup_pid_tmp() {
+	[ -n "${pid:-}" ] && kill -KILL "$pid" 2>/dev/null
+	wait 2>/dev/null
+	[ -z "${tmp:-}" ] || rm -rf "$tmp"
+}
 # engine_port LOG SECONDS: waits for `cinfer-engine serve`'s "serving ... port=N" line in LOG and
 # prints N (serve --port 0 logs the kernel's choice there); fails after SECONDS.
 engine_port() {

@@ -14,16 +14,7 @@ tmp="$(mktemp -d)"
 pid=""
 source "$root/tests/e2e/lib.sh"
 
-cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-finish() {
-	summary
-	exit
-}
+trap cleanup_pid_tmp EXIT
 
 if [ ! -x "$bin" ]; then
 	not_ok "engine binary $bin exists (run make first)"
