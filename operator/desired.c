@@ -339,6 +339,39 @@ static int model_volumes(const struct model_uri *m, const struct desired_sizes *
     return rc ? ERR_NOMEM : 0;
 }
 
+static bool path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0);
+}
+
+/* A file:// model or draft inside the directory where the other one's volume is mounted would be
+ * hidden by that mount and missing when the engine starts: refused with the reason. */
+static int check_shadowing(const struct model_uri *m, const struct desired_speculative *sp,
+                           char *err, size_t errlen)
+{
+    const struct model_uri *d = &sp->draft_uri;
+    bool draft_own_volume = model_uri_is_download(d) ||
+                            (d->kind == MODEL_URI_PVC &&
+                             !(m->kind == MODEL_URI_PVC && strcmp(m->claim, d->claim) == 0));
+    if (d->kind == MODEL_URI_FILE && m->kind != MODEL_URI_FILE &&
+        path_under(d->path, DESIRED_MODEL_DIR)) {
+        snprintf(err, errlen,
+                 "spec.engine.speculative.draftModel.uri: %s is hidden by the model's volume at "
+                 "%s; use a path outside it (or pvc:// on the model's claim)",
+                 d->path, DESIRED_MODEL_DIR);
+        return ERR_INVAL;
+    }
+    if (m->kind == MODEL_URI_FILE && draft_own_volume && path_under(m->path, DESIRED_DRAFT_DIR)) {
+        snprintf(err, errlen,
+                 "spec.model.uri: %s is hidden by the draft model's volume at %s; use a path "
+                 "outside it",
+                 m->path, DESIRED_DRAFT_DIR);
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
 /* Volumes and the engine's mounts for the draft model; sets *path. A pvc:// draft on the model's
  * own claim is read through the model's mount, anything else gets the volume "draft-model" at
  * DESIRED_DRAFT_DIR: its claim read-only, or the emptyDir fetch-model downloads into. */
@@ -441,6 +474,7 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
         rc = volumes && mounts
                  ? model_volumes(&m, &sz, volumes, mounts, model_path, sizeof(model_path))
                  : ERR_NOMEM;
+    if (!rc && sp.draft) rc = check_shadowing(&m, &sp, err, errlen);
     if (!rc && sp.draft)
         rc = draft_volumes(&sp, &m, &sz, volumes, mounts, draft_path, sizeof(draft_path));
     if (!rc) rc = engine_args(isvc, model_path, s, &sp, draft_path, &args, err, errlen);

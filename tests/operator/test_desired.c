@@ -769,6 +769,46 @@ START_TEST(test_desired_speculative_invalid)
         ck_assert_str_eq(err2, err);
         json_decref(isvc);
     }
+    /* a file:// path inside the other model's mounted volume would be hidden by the mount */
+    static const struct {
+        const char *model, *draft, *want;
+    } hidden[] = {
+        {"pvc://c/m.gguf", "file:///models/d.gguf", "draftModel.uri: /models/d.gguf is hidden"},
+        {"https://h/m.gguf", "file:///models", "is hidden by the model's volume at /models"},
+        {"file:///draft-model/m.gguf", "hf://o/r/d.gguf",
+         "spec.model.uri: /draft-model/m.gguf is hidden by the draft model's volume"},
+        {"file:///draft-model/m.gguf", "pvc://c/d.gguf", "is hidden by the draft model's volume"},
+    };
+    for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
+        char spec[512], e[256] = "";
+        json_t *d;
+        snprintf(spec, sizeof(spec),
+                 "{\"model\":{\"uri\":\"%s\"},\"engine\":{\"speculative\":{\"method\":"
+                 "\"draft\",\"draftModel\":{\"uri\":\"%s\"}}}}",
+                 hidden[i].model, hidden[i].draft);
+        ck_assert_msg(build(spec, &d, e, sizeof(e)) == ERR_INVAL, "accepted %s", spec);
+        ck_assert_msg(strstr(e, hidden[i].want) != NULL, "%s: \"%s\"", spec, e);
+    }
+    /* ... but not where nothing is mounted over it */
+    static const struct {
+        const char *model, *draft;
+    } fine[] = {
+        {"file:///models/m.gguf", "file:///models/d.gguf"},
+        {"pvc://c/m.gguf", "file:///models-extra/d.gguf"},
+        {"pvc://c/m.gguf", "pvc://c/d.gguf"},
+        {"file:///draft-model/m.gguf", "file:///draft-model/d.gguf"},
+        {"file:///draft-modelx/m.gguf", "hf://o/r/d.gguf"},
+    };
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        char spec[512], e[256] = "";
+        json_t *d;
+        snprintf(spec, sizeof(spec),
+                 "{\"model\":{\"uri\":\"%s\"},\"engine\":{\"speculative\":{\"method\":"
+                 "\"draft\",\"draftModel\":{\"uri\":\"%s\"}}}}",
+                 fine[i].model, fine[i].draft);
+        ck_assert_msg(build(spec, &d, e, sizeof(e)) == 0, "%s: %s", spec, e);
+        json_decref(d);
+    }
     /* null is "not set", as an absent field */
     json_t *dep;
     char err[256] = "";
