@@ -85,8 +85,36 @@ static int add_int_flag(json_t *args, const json_t *engine, const char *field, c
                : 0;
 }
 
+/* The engine's speculative-decoding flags from spec.engine.speculative (parsed): --speculative
+ * whenever the field is set (so "none" stays none whatever the engine's default becomes),
+ * --num-speculative-tokens when numTokens is, --draft-model with the draft's path in the pod. */
+static int speculative_args(json_t *args, const struct desired_speculative *sp,
+                            const char *draft_path)
+{
+    static const char *const names[] = {[DESIRED_SPEC_NONE] = "none",
+                                        [DESIRED_SPEC_NGRAM] = "ngram",
+                                        [DESIRED_SPEC_DRAFT] = "draft"};
+    if (sp->method == DESIRED_SPEC_UNSET) return 0;
+    if (json_array_append_new(args, json_string("--speculative")) ||
+        json_array_append_new(args, json_string(names[sp->method])))
+        return ERR_NOMEM;
+    if (sp->method != DESIRED_SPEC_NONE && sp->num_tokens > 0) {
+        char num[16];
+        snprintf(num, sizeof(num), "%d", sp->num_tokens);
+        if (json_array_append_new(args, json_string("--num-speculative-tokens")) ||
+            json_array_append_new(args, json_string(num)))
+            return ERR_NOMEM;
+    }
+    if (sp->method == DESIRED_SPEC_DRAFT &&
+        (json_array_append_new(args, json_string("--draft-model")) ||
+         json_array_append_new(args, json_string(draft_path))))
+        return ERR_NOMEM;
+    return 0;
+}
+
 static int engine_args(const json_t *isvc, const char *model_path, const struct desired_settings *s,
-                       json_t **out, char *err, size_t errlen)
+                       const struct desired_speculative *sp, const char *draft_path, json_t **out,
+                       char *err, size_t errlen)
 {
     const json_t *spec = json_object_get(isvc, "spec");
     const json_t *engine = json_object_get(spec, "engine");
@@ -124,6 +152,7 @@ static int engine_args(const json_t *isvc, const char *model_path, const struct 
     }
     if (!rc && json_is_false(json_object_get(engine, "prefixCaching")))
         rc = json_array_append_new(args, json_string("--no-prefix-caching")) ? ERR_NOMEM : 0;
+    if (!rc) rc = speculative_args(args, sp, draft_path);
     size_t i;
     json_t *extra;
     json_array_foreach(json_object_get(engine, "extraArgs"), i, extra)
@@ -195,22 +224,25 @@ static json_t *http_probe(const char *path, int period, int failures)
                      "periodSeconds", period, "failureThreshold", failures, "timeoutSeconds", 2);
 }
 
-/* The fetch-model init container for https:// and hf:// models. */
-static json_t *fetch_container(const json_t *model, const char *image, const char *pull,
-                               const char *model_path, const struct desired_sizes *sz)
+/* A fetch-model init container for an https:// or hf:// model: `src` (borrowed) is spec.model or
+ * spec.engine.speculative.draftModel (uri, sha256, tokenSecretRef); it writes `path` in the
+ * emptyDir `volume` mounted at `dir`, at most `max_bytes`. */
+static json_t *fetch_container(const char *name, const json_t *src, const char *volume,
+                               const char *dir, const char *path, unsigned long long max_bytes,
+                               const char *image, const char *pull)
 {
     char max[32];
-    snprintf(max, sizeof(max), "%llu", sz->download_max_bytes);
+    snprintf(max, sizeof(max), "%llu", max_bytes);
     json_t *args =
-        json_pack("[s, s, s, s, s]", "fetch-model",
-                  json_string_value(json_object_get(model, "uri")), model_path, "--max-bytes", max);
-    const char *sha = json_util_str_at(model, "sha256", NULL);
+        json_pack("[s, s, s, s, s]", "fetch-model", json_string_value(json_object_get(src, "uri")),
+                  path, "--max-bytes", max);
+    const char *sha = json_util_str_at(src, "sha256", NULL);
     if (args && sha) {
         json_array_append_new(args, json_string("--sha256"));
         json_array_append_new(args, json_string(sha));
     }
     json_t *env = json_array();
-    const json_t *ref = json_object_get(model, "tokenSecretRef");
+    const json_t *ref = json_object_get(src, "tokenSecretRef");
     if (env && ref) {
         const char *key = json_util_str_at(ref, "key", NULL);
         json_array_append_new(env,
@@ -219,20 +251,20 @@ static json_t *fetch_container(const json_t *model, const char *image, const cha
                                         "key", key ? key : "HF_TOKEN"));
     }
     return json_pack("{s:s, s:s, s:s, s:[s], s:o, s:o, s:[{s:s, s:s}, {s:s, s:s}], s:o}", "name",
-                     "fetch-model", "image", image, "imagePullPolicy", pull, "command",
-                     "cinfer-engine", "args", args, "env", env, "volumeMounts", "name", "model",
-                     "mountPath", DESIRED_MODEL_DIR, "name", "tmp", "mountPath", "/tmp",
-                     "securityContext", container_security_context());
+                     name, "image", image, "imagePullPolicy", pull, "command", "cinfer-engine",
+                     "args", args, "env", env, "volumeMounts", "name", volume, "mountPath", dir,
+                     "name", "tmp", "mountPath", "/tmp", "securityContext",
+                     container_security_context());
 }
 
-/* The verify-model init container for a model that is not downloaded (file://, pvc://) when the
- * spec gives spec.model.sha256: fetch-model --verify hashes the file the engine is about to map and
+/* A verify-model init container (`name`) for a model that is not downloaded (file://, pvc://) when
+ * the spec gives its sha256: fetch-model --verify hashes the file the engine is about to map and
  * fails the pod (reason ModelVerifyFailed) on a mismatch. `mounts` (borrowed) are the engine's. */
-static json_t *verify_container(const char *sha, const char *image, const char *pull,
-                                const char *model_path, const json_t *mounts)
+static json_t *verify_container(const char *name, const char *sha, const char *image,
+                                const char *pull, const char *model_path, const json_t *mounts)
 {
-    return json_pack("{s:s, s:s, s:s, s:[s], s:[s, s, s, s, s], s:O, s:o}", "name", "verify-model",
-                     "image", image, "imagePullPolicy", pull, "command", "cinfer-engine", "args",
+    return json_pack("{s:s, s:s, s:s, s:[s], s:[s, s, s, s, s], s:O, s:o}", "name", name, "image",
+                     image, "imagePullPolicy", pull, "command", "cinfer-engine", "args",
                      "fetch-model", "--verify", model_path, "--sha256", sha, "volumeMounts", mounts,
                      "securityContext", container_security_context());
 }
@@ -307,6 +339,71 @@ static int model_volumes(const struct model_uri *m, const struct desired_sizes *
     return rc ? ERR_NOMEM : 0;
 }
 
+static bool path_under(const char *path, const char *dir)
+{
+    size_t n = strlen(dir);
+    return strncmp(path, dir, n) == 0 && (path[n] == '/' || path[n] == 0);
+}
+
+/* A file:// model or draft inside the directory where the other one's volume is mounted would be
+ * hidden by that mount and missing when the engine starts: refused with the reason. */
+static int check_shadowing(const struct model_uri *m, const struct desired_speculative *sp,
+                           char *err, size_t errlen)
+{
+    const struct model_uri *d = &sp->draft_uri;
+    bool draft_own_volume = model_uri_is_download(d) ||
+                            (d->kind == MODEL_URI_PVC &&
+                             !(m->kind == MODEL_URI_PVC && strcmp(m->claim, d->claim) == 0));
+    if (d->kind == MODEL_URI_FILE && m->kind != MODEL_URI_FILE &&
+        path_under(d->path, DESIRED_MODEL_DIR)) {
+        snprintf(err, errlen,
+                 "spec.engine.speculative.draftModel.uri: %s is hidden by the model's volume at "
+                 "%s; use a path outside it (or pvc:// on the model's claim)",
+                 d->path, DESIRED_MODEL_DIR);
+        return ERR_INVAL;
+    }
+    if (m->kind == MODEL_URI_FILE && draft_own_volume && path_under(m->path, DESIRED_DRAFT_DIR)) {
+        snprintf(err, errlen,
+                 "spec.model.uri: %s is hidden by the draft model's volume at %s; use a path "
+                 "outside it",
+                 m->path, DESIRED_DRAFT_DIR);
+        return ERR_INVAL;
+    }
+    return 0;
+}
+
+/* Volumes and the engine's mounts for the draft model; sets *path. A pvc:// draft on the model's
+ * own claim is read through the model's mount, anything else gets the volume "draft-model" at
+ * DESIRED_DRAFT_DIR: its claim read-only, or the emptyDir fetch-model downloads into. */
+static int draft_volumes(const struct desired_speculative *sp, const struct model_uri *model,
+                         const struct desired_sizes *sz, json_t *volumes, json_t *mounts,
+                         char *path, size_t pathlen)
+{
+    const struct model_uri *d = &sp->draft_uri;
+    int rc = 0;
+    switch (d->kind) {
+    case MODEL_URI_FILE: snprintf(path, pathlen, "%s", d->path); return 0;
+    case MODEL_URI_PVC:
+        if (model->kind == MODEL_URI_PVC && strcmp(model->claim, d->claim) == 0) {
+            snprintf(path, pathlen, "%s/%s", DESIRED_MODEL_DIR, d->path);
+            return 0;
+        }
+        rc |= json_array_append_new(volumes, json_pack("{s:s, s:{s:s, s:b}}", "name", "draft-model",
+                                                       "persistentVolumeClaim", "claimName",
+                                                       d->claim, "readOnly", 1));
+        snprintf(path, pathlen, "%s/%s", DESIRED_DRAFT_DIR, d->path);
+        break;
+    case MODEL_URI_HTTPS:
+    case MODEL_URI_HF:
+        rc |= json_array_append_new(volumes, desired_draft_download_volume(sz));
+        snprintf(path, pathlen, "%s/%s", DESIRED_DRAFT_DIR, DESIRED_DRAFT_FILE);
+        break;
+    }
+    rc |= json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "draft-model",
+                                                  "mountPath", DESIRED_DRAFT_DIR, "readOnly", 1));
+    return rc ? ERR_NOMEM : 0;
+}
+
 /* Copies spec.<field> into the pod spec when present (fields the operator passes through as-is). */
 static void copy_field(json_t *dst, const json_t *spec, const char *field)
 {
@@ -367,29 +464,52 @@ int desired_deployment(const json_t *isvc, const struct desired_settings *s, jso
     if (!pull) pull = s->image_pull_policy ? s->image_pull_policy : "IfNotPresent";
 
     struct desired_sizes sz;
+    struct desired_speculative sp;
     json_t *volumes = json_array(), *mounts = json_array(), *args = NULL, *env = NULL;
     json_t *resources = NULL, *init = NULL, *dep = NULL;
-    char model_path[4200];
+    char model_path[4200], draft_path[4200] = "";
     rc = desired_sizes_compute(isvc, s, &sz, err, errlen);
+    if (!rc) rc = desired_speculative_parse(isvc, &sp, err, errlen);
     if (!rc)
         rc = volumes && mounts
                  ? model_volumes(&m, &sz, volumes, mounts, model_path, sizeof(model_path))
                  : ERR_NOMEM;
-    if (!rc) rc = engine_args(isvc, model_path, s, &args, err, errlen);
+    if (!rc && sp.draft) rc = check_shadowing(&m, &sp, err, errlen);
+    if (!rc && sp.draft)
+        rc = draft_volumes(&sp, &m, &sz, volumes, mounts, draft_path, sizeof(draft_path));
+    if (!rc) rc = engine_args(isvc, model_path, s, &sp, draft_path, &args, err, errlen);
     if (!rc) rc = kv_offload_spec(engine, &sz, args, volumes, mounts);
     if (!rc) rc = engine_env(spec, &env, err, errlen);
     if (!rc) rc = desired_resources(isvc, &sz, model_uri_is_download(&m), &resources);
     if (rc) goto out;
-    /* Downloads are verified by fetch-model; a model already on disk by verify-model. */
+    /* Downloads are verified by fetch-model; a model already on disk by verify-model. The draft
+     * model the same way, after the model. */
     const char *sha = json_string_value(json_object_get(model, "sha256"));
-    if (model_uri_is_download(&m))
-        init = json_pack("[o]", fetch_container(model, image, pull, model_path, &sz));
-    else if (sha)
-        init = json_pack("[o]", verify_container(sha, image, pull, model_path, mounts));
-    if ((model_uri_is_download(&m) || sha) && !init) { /* never a pod that skips its check */
+    const char *dsha = sp.draft ? json_string_value(json_object_get(sp.draft, "sha256")) : NULL;
+    init = json_array();
+    rc = init ? 0 : ERR_NOMEM;
+    if (!rc && model_uri_is_download(&m))
+        rc = json_array_append_new(init,
+                                   fetch_container("fetch-model", model, "model", DESIRED_MODEL_DIR,
+                                                   model_path, sz.download_max_bytes, image, pull));
+    else if (!rc && sha)
+        rc = json_array_append_new(
+            init, verify_container("verify-model", sha, image, pull, model_path, mounts));
+    if (!rc && sz.draft_download)
+        rc = json_array_append_new(
+            init, fetch_container("fetch-draft-model", sp.draft, "draft-model", DESIRED_DRAFT_DIR,
+                                  draft_path, sz.draft_download_max_bytes, image, pull));
+    else if (!rc && dsha)
+        rc = json_array_append_new(
+            init, verify_container("verify-draft-model", dsha, image, pull, draft_path, mounts));
+    if (rc) { /* never a pod that skips its check */
         rc = ERR_NOMEM;
-        snprintf(err, errlen, "out of memory building the init container");
+        snprintf(err, errlen, "out of memory building the init containers");
         goto out;
+    }
+    if (json_array_size(init) == 0) {
+        json_decref(init);
+        init = NULL;
     }
 
     json_t *container = json_pack(

@@ -15,11 +15,11 @@
 
 #define MIB                (1ull << 20)
 #define GIB                (1ull << 30)
-#define MODEL_BYTES_MAX    (1ull << 50) /* 1 PiB: anything larger is a typo */
-#define OVERHEAD_FIXED     (512 * MIB)  /* activations, HTTP buffers, tokenizer, allocator slack */
-#define OVERHEAD_MODEL_DIV 16           /* plus 1/16 of the model (dequantized scratch rows etc.) */
-#define DOWNLOAD_SLACK_DIV 10           /* emptyDir sizeLimit = the byte limit + 10% */
-#define TMP_VOLUME_LIMIT   "64Mi"       /* /tmp: the engine and fetch-model write nothing there */
+#define MODEL_BYTES_MAX    DESIRED_BYTES_MAX
+#define OVERHEAD_FIXED     (512 * MIB) /* activations, HTTP buffers, tokenizer, allocator slack */
+#define OVERHEAD_MODEL_DIV 16          /* plus 1/16 of the model (dequantized scratch rows etc.) */
+#define DOWNLOAD_SLACK_DIV 10          /* emptyDir sizeLimit = the byte limit + 10% */
+#define TMP_VOLUME_LIMIT   "64Mi"      /* /tmp: the engine and fetch-model write nothing there */
 
 /* Bytes as the API server writes a quantity: whole Gi when exact, else Mi rounded up. */
 static void format_bytes(unsigned long long b, char *out, size_t outlen)
@@ -85,17 +85,42 @@ int desired_sizes_compute(const json_t *isvc, const struct desired_settings *s,
             return ERR_INVAL;
         }
     }
+    /* spec.engine.speculative.draftModel (issue #17): a second file, fetched like the model into
+     * its own volume and mapped next to it. */
+    struct desired_speculative sp;
+    int rc = desired_speculative_parse(isvc, &sp, err, errlen);
+    if (rc) return rc;
+    if (sp.draft) {
+        sz.draft = true;
+        sz.draft_download = model_uri_is_download(&sp.draft_uri);
+        sz.draft_model_bytes = sp.draft_bytes;
+        if (sz.draft_download) {
+            sz.draft_download_max_bytes = sp.draft_bytes ? sp.draft_bytes : s->download_limit_bytes;
+            sz.draft_download_volume_bytes =
+                sz.draft_download_max_bytes + sz.draft_download_max_bytes / DOWNLOAD_SLACK_DIV;
+        }
+    }
     sz.download_max_bytes = sz.model_bytes ? sz.model_bytes : s->download_limit_bytes;
     sz.download_volume_bytes = sz.download_max_bytes + sz.download_max_bytes / DOWNLOAD_SLACK_DIV;
     *out = sz;
     return 0;
 }
 
-json_t *desired_download_volume(const struct desired_sizes *sz)
+static json_t *download_volume(const char *name, unsigned long long bytes)
 {
     char limit[32];
-    format_bytes(sz->download_volume_bytes, limit, sizeof(limit));
-    return json_pack("{s:s, s:{s:s}}", "name", "model", "emptyDir", "sizeLimit", limit);
+    format_bytes(bytes, limit, sizeof(limit));
+    return json_pack("{s:s, s:{s:s}}", "name", name, "emptyDir", "sizeLimit", limit);
+}
+
+json_t *desired_download_volume(const struct desired_sizes *sz)
+{
+    return download_volume("model", sz->download_volume_bytes);
+}
+
+json_t *desired_draft_download_volume(const struct desired_sizes *sz)
+{
+    return download_volume("draft-model", sz->draft_download_volume_bytes);
 }
 
 json_t *desired_tmp_volume(void)
@@ -141,19 +166,27 @@ int desired_resources(const json_t *isvc, const struct desired_sizes *sz, int do
         snprintf(q, sizeof(q), "%lld", t > 0 ? t : 1);
         rc = set_default(r, "cpu", q, 0);
     }
-    if (!rc && sz->model_bytes && !user_sets(user, "memory")) {
-        unsigned long long m = sz->model_bytes, overhead = OVERHEAD_FIXED + m / OVERHEAD_MODEL_DIV,
+    /* A draft model's weights are mapped like the model's and count with them; a draft of unknown
+     * size leaves memory without a default, as the model of unknown size does. */
+    if (!rc && sz->model_bytes && (!sz->draft || sz->draft_model_bytes) &&
+        !user_sets(user, "memory")) {
+        unsigned long long m = sz->model_bytes + sz->draft_model_bytes,
+                           overhead = OVERHEAD_FIXED + m / OVERHEAD_MODEL_DIV,
                            mem =
                                sz->kv_bytes ? m + sz->kv_bytes + overhead : (m + overhead) * 4 / 3;
         mem += sz->offload_host_bytes;
         format_bytes(mem, q, sizeof(q));
         rc = set_default(r, "memory", q, 1);
     }
-    /* The download lands in an emptyDir, which counts as ephemeral storage: ask the scheduler for
-     * a node with room for it, only when its size is known (the operator's fallback limit is a
-     * backstop, far above most models, and would make pods unschedulable). */
-    if (!rc && downloads && sz->model_bytes && !user_sets(user, "ephemeral-storage")) {
-        format_bytes(sz->download_volume_bytes, q, sizeof(q));
+    /* A download lands in an emptyDir, which counts as ephemeral storage: ask the scheduler for a
+     * node with room for each download (the model's, the draft model's) whose size is known (the
+     * operator's fallback limit is a backstop, far above most models, and would make pods
+     * unschedulable). */
+    unsigned long long disk =
+        (downloads && sz->model_bytes ? sz->download_volume_bytes : 0) +
+        (sz->draft_download && sz->draft_model_bytes ? sz->draft_download_volume_bytes : 0);
+    if (!rc && disk && !user_sets(user, "ephemeral-storage")) {
+        format_bytes(disk, q, sizeof(q));
         rc = set_default(r, "ephemeral-storage", q, 0);
     }
     if (rc) {

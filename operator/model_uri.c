@@ -26,12 +26,18 @@ static int has_dotdot_segment(const char *p)
 
 int model_uri_parse(const char *uri, struct model_uri *out, char *err, size_t errlen)
 {
+    return model_uri_parse_field(uri, "spec.model.uri", out, err, errlen);
+}
+
+int model_uri_parse_field(const char *uri, const char *field, struct model_uri *out, char *err,
+                          size_t errlen)
+{
     if (!uri || !*uri) {
-        snprintf(err, errlen, "spec.model.uri is empty");
+        snprintf(err, errlen, "%s is empty", field);
         return ERR_INVAL;
     }
     if (has_space_or_ctl(uri)) {
-        snprintf(err, errlen, "spec.model.uri contains whitespace or control characters");
+        snprintf(err, errlen, "%s contains whitespace or control characters", field);
         return ERR_INVAL;
     }
     memset(out, 0, sizeof(*out));

@@ -23,6 +23,10 @@ struct model_uri {
 
 /* Parses `uri` (borrowed; must outlive *out). Returns 0, or ERR_INVAL with a reason in `err`. */
 int model_uri_parse(const char *uri, struct model_uri *out, char *err, size_t errlen);
+/* The same for the URI at `field` (e.g. "spec.engine.speculative.draftModel.uri"), which the
+ * reasons name where they name the field. */
+int model_uri_parse_field(const char *uri, const char *field, struct model_uri *out, char *err,
+                          size_t errlen);
 
 /* True when the model is downloaded at pod start (needs the fetch-model init container). */
 int model_uri_is_download(const struct model_uri *m);

@@ -50,9 +50,11 @@ static bool container_problem(const char *pod, const json_t *statuses, bool init
         /* The download or the checksum itself failed (it ran and exited non-zero); an image that
          * cannot be pulled keeps its own reason, whichever container it is for. */
         bool ran = init && name && strcmp(reason, "CrashLoopBackOff") == 0;
-        p->reason = ran && strcmp(name, "fetch-model") == 0    ? "ModelFetchFailed"
-                    : ran && strcmp(name, "verify-model") == 0 ? "ModelVerifyFailed"
-                                                               : reason;
+        p->reason = ran && strcmp(name, "fetch-model") == 0          ? "ModelFetchFailed"
+                    : ran && strcmp(name, "verify-model") == 0       ? "ModelVerifyFailed"
+                    : ran && strcmp(name, "fetch-draft-model") == 0  ? "DraftModelFetchFailed"
+                    : ran && strcmp(name, "verify-draft-model") == 0 ? "DraftModelVerifyFailed"
+                                                                     : reason;
         snprintf(p->message, sizeof(p->message), "pod %s: container %s: %s%s%s", pod,
                  name ? name : "?", reason, msg ? ": " : "", msg ? msg : "");
         return true;

@@ -67,6 +67,21 @@ done
 check "sha256 on a file:// model accepted" bash -c 'sed "s/^# expect: .*//; s/name: sha-uppercase/name: sha-file/; s/sha256: .*/sha256: $1/" \
 	"$0" | kubectl -n "$2" apply --dry-run=server -f -' "$e2e_root/tests/testdata/crd-invalid/sha-uppercase.yaml" \
 	"$(printf 'ab%.0s' {1..32})" "$ns"
+check "speculative ngram with numTokens accepted" bash -c 'kubectl -n "$0" apply --dry-run=server -f - <<YAML
+apiVersion: serving.cinfer.io/v1alpha1
+kind: InferenceService
+metadata: {name: spec-ngram}
+spec: {model: {uri: "file:///models/m.gguf"}, engine: {speculative: {method: ngram, numTokens: 16}}}
+YAML' "$ns"
+check "speculative draftModel.tokenSecretRef.key defaults to HF_TOKEN" bash -c 'kubectl -n "$0" apply --dry-run=server \
+	-o jsonpath="{.spec.engine.speculative.draftModel.tokenSecretRef.key}" -f - <<YAML | grep -qx HF_TOKEN
+apiVersion: serving.cinfer.io/v1alpha1
+kind: InferenceService
+metadata: {name: spec-draft}
+spec:
+  model: {uri: "file:///models/m.gguf"}
+  engine: {speculative: {method: draft, draftModel: {uri: "hf://o/r/d.gguf", tokenSecretRef: {name: t}}}}
+YAML' "$ns"
 check "apiKeySecretRef.key defaults to api-key" bash -c 'kubectl -n "$0" apply --dry-run=server -o jsonpath="{.spec.security.apiKeySecretRef.key}" \
 	-f "$1" | grep -qx api-key' "$ns" "$e2e_root/crds/examples/secured.yaml"
 
@@ -84,7 +99,7 @@ port1="$(free_port)"
 start_operator op1 "$port1" --identity op1
 check "operator ready (leader, caches synced)" wait_for 30 readyz "$port1"
 check "examples apply" kn apply -f "$e2e_root/crds/examples/"
-for name in stories qwen-gpu llama-pvc chat secured; do
+for name in stories qwen-gpu llama-pvc chat secured qwen-spec; do
 	check "$name: Deployment created" wait_for 30 kn get "deploy/$name"
 	check "$name: Service created" wait_for 30 kn get "svc/$name"
 	check "$name: NetworkPolicy created, owned" wait_for 30 jp_is "networkpolicy/$name" \
@@ -109,6 +124,13 @@ check "hf:// model fetched by an init container" jp_is deploy/qwen-gpu \
 check "pvc:// model mounted read-only" jp_is deploy/llama-pvc \
 	'{.spec.template.spec.volumes[0].persistentVolumeClaim.claimName}/{.spec.template.spec.volumes[0].persistentVolumeClaim.readOnly}' \
 	"models/true"
+check "speculative: the engine gets --speculative, --num-speculative-tokens, --draft-model" jp_has deploy/qwen-spec \
+	'{.spec.template.spec.containers[0].args}' '"--speculative","draft","--num-speculative-tokens","4","--draft-model","/draft-model/draft.gguf"'
+check "speculative: the draft model fetched after the model, into its own volume" jp_is deploy/qwen-spec \
+	'{.spec.template.spec.initContainers[*].name} {.spec.template.spec.initContainers[1].args} {.spec.template.spec.volumes[?(@.name=="draft-model")].emptyDir.sizeLimit}' \
+	'fetch-model fetch-draft-model ["fetch-model","hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf","/draft-model/draft.gguf","--max-bytes","734003200"] 770Mi'
+check "speculative: the draft's size counts in memory ((1100 + 700 + 512 + 112.5) + 1024 -> 3449Mi)" jp_is deploy/qwen-spec \
+	'{.spec.template.spec.containers[0].resources.limits.memory}' "3449Mi"
 # --- hardening: shutdown, API key, checksum, sizes, NetworkPolicy ---------------------------------
 check "engines serve on 10 s after SIGTERM (--shutdown-delay-seconds)" jp_has deploy/stories \
 	'{.spec.template.spec.containers[0].args}' '"--shutdown-delay-seconds","10","--shutdown-timeout","30"'

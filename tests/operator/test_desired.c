@@ -483,6 +483,344 @@ START_TEST(test_desired_kv_offload_invalid)
 }
 END_TEST
 
+/* The engine container's volume mount named `name`, or NULL. */
+static json_t *mount_named(const json_t *dep, const char *name)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(engine_of(dep), "volumeMounts"), i, m)
+    {
+        if (strcmp(json_string_value(json_object_get(m, "name")), name) == 0) return m;
+    }
+    return NULL;
+}
+
+static json_t *volume_named(const json_t *dep, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(pod_spec_of(dep), "volumes"), i, v)
+    {
+        if (strcmp(json_string_value(json_object_get(v, "name")), name) == 0) return v;
+    }
+    return NULL;
+}
+
+static bool args_contain(const json_t *args, const char *a)
+{
+    for (size_t i = 0; i < json_array_size(args); i++)
+        if (strcmp(json_string_value(json_array_get(args, i)), a) == 0) return true;
+    return false;
+}
+
+/* spec.engine.speculative: a draft model downloaded like the model (hf://, its own emptyDir, its
+ * checksum and token), ngram on a pvc:// model, a draft on a second claim checked by
+ * verify-draft-model. */
+START_TEST(test_desired_speculative_golden)
+{
+    check_example("isvc-speculative-draft.json", "speculative-draft.deployment.json", NULL, NULL);
+    check_example("isvc-speculative-ngram.json", "speculative-ngram.deployment.json", NULL, NULL);
+    check_example("isvc-speculative-pvc.json", "speculative-pvc.deployment.json", NULL, NULL);
+}
+END_TEST
+
+/* The flags each method renders, and where the draft model is found in the pod. */
+START_TEST(test_desired_speculative_flags)
+{
+    static const char *const sha =
+        "4f9a1c2b3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8";
+    static const struct {
+        const char *model, *speculative; /* speculative NULL: the field is absent */
+        const char *method, *tokens, *draft_path;
+        const char *draft_init;   /* the draft's init container, or NULL for none */
+        const char *draft_volume; /* "pvc", "emptyDir" or NULL: no volume "draft-model" */
+    } cases[] = {
+        {"file:///m.gguf", NULL, NULL, NULL, NULL, NULL, NULL},
+        {"file:///m.gguf", "{\"method\":\"none\"}", "none", NULL, NULL, NULL, NULL},
+        /* numTokens means nothing with none: not passed */
+        {"file:///m.gguf", "{\"method\":\"none\",\"numTokens\":3}", "none", NULL, NULL, NULL, NULL},
+        {"file:///m.gguf", "{\"method\":\"ngram\"}", "ngram", NULL, NULL, NULL, NULL},
+        {"file:///m.gguf", "{\"method\":\"ngram\",\"numTokens\":16}", "ngram", "16", NULL, NULL,
+         NULL},
+        {"file:///m.gguf", "{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d/s.gguf\"}}",
+         "draft", NULL, "/d/s.gguf", NULL, NULL},
+        {"file:///m.gguf",
+         "{\"method\":\"draft\",\"numTokens\":1,\"draftModel\":{\"uri\":\"file:///d/s.gguf\","
+         "\"sha256\":\"SHA\"}}",
+         "draft", "1", "/d/s.gguf", "verify-draft-model", NULL},
+        /* the model's own claim: read through its mount, no second volume */
+        {"pvc://models/big.gguf",
+         "{\"method\":\"draft\",\"draftModel\":{\"uri\":\"pvc://models/small/s.gguf\"}}", "draft",
+         NULL, "/models/small/s.gguf", NULL, NULL},
+        {"pvc://models/big.gguf",
+         "{\"method\":\"draft\",\"draftModel\":{\"uri\":\"pvc://drafts/"
+         "s.gguf\",\"sha256\":\"SHA\"}}",
+         "draft", NULL, "/draft-model/s.gguf", "verify-draft-model", "pvc"},
+        {"https://h/m.gguf", "{\"method\":\"draft\",\"draftModel\":{\"uri\":\"https://h/s.gguf\"}}",
+         "draft", NULL, "/draft-model/draft.gguf", "fetch-draft-model", "emptyDir"},
+        {"file:///m.gguf",
+         "{\"method\":\"draft\",\"draftModel\":{\"uri\":\"hf://o/r/s.gguf\",\"sha256\":\"SHA\"}}",
+         "draft", NULL, "/draft-model/draft.gguf", "fetch-draft-model", "emptyDir"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char spec[1024], sp[512] = "", err[256] = "";
+        const char *sha_at = cases[i].speculative ? strstr(cases[i].speculative, "SHA") : NULL;
+        if (sha_at)
+            snprintf(sp, sizeof(sp), "%.*s%s%s", (int)(sha_at - cases[i].speculative),
+                     cases[i].speculative, sha, sha_at + 3);
+        else if (cases[i].speculative)
+            snprintf(sp, sizeof(sp), "%s", cases[i].speculative);
+        if (cases[i].speculative)
+            snprintf(spec, sizeof(spec),
+                     "{\"model\":{\"uri\":\"%s\"},\"engine\":{\"speculative\":%s}}", cases[i].model,
+                     sp);
+        else
+            snprintf(spec, sizeof(spec), "{\"model\":{\"uri\":\"%s\"}}", cases[i].model);
+        json_t *dep;
+        ck_assert_msg(build(spec, &dep, err, sizeof(err)) == 0, "case %zu: %s", i, err);
+        json_t *args = json_object_get(engine_of(dep), "args");
+        if (cases[i].method)
+            ck_assert_msg(args_have(args, "--speculative", cases[i].method), "case %zu", i);
+        else
+            ck_assert_msg(!args_contain(args, "--speculative"), "case %zu", i);
+        if (cases[i].tokens)
+            ck_assert_msg(args_have(args, "--num-speculative-tokens", cases[i].tokens), "case %zu",
+                          i);
+        else
+            ck_assert_msg(!args_contain(args, "--num-speculative-tokens"), "case %zu", i);
+        if (cases[i].draft_path)
+            ck_assert_msg(args_have(args, "--draft-model", cases[i].draft_path), "case %zu", i);
+        else
+            ck_assert_msg(!args_contain(args, "--draft-model"), "case %zu", i);
+        /* the model's own check comes first; the draft's (if any) after it */
+        json_t *inits = json_object_get(pod_spec_of(dep), "initContainers");
+        size_t model_inits = strncmp(cases[i].model, "https://", 8) == 0 ? 1 : 0;
+        ck_assert_uint_eq(json_array_size(inits), model_inits + (cases[i].draft_init ? 1 : 0));
+        if (cases[i].draft_init) {
+            json_t *c = json_array_get(inits, model_inits), *cargs = json_object_get(c, "args");
+            ck_assert_str_eq(json_string_value(json_object_get(c, "name")), cases[i].draft_init);
+            if (strcmp(cases[i].draft_init, "verify-draft-model") == 0) {
+                /* it hashes the very file the engine maps, through the engine's mounts */
+                ck_assert(args_have(cargs, "--verify", cases[i].draft_path));
+                ck_assert(args_have(cargs, "--sha256", sha));
+                ck_assert(json_equal(json_object_get(c, "volumeMounts"),
+                                     json_object_get(engine_of(dep), "volumeMounts")));
+            } else {
+                ck_assert_str_eq(json_string_value(json_array_get(cargs, 2)), cases[i].draft_path);
+                ck_assert(args_have(cargs, "--max-bytes", "68719476736")); /* no sizeBytes */
+                ck_assert(sha_at ? args_have(cargs, "--sha256", sha)
+                                 : !args_contain(cargs, "--sha256"));
+                json_t *m = json_array_get(json_object_get(c, "volumeMounts"), 0);
+                ck_assert_str_eq(json_string_value(json_object_get(m, "name")), "draft-model");
+                ck_assert_ptr_null(json_object_get(m, "readOnly")); /* it writes there */
+            }
+        }
+        json_t *v = volume_named(dep, "draft-model"), *m = mount_named(dep, "draft-model");
+        if (cases[i].draft_volume) {
+            ck_assert_msg(v && m, "case %zu: no draft-model volume", i);
+            ck_assert(json_is_true(json_object_get(m, "readOnly")));
+            ck_assert_str_eq(json_string_value(json_object_get(m, "mountPath")), "/draft-model");
+            if (strcmp(cases[i].draft_volume, "pvc") == 0) {
+                json_t *pvc = json_object_get(v, "persistentVolumeClaim");
+                ck_assert_str_eq(json_string_value(json_object_get(pvc, "claimName")), "drafts");
+                ck_assert(json_is_true(json_object_get(pvc, "readOnly")));
+            } else {
+                ck_assert_str_eq(
+                    json_string_value(json_object_get(json_object_get(v, "emptyDir"), "sizeLimit")),
+                    "72090Mi"); /* the operator's limit + 10% */
+            }
+        } else {
+            ck_assert_msg(!v && !m, "case %zu: unexpected draft-model volume", i);
+        }
+        json_decref(dep);
+    }
+}
+END_TEST
+
+/* The draft's sizeBytes bounds its download and adds to the memory and disk defaults; a draft of
+ * unknown size leaves memory without a default. */
+START_TEST(test_desired_speculative_sizes)
+{
+    static const struct {
+        const char *spec, *mem, *eph, *draft_max;
+    } cases[] = {
+        /* 1Gi model + 1Gi KV + 512Mi draft: 1024 + 512 + 1024 + (512 + 96) = 3168Mi;
+         * disk: (1024 + 512) * 1.1 = 1689.6 -> 1690Mi */
+        {"{\"model\":{\"uri\":\"https://h/m.gguf\",\"sizeBytes\":\"1Gi\"},\"engine\":{"
+         "\"kvCacheBytes\":\"1Gi\",\"speculative\":{\"method\":\"draft\",\"draftModel\":{"
+         "\"uri\":\"https://h/d.gguf\",\"sizeBytes\":\"512Mi\"}}}}",
+         "3168Mi", "1690Mi", "536870912"},
+        /* the draft's size unknown: no memory default; only the model's download is counted */
+        {"{\"model\":{\"uri\":\"https://h/m.gguf\",\"sizeBytes\":\"1000Mi\"},\"engine\":{"
+         "\"speculative\":{\"method\":\"draft\",\"draftModel\":{\"uri\":\"hf://o/r/d.gguf\"}}}}",
+         NULL, "1100Mi", "68719476736"},
+        /* a draft download of known size next to a model on a claim: its disk alone */
+        {"{\"model\":{\"uri\":\"pvc://c/m.gguf\",\"sizeBytes\":\"2Gi\"},\"engine\":{"
+         "\"speculative\":{\"method\":\"draft\",\"draftModel\":{\"uri\":\"hf://o/r/d.gguf\","
+         "\"sizeBytes\":1000000000}}}}",
+         /* (2048 + 953.67 + 512 + 187.6) * 4/3 = 4935.6 -> 4936Mi; 1.1e9 B -> 1050Mi */
+         "4936Mi", "1050Mi", "1000000000"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *dep;
+        char err[256] = "";
+        ck_assert_msg(build(cases[i].spec, &dep, err, sizeof(err)) == 0, "case %zu: %s", i, err);
+        const char *mem = resource(dep, "limits", "memory");
+        const char *eph = resource(dep, "requests", "ephemeral-storage");
+        ck_assert_msg(cases[i].mem ? mem && strcmp(mem, cases[i].mem) == 0 : !mem,
+                      "case %zu: memory %s", i, mem ? mem : "(none)");
+        ck_assert_msg(eph && strcmp(eph, cases[i].eph) == 0, "case %zu: disk %s", i,
+                      eph ? eph : "(none)");
+        json_t *inits = json_object_get(pod_spec_of(dep), "initContainers");
+        json_t *c = json_array_get(inits, json_array_size(inits) - 1);
+        ck_assert_str_eq(json_string_value(json_object_get(c, "name")), "fetch-draft-model");
+        ck_assert(args_have(json_object_get(c, "args"), "--max-bytes", cases[i].draft_max));
+        json_decref(dep);
+    }
+}
+END_TEST
+
+/* Malformed spec.engine.speculative is refused with the field named, never a pod. */
+START_TEST(test_desired_speculative_invalid)
+{
+    static const struct {
+        const char *speculative, *want;
+    } bad[] = {
+        {"\"ngram\"", "spec.engine.speculative must be an object"},
+        {"[]", "spec.engine.speculative must be an object"},
+        {"{}", "spec.engine.speculative.method is missing"},
+        {"{\"method\":3}", "spec.engine.speculative.method is missing"},
+        {"{\"method\":\"eagle\"}", "method must be none, ngram or draft, not \"eagle\""},
+        {"{\"method\":\"NGRAM\"}", "method must be none, ngram or draft"},
+        {"{\"method\":\"ngram\",\"numTokens\":0}", "numTokens must be an integer from 1 to 16"},
+        {"{\"method\":\"ngram\",\"numTokens\":17}", "numTokens must be an integer from 1 to 16"},
+        {"{\"method\":\"ngram\",\"numTokens\":-1}", "numTokens"},
+        {"{\"method\":\"ngram\",\"numTokens\":4.0}", "numTokens"},
+        {"{\"method\":\"ngram\",\"numTokens\":\"4\"}", "numTokens"},
+        {"{\"method\":\"draft\"}", "draftModel is required with method draft"},
+        {"{\"method\":\"draft\",\"draftModel\":null}", "draftModel is required with method draft"},
+        {"{\"method\":\"ngram\",\"draftModel\":{\"uri\":\"file:///d.gguf\"}}",
+         "draftModel is only allowed with method draft (method is ngram)"},
+        {"{\"method\":\"none\",\"draftModel\":{\"uri\":\"file:///d.gguf\"}}",
+         "only allowed with method draft"},
+        {"{\"method\":\"draft\",\"draftModel\":\"file:///d.gguf\"}",
+         "draftModel must be an object"},
+        {"{\"method\":\"draft\",\"draftModel\":{}}", "draftModel.uri is missing"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":7}}", "draftModel.uri is missing"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"\"}}",
+         "spec.engine.speculative.draftModel.uri is empty"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"s3://b/d.gguf\"}}",
+         "spec.engine.speculative.draftModel.uri: unsupported model URI scheme"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"http://h/d.gguf\"}}",
+         "draftModel.uri: plain http://"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///a/../etc/shadow\"}}",
+         "draftModel.uri: file:// path must not contain '..'"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"pvc://Bad_Claim/d.gguf\"}}",
+         "draftModel.uri: pvc:// URI needs a valid claim name"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"hf://o/r\"}}",
+         "draftModel.uri: hf:// URI must be"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d d.gguf\"}}",
+         "draftModel.uri contains whitespace"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sha256\":\"abc\"}}",
+         "draftModel.sha256 must be 64 lowercase hex digits"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sha256\":"
+         "\"0F5B4C2A3D1E6F7A8B9C0D1E2F3A4B5C6D7E8F9A0B1C2D3E4F5A6B7C8D9E0F1A\"}}",
+         "draftModel.sha256"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sha256\":"
+         "\"0f5b4c2a3d1e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c2d3e4f5a6b7c8d9e0f1a00\"}}",
+         "draftModel.sha256"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sha256\":5}}",
+         "draftModel.sha256"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sizeBytes\":0}}",
+         "draftModel.sizeBytes must be a byte quantity above 0"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sizeBytes\":\"2Pi\"}}",
+         "draftModel.sizeBytes"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"file:///d.gguf\",\"sizeBytes\":\"big\"}}",
+         "draftModel.sizeBytes"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"https://h/d.gguf\","
+         "\"tokenSecretRef\":{}}}",
+         "draftModel.tokenSecretRef needs a Secret name"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"https://h/d.gguf\","
+         "\"tokenSecretRef\":{\"name\":\"s\",\"key\":1}}}",
+         "draftModel.tokenSecretRef"},
+        {"{\"method\":\"draft\",\"draftModel\":{\"uri\":\"https://h/d.gguf\","
+         "\"tokenSecretRef\":\"s\"}}",
+         "draftModel.tokenSecretRef"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char spec[1024], err[256] = "";
+        json_t *dep;
+        snprintf(spec, sizeof(spec),
+                 "{\"model\":{\"uri\":\"file:///m.gguf\"},\"engine\":{\"speculative\":%s}}",
+                 bad[i].speculative);
+        ck_assert_msg(build(spec, &dep, err, sizeof(err)) == ERR_INVAL, "accepted %s",
+                      bad[i].speculative);
+        ck_assert_msg(strstr(err, bad[i].want) != NULL, "%s: \"%s\", want \"%s\"",
+                      bad[i].speculative, err, bad[i].want);
+        ck_assert_ptr_null(dep);
+        /* the sizes refuse it too (the reconciler's other entry point) */
+        json_error_t je;
+        json_t *isvc =
+            json_pack("{s:{s:s}, s:o}", "metadata", "name", "x", "spec", json_loads(spec, 0, &je));
+        struct desired_sizes sz;
+        char err2[256] = "";
+        ck_assert_int_eq(desired_sizes_compute(isvc, &settings, &sz, err2, sizeof(err2)),
+                         ERR_INVAL);
+        ck_assert_str_eq(err2, err);
+        json_decref(isvc);
+    }
+    /* a file:// path inside the other model's mounted volume would be hidden by the mount */
+    static const struct {
+        const char *model, *draft, *want;
+    } hidden[] = {
+        {"pvc://c/m.gguf", "file:///models/d.gguf", "draftModel.uri: /models/d.gguf is hidden"},
+        {"https://h/m.gguf", "file:///models", "is hidden by the model's volume at /models"},
+        {"file:///draft-model/m.gguf", "hf://o/r/d.gguf",
+         "spec.model.uri: /draft-model/m.gguf is hidden by the draft model's volume"},
+        {"file:///draft-model/m.gguf", "pvc://c/d.gguf", "is hidden by the draft model's volume"},
+    };
+    for (size_t i = 0; i < sizeof(hidden) / sizeof(hidden[0]); i++) {
+        char spec[512], e[256] = "";
+        json_t *d;
+        snprintf(spec, sizeof(spec),
+                 "{\"model\":{\"uri\":\"%s\"},\"engine\":{\"speculative\":{\"method\":"
+                 "\"draft\",\"draftModel\":{\"uri\":\"%s\"}}}}",
+                 hidden[i].model, hidden[i].draft);
+        ck_assert_msg(build(spec, &d, e, sizeof(e)) == ERR_INVAL, "accepted %s", spec);
+        ck_assert_msg(strstr(e, hidden[i].want) != NULL, "%s: \"%s\"", spec, e);
+    }
+    /* ... but not where nothing is mounted over it */
+    static const struct {
+        const char *model, *draft;
+    } fine[] = {
+        {"file:///models/m.gguf", "file:///models/d.gguf"},
+        {"pvc://c/m.gguf", "file:///models-extra/d.gguf"},
+        {"pvc://c/m.gguf", "pvc://c/d.gguf"},
+        {"file:///draft-model/m.gguf", "file:///draft-model/d.gguf"},
+        {"file:///draft-modelx/m.gguf", "hf://o/r/d.gguf"},
+    };
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        char spec[512], e[256] = "";
+        json_t *d;
+        snprintf(spec, sizeof(spec),
+                 "{\"model\":{\"uri\":\"%s\"},\"engine\":{\"speculative\":{\"method\":"
+                 "\"draft\",\"draftModel\":{\"uri\":\"%s\"}}}}",
+                 fine[i].model, fine[i].draft);
+        ck_assert_msg(build(spec, &d, e, sizeof(e)) == 0, "%s: %s", spec, e);
+        json_decref(d);
+    }
+    /* null is "not set", as an absent field */
+    json_t *dep;
+    char err[256] = "";
+    ck_assert_int_eq(
+        build("{\"model\":{\"uri\":\"file:///m.gguf\"},\"engine\":{\"speculative\":null}}", &dep,
+              err, sizeof(err)),
+        0);
+    ck_assert(!args_contain(json_object_get(engine_of(dep), "args"), "--speculative"));
+    json_decref(dep);
+}
+END_TEST
+
 Suite *desired_suite(void)
 {
     Suite *s = suite_create("desired");
@@ -503,6 +841,10 @@ Suite *desired_suite(void)
     tcase_add_test(tc, test_desired_network_policy_peers);
     tcase_add_test(tc, test_desired_quantity_bytes);
     tcase_add_test(tc, test_desired_selector_matches_labels);
+    tcase_add_test(tc, test_desired_speculative_golden);
+    tcase_add_test(tc, test_desired_speculative_flags);
+    tcase_add_test(tc, test_desired_speculative_sizes);
+    tcase_add_test(tc, test_desired_speculative_invalid);
     suite_add_tcase(s, tc);
     return s;
 }

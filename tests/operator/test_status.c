@@ -121,6 +121,10 @@ START_TEST(test_status_degraded_pod_failures_name_the_pod)
         {"initContainerStatuses", "fetch-model", "ImagePullBackOff", "ImagePullBackOff"},
         {"initContainerStatuses", "verify-model", "CrashLoopBackOff", "ModelVerifyFailed"},
         {"initContainerStatuses", "verify-model", "ErrImagePull", "ErrImagePull"},
+        {"initContainerStatuses", "fetch-draft-model", "CrashLoopBackOff", "DraftModelFetchFailed"},
+        {"initContainerStatuses", "verify-draft-model", "CrashLoopBackOff",
+         "DraftModelVerifyFailed"},
+        {"initContainerStatuses", "fetch-draft-model", "ImagePullBackOff", "ImagePullBackOff"},
         {"containerStatuses", "engine", "CreateContainerConfigError", "CreateContainerConfigError"},
     };
     json_t *isvc = isvc_with(1, NULL), *dep = deployment(1, 1, 1, 1, 0);
