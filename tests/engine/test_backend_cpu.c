@@ -518,7 +518,8 @@ END_TEST
 /* The kernels of llama.cpp's short-head F16 attention give the scalar level's bits at every level:
  * exp sums over ranges that start and end inside 16-position chunks, with scores from 0 down past
  * the subnormal range of exp (-87..-104) and below -192 * ln 2, and chunks holding -inf or NaN
- * (the vector levels hand those chunks to the scalar function); P @ V on heads of 8, 13 and 40. */
+ * (the vector levels hand those chunks to the scalar function); scores and P @ V on heads of 8,
+ * 13 and 40. */
 START_TEST(test_attention_ggml_kernels_levels_match)
 {
     enum { N = 200 };
@@ -555,7 +556,16 @@ START_TEST(test_attention_ggml_kernels_levels_match)
 
         const int hds[] = {8, 13, 40};
         for (size_t h = 0; h < ARRAY_LEN(hds); h++) {
+            /* scores over f16 values (exact products), 37 positions: 4 vectors and a tail */
             int hd = hds[h], n = 37, p0 = 11;
+            float q[40], kt[40 * 41], s_ref[37], s_got[37];
+            for (int i = 0; i < hd; i++) q[i] = quant_f16_to_f32(quant_f32_to_f16(rng_f() * 4));
+            for (int i = 0; i < hd * 41; i++)
+                kt[i] = quant_f16_to_f32(quant_f32_to_f16(rng_f() * (i % 5 ? 3.0f : 3e4f)));
+            sk.ggml_scores(q, hd, kt + 2, 41, n, s_ref);
+            k.ggml_scores(q, hd, kt + 2, 41, n, s_got);
+            ck_assert_msg(memcmp(s_ref, s_got, sizeof(s_ref)) == 0, "level %d hd %d", lvl, hd);
+
             float pr[37], v[37 * 40], acc_ref[16 * 40], acc_got[16 * 40];
             fill_f(pr, (size_t)n);
             fill_f(v, (size_t)n * hd);

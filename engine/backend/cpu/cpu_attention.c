@@ -375,7 +375,8 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
     float *qh = scratch;                                 /* (ROWS, hd) queries rounded to f16 */
     float *acc = qh + (size_t)hd * CPU_ATTN_ROWS;        /* (ROWS, 16, hd) P @ V lanes */
     float *conv = acc + (size_t)hd * 16 * CPU_ATTN_ROWS; /* (block_size, hd) widened K or V */
-    float *pr = conv + (size_t)bs * hd;                  /* (ROWS, max_ctx) scores, probabilities */
+    float *kt = conv + (size_t)bs * hd;                  /* (hd, block_size) K transposed */
+    float *pr = kt + (size_t)bs * hd;                    /* (ROWS, max_ctx) scores, probabilities */
     uint16_t *h16 = (uint16_t *)conv;                    /* halves while conv is free */
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
     int nq = it->nt * it->nh * it->ng, lo[CPU_ATTN_ROWS], np[CPU_ATTN_ROWS], kvh[CPU_ATTN_ROWS];
@@ -403,16 +404,17 @@ static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item 
             if (run > p_hi - p0) run = p_hi - p0;
             kern->f16_to_f32((const uint16_t *)attn_row(j, j->k_base, tab, p0, h), conv,
                              (int64_t)run * hd);
+            for (int p = 0; p < run; p++)
+                for (int i = 0; i < hd; i++) kt[(size_t)i * bs + p] = conv[(size_t)p * hd + i];
             for (int r = 0; r < nq; r++) {
                 if (kvh[r] != h) continue;
-                const float *q = qh + (size_t)r * hd;
                 float *pp = pr + (size_t)r * j->max_ctx;
                 int a = lo[r] > p0 ? lo[r] : p0, e = np[r] < p0 + run ? np[r] : p0 + run;
+                if (a >= e) continue;
+                kern->ggml_scores(qh + (size_t)r * hd, hd, kt + (a - p0), (size_t)bs, e - a,
+                                  pp + a);
                 for (int p = a; p < e; p++) {
-                    const float *k = conv + (size_t)(p - p0) * hd;
-                    double dot = 0.0;
-                    for (int i = 0; i < hd; i++) dot += (double)(q[i] * k[i]);
-                    float sc = (float)dot;
+                    float sc = pp[p];
                     if (j->softcap > 0.0f) sc = tanhf(sc * inv_cap) * j->softcap;
                     pp[p] = sc * j->scale;
                 }
@@ -548,8 +550,9 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     j.k_base = (const char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_bytes;
     j.v_base = j.k_base + cb->kv_layer_bytes;
     j.max_ctx = (size_t)batch->max_blocks * cb->kv.block_size;
-    /* attn_item_run's layout, or attn_item_run_ggml's (its 16 lanes of P @ V per row) */
-    size_t ggml_lanes = cpu_attn_ggml(cb) ? (size_t)hd * 16 * CPU_ATTN_ROWS : 0;
+    /* attn_item_run's layout, or attn_item_run_ggml's (16 lanes of P @ V per row, K transposed) */
+    size_t ggml_lanes =
+        cpu_attn_ggml(cb) ? (size_t)hd * 16 * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd : 0;
     j.thread_floats = (2 * (size_t)hd * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd +
                        j.max_ctx * CPU_ATTN_ROWS + 2 * (size_t)hd + ggml_lanes + 15) &
                       ~(size_t)15;

@@ -126,7 +126,10 @@ struct cpu_kernels {
      *   and the chunk sums accumulated in double; returns the sum. Only x[lo..np) is touched.
      * ggml_pv: acc[((p0 + p) % 16) * hd + i] = fmaf(pr[p], v[p * hd + i], itself) for p < n, i < hd,
      *   in p order: acc is (16 lanes, hd), position p0 + p on lane (p0 + p) % 16.
+     * ggml_scores: s[p] = (float)(sum over i < hd in order of (double)(q[i] * kt[i * ldk + p])) for
+     *   p < n: K transposed (hd, ldk), each product exact in float (f16 operands), summed in double.
      * Every level gives the scalar kernels' bits. */
+    void (*ggml_scores)(const float *q, int hd, const float *kt, size_t ldk, int n, float *s);
     double (*ggml_exp_sum)(float *x, int lo, int np, float mx);
     void (*ggml_pv)(const float *pr, int p0, int n, const float *v, int hd, float *acc);
 };

@@ -99,6 +99,15 @@ static void attn_probs_f16_scalar(float *s, int np, const float *inv)
         }
 }
 
+static void ggml_scores_scalar(const float *q, int hd, const float *kt, size_t ldk, int n, float *s)
+{
+    for (int p = 0; p < n; p++) {
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++) dot += (double)(q[i] * kt[(size_t)i * ldk + p]);
+        s[p] = (float)dot;
+    }
+}
+
 static double ggml_exp_sum_scalar(float *x, int lo, int np, float mx)
 {
     double sum = 0.0;
@@ -150,6 +159,7 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->attn_softmax = attn_softmax_scalar;
     k->attn_pv = attn_pv_scalar;
     k->attn_probs_f16 = attn_probs_f16_scalar;
+    k->ggml_scores = ggml_scores_scalar;
     k->ggml_exp_sum = ggml_exp_sum_scalar;
     k->ggml_pv = ggml_pv_scalar;
 }

@@ -433,6 +433,28 @@ static AVX2 double ggml_exp_sum_avx2(float *x, int lo, int np, float mx)
     return sum;
 }
 
+/* ggml_scores: 8 positions at a time, their double sums in two vectors (the scalar order per lane). */
+static AVX2 void ggml_scores_avx2(const float *q, int hd, const float *kt, size_t ldk, int n,
+                                  float *s)
+{
+    int p = 0;
+    for (; p + 8 <= n; p += 8) {
+        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+        for (int i = 0; i < hd; i++) {
+            __m256 x =
+                _mm256_mul_ps(_mm256_set1_ps(q[i]), _mm256_loadu_ps(kt + (size_t)i * ldk + p));
+            a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+            a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+        }
+        _mm256_storeu_ps(s + p, _mm256_set_m128(_mm256_cvtpd_ps(a1), _mm256_cvtpd_ps(a0)));
+    }
+    for (; p < n; p++) {
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++) dot += (double)(q[i] * kt[(size_t)i * ldk + p]);
+        s[p] = (float)dot;
+    }
+}
+
 /* ggml_pv: each position's row fused into its lane's hd accumulators, 8 at a time. */
 static AVX2 void ggml_pv_avx2(const float *pr, int p0, int n, const float *v, int hd, float *acc)
 {
@@ -598,6 +620,7 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->attn_softmax = attn_softmax_avx2;
     k->attn_pv = attn_pv_avx2;
     k->attn_probs_f16 = attn_probs_f16_avx2;
+    k->ggml_scores = ggml_scores_avx2;
     k->ggml_exp_sum = ggml_exp_sum_avx2;
     k->ggml_pv = ggml_pv_avx2;
 }
