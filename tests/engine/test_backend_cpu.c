@@ -515,6 +515,71 @@ END_TEST
 
 /* The attention kernels that read F16 rows directly (decode) give exactly what widening the rows
  * first and running the float kernels gives, at every level that has them. */
+/* The kernels of llama.cpp's short-head F16 attention give the scalar level's bits at every level:
+ * exp sums over ranges that start and end inside 16-position chunks, with scores from 0 down past
+ * the subnormal range of exp (-87..-104) and below -192 * ln 2, and chunks holding -inf or NaN
+ * (the vector levels hand those chunks to the scalar function); scores and P @ V on heads of 8,
+ * 13 and 40. */
+START_TEST(test_attention_ggml_kernels_levels_match)
+{
+    enum { N = 200 };
+    float src[N], ref[N], got[N];
+    for (int i = 0; i < N; i++) src[i] = -fabsf(rng_f()) * (float)(i % 7 == 0 ? 150 : 30);
+    src[33] = -88.5f, src[34] = -100.0f, src[35] = -103.9f, src[36] = -140.0f, src[37] = -1e30f;
+    src[130] = -INFINITY;
+    src[150] = NAN;
+    struct cpu_kernels sk;
+    cpu_kernels_scalar(&sk);
+    const int ranges[][2] = {{0, 200}, {5, 37},    {17, 18},  {0, 16},
+                             {3, 129}, {120, 140}, {144, 160}};
+    for (int lvl = CPU_ISA_SCALAR + 1; lvl <= (int)cpu_isa_detect(); lvl++) {
+        struct cpu_kernels k;
+        cpu_kernels_init(&k, (enum cpu_isa)lvl);
+        for (size_t c = 0; c < ARRAY_LEN(ranges); c++) {
+            int lo = ranges[c][0], np = ranges[c][1];
+            memcpy(ref, src, sizeof(src));
+            memcpy(got, src, sizeof(src));
+            double a = sk.ggml_exp_sum(ref, lo, np, 0.0f), b = k.ggml_exp_sum(got, lo, np, 0.0f);
+            ck_assert_msg(memcmp(&a, &b, sizeof(a)) == 0 || (isnan(a) && isnan(b)),
+                          "level %d range %d..%d: sum %.17g vs %.17g", lvl, lo, np, b, a);
+            for (int p = 0; p < N; p++)
+                ck_assert_msg(memcmp(&ref[p], &got[p], 4) == 0 || (isnan(ref[p]) && isnan(got[p])),
+                              "level %d range %d..%d position %d: %a vs %a", lvl, lo, np, p,
+                              (double)got[p], (double)ref[p]);
+        }
+        /* a maximum below the scores' and a chunk of nothing but tiny exps */
+        memcpy(ref, src, sizeof(src));
+        memcpy(got, src, sizeof(src));
+        double a = sk.ggml_exp_sum(ref, 40, 120, -5.0f), b = k.ggml_exp_sum(got, 40, 120, -5.0f);
+        ck_assert(memcmp(&a, &b, sizeof(a)) == 0);
+        ck_assert(memcmp(ref, got, sizeof(ref)) == 0);
+
+        const int hds[] = {8, 13, 40};
+        for (size_t h = 0; h < ARRAY_LEN(hds); h++) {
+            /* scores over f16 values (exact products), 37 positions: 4 vectors and a tail */
+            int hd = hds[h], n = 37, p0 = 11;
+            float q[40], kt[40 * 41], s_ref[37], s_got[37];
+            for (int i = 0; i < hd; i++) q[i] = quant_f16_to_f32(quant_f32_to_f16(rng_f() * 4));
+            for (int i = 0; i < hd * 41; i++)
+                kt[i] = quant_f16_to_f32(quant_f32_to_f16(rng_f() * (i % 5 ? 3.0f : 3e4f)));
+            sk.ggml_scores(q, hd, kt + 2, 41, n, s_ref);
+            k.ggml_scores(q, hd, kt + 2, 41, n, s_got);
+            ck_assert_msg(memcmp(s_ref, s_got, sizeof(s_ref)) == 0, "level %d hd %d", lvl, hd);
+
+            float pr[37], v[37 * 40], acc_ref[16 * 40], acc_got[16 * 40];
+            fill_f(pr, (size_t)n);
+            fill_f(v, (size_t)n * hd);
+            fill_f(acc_ref, (size_t)16 * hd);
+            memcpy(acc_got, acc_ref, sizeof(float) * 16 * (size_t)hd);
+            sk.ggml_pv(pr, p0, n, v, hd, acc_ref);
+            k.ggml_pv(pr, p0, n, v, hd, acc_got);
+            ck_assert_msg(memcmp(acc_ref, acc_got, sizeof(float) * 16 * (size_t)hd) == 0,
+                          "level %d hd %d", lvl, hd);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_attention_f16_kernels_match_widening)
 {
     enum { NP = 37, LD = 3 * 80 };
@@ -1633,6 +1698,7 @@ Suite *backend_cpu_suite(void)
     tcase_add_test(tc, test_quantize_q8_0_levels_agree);
     tcase_add_test(tc, test_quantize_q8_k_levels_agree);
     tcase_add_test(tc, test_attention_f16_kernels_match_widening);
+    tcase_add_test(tc, test_attention_ggml_kernels_levels_match);
     tcase_add_test(tc, test_matmul_model_shapes);
     tcase_add_test(tc, test_matmul_real_tensors);
     tcase_add_test(tc, test_weight_lookup_only_and_source_untouched);

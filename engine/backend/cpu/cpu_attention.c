@@ -25,6 +25,12 @@
  * scalar cost is small. Longer heads keep the vector kernels. */
 #define ATTN_GGML_MAX_HD 64
 
+/* Whether items take attn_item_run_ggml. */
+static bool cpu_attn_ggml(const struct cpu_backend *cb)
+{
+    return cb->kv.type == QUANT_F16 && cb->kv.head_dim < ATTN_GGML_MAX_HD;
+}
+
 /* One work item: up to CPU_ATTN_ROWS query rows, nt consecutive batch tokens of one sequence times
  * nh KV heads h0.. times their query heads g0..g0+ng-1; nt > 1 only with nh == 1. Row r is token
  * t0 + r / (nh ng), KV head h0 + (r / ng) % nh, query head g0 + r % ng of that KV head's group. */
@@ -341,9 +347,11 @@ float cpu_ggml_reduce16(const float *v)
     return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
-static float attn_f16_round(float v)
+/* x (n) rounded to f16 and back in place, through `tmp` (n halves). */
+static void attn_f16_round(const struct cpu_kernels *kern, float *x, uint16_t *tmp, int n)
 {
-    return quant_f16_to_f32(quant_f32_to_f16(v));
+    kern->f32_to_f16(x, tmp, n);
+    kern->f16_to_f32(tmp, x, n);
 }
 
 /* One item with an F16 cache, in the arithmetic of llama.cpp's CPU path (non-flash attention):
@@ -351,65 +359,111 @@ static float attn_f16_round(float v)
  *   multiplied by the scale;
  * - softmax: exp as cpu_ggml_expf over 16-position chunks from position 0, each chunk summed as one
  *   vector reduction and accumulated in double, probabilities scaled by (float)(1 / sum) and rounded
- *   to f16;
+ *   to f16 (kernel ggml_exp_sum);
  * - P @ V: per output element, 16 lanes (position p on lane p % 16) accumulate fused products chunk
  *   by chunk, then one vector reduction (the tinyBLAS kernel ggml uses when the context is a multiple
- *   of 16, which llama.cpp's padding of the KV length to 32 guarantees).
- * Positions after a row's own contribute exact zeros there, so they are skipped here. Every row is
- * computed on its own, so results do not depend on the batch. */
+ *   of 16, which llama.cpp's padding of the KV length to 32 guarantees; kernel ggml_pv).
+ * Positions after a row's own contribute exact zeros there, so they are skipped here. Every row's
+ * numbers are computed on their own (results do not depend on the batch); the item only shares the
+ * work of widening each block's K and V rows to floats among its rows. */
 static void attn_item_run_ggml(const struct attn_job *j, const struct attn_item *it, float *scratch)
 {
     const struct cpu_backend *cb = j->cb;
+    const struct cpu_kernels *kern = &cb->kern;
     const struct backend_batch *bt = j->batch;
-    int hd = cb->kv.head_dim;
-    float *qh = scratch;               /* (hd) */
-    float *acc = qh + hd;              /* (hd, 16) lane accumulators of P @ V */
-    float *pr = acc + (size_t)hd * 16; /* (max_ctx) scores, then probabilities */
-    /* (17 hd + max_ctx floats: well inside the thread_floats sized for attn_item_run) */
+    int hd = cb->kv.head_dim, bs = cb->kv.block_size;
+    float *qh = scratch;                                 /* (ROWS, hd) queries rounded to f16 */
+    float *acc = qh + (size_t)hd * CPU_ATTN_ROWS;        /* (ROWS, 16, hd) P @ V lanes */
+    float *conv = acc + (size_t)hd * 16 * CPU_ATTN_ROWS; /* (block_size, hd) widened K or V */
+    float *kt = conv + (size_t)bs * hd;                  /* (hd, block_size) K transposed */
+    float *pr = kt + (size_t)bs * hd;                    /* (ROWS, max_ctx) scores, probabilities */
+    uint16_t *h16 = (uint16_t *)conv;                    /* halves while conv is free */
     const int32_t *tab = bt->block_tables + (size_t)bt->seq[it->t0] * bt->max_blocks;
-    int nq = it->nt * it->nh * it->ng;
+    int nq = it->nt * it->nh * it->ng, lo[CPU_ATTN_ROWS], np[CPU_ATTN_ROWS], kvh[CPU_ATTN_ROWS];
+    int p_lo = INT32_MAX, p_hi = 0;
+    float inv_cap = j->softcap > 0.0f ? 1.0f / j->softcap : 0.0f;
 
     for (int r = 0; r < nq; r++) {
         int t, head;
         attn_row_of(j, it, r, &t, &head);
-        int kvh = head / j->group;
-        const float *qr = j->q + ((size_t)t * j->n_heads + head) * hd;
-        int np = bt->pos[t] + 1, lo = attn_first_pos(j, bt->pos[t]);
-        for (int i = 0; i < hd; i++) qh[i] = attn_f16_round(qr[i]);
+        kvh[r] = head / j->group;
+        np[r] = bt->pos[t] + 1;
+        lo[r] = attn_first_pos(j, bt->pos[t]);
+        p_lo = lo[r] < p_lo ? lo[r] : p_lo;
+        p_hi = np[r] > p_hi ? np[r] : p_hi;
+        memcpy(qh + (size_t)r * hd, j->q + ((size_t)t * j->n_heads + head) * hd,
+               (size_t)hd * sizeof(float));
+        attn_f16_round(kern, qh + (size_t)r * hd, h16, hd);
+    }
 
-        float mx = -INFINITY;
-        for (int p = lo; p < np; p++) {
-            const uint16_t *kp = (const uint16_t *)attn_row(j, j->k_base, tab, p, kvh);
-            double dot = 0.0;
-            for (int i = 0; i < hd; i++) dot += (double)(qh[i] * quant_f16_to_f32(kp[i]));
-            float sc = (float)dot;
-            if (j->softcap > 0.0f) sc = tanhf(sc * (1.0f / j->softcap)) * j->softcap;
-            pr[p] = sc * j->scale;
-            mx = pr[p] > mx ? pr[p] : mx;
-        }
-        /* chunks stay aligned to position 0; positions before the window are masked zeros */
-        double sum = 0.0;
-        for (int c = lo & ~15; c < np; c += 16) {
-            float lane[16] = {0};
-            for (int l = 0; l < 16 && c + l < np; l++) {
-                if (c + l < lo) continue;
-                pr[c + l] = cpu_ggml_expf(pr[c + l] - mx);
-                lane[l] = pr[c + l];
+    /* scores, block by block: the block's K rows widened once for all the item's rows */
+    for (int hi = 0; hi < it->nh; hi++) {
+        int h = it->h0 + hi;
+        for (int p0 = p_lo; p0 < p_hi;) {
+            int run = bs - p0 % bs;
+            if (run > p_hi - p0) run = p_hi - p0;
+            kern->f16_to_f32((const uint16_t *)attn_row(j, j->k_base, tab, p0, h), conv,
+                             (int64_t)run * hd);
+            for (int p = 0; p < run; p++)
+                for (int i = 0; i < hd; i++) kt[(size_t)i * bs + p] = conv[(size_t)p * hd + i];
+            for (int r = 0; r < nq; r++) {
+                if (kvh[r] != h) continue;
+                float *pp = pr + (size_t)r * j->max_ctx;
+                int a = lo[r] > p0 ? lo[r] : p0, e = np[r] < p0 + run ? np[r] : p0 + run;
+                if (a >= e) continue;
+                kern->ggml_scores(qh + (size_t)r * hd, hd, kt + (a - p0), (size_t)bs, e - a,
+                                  pp + a);
+                for (int p = a; p < e; p++) {
+                    float sc = pp[p];
+                    if (j->softcap > 0.0f) sc = tanhf(sc * inv_cap) * j->softcap;
+                    pp[p] = sc * j->scale;
+                }
             }
-            sum += (double)cpu_ggml_reduce16(lane);
+            p0 += run;
         }
-        float inv = (float)(1.0 / sum);
-        for (int p = lo; p < np; p++) pr[p] = attn_f16_round(pr[p] * inv);
+    }
 
-        memset(acc, 0, sizeof(float) * (size_t)hd * 16);
-        for (int p = lo; p < np; p++) {
-            const uint16_t *vp = (const uint16_t *)attn_row(j, j->v_base, tab, p, kvh);
-            float *a = acc + (p % 16);
-            for (int i = 0; i < hd; i++)
-                a[i * 16] = fmaf(pr[p], quant_f16_to_f32(vp[i]), a[i * 16]);
+    /* softmax row by row */
+    for (int r = 0; r < nq; r++) {
+        float *pp = pr + (size_t)r * j->max_ctx, mx = -INFINITY;
+        for (int p = lo[r]; p < np[r]; p++) mx = pp[p] > mx ? pp[p] : mx;
+        float inv = (float)(1.0 / kern->ggml_exp_sum(pp, lo[r], np[r], mx));
+        for (int p = lo[r]; p < np[r]; p++) pp[p] *= inv;
+        for (int p = lo[r]; p < np[r]; p += bs * hd) {
+            int n = np[r] - p < bs * hd ? np[r] - p : bs * hd; /* conv holds 2 bs hd halves */
+            attn_f16_round(kern, pp + p, h16, n);
         }
+    }
+
+    /* P @ V, block by block as the scores */
+    memset(acc, 0, sizeof(float) * (size_t)nq * 16 * hd);
+    for (int hi = 0; hi < it->nh; hi++) {
+        int h = it->h0 + hi;
+        for (int p0 = p_lo; p0 < p_hi;) {
+            int run = bs - p0 % bs;
+            if (run > p_hi - p0) run = p_hi - p0;
+            kern->f16_to_f32((const uint16_t *)attn_row(j, j->v_base, tab, p0, h), conv,
+                             (int64_t)run * hd);
+            for (int r = 0; r < nq; r++) {
+                if (kvh[r] != h) continue;
+                int a = lo[r] > p0 ? lo[r] : p0, e = np[r] < p0 + run ? np[r] : p0 + run;
+                if (a < e)
+                    kern->ggml_pv(pr + (size_t)r * j->max_ctx + a, a, e - a,
+                                  conv + (size_t)(a - p0) * hd, hd, acc + (size_t)r * 16 * hd);
+            }
+            p0 += run;
+        }
+    }
+    for (int r = 0; r < nq; r++) {
+        int t, head;
+        attn_row_of(j, it, r, &t, &head);
         float *dst = j->out + ((size_t)t * j->n_heads + head) * hd;
-        for (int i = 0; i < hd; i++) dst[i] = cpu_ggml_reduce16(acc + (size_t)i * 16);
+        const float *a = acc + (size_t)r * 16 * hd;
+        for (int i = 0; i < hd; i++) {
+            float lane[16];
+            for (int l = 0; l < 16; l++) lane[l] = a[(size_t)l * hd + i];
+            dst[i] = cpu_ggml_reduce16(lane);
+        }
     }
 }
 
@@ -421,7 +475,7 @@ static void attn_task(void *ctx, int ith, int nth)
     for (;;) {
         int i = atomic_fetch_add_explicit(&j->next_item, 1, memory_order_relaxed);
         if (i >= j->n_items) break;
-        if (j->cb->kv.type == QUANT_F16 && j->cb->kv.head_dim < ATTN_GGML_MAX_HD)
+        if (cpu_attn_ggml(j->cb))
             attn_item_run_ggml(j, &j->items[i], scratch);
         else
             attn_item_run(j, &j->items[i], scratch);
@@ -496,8 +550,11 @@ int cpu_attention_run(struct backend *b, int layer, const float *q, float *out,
     j.k_base = (const char *)cb->kv_mem + (size_t)layer * 2 * cb->kv_layer_bytes;
     j.v_base = j.k_base + cb->kv_layer_bytes;
     j.max_ctx = (size_t)batch->max_blocks * cb->kv.block_size;
+    /* attn_item_run's layout, or attn_item_run_ggml's (16 lanes of P @ V per row, K transposed) */
+    size_t ggml_lanes =
+        cpu_attn_ggml(cb) ? (size_t)hd * 16 * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd : 0;
     j.thread_floats = (2 * (size_t)hd * CPU_ATTN_ROWS + (size_t)cb->kv.block_size * hd +
-                       j.max_ctx * CPU_ATTN_ROWS + 2 * (size_t)hd + 15) &
+                       j.max_ctx * CPU_ATTN_ROWS + 2 * (size_t)hd + ggml_lanes + 15) &
                       ~(size_t)15;
     size_t max_items =
         (size_t)batch->n_tokens * n_kv * ((group + CPU_ATTN_ROWS - 1) / CPU_ATTN_ROWS);

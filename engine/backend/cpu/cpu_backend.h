@@ -119,6 +119,19 @@ struct cpu_kernels {
                                  size_t ldk, int np, float *s);
     /* F16 caches (llama.cpp's arithmetic): s[p][r] = f16(s[p][r] * inv[r]) for p < np, all rows. */
     void (*attn_probs_f16)(float *s, int np, const float *inv);
+    /* F16 caches with short heads, in llama.cpp's arithmetic (cpu_attention.c's
+     * attn_item_run_ggml), one query row at a time:
+     * ggml_exp_sum: x[p] = cpu_ggml_expf(x[p] - mx) for lo <= p < np, in 16-position chunks aligned
+     *   to position 0, each chunk's lanes in range summed by cpu_ggml_reduce16 (the others count 0)
+     *   and the chunk sums accumulated in double; returns the sum. Only x[lo..np) is touched.
+     * ggml_pv: acc[((p0 + p) % 16) * hd + i] = fmaf(pr[p], v[p * hd + i], itself) for p < n, i < hd,
+     *   in p order: acc is (16 lanes, hd), position p0 + p on lane (p0 + p) % 16.
+     * ggml_scores: s[p] = (float)(sum over i < hd in order of (double)(q[i] * kt[i * ldk + p])) for
+     *   p < n: K transposed (hd, ldk), each product exact in float (f16 operands), summed in double.
+     * Every level gives the scalar kernels' bits. */
+    void (*ggml_scores)(const float *q, int hd, const float *kt, size_t ldk, int n, float *s);
+    double (*ggml_exp_sum)(float *x, int lo, int np, float mx);
+    void (*ggml_pv)(const float *pr, int p0, int n, const float *v, int hd, float *acc);
 };
 
 /* Fills the table for `isa`; levels above scalar fall back to scalar for kernels they lack. */

@@ -99,6 +99,38 @@ static void attn_probs_f16_scalar(float *s, int np, const float *inv)
         }
 }
 
+static void ggml_scores_scalar(const float *q, int hd, const float *kt, size_t ldk, int n, float *s)
+{
+    for (int p = 0; p < n; p++) {
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++) dot += (double)(q[i] * kt[(size_t)i * ldk + p]);
+        s[p] = (float)dot;
+    }
+}
+
+static double ggml_exp_sum_scalar(float *x, int lo, int np, float mx)
+{
+    double sum = 0.0;
+    for (int c = lo & ~15; c < np; c += 16) {
+        float lane[16] = {0};
+        for (int l = 0; l < 16 && c + l < np; l++) {
+            if (c + l < lo) continue;
+            x[c + l] = cpu_ggml_expf(x[c + l] - mx);
+            lane[l] = x[c + l];
+        }
+        sum += (double)cpu_ggml_reduce16(lane);
+    }
+    return sum;
+}
+
+static void ggml_pv_scalar(const float *pr, int p0, int n, const float *v, int hd, float *acc)
+{
+    for (int p = 0; p < n; p++) {
+        float *a = acc + (size_t)((p0 + p) & 15) * hd;
+        for (int i = 0; i < hd; i++) a[i] = fmaf(pr[p], v[(size_t)p * hd + i], a[i]);
+    }
+}
+
 static void silu_mul_scalar(float *gate, const float *up, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -127,6 +159,9 @@ void cpu_kernels_scalar(struct cpu_kernels *k)
     k->attn_softmax = attn_softmax_scalar;
     k->attn_pv = attn_pv_scalar;
     k->attn_probs_f16 = attn_probs_f16_scalar;
+    k->ggml_scores = ggml_scores_scalar;
+    k->ggml_exp_sum = ggml_exp_sum_scalar;
+    k->ggml_pv = ggml_pv_scalar;
 }
 
 void cpu_kernels_init(struct cpu_kernels *k, enum cpu_isa isa)

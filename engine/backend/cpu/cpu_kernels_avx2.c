@@ -357,6 +357,119 @@ static AVX2 void attn_probs_f16_avx2(float *s, int np, const float *inv)
     }
 }
 
+/* cpu_ggml_expf on 8 lanes; false (nothing stored) when a lane is NaN or its n exceeds 127 (the
+ * scalar function then takes the chunk). ldexpf(j, n) is the correctly rounded j * 2^n: the product
+ * is exact in double (j has 24 bits) and its conversion to float rounds once, subnormals included;
+ * n below -192 gives 0 as there. */
+AVX2_INLINE bool ggml_expf8_avx2(__m256 x, __m256 *out)
+{
+    const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+    __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift), shift);
+    if (_mm256_movemask_ps(_mm256_cmp_ps(n, _mm256_set1_ps(127.0f), _CMP_LE_OQ)) != 0xff)
+        return false;
+    __m256 zero = _mm256_cmp_ps(n, _mm256_set1_ps(-192.0f), _CMP_LT_OQ);
+    __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    __m256 u = _mm256_mul_ps(b, b);
+    __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
+    __m256 mid = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
+    __m256 low = _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f));
+    __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, mid), u, low);
+    __m256i ni = _mm256_cvtps_epi32(_mm256_max_ps(n, _mm256_set1_ps(-192.0f)));
+    __m256i bias = _mm256_set1_epi64x(1023);
+    __m256d e0 = _mm256_castsi256_pd(_mm256_slli_epi64(
+        _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(ni)), bias), 52));
+    __m256d e1 = _mm256_castsi256_pd(_mm256_slli_epi64(
+        _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(ni, 1)), bias), 52));
+    __m128 r0 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(j)), e0));
+    __m128 r1 = _mm256_cvtpd_ps(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(j, 1)), e1));
+    *out = _mm256_andnot_ps(zero, _mm256_set_m128(r1, r0));
+    return true;
+}
+
+/* ggml_exp_sum: chunks of 16 positions as two vectors; a partial chunk through a copy with the
+ * lanes out of range at x - mx = 0 and zeroed before the sum (cpu_ggml_reduce16's order). */
+static AVX2 double ggml_exp_sum_avx2(float *x, int lo, int np, float mx)
+{
+    double sum = 0.0;
+    __m256 m = _mm256_set1_ps(mx);
+    for (int c = lo & ~15; c < np; c += 16) {
+        int a = lo > c ? lo - c : 0, e = np - c < 16 ? np - c : 16;
+        float buf[16], *src = x + c;
+        if (a > 0 || e < 16) {
+            for (int l = 0; l < 16; l++) buf[l] = l >= a && l < e ? x[c + l] : mx;
+            src = buf;
+        }
+        __m256 y0, y1;
+        if (!ggml_expf8_avx2(_mm256_sub_ps(_mm256_loadu_ps(src), m), &y0) ||
+            !ggml_expf8_avx2(_mm256_sub_ps(_mm256_loadu_ps(src + 8), m), &y1)) {
+            float lane[16] = {0};
+            for (int l = a; l < e; l++) lane[l] = x[c + l] = cpu_ggml_expf(x[c + l] - mx);
+            sum += (double)cpu_ggml_reduce16(lane);
+            continue;
+        }
+        if (src == buf) {
+            __m256i idx0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            __m256i idx1 = _mm256_add_epi32(idx0, _mm256_set1_epi32(8));
+            __m256i va = _mm256_set1_epi32(a - 1), ve = _mm256_set1_epi32(e);
+            __m256 k0 = _mm256_castsi256_ps(
+                _mm256_and_si256(_mm256_cmpgt_epi32(idx0, va), _mm256_cmpgt_epi32(ve, idx0)));
+            __m256 k1 = _mm256_castsi256_ps(
+                _mm256_and_si256(_mm256_cmpgt_epi32(idx1, va), _mm256_cmpgt_epi32(ve, idx1)));
+            y0 = _mm256_and_ps(y0, k0);
+            y1 = _mm256_and_ps(y1, k1);
+            _mm256_storeu_ps(buf, y0);
+            _mm256_storeu_ps(buf + 8, y1);
+            for (int l = a; l < e; l++) x[c + l] = buf[l];
+        } else {
+            _mm256_storeu_ps(x + c, y0);
+            _mm256_storeu_ps(x + c + 8, y1);
+        }
+        __m256 h = _mm256_add_ps(y0, y1);
+        __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        __m128 t = _mm_add_ps(q, _mm_movehl_ps(q, q));
+        sum += (double)_mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+    }
+    return sum;
+}
+
+/* ggml_scores: 8 positions at a time, their double sums in two vectors (the scalar order per lane). */
+static AVX2 void ggml_scores_avx2(const float *q, int hd, const float *kt, size_t ldk, int n,
+                                  float *s)
+{
+    int p = 0;
+    for (; p + 8 <= n; p += 8) {
+        __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+        for (int i = 0; i < hd; i++) {
+            __m256 x =
+                _mm256_mul_ps(_mm256_set1_ps(q[i]), _mm256_loadu_ps(kt + (size_t)i * ldk + p));
+            a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(x)));
+            a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)));
+        }
+        _mm256_storeu_ps(s + p, _mm256_set_m128(_mm256_cvtpd_ps(a1), _mm256_cvtpd_ps(a0)));
+    }
+    for (; p < n; p++) {
+        double dot = 0.0;
+        for (int i = 0; i < hd; i++) dot += (double)(q[i] * kt[(size_t)i * ldk + p]);
+        s[p] = (float)dot;
+    }
+}
+
+/* ggml_pv: each position's row fused into its lane's hd accumulators, 8 at a time. */
+static AVX2 void ggml_pv_avx2(const float *pr, int p0, int n, const float *v, int hd, float *acc)
+{
+    for (int p = 0; p < n; p++) {
+        float *a = acc + (size_t)((p0 + p) & 15) * hd;
+        const float *vr = v + (size_t)p * hd;
+        __m256 w = _mm256_set1_ps(pr[p]);
+        int i = 0;
+        for (; i + 8 <= hd; i += 8)
+            _mm256_storeu_ps(a + i,
+                             _mm256_fmadd_ps(w, _mm256_loadu_ps(vr + i), _mm256_loadu_ps(a + i)));
+        for (; i < hd; i++) a[i] = fmaf(pr[p], vr[i], a[i]);
+    }
+}
+
 AVX2_INLINE __m256 silu_mul8_avx2(__m256 g, __m256 u)
 {
     __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), g));
@@ -507,6 +620,9 @@ void cpu_kernels_avx2(struct cpu_kernels *k)
     k->attn_softmax = attn_softmax_avx2;
     k->attn_pv = attn_pv_avx2;
     k->attn_probs_f16 = attn_probs_f16_avx2;
+    k->ggml_scores = ggml_scores_avx2;
+    k->ggml_exp_sum = ggml_exp_sum_avx2;
+    k->ggml_pv = ggml_pv_avx2;
 }
 
 #else
