@@ -22,6 +22,8 @@
 
 #define KVO_DISK_RETRY_S 30.0  /* after a full disk, how long until writes are tried again */
 #define KVO_TMP_STALE_S  600.0 /* temporary files older than this are a crashed writer's */
+#define KVO_RESCAN_S     1.0   /* how often the offload thread looks for other engines' files */
+#define KVO_SEEN_SLOTS   16384 /* the tier-3 gate's memory of blocks offered once (a power of 2) */
 #define KVO_PATH_MAX     4096
 #define KVO_NAME_LEN     37 /* strlen of 16 hex digits, '-', 16 hex digits, ".kvb" */
 
@@ -29,6 +31,7 @@
 struct kvo_rec {
     struct kvo_rec *next; /* queue link */
     uint64_t hash;
+    bool to_disk; /* queued: also write it to tier 3 (the gate passed it) */
     size_t len;
     uint8_t data[]; /* (len) the kv_block record */
 };
@@ -44,6 +47,7 @@ struct kvo_entry {
     struct kvo_rec *rec;     /* tier 2, or NULL */
     size_t file_bytes;       /* tier 3: the file's size, or 0 when no file is known */
     double mtime;            /* tier 3: for the start-up scan's order */
+    unsigned scan_gen;       /* tier 3: the last directory listing that named its file */
     struct kvo_link link[KV_OFFLOAD_N_TIERS];
 };
 
@@ -71,6 +75,15 @@ struct kv_offload {
     bool disk_ro;          /* never writable (read-only, permissions) */
     double disk_retry_at;  /* writes paused until then (a full disk) */
     unsigned long tmp_seq; /* temporary-name counter */
+    /* The index is the only place lookups consult (no filesystem call on a miss); the offload
+     * thread relists the directory when its mtime moved, at most every KVO_RESCAN_S. */
+    struct timespec dir_mtime; /* at the last listing (offload thread, or before it starts) */
+    double rescan_at;          /* next check (offload thread) */
+    bool rescan_now;           /* kv_offload_flush asks for a check now (lock) */
+    unsigned scan_gen;         /* listings so far (lock) */
+    /* Tier 3's gate: hashes of blocks offered once and not written (direct mapped; a block
+     * offered again finds its hash and is written). Lock. */
+    uint64_t seen[KVO_SEEN_SLOTS];
     struct kv_offload_stats st;
 };
 
@@ -164,6 +177,15 @@ static void list_touch(struct kv_offload *o, int t, struct kvo_entry *e)
     if (o->lists[t].mru == e) return;
     list_unlink(o, t, e);
     list_push_mru(o, t, e);
+}
+
+/* Whether hash was offered before (and remembers it now): tier 3's gate (lock held). */
+static bool seen_before(struct kv_offload *o, uint64_t hash)
+{
+    uint64_t *slot = &o->seen[(hash ^ hash >> 31) & (KVO_SEEN_SLOTS - 1)];
+    if (*slot == hash) return true;
+    *slot = hash;
+    return false;
 }
 
 /* ---- tier 2 ---------------------------------------------------------------------------------- */
@@ -369,6 +391,8 @@ static int cmp_mtime(const void *a, const void *b)
  * writer left, and applies the budget. Before the thread starts. */
 static void disk_scan(struct kv_offload *o)
 {
+    struct stat dsb;
+    if (stat(o->dir, &dsb) == 0) o->dir_mtime = dsb.st_mtim; /* before listing: see disk_rescan */
     DIR *d = opendir(o->dir);
     if (!d) {
         log_warn("cannot read the kv offload directory; tier 3 is off", LOG_S("dir", o->dir),
@@ -391,9 +415,14 @@ static void disk_scan(struct kv_offload *o)
                 unlink(path);
             continue;
         }
-        if (!parse_name(o, de->d_name, &hash) || stat(path, &sb) != 0 ||
-            (uint64_t)sb.st_size != o->rec_bytes || index_find(o, hash))
+        if (!parse_name(o, de->d_name, &hash) || stat(path, &sb) != 0 || index_find(o, hash))
             continue;
+        if ((uint64_t)sb.st_size != o->rec_bytes) { /* truncated: writes are whole (rename) */
+            o->st.corrupt++;
+            if (!o->disk_ro) unlink(path);
+            log_warn("kv offload file failed its check; removed", LOG_S("path", path));
+            continue;
+        }
         if (n == cap) {
             size_t nc = cap ? cap * 2 : 64;
             struct kvo_entry **f = realloc(found, nc * sizeof(*f));
@@ -432,6 +461,61 @@ static void disk_open(struct kv_offload *o)
     disk_scan(o);
 }
 
+/* Brings the index up to date with the directory when its mtime moved since the last listing
+ * (another engine sharing it wrote or removed files; this engine's own writes move it too):
+ * files of this namespace not indexed yet are added as most recently used, indexed files no
+ * longer listed are forgotten. Sizes are not checked here (every read checks them). Offload
+ * thread; lock not held on entry. */
+static void disk_rescan(struct kv_offload *o)
+{
+    struct stat sb;
+    if (stat(o->dir, &sb) != 0 ||
+        (sb.st_mtim.tv_sec == o->dir_mtime.tv_sec && sb.st_mtim.tv_nsec == o->dir_mtime.tv_nsec))
+        return;
+    DIR *d = opendir(o->dir);
+    if (!d) return;
+    o->dir_mtime = sb.st_mtim; /* a change while listing moves it again: seen next time */
+    size_t n = 0, cap = 0;
+    uint64_t *found = NULL;
+    bool whole = true;
+    for (struct dirent *de; (de = readdir(d)) != NULL;) {
+        uint64_t hash;
+        if (!parse_name(o, de->d_name, &hash)) continue;
+        if (n == cap) {
+            size_t nc = cap ? cap * 2 : 256;
+            uint64_t *f = realloc(found, nc * sizeof(*f));
+            if (!f) {
+                whole = false;
+                break;
+            }
+            found = f;
+            cap = nc;
+        }
+        found[n++] = hash;
+    }
+    closedir(d);
+    pthread_mutex_lock(&o->mu);
+    unsigned gen = ++o->scan_gen;
+    for (size_t i = 0; i < n; i++) {
+        struct kvo_entry *e = index_get(o, found[i]);
+        if (!e) {
+            whole = false;
+            break;
+        }
+        e->scan_gen = gen;
+        if (!e->file_bytes) disk_add(o, e, o->rec_bytes);
+    }
+    /* Only a complete listing may say a file is gone. */
+    for (struct kvo_entry *e = o->lists[KV_OFFLOAD_DISK].lru, *next; whole && e; e = next) {
+        next = e->link[KV_OFFLOAD_DISK].next;
+        if (e->scan_gen == gen) continue;
+        disk_forget(o, e);
+        index_put(o, e);
+    }
+    pthread_mutex_unlock(&o->mu);
+    free(found);
+}
+
 /* ---- offload thread ------------------------------------------------------------------------ */
 
 /* Keeps r in tier 2 and writes it through to tier 3, sealed, when the directory takes writes (lock
@@ -440,7 +524,7 @@ static void store_one(struct kv_offload *o, struct kvo_rec *r)
 {
     pthread_mutex_lock(&o->mu);
     struct kvo_entry *e = index_find(o, r->hash);
-    bool write = disk_writable(o) && !(e && e->file_bytes);
+    bool write = r->to_disk && disk_writable(o) && !(e && e->file_bytes);
     unsigned long seq = ++o->tmp_seq;
     pthread_mutex_unlock(&o->mu);
     /* Only a record that leaves memory needs its digest (tier-2 reads check identity only). */
@@ -461,13 +545,51 @@ static void store_one(struct kv_offload *o, struct kvo_rec *r)
     pthread_mutex_unlock(&o->mu);
 }
 
+/* Relists the directory when KVO_RESCAN_S has passed or kv_offload_flush asked (lock held on entry
+ * and return; released while listing). */
+static void maybe_rescan(struct kv_offload *o)
+{
+    if (!o->disk_on || (!o->rescan_now && clock_mono_s() < o->rescan_at)) return;
+    o->busy = 1;
+    pthread_mutex_unlock(&o->mu);
+    disk_rescan(o);
+    pthread_mutex_lock(&o->mu);
+    o->rescan_at = clock_mono_s() + KVO_RESCAN_S;
+    o->rescan_now = false;
+    o->busy = 0;
+}
+
+/* Sleeps until there is work, or until the next directory check when tier 3 is on (lock held). */
+static void offload_wait(struct kv_offload *o)
+{
+    if (!o->disk_on) {
+        pthread_cond_wait(&o->wake, &o->mu);
+        return;
+    }
+    /* The condition variable waits on CLOCK_REALTIME: convert the monotonic deadline. */
+    double left = o->rescan_at - clock_mono_s();
+    if (left <= 0) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double at = (double)ts.tv_nsec * 1e-9 + left;
+    ts.tv_sec += (time_t)at;
+    ts.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    pthread_cond_timedwait(&o->wake, &o->mu, &ts);
+}
+
 static void *offload_main(void *arg)
 {
     struct kv_offload *o = arg;
     pthread_mutex_lock(&o->mu);
+    o->rescan_at = clock_mono_s() + KVO_RESCAN_S;
     for (;;) {
-        while (!o->q_head && !o->stop) pthread_cond_wait(&o->wake, &o->mu);
-        if (!o->q_head) break; /* stopping, and everything queued is written */
+        maybe_rescan(o);
+        if (!o->q_head) {
+            pthread_cond_broadcast(&o->idle); /* kv_offload_flush */
+            if (o->stop) break;               /* stopping, and everything queued is written */
+            if (!o->rescan_now) offload_wait(o);
+            continue;
+        }
         struct kvo_rec *r = o->q_head;
         o->q_head = r->next;
         if (!o->q_head) o->q_tail = NULL;
@@ -477,7 +599,6 @@ static void *offload_main(void *arg)
         store_one(o, r);
         pthread_mutex_lock(&o->mu);
         o->busy = 0;
-        if (!o->q_head) pthread_cond_broadcast(&o->idle);
     }
     pthread_mutex_unlock(&o->mu);
     return NULL;
@@ -570,17 +691,17 @@ static struct kvo_rec *rec_of_payload(const struct kv_offload *o, uint8_t *paylo
     return (struct kvo_rec *)(data - offsetof(struct kvo_rec, data));
 }
 
-uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m)
+uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m, bool durable)
 {
     if (m->ns != o->cfg.ns || m->block_size != o->cfg.block_size ||
         m->payload_bytes != o->cfg.payload_bytes)
         return NULL;
     pthread_mutex_lock(&o->mu);
     struct kvo_entry *e = index_find(o, m->hash);
-    bool disk = disk_writable(o);
-    bool skip = (!o->cfg.host_bytes && !disk) ||
-                (e && (e->rec || !o->cfg.host_bytes) && (e->file_bytes || !disk));
-    bool full = o->q_len >= o->cfg.queue_max;
+    bool host = o->cfg.host_bytes && !(e && e->rec);
+    bool disk = disk_writable(o) && !(e && e->file_bytes) && (durable || seen_before(o, m->hash));
+    bool skip = !host && !disk;
+    bool full = !skip && o->q_len >= o->cfg.queue_max;
     if (full) o->st.dropped++;
     pthread_mutex_unlock(&o->mu);
     if (skip || full) return NULL;
@@ -593,15 +714,15 @@ uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m)
         return NULL;
     }
     r->hash = m->hash;
+    r->to_disk = disk;
     r->len = o->rec_bytes;
     r->next = NULL;
     return kv_block_payload(r->data, m->block_size);
 }
 
-void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload)
+/* Appends r to the offload thread's queue (lock held). */
+static void queue_push(struct kv_offload *o, struct kvo_rec *r)
 {
-    struct kvo_rec *r = rec_of_payload(o, payload);
-    pthread_mutex_lock(&o->mu);
     if (o->q_tail)
         o->q_tail->next = r;
     else
@@ -609,6 +730,13 @@ void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload)
     o->q_tail = r;
     o->q_len++;
     pthread_cond_signal(&o->wake);
+}
+
+void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload)
+{
+    struct kvo_rec *r = rec_of_payload(o, payload);
+    pthread_mutex_lock(&o->mu);
+    queue_push(o, r);
     pthread_mutex_unlock(&o->mu);
 }
 
@@ -631,15 +759,26 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
                (size_t)want->payload_bytes);
         list_touch(o, KV_OFFLOAD_HOST, e);
         o->st.hits[KV_OFFLOAD_HOST]++;
+        /* Used again: worth tier 3 too (another engine may want it); a copy goes to the offload
+         * thread, since tier 2 may drop the record meanwhile. */
+        if (disk_writable(o) && !e->file_bytes && o->q_len < o->cfg.queue_max) {
+            struct kvo_rec *c = malloc(sizeof(*c) + e->rec->len);
+            if (c) {
+                memcpy(c, e->rec, sizeof(*c) + e->rec->len);
+                c->next = NULL;
+                c->to_disk = true;
+                queue_push(o, c);
+            }
+        }
         pthread_mutex_unlock(&o->mu);
         *tier = KV_OFFLOAD_HOST;
         return 0;
     }
-    bool on = o->disk_on && disk;
+    /* Tier 3: only a file the index knows (written here, found at start-up or by the offload
+     * thread's relisting of a shared directory), so a miss costs no system call. */
+    bool on = o->disk_on && disk && e && e->file_bytes;
     pthread_mutex_unlock(&o->mu);
     if (!on) return ERR_NOT_FOUND;
-    /* Tier 3: always try the file, known or not (another engine sharing the directory may have
-     * written it). */
     bool corrupt;
     struct kvo_rec *r = disk_read(o, want, &corrupt);
     pthread_mutex_lock(&o->mu);
@@ -668,7 +807,9 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
 void kv_offload_flush(struct kv_offload *o)
 {
     pthread_mutex_lock(&o->mu);
-    while (o->q_head || o->busy) pthread_cond_wait(&o->idle, &o->mu);
+    o->rescan_now = o->disk_on;
+    pthread_cond_signal(&o->wake);
+    while (o->q_head || o->busy || o->rescan_now) pthread_cond_wait(&o->idle, &o->mu);
     pthread_mutex_unlock(&o->mu);
 }
 

@@ -112,4 +112,10 @@ int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, 
 void kv_slots_publish(struct kv_slots *ks, int seq, const int32_t *tokens, int n_computed,
                       struct kv_chain *chain);
 
+/* Parks seq, about to be preempted (call before closing it): with offload tiers, its full blocks
+ * the prefix cache indexes (chain's, published) are offered to the store when evicted whatever
+ * the gate, so the sequence's re-admission (kv_slots_attach_prefix) loads them from tier 2
+ * instead of recomputing them. A no-op without offload tiers. */
+void kv_slots_park(struct kv_slots *ks, int seq, const struct kv_chain *chain);
+
 #endif

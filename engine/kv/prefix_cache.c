@@ -26,6 +26,7 @@ struct pc_entry {
     int32_t prev, next;   /* LRU links: prev towards least, next towards most recently used */
     bool cached;
     bool prompt;     /* computed from prompt tokens (prefix_cache_mark_prompt) */
+    bool parked;     /* of a preempted sequence, not looked up since (prefix_cache_mark_parked) */
     uint32_t reuses; /* lookup hits and verified duplicates since it was indexed */
     /* Set when the block was offered as a verified duplicate of the cached entry (alias_block,
      * alias_gen): the next block of its sequence may then chain onto that entry. */
@@ -259,6 +260,7 @@ int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *t
         if (b == PC_NONE || !entry_matches(pc, b, h, parent, parent_gen, t)) break;
         blocks_out[n] = b;
         if (pc->ent[b].reuses < UINT32_MAX) pc->ent[b].reuses++;
+        pc->ent[b].parked = false;
         h = bh;
         parent = b;
         parent_gen = pc->ent[b].gen;
@@ -374,6 +376,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
     e->depth = link.depth;
     e->cached = true;
     e->prompt = false;
+    e->parked = false;
     e->reuses = 0;
     memcpy(pc->tokens + (size_t)block * (size_t)pc->block_size, tokens,
            (size_t)pc->block_size * sizeof(*tokens));
@@ -400,7 +403,8 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
             if (pc->on_evict) {
                 const struct pc_entry *e = &pc->ent[b];
                 struct prefix_cache_evicted ev = {
-                    b, e->hash, e->parent_hash, entry_tokens(pc, b), e->reuses, e->prompt};
+                    b,         e->hash,   e->parent_hash, entry_tokens(pc, b),
+                    e->reuses, e->prompt, e->parked};
                 pc->on_evict(pc->on_evict_ctx, &ev);
             }
             entry_drop(pc, b);
@@ -420,6 +424,11 @@ void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn 
 void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block)
 {
     if (block >= 0 && block < pc->n_blocks && pc->ent[block].cached) pc->ent[block].prompt = true;
+}
+
+void prefix_cache_mark_parked(struct prefix_cache *pc, int32_t block)
+{
+    if (block >= 0 && block < pc->n_blocks && pc->ent[block].cached) pc->ent[block].parked = true;
 }
 
 int prefix_cache_evictable(const struct prefix_cache *pc)

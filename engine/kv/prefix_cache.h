@@ -85,6 +85,7 @@ struct prefix_cache_evicted {
     const int32_t *tokens;      /* (block_size) */
     uint32_t reuses;            /* lookups that hit it + later sequences that computed it again */
     bool prompt;                /* prefix_cache_mark_prompt was called for it */
+    bool parked;                /* prefix_cache_mark_parked, and no lookup hit it since */
 };
 typedef void (*prefix_cache_evict_fn)(void *ctx, const struct prefix_cache_evicted *ev);
 
@@ -93,6 +94,9 @@ typedef void (*prefix_cache_evict_fn)(void *ctx, const struct prefix_cache_evict
 void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn fn, void *ctx);
 /* Marks cached `block` as computed from prompt tokens (the offload gate); no-op when not cached. */
 void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block);
+/* Marks cached `block` as one of a preempted sequence's (parked: the offload hook keeps it in tier
+ * 2 whatever the gate) until a lookup hits it or it is evicted; no-op when not cached. */
+void prefix_cache_mark_parked(struct prefix_cache *pc, int32_t block);
 
 /* Evicts up to n evictable blocks (refcount 1), least recently used first; returns how many were
  * freed to kv_cache's free list. Blocks still used by a sequence are skipped. Inference thread. */

@@ -204,6 +204,12 @@ START_TEST(test_kv_offload_sched_tier3_shared_between_engines)
     expect_same(&ref, (struct out[]){run(&a, 3)});
     run(&a, 4);
     run(&a, 5);
+    /* Evicted once, never reused: tier 3's gate wrote no file for it. */
+    struct out once = run(&a, 3);
+    ck_assert_int_eq(once.n_cached, 0);
+    expect_same(&once, &ref);
+    run(&a, 4); /* evicted a second time: written */
+    run(&a, 5);
     struct out back = run(&a, 3); /* tier 3 of the same engine */
     ck_assert_int_eq(back.n_cached, 4 * BS);
     expect_same(&back, &ref);
@@ -255,14 +261,14 @@ START_TEST(test_kv_offload_sched_corrupt_tier3_is_recomputed)
         remove_dir(dir);
         return;
     }
-    struct out ref = reference(6);
+    struct out ref = reference(8);
     run(&a, 6);
     run(&a, 7);
     run(&a, 8);
-    eng_close(&a);
+    eng_close(&a); /* a graceful stop writes the pool's blocks (prompt 8's) to tier 3 */
     ck_assert_int_gt(damage_files(dir), 0);
     ck_assert(eng_open(&b, true, 0, dir));
-    struct out o = run(&b, 6);
+    struct out o = run(&b, 8);
     ck_assert_int_eq(o.n_cached, 0);
     expect_same(&o, &ref);
     struct kv_offload_stats os;
