@@ -44,10 +44,7 @@ struct prefix_cache {
     int32_t lru, mru; /* ends of the LRU list; PC_NONE when empty */
     int size;         /* cached entries */
     uint64_t next_gen;
-    prefix_cache_observer_fn observer; /* NULL: none */
-    void *observer_ctx;
-    prefix_cache_evict_fn on_evict; /* NULL: none */
-    void *on_evict_ctx;
+    struct prefix_cache_observer obs; /* callbacks NULL: none */
 };
 
 /* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
@@ -217,10 +214,9 @@ void prefix_cache_free(struct prefix_cache *pc)
     free(pc);
 }
 
-void prefix_cache_set_observer(struct prefix_cache *pc, prefix_cache_observer_fn fn, void *ctx)
+void prefix_cache_set_observer(struct prefix_cache *pc, const struct prefix_cache_observer *obs)
 {
-    pc->observer = fn;
-    pc->observer_ctx = ctx;
+    pc->obs = obs ? *obs : (struct prefix_cache_observer){0};
 }
 
 int prefix_cache_size(const struct prefix_cache *pc)
@@ -338,7 +334,7 @@ static void entry_drop(struct prefix_cache *pc, int32_t b)
     pc->ent[b].cached = false;
     pc->size--;
     kv_cache_block_release(pc->kv, b);
-    if (pc->observer) pc->observer(pc->observer_ctx, false, pc->ent[b].hash);
+    if (pc->obs.removed) pc->obs.removed(pc->obs.ctx, pc->ent[b].hash);
 }
 
 int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t *tokens,
@@ -388,7 +384,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
     else
         lru_push_mru(pc, block);
     pc->size++;
-    if (pc->observer) pc->observer(pc->observer_ctx, true, h);
+    if (pc->obs.stored) pc->obs.stored(pc->obs.ctx, h);
     return 0;
 }
 
@@ -400,12 +396,12 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
     for (int32_t b = pc->lru; b != PC_NONE && freed < n;) {
         int32_t next = pc->ent[b].next;
         if (kv_cache_block_refcount(pc->kv, b) == 1) {
-            if (pc->on_evict) {
+            if (pc->obs.evicting) {
                 const struct pc_entry *e = &pc->ent[b];
                 struct prefix_cache_evicted ev = {
                     b,         e->hash,   e->parent_hash, entry_tokens(pc, b),
                     e->reuses, e->prompt, e->parked};
-                pc->on_evict(pc->on_evict_ctx, &ev);
+                pc->obs.evicting(pc->obs.ctx, &ev);
             }
             entry_drop(pc, b);
             freed++;
@@ -413,12 +409,6 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
         b = next;
     }
     return freed;
-}
-
-void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn fn, void *ctx)
-{
-    pc->on_evict = fn;
-    pc->on_evict_ctx = ctx;
 }
 
 void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block)
