@@ -5,13 +5,14 @@
  *
  * Writes are asynchronous: the inference thread fills a record's payload (one memcpy of the block
  * out of the pool) and submits it; the store's offload thread keeps it in tier 2 and, for a block
- * seen more than once (kv_offload_job_new), writes it through to tier 3, sealed (SHA-256). A full queue drops the block (counted), so offload never
- * blocks inference. Tier-3 files are written to a temporary name and renamed, so no reader ever
- * sees a partial record; every file is checked on read, and a damaged or truncated one is removed
- * and reported as a miss (the caller recomputes). Lookups consult only the in-memory index (a miss
- * makes no system call); the offload thread keeps it current with a shared directory by listing
- * it again whenever its mtime moves, at most once a second. A directory that cannot be written (read-only,
- * permissions) is only read, a full one stops writes for a while, each with a warning.
+ * seen more than once (kv_offload_job_new), writes it through to tier 3, sealed (SHA-256). A full
+ * queue drops the block (counted), so offload never blocks inference. Tier-3 files are written to
+ * a temporary name and renamed, so no reader ever sees a partial record; every file is checked on
+ * read, and a damaged or truncated one is removed and reported as a miss (the caller recomputes).
+ * Lookups consult only the in-memory index (a miss makes no system call); the offload thread keeps
+ * it current with a shared directory by listing it again whenever its mtime moves, at most once a
+ * second. A directory that cannot be written (read-only, permissions) is only read, a full one
+ * stops writes for a while, each with a warning.
  *
  * Thread safety: kv_offload_job_*, kv_offload_load, kv_offload_flush and kv_offload_stats may be
  * called from any one thread at a time (the inference thread); the offload thread is internal. */

@@ -124,8 +124,7 @@ int kvo_disk_write(struct kv_offload *o, const struct kvo_rec *r, unsigned long 
 
 /* Reads the file of `want` into a new record; NULL on a miss. A file that fails its check is
  * removed and counted. Inference thread; lock not held. */
-struct kvo_rec *kvo_disk_read(struct kv_offload *o, const struct kv_block_meta *want,
-                                 bool *corrupt)
+struct kvo_rec *kvo_disk_read(struct kv_offload *o, const struct kv_block_meta *want, bool *corrupt)
 {
     char path[KVO_PATH_MAX];
     file_name(o, want->hash, path, sizeof(path));

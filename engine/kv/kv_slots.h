@@ -40,9 +40,9 @@ void kv_slots_free(struct kv_slots *ks);
 
 bool kv_slots_prefix_caching(const struct kv_slots *ks);
 
-/* Sets the listener of blocks the prefix cache stores and drops (the router's block events; fn NULL:
- * none). The slots are the prefix cache's one observer and forward to it; nothing is ever called
- * without prefix caching. */
+/* Sets the listener of blocks the prefix cache stores and drops (the router's block events; fn
+ * NULL: none). The slots are the prefix cache's one observer and forward to it; nothing is ever
+ * called without prefix caching. */
 void kv_slots_set_observer(struct kv_slots *ks, prefix_cache_observer_fn fn, void *ctx);
 
 /* Blocks a reservation can obtain now: the free list plus the cached blocks only the prefix cache
