@@ -44,7 +44,7 @@ PY
 
 # post FILE: prints "seconds cached_tokens".
 post() {
-    curl -s -o "$work/resp.json" -w '%{time_total}' -H 'content-type: application/json' \
+    curl -s -o "$work/resp.json" -w '%{time_total}' -H 'content-type: application/json' -H 'Expect:' \
         --data-binary @"$1" "http://127.0.0.1:$port/v1/completions" > "$work/t"
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(open(sys.argv[2]).read(), d["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0))' \
         "$work/resp.json" "$work/t"
@@ -66,14 +66,17 @@ start() { # LEN extra-flags...
 
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 
+# The engine's CPU seconds so far (user + system, all threads: the offload thread's work too).
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f\n", ($14 + $15) / hz}' "/proc/$pid/stat"; }
+
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
 if [ -n "${UNIQUE:-}" ]; then
     len="${lens%% *}"
     for i in $(seq 1 "$UNIQUE"); do body "$work/u$i.json" "$((100 + i))" "$len"; done
     echo "# model=$(basename "$model") threads=$threads reps=$reps unique=$UNIQUE len=$len"
-    echo "# mode total_s_median"
-    for mode in off tier2 tier23; do : > "$work/times-$mode"; done
+    echo "# mode wall_s_median engine_cpu_s_median (user+system of every engine thread)"
+    for mode in off tier2 tier23; do : > "$work/times-$mode"; : > "$work/cpu-$mode"; done
     for _ in $(seq 1 "$reps"); do
         for mode in off tier2 tier23; do
             flags=()
@@ -83,13 +86,17 @@ if [ -n "${UNIQUE:-}" ]; then
                         flags=(--kv-offload-bytes 2G --kv-offload-dir "$work/dir") ;;
             esac
             start "$len" "${flags[@]}"
+            c0=$(cpu_s)
             t0=$(date +%s.%N)
             for i in $(seq 1 "$UNIQUE"); do post "$work/u$i.json" > /dev/null; done
             echo "$(date +%s.%N) - $t0" | bc >> "$work/times-$mode"
+            echo "$(cpu_s) - $c0" | bc >> "$work/cpu-$mode"
             stop
         done
     done
-    for mode in off tier2 tier23; do echo "$mode $(median < "$work/times-$mode")"; done
+    for mode in off tier2 tier23; do
+        echo "$mode $(median < "$work/times-$mode") $(median < "$work/cpu-$mode")"
+    done
     exit 0
 fi
 

@@ -4,12 +4,15 @@
  * kv_block record (engine/kv/kv_block.h), named by (namespace, chained block hash).
  *
  * Writes are asynchronous: the inference thread fills a record's payload (one memcpy of the block
- * out of the pool) and submits it; the store's offload thread keeps it in tier 2 and writes it
- * through to tier 3, sealed (SHA-256). A full queue drops the block (counted), so offload never
- * blocks inference. Tier-3 files are written to a temporary name and renamed, so no reader ever
- * sees a partial record; every file is checked on read, and a damaged or truncated one is removed
- * and reported as a miss (the caller recomputes). A directory that cannot be written (read-only,
- * permissions) is only read, a full one stops writes for a while, each with a warning.
+ * out of the pool) and submits it; the store's offload thread keeps it in tier 2 and, for a block
+ * seen more than once (kv_offload_job_new), writes it through to tier 3, sealed (SHA-256). A full
+ * queue drops the block (counted), so offload never blocks inference. Tier-3 files are written to
+ * a temporary name and renamed, so no reader ever sees a partial record; every file is checked on
+ * read, and a damaged or truncated one is removed and reported as a miss (the caller recomputes).
+ * Lookups consult only the in-memory index (a miss makes no system call); the offload thread keeps
+ * it current with a shared directory by listing it again whenever its mtime moves, at most once a
+ * second. A directory that cannot be written (read-only, permissions) is only read, a full one
+ * stops writes for a while, each with a warning.
  *
  * Thread safety: kv_offload_job_*, kv_offload_load, kv_offload_flush and kv_offload_stats may be
  * called from any one thread at a time (the inference thread); the offload thread is internal. */
@@ -65,9 +68,14 @@ int kv_offload_block_size(const struct kv_offload *o);
 
 /* Starts the record of the block m describes (m->ns, block_size and payload_bytes must be the
  * store's): returns its payload (payload_bytes, for the caller to fill from the pool), or NULL when
- * the block is already in tier 2, the queue is full or memory is short (counted as dropped). The
- * caller then calls exactly one of kv_offload_job_submit / kv_offload_job_cancel with it. */
-uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m);
+ * no tier takes it, the queue is full or memory is short (the last two counted as dropped). Tier 2
+ * takes every block it does not hold. Tier 3 takes a block seen more than once: `durable` (the
+ * caller knows it was reused, or the engine is stopping), or offered before (the store remembers
+ * up to 16384 blocks it declined), or loaded back from tier 2 (kv_offload_load
+ * writes it through then); so traffic without reuse writes no file, and without tier 2 costs no
+ * copy either. The caller then calls exactly one of kv_offload_job_submit / kv_offload_job_cancel
+ * with it. */
+uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m, bool durable);
 /* Hands the filled record to the offload thread (takes it). */
 void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload);
 /* Drops a record that could not be filled. */
@@ -80,7 +88,9 @@ void kv_offload_job_cancel(struct kv_offload *o, uint8_t *payload);
 int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void *payload,
                     bool disk, enum kv_offload_tier *tier);
 
-/* Waits until every submitted record has been stored (tests, benchmarks). */
+/* Waits until every submitted record has been stored and, with tier 3, until the index has caught
+ * up with the directory (files another engine wrote or removed since the offload thread's last
+ * look, which it otherwise takes once a second). Tests, benchmarks. */
 void kv_offload_flush(struct kv_offload *o);
 void kv_offload_stats(struct kv_offload *o, struct kv_offload_stats *out);
 

@@ -13,14 +13,38 @@
 
 struct kv_slots {
     struct kv_cache *kv;
-    struct prefix_cache *pc;     /* NULL when prefix caching is off */
-    int32_t *scratch;            /* (max_blocks_per_seq) block ids of a lookup */
-    struct kv_slots_offload off; /* off.store NULL: no offload tiers */
-    uint8_t *load_buf;           /* (payload bytes) a block loaded back from a tier */
-    double disk_s_per_block;     /* EWMA of tier-3 load times; 0 until measured */
-    double prefill_s_per_token;  /* the scheduler's measurement; 0 until told */
-    unsigned disk_probe;         /* lookups that skipped tier 3, for the probe */
+    struct prefix_cache *pc;         /* NULL when prefix caching is off */
+    int32_t *scratch;                /* (max_blocks_per_seq) block ids of a lookup */
+    struct kv_slots_offload off;     /* off.store NULL: no offload tiers */
+    uint8_t *load_buf;               /* (payload bytes) a block loaded back from a tier */
+    double disk_s_per_block;         /* EWMA of tier-3 load times; 0 until measured */
+    double prefill_s_per_token;      /* the scheduler's measurement; 0 until told */
+    unsigned disk_probe;             /* lookups that skipped tier 3, for the probe */
+    bool draining;                   /* kv_slots_free: every gated block is worth tier 3 */
+    prefix_cache_observer_fn events; /* the router's block events, or NULL */
+    void *events_ctx;
 };
+
+static void offload_evicted(void *ctx, const struct prefix_cache_evicted *ev);
+
+/* The prefix cache's observer: block events to the router's listener, evictions to the tiers. */
+static void slots_stored(void *ctx, uint64_t hash)
+{
+    struct kv_slots *ks = ctx;
+    if (ks->events) ks->events(ks->events_ctx, true, hash);
+}
+
+static void slots_evicting(void *ctx, const struct prefix_cache_evicted *ev)
+{
+    struct kv_slots *ks = ctx;
+    if (ks->off.store) offload_evicted(ks, ev);
+}
+
+static void slots_removed(void *ctx, uint64_t hash)
+{
+    struct kv_slots *ks = ctx;
+    if (ks->events) ks->events(ks->events_ctx, false, hash);
+}
 
 #define KV_SLOTS_EWMA 0.2 /* weight of a new tier-3 load time */
 
@@ -33,6 +57,9 @@ int kv_slots_new(struct kv_cache *kv, bool prefix_caching, struct kv_slots **out
     ks->scratch = calloc((size_t)kv_cache_max_blocks_per_seq(kv), sizeof(*ks->scratch));
     if (!ks->scratch) goto out;
     if (prefix_caching && (rc = prefix_cache_new(kv, &ks->pc)) != 0) goto out;
+    if (ks->pc)
+        prefix_cache_set_observer(ks->pc, &(struct prefix_cache_observer){
+                                              slots_stored, slots_evicting, slots_removed, ks});
     *out = ks;
     ks = NULL;
     rc = 0;
@@ -49,6 +76,7 @@ void kv_slots_free(struct kv_slots *ks)
     if (!ks) return;
     /* Offload what the pool still caches (through the gate), so that a restarted engine, or a
      * replica sharing the directory, finds it: evict in batches the queue can take. */
+    ks->draining = true;
     while (ks->off.store && prefix_cache_evictable(ks->pc) > 0) {
         kv_offload_flush(ks->off.store);
         if (prefix_cache_evict(ks->pc, KV_SLOTS_DRAIN_BATCH) == 0) break;
@@ -66,7 +94,8 @@ bool kv_slots_prefix_caching(const struct kv_slots *ks)
 
 void kv_slots_set_observer(struct kv_slots *ks, prefix_cache_observer_fn fn, void *ctx)
 {
-    if (ks->pc) prefix_cache_set_observer(ks->pc, fn, ctx);
+    ks->events = fn;
+    ks->events_ctx = ctx;
 }
 
 int kv_slots_available(const struct kv_slots *ks)
@@ -82,19 +111,20 @@ double kv_slots_usage(const struct kv_slots *ks)
     return (double)used / (double)kv_cache_n_blocks(ks->kv);
 }
 
-/* The prefix cache's eviction hook: offers the gated block to the store, copying its K/V out of
- * the pool now (the block is reused as soon as the hook returns). */
+/* Eviction, for the tiers: offers the gated block (or a parked one) to the store, copying
+ * its K/V out of the pool now (the block is reused as soon as the hook returns). A block reused
+ * while cached, or any at a graceful stop, is durable: written to tier 3 on its first offer. */
 static void offload_evicted(void *ctx, const struct prefix_cache_evicted *ev)
 {
     struct kv_slots *ks = ctx;
-    bool pass = ks->off.gate == KV_SLOTS_GATE_ALL ||
+    bool pass = ks->off.gate == KV_SLOTS_GATE_ALL || ev->parked ||
                 (ks->off.gate == KV_SLOTS_GATE_PROMPT && (ev->prompt || ev->reuses)) ||
                 (ks->off.gate == KV_SLOTS_GATE_REUSED && ev->reuses);
     if (!pass) return;
     uint64_t bytes = kv_offload_payload_bytes(ks->off.store);
     struct kv_block_meta m = {kv_offload_namespace(ks->off.store), ev->hash,   ev->parent_hash,
                               kv_cache_block_size(ks->kv),         ev->tokens, bytes};
-    uint8_t *payload = kv_offload_job_new(ks->off.store, &m);
+    uint8_t *payload = kv_offload_job_new(ks->off.store, &m, ks->draining || ev->reuses > 0);
     if (!payload) return;
     if (ks->off.read(ks->off.ctx, ev->block, payload, (size_t)bytes) != 0)
         kv_offload_job_cancel(ks->off.store, payload);
@@ -112,7 +142,6 @@ int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o)
     free(ks->load_buf);
     ks->load_buf = buf;
     ks->off = *o;
-    prefix_cache_set_evict_hook(ks->pc, offload_evicted, ks);
     return 0;
 }
 
@@ -209,6 +238,15 @@ int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, 
         k = attach_offloaded(ks, seq, tokens, k, max_blocks, parent, chain);
     chain->n_hashed = k;
     return k * bs;
+}
+
+void kv_slots_park(struct kv_slots *ks, int seq, const struct kv_chain *chain)
+{
+    if (!ks->pc || !ks->off.store) return;
+    int n_table = 0;
+    const int32_t *table = kv_cache_seq_blocks(ks->kv, seq, &n_table);
+    for (int b = 0; b < chain->n_hashed && b < n_table; b++)
+        prefix_cache_mark_parked(ks->pc, table[b]);
 }
 
 void kv_slots_publish(struct kv_slots *ks, int seq, const int32_t *tokens, int n_computed,

@@ -40,8 +40,9 @@ void kv_slots_free(struct kv_slots *ks);
 
 bool kv_slots_prefix_caching(const struct kv_slots *ks);
 
-/* Sets the prefix cache's observer of stored / evicted blocks (prefix_cache_set_observer; a no-op
- * without prefix caching). */
+/* Sets the listener of blocks the prefix cache stores and drops (the router's block events; fn
+ * NULL: none). The slots are the prefix cache's one observer and forward to it; nothing is ever
+ * called without prefix caching. */
 void kv_slots_set_observer(struct kv_slots *ks, prefix_cache_observer_fn fn, void *ctx);
 
 /* Blocks a reservation can obtain now: the free list plus the cached blocks only the prefix cache
@@ -111,5 +112,11 @@ int kv_slots_attach_prefix(struct kv_slots *ks, int seq, const int32_t *tokens, 
  * prefix caching. */
 void kv_slots_publish(struct kv_slots *ks, int seq, const int32_t *tokens, int n_computed,
                       struct kv_chain *chain);
+
+/* Parks seq, about to be preempted (call before closing it): with offload tiers, its full blocks
+ * the prefix cache indexes (chain's, published) are offered to the store when evicted whatever
+ * the gate, so the sequence's re-admission (kv_slots_attach_prefix) loads them from tier 2
+ * instead of recomputing them. A no-op without offload tiers. */
+void kv_slots_park(struct kv_slots *ks, int seq, const struct kv_chain *chain);
 
 #endif

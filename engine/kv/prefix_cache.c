@@ -26,6 +26,7 @@ struct pc_entry {
     int32_t prev, next;   /* LRU links: prev towards least, next towards most recently used */
     bool cached;
     bool prompt;     /* computed from prompt tokens (prefix_cache_mark_prompt) */
+    bool parked;     /* of a preempted sequence, not looked up since (prefix_cache_mark_parked) */
     uint32_t reuses; /* lookup hits and verified duplicates since it was indexed */
     /* Set when the block was offered as a verified duplicate of the cached entry (alias_block,
      * alias_gen): the next block of its sequence may then chain onto that entry. */
@@ -43,10 +44,7 @@ struct prefix_cache {
     int32_t lru, mru; /* ends of the LRU list; PC_NONE when empty */
     int size;         /* cached entries */
     uint64_t next_gen;
-    prefix_cache_observer_fn observer; /* NULL: none */
-    void *observer_ctx;
-    prefix_cache_evict_fn on_evict; /* NULL: none */
-    void *on_evict_ctx;
+    struct prefix_cache_observer obs; /* callbacks NULL: none */
 };
 
 /* splitmix64's finaliser: a bijection on 64 bits with full avalanche. */
@@ -216,10 +214,9 @@ void prefix_cache_free(struct prefix_cache *pc)
     free(pc);
 }
 
-void prefix_cache_set_observer(struct prefix_cache *pc, prefix_cache_observer_fn fn, void *ctx)
+void prefix_cache_set_observer(struct prefix_cache *pc, const struct prefix_cache_observer *obs)
 {
-    pc->observer = fn;
-    pc->observer_ctx = ctx;
+    pc->obs = obs ? *obs : (struct prefix_cache_observer){0};
 }
 
 int prefix_cache_size(const struct prefix_cache *pc)
@@ -259,6 +256,7 @@ int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *t
         if (b == PC_NONE || !entry_matches(pc, b, h, parent, parent_gen, t)) break;
         blocks_out[n] = b;
         if (pc->ent[b].reuses < UINT32_MAX) pc->ent[b].reuses++;
+        pc->ent[b].parked = false;
         h = bh;
         parent = b;
         parent_gen = pc->ent[b].gen;
@@ -336,7 +334,7 @@ static void entry_drop(struct prefix_cache *pc, int32_t b)
     pc->ent[b].cached = false;
     pc->size--;
     kv_cache_block_release(pc->kv, b);
-    if (pc->observer) pc->observer(pc->observer_ctx, false, pc->ent[b].hash);
+    if (pc->obs.removed) pc->obs.removed(pc->obs.ctx, pc->ent[b].hash);
 }
 
 int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t *tokens,
@@ -374,6 +372,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
     e->depth = link.depth;
     e->cached = true;
     e->prompt = false;
+    e->parked = false;
     e->reuses = 0;
     memcpy(pc->tokens + (size_t)block * (size_t)pc->block_size, tokens,
            (size_t)pc->block_size * sizeof(*tokens));
@@ -385,7 +384,7 @@ int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t 
     else
         lru_push_mru(pc, block);
     pc->size++;
-    if (pc->observer) pc->observer(pc->observer_ctx, true, h);
+    if (pc->obs.stored) pc->obs.stored(pc->obs.ctx, h);
     return 0;
 }
 
@@ -397,11 +396,12 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
     for (int32_t b = pc->lru; b != PC_NONE && freed < n;) {
         int32_t next = pc->ent[b].next;
         if (kv_cache_block_refcount(pc->kv, b) == 1) {
-            if (pc->on_evict) {
+            if (pc->obs.evicting) {
                 const struct pc_entry *e = &pc->ent[b];
                 struct prefix_cache_evicted ev = {
-                    b, e->hash, e->parent_hash, entry_tokens(pc, b), e->reuses, e->prompt};
-                pc->on_evict(pc->on_evict_ctx, &ev);
+                    b,         e->hash,   e->parent_hash, entry_tokens(pc, b),
+                    e->reuses, e->prompt, e->parked};
+                pc->obs.evicting(pc->obs.ctx, &ev);
             }
             entry_drop(pc, b);
             freed++;
@@ -411,15 +411,14 @@ int prefix_cache_evict(struct prefix_cache *pc, int n)
     return freed;
 }
 
-void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn fn, void *ctx)
-{
-    pc->on_evict = fn;
-    pc->on_evict_ctx = ctx;
-}
-
 void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block)
 {
     if (block >= 0 && block < pc->n_blocks && pc->ent[block].cached) pc->ent[block].prompt = true;
+}
+
+void prefix_cache_mark_parked(struct prefix_cache *pc, int32_t block)
+{
+    if (block >= 0 && block < pc->n_blocks && pc->ent[block].cached) pc->ent[block].parked = true;
 }
 
 int prefix_cache_evictable(const struct prefix_cache *pc)

@@ -69,30 +69,39 @@ int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *t
 int prefix_cache_insert(struct prefix_cache *pc, uint64_t parent, const int32_t *tokens,
                         int32_t block, uint64_t *hash_out);
 
-/* Observer of what the cache indexes: stored = true when a block enters the index, false when it
- * leaves it (eviction, collision replacement, clear), with the block's chain hash. Called on the
- * inference thread inside insert / evict; it must not call back into the cache and should be
- * cheap (engine/kv/kv_events.h's kv_events_record). */
-typedef void (*prefix_cache_observer_fn)(void *ctx, bool stored, uint64_t hash);
-/* Sets the observer (NULL fn: none). Inference thread, or before the cache is shared. */
-void prefix_cache_set_observer(struct prefix_cache *pc, prefix_cache_observer_fn fn, void *ctx);
-
-/* A block about to leave the cache by eviction (its K/V is still intact in the pool while the hook
- * runs). Pointers borrowed for the call. */
+/* A block about to leave the cache by eviction (its K/V is still intact in the pool while the
+ * observer runs). Pointers borrowed for the call. */
 struct prefix_cache_evicted {
     int32_t block;
     uint64_t hash, parent_hash; /* the chain hash and the value it was computed from */
     const int32_t *tokens;      /* (block_size) */
     uint32_t reuses;            /* lookups that hit it + later sequences that computed it again */
     bool prompt;                /* prefix_cache_mark_prompt was called for it */
+    bool parked;                /* prefix_cache_mark_parked, and no lookup hit it since */
 };
-typedef void (*prefix_cache_evict_fn)(void *ctx, const struct prefix_cache_evicted *ev);
 
-/* Calls fn(ctx, ...) for every block prefix_cache_evict (and _clear) is about to drop, before its
- * reference is released: the offload tiers' write hook. NULL fn removes it. Inference thread. */
-void prefix_cache_set_evict_hook(struct prefix_cache *pc, prefix_cache_evict_fn fn, void *ctx);
+/* The cache's one observer (engine/kv/kv_slots.c, which forwards to the router's block events and
+ * the offload tiers). Called on the inference thread inside insert / evict / clear; callbacks must
+ * not call back into the cache and should be cheap. Any may be NULL. */
+struct prefix_cache_observer {
+    void (*stored)(void *ctx, uint64_t hash); /* a block entered the index under hash */
+    /* a block is being evicted (before its reference is released: the offload tiers' copy) */
+    void (*evicting)(void *ctx, const struct prefix_cache_evicted *ev);
+    void (*removed)(void *ctx, uint64_t hash); /* a block left the index (eviction, clear) */
+    void *ctx;
+};
+/* Sets the observer (copied; NULL: none). Inference thread, or before the cache is shared. */
+void prefix_cache_set_observer(struct prefix_cache *pc, const struct prefix_cache_observer *obs);
+
+/* A listener of blocks entering (stored) and leaving the index, by chain hash: the shape of
+ * engine/kv/kv_events.h's kv_events_record, which kv_slots_set_observer forwards to. */
+typedef void (*prefix_cache_observer_fn)(void *ctx, bool stored, uint64_t hash);
+
 /* Marks cached `block` as computed from prompt tokens (the offload gate); no-op when not cached. */
 void prefix_cache_mark_prompt(struct prefix_cache *pc, int32_t block);
+/* Marks cached `block` as one of a preempted sequence's (parked: the offload hook keeps it in tier
+ * 2 whatever the gate) until a lookup hits it or it is evicted; no-op when not cached. */
+void prefix_cache_mark_parked(struct prefix_cache *pc, int32_t block);
 
 /* Evicts up to n evictable blocks (refcount 1), least recently used first; returns how many were
  * freed to kv_cache's free list. Blocks still used by a sequence are skipped. Inference thread. */

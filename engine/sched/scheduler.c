@@ -351,6 +351,7 @@ static void seq_preempt(struct sched *s, int i)
 {
     struct sched_seq *q = s->running[i];
     running_remove_at(s, i);
+    kv_slots_park(s->slots, q->kv_seq, &q->chain); /* its blocks wait in tier 2, if any */
     seq_release_kv(s, q);
     s->st.preemptions++;
     if (waiting_insert(s, q) != 0) {
@@ -474,6 +475,8 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
             }
             buf_reset(&s->text);
             seq_emit(s, q, NULL, SCHED_FINISH_NONE); /* "admitted": queue time ends */
+        } else {
+            s->st.resume_hits += (uint64_t)q->n_computed;
         }
         q->state = SEQ_RUNNING;
         s->running[s->n_running++] = q;

@@ -110,6 +110,16 @@ END_TEST
 
 #define BS 4
 
+static void events_stored(void *ctx, uint64_t hash)
+{
+    kv_events_record(ctx, true, hash);
+}
+
+static void events_removed(void *ctx, uint64_t hash)
+{
+    kv_events_record(ctx, false, hash);
+}
+
 START_TEST(test_kv_events_fed_by_prefix_cache)
 {
     struct kv_cache_config cfg = {8, BS, 2, 4};
@@ -119,7 +129,8 @@ START_TEST(test_kv_events_fed_by_prefix_cache)
     ck_assert_int_eq(kv_cache_new(&cfg, &kv), 0);
     ck_assert_int_eq(prefix_cache_new(kv, &pc), 0);
     ck_assert_int_eq(kv_events_new(8, 64, &ev), 0);
-    prefix_cache_set_observer(pc, kv_events_record, ev);
+    prefix_cache_set_observer(
+        pc, &(struct prefix_cache_observer){events_stored, NULL, events_removed, ev});
 
     const int32_t toks[8] = {5, 6, 7, 8, 9, 10, 11, 12};
     int s;

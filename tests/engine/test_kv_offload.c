@@ -39,15 +39,23 @@ static void block_meta(int i, int32_t *tokens, struct kv_block_meta *m)
     *m = (struct kv_block_meta){NS, (uint64_t)(1000 + i), UINT64_C(1) << 63, BS, tokens, PAYLOAD};
 }
 
-static void offer(struct kv_offload *o, int i)
+/* Offers block i; durable: known to be reused (tier 3 takes it on its first offer). 1 when a tier
+ * took the record. */
+static int offer_as(struct kv_offload *o, int i, bool durable)
 {
     int32_t tokens[BS];
     struct kv_block_meta m;
     block_meta(i, tokens, &m);
-    uint8_t *p = kv_offload_job_new(o, &m);
-    if (!p) return;
+    uint8_t *p = kv_offload_job_new(o, &m, durable);
+    if (!p) return 0;
     for (int b = 0; b < PAYLOAD; b++) p[b] = (uint8_t)(i + b);
     kv_offload_job_submit(o, p);
+    return 1;
+}
+
+static void offer(struct kv_offload *o, int i)
+{
+    (void)offer_as(o, i, true);
 }
 
 /* 1 when block i loads back with its payload (tier in *tier), 0 on a miss. */
@@ -152,7 +160,7 @@ START_TEST(test_kv_offload_host_lru_budget_under_churn)
     int32_t tokens[BS];
     struct kv_block_meta m;
     block_meta(199, tokens, &m);
-    ck_assert_ptr_null(kv_offload_job_new(o, &m));
+    ck_assert_ptr_null(kv_offload_job_new(o, &m, true));
     /* Another block under a stored block's hash (a collision) is a miss. */
     tokens[0]++;
     uint8_t buf[PAYLOAD];
@@ -176,6 +184,7 @@ START_TEST(test_kv_offload_disk_shared_between_stores)
     ck_assert_uint_eq(st.blocks[KV_OFFLOAD_DISK], 5);
     offer(a, 7);
     kv_offload_flush(a);
+    kv_offload_flush(b); /* b's index catches up with the directory (its thread: once a second) */
     enum kv_offload_tier t = KV_OFFLOAD_HOST;
     ck_assert_int_eq(load(b, 7, &t), 1);
     ck_assert_int_eq(t, KV_OFFLOAD_DISK);
@@ -191,6 +200,71 @@ START_TEST(test_kv_offload_disk_shared_between_stores)
     ck_assert_int_eq(count_files(dir), 7);
     kv_offload_stats(b, &st);
     ck_assert_uint_eq(st.hits[KV_OFFLOAD_DISK], 2);
+    ck_assert_uint_eq(st.corrupt, 0);
+    kv_offload_free(a);
+    kv_offload_free(b);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Tier 3's gate: a block offered once (not known to be reused) costs no file, and without tier 2
+ * not even a copy; offered again, or loaded back from tier 2, it is written. */
+START_TEST(test_kv_offload_disk_gate_writes_blocks_seen_twice)
+{
+    char *dir = make_dir();
+    struct kv_offload *o = open_store(0, dir, 1 << 20);
+    ck_assert_int_eq(offer_as(o, 1, false), 0); /* declined before any copy */
+    kv_offload_flush(o);
+    ck_assert_int_eq(count_files(dir), 0);
+    ck_assert_int_eq(load(o, 1, NULL), 0);
+    ck_assert_int_eq(offer_as(o, 1, false), 1); /* seen twice */
+    kv_offload_flush(o);
+    ck_assert_int_eq(count_files(dir), 1);
+    ck_assert_int_eq(load(o, 1, NULL), 1);
+    kv_offload_free(o);
+    struct kv_offload_stats st;
+    struct kv_offload *h = open_store(4 * rec_bytes(), dir, 1 << 20);
+    ck_assert_int_eq(offer_as(h, 2, false), 1); /* tier 2 takes it, tier 3 not yet */
+    kv_offload_flush(h);
+    kv_offload_stats(h, &st);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_HOST], 1);
+    ck_assert_uint_eq(st.stored[KV_OFFLOAD_DISK], 0);
+    ck_assert_int_eq(count_files(dir), 1);
+    enum kv_offload_tier t = KV_OFFLOAD_DISK;
+    ck_assert_int_eq(load(h, 2, &t), 1); /* a tier-2 hit: reused, so written through */
+    ck_assert_int_eq(t, KV_OFFLOAD_HOST);
+    kv_offload_flush(h);
+    kv_offload_stats(h, &st);
+    ck_assert_uint_eq(st.stored[KV_OFFLOAD_DISK], 1);
+    ck_assert_int_eq(count_files(dir), 2);
+    kv_offload_free(h);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Lookups consult the index; the offload thread relists a directory another store changed:
+ * files it wrote are found, files it removed are forgotten. */
+START_TEST(test_kv_offload_disk_index_follows_a_shared_directory)
+{
+    char *dir = make_dir();
+    struct kv_offload *a = open_store(0, dir, 1 << 20);
+    struct kv_offload *b = open_store(0, dir, 1 << 20);
+    for (int i = 0; i < 4; i++) offer(a, i);
+    kv_offload_flush(a);
+    kv_offload_flush(b);
+    struct kv_offload_stats st;
+    kv_offload_stats(b, &st);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_DISK], 4);
+    ck_assert_uint_eq(st.bytes[KV_OFFLOAD_DISK], 4 * rec_bytes());
+    char p[512];
+    block_path(dir, 2, p, sizeof(p));
+    ck_assert_int_eq(unlink(p), 0); /* as a's budget would */
+    kv_offload_flush(b);
+    kv_offload_stats(b, &st);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_DISK], 3);
+    ck_assert_int_eq(load(b, 2, NULL), 0);
+    ck_assert_int_eq(load(b, 3, NULL), 1);
+    kv_offload_stats(b, &st);
     ck_assert_uint_eq(st.corrupt, 0);
     kv_offload_free(a);
     kv_offload_free(b);
@@ -245,6 +319,7 @@ START_TEST(test_kv_offload_disk_corrupt_and_truncated_files_are_misses)
     ck_assert_int_eq(load(a, 0, NULL), 0);
     offer(a, 0);
     kv_offload_flush(a);
+    kv_offload_flush(b); /* b relists the directory */
     ck_assert_int_eq(load(b, 0, NULL), 1);
     kv_offload_free(a);
     kv_offload_free(b);
@@ -405,6 +480,8 @@ Suite *kv_offload_suite(void)
     tcase_add_test(tc, test_kv_offload_bad_config);
     tcase_add_test(tc, test_kv_offload_host_lru_budget_under_churn);
     tcase_add_test(tc, test_kv_offload_disk_shared_between_stores);
+    tcase_add_test(tc, test_kv_offload_disk_gate_writes_blocks_seen_twice);
+    tcase_add_test(tc, test_kv_offload_disk_index_follows_a_shared_directory);
     tcase_add_test(tc, test_kv_offload_disk_corrupt_and_truncated_files_are_misses);
     tcase_add_test(tc, test_kv_offload_disk_budget_under_churn);
     tcase_add_test(tc, test_kv_offload_read_only_dir_degrades);

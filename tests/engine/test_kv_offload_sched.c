@@ -2,7 +2,8 @@
  * ../shared): a prompt whose prefix blocks were evicted from a small KV pool is served from tier 2
  * (host memory) or tier 3 (a directory), counted as cached tokens of that tier, and generates
  * exactly the tokens it generates with the prefix recomputed; a second engine sharing the
- * directory reuses the first one's blocks; a damaged tier-3 file is recomputed, never served. */
+ * directory reuses the first one's blocks; a damaged tier-3 file is recomputed, never served; a
+ * preempted sequence's blocks parked in tier 2 are loaded back on resume, with the same tokens. */
 #include "engine/kv/kv_offload.h"
 
 #include "common/err.h"
@@ -25,8 +26,10 @@
 #define N_PROMPT 70 /* four full blocks reusable, the fifth holds the last token */
 #define MAX_CTX  128
 
+#define OUT_MAX 64 /* tokens an out keeps */
+
 struct out {
-    int32_t tokens[N_GEN];
+    int32_t tokens[OUT_MAX];
     int n_tokens, n_cached;
     enum sched_finish finish;
 };
@@ -42,13 +45,15 @@ static void on_event(void *ctx, const struct sched_event *ev)
 {
     struct out *o = ev->ud;
     (void)ctx;
-    if (ev->has_token && o->n_tokens < N_GEN) o->tokens[o->n_tokens++] = ev->token;
+    if (ev->has_token && o->n_tokens < OUT_MAX) o->tokens[o->n_tokens++] = ev->token;
     if (ev->finish != SCHED_FINISH_NONE) o->finish = ev->finish;
     o->n_cached = ev->n_cached;
 }
 
 /* An engine with a pool of 8 blocks (about one request) and the given tiers; false (skip) without
  * the shared model. */
+static int eng_max_seqs = 1; /* max_num_seqs of the next eng_open */
+
 static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char *dir)
 {
     memset(e, 0, sizeof(*e));
@@ -59,7 +64,7 @@ static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char
     o.n_threads = 1;
     char err[256];
     ck_assert_msg(model_load(path, &o, &e->m, err, sizeof(err)) == 0, "%s", err);
-    struct kv_cache_config kc = {8, BS, 1, MAX_CTX / BS};
+    struct kv_cache_config kc = {8, BS, eng_max_seqs, MAX_CTX / BS};
     ck_assert_int_eq(kv_cache_new(&kc, &e->kv), 0);
     ck_assert_int_eq(model_kv_init(e->m, e->kv), 0);
     if (host_bytes || dir) {
@@ -75,7 +80,7 @@ static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char
                                       dir ? 1 << 24 : 0,      0};
         ck_assert_int_eq(kv_offload_new(&c, &e->store), 0);
     }
-    struct sched_config sc = {.max_num_seqs = 1,
+    struct sched_config sc = {.max_num_seqs = eng_max_seqs,
                               .max_num_batched_tokens = 256,
                               .chunked_prefill = true,
                               .prefix_caching = prefix,
@@ -204,6 +209,12 @@ START_TEST(test_kv_offload_sched_tier3_shared_between_engines)
     expect_same(&ref, (struct out[]){run(&a, 3)});
     run(&a, 4);
     run(&a, 5);
+    /* Evicted once, never reused: tier 3's gate wrote no file for it. */
+    struct out once = run(&a, 3);
+    ck_assert_int_eq(once.n_cached, 0);
+    expect_same(&once, &ref);
+    run(&a, 4); /* evicted a second time: written */
+    run(&a, 5);
     struct out back = run(&a, 3); /* tier 3 of the same engine */
     ck_assert_int_eq(back.n_cached, 4 * BS);
     expect_same(&back, &ref);
@@ -255,14 +266,14 @@ START_TEST(test_kv_offload_sched_corrupt_tier3_is_recomputed)
         remove_dir(dir);
         return;
     }
-    struct out ref = reference(6);
+    struct out ref = reference(8);
     run(&a, 6);
     run(&a, 7);
     run(&a, 8);
-    eng_close(&a);
+    eng_close(&a); /* a graceful stop writes the pool's blocks (prompt 8's) to tier 3 */
     ck_assert_int_gt(damage_files(dir), 0);
     ck_assert(eng_open(&b, true, 0, dir));
-    struct out o = run(&b, 6);
+    struct out o = run(&b, 8);
     ck_assert_int_eq(o.n_cached, 0);
     expect_same(&o, &ref);
     struct kv_offload_stats os;
@@ -270,6 +281,82 @@ START_TEST(test_kv_offload_sched_corrupt_tier3_is_recomputed)
     ck_assert_uint_ge(os.corrupt, 1);
     eng_close(&b);
     remove_dir(dir);
+}
+END_TEST
+
+/* Preemption: P_SEQS sequences of P_PROMPT prompt and P_GEN generated tokens run together in the
+ * 8-block pool (each needs 5 blocks at the end), so the newest is preempted. */
+#define P_SEQS   2
+#define P_PROMPT 40
+#define P_GEN    40
+
+/* Runs prompts seeds[0..n) (their first P_PROMPT ids) together to the end, in the engine. */
+static void run_together(struct eng *e, const int *seeds, int n, struct out *outs)
+{
+    int32_t ids[P_SEQS][N_PROMPT];
+    for (int i = 0; i < n; i++) {
+        make_prompt(seeds[i], ids[i]);
+        outs[i] = (struct out){0};
+        struct sched_request q = {.prompt = ids[i],
+                                  .n_prompt = P_PROMPT,
+                                  .max_tokens = P_GEN,
+                                  .ignore_eos = true,
+                                  .ud = &outs[i]};
+        sampler_params_default(&q.sampling);
+        q.sampling.temperature = 0;
+        struct sched_seq *seq;
+        ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+    }
+    for (int i = 0; i < 10000 && !sched_idle(e->s); i++) ck_assert_int_eq(sched_step(e->s), 0);
+    ck_assert(sched_idle(e->s));
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(outs[i].finish, SCHED_FINISH_LENGTH);
+        ck_assert_int_eq(outs[i].n_tokens, P_GEN);
+    }
+}
+
+/* A preempted sequence parks its blocks in tier 2 and loads them back when it resumes: it
+ * generates exactly what it generates alone and what it generates when its blocks are
+ * recomputed; the pool's blocks all come back; tier 2 stays under its budget. */
+START_TEST(test_kv_offload_sched_preempted_blocks_parked_in_tier2)
+{
+    const int seeds[P_SEQS] = {11, 12};
+    struct out ref[P_SEQS], rec[P_SEQS], park[P_SEQS];
+    struct eng e;
+    eng_max_seqs = 1;
+    for (int i = 0; i < P_SEQS; i++) {
+        if (!eng_open(&e, false, 0, NULL)) return;
+        run_together(&e, &seeds[i], 1, &ref[i]);
+        eng_close(&e);
+    }
+    eng_max_seqs = P_SEQS;
+    /* Recompute: prefix caching without tiers. */
+    ck_assert(eng_open(&e, true, 0, NULL));
+    run_together(&e, seeds, P_SEQS, rec);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_uint_ge(st.preemptions, 1);
+    uint64_t rec_resume = st.resume_hits;
+    eng_close(&e);
+    /* Parking: tier 2 of four records. */
+    ck_assert(eng_open(&e, false, 0, NULL)); /* to size the budget */
+    size_t rb = kv_block_record_bytes(BS, model_kv_block_bytes(e.m));
+    eng_close(&e);
+    ck_assert(eng_open(&e, true, 4 * rb, NULL));
+    run_together(&e, seeds, P_SEQS, park);
+    sched_stats(e.s, &st);
+    ck_assert_uint_ge(st.preemptions, 1);
+    ck_assert_uint_gt(st.resume_hits, rec_resume); /* fewer tokens recomputed on resume */
+    struct kv_offload_stats os;
+    kv_offload_stats(e.store, &os);
+    ck_assert_uint_ge(os.hits[KV_OFFLOAD_HOST], 1);
+    ck_assert_uint_le(os.bytes[KV_OFFLOAD_HOST], 4 * rb);
+    eng_close(&e); /* every block back in the pool's free list */
+    eng_max_seqs = 1;
+    for (int i = 0; i < P_SEQS; i++) {
+        expect_same(&rec[i], &ref[i]);
+        expect_same(&park[i], &ref[i]);
+    }
 }
 END_TEST
 
@@ -283,6 +370,7 @@ Suite *kv_offload_sched_suite(void)
     tcase_add_test(tc, test_kv_offload_sched_tier1_and_tier2_equal_recompute);
     tcase_add_test(tc, test_kv_offload_sched_tier3_shared_between_engines);
     tcase_add_test(tc, test_kv_offload_sched_corrupt_tier3_is_recomputed);
+    tcase_add_test(tc, test_kv_offload_sched_preempted_blocks_parked_in_tier2);
     suite_add_tcase(s, tc);
     return s;
 }
