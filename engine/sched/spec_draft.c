@@ -24,7 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SPEC_DRAFT_SEED_SALT 0x64726166746d6f64ull /* the draft's stream differs from the target's */
+#define SPEC_DRAFT_SEED_SALT                                                                       \
+    0x64726166746d6f64ull /* the draft's stream differs from the target's */
 
 struct spec_draft {
     struct model *m;
@@ -89,8 +90,9 @@ int spec_draft_check_vocab(const struct model *target, const struct model *draft
     rt = gguf_get_arr(t, "tokenizer.ggml.token_type", &at);
     rd = gguf_get_arr(d, "tokenizer.ggml.token_type", &ad);
     if (rt != rd || (rt == 0 && at->n != ad->n)) {
-        snprintf(err, errlen, "the token types (tokenizer.ggml.token_type) differ in presence or "
-                              "length");
+        snprintf(err, errlen,
+                 "the token types (tokenizer.ggml.token_type) differ in presence or "
+                 "length");
         return ERR_INVAL;
     }
     for (uint64_t i = 0; rt == 0 && i < at->n; i++) {
@@ -259,9 +261,9 @@ int spec_draft_run(struct spec_draft *d, struct spec_draft_job *jobs, int n_jobs
             struct spec_draft_job *j = &jobs[i];
             if (depth == 0 && j->catchup > 0) {
                 int pos = j->ss->d_computed;
-                d->entries[n_en] = (struct model_batch_entry){
-                    j->ss->d_seq, pos, j->catchup, j->tokens + pos,
-                    j->k > 0 ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE};
+                d->entries[n_en] =
+                    (struct model_batch_entry){j->ss->d_seq, pos, j->catchup, j->tokens + pos,
+                                               j->k > 0 ? MODEL_LOGITS_LAST : MODEL_LOGITS_NONE};
             } else if (depth > 0 && j->k > depth) {
                 int pos = j->n + depth - 1;
                 d->entries[n_en] = (struct model_batch_entry){j->ss->d_seq, pos, 1, j->tokens + pos,
