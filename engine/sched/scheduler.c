@@ -612,6 +612,9 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
     spec_ctl_plan(&in, s->cands, n, s->plan_scratch);
     bool any = false;
     int n_jobs = 0;
+    /* a draft's catch-up per step: SPEC_DRAFT_CHUNK, and no more than the target's step budget */
+    int chunk = s->cfg.max_num_batched_tokens < SPEC_DRAFT_CHUNK ? s->cfg.max_num_batched_tokens
+                                                                 : SPEC_DRAFT_CHUNK;
     for (int c = 0; c < n; c++) {
         int e = s->cand_entry[c], k = s->cands[c].k;
         struct sched_seq *q = s->entry_seq[e];
@@ -622,10 +625,10 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
             continue;
         }
         int lag = draft ? q->n_tokens - (q->spec.d_open ? q->spec.d_computed : 0) : 0;
-        if (lag > SPEC_DRAFT_CHUNK) {
+        if (lag > chunk) {
             /* the draft lags by more than a chunk: this step only brings it closer */
-            s->jobs[n_jobs] = (struct spec_draft_job){&q->spec,    &q->sampling,     q->tokens,
-                                                      q->n_tokens, SPEC_DRAFT_CHUNK, 0};
+            s->jobs[n_jobs] =
+                (struct spec_draft_job){&q->spec, &q->sampling, q->tokens, q->n_tokens, chunk, 0};
             s->job_entry[n_jobs++] = e;
             s->st.spec.skipped[SPEC_SKIP_CATCHUP]++;
             continue;

@@ -340,6 +340,58 @@ START_TEST(test_spec_ctl_plan_follows_cost_and_acceptance)
 }
 END_TEST
 
+/* With a draft model the plan pays for the draft's rounds: one step per proposal depth over the
+ * sequences proposing that deep, plus the catch-up in the first. */
+START_TEST(test_spec_ctl_plan_costs_draft_steps)
+{
+    struct spec_cost flat, cheap, dear;
+    spec_cost_init(&flat);
+    spec_cost_init(&cheap);
+    spec_cost_init(&dear);
+    for (int n = 1; n <= 1024; n *= 2) {
+        spec_cost_observe(&flat, n, n <= 16 ? 0.010 : 0.010 * n / 16.0);  /* the target */
+        spec_cost_observe(&cheap, n, n <= 16 ? 0.001 : 0.001 * n / 16.0); /* a 10x smaller draft */
+        spec_cost_observe(&dear, n, n <= 16 ? 0.010 : 0.010 * n / 16.0); /* as dear as the target */
+    }
+    struct spec_cand c[64];
+    static char scratch[SPEC_CTL_SCRATCH_BYTES(64)];
+    struct spec_plan_in in = {.base_tokens = 1,
+                              .n_decodes = 1,
+                              .budget = 2048,
+                              .target = &flat,
+                              .draft = &cheap,
+                              .adaptive = true};
+    /* one sequence, a cheap draft, good acceptance: speculate */
+    c[0] = (struct spec_cand){.accept = 0.8f, .kmax = 5, .catchup = 2};
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_ge(c[0].k, 3);
+    /* the draft's rounds cut the depth: at acceptance 0.6 a draft round of 0.4 target steps
+     * leaves one proposal worth it, where free proposals would all be */
+    struct spec_cost mid;
+    spec_cost_init(&mid);
+    for (int n = 1; n <= 1024; n *= 2)
+        spec_cost_observe(&mid, n, n <= 16 ? 0.004 : 0.004 * n / 16.0);
+    c[0].accept = 0.6f;
+    in.draft = NULL;
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 5);
+    in.draft = &mid;
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 1);
+    /* a draft as dear as the target: each round costs a whole step, nothing pays */
+    in.draft = &dear;
+    c[0] = (struct spec_cand){.accept = 0.8f, .kmax = 5, .catchup = 2};
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 0);
+    /* a large batch: k 0 for everyone, so no draft step runs */
+    in.draft = &cheap;
+    in.base_tokens = in.n_decodes = 64;
+    for (int i = 0; i < 64; i++) c[i] = (struct spec_cand){.accept = 0.8f, .kmax = 5, .catchup = 2};
+    spec_ctl_plan(&in, c, 64, scratch);
+    for (int i = 0; i < 64; i++) ck_assert_int_eq(c[i].k, 0);
+}
+END_TEST
+
 START_TEST(test_spec_accept_estimate_and_decay)
 {
     struct spec_accept a = {0};
@@ -607,6 +659,9 @@ static void spec_equals_plain(int n_blocks, struct run_cfg rc, int n_req, float 
          * (one per sequence and depth would be drafts * k steps) */
         if (rc.max_seqs == N_REQ && !preemptions)
             ck_assert_uint_lt(2 * st1.spec.draft_steps, st1.spec.drafts * (uint64_t)rc.k);
+        /* preempted sequences come back with more to catch up than a step's budget: the
+         * draft catches up over several steps */
+        if (preemptions) ck_assert_uint_gt(st1.spec.skipped[SPEC_SKIP_CATCHUP], 0);
         /* a file drafting for itself computes the same rows: every proposal is accepted */
         if (strstr(rc.draft, "stories260K.gguf"))
             ck_assert_uint_eq(st1.spec.accepted, st1.spec.draft_tokens);
@@ -944,6 +999,7 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_sampler_probs_matches_draws);
     tcase_add_test(tc, test_spec_draw_inverse_cdf);
     tcase_add_test(tc, test_spec_ctl_plan_follows_cost_and_acceptance);
+    tcase_add_test(tc, test_spec_ctl_plan_costs_draft_steps);
     tcase_add_test(tc, test_spec_accept_estimate_and_decay);
     tcase_add_test(tc, test_spec_greedy_alone_equals_plain);
     tcase_add_test(tc, test_spec_greedy_batch16_prefix_equals_plain);
