@@ -35,7 +35,7 @@ struct gen_cfg {
     const char *backend;
     int device;
     const char *kv_type;
-    const char *spec;
+    const char *speculative, *spec, *draft_model;
     const char *log_level, *log_format;
     int max_tokens, threads, n_batch, n_ctx;
     int spec_tokens, ngram_min, ngram_max;
@@ -83,9 +83,14 @@ static const struct cfg_opt gen_opts[] = {
     {"special", CFG_BOOL, O(special), "false", 1, 0, "Render control tokens' text", NULL, 0},
     {"ignore-eos", CFG_BOOL, O(ignore_eos), "false", 1, 0,
      "Keep generating past end-of-generation tokens", NULL, 0},
-    {"spec", CFG_STRING, O(spec), "none", 1, 0,
-     "Speculative decoding: ngram = verify prompt-lookup proposals each step (same output)",
+    {"speculative", CFG_STRING, O(speculative), "none", 1, 0,
+     "Speculative decoding: ngram = verify prompt-lookup proposals each step, draft = proposals "
+     "of --draft-model (greedy: the same output; sampled: the same distribution)",
      SPEC_METHOD_NAMES, 0},
+    {"spec", CFG_STRING, O(spec), NULL, 1, 0, "Alias of --speculative", SPEC_METHOD_NAMES, 0},
+    {"draft-model", CFG_STRING, O(draft_model), NULL, 1, 0,
+     "GGUF draft model for --speculative draft (the target's vocabulary, checked at load)", NULL,
+     0},
     {"num-speculative-tokens", CFG_INT, O(spec_tokens), "5", 1, SPEC_MAX_TOKENS,
      "Proposals verified per step at most", NULL, 0},
     {"ngram-min", CFG_INT, O(ngram_min), "2", 1, 64, "Shortest suffix prompt lookup matches", NULL,
@@ -165,16 +170,30 @@ struct gen_state {
     long spec_proposed, spec_accepted, steps;
     struct spec_cost cost;  /* step seconds against tokens: calibrated, then every step */
     struct spec_accept acc; /* this sequence's acceptance */
+    /* --speculative draft: the draft model, its pool, the proposer and the sequence's state */
+    struct model *dm;
+    struct kv_cache *dkv;
+    struct spec_draft *draft;
+    struct spec_seq ds;
+    struct spec_draft_job job; /* the last drafting run (k 0: none to commit) */
+    struct spec_stats dst;
+    struct sampler_params sp;
+    float *vscratch; /* (n_vocab) the rejection rule's residual */
 };
 
 /* Proposals worth verifying now out of the `found` ones (spec_ctl_plan for one sequence). */
-static int gen_spec_plan(struct gen_state *g, int found)
+static int gen_spec_plan(struct gen_state *g, int found, int catchup)
 {
     if (g->cfg->no_spec_adaptive) return found;
     uint64_t scratch[SPEC_MAX_TOKENS];
-    struct spec_cand c = {.accept = spec_accept_estimate(&g->acc, 0.5f), .kmax = found};
-    struct spec_plan_in in = {
-        .base_tokens = 1, .n_decodes = 1, .budget = found, .target = &g->cost, .adaptive = true};
+    struct spec_cand c = {
+        .accept = spec_accept_estimate(&g->acc, 0.5f), .kmax = found, .catchup = catchup};
+    struct spec_plan_in in = {.base_tokens = 1,
+                              .n_decodes = 1,
+                              .budget = found,
+                              .target = &g->cost,
+                              .draft = g->draft ? spec_draft_cost(g->draft) : NULL,
+                              .adaptive = true};
     spec_ctl_plan(&in, &c, 1, scratch);
     if (c.k == 0) spec_accept_decay(&g->acc); /* fade, so lookup is tried again later */
     return c.k;
@@ -251,7 +270,11 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
             struct sampler_result r;
             int32_t proposal = i + 1 < n_rows ? g->hist[n_hist] : -1;
             const float *row = logits + (size_t)i * (size_t)g->n_vocab;
-            int v = spec_verify_row(g->smp, row, proposal, NULL, NULL, &r);
+            /* a sampled draft proposal comes with the distribution it was drawn from */
+            const float *q = g->draft && g->sp.temperature > 0.0f && proposal >= 0
+                                 ? g->ds.q + (size_t)i * (size_t)g->n_vocab
+                                 : NULL;
+            int v = spec_verify_row(g->smp, row, proposal, q, g->vscratch, &r);
             if (v < 0) {
                 rc = v;
                 goto out;
@@ -271,6 +294,10 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
         }
         g->spec_accepted += accepted;
         spec_accept_update(&g->acc, n_rows - 1, accepted);
+        if (g->draft) {
+            spec_draft_commit(g->draft, &g->job, accepted); /* the draft's K/V: verified only */
+            g->job.k = 0;
+        }
         accepted = 0;
         /* the K/V of rejected proposals goes; the verified context stays */
         int verified = n_prompt + n_gen - 1; /* every token but `last` is computed */
@@ -291,7 +318,23 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
             k = room > 0 ? spec_ngram_propose(g->hist, n_hist, c->ngram_min, c->ngram_max, room,
                                               g->hist + n_hist)
                          : 0;
-            if (k > 0) k = gen_spec_plan(g, k);
+            if (k > 0) k = gen_spec_plan(g, k, 0);
+            g->spec_proposed += k;
+        } else if (g->spec == SPEC_METHOD_DRAFT) {
+            int room = c->max_tokens - n_gen - 1;
+            if (n_ctx - verified - 1 < room) room = n_ctx - verified - 1;
+            if (c->spec_tokens < room) room = c->spec_tokens;
+            int lag = n_hist - g->ds.d_computed;
+            /* the plan costs the steady catch-up (at most the bonus token and the last); the
+             * draft's first one, over the prompt, is a one-off prefill */
+            k = room > 0 ? gen_spec_plan(g, room, lag < 2 ? lag : 2) : 0;
+            if (k > 0) {
+                /* hist[0..n_hist) is verified; the draft catches up and proposes after it */
+                g->job = (struct spec_draft_job){&g->ds, &g->sp, g->hist, n_hist, lag, k};
+                int refused = 0;
+                if ((rc = spec_draft_run(g->draft, &g->job, 1, &g->dst, &refused))) goto out;
+                k = g->job.k;
+            }
             g->spec_proposed += k;
         }
         double ts = clock_mono_s();
@@ -306,6 +349,7 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
         n_rows = 1 + k;
     }
 done:
+    g->spec_accepted += accepted; /* the last step's, ended by max_tokens or EOS */
     if (g->tok && !c->output_ids) {
         buf_reset(&out);
         if ((rc = tokenizer_detok_flush(&dt, &out))) goto out;
@@ -343,6 +387,35 @@ static int gen_spec_calibrate(struct gen_state *g)
     return rc == ERR_AGAIN ? 0 : rc;
 }
 
+/* --speculative draft: the draft model (vocabulary checked), a pool like the target's and the
+ * proposer, its step cost calibrated like the target's. */
+static int gen_draft_setup(struct gen_state *g, const struct model_options *mo,
+                           const struct kv_cache_config *kc)
+{
+    const struct gen_cfg *c = g->cfg;
+    char err[512] = "";
+    int rc = model_load(c->draft_model, mo, &g->dm, err, sizeof(err));
+    if (!rc && (rc = spec_draft_check_vocab(g->m, g->dm, err, sizeof(err))) != 0) {
+        fprintf(stderr,
+                "cinfer-engine generate: the draft model's vocabulary is not the "
+                "target's: %s\n",
+                err);
+        return rc;
+    }
+    if (rc) {
+        fprintf(stderr, "cinfer-engine generate: %s: %s\n", c->draft_model, err);
+        return rc;
+    }
+    if ((rc = kv_cache_new(kc, &g->dkv)) || (rc = model_kv_init(g->dm, g->dkv)) ||
+        (rc = spec_draft_new(g->dm, g->dkv, 1, &g->draft)))
+        return rc;
+    if (!(g->vscratch = malloc((size_t)g->n_vocab * sizeof(float)))) return ERR_NOMEM;
+    if (c->no_spec_adaptive) return 0;
+    rc = spec_cost_calibrate(spec_draft_cost(g->draft), g->dm, g->dkv, 2 * c->spec_tokens + 2);
+    if (rc == ERR_AGAIN) spec_cost_init(spec_draft_cost(g->draft));
+    return rc == ERR_AGAIN ? 0 : rc;
+}
+
 static int gen_prompt_ids(struct gen_state *g, int32_t **ids, size_t *n)
 {
     const struct gen_cfg *c = g->cfg;
@@ -371,6 +444,7 @@ static int gen_setup_sampler(struct gen_state *g)
     sp.presence_penalty = (float)c->presence_penalty;
     sp.frequency_penalty = (float)c->frequency_penalty;
     sp.seed = c->seed >= 0 ? (uint64_t)c->seed : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    g->sp = sp;
     return sampler_new(&sp, g->n_vocab, &g->smp);
 }
 
@@ -382,6 +456,19 @@ int cmd_generate_main(int argc, char **argv)
     enum cli_parse_result pr = cli_parse(&gen_spec, &c, argc, argv, &res);
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("engine", c.log_level, c.log_format);
+    /* --spec is the older name of --speculative; from here on c.spec is the method */
+    if (c.spec && strcmp(c.spec, c.speculative) != 0 && strcmp(c.speculative, "none") != 0) {
+        fprintf(stderr, "cinfer-engine generate: --spec %s and --speculative %s disagree\n", c.spec,
+                c.speculative);
+        return 2;
+    }
+    if (!c.spec) c.spec = c.speculative;
+    if ((c.draft_model != NULL) != (strcmp(c.spec, "draft") == 0)) {
+        fprintf(stderr, "cinfer-engine generate: %s\n",
+                c.draft_model ? "--draft-model needs --speculative draft"
+                              : "--speculative draft needs --draft-model");
+        return 2;
+    }
     if (!c.prompt == !c.prompt_tokens) {
         fprintf(stderr, "cinfer-engine generate: give exactly one of --prompt and "
                         "--prompt-tokens\n");
@@ -445,6 +532,10 @@ int cmd_generate_main(int argc, char **argv)
     }
     for (size_t i = 0; i < n_prompt; i++) sampler_accept(g.smp, prompt[i]);
     spec_method_parse(c.spec, &g.spec); /* the option's choices admit only known names */
+    if (g.spec == SPEC_METHOD_DRAFT && (rc = gen_draft_setup(&g, &mo, &kc)) != 0) {
+        if (rc != ERR_INVAL) fprintf(stderr, "cinfer-engine generate: draft: %s\n", err_str(rc));
+        goto out;
+    }
     if (c.ngram_min > c.ngram_max) {
         fprintf(stderr, "cinfer-engine generate: --ngram-min %d exceeds --ngram-max %d\n",
                 c.ngram_min, c.ngram_max);
@@ -465,6 +556,11 @@ int cmd_generate_main(int argc, char **argv)
 out:
     free(prompt);
     free(g.hist);
+    spec_seq_fini(g.draft, &g.ds);
+    spec_draft_free(g.draft);
+    kv_cache_free(g.dkv);
+    model_free(g.dm);
+    free(g.vscratch);
     sampler_free(g.smp);
     kv_cache_free(g.kv);
     tokenizer_free(g.tok);

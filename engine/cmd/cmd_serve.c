@@ -74,7 +74,7 @@ struct serve_cfg {
     const char *allowed_origins;
     int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
-    const char *spec;
+    const char *speculative, *spec, *draft_model;
     int spec_tokens, ngram_min, ngram_max;
     bool no_spec_adaptive;
     int device;
@@ -199,10 +199,16 @@ static const struct cfg_opt serve_opts[] = {
      "Then how long in-flight requests may take; those still running are ended (finish_reason "
      "length)",
      NULL, 0},
-    {"spec", CFG_STRING, O(spec), "none", 1, 0,
+    {"speculative", CFG_STRING, O(speculative), "none", 1, 0,
      "Speculative decoding: ngram = verify prompt-lookup proposals (the sequence's own earlier "
-     "tokens) in each decode step; the output is the same, faster on input-grounded text",
+     "tokens) in each decode step, draft = proposals of --draft-model; greedy output is the same, "
+     "sampled output has the same distribution",
      SPEC_METHOD_NAMES, 0},
+    {"spec", CFG_STRING, O(spec), NULL, 1, 0, "Alias of --speculative", SPEC_METHOD_NAMES, 0},
+    {"draft-model", CFG_STRING, O(draft_model), NULL, 1, 0,
+     "GGUF draft model for --speculative draft: the target's vocabulary (checked at load), run on "
+     "the same backend with a KV pool of its own",
+     NULL, 0},
     {"num-speculative-tokens", CFG_INT, O(spec_tokens), "5", 1, SPEC_MAX_TOKENS,
      "Proposals per sequence per step at most", NULL, 0},
     {"ngram-min", CFG_INT, O(ngram_min), "2", 1, 64, "Shortest suffix prompt lookup matches", NULL,
@@ -238,6 +244,8 @@ struct serve_state {
     struct serve_api_grammars grammars;
     struct chat_template *chat;
     struct kv_cache *kv;
+    struct model *draft; /* --speculative draft: the draft model and its KV pool */
+    struct kv_cache *draft_kv;
     struct serve_respond *resp;
     struct serve_loop *loop;
     struct kv_events *kv_events; /* NULL without prefix caching */
@@ -437,6 +445,41 @@ static struct spec_config serve_spec_config(const struct serve_cfg *c)
     return sc;
 }
 
+/* --speculative draft: loads --draft-model like the target (same backend, threads and KV type),
+ * checks its vocabulary against the target's and gives it a KV pool with the target's blocks
+ * and sequences. */
+static int serve_draft_setup(struct serve_state *s, const struct model_options *mo)
+{
+    const struct serve_cfg *c = s->cfg;
+    if (strcmp(c->spec, "draft") != 0) return 0; /* main checked --draft-model goes with it */
+    char err[512] = "";
+    struct model_options dmo = *mo;
+    dmo.sha256 = NULL;
+    int rc = model_load(c->draft_model, &dmo, &s->draft, err, sizeof(err));
+    if (rc) {
+        log_error("cannot load the draft model", LOG_S("path", c->draft_model), LOG_S("err", err));
+        return rc;
+    }
+    if ((rc = spec_draft_check_vocab(s->m, s->draft, err, sizeof(err))) != 0) {
+        log_error("the draft model's vocabulary is not the target's",
+                  LOG_S("draft", c->draft_model), LOG_S("model", c->model), LOG_S("mismatch", err));
+        return rc;
+    }
+    struct kv_cache_config kc = {kv_cache_n_blocks(s->kv), kv_cache_block_size(s->kv),
+                                 kv_cache_max_seqs(s->kv), kv_cache_max_blocks_per_seq(s->kv)};
+    uint64_t per_token = model_kv_bytes_per_token(s->draft, mo->kv_type);
+    if ((rc = kv_cache_new(&kc, &s->draft_kv)) || (rc = model_kv_init(s->draft, s->draft_kv))) {
+        log_error("cannot allocate the draft model's KV cache", LOG_S("err", err_str(rc)),
+                  LOG_I("blocks", kc.n_blocks), LOG_I("bytes_per_token", (long long)per_token));
+        return rc;
+    }
+    log_info("draft model loaded", LOG_S("path", c->draft_model),
+             LOG_S("arch", model_hparams(s->draft)->arch_name), LOG_I("kv_blocks", kc.n_blocks),
+             LOG_I("kv_bytes",
+                   (long long)((uint64_t)kc.n_blocks * (uint64_t)kc.block_size * per_token)));
+    return 0;
+}
+
 static int serve_load(struct serve_state *s)
 {
     const struct serve_cfg *c = s->cfg;
@@ -476,6 +519,7 @@ static int serve_load(struct serve_state *s)
     }
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
+    if ((rc = serve_draft_setup(s, &mo)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
@@ -504,6 +548,8 @@ static int serve_load(struct serve_state *s)
                 .prefix_caching = !c->no_prefix_caching,
                 .max_context = ctx,
                 .spec = serve_spec_config(c),
+                .draft = s->draft,
+                .draft_kv = s->draft_kv,
                 .offload = s->offload,
                 .offload_gate = serve_offload_gate(c->kv_offload_gate),
             },
@@ -600,6 +646,8 @@ static void serve_teardown(struct serve_state *s)
     serve_respond_free(s->resp);
     kv_offload_free(s->offload); /* after the loop: writes what is still queued */
     kv_cache_free(s->kv);
+    kv_cache_free(s->draft_kv);
+    model_free(s->draft);
     chat_template_free(s->chat);
     serve_api_grammars_fini(&s->grammars); /* the loop and the responder freed every request */
     grammar_vocab_free(s->gvocab);
@@ -669,6 +717,18 @@ int cmd_serve_main(int argc, char **argv)
         .model_name = s.model_name,
         .vllm_compat = strcmp(cfg.metrics_compat, "vllm") == 0,
     };
+    /* --spec is the older name of --speculative; from here on cfg.spec is the method */
+    if (cfg.spec && strcmp(cfg.spec, cfg.speculative) != 0 && strcmp(cfg.speculative, "none")) {
+        log_error("--spec and --speculative disagree", LOG_S("spec", cfg.spec),
+                  LOG_S("speculative", cfg.speculative));
+        return 2;
+    }
+    if (!cfg.spec) cfg.spec = cfg.speculative;
+    if ((cfg.draft_model != NULL) != (strcmp(cfg.spec, "draft") == 0)) {
+        log_error(cfg.draft_model ? "--draft-model needs --speculative draft"
+                                  : "--speculative draft needs --draft-model");
+        return 2;
+    }
     if (strcmp(cfg.spec, "none") != 0) acfg.spec_positions = cfg.spec_tokens;
     if (cfg.ngram_min > cfg.ngram_max) {
         log_error("--ngram-min exceeds --ngram-max", LOG_I("ngram_min", cfg.ngram_min),

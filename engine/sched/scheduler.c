@@ -89,11 +89,15 @@ struct sched {
     struct sched_stats st;
 
     /* Speculative decoding (cfg.spec.method NONE: none of this is allocated or used). */
-    struct spec_cost cost;   /* step seconds against tokens (calibrated, then learned) */
-    struct spec_accept acc;  /* every sequence's runs: the prior of a sequence's estimate */
-    struct spec_cand *cands; /* (max_num_seqs) this step's candidates */
-    int *cand_entry;         /* (max_num_seqs) their entries */
-    void *plan_scratch;      /* SPEC_CTL_SCRATCH_BYTES(max_num_seqs) */
+    struct spec_cost cost;       /* step seconds against tokens (calibrated, then learned) */
+    struct spec_accept acc;      /* every sequence's runs: the prior of a sequence's estimate */
+    struct spec_cand *cands;     /* (max_num_seqs) this step's candidates */
+    int *cand_entry;             /* (max_num_seqs) their entries */
+    void *plan_scratch;          /* SPEC_CTL_SCRATCH_BYTES(max_num_seqs) */
+    struct spec_draft *draft;    /* method DRAFT: the proposer over cfg.draft, cfg.draft_kv */
+    struct spec_draft_job *jobs; /* (max_num_seqs) this step's drafting run */
+    int *job_entry;              /* (max_num_seqs) their entries */
+    float *vscratch;             /* (n_vocab) the rejection rule's residual */
     /* Constrained decoding, made at the first grammar: the matchers' scratch, one mask and a
      * masked copy of a logits row (n_vocab). */
     struct grammar_arena *garena;
@@ -122,6 +126,7 @@ static int seq_grow(const struct sched *s, struct sched_seq *q, int want)
 static void seq_free(struct sched_seq *q)
 {
     if (!q) return;
+    spec_seq_fini(NULL, &q->spec); /* its draft K/V went with seq_release_kv */
     sampler_free(q->smp);
     stop_matcher_free(q->stop);
     grammar_matcher_free(q->gm);
@@ -134,6 +139,7 @@ static void seq_free(struct sched_seq *q)
 static void seq_release_kv(struct sched *s, struct sched_seq *q)
 {
     if (q->kv_seq >= 0) kv_cache_seq_close(s->kv, q->kv_seq);
+    spec_seq_release(s->draft, &q->spec); /* recomputed when it next drafts */
     q->kv_seq = -1;
     q->n_computed = 0;
     q->chain.n_hashed = 0;
@@ -516,14 +522,55 @@ static int spec_kmax(const struct sched *s, const struct sched_seq *q)
     return k;
 }
 
-/* Turns the step's decode entries into speculative ones: each decoding sequence's n-gram
- * proposals are written after its last token (q->tokens[n_tokens..)), the controller picks how
- * many each keeps, their slots are reserved (never by preempting: a sequence that gets none just
- * decodes) and the entry grows to last token + k proposals with logits for every row. */
+/* Grows entry e of q to its last token plus the k proposals at q->tokens[n_tokens..), whose slots
+ * are reserved, with logits for every row. */
+static void spec_entry_grow(struct sched *s, int e, struct sched_seq *q, int k, int *budget)
+{
+    s->entries[e].n_tokens = 1 + k;
+    s->entries[e].logits = MODEL_LOGITS_ALL;
+    q->chunk = 1 + k;
+    q->spec.k = k;
+    *budget -= k;
+}
+
+/* Runs the draft for the step's jobs (their target slots reserved) and grows the entries of those
+ * it proposed for; a job the draft's pool refused gives its target slots back. */
+static bool spec_draft_step(struct sched *s, int n_jobs, int *budget)
+{
+    int refused = 0;
+    int rc = spec_draft_run(s->draft, s->jobs, n_jobs, &s->st.spec, &refused);
+    if (rc)
+        log_warn("draft model step failed; decoding without its proposals",
+                 LOG_S("err", err_str(rc)));
+    s->st.spec.skipped[SPEC_SKIP_KV] += (uint64_t)refused;
+    bool any = false;
+    for (int i = 0; i < n_jobs; i++) {
+        struct spec_draft_job *j = &s->jobs[i];
+        int e = s->job_entry[i];
+        struct sched_seq *q = s->entry_seq[e];
+        if (j->k > 0) {
+            spec_entry_grow(s, e, q, j->k, budget);
+            any = true;
+        } else if (s->entries[e].n_tokens == 1 && q->spec.k == 0 &&
+                   kv_cache_seq_len(s->kv, q->kv_seq) > q->n_computed + 1) {
+            int trc = kv_cache_seq_truncate(s->kv, q->kv_seq, q->n_computed + 1);
+            ASSERT(trc == 0); /* reserved just now: private */
+            (void)trc;
+        }
+    }
+    return any;
+}
+
+/* Turns the step's decode entries into speculative ones: each decoding sequence's proposals
+ * (n-gram: found in its tokens; draft: made by the draft model after the plan) are written after
+ * its last token (q->tokens[n_tokens..)), the controller picks how many each keeps, their slots
+ * are reserved (never by preempting: a sequence that gets none just decodes) and the entry grows
+ * to last token + k proposals with logits for every row. */
 static void schedule_spec(struct sched *s, int n_entries, int *budget)
 {
     const struct spec_config *sc = &s->cfg.spec;
     if (sc->method == SPEC_METHOD_NONE) return;
+    bool draft = sc->method == SPEC_METHOD_DRAFT;
     int n = 0, n_decodes = 0;
     float prior = spec_accept_estimate(&s->acc, 0.5f);
     for (int e = 0; e < n_entries; e++) {
@@ -535,15 +582,24 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
         int kmax = spec_kmax(s, q);
         if (kmax <= 0 || seq_grow(s, q, q->n_tokens + kmax + 1) != 0) continue;
         s->entries[e].tokens = q->tokens + q->n_computed; /* seq_grow may have moved them */
-        int found = spec_ngram_propose(q->tokens, q->n_tokens, sc->ngram_min, sc->ngram_max, kmax,
+        int found = kmax, catchup = 0;
+        if (draft) {
+            /* the plan costs the steady catch-up (at most the bonus token and the last); a
+             * longer lag (the prompt, after a prefix hit or a preemption) is a one-off prefill */
+            int lag = q->n_tokens - (q->spec.d_open ? q->spec.d_computed : 0);
+            catchup = lag < 2 ? lag : 2;
+        } else {
+            found = spec_ngram_propose(q->tokens, q->n_tokens, sc->ngram_min, sc->ngram_max, kmax,
                                        q->tokens + q->n_tokens);
-        if (found == 0) {
-            s->st.spec.skipped[SPEC_SKIP_NO_PROPOSAL]++;
-            continue;
+            if (found == 0) {
+                s->st.spec.skipped[SPEC_SKIP_NO_PROPOSAL]++;
+                continue;
+            }
         }
         s->cands[n] = (struct spec_cand){
             .accept = spec_accept_estimate(&q->spec.acc, prior),
             .kmax = found,
+            .catchup = catchup,
         };
         s->cand_entry[n++] = e;
     }
@@ -553,10 +609,15 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
         .n_decodes = n_decodes,
         .budget = *budget,
         .target = &s->cost,
+        .draft = draft ? spec_draft_cost(s->draft) : NULL,
         .adaptive = sc->adaptive,
     };
     spec_ctl_plan(&in, s->cands, n, s->plan_scratch);
     bool any = false;
+    int n_jobs = 0;
+    /* a draft's catch-up per step: SPEC_DRAFT_CHUNK, and no more than the target's step budget */
+    int chunk = s->cfg.max_num_batched_tokens < SPEC_DRAFT_CHUNK ? s->cfg.max_num_batched_tokens
+                                                                 : SPEC_DRAFT_CHUNK;
     for (int c = 0; c < n; c++) {
         int e = s->cand_entry[c], k = s->cands[c].k;
         struct sched_seq *q = s->entry_seq[e];
@@ -566,17 +627,29 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
             s->st.spec.skipped[*budget > 0 ? SPEC_SKIP_COST : SPEC_SKIP_BUDGET]++;
             continue;
         }
+        int lag = draft ? q->n_tokens - (q->spec.d_open ? q->spec.d_computed : 0) : 0;
+        if (lag > chunk) {
+            /* the draft lags by more than a chunk: this step only brings it closer */
+            s->jobs[n_jobs] =
+                (struct spec_draft_job){&q->spec, &q->sampling, q->tokens, q->n_tokens, chunk, 0};
+            s->job_entry[n_jobs++] = e;
+            s->st.spec.skipped[SPEC_SKIP_CATCHUP]++;
+            continue;
+        }
         if (seq_reserve(s, q, k) != 0) {
             s->st.spec.skipped[SPEC_SKIP_KV]++;
             continue;
         }
-        s->entries[e].n_tokens = 1 + k;
-        s->entries[e].logits = MODEL_LOGITS_ALL;
-        q->chunk = 1 + k;
-        q->spec.k = k;
-        *budget -= k;
+        if (draft) {
+            s->jobs[n_jobs] =
+                (struct spec_draft_job){&q->spec, &q->sampling, q->tokens, q->n_tokens, lag, k};
+            s->job_entry[n_jobs++] = e;
+            continue;
+        }
+        spec_entry_grow(s, e, q, k, budget);
         any = true;
     }
+    if (n_jobs > 0 && spec_draft_step(s, n_jobs, budget)) any = true;
     if (!any) spec_accept_decay(&s->acc);
 }
 
@@ -588,6 +661,8 @@ static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
 {
     int k = q->spec.k, base = q->n_tokens, a = 0;
     enum sched_finish f = SCHED_FINISH_NONE;
+    /* a sampled draft proposal comes with the distribution q it was drawn from */
+    bool with_q = s->cfg.spec.method == SPEC_METHOD_DRAFT && q->sampling.temperature > 0.0f;
     q->spec.k = 0;
     q->spec.n_proposed += k;
     s->st.spec.drafts++;
@@ -596,8 +671,9 @@ static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
         /* proposal i sits at q->tokens[base + i] = q->tokens[q->n_tokens] until accepted */
         int32_t proposal = i < k ? q->tokens[base + i] : -1;
         struct sampler_result r;
-        int out = spec_verify_row(q->smp, logits + (size_t)i * (size_t)s->n_vocab, proposal, NULL,
-                                  NULL, &r);
+        const float *qrow = with_q && i < k ? q->spec.q + (size_t)i * (size_t)s->n_vocab : NULL;
+        int out = spec_verify_row(q->smp, logits + (size_t)i * (size_t)s->n_vocab, proposal, qrow,
+                                  s->vscratch, &r);
         if (out < 0) {
             log_warn("no finite logit to sample from; aborting the request");
             seq_emit(s, q, NULL, SCHED_FINISH_ABORT);
@@ -615,8 +691,12 @@ static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
     }
     spec_accept_update(&q->spec.acc, k, a);
     spec_accept_update(&s->acc, k, a);
-    if (f != SCHED_FINISH_NONE) return f; /* the caller closes its K/V */
-    q->n_computed += a;                   /* the last token's row was counted by the caller */
+    if (f != SCHED_FINISH_NONE) return f; /* the caller closes its K/V, the draft's too */
+    if (s->draft) {
+        struct spec_draft_job j = {.ss = &q->spec, .n = base, .k = k};
+        spec_draft_commit(s->draft, &j, a);
+    }
+    q->n_computed += a; /* the last token's row was counted by the caller */
     int rc = kv_cache_seq_truncate(s->kv, q->kv_seq, q->n_computed);
     ASSERT(rc == 0); /* the cut blocks were reserved by this step: private */
     kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
@@ -767,12 +847,31 @@ static int sched_spec_init(struct sched *s)
     s->cands = calloc(n, sizeof(*s->cands));
     s->cand_entry = calloc(n, sizeof(*s->cand_entry));
     s->plan_scratch = malloc(SPEC_CTL_SCRATCH_BYTES(n));
-    if (!s->cands || !s->cand_entry || !s->plan_scratch) return ERR_NOMEM;
+    s->vscratch = malloc((size_t)s->n_vocab * sizeof(float));
+    if (!s->cands || !s->cand_entry || !s->plan_scratch || !s->vscratch) return ERR_NOMEM;
     spec_cost_init(&s->cost);
+    int rc;
+    if (s->cfg.spec.method == SPEC_METHOD_DRAFT) {
+        s->jobs = calloc(n, sizeof(*s->jobs));
+        s->job_entry = calloc(n, sizeof(*s->job_entry));
+        if (!s->jobs || !s->job_entry) return ERR_NOMEM;
+        if ((rc = spec_draft_new(s->cfg.draft, s->cfg.draft_kv, s->cfg.max_num_seqs, &s->draft)))
+            return rc;
+    }
     if (!s->cfg.spec.adaptive) return 0;
     int max = s->cfg.max_num_batched_tokens < 64 ? s->cfg.max_num_batched_tokens : 64;
     double t0 = clock_mono_s();
-    int rc = spec_cost_calibrate(&s->cost, s->m, s->kv, max);
+    if (s->draft) {
+        /* the draft's steps: depth rounds of one token per sequence, and catch-ups */
+        rc = spec_cost_calibrate(spec_draft_cost(s->draft), s->cfg.draft, s->cfg.draft_kv, max);
+        if (rc == ERR_AGAIN) {
+            log_warn("speculation: draft KV pool too small to calibrate the draft's step cost");
+            spec_cost_init(spec_draft_cost(s->draft));
+        } else if (rc) {
+            return rc;
+        }
+    }
+    rc = spec_cost_calibrate(&s->cost, s->m, s->kv, max);
     if (rc == ERR_AGAIN) {
         /* no room to time steps: the cost is learned from the first real steps instead */
         log_warn("speculation: KV pool too small to calibrate the step cost");
@@ -783,6 +882,8 @@ static int sched_spec_init(struct sched *s)
     log_info("speculation: step cost calibrated",
              LOG_F("t1_ms", spec_cost_estimate(&s->cost, 1) * 1e3),
              LOG_F("t8_ms", spec_cost_estimate(&s->cost, 8) * 1e3),
+             LOG_F("draft_t1_ms",
+                   s->draft ? spec_cost_estimate(spec_draft_cost(s->draft), 1) * 1e3 : 0.0),
              LOG_F("calib_s", clock_mono_s() - t0));
     return 0;
 }
@@ -794,6 +895,13 @@ int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *
     if (cfg->max_num_seqs < 1 || cfg->max_num_batched_tokens < 1 || cfg->max_context < 2 ||
         cfg->max_context > kv_cache_max_blocks_per_seq(kv) * bs ||
         cfg->max_num_seqs > kv_cache_max_seqs(kv) || !emit || !spec_config_valid(&cfg->spec))
+        return ERR_INVAL;
+    if (cfg->spec.method == SPEC_METHOD_DRAFT &&
+        (!cfg->draft || !cfg->draft_kv ||
+         model_hparams(cfg->draft)->n_vocab != model_hparams(m)->n_vocab ||
+         cfg->max_num_seqs > kv_cache_max_seqs(cfg->draft_kv) ||
+         cfg->max_context >
+             kv_cache_max_blocks_per_seq(cfg->draft_kv) * kv_cache_block_size(cfg->draft_kv)))
         return ERR_INVAL;
     struct sched *s = calloc(1, sizeof(*s));
     if (!s) return ERR_NOMEM;
@@ -842,6 +950,10 @@ void sched_free(struct sched *s)
     if (!s) return;
     for (int i = 0; i < s->n_waiting; i++) seq_free(s->waiting[i]);
     for (int i = 0; i < s->n_running; i++) seq_destroy(s, s->running[i]);
+    spec_draft_free(s->draft);
+    free(s->jobs);
+    free(s->job_entry);
+    free(s->vscratch);
     kv_slots_free(s->slots);
     free(s->waiting);
     free(s->running);

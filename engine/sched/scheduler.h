@@ -53,6 +53,11 @@ struct sched_config {
     int max_context; /* tokens per sequence, prompt + generated (<= KV block-table capacity) */
     /* Speculative decoding (engine/sched/spec.h); zero (method NONE) runs the plain step. */
     struct spec_config spec;
+    /* spec.method DRAFT: the draft model (same vocabulary, spec_draft_check_vocab) and its own
+     * KV pool (model_kv_init(draft, draft_kv) done, max_num_seqs sequence ids, max_context
+     * tokens per sequence), both borrowed for the scheduler's life; NULL otherwise. */
+    struct model *draft;
+    struct kv_cache *draft_kv;
     /* Offload tiers below the pool (needs prefix_caching), borrowed for the scheduler's life;
      * NULL = none. offload_gate: enum kv_slots_gate (which evicted blocks are written down). */
     struct kv_offload *offload;
@@ -147,8 +152,8 @@ struct sched_stats {
 
 /* Creates a scheduler over `m`, `kv` (its K/V storage must be initialised with model_kv_init) and
  * `tok` (may be NULL: no text, only tokens; EOS from the GGUF), all borrowed for the scheduler's life.
- * cfg is copied. With adaptive speculation, times a few forward passes on the (empty) pool to
- * calibrate its step-cost model (spec_cost_calibrate). Writes a new scheduler to *out (sched_free).
+ * cfg is copied. With adaptive speculation, times a few forward passes on the (empty) pool (and
+ * the draft's) to calibrate its step-cost models (spec_cost_calibrate). Writes a new scheduler to *out (sched_free).
  * ERR_INVAL on a bad config (also spec_config_valid false), ERR_NOMEM. */
 int sched_new(const struct sched_config *cfg, struct model *m, struct kv_cache *kv,
               const struct tokenizer *tok, sched_emit_fn emit, void *emit_ctx, struct sched **out);

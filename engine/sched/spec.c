@@ -6,6 +6,7 @@
 static const char *const spec_method_names[] = {
     [SPEC_METHOD_NONE] = "none",
     [SPEC_METHOD_NGRAM] = "ngram",
+    [SPEC_METHOD_DRAFT] = "draft",
 };
 
 static const char *const spec_skip_names[SPEC_SKIP_COUNT] = {
@@ -13,6 +14,7 @@ static const char *const spec_skip_names[SPEC_SKIP_COUNT] = {
     [SPEC_SKIP_COST] = "cost",
     [SPEC_SKIP_KV] = "kv_full",
     [SPEC_SKIP_BUDGET] = "budget",
+    [SPEC_SKIP_CATCHUP] = "draft_catchup",
 };
 
 bool spec_method_parse(const char *name, enum spec_method *out)
@@ -27,7 +29,7 @@ bool spec_method_parse(const char *name, enum spec_method *out)
 
 const char *spec_method_name(enum spec_method m)
 {
-    return (unsigned)m <= SPEC_METHOD_NGRAM ? spec_method_names[m] : "?";
+    return (unsigned)m <= SPEC_METHOD_DRAFT ? spec_method_names[m] : "?";
 }
 
 const char *spec_skip_name(enum spec_skip why)
@@ -47,7 +49,7 @@ void spec_config_default(struct spec_config *c)
 
 bool spec_config_valid(const struct spec_config *c)
 {
-    if ((unsigned)c->method > SPEC_METHOD_NGRAM) return false;
+    if ((unsigned)c->method > SPEC_METHOD_DRAFT) return false;
     if (c->method == SPEC_METHOD_NONE) return true;
     if (c->num_tokens < 1 || c->num_tokens > SPEC_MAX_TOKENS) return false;
     if (c->method == SPEC_METHOD_NGRAM &&

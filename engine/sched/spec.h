@@ -9,6 +9,9 @@
  * Parts (one file each; the scheduler, engine/sched/scheduler.c, calls them):
  *  - spec_ngram.c: prompt lookup, proposals copied from where the sequence's latest tokens occurred
  *    before in its own prompt and output;
+ *  - spec_draft.c: a draft model (a second, smaller GGUF with the target's vocabulary) with one
+ *    paged KV pool of its own shared by every sequence, drafting for all speculating sequences in
+ *    batched steps, one per proposal depth;
  *  - spec_verify.c: the verification, exact: greedy token for token, sampling by the rejection rule;
  *  - spec_ctl.c: how many proposals each sequence makes in each step, from its measured acceptance
  *    and a model of step time against tokens learned while serving (calibrated at start-up).
@@ -28,14 +31,18 @@ struct sampler;
 struct sampler_result;
 
 #define SPEC_MAX_TOKENS 16 /* proposals per sequence per step at most (--num-speculative-tokens) */
+/* Draft: tokens a sequence's draft K/V catches up in one step at most (after a prefix-cache hit
+ * or a preemption it may lack a whole prompt); a longer lag is computed over several steps. */
+#define SPEC_DRAFT_CHUNK 256
 
 enum spec_method {
     SPEC_METHOD_NONE = 0,
     SPEC_METHOD_NGRAM, /* prompt lookup: no second model */
+    SPEC_METHOD_DRAFT, /* a draft model's autoregressive proposals (spec_draft.c) */
 };
-#define SPEC_METHOD_NAMES "none|ngram"
+#define SPEC_METHOD_NAMES "none|ngram|draft"
 
-/* "none", "ngram" <-> the enum; false for any other name. */
+/* "none", "ngram", "draft" <-> the enum; false for any other name. */
 bool spec_method_parse(const char *name, enum spec_method *out);
 const char *spec_method_name(enum spec_method m);
 
@@ -45,9 +52,10 @@ enum spec_skip {
     SPEC_SKIP_COST,            /* the controller found no proposal worth its cost in this step */
     SPEC_SKIP_KV,              /* no free KV blocks for the extra positions */
     SPEC_SKIP_BUDGET,          /* the step's token budget was spent by other work */
+    SPEC_SKIP_CATCHUP,         /* draft: its K/V lags by more than a chunk; this step catches up */
     SPEC_SKIP_COUNT
 };
-/* "no_proposal", "cost", "kv_full", "budget". */
+/* "no_proposal", "cost", "kv_full", "budget", "draft_catchup". */
 const char *spec_skip_name(enum spec_skip why);
 
 /* The scheduler's speculation settings (struct sched_config.spec). */
@@ -72,6 +80,8 @@ struct spec_stats {
     uint64_t accepted;     /* proposals accepted */
     uint64_t accepted_per_pos[SPEC_MAX_TOKENS]; /* accepted at proposal position i (0-based) */
     uint64_t skipped[SPEC_SKIP_COUNT];          /* decoding sequence-steps without proposals */
+    uint64_t draft_steps;           /* draft: batched forward steps of the draft model */
+    uint64_t draft_tokens_computed; /* draft: tokens those steps computed (catch-up included) */
 };
 
 /* ---------------------------------------------------------------- n-gram (spec_ngram.c) */
@@ -174,6 +184,65 @@ struct spec_seq {
     struct spec_accept acc;
     int k;                       /* proposals in the current step's entry (0: a plain decode) */
     long n_proposed, n_accepted; /* over the sequence's life */
+    /* Draft model: while d_open, sequence d_seq of the draft's pool holds the K/V of the
+     * sequence's first d_computed tokens (the draft lags behind the target and catches up when it
+     * next drafts). d_smp is the draft's sampler (the request's parameters, its own seed), fed the
+     * sequence's tokens up to d_fed; q holds SPEC_MAX_TOKENS rows of the draft's distribution
+     * (sampled requests only). Owned by the sequence: spec_seq_fini. */
+    bool d_open;
+    int d_seq, d_computed, d_fed;
+    struct sampler *d_smp;
+    float *q;
 };
+
+/* ---------------------------------------------------------------- draft model (spec_draft.c) */
+
+struct spec_draft;
+
+/* Whether `draft` (borrowed) can draft for `target`: the same vocabulary (token count, every
+ * token's text and type, BOS and EOS). 0, or ERR_INVAL with the first mismatch named in err.
+ * Pure; any thread. */
+int spec_draft_check_vocab(const struct model *target, const struct model *draft, char *err,
+                           size_t errlen);
+
+/* Creates the proposer over the draft model and its pool (both borrowed for its life; the pool's
+ * K/V storage initialised with model_kv_init(draft, kv), nothing else using it) for up to
+ * max_seqs sequences drafting at once. ERR_INVAL when the pool has fewer sequence ids, ERR_NOMEM.
+ * Inference thread. */
+int spec_draft_new(struct model *draft, struct kv_cache *kv, int max_seqs, struct spec_draft **out);
+void spec_draft_free(struct spec_draft *d); /* NULL-safe; every sequence released first */
+/* The draft's step time against tokens (observed on every draft step; the controller's input). */
+struct spec_cost *spec_draft_cost(struct spec_draft *d);
+
+/* One sequence's part in a drafting run. */
+struct spec_draft_job {
+    struct spec_seq *ss;
+    const struct sampler_params *sp; /* the request's sampling (borrowed) */
+    int32_t *tokens; /* the sequence's tokens[0..n) (borrowed), room for k more after them */
+    int n;           /* tokens known: the last one not yet computed by the target */
+    int catchup;     /* in: tokens from ss->d_computed the draft computes (1.. n - d_computed;
+                        less than that only with k 0: a chunk of a long catch-up) */
+    int k;           /* in: proposals wanted (0: catch up only); out: 0 when refused */
+};
+
+/* Runs the draft for every job: one batched step computes each job's catch-up (from d_computed)
+ * and yields the first proposals, then one batched step per further depth over the jobs still
+ * proposing. Proposal i goes to tokens[n + i]; for a sampled request (temperature > 0) row i of
+ * ss->q is the distribution it was drawn from (after the request's penalties, top-k, top-p, min-p
+ * and temperature), for greedy the draft's argmax is proposed. A job whose slots the pool cannot
+ * provide gets k 0 and catchup 0 (counted in *kv_refused). The draft's K/V afterwards: the catch-
+ * up and proposals 0..k-2; spec_draft_commit keeps what was verified. Counts steps and tokens in
+ * *st. 0, or the forward's error (every job then has k 0 and its draft K/V released). */
+int spec_draft_run(struct spec_draft *d, struct spec_draft_job *jobs, int n_jobs,
+                   struct spec_stats *st, int *kv_refused);
+
+/* After verification: of the job's k proposals the first `accepted` were accepted; cuts the
+ * draft's K/V back to the verified tokens it holds. */
+void spec_draft_commit(struct spec_draft *d, const struct spec_draft_job *job, int accepted);
+
+/* Frees the sequence's draft K/V (preemption: recomputed when it next drafts). d NULL: no-op. */
+void spec_seq_release(struct spec_draft *d, struct spec_seq *ss);
+/* Releases and frees everything the state owns (d may be NULL when nothing was opened). */
+void spec_seq_fini(struct spec_draft *d, struct spec_seq *ss);
 
 #endif

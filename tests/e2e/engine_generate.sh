@@ -81,6 +81,30 @@ if [ -n "$plain" ] && [ "$plain" == "$spec" ]; then
 else
 	not_ok "--spec ngram sampled: '${plain:0:60}' vs '${spec:0:60}'"
 fi
+# Draft model (its Q8_0 copy drafting, a fixed k so that it speculates): llama.cpp's greedy tokens.
+got="$(gen --model "$models/stories260K.gguf" --prompt-tokens "$ids" --max-tokens "$n" \
+	--temperature 0 --output-ids --speculative draft --draft-model "$models/stories260K-Q8_0.gguf" \
+	--no-spec-adaptive)"
+if [ "$got" == "$want_ids" ] && grep -q "spec_accepted=[1-9]" "$tmp/stderr"; then
+	ok "--speculative draft: greedy tokens identical to llama.cpp, proposals accepted"
+else
+	not_ok "--speculative draft: got '${got:0:80}' ($(tail -n 1 "$tmp/stderr"))"
+fi
+if gen --model "$models/stories260K.gguf" --prompt "x" --draft-model "$models/stories260K.gguf" \
+	>/dev/null; then
+	not_ok "--draft-model without --speculative draft accepted"
+else
+	ok "--draft-model without --speculative draft refused"
+fi
+smol="$models/../smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$smol" ]; then
+	if gen --model "$models/stories260K.gguf" --prompt "x" --speculative draft --draft-model "$smol" \
+		>/dev/null || ! grep -q "vocabulary is not the target's: the draft has 49152 tokens" "$tmp/stderr"; then
+		not_ok "a draft with another vocabulary: $(tail -n 1 "$tmp/stderr")"
+	else
+		ok "a draft with another vocabulary is a load error naming the mismatch"
+	fi
+fi
 if gen --model "$models/stories260K.gguf" --prompt "x" --spec ngram --ngram-min 4 --ngram-max 2 \
 	>/dev/null; then
 	not_ok "--ngram-min above --ngram-max accepted"

@@ -3,7 +3,9 @@
  * scheduler on the real stories260K model (skipped without ../shared) output token for token
  * identical to decoding without speculation: greedy and sampled, alone and 16 at once, with
  * chunked prefill, preemption, prefix-cache hits, stop strings, max_tokens and cancellation, and
- * no KV block left behind. */
+ * no KV block left behind; with a draft model (a stories260K file drafting for another, and for
+ * itself) the same greedy output, the rejection rule with the draft's real distribution, and the
+ * vocabulary check at load. */
 #include "engine/sched/scheduler.h"
 #include "engine/sched/spec.h"
 
@@ -84,7 +86,8 @@ START_TEST(test_spec_config_valid_and_names)
     enum spec_method m;
     ck_assert(spec_method_parse("ngram", &m) && m == SPEC_METHOD_NGRAM);
     ck_assert(spec_method_parse("none", &m) && m == SPEC_METHOD_NONE);
-    ck_assert(!spec_method_parse("draft", &m));
+    ck_assert(spec_method_parse("draft", &m) && m == SPEC_METHOD_DRAFT);
+    ck_assert(!spec_method_parse("eagle", &m));
     ck_assert(!spec_method_parse(NULL, &m));
     ck_assert_str_eq(spec_skip_name(SPEC_SKIP_KV), "kv_full");
 }
@@ -143,9 +146,12 @@ static void chi_check(const long *counts, const double *p, int n, long draws, co
 /* For one target configuration: proposals drawn from q, verified by spec_verify_row; the emitted
  * tokens must follow p (sampler_probs), the accepted ones min(p, q), the corrected ones the
  * normalised residual max(0, p - q), and the acceptance rate sum min(p, q). */
+static void check_rule(const struct sampler_params *sp, int nv, const float *logits, const float *q,
+                       const char *what);
+
 static void check_rejection_rule(const struct sampler_params *sp, const char *what)
 {
-    float logits[NV], q[NV], p[NV], scratch[NV];
+    float logits[NV], q[NV];
     uint64_t x = 88172645463325252ull;
     for (int i = 0; i < NV; i++) logits[i] = (float)(unif(&x) * 4.0 - 2.0);
     double qz = 0;
@@ -154,28 +160,42 @@ static void check_rejection_rule(const struct sampler_params *sp, const char *wh
         qz += q[i];
     }
     for (int i = 0; i < NV; i++) q[i] = (float)(q[i] / qz);
+    check_rule(sp, NV, logits, q, what);
+}
+
+/* The rule for the target's `logits` and the proposal distribution q (nv entries each). */
+static void check_rule(const struct sampler_params *sp, int nv, const float *logits, const float *q,
+                       const char *what)
+{
+    float *p = malloc((size_t)nv * sizeof(float)), *scratch = malloc((size_t)nv * sizeof(float));
+    double *pa = malloc((size_t)nv * sizeof(double)), *pr = malloc((size_t)nv * sizeof(double));
+    double *pp = malloc((size_t)nv * sizeof(double));
+    long *all = calloc((size_t)nv, sizeof(long)), *cnt_a = calloc((size_t)nv, sizeof(long));
+    long *cnt_r = calloc((size_t)nv, sizeof(long)), n_acc = 0;
+    ck_assert(p && scratch && pa && pr && pp && all && cnt_a && cnt_r);
+    uint64_t x = 88172645463325252ull;
     struct sampler *s;
-    ck_assert_int_eq(sampler_new(sp, NV, &s), 0);
+    ck_assert_int_eq(sampler_new(sp, nv, &s), 0);
     ck_assert_int_eq(sampler_probs(s, logits, p), 0);
-    double sum = 0, acc = 0, pa[NV], pr[NV], pp[NV];
-    for (int i = 0; i < NV; i++) {
+    double sum = 0, acc = 0;
+    for (int i = 0; i < nv; i++) {
         sum += p[i];
         acc += fmin(p[i], q[i]);
     }
     ck_assert_msg(fabs(sum - 1.0) < 1e-5, "%s: p sums to %g", what, sum);
-    for (int i = 0; i < NV; i++) {
+    ck_assert_msg(acc < 0.999, "%s: q equals p (acceptance %g): nothing to test", what, acc);
+    for (int i = 0; i < nv; i++) {
         pp[i] = p[i];
         pa[i] = fmin(p[i], q[i]) / acc;
         pr[i] = fmax(0.0, p[i] - q[i]) / (1.0 - acc);
     }
-    long all[NV] = {0}, cnt_a[NV] = {0}, cnt_r[NV] = {0}, n_acc = 0;
     for (int d = 0; d < DRAWS; d++) {
-        int32_t prop = spec_draw(q, NV, unif(&x));
+        int32_t prop = spec_draw(q, nv, unif(&x));
         ck_assert(prop >= 0 && q[prop] > 0);
         struct sampler_result r;
         int out = spec_verify_row(s, logits, prop, q, scratch, &r);
         ck_assert(out == SPEC_ACCEPTED || out == SPEC_CORRECTED);
-        ck_assert(r.token >= 0 && r.token < NV);
+        ck_assert(r.token >= 0 && r.token < nv);
         all[r.token]++;
         if (out == SPEC_ACCEPTED) {
             ck_assert_int_eq(r.token, prop);
@@ -187,13 +207,21 @@ static void check_rejection_rule(const struct sampler_params *sp, const char *wh
         }
     }
     sampler_free(s);
-    chi_check(all, pp, NV, DRAWS, what);
-    chi_check(cnt_a, pa, NV, n_acc, what);
-    chi_check(cnt_r, pr, NV, DRAWS - n_acc, what);
+    chi_check(all, pp, nv, DRAWS, what);
+    chi_check(cnt_a, pa, nv, n_acc, what);
+    chi_check(cnt_r, pr, nv, DRAWS - n_acc, what);
     /* binomial acceptance count within 5 standard deviations (false failure < 1e-6) */
     double mean = acc * DRAWS, sd = sqrt(DRAWS * acc * (1 - acc));
     ck_assert_msg(fabs((double)n_acc - mean) < 5 * sd, "%s: %ld accepted, expected %.0f", what,
                   n_acc, mean);
+    free(p);
+    free(scratch);
+    free(pa);
+    free(pr);
+    free(pp);
+    free(all);
+    free(cnt_a);
+    free(cnt_r);
 }
 
 START_TEST(test_spec_verify_rejection_rule_keeps_distribution)
@@ -312,6 +340,58 @@ START_TEST(test_spec_ctl_plan_follows_cost_and_acceptance)
 }
 END_TEST
 
+/* With a draft model the plan pays for the draft's rounds: one step per proposal depth over the
+ * sequences proposing that deep, plus the catch-up in the first. */
+START_TEST(test_spec_ctl_plan_costs_draft_steps)
+{
+    struct spec_cost flat, cheap, dear;
+    spec_cost_init(&flat);
+    spec_cost_init(&cheap);
+    spec_cost_init(&dear);
+    for (int n = 1; n <= 1024; n *= 2) {
+        spec_cost_observe(&flat, n, n <= 16 ? 0.010 : 0.010 * n / 16.0);  /* the target */
+        spec_cost_observe(&cheap, n, n <= 16 ? 0.001 : 0.001 * n / 16.0); /* a 10x smaller draft */
+        spec_cost_observe(&dear, n, n <= 16 ? 0.010 : 0.010 * n / 16.0); /* as dear as the target */
+    }
+    struct spec_cand c[64];
+    static char scratch[SPEC_CTL_SCRATCH_BYTES(64)];
+    struct spec_plan_in in = {.base_tokens = 1,
+                              .n_decodes = 1,
+                              .budget = 2048,
+                              .target = &flat,
+                              .draft = &cheap,
+                              .adaptive = true};
+    /* one sequence, a cheap draft, good acceptance: speculate */
+    c[0] = (struct spec_cand){.accept = 0.8f, .kmax = 5, .catchup = 2};
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_ge(c[0].k, 3);
+    /* the draft's rounds cut the depth: at acceptance 0.6 a draft round of 0.4 target steps
+     * leaves one proposal worth it, where free proposals would all be */
+    struct spec_cost mid;
+    spec_cost_init(&mid);
+    for (int n = 1; n <= 1024; n *= 2)
+        spec_cost_observe(&mid, n, n <= 16 ? 0.004 : 0.004 * n / 16.0);
+    c[0].accept = 0.6f;
+    in.draft = NULL;
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 5);
+    in.draft = &mid;
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 1);
+    /* a draft as dear as the target: each round costs a whole step, nothing pays */
+    in.draft = &dear;
+    c[0] = (struct spec_cand){.accept = 0.8f, .kmax = 5, .catchup = 2};
+    spec_ctl_plan(&in, c, 1, scratch);
+    ck_assert_int_eq(c[0].k, 0);
+    /* a large batch: k 0 for everyone, so no draft step runs */
+    in.draft = &cheap;
+    in.base_tokens = in.n_decodes = 64;
+    for (int i = 0; i < 64; i++) c[i] = (struct spec_cand){.accept = 0.8f, .kmax = 5, .catchup = 2};
+    spec_ctl_plan(&in, c, 64, scratch);
+    for (int i = 0; i < 64; i++) ck_assert_int_eq(c[i].k, 0);
+}
+END_TEST
+
 START_TEST(test_spec_accept_estimate_and_decay)
 {
     struct spec_accept a = {0};
@@ -346,6 +426,8 @@ struct env {
     struct model *m;
     struct tokenizer *tok;
     struct kv_cache *kv;
+    struct model *dm;     /* the draft model, or NULL */
+    struct kv_cache *dkv; /* its pool */
     struct sched *s;
     struct out out[N_REQ];
 };
@@ -392,7 +474,25 @@ struct run_cfg {
     enum spec_method method;
     int k;
     bool adaptive;
+    const char *draft; /* spec_equals_plain: this ../shared model drafts (method DRAFT) */
 };
+
+/* Loads the draft model at ../shared/<rel> with a pool of n_blocks; false when absent. */
+static bool env_open_draft(struct env *e, const char *rel, int n_blocks)
+{
+    const char *path = test_shared_path(rel);
+    if (!path) return false;
+    struct model_options o;
+    model_options_default(&o);
+    o.n_threads = 2;
+    char err[256];
+    ck_assert_msg(model_load(path, &o, &e->dm, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(spec_draft_check_vocab(e->m, e->dm, err, sizeof(err)) == 0, "%s", err);
+    struct kv_cache_config kc = {n_blocks, BS, N_REQ, CTX / BS};
+    ck_assert_int_eq(kv_cache_new(&kc, &e->dkv), 0);
+    ck_assert_int_eq(model_kv_init(e->dm, e->dkv), 0);
+    return true;
+}
 
 static void env_sched(struct env *e, const struct run_cfg *rc)
 {
@@ -407,6 +507,10 @@ static void env_sched(struct env *e, const struct run_cfg *rc)
     c.spec.ngram_min = 1;
     c.spec.ngram_max = 3;
     c.spec.adaptive = rc->adaptive;
+    if (rc->method == SPEC_METHOD_DRAFT) {
+        c.draft = e->dm;
+        c.draft_kv = e->dkv;
+    }
     ck_assert_int_eq(sched_new(&c, e->m, e->kv, e->tok, on_event, e, &e->s), 0);
     memset(e->out, 0, sizeof(e->out));
 }
@@ -416,7 +520,10 @@ static void env_close(struct env *e)
     sched_free(e->s);
     e->s = NULL;
     if (e->kv) ck_assert_int_eq(kv_cache_blocks_used(e->kv), 0);
+    if (e->dkv) ck_assert_int_eq(kv_cache_blocks_used(e->dkv), 0);
     kv_cache_free(e->kv);
+    kv_cache_free(e->dkv);
+    model_free(e->dm);
     tokenizer_free(e->tok);
     model_free(e->m);
 }
@@ -483,6 +590,7 @@ static void run_all(struct env *e, const struct run_cfg *rc, int n_req, float te
     sched_free(e->s);
     e->s = NULL;
     ck_assert_int_eq(kv_cache_blocks_used(e->kv), 0);
+    if (e->dkv) ck_assert_int_eq(kv_cache_blocks_used(e->dkv), 0);
 }
 
 static void expect_same(const struct out *a, const struct out *b, int n_req, bool exact_len)
@@ -509,12 +617,16 @@ static void spec_equals_plain(int n_blocks, struct run_cfg rc, int n_req, float 
 {
     struct env e;
     if (!env_open(&e, n_blocks)) return;
+    if (rc.draft && !env_open_draft(&e, rc.draft, n_blocks)) {
+        env_close(&e);
+        return;
+    }
     static struct out plain[N_REQ], spec[N_REQ];
     struct sched_stats st0, st1;
     rc.method = SPEC_METHOD_NONE;
     run_all(&e, &rc, n_req, temp, stop, plain, &st0);
     ck_assert_uint_eq(st0.spec.drafts, 0);
-    rc.method = SPEC_METHOD_NGRAM;
+    rc.method = rc.draft ? SPEC_METHOD_DRAFT : SPEC_METHOD_NGRAM;
     rc.k = 5;
     rc.adaptive = false;
     run_all(&e, &rc, n_req, temp, stop, spec, &st1);
@@ -539,6 +651,27 @@ static void spec_equals_plain(int n_blocks, struct run_cfg rc, int n_req, float 
     for (int i = 0; i < SPEC_MAX_TOKENS; i++) per_pos += st1.spec.accepted_per_pos[i];
     ck_assert_uint_eq(per_pos, st1.spec.accepted);
     if (preemptions) *preemptions = st1.preemptions;
+    if (rc.draft) {
+        /* the draft ran in batched steps: at most one per depth per target step */
+        ck_assert_uint_gt(st1.spec.draft_steps, 0);
+        ck_assert_uint_le(st1.spec.draft_steps, st1.steps * (uint64_t)rc.k);
+        /* 16 at once without preemption: a draft step serves more than 2 sequences on average
+         * (one per sequence and depth would be drafts * k steps) */
+        if (rc.max_seqs == N_REQ && !preemptions)
+            ck_assert_uint_lt(2 * st1.spec.draft_steps, st1.spec.drafts * (uint64_t)rc.k);
+        /* every prompt (16+ tokens) is longer than a 16-token step budget: the draft catches
+         * up over several steps */
+        if (rc.max_tokens_step <= 16) ck_assert_uint_gt(st1.spec.skipped[SPEC_SKIP_CATCHUP], 0);
+        /* a file drafting for itself computes the same rows: every proposal is accepted */
+        if (strstr(rc.draft, "stories260K.gguf"))
+            ck_assert_uint_eq(st1.spec.accepted, st1.spec.draft_tokens);
+        fprintf(stderr,
+                "draft %s: %d seqs, %llu proposals, %llu accepted (%.3f), %llu draft steps\n",
+                rc.draft, rc.max_seqs, (unsigned long long)st1.spec.draft_tokens,
+                (unsigned long long)st1.spec.accepted,
+                (double)st1.spec.accepted / (double)st1.spec.draft_tokens,
+                (unsigned long long)st1.spec.draft_steps);
+    }
     /* adaptive: whatever k it picks, the same tokens */
     rc.adaptive = true;
     run_all(&e, &rc, n_req, temp, stop, spec, &st1);
@@ -633,6 +766,227 @@ START_TEST(test_spec_bad_config)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- draft model */
+
+#define DRAFT_Q8  "models/tinyllamas/stories260K-Q8_0.gguf"
+#define DRAFT_Q4  "models/tinyllamas/stories260K-Q4_0.gguf"
+#define DRAFT_F32 "models/tinyllamas/stories260K.gguf"
+
+START_TEST(test_spec_draft_greedy_alone_equals_plain)
+{
+    struct run_cfg rc = {
+        .max_seqs = 1, .max_tokens_step = 2048, .chunked = true, .draft = DRAFT_Q8};
+    spec_equals_plain(64, rc, 1, 0.0f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_draft_self_accepts_everything)
+{
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 96,
+                         .chunked = true,
+                         .prefix = true,
+                         .draft = DRAFT_F32};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_draft_greedy_batch16_prefix_equals_plain)
+{
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 96,
+                         .chunked = true,
+                         .prefix = true,
+                         .draft = DRAFT_Q8};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
+}
+END_TEST
+
+START_TEST(test_spec_draft_greedy_preemption_equals_plain)
+{
+    /* 16-token steps: prompts prefill in chunks, and the draft catches up in chunks too */
+    uint64_t pre = 0;
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 16,
+                         .chunked = true,
+                         .prefix = true,
+                         .draft = DRAFT_Q8};
+    spec_equals_plain(24, rc, N_REQ, 0.0f, NULL, &pre);
+    if (test_shared_path(DRAFT_Q8)) ck_assert_uint_gt(pre, 0);
+}
+END_TEST
+
+START_TEST(test_spec_draft_stop_string_and_unchunked)
+{
+    struct run_cfg rc = {
+        .max_seqs = 4, .max_tokens_step = 2048, .chunked = false, .draft = DRAFT_Q4};
+    spec_equals_plain(64, rc, 4, 0.0f, "so excited to go to the park with her mom", NULL);
+}
+END_TEST
+
+/* Sampled with a draft: not the same tokens as without (the rule draws differently), but every
+ * request runs to its exact length, proposals are verified and both pools end empty. */
+START_TEST(test_spec_draft_sampled_runs_clean)
+{
+    struct env e;
+    if (!env_open(&e, N_REQ * 12)) return;
+    if (!env_open_draft(&e, DRAFT_Q4, N_REQ * 12)) {
+        env_close(&e);
+        return;
+    }
+    static struct out out[N_REQ];
+    struct sched_stats st;
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 128,
+                         .chunked = true,
+                         .prefix = true,
+                         .method = SPEC_METHOD_DRAFT,
+                         .k = 4};
+    run_all(&e, &rc, N_REQ, 0.8f, NULL, out, &st);
+    for (int r = 0; r < N_REQ; r++) {
+        ck_assert_int_eq(out[r].finish, SCHED_FINISH_LENGTH);
+        ck_assert_int_eq(out[r].n_tokens, 60 - r);
+        ck_assert_int_eq(out[r].events_after_finish, 0);
+    }
+    ck_assert_uint_gt(st.spec.draft_tokens, 0);
+    ck_assert_uint_gt(st.spec.accepted, 0);
+    ck_assert_uint_lt(st.spec.accepted, st.spec.draft_tokens);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_spec_draft_cancel_frees_both_pools)
+{
+    struct env e;
+    if (!env_open(&e, 64)) return;
+    if (!env_open_draft(&e, DRAFT_Q8, 64)) {
+        env_close(&e);
+        return;
+    }
+    struct run_cfg rc = {.max_seqs = 4,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .method = SPEC_METHOD_DRAFT,
+                         .k = 6};
+    env_sched(&e, &rc);
+    int32_t ids[3][128];
+    for (int r = 0; r < 3; r++) add(&e, r, ids[r], make_prompt(r, ids[r]), 200, 0.0f, NULL);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_gt(e.out[0].n_tokens, 0);
+    ck_assert_int_gt(kv_cache_blocks_used(e.dkv), 0);
+    /* one cancelled mid-run: its draft blocks go back at the next step */
+    int before = kv_cache_blocks_used(e.dkv);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_uint_gt(st.spec.draft_tokens, 0);
+    sched_stop_all(e.s, SCHED_FINISH_ABORT);
+    ck_assert(sched_idle(e.s));
+    ck_assert_int_lt(kv_cache_blocks_used(e.dkv), before);
+    ck_assert_int_eq(kv_cache_blocks_used(e.dkv), 0);
+    ck_assert_int_eq(kv_cache_blocks_used(e.kv), 0);
+    env_close(&e);
+}
+END_TEST
+
+/* The last logits row of `m` over ids (a scratch pool), copied to out. */
+static void last_row(struct model *m, const int32_t *ids, int n, float *out)
+{
+    struct kv_cache *kv;
+    struct kv_cache_config kc = {8, BS, 1, 8};
+    ck_assert_int_eq(kv_cache_new(&kc, &kv), 0);
+    ck_assert_int_eq(model_kv_init(m, kv), 0);
+    int seq;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &seq), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, seq, n, NULL), 0);
+    struct model_batch_entry e = {seq, 0, n, ids, MODEL_LOGITS_LAST};
+    const float *logits;
+    int rows;
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &logits, &rows), 0);
+    ck_assert_int_eq(rows, 1);
+    memcpy(out, logits, (size_t)model_hparams(m)->n_vocab * sizeof(float));
+    kv_cache_seq_close(kv, seq);
+    kv_cache_free(kv);
+}
+
+/* The rejection rule with a real draft: the target stories260K's next-token distribution after a
+ * fixed context, the Q4_0 copy's as q (through a sampler with the same parameters, as the
+ * scheduler's draft computes it): emitted tokens follow p, accepted ones min(p, q), corrected
+ * ones the residual (chi-square, false-failure rate < 1e-6 each). */
+START_TEST(test_spec_draft_rejection_rule_real_q)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    if (!env_open_draft(&e, DRAFT_Q4, 16)) {
+        env_close(&e);
+        return;
+    }
+    int nv = model_hparams(e.m)->n_vocab;
+    float *lt = malloc((size_t)nv * sizeof(float)), *ld = malloc((size_t)nv * sizeof(float));
+    float *q = malloc((size_t)nv * sizeof(float));
+    ck_assert(lt && ld && q);
+    int32_t ids[128];
+    int n = make_prompt(1, ids);
+    last_row(e.m, ids, n, lt);
+    last_row(e.dm, ids, n, ld);
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.seed = 3;
+    sp.temperature = 1.5f; /* a wide p: many tokens in play */
+    sp.top_p = 0.98f;
+    struct sampler *ds;
+    ck_assert_int_eq(sampler_new(&sp, nv, &ds), 0);
+    ck_assert_int_eq(sampler_probs(ds, ld, q), 0);
+    sampler_free(ds);
+    check_rule(&sp, nv, lt, q, "stories260K, Q4_0 draft, T 1.5 top-p 0.98");
+    free(lt);
+    free(ld);
+    free(q);
+    env_close(&e);
+}
+END_TEST
+
+START_TEST(test_spec_draft_vocab_check)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    const char *smol = test_shared_path("models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    char err[256] = "";
+    if (smol) {
+        struct model_options o;
+        model_options_default(&o);
+        o.n_threads = 1;
+        struct model *other;
+        ck_assert_msg(model_load(smol, &o, &other, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(spec_draft_check_vocab(e.m, other, err, sizeof(err)), ERR_INVAL);
+        ck_assert_msg(strstr(err, "tokens") != NULL, "%s", err);
+        /* a scheduler refuses it too */
+        struct sched_config c = {.max_num_seqs = 4,
+                                 .max_num_batched_tokens = 64,
+                                 .chunked_prefill = true,
+                                 .max_context = CTX,
+                                 .draft = other,
+                                 .draft_kv = e.kv};
+        spec_config_default(&c.spec);
+        c.spec.method = SPEC_METHOD_DRAFT;
+        ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+        model_free(other);
+    }
+    /* the same vocabulary in another quantisation passes */
+    if (env_open_draft(&e, DRAFT_Q8, 16))
+        ck_assert_int_eq(spec_draft_check_vocab(e.dm, e.m, err, sizeof(err)), 0);
+    /* a draft method without a draft model */
+    struct sched_config c = {.max_num_seqs = 4,
+                             .max_num_batched_tokens = 64,
+                             .chunked_prefill = true,
+                             .max_context = CTX};
+    spec_config_default(&c.spec);
+    c.spec.method = SPEC_METHOD_DRAFT;
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    ck_assert_ptr_null(e.s);
+    env_close(&e);
+}
+END_TEST
+
 Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -646,6 +1000,7 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_sampler_probs_matches_draws);
     tcase_add_test(tc, test_spec_draw_inverse_cdf);
     tcase_add_test(tc, test_spec_ctl_plan_follows_cost_and_acceptance);
+    tcase_add_test(tc, test_spec_ctl_plan_costs_draft_steps);
     tcase_add_test(tc, test_spec_accept_estimate_and_decay);
     tcase_add_test(tc, test_spec_greedy_alone_equals_plain);
     tcase_add_test(tc, test_spec_greedy_batch16_prefix_equals_plain);
@@ -656,5 +1011,17 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_cancel_frees_blocks);
     tcase_add_test(tc, test_spec_bad_config);
     suite_add_tcase(s, tc);
+    TCase *td = tcase_create("draft");
+    tcase_set_timeout(td, 600);
+    tcase_add_test(td, test_spec_draft_greedy_alone_equals_plain);
+    tcase_add_test(td, test_spec_draft_self_accepts_everything);
+    tcase_add_test(td, test_spec_draft_greedy_batch16_prefix_equals_plain);
+    tcase_add_test(td, test_spec_draft_greedy_preemption_equals_plain);
+    tcase_add_test(td, test_spec_draft_stop_string_and_unchunked);
+    tcase_add_test(td, test_spec_draft_sampled_runs_clean);
+    tcase_add_test(td, test_spec_draft_cancel_frees_both_pools);
+    tcase_add_test(td, test_spec_draft_rejection_rule_real_q);
+    tcase_add_test(td, test_spec_draft_vocab_check);
+    suite_add_tcase(s, td);
     return s;
 }
