@@ -43,7 +43,7 @@ static int emit_symbol(const struct bpe *st, const struct tokenizer_sym *sym,
     return 0;
 }
 
-static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer_ids *ids)
+static int merge_word(struct bpe *st, const char *w, size_t n, struct tokenizer_ids *ids)
 {
     int rc;
     st->w = w;
@@ -82,6 +82,25 @@ static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer
     }
     for (int32_t i = n_syms ? 0 : -1; i >= 0; i = st->syms[i].next)
         if ((rc = emit_symbol(st, &st->syms[i], ids))) return rc;
+    return 0;
+}
+
+/* Word w[0..n): from the cache, or merged and then cached. */
+static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer_ids *ids)
+{
+    struct tokenizer_cache *c = st->t->cache;
+    if (!c || n > TOKENIZER_CACHE_KEY_MAX) return merge_word(st, w, n, ids);
+    int32_t got[TOKENIZER_CACHE_IDS_MAX];
+    uint64_t h = tokenizer_hash(TOKENIZER_HASH_SEED, w, n);
+    int k = tokenizer_cache_get(c, h, w, n, got), rc;
+    if (k >= 0) {
+        for (int i = 0; i < k; i++)
+            if ((rc = tokenizer_ids_push(ids, got[i]))) return rc;
+        return 0;
+    }
+    size_t before = ids->n;
+    if ((rc = merge_word(st, w, n, ids))) return rc;
+    tokenizer_cache_put(c, h, w, n, ids->v + before, ids->n - before);
     return 0;
 }
 

@@ -42,6 +42,51 @@ static int emit_symbol(const struct spm *st, const struct tokenizer_sym *sym,
     return 0;
 }
 
+/* The merge loop over symbols a..b-1 (linked to each other, none outside), then their ids. */
+static int merge_span(struct spm *st, int32_t a, int32_t b, struct tokenizer_ids *ids)
+{
+    int rc;
+    st->heap.n = 0;
+    for (int32_t i = a + 1; i < b; i++)
+        if ((rc = try_bigram(st, i - 1, i))) return rc;
+    while (st->heap.n) {
+        struct tokenizer_bigram bg = tokenizer_heap_pop(&st->heap);
+        struct tokenizer_sym *l = &st->syms[bg.left], *r = &st->syms[bg.right];
+        /* Stale: one side was merged elsewhere since this pair was queued. */
+        if (l->len == 0 || r->len == 0 || (size_t)l->len + r->len != bg.size) continue;
+        l->len += r->len;
+        r->len = 0;
+        l->next = r->next;
+        if (r->next >= 0) st->syms[r->next].prev = bg.left;
+        if ((rc = try_bigram(st, l->prev, bg.left))) return rc;
+        if ((rc = try_bigram(st, bg.left, l->next))) return rc;
+    }
+    for (int32_t i = a < b ? a : -1; i >= 0; i = st->syms[i].next)
+        if ((rc = emit_symbol(st, &st->syms[i], ids))) return rc;
+    return 0;
+}
+
+/* Word a..b-1 (t->spm_words): from the cache, or merged and then cached. */
+static int encode_word(struct spm *st, int32_t a, int32_t b, struct tokenizer_ids *ids)
+{
+    st->syms[a].prev = -1;
+    st->syms[b - 1].next = -1;
+    uint32_t off = st->syms[a].off, n = st->syms[b - 1].off + st->syms[b - 1].len - off;
+    if (n > TOKENIZER_CACHE_KEY_MAX) return merge_span(st, a, b, ids);
+    int32_t got[TOKENIZER_CACHE_IDS_MAX];
+    uint64_t h = tokenizer_hash(TOKENIZER_HASH_SEED, st->s + off, n);
+    int k = tokenizer_cache_get(st->t->cache, h, st->s + off, n, got), rc;
+    if (k >= 0) {
+        for (int i = 0; i < k; i++)
+            if ((rc = tokenizer_ids_push(ids, got[i]))) return rc;
+        return 0;
+    }
+    size_t before = ids->n;
+    if ((rc = merge_span(st, a, b, ids))) return rc;
+    tokenizer_cache_put(st->t->cache, h, st->s + off, n, ids->v + before, ids->n - before);
+    return 0;
+}
+
 int tokenizer_spm_encode(const struct tokenizer *t, const char *text, size_t len,
                          struct tokenizer_ids *ids)
 {
@@ -69,32 +114,27 @@ int tokenizer_spm_encode(const struct tokenizer *t, const char *text, size_t len
     st.s = s;
     st.syms = malloc((n ? n : 1) * sizeof(*st.syms));
     if (!st.syms) goto out;
+    bool words = t->spm_words && t->cache, prev_space = false;
+    int32_t word = 0; /* the first symbol of the current word */
     for (size_t off = 0; off < n;) {
         size_t cl = unicode_utf8_len((uint8_t)s[off]);
         if (cl > n - off) cl = n - off;
+        bool space = cl == 3 && memcmp(s + off, escaped_space, 3) == 0;
+        /* A word ends before a U+2581 that follows another character (t->spm_words). */
+        if (words && space && !prev_space && n_syms > 0) {
+            if ((rc = encode_word(&st, word, (int32_t)n_syms, ids))) goto out;
+            word = (int32_t)n_syms;
+        }
+        prev_space = space;
         st.syms[n_syms] = (struct tokenizer_sym){(uint32_t)off, (uint32_t)cl, (int32_t)n_syms - 1,
                                                  off + cl == n ? -1 : (int32_t)n_syms + 1};
         n_syms++;
         off += cl;
     }
-    for (size_t i = 1; i < n_syms; i++)
-        if ((rc = try_bigram(&st, (int32_t)i - 1, (int32_t)i))) goto out;
-
-    while (st.heap.n) {
-        struct tokenizer_bigram b = tokenizer_heap_pop(&st.heap);
-        struct tokenizer_sym *l = &st.syms[b.left], *r = &st.syms[b.right];
-        /* Stale: one side was merged elsewhere since this pair was queued. */
-        if (l->len == 0 || r->len == 0 || (size_t)l->len + r->len != b.size) continue;
-        l->len += r->len;
-        r->len = 0;
-        l->next = r->next;
-        if (r->next >= 0) st.syms[r->next].prev = b.left;
-        if ((rc = try_bigram(&st, l->prev, b.left))) goto out;
-        if ((rc = try_bigram(&st, b.left, l->next))) goto out;
-    }
-    for (int32_t i = n_syms ? 0 : -1; i >= 0; i = st.syms[i].next)
-        if ((rc = emit_symbol(&st, &st.syms[i], ids))) goto out;
-    rc = 0;
+    if (words && n_syms > 0)
+        rc = encode_word(&st, word, (int32_t)n_syms, ids);
+    else
+        rc = merge_span(&st, 0, (int32_t)n_syms, ids);
 out:
     free(s);
     free(st.syms);
