@@ -46,8 +46,9 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     if (argc != 5 && argc != 6) {
-        fprintf(stderr, "usage: %s hash MODEL.gguf BODY.json chat|completion N\n"
-                        "       %s tokenize MODEL.gguf TEXT.txt N\n",
+        fprintf(stderr,
+                "usage: %s hash MODEL.gguf BODY.json chat|completion N\n"
+                "       %s tokenize MODEL.gguf TEXT.txt N\n",
                 argv[0], argv[0]);
         return 2;
     }

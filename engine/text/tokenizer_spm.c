@@ -66,24 +66,41 @@ static int merge_span(struct spm *st, int32_t a, int32_t b, struct tokenizer_ids
     return 0;
 }
 
-/* Word a..b-1 (t->spm_words): from the cache, or merged and then cached. */
-static int encode_word(struct spm *st, int32_t a, int32_t b, struct tokenizer_ids *ids)
+/* Links the characters of s[off, end) as symbols 0.. of st->syms; returns how many. The walk is
+ * the one the whole text gets: a truncated character at `end` keeps only the bytes before it. */
+static int32_t symbolize(struct spm *st, size_t off, size_t end)
 {
-    st->syms[a].prev = -1;
-    st->syms[b - 1].next = -1;
-    uint32_t off = st->syms[a].off, n = st->syms[b - 1].off + st->syms[b - 1].len - off;
-    if (n > TOKENIZER_CACHE_KEY_MAX) return merge_span(st, a, b, ids);
+    int32_t k = 0;
+    while (off < end) {
+        size_t cl = unicode_utf8_len((uint8_t)st->s[off]);
+        if (cl > end - off) cl = end - off;
+        st->syms[k] = (struct tokenizer_sym){(uint32_t)off, (uint32_t)cl, k - 1,
+                                             off + cl == end ? -1 : k + 1};
+        k++;
+        off += cl;
+    }
+    return k;
+}
+
+/* Word s[off, off + n) (t->spm_words): from the cache, or merged and then cached. */
+static int encode_word(struct spm *st, size_t off, size_t n, struct tokenizer_ids *ids)
+{
     int32_t got[TOKENIZER_CACHE_IDS_MAX];
-    uint64_t h = tokenizer_hash(TOKENIZER_HASH_SEED, st->s + off, n);
-    int k = tokenizer_cache_get(st->t->cache, h, st->s + off, n, got), rc;
+    uint64_t h = 0;
+    int k = -1, rc;
+    if (n <= TOKENIZER_CACHE_KEY_MAX) {
+        h = tokenizer_hash(TOKENIZER_HASH_SEED, st->s + off, n);
+        k = tokenizer_cache_get(st->t->cache, h, st->s + off, n, got);
+    }
     if (k >= 0) {
         for (int i = 0; i < k; i++)
             if ((rc = tokenizer_ids_push(ids, got[i]))) return rc;
         return 0;
     }
     size_t before = ids->n;
-    if ((rc = merge_span(st, a, b, ids))) return rc;
-    tokenizer_cache_put(st->t->cache, h, st->s + off, n, ids->v + before, ids->n - before);
+    if ((rc = merge_span(st, 0, symbolize(st, off, off + n), ids))) return rc;
+    if (n <= TOKENIZER_CACHE_KEY_MAX)
+        tokenizer_cache_put(st->t->cache, h, st->s + off, n, ids->v + before, ids->n - before);
     return 0;
 }
 
@@ -94,7 +111,7 @@ int tokenizer_spm_encode(const struct tokenizer *t, const char *text, size_t len
     struct spm st = {.t = t};
     char *s = NULL;
     int rc = ERR_NOMEM;
-    size_t n_spaces = 0, n = 0, n_syms = 0;
+    size_t n_spaces = 0, n = 0;
 
     for (size_t i = 0; i < len; i++) n_spaces += text[i] == ' ';
     if (len > (SIZE_MAX - 1) / 3 || len + 2 * n_spaces > UINT32_MAX) {
@@ -114,27 +131,32 @@ int tokenizer_spm_encode(const struct tokenizer *t, const char *text, size_t len
     st.s = s;
     st.syms = malloc((n ? n : 1) * sizeof(*st.syms));
     if (!st.syms) goto out;
-    bool words = t->spm_words && t->cache, prev_space = false;
-    int32_t word = 0; /* the first symbol of the current word */
+    if (!t->spm_words || !t->cache) {
+        rc = merge_span(&st, 0, symbolize(&st, 0, n), ids);
+        goto out;
+    }
+    /* Word by word: a word ends before a U+2581 that follows another character, found on the
+     * whole text's character walk (an invalid lead byte may swallow a U+2581's bytes). */
+    size_t word = 0;
+    bool prev_space = false;
     for (size_t off = 0; off < n;) {
-        size_t cl = unicode_utf8_len((uint8_t)s[off]);
+        uint8_t b = (uint8_t)s[off];
+        if (b < 0x80) { /* ASCII: one byte, not U+2581 */
+            prev_space = false;
+            off++;
+            continue;
+        }
+        size_t cl = unicode_utf8_len(b);
         if (cl > n - off) cl = n - off;
         bool space = cl == 3 && memcmp(s + off, escaped_space, 3) == 0;
-        /* A word ends before a U+2581 that follows another character (t->spm_words). */
-        if (words && space && !prev_space && n_syms > 0) {
-            if ((rc = encode_word(&st, word, (int32_t)n_syms, ids))) goto out;
-            word = (int32_t)n_syms;
+        if (space && !prev_space && off > 0) {
+            if ((rc = encode_word(&st, word, off - word, ids))) goto out;
+            word = off;
         }
         prev_space = space;
-        st.syms[n_syms] = (struct tokenizer_sym){(uint32_t)off, (uint32_t)cl, (int32_t)n_syms - 1,
-                                                 off + cl == n ? -1 : (int32_t)n_syms + 1};
-        n_syms++;
         off += cl;
     }
-    if (words && n_syms > 0)
-        rc = encode_word(&st, word, (int32_t)n_syms, ids);
-    else
-        rc = merge_span(&st, 0, (int32_t)n_syms, ids);
+    rc = n > word ? encode_word(&st, word, n - word, ids) : 0;
 out:
     free(s);
     free(st.syms);

@@ -53,10 +53,40 @@ static uint64_t rnd(uint64_t *s)
 }
 
 static const char *const words[] = {
-    "the", "The", "little", "girl", "Lily", "park", "play", "once", "upon", "a", "time",
-    "tokenization", "don't", "it's", "3.14159", "12345678", "hello,", "world!", "(x)", "\"quoted\"",
-    "caf\xc3\xa9", "na\xc3\xafve", "\xe4\xb8\xad\xe6\x96\x87", "\xf0\x9f\x98\x80", "<s>", "</s>",
-    "<|endoftext|>", "<|im_start|>", "\xe2\x96\x81", "foo_bar", "x=1;", "->", "...", "\t",
+    "the",
+    "The",
+    "little",
+    "girl",
+    "Lily",
+    "park",
+    "play",
+    "once",
+    "upon",
+    "a",
+    "time",
+    "tokenization",
+    "don't",
+    "it's",
+    "3.14159",
+    "12345678",
+    "hello,",
+    "world!",
+    "(x)",
+    "\"quoted\"",
+    "caf\xc3\xa9",
+    "na\xc3\xafve",
+    "\xe4\xb8\xad\xe6\x96\x87",
+    "\xf0\x9f\x98\x80",
+    "<s>",
+    "</s>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "\xe2\x96\x81",
+    "foo_bar",
+    "x=1;",
+    "->",
+    "...",
+    "\t",
 };
 
 /* A seeded random text of about `len` bytes into buf (cap >= len + 256); returns its length. */
@@ -82,8 +112,7 @@ static size_t random_text(uint64_t *seed, char *buf, size_t len)
                 buf[n++] = (char)('a' + rnd(seed) % 26);
             break;
         case 4: /* random letters */
-            for (size_t k = 1 + (r >> 8) % 12; k > 0; k--)
-                buf[n++] = (char)('a' + rnd(seed) % 26);
+            for (size_t k = 1 + (r >> 8) % 12; k > 0; k--) buf[n++] = (char)('a' + rnd(seed) % 26);
             break;
         default: {
             const char *w = words[(r >> 8) % (sizeof(words) / sizeof(words[0]))];
@@ -176,7 +205,12 @@ END_TEST
  * encoder must not split the text into words; with the cache on it still gives "a▁b". */
 START_TEST(test_tokenizer_cache_spm_entry_across_words)
 {
-    static const char *const toks[] = {"<unk>", "<s>", "</s>", "a", "b", "\xe2\x96\x81",
+    static const char *const toks[] = {"<unk>",
+                                       "<s>",
+                                       "</s>",
+                                       "a",
+                                       "b",
+                                       "\xe2\x96\x81",
                                        "\xe2\x96\x81"
                                        "a",
                                        "a\xe2\x96\x81"
@@ -186,7 +220,8 @@ START_TEST(test_tokenizer_cache_spm_entry_across_words)
     static const float scores[] = {0, 0, 0, -1, -1, -1, -2, -0.5f, -1.5f};
     static const int32_t types[] = {2, 3, 3, 1, 1, 1, 1, 1, 1};
     char path[512];
-    snprintf(path, sizeof(path), "%s/cinfer-test-cache-vocab-%d.gguf", test_tmpdir(), (int)getpid());
+    snprintf(path, sizeof(path), "%s/cinfer-test-cache-vocab-%d.gguf", test_tmpdir(),
+             (int)getpid());
     struct gguf_writer *w = gguf_writer_new();
     ck_assert_ptr_nonnull(w);
     ck_assert_int_eq(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"), 0);
@@ -251,7 +286,8 @@ START_TEST(test_tokenizer_cache_shared_by_threads)
 {
     struct tokenizer *c, *p;
     if (!load_pair(paths[_i], &c, &p)) return;
-    ck_assert_int_eq(tokenizer_set_cache(c, 64), 0); /* small: the threads evict each other's words */
+    ck_assert_int_eq(tokenizer_set_cache(c, 64),
+                     0); /* small: the threads evict each other's words */
     enum { N = 4 };
     static char texts[N][2048];
     struct worker w[N];
@@ -265,7 +301,8 @@ START_TEST(test_tokenizer_cache_shared_by_threads)
                          0);
         w[k].want = ids;
     }
-    for (int k = 0; k < N; k++) ck_assert_int_eq(pthread_create(&th[k], NULL, encode_loop, &w[k]), 0);
+    for (int k = 0; k < N; k++)
+        ck_assert_int_eq(pthread_create(&th[k], NULL, encode_loop, &w[k]), 0);
     for (int k = 0; k < N; k++) {
         pthread_join(th[k], NULL);
         ck_assert_int_eq(w[k].bad, 0);
