@@ -5,7 +5,9 @@
  *       router_model_prompt (the engine's request parser, template, tokenizer and block hashes)
  *       on BODY N times, built from MODEL's tokenizer document as the router builds it
  *   router-hash-bench tokenize MODEL.gguf TEXT.txt N
- *       tokenizer_encode (add_special, parse_special) of TEXT N times; prints tokens/s
+ *       tokenizer_encode (add_special, parse_special) of TEXT N times; prints tokens/s.
+ *       HB_CACHE=off: without the word cache; HB_CACHE=cold: an empty cache for every run
+ *       (default: warm, the cache kept across runs)
  *
  * Built by hack/router-bench.sh (hashbench mode) against libengine.a / librouter.a; not part of any
  * program. Run it under `valgrind --tool=callgrind` for instruction counts. */
@@ -106,8 +108,12 @@ int main(int argc, char **argv)
             fprintf(stderr, "tokenizer: %s\n", err);
             return 1;
         }
+        const char *mode = getenv("HB_CACHE") ? getenv("HB_CACHE") : "warm";
+        bool cold = strcmp(mode, "cold") == 0;
+        if (strcmp(mode, "off") == 0 && tokenizer_set_cache(tok, 0) != 0) return 1;
         t0 = now_s();
         for (long i = 0; i < n; i++) {
+            if (cold && tokenizer_set_cache(tok, TOKENIZER_CACHE_WORDS) != 0) return 1;
             int32_t *ids;
             size_t n_ids;
             if (tokenizer_encode(tok, in, len, true, true, &ids, &n_ids) != 0) {

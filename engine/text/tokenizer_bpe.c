@@ -119,7 +119,9 @@ int tokenizer_bpe_encode(const struct tokenizer *t, const char *text, size_t len
     }
     cpts = malloc((len ? len : 1) * sizeof(*cpts));
     if (!cpts) goto out;
-    for (size_t pos = 0; pos < len;) cpts[n++] = unicode_decode(text, len, &pos);
+    for (size_t pos = 0; pos < len;) /* ASCII is its own code point */
+        cpts[n++] =
+            (uint8_t)text[pos] < 0x80 ? (uint8_t)text[pos++] : unicode_decode(text, len, &pos);
     if ((rc = tokenizer_pretok_split(t->pre, cpts, n, &lens, &n_words))) goto out;
 
     /* A code point is at most 4 UTF-8 bytes, each of which maps to a 2-byte character. */
