@@ -100,7 +100,7 @@ static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer
     }
     size_t before = ids->n;
     if ((rc = merge_word(st, w, n, ids))) return rc;
-    tokenizer_cache_put(c, h, w, n, ids->v + before, ids->n - before);
+    tokenizer_cache_put(c, h, w, n, ids->n > before ? ids->v + before : NULL, ids->n - before);
     return 0;
 }
 

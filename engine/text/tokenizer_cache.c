@@ -111,7 +111,7 @@ void tokenizer_cache_put(struct tokenizer_cache *c, uint64_t h, const char *w, s
     s->key_len = (uint8_t)n;
     s->n_ids = (uint8_t)n_ids;
     memcpy(s->key, w, n);
-    memcpy(s->ids, ids, n_ids * sizeof(*ids));
+    if (n_ids) memcpy(s->ids, ids, n_ids * sizeof(*ids)); /* ids may be NULL when 0 */
     pthread_mutex_unlock(&sh->mu);
 }
 

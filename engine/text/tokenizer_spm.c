@@ -100,7 +100,8 @@ static int encode_word(struct spm *st, size_t off, size_t n, struct tokenizer_id
     size_t before = ids->n;
     if ((rc = merge_span(st, 0, symbolize(st, off, off + n), ids))) return rc;
     if (n <= TOKENIZER_CACHE_KEY_MAX)
-        tokenizer_cache_put(st->t->cache, h, st->s + off, n, ids->v + before, ids->n - before);
+        tokenizer_cache_put(st->t->cache, h, st->s + off, n,
+                            ids->n > before ? ids->v + before : NULL, ids->n - before);
     return 0;
 }
 
