@@ -9,7 +9,7 @@
  *       HB_CACHE=off: without the word cache; HB_CACHE=cold: an empty cache for every run
  *       (default: warm, the cache kept across runs)
  *
- * Built by hack/router-bench.sh (hashbench mode) against libengine.a / librouter.a; not part of any
+ * Built by hand against build/lib (the cc line is in engine/BENCHMARKS.md, "Tokenizer"); not part of any
  * program. Run it under `valgrind --tool=callgrind` for instruction counts. */
 #include "common/buf.h"
 #include "engine/gguf/gguf.h"
