@@ -20,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bin=build/bin
+bin="${ROUTER_BENCH_BIN:-build/bin}" # the programs under test (A/B: a saved build's bin)
 shared="${CINFER_SHARED:-../shared}"
 model="$shared/models/tinyllamas/stories260K.gguf"
 trace="$shared/traces/mooncake_conversation_trace.jsonl"

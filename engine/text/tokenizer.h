@@ -6,7 +6,8 @@
  *              command-r, starcoder, gpt-4o/llama4, tekken, deepseek-llm/coder, falcon, ... ; an
  *              unknown one is an error, as in llama.cpp).
  * Also special-token parsing, per-token detokenization and a streaming UTF-8-safe detokenizer.
- * A loaded tokenizer is immutable: any thread may encode and decode with it concurrently.
+ * A loaded tokenizer is immutable but for its word cache (under its own locks): any thread may
+ * encode and decode with it concurrently.
  * Not here: chat templates, WordPiece/Unigram vocabularies, clean_up_tokenization_spaces. */
 #ifndef CINFER_ENGINE_TOKENIZER_H
 #define CINFER_ENGINE_TOKENIZER_H
@@ -56,6 +57,26 @@ void tokenizer_free(struct tokenizer *t);
  * or ERR_TOO_BIG for a text over 512 MiB (callers bound prompts far below that). Any thread. */
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_special,
                      bool parse_special, int32_t **ids_out, size_t *n_out);
+
+/* The word cache: tokenizer_encode remembers the ids of each pre-tokenizer word (byte-level BPE)
+ * or space-led word (SentencePiece, when no vocabulary entry has a U+2581 after a non-space, so no
+ * merge crosses words: then the text is encoded word by word, which gives the same ids) up to
+ * TOKENIZER_CACHE_KEY_MAX bytes, in a fixed table of n_words slots (rounded up to a power of two;
+ * a colliding word replaces the older one). The ids are the same with or without it (the tests
+ * compare them on random text). tokenizer_load sets TOKENIZER_CACHE_WORDS (about 1 MiB). */
+#define TOKENIZER_CACHE_WORDS 8192
+
+/* Replaces the cache with an empty one of n_words slots; 0 turns it off (and SentencePiece's
+ * word-by-word encoding with it: the whole-text merge loop). 0, ERR_NOMEM or ERR_TOO_BIG (over 2^24
+ * slots; the old cache is kept). Not thread-safe: call before any thread encodes with t. */
+int tokenizer_set_cache(struct tokenizer *t, size_t n_words);
+
+struct tokenizer_cache_stats {
+    uint64_t hits, misses, inserts, evictions; /* since the cache was made */
+    size_t words, bytes;                       /* its fixed capacity and memory */
+};
+/* Counters of t's cache (all zero when it has none). Any thread. */
+void tokenizer_cache_stats(const struct tokenizer *t, struct tokenizer_cache_stats *st);
 
 /* The escape of tokenizer_escape_special: U+FDD0, a Unicode noncharacter ("for internal use"). */
 #define TOKENIZER_TEXT_MARK "\xEF\xB7\x90"

@@ -43,7 +43,7 @@ static int emit_symbol(const struct bpe *st, const struct tokenizer_sym *sym,
     return 0;
 }
 
-static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer_ids *ids)
+static int merge_word(struct bpe *st, const char *w, size_t n, struct tokenizer_ids *ids)
 {
     int rc;
     st->w = w;
@@ -85,6 +85,25 @@ static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer
     return 0;
 }
 
+/* Word w[0..n): from the cache, or merged and then cached. */
+static int encode_word(struct bpe *st, const char *w, size_t n, struct tokenizer_ids *ids)
+{
+    struct tokenizer_cache *c = st->t->cache;
+    if (!c || n > TOKENIZER_CACHE_KEY_MAX) return merge_word(st, w, n, ids);
+    int32_t got[TOKENIZER_CACHE_IDS_MAX];
+    uint64_t h = tokenizer_hash(TOKENIZER_HASH_SEED, w, n);
+    int k = tokenizer_cache_get(c, h, w, n, got), rc;
+    if (k >= 0) {
+        for (int i = 0; i < k; i++)
+            if ((rc = tokenizer_ids_push(ids, got[i]))) return rc;
+        return 0;
+    }
+    size_t before = ids->n;
+    if ((rc = merge_word(st, w, n, ids))) return rc;
+    tokenizer_cache_put(c, h, w, n, ids->n > before ? ids->v + before : NULL, ids->n - before);
+    return 0;
+}
+
 int tokenizer_bpe_encode(const struct tokenizer *t, const char *text, size_t len,
                          struct tokenizer_ids *ids)
 {
@@ -100,7 +119,9 @@ int tokenizer_bpe_encode(const struct tokenizer *t, const char *text, size_t len
     }
     cpts = malloc((len ? len : 1) * sizeof(*cpts));
     if (!cpts) goto out;
-    for (size_t pos = 0; pos < len;) cpts[n++] = unicode_decode(text, len, &pos);
+    for (size_t pos = 0; pos < len;) /* ASCII is its own code point */
+        cpts[n++] =
+            (uint8_t)text[pos] < 0x80 ? (uint8_t)text[pos++] : unicode_decode(text, len, &pos);
     if ((rc = tokenizer_pretok_split(t->pre, cpts, n, &lens, &n_words))) goto out;
 
     /* A code point is at most 4 UTF-8 bytes, each of which maps to a 2-byte character. */

@@ -71,7 +71,26 @@ struct tokenizer {
 
     int32_t bos, eos, eot, eom, unk;
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    /* SentencePiece: no entry has U+2581 after a non-U+2581 (set by the loader), so a text can be
+     * encoded word by word, each word a run of U+2581 and what follows up to the next run. */
+    bool spm_words;
+    struct tokenizer_cache *cache; /* NULL: off (tokenizer_set_cache) */
 };
+
+/* The word cache (tokenizer_cache.c): a key is a word's bytes as the encoder sees them (escaped
+ * SentencePiece text, byte-encoded BPE word) and h its tokenizer_hash. Words over KEY_MAX bytes or
+ * of more than IDS_MAX ids are not kept. Any thread. */
+#define TOKENIZER_CACHE_KEY_MAX 54
+#define TOKENIZER_CACHE_IDS_MAX 16
+struct tokenizer_cache;
+/* n_words 0: *out = NULL (no cache). 0, ERR_NOMEM, ERR_TOO_BIG. */
+int tokenizer_cache_new(size_t n_words, struct tokenizer_cache **out);
+void tokenizer_cache_free(struct tokenizer_cache *c); /* NULL-safe */
+/* The number of ids copied to ids, or -1 when the word is not cached. */
+int tokenizer_cache_get(struct tokenizer_cache *c, uint64_t h, const char *w, size_t n,
+                        int32_t ids[TOKENIZER_CACHE_IDS_MAX]);
+void tokenizer_cache_put(struct tokenizer_cache *c, uint64_t h, const char *w, size_t n,
+                         const int32_t *ids, size_t n_ids);
 
 /* Growable int32 vector for encoder output. */
 struct tokenizer_ids {

@@ -397,6 +397,21 @@ static void find_byte_tokens(struct tokenizer *t)
     }
 }
 
+/* Whether no vocabulary entry holds U+2581 after a character that is not U+2581: then no merge of
+ * the SentencePiece loop can join the end of one word to the U+2581 that starts the next (every
+ * merged symbol is an entry), and encoding word by word gives the whole text's ids. */
+static bool spm_words_independent(const struct tokenizer *t)
+{
+    static const char sp[3] = {'\xe2', '\x96', '\x81'};
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const char *s = tokenizer_text_of(t, id);
+        size_t n = t->tokens[id].text_len, k = 0;
+        while (n - k >= 3 && memcmp(s + k, sp, 3) == 0) k += 3;
+        if (n - k >= 3 && memmem(s + k, n - k, sp, 3)) return false;
+    }
+    return true;
+}
+
 static int load_model(struct tokenizer *t, const struct gguf *g, char *err, size_t errlen)
 {
     char model[32], pre[64];
@@ -473,11 +488,15 @@ int tokenizer_load(const struct gguf *g, struct tokenizer **out, char *err, size
         goto out;
     if (t->add_bos && t->bos < 0) t->add_bos = false;
     if (t->add_eos && t->eos < 0) t->add_eos = false;
-    if (t->kind == TOKENIZER_SPM) find_byte_tokens(t);
+    if (t->kind == TOKENIZER_SPM) {
+        find_byte_tokens(t);
+        t->spm_words = spm_words_independent(t);
+    }
     mark_eog(t);
     if ((rc = build_specials(t))) goto out;
     set_strip_attrs(t, g);
     if ((rc = tokenizer_detok_build_pieces(t))) goto out;
+    if ((rc = tokenizer_set_cache(t, TOKENIZER_CACHE_WORDS))) goto out;
     *out = t;
     t = NULL;
     rc = 0;
@@ -496,5 +515,6 @@ void tokenizer_free(struct tokenizer *t)
     free(t->merges);
     free(t->merge_hash);
     free(t->specials);
+    tokenizer_cache_free(t->cache);
     free(t);
 }

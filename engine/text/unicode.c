@@ -4,6 +4,8 @@
 
 #include "engine/text/unicode_tables.h"
 
+#include <pthread.h>
+
 size_t unicode_utf8_len(uint8_t b)
 {
     static const uint8_t by_high_nibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
@@ -76,9 +78,8 @@ size_t unicode_encode(uint32_t cpt, char out[4])
     return 4;
 }
 
-enum unicode_cat unicode_cat(uint32_t cpt)
+static enum unicode_cat cat_search(uint32_t cpt)
 {
-    if (cpt > 0x10FFFF) return UNICODE_CAT_UNDEFINED;
     /* Last run whose start is <= cpt. */
     size_t lo = 0, hi = unicode_cat_runs_len;
     while (hi - lo > 1) {
@@ -89,6 +90,25 @@ enum unicode_cat unicode_cat(uint32_t cpt)
             hi = mid;
     }
     return (enum unicode_cat)(unicode_cat_runs[lo] & 7);
+}
+
+/* ASCII's classes, filled once from the runs (the pre-tokenizers ask for every code point). */
+static uint8_t ascii_cat[128];
+static pthread_once_t ascii_once = PTHREAD_ONCE_INIT;
+
+static void ascii_init(void)
+{
+    for (uint32_t c = 0; c < 128; c++) ascii_cat[c] = (uint8_t)cat_search(c);
+}
+
+enum unicode_cat unicode_cat(uint32_t cpt)
+{
+    if (cpt < 128) {
+        pthread_once(&ascii_once, ascii_init);
+        return (enum unicode_cat)ascii_cat[cpt];
+    }
+    if (cpt > 0x10FFFF) return UNICODE_CAT_UNDEFINED;
+    return cat_search(cpt);
 }
 
 bool unicode_is_whitespace(uint32_t cpt)
