@@ -93,6 +93,7 @@ struct policy_capacity {
     double frac, aim; /* smoothed violation fraction and the share aimed at */
     struct policy_burst burst;
     double headroom; /* planned load over the smoothed load (burst headroom), >= 1 */
+    bool probing;    /* the last plan probed one replica past a lower bound (no tolerance) */
     /* Of the last decide(): what policy.c reports and plans with. */
     double load_work, backlog_work;
     double load_s;   /* EWMA of load_work */
