@@ -218,12 +218,16 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     double xs = c->load_s / sig->ready_pods;
     double x = fmax(xs, c->last_x);
     c->last_x = xs;
-    /* Light: the queued prefill drains in under half the objective; what misses then is the
+    /* Light: the queued prefill drains in under half the objective, in this interval and the
+     * last one (a first token now may have queued through the last interval: after a burst the
+     * queue is gone before the requests that waited in it are counted); what misses then is the
      * floor (prompts too long for the objective on their own), which no replica count fixes.
      * The aim is the floor plus the budget: the budget applies to what scaling can fix. */
     double rate = fmax(c->cap_work, per_pod);
-    bool light = rate > 0 && c->backlog_work / sig->ready_pods / rate <
-                                 0.5 * (sp->objective_ttft_s > 0 ? sp->objective_ttft_s : 1);
+    bool light_now = rate > 0 && c->backlog_work / sig->ready_pods / rate <
+                                     0.5 * (sp->objective_ttft_s > 0 ? sp->objective_ttft_s : 1);
+    c->light_run = light_now ? (c->light_run < 2 ? c->light_run + 1 : 2) : 0;
+    bool light = c->light_run >= 2;
     double fd = exp(-interval / FLOOR_DECAY_S);
     struct policy_curve_fit ft = {0}, fi = {0};
     double cap = 0, aim = budget;

@@ -77,6 +77,7 @@ struct policy_capacity {
                       * probes no further than this; 0 before the first */
     struct policy_curve ttft_curve, itl_curve;
     double last_x;         /* the curve's abscissa of the previous interval */
+    int light_run;         /* consecutive light intervals (see the floor), up to 2 */
     double work_per_req;   /* EWMA of work per arriving request; 0 until seen */
     double prompt_per_req; /* EWMA of prompt tokens per arriving request */
     double hit_rate;       /* EWMA of the prefix-cache hit rate */
