@@ -311,26 +311,33 @@ int policy_capacity_replicas(struct policy_capacity *c, const struct policy_spec
      * one tolerance step further (never past a crossing once seen): a fleet that can shrink
      * does, and learns from the higher load per replica whether the capacity is larger. */
     bool probe = bound && c->frac <= c->floor + COMFORT * budget_of(sp);
-    double pcap = cap;
-    if (probe) {
-        pcap = cap / (1 - (sp->tolerance > 0 ? sp->tolerance : 0.1));
-        if (c->ceiling > 0 && pcap > c->ceiling) pcap = fmax(cap, c->ceiling);
-    }
-    double need = (load + c->backlog_work / horizon) / pcap;
-    if (need > 1e6) need = 1e6;
+    double work = load + c->backlog_work / horizon;
+    double need = fmin(work / cap, 1e6);
     int n = (int)ceil(need - 1e-9);
     if (bound && n > current) n = current;
-    /* One replica at a time, whatever the fleet (and inside the tolerance): a probe learns, it
-     * is no plan to shrink by. A 10% probe of a 700-replica fleet on a bound that was already
-     * close cost 1.5% violations in the 100x run; one replica per decision cost none. */
-    c->probing = probe && n < current;
-    if (c->probing && n < current - 1) n = current - 1;
+    /* A scale-down the bound itself asks for is no probe (and not held to one replica), unless
+     * the tolerance would hold it. */
+    double tol = sp->tolerance > 0 && sp->tolerance < 0.5 ? sp->tolerance : 0.1;
+    double pcap = cap;
+    c->probing = false;
+    if (probe && current > 0 && (double)n / current >= 1 - tol - 1e-9) {
+        pcap = cap / (1 - tol);
+        if (c->ceiling > 0 && pcap > c->ceiling) pcap = fmax(cap, c->ceiling);
+        int np = (int)ceil(fmin(work / pcap, 1e6) - 1e-9);
+        /* One replica at a time, whatever the fleet (and inside the tolerance): a probe
+         * learns, it is no plan to shrink by. A 10% probe of a 700-replica fleet on a bound
+         * that was already close cost 1.5% violations in the 100x run; one replica cost none. */
+        if (np < current) {
+            n = current - 1;
+            c->probing = true;
+        }
+    }
     snprintf(why, whylen,
              "load %.0f%s + backlog %.0f/%.0fs work/s over %.0f/replica%s (objective %s) -> %d",
              load, c->headroom > 1 ? " (burst headroom)" : "", c->backlog_work, horizon, pcap,
-             probe   ? " (probing past a lower bound)"
-             : bound ? " (a lower bound)"
-                     : "",
+             c->probing ? " (probing past a lower bound)"
+             : bound    ? " (a lower bound)"
+                        : "",
              policy_objective_state_name(c->state), n);
     return n;
 }
