@@ -275,7 +275,7 @@ static int objective_replicas(struct policy_state *st, const struct policy_signa
     int n = policy_capacity_replicas(&st->cap, &st->spec, current, why, whylen);
     if (n < 0 || current <= 0) return n;
     double ratio = (double)n / current;
-    if (n != current && fabs(1.0 - ratio) <= st->spec.tolerance) return current;
+    if (n != current && !st->cap.probing && fabs(1.0 - ratio) <= st->spec.tolerance) return current;
     return n;
 }
 

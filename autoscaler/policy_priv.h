@@ -77,6 +77,7 @@ struct policy_capacity {
                       * probes no further than this; 0 before the first */
     struct policy_curve ttft_curve, itl_curve;
     double last_x;         /* the curve's abscissa of the previous interval */
+    int light_run;         /* consecutive light intervals (see the floor), up to 2 */
     double work_per_req;   /* EWMA of work per arriving request; 0 until seen */
     double prompt_per_req; /* EWMA of prompt tokens per arriving request */
     double hit_rate;       /* EWMA of the prefix-cache hit rate */
@@ -93,6 +94,7 @@ struct policy_capacity {
     double frac, aim; /* smoothed violation fraction and the share aimed at */
     struct policy_burst burst;
     double headroom; /* planned load over the smoothed load (burst headroom), >= 1 */
+    bool probing;    /* the last plan probed one replica past a lower bound (no tolerance) */
     /* Of the last decide(): what policy.c reports and plans with. */
     double load_work, backlog_work;
     double load_s;   /* EWMA of load_work */

@@ -487,6 +487,56 @@ START_TEST(test_policy_objective_decisions_table)
 }
 END_TEST
 
+/* The probe past a lower bound: a fleet at a constant total load (100 work/s a replica at the
+ * start) that never misses by more than `over` per 100 first tokens. Sized by its lower bound
+ * (5% past the load seen) the fleet would stay where it is forever (8 x 100 over 107 is still
+ * 8); with the budget to spare it probes down. */
+struct probe_case {
+    const char *name;
+    int current;
+    double over, pw; /* per interval: first tokens over the objective (of 100), queued prefill */
+    int intervals;
+    int min_want, max_want;
+    bool probing; /* the last reason says it probes */
+};
+
+START_TEST(test_policy_objective_probe_table)
+{
+    static const struct probe_case cases[] = {
+        {"nothing misses: probes down while the reach allows", 8, 0, 0, 2, 6, 6, true},
+        /* One replica per decision (2000 over the reach would allow 17), inside the 10%
+         * tolerance (20 -> 19 is 5%). */
+        {"one replica a decision, not held by the tolerance", 20, 0, 0, 2, 18, 18, true},
+        /* 0.5% over with a queue (not the floor): half the budget used, so no probe. */
+        {"half the budget used: holds on the lower bound", 8, 0.5, 6000, 10, 8, 8, false},
+        /* The same 0.5% without queueing is the floor (prompts too long on their own): the
+         * comfort is judged over the floor, so the fleet still probes. */
+        {"the floor is not the budget: probes (until the reach holds it)", 8, 0.5, 0, 24, 2, 7,
+         false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const struct probe_case *c = &cases[i];
+        struct policy_spec sp;
+        objective_spec(&sp);
+        struct policy_state *st = policy_state_new(&sp);
+        ck_assert_ptr_nonnull(st);
+        struct policy_decision d = {0};
+        int cur = c->current;
+        for (int k = 0; k < c->intervals; k++) {
+            struct policy_signals s =
+                sig_obj(15.0 * k, cur, 100.0 * c->current / cur, c->over, c->pw);
+            policy_decide(st, &s, cur, &d);
+            cur = d.desired;
+        }
+        ck_assert_msg(cur >= c->min_want && cur <= c->max_want, "%s: %d replicas, want %d..%d (%s)",
+                      c->name, cur, c->min_want, c->max_want, d.reason);
+        ck_assert_msg((strstr(d.reason, "probing") != NULL) == c->probing, "%s: %s", c->name,
+                      d.reason);
+        policy_state_free(st);
+    }
+}
+END_TEST
+
 START_TEST(test_policy_objective_state_reported)
 {
     struct policy_spec sp;
@@ -524,6 +574,7 @@ Suite *policy_suite(void)
     tcase_add_test(tc, test_policy_decide_replica_calculator_table);
     tcase_add_test(tc, test_policy_hist_above_and_quantile);
     tcase_add_test(tc, test_policy_objective_decisions_table);
+    tcase_add_test(tc, test_policy_objective_probe_table);
     tcase_add_test(tc, test_policy_objective_state_reported);
     tcase_add_test(tc, test_policy_decide_missing_metrics_hold);
     tcase_add_test(tc, test_policy_decide_max_over_metrics);

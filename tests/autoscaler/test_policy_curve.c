@@ -229,6 +229,42 @@ START_TEST(test_policy_objective_floor_is_no_reason_to_scale)
 }
 END_TEST
 
+START_TEST(test_policy_objective_drained_queue_is_not_the_floor)
+{
+    /* Queues that build and drain: an interval with prefill queued (0.5 s of it a replica at
+     * the capacity learned) is followed by one without, whose first tokens (20 of 100 late)
+     * are the requests that waited in it. That is queueing, not the floor: only intervals light
+     * for two in a row measure the floor, so the objective is Missed, never Infeasible. The
+     * same 20% late in intervals light two in a row is the floor. */
+    static const struct {
+        const char *name;
+        int queued_every; /* an interval with a queue every this many (0: never) */
+        enum policy_objective_state want;
+    } cases[] = {
+        {"queue, then its waiters in a light interval", 2, POLICY_OBJECTIVE_MISSED},
+        {"late without a queue for intervals on end", 0, POLICY_OBJECTIVE_INFEASIBLE},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct policy_spec sp;
+        policy_spec_defaults(&sp, POLICY_REACTIVE);
+        sp.objective_ttft_s = 3;
+        sp.target_queue_depth = sp.target_kv_usage = 0;
+        sp.scale_down_window_s = 0;
+        sp.max_replicas = 6; /* judged at a fixed fleet */
+        struct policy_state *st = policy_state_new(&sp);
+        struct policy_decision d;
+        for (int k = 0; k < 60; k++) {
+            bool queued = cases[i].queued_every > 0 && k % cases[i].queued_every == 0;
+            struct policy_signals s = obj_sig(15.0 * k, 6, 100, queued ? 0 : 20, queued ? 2e5 : 0);
+            policy_decide(st, &s, 6, &d);
+        }
+        ck_assert_msg(d.objective == cases[i].want, "%s: %s (%s)", cases[i].name,
+                      policy_objective_state_name(d.objective), d.reason);
+        policy_state_free(st);
+    }
+}
+END_TEST
+
 START_TEST(test_policy_objective_judged_on_time_not_intervals)
 {
     /* 3 first tokens per 1 s interval: judged after a few seconds (the smoothing spans ~45 s of
@@ -262,6 +298,7 @@ Suite *policy_curve_suite(void)
     tcase_add_test(tc, test_policy_down_window_from_startup);
     tcase_add_test(tc, test_policy_decide_fresh_state_holds_a_window);
     tcase_add_test(tc, test_policy_objective_floor_is_no_reason_to_scale);
+    tcase_add_test(tc, test_policy_objective_drained_queue_is_not_the_floor);
     tcase_add_test(tc, test_policy_objective_judged_on_time_not_intervals);
     suite_add_tcase(s, tc);
     return s;
