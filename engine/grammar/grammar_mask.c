@@ -41,6 +41,8 @@ struct cache_entry {
 #define DFA_F_REAL     1u        /* a member can consume more bytes */
 #define DFA_F_SENT     2u        /* a member reached the sentinel: the local part may end here */
 #define DFA_MAX_FRAMES (1 << 20) /* frames of the local arena before it is cleared */
+#define DFA_MAX_ROWS   8192      /* states with a dense transition row (1 KiB each) */
+#define DFA_UNKNOWN    (-2)      /* a row's transition not yet computed */
 
 struct dfa_trans {
     uint32_t key; /* state << 8 | byte, plus one (0: empty) */
@@ -55,6 +57,8 @@ struct grammar_dfa {
     struct grammar_byteset *allowed;
     uint8_t *flags;
     uint64_t *hash;
+    int32_t **row; /* (cap) dense transitions of the first DFA_MAX_ROWS states, else NULL */
+    int32_t n_rows;
     int32_t n, cap;
     int32_t *ht; /* state interning table (ht_cap slots, -1 empty) */
     uint32_t ht_cap;
@@ -90,6 +94,8 @@ static void dfa_free(struct grammar_dfa *d)
     free(d->allowed);
     free(d->flags);
     free(d->hash);
+    for (int32_t i = 0; i < d->n; i++) free(d->row[i]);
+    free(d->row);
     free(d->ht);
     free(d->tr);
     *d = (struct grammar_dfa){0};
@@ -99,6 +105,11 @@ static void dfa_free(struct grammar_dfa *d)
 static void dfa_clear(struct grammar_dfa *d, const struct grammar *g)
 {
     if (d->la) grammar_arena_reset(d->la, g);
+    for (int32_t i = 0; i < d->n; i++) {
+        free(d->row[i]);
+        d->row[i] = NULL;
+    }
+    d->n_rows = 0;
     d->n = 0;
     d->n_mem = 0;
     d->n_tr = 0;
@@ -110,7 +121,8 @@ static size_t dfa_bytes(const struct grammar_dfa *d)
 {
     size_t per = sizeof(int32_t) + sizeof(struct grammar_byteset) + 1 + sizeof(uint64_t);
     return d->cap_mem * sizeof(int32_t) + (size_t)d->cap * per + d->ht_cap * sizeof(int32_t) +
-           d->tr_cap * sizeof(struct dfa_trans) + (d->la ? (size_t)d->la->cap * 28 : 0);
+           d->tr_cap * sizeof(struct dfa_trans) + (size_t)d->n_rows * 256 * sizeof(int32_t) +
+           (d->la ? (size_t)d->la->cap * 28 : 0);
 }
 
 static uint32_t slot_of(uint64_t h, uint32_t cap)
@@ -142,6 +154,9 @@ static int dfa_grow_states(struct grammar_dfa *d)
     uint64_t *hs = realloc(d->hash, (size_t)cap * sizeof(*hs));
     if (!hs) return ERR_NOMEM;
     d->hash = hs;
+    int32_t **rw = realloc(d->row, (size_t)cap * sizeof(*rw));
+    if (!rw) return ERR_NOMEM;
+    d->row = rw;
     d->cap = cap;
     uint32_t hc = (uint32_t)cap * 2;
     int32_t *ht = malloc(hc * sizeof(*ht));
@@ -203,6 +218,11 @@ static int dfa_intern(struct grammar_dfa *d, int32_t *x, int32_t n, int32_t *out
     d->n_mem += (size_t)m;
     d->off[s + 1] = (int32_t)d->n_mem;
     d->hash[s] = h;
+    d->row[s] = NULL;
+    if (d->n_rows < DFA_MAX_ROWS && (d->row[s] = malloc(256 * sizeof(int32_t)))) {
+        d->n_rows++;
+        for (int b = 0; b < 256; b++) d->row[s][b] = DFA_UNKNOWN;
+    }
     const struct grammar *g = d->la->g;
     struct grammar_byteset u = {{0}};
     uint8_t fl = 0;
@@ -267,18 +287,29 @@ static int dfa_step_slow(struct grammar_dfa *d, int32_t s, unsigned b, int32_t *
         rc = dfa_intern(d, la->sets + ns + 1, la->sets[ns], &to);
     la->n_sets = saved;
     if (rc) return rc;
+    *out = to;
+    if (d->row[s]) {
+        d->row[s][b] = to;
+        return 0;
+    }
     if ((d->n_tr + 1) * 2 > d->tr_cap && (rc = dfa_tr_grow(d))) return rc;
     uint32_t key = ((uint32_t)s << 8 | b) + 1;
     uint32_t j = slot_of(key, d->tr_cap);
     while (d->tr[j].key) j = (j + 1) & (d->tr_cap - 1);
     d->tr[j] = (struct dfa_trans){key, to};
     d->n_tr++;
-    *out = to;
     return 0;
 }
 
 static inline int dfa_step(struct grammar_dfa *d, int32_t s, unsigned b, int32_t *out)
 {
+    if (d->row[s]) {
+        if (d->row[s][b] != DFA_UNKNOWN) {
+            *out = d->row[s][b];
+            return 0;
+        }
+        return dfa_step_slow(d, s, b, out);
+    }
     uint32_t key = ((uint32_t)s << 8 | b) + 1;
     if (d->tr_cap)
         for (uint32_t j = slot_of(key, d->tr_cap);; j = (j + 1) & (d->tr_cap - 1)) {
