@@ -5,5 +5,8 @@
 
 /* Seconds on CLOCK_MONOTONIC (arbitrary origin, never goes back). Any thread. */
 double clock_mono_s(void);
+/* CPU seconds the calling thread has used (CLOCK_THREAD_CPUTIME_ID): benchmarks on a shared
+ * machine, where wall time includes other processes' turns. */
+double clock_thread_cpu_s(void);
 
 #endif

@@ -87,18 +87,22 @@ static int dbl_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void samples_print(const char *phase, struct samples *s, const struct grammar *g)
+static void samples_print(const char *phase, struct samples *s, struct samples *cpu,
+                          const struct grammar *g)
 {
-    if (!s->n) return;
+    if (!s->n || cpu->n != s->n) return;
     qsort(s->v, s->n, sizeof(*s->v), dbl_cmp);
+    qsort(cpu->v, cpu->n, sizeof(*cpu->v), dbl_cmp);
     double sum = 0;
     for (size_t i = 0; i < s->n; i++) sum += s->v[i];
     struct grammar_cache_stats cs;
     grammar_cache_stats(g, &cs);
     printf("{\"phase\":\"%s\",\"masks\":%zu,\"p50_us\":%.1f,\"p99_us\":%.1f,\"max_us\":%.1f,"
-           "\"mean_us\":%.1f,\"cache_entries\":%zu,\"cache_mib\":%.1f}\n",
+           "\"mean_us\":%.1f,\"cpu_p50_us\":%.1f,\"cpu_p99_us\":%.1f,\"cpu_max_us\":%.1f,"
+           "\"cache_entries\":%zu,\"cache_mib\":%.1f}\n",
            phase, s->n, s->v[s->n / 2] * 1e6, s->v[(size_t)((double)s->n * 0.99)] * 1e6,
-           s->v[s->n - 1] * 1e6, sum / (double)s->n * 1e6, cs.entries,
+           s->v[s->n - 1] * 1e6, sum / (double)s->n * 1e6, cpu->v[cpu->n / 2] * 1e6,
+           cpu->v[(size_t)((double)cpu->n * 0.99)] * 1e6, cpu->v[cpu->n - 1] * 1e6, cs.entries,
            (double)cs.bytes / (1 << 20));
 }
 
@@ -114,15 +118,17 @@ static uint64_t rng_next(uint64_t *s)
  * one). Returns 0, or 1 when a replayed token was refused (the document is not in the
  * language). */
 static int walk(struct grammar *g, struct grammar_arena *a, uint32_t *mask, int32_t n_vocab,
-                const int32_t *ids, size_t n_ids, int steps, uint64_t *seed, struct samples *s)
+                const int32_t *ids, size_t n_ids, int steps, uint64_t *seed, struct samples *s,
+                struct samples *cpu)
 {
     struct grammar_matcher *m = NULL;
     if (grammar_matcher_new(g, a, &m)) return 1;
     int rc = 0;
     for (int step = 0; ids ? (size_t)step < n_ids : step < steps; step++) {
-        double t0 = clock_mono_s();
+        double t0 = clock_mono_s(), c0 = clock_thread_cpu_s();
         int n = grammar_matcher_mask(m, a, mask);
         samples_add(s, clock_mono_s() - t0);
+        samples_add(cpu, clock_thread_cpu_s() - c0);
         if (n <= 0) break;
         int32_t t = -1;
         if (ids) {
@@ -161,7 +167,7 @@ int cmd_bench_grammar_main(int argc, char **argv)
     struct buf text, docs;
     buf_init(&text, BENCH_GRAMMAR_MAX_FILE);
     buf_init(&docs, BENCH_GRAMMAR_MAX_FILE);
-    struct samples cold = {0}, warm = {0};
+    struct samples cold = {0}, warm = {0}, cold_cpu = {0}, warm_cpu = {0};
     uint32_t *mask = NULL;
     char err[512];
     int status = 1, rc;
@@ -204,9 +210,9 @@ int cmd_bench_grammar_main(int argc, char **argv)
     }
     int refused = 0;
     for (int w = 0; w < c.walks; w++) {
-        struct samples *s = w == 0 ? &cold : &warm;
+        struct samples *s = w == 0 ? &cold : &warm, *cpu = w == 0 ? &cold_cpu : &warm_cpu;
         if (!c.replay) {
-            refused += walk(g, a, mask, grammar_vocab_size(v), NULL, 0, c.steps, &seed, s);
+            refused += walk(g, a, mask, grammar_vocab_size(v), NULL, 0, c.steps, &seed, s, cpu);
             continue;
         }
         const char *p = buf_cstr(&docs), *end = p + docs.len;
@@ -216,18 +222,20 @@ int cmd_bench_grammar_main(int argc, char **argv)
             int32_t *ids = NULL;
             size_t n = 0;
             if (len && tokenizer_encode(tok, p, len, false, false, &ids, &n) == 0)
-                refused += walk(g, a, mask, grammar_vocab_size(v), ids, n, 0, &seed, s);
+                refused += walk(g, a, mask, grammar_vocab_size(v), ids, n, 0, &seed, s, cpu);
             free(ids);
             p += len + 1;
         }
     }
-    samples_print("first", &cold, g);
-    samples_print("later", &warm, g);
+    samples_print("first", &cold, &cold_cpu, g);
+    samples_print("later", &warm, &warm_cpu, g);
     if (refused) fprintf(stderr, "bench-grammar: %d walks refused a token\n", refused);
     status = refused ? 1 : 0;
 out:
     free(cold.v);
     free(warm.v);
+    free(cold_cpu.v);
+    free(warm_cpu.v);
     free(mask);
     grammar_unref(g);
     grammar_arena_free(a);

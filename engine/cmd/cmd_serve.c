@@ -63,6 +63,7 @@ struct serve_cfg {
     const char *kv_offload_gate;
     bool no_reasoning_parser;
     bool no_chunked_prefill;
+    bool grammar_inline_masks;
     bool no_lanes;
     int max_queue;
     int request_timeout_s;
@@ -139,6 +140,10 @@ static const struct cfg_opt serve_opts[] = {
      "Keep a thinking model's <think> block in content (no reasoning_content)", NULL, 0},
     {"no-chunked-prefill", CFG_BOOL, O(no_chunked_prefill), "false", 1, 0,
      "Prefill each prompt whole, in steps without decodes, instead of in chunks between decodes",
+     NULL, 0},
+    {"grammar-inline-masks", CFG_BOOL, O(grammar_inline_masks), "false", 1, 0,
+     "Compute constrained decoding's token masks after each forward pass instead of during it "
+     "(for A/B measurements)",
      NULL, 0},
     {"no-lanes", CFG_BOOL, O(no_lanes), "false", 1, 0,
      "Run every step op by op over all threads; never split a step of many decodes into one lane "
@@ -552,6 +557,7 @@ static int serve_load(struct serve_state *s)
                 .draft_kv = s->draft_kv,
                 .offload = s->offload,
                 .offload_gate = serve_offload_gate(c->kv_offload_gate),
+                .grammar_inline_masks = c->grammar_inline_masks,
             },
         .max_queue = c->max_queue,
         .request_timeout_s = c->request_timeout_s,

@@ -12,9 +12,14 @@
  * GRAMMAR_LOCAL_DEPTH frames of each stack (XGrammar's observation: what a token does inside the
  * innermost rules does not depend on the rules below); tokens that run past those frames are kept
  * as trie nodes and re-walked with the real stack below, which prunes them after a byte or two.
+ * A cache miss walks the trie over a local automaton kept per grammar: the stack sets a walk meets
+ * (over the sentinel) interned as states, their byte transitions memoised, so a state that allows
+ * most of the vocabulary costs one table lookup per trie node.
  *
  * Threads: a compiled grammar is shared by reference (grammar_ref / grammar_unref, any thread);
- * its mask cache, matchers and the scratch arena belong to one thread, the inference thread. */
+ * its mask cache (grammar_matcher_mask), a matcher and an arena are used by one thread at a time:
+ * the scheduler's mask worker during a forward pass, the inference thread otherwise, handed over
+ * under a mutex (engine/sched). */
 #ifndef CINFER_ENGINE_GRAMMAR_H
 #define CINFER_ENGINE_GRAMMAR_H
 

@@ -29,13 +29,298 @@ struct cache_entry {
     int32_t n_unc;
 };
 
+/* ---------------------------------------------------------------- the local automaton */
+
+/* The states a cache-miss walk meets, memoised for the grammar's life: a state is the set of
+ * stacks over the sentinel (or the real bottom) after some bytes of a token, interned in a
+ * persistent arena of its own, and its transitions by byte are kept once computed. Local walks
+ * depend only on those stacks, so after the first walks of a grammar a miss costs a table lookup
+ * per trie node instead of a pushdown step: the walk of a state that accepts most of the
+ * vocabulary (the inside of a string) drops from a set step per node to one probe. */
+#define DFA_DEAD       (-1)
+#define DFA_F_REAL     1u        /* a member can consume more bytes */
+#define DFA_F_SENT     2u        /* a member reached the sentinel: the local part may end here */
+#define DFA_MAX_FRAMES (1 << 20) /* frames of the local arena before it is cleared */
+#define DFA_MAX_ROWS   8192      /* states with a dense transition row (1 KiB each) */
+#define DFA_UNKNOWN    (-2)      /* a row's transition not yet computed */
+
+struct dfa_trans {
+    uint32_t key; /* state << 8 | byte, plus one (0: empty) */
+    int32_t to;   /* next state or DFA_DEAD */
+};
+
+struct grammar_dfa {
+    struct grammar_arena *la; /* frames over SENT / DONE, never reset while the DFA lives */
+    int32_t *mem;             /* members of all states, sorted per state */
+    size_t n_mem, cap_mem;
+    int32_t *off; /* (n + 1) state i is mem[off[i] .. off[i + 1]) */
+    struct grammar_byteset *allowed;
+    uint8_t *flags;
+    uint64_t *hash;
+    int32_t **row; /* (cap) dense transitions of the first DFA_MAX_ROWS states, else NULL */
+    int32_t n_rows;
+    int32_t n, cap;
+    int32_t *ht; /* state interning table (ht_cap slots, -1 empty) */
+    uint32_t ht_cap;
+    struct dfa_trans *tr; /* transitions (tr_cap slots) */
+    uint32_t n_tr, tr_cap;
+};
+
 struct grammar_cache {
+    struct grammar_dfa dfa;
     struct cache_entry *v;
     uint32_t cap; /* slots (power of two); v[i].key NULL: empty */
     uint32_t n;
     size_t bytes;
     uint64_t hits, misses;
 };
+
+static uint64_t key_hash(const int32_t *k, int32_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int32_t i = 0; i < n; i++) {
+        h ^= (uint32_t)k[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 31;
+    }
+    return h;
+}
+
+static void dfa_free(struct grammar_dfa *d)
+{
+    grammar_arena_free(d->la);
+    free(d->mem);
+    free(d->off);
+    free(d->allowed);
+    free(d->flags);
+    free(d->hash);
+    for (int32_t i = 0; i < d->n; i++) free(d->row[i]);
+    free(d->row);
+    free(d->ht);
+    free(d->tr);
+    *d = (struct grammar_dfa){0};
+}
+
+/* Forgets every state (between masks only: walks hold state ids). */
+static void dfa_clear(struct grammar_dfa *d, const struct grammar *g)
+{
+    if (d->la) grammar_arena_reset(d->la, g);
+    for (int32_t i = 0; i < d->n; i++) {
+        free(d->row[i]);
+        d->row[i] = NULL;
+    }
+    d->n_rows = 0;
+    d->n = 0;
+    d->n_mem = 0;
+    d->n_tr = 0;
+    if (d->ht) memset(d->ht, 0xff, d->ht_cap * sizeof(*d->ht));
+    if (d->tr) memset(d->tr, 0, d->tr_cap * sizeof(*d->tr));
+}
+
+static size_t dfa_bytes(const struct grammar_dfa *d)
+{
+    size_t per = sizeof(int32_t) + sizeof(struct grammar_byteset) + 1 + sizeof(uint64_t);
+    return d->cap_mem * sizeof(int32_t) + (size_t)d->cap * per + d->ht_cap * sizeof(int32_t) +
+           d->tr_cap * sizeof(struct dfa_trans) + (size_t)d->n_rows * 256 * sizeof(int32_t) +
+           (d->la ? (size_t)d->la->cap * 28 : 0);
+}
+
+static uint32_t slot_of(uint64_t h, uint32_t cap)
+{
+    return (uint32_t)((h * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+static int dfa_init(struct grammar_dfa *d, const struct grammar *g)
+{
+    if (d->la) return 0;
+    if (!(d->la = grammar_arena_new())) return ERR_NOMEM;
+    grammar_arena_reset(d->la, g);
+    return 0;
+}
+
+static int dfa_grow_states(struct grammar_dfa *d)
+{
+    int32_t cap = d->cap ? d->cap * 2 : 256;
+    if (cap > (1 << 23)) return ERR_TOO_BIG; /* transition keys hold 24-bit states */
+    int32_t *off = realloc(d->off, ((size_t)cap + 1) * sizeof(*off));
+    if (!off) return ERR_NOMEM;
+    d->off = off;
+    struct grammar_byteset *al = realloc(d->allowed, (size_t)cap * sizeof(*al));
+    if (!al) return ERR_NOMEM;
+    d->allowed = al;
+    uint8_t *fl = realloc(d->flags, (size_t)cap);
+    if (!fl) return ERR_NOMEM;
+    d->flags = fl;
+    uint64_t *hs = realloc(d->hash, (size_t)cap * sizeof(*hs));
+    if (!hs) return ERR_NOMEM;
+    d->hash = hs;
+    int32_t **rw = realloc(d->row, (size_t)cap * sizeof(*rw));
+    if (!rw) return ERR_NOMEM;
+    d->row = rw;
+    d->cap = cap;
+    uint32_t hc = (uint32_t)cap * 2;
+    int32_t *ht = malloc(hc * sizeof(*ht));
+    if (!ht) return ERR_NOMEM;
+    memset(ht, 0xff, hc * sizeof(*ht));
+    for (int32_t i = 0; i < d->n; i++) {
+        uint32_t j = slot_of(d->hash[i], hc);
+        while (ht[j] >= 0) j = (j + 1) & (hc - 1);
+        ht[j] = i;
+    }
+    free(d->ht);
+    d->ht = ht;
+    d->ht_cap = hc;
+    return 0;
+}
+
+/* The state of members x[0..n) (frames of d->la; sorted and deduplicated in place). Writes its
+ * id to *out. 0, ERR_NOMEM, ERR_TOO_BIG. */
+static int dfa_intern(struct grammar_dfa *d, int32_t *x, int32_t n, int32_t *out)
+{
+    for (int32_t i = 1; i < n; i++) { /* insertion sort: states hold a few stacks */
+        int32_t v = x[i], j = i;
+        while (j > 0 && x[j - 1] > v) {
+            x[j] = x[j - 1];
+            j--;
+        }
+        x[j] = v;
+    }
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!m || x[m - 1] != x[i]) x[m++] = x[i];
+    uint64_t h = key_hash(x, m);
+    if (d->ht_cap)
+        for (uint32_t j = slot_of(h, d->ht_cap);; j = (j + 1) & (d->ht_cap - 1)) {
+            int32_t s = d->ht[j];
+            if (s < 0) break;
+            if (d->hash[s] == h && d->off[s + 1] - d->off[s] == m &&
+                !memcmp(d->mem + d->off[s], x, (size_t)m * sizeof(*x))) {
+                *out = s;
+                return 0;
+            }
+        }
+    if ((d->n + 1) * 2 > d->cap) {
+        int rc = dfa_grow_states(d);
+        if (rc) return rc;
+    }
+    if (d->n_mem + (size_t)m > d->cap_mem) {
+        size_t cap = d->cap_mem ? d->cap_mem * 2 : 4096;
+        while (cap < d->n_mem + (size_t)m) cap *= 2;
+        if (cap > (size_t)1 << 28) return ERR_TOO_BIG;
+        int32_t *p = realloc(d->mem, cap * sizeof(*p));
+        if (!p) return ERR_NOMEM;
+        d->mem = p;
+        d->cap_mem = cap;
+    }
+    int32_t s = d->n++;
+    if (s == 0) d->off[0] = 0;
+    memcpy(d->mem + d->n_mem, x, (size_t)m * sizeof(*x));
+    d->n_mem += (size_t)m;
+    d->off[s + 1] = (int32_t)d->n_mem;
+    d->hash[s] = h;
+    d->row[s] = NULL;
+    if (d->n_rows < DFA_MAX_ROWS && (d->row[s] = malloc(256 * sizeof(int32_t)))) {
+        d->n_rows++;
+        for (int b = 0; b < 256; b++) d->row[s][b] = DFA_UNKNOWN;
+    }
+    const struct grammar *g = d->la->g;
+    struct grammar_byteset u = {{0}};
+    uint8_t fl = 0;
+    for (int32_t i = 0; i < m; i++) {
+        if (x[i] == GRAMMAR_F_SENT) fl |= DFA_F_SENT;
+        if (x[i] < 0) continue;
+        fl |= DFA_F_REAL;
+        const struct grammar_byteset *b = &g->sets[g->elems[d->la->fpos[x[i]]].arg];
+        for (int w = 0; w < 4; w++) u.w[w] |= b->w[w];
+    }
+    d->allowed[s] = u;
+    d->flags[s] = fl;
+    uint32_t j = slot_of(h, d->ht_cap);
+    while (d->ht[j] >= 0) j = (j + 1) & (d->ht_cap - 1);
+    d->ht[j] = s;
+    *out = s;
+    return 0;
+}
+
+static int dfa_tr_grow(struct grammar_dfa *d)
+{
+    uint32_t cap = d->tr_cap ? d->tr_cap * 2 : 4096;
+    struct dfa_trans *t = calloc(cap, sizeof(*t));
+    if (!t) return ERR_NOMEM;
+    for (uint32_t i = 0; i < d->tr_cap; i++) {
+        if (!d->tr[i].key) continue;
+        uint32_t j = slot_of(d->tr[i].key, cap);
+        while (t[j].key) j = (j + 1) & (cap - 1);
+        t[j] = d->tr[i];
+    }
+    free(d->tr);
+    d->tr = t;
+    d->tr_cap = cap;
+    return 0;
+}
+
+/* Computes and records the transition of state s by byte b (not yet known) into *out. */
+static int dfa_step_slow(struct grammar_dfa *d, int32_t s, unsigned b, int32_t *out)
+{
+    struct grammar_arena *la = d->la;
+    int32_t n = d->off[s + 1] - d->off[s];
+    size_t saved = la->n_sets;
+    if (la->n_sets + (size_t)n + 1 > la->cap_sets) {
+        size_t cap = la->cap_sets ? la->cap_sets * 2 : 4096;
+        while (cap < la->n_sets + (size_t)n + 1) cap *= 2;
+        int32_t *p = realloc(la->sets, cap * sizeof(*p));
+        if (!p) return ERR_NOMEM;
+        la->sets = p;
+        la->cap_sets = cap;
+    }
+    size_t head = la->n_sets;
+    la->sets[la->n_sets++] = n;
+    memcpy(la->sets + la->n_sets, d->mem + d->off[s], (size_t)n * sizeof(int32_t));
+    la->n_sets += (size_t)n;
+    la->err = 0;
+    int64_t ns = grammar_set_step(la, head, b);
+    int rc = 0;
+    int32_t to = DFA_DEAD;
+    if (ns < 0)
+        rc = la->err ? la->err : ERR_NOMEM;
+    else if (la->sets[ns] > 0)
+        rc = dfa_intern(d, la->sets + ns + 1, la->sets[ns], &to);
+    la->n_sets = saved;
+    if (rc) return rc;
+    *out = to;
+    if (d->row[s]) {
+        d->row[s][b] = to;
+        return 0;
+    }
+    if ((d->n_tr + 1) * 2 > d->tr_cap && (rc = dfa_tr_grow(d))) return rc;
+    uint32_t key = ((uint32_t)s << 8 | b) + 1;
+    uint32_t j = slot_of(key, d->tr_cap);
+    while (d->tr[j].key) j = (j + 1) & (d->tr_cap - 1);
+    d->tr[j] = (struct dfa_trans){key, to};
+    d->n_tr++;
+    return 0;
+}
+
+static inline int dfa_step(struct grammar_dfa *d, int32_t s, unsigned b, int32_t *out)
+{
+    if (d->row[s]) {
+        if (d->row[s][b] != DFA_UNKNOWN) {
+            *out = d->row[s][b];
+            return 0;
+        }
+        return dfa_step_slow(d, s, b, out);
+    }
+    uint32_t key = ((uint32_t)s << 8 | b) + 1;
+    if (d->tr_cap)
+        for (uint32_t j = slot_of(key, d->tr_cap);; j = (j + 1) & (d->tr_cap - 1)) {
+            if (d->tr[j].key == key) {
+                *out = d->tr[j].to;
+                return 0;
+            }
+            if (!d->tr[j].key) break;
+        }
+    return dfa_step_slow(d, s, b, out);
+}
 
 static void entry_free(struct cache_entry *e)
 {
@@ -60,6 +345,7 @@ void grammar_cache_free(struct grammar_cache *c)
     if (!c) return;
     cache_clear(c);
     free(c->v);
+    dfa_free(&c->dfa);
     free(c);
 }
 
@@ -69,17 +355,6 @@ void grammar_cache_stats(const struct grammar *g, struct grammar_cache_stats *ou
     *out = (struct grammar_cache_stats){0};
     if (!c) return;
     *out = (struct grammar_cache_stats){c->hits, c->misses, c->n, c->bytes};
-}
-
-static uint64_t key_hash(const int32_t *k, int32_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int32_t i = 0; i < n; i++) {
-        h ^= (uint32_t)k[i];
-        h *= 0x100000001b3ull;
-        h ^= h >> 31;
-    }
-    return h;
 }
 
 static struct cache_entry *cache_find(struct grammar_cache *c, const int32_t *k, int32_t n,
@@ -212,6 +487,41 @@ static struct grammar_byteset child_bytes(const struct grammar_vocab *v, int32_t
     return s;
 }
 
+struct dwalk_frame {
+    int32_t child, end, state;
+};
+
+/* walk() over the local automaton from state s0 at the trie root: the same tokens and recorded
+ * nodes, each trie node one transition lookup. */
+static int dfa_walk(struct grammar_dfa *d, const struct grammar_vocab *v, int32_t s0,
+                    uint32_t *mask, struct unc_list *unc, struct dwalk_frame *st)
+{
+    int sp = 0;
+    st[sp++] = (struct dwalk_frame){1, v->end[0], s0};
+    while (sp > 0) {
+        struct dwalk_frame *top = &st[sp - 1];
+        if (top->child >= top->end) {
+            sp--;
+            continue;
+        }
+        int32_t c = top->child, s = top->state, ns;
+        top->child = v->end[c];
+        if (!grammar_byteset_has(&d->allowed[s], v->byte[c])) continue;
+        int rc = dfa_step(d, s, v->byte[c], &ns);
+        if (rc) return rc;
+        if (ns == DFA_DEAD) continue;
+        for (int32_t t = v->tok0[c]; t < v->tok0[c + 1]; t++) {
+            int32_t id = v->toks[t];
+            mask[id >> 5] |= 1u << (id & 31);
+        }
+        if (v->end[c] == c + 1) continue;
+        uint8_t fl = d->flags[ns];
+        if ((fl & DFA_F_SENT) && unc && unc_push(unc, c)) return ERR_NOMEM;
+        if (fl & DFA_F_REAL) st[sp++] = (struct dwalk_frame){c + 1, v->end[c], ns};
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- groups and keys */
 
 struct stack_ref {
@@ -231,9 +541,9 @@ static int ref_cmp(const void *x, const void *y)
 }
 
 /* Builds (and caches) the entry of group refs[0..n). */
-static int group_entry(struct grammar_matcher *m, struct grammar_arena *a,
-                       const struct stack_ref *refs, int32_t n, int32_t *key, uint32_t *tmp,
-                       struct walk_frame *st, struct cache_entry **out)
+static int group_entry(struct grammar_matcher *m, const struct stack_ref *refs, int32_t n,
+                       int32_t *key, uint32_t *tmp, struct dwalk_frame *dst,
+                       struct cache_entry **out)
 {
     struct grammar *g = m->g;
     const struct grammar_vocab *v = g->vocab;
@@ -253,33 +563,33 @@ static int group_entry(struct grammar_matcher *m, struct grammar_arena *a,
         return 0;
     }
     c->misses++;
-    /* The local start state: the local frames over the sentinel (or the real bottom). */
-    size_t saved = a->n_sets;
+    /* The local start state: the local frames over the sentinel (or the real bottom), in the
+     * local automaton. */
+    struct grammar_dfa *d = &c->dfa;
+    struct grammar_arena *la = d->la;
     int32_t bottom = refs[0].ctx == GRAMMAR_F_DONE ? GRAMMAR_F_DONE : GRAMMAR_F_SENT;
-    if (a->n_sets + (size_t)n + 1 > a->cap_sets) {
-        size_t cap = a->cap_sets ? a->cap_sets * 2 : 4096;
-        while (cap < a->n_sets + (size_t)n + 1) cap *= 2;
-        int32_t *p = realloc(a->sets, cap * sizeof(*p));
-        if (!p) return ERR_NOMEM;
-        a->sets = p;
-        a->cap_sets = cap;
-    }
-    size_t head = a->n_sets++;
-    a->sets[head] = 0;
+    int32_t *x = malloc((size_t)n * sizeof(*x));
+    if (!x) return ERR_NOMEM;
+    la->err = 0;
     for (int32_t i = 0; i < n; i++) {
         int32_t f = bottom;
         for (int32_t k = 0; k < refs[i].n_local; k++) {
-            f = grammar_frame(a, refs[i].local[k], f);
-            if (f < 0) return a->err;
+            f = grammar_frame(la, refs[i].local[k], f);
+            if (f < 0) {
+                free(x);
+                return la->err;
+            }
         }
-        a->sets[a->n_sets++] = f; /* duplicates are harmless: a step deduplicates */
-        a->sets[head]++;
+        x[i] = f;
     }
+    int32_t s0;
+    int rc = dfa_intern(d, x, n, &s0);
+    free(x);
+    if (rc) return rc;
     size_t words = grammar_mask_words(v);
     memset(tmp, 0, words * sizeof(*tmp));
     struct unc_list unc = {0};
-    int rc = walk(a, head, 0, tmp, bottom == GRAMMAR_F_SENT ? &unc : NULL, st);
-    a->n_sets = saved;
+    rc = dfa_walk(d, v, s0, tmp, bottom == GRAMMAR_F_SENT ? &unc : NULL, dst);
     if (rc) {
         free(unc.v);
         return rc;
@@ -358,6 +668,9 @@ int grammar_matcher_mask(struct grammar_matcher *m, struct grammar_arena *a, uin
     size_t words = grammar_mask_words(v);
     memset(mask, 0, words * sizeof(*mask));
     if (!g->cache && !(g->cache = calloc(1, sizeof(*g->cache)))) return ERR_NOMEM;
+    struct grammar_dfa *d = &g->cache->dfa;
+    if (dfa_init(d, g)) return ERR_NOMEM;
+    if (d->la->n > DFA_MAX_FRAMES || dfa_bytes(d) > GRAMMAR_CACHE_BYTES) dfa_clear(d, g);
     grammar_arena_reset(a, g);
     int rc = ERR_NOMEM;
     int32_t n = m->n_stacks;
@@ -367,7 +680,8 @@ int grammar_matcher_mask(struct grammar_matcher *m, struct grammar_arena *a, uin
     int32_t *key = malloc(key_cap * sizeof(*key));
     uint32_t *tmp = malloc(words * sizeof(*tmp));
     struct walk_frame *st = malloc((v->max_len + 2) * sizeof(*st));
-    if (!refs || !key || !tmp || !st) goto out;
+    struct dwalk_frame *dst = malloc((v->max_len + 2) * sizeof(*dst));
+    if (!refs || !key || !tmp || !st || !dst) goto out;
     for (int32_t i = 0; i < n; i++) {
         int32_t depth = m->off[i + 1] - m->off[i];
         int32_t k = depth < GRAMMAR_LOCAL_DEPTH ? depth : GRAMMAR_LOCAL_DEPTH;
@@ -387,7 +701,7 @@ int grammar_matcher_mask(struct grammar_matcher *m, struct grammar_arena *a, uin
         int32_t j = i + 1;
         while (j < n && refs[j].ctx == refs[i].ctx) j++;
         struct cache_entry *e = NULL;
-        rc = group_entry(m, a, refs + i, j - i, key, tmp, st, &e);
+        rc = group_entry(m, refs + i, j - i, key, tmp, dst, &e);
         if (rc) break;
         if (e->bits)
             for (size_t w = 0; w < words; w++) mask[w] |= e->bits[w];
@@ -408,5 +722,6 @@ out:
     free(key);
     free(tmp);
     free(st);
+    free(dst);
     return rc;
 }

@@ -20,6 +20,8 @@
 #include "engine/text/tokenizer.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +62,25 @@ struct sched_seq {
     struct spec_seq spec; /* speculative decoding: proposals this step, acceptance, draft state */
     struct grammar_matcher *gm; /* NULL: unconstrained */
     int32_t gm_vocab;           /* tokens the grammar's vocabulary knows (<= n_vocab) */
+    /* This step's mask, computed by the mask worker while the forward pass runs (pmask_ok) */
+    uint32_t *pmask;
+    int pmask_rc; /* grammar_matcher_mask's result */
+    bool pmask_ok;
+};
+
+/* The mask worker: computes the masks of a step's constrained sequences while the inference
+ * thread runs the forward pass (a matcher's state is final once its last token was accepted).
+ * The inference thread hands over jobs and waits for them before it touches any matcher again,
+ * so the grammars' mask caches are used by one thread at a time, under the mutex's ordering. */
+struct sched_gworker {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool quit;
+    uint64_t gen, done;          /* jobs handed over / finished */
+    struct grammar_arena *arena; /* the worker's scratch */
+    struct sched_seq **jobs;     /* (max_num_seqs) */
+    int n_jobs;
 };
 
 struct sched {
@@ -103,6 +124,7 @@ struct sched {
     struct grammar_arena *garena;
     uint32_t *gmask;
     float *glogits;
+    struct sched_gworker *gw; /* NULL: masks are computed after the forward pass */
 };
 
 /* ---------------------------------------------------------------- sequences */
@@ -130,6 +152,7 @@ static void seq_free(struct sched_seq *q)
     sampler_free(q->smp);
     stop_matcher_free(q->stop);
     grammar_matcher_free(q->gm);
+    free(q->pmask);
     free(q->tokens);
     free(q->chain.hashes);
     free(q);
@@ -703,15 +726,121 @@ static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
     return SCHED_FINISH_NONE;
 }
 
-/* Points *lrow at a copy of the row with every token outside q's grammar mask at -inf. 0, or
- * ERR_INVAL (no token can continue), ERR_NOMEM / ERR_TOO_BIG from the matcher. */
+/* ---------------------------------------------------------------- the mask worker */
+
+static void *gworker_main(void *arg)
+{
+    struct sched_gworker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->quit && w->done == w->gen) pthread_cond_wait(&w->cv, &w->mu);
+        if (w->quit) break;
+        int n = w->n_jobs;
+        pthread_mutex_unlock(&w->mu);
+        for (int i = 0; i < n; i++) {
+            struct sched_seq *q = w->jobs[i];
+            q->pmask_rc = grammar_matcher_mask(q->gm, w->arena, q->pmask);
+            q->pmask_ok = true;
+        }
+        pthread_mutex_lock(&w->mu);
+        w->done = w->gen;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static void gworker_free(struct sched_gworker *w)
+{
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    w->quit = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    grammar_arena_free(w->arena);
+    free(w->jobs);
+    free(w);
+}
+
+/* The worker, started at the first grammar; NULL when it cannot be (masks then follow the forward
+ * pass, as they would without it). */
+static struct sched_gworker *gworker_new(int max_seqs)
+{
+    struct sched_gworker *w = calloc(1, sizeof(*w));
+    if (!w) return NULL;
+    w->arena = grammar_arena_new();
+    w->jobs = calloc((size_t)max_seqs, sizeof(*w->jobs));
+    if (!w->arena || !w->jobs) goto fail;
+    if (pthread_mutex_init(&w->mu, NULL)) goto fail;
+    if (pthread_cond_init(&w->cv, NULL)) {
+        pthread_mutex_destroy(&w->mu);
+        goto fail;
+    }
+    if (pthread_create(&w->th, NULL, gworker_main, w)) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        goto fail;
+    }
+    return w;
+fail:
+    grammar_arena_free(w->arena);
+    free(w->jobs);
+    free(w);
+    return NULL;
+}
+
+/* Hands the worker the masks of this step's entries that will be sampled under a grammar. */
+static void gworker_start(struct sched *s, int n_entries)
+{
+    struct sched_gworker *w = s->gw;
+    if (!w) return;
+    int n = 0;
+    for (int e = 0; e < n_entries; e++) {
+        struct sched_seq *q = s->entry_seq[e];
+        q->pmask_ok = false;
+        if (q->gm && q->pmask && q->spec.k == 0 && q->max_tokens != 0 &&
+            s->entries[e].logits != MODEL_LOGITS_NONE && q->n_computed + q->chunk >= q->n_tokens)
+            w->jobs[n++] = q;
+    }
+    if (!n) return;
+    pthread_mutex_lock(&w->mu);
+    w->n_jobs = n;
+    w->gen++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits until the worker has finished the jobs it was handed. */
+static void gworker_wait(struct sched *s)
+{
+    struct sched_gworker *w = s->gw;
+    if (!w) return;
+    pthread_mutex_lock(&w->mu);
+    while (w->done != w->gen) pthread_cond_wait(&w->cv, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Points *lrow at a copy of the row with every token outside q's grammar mask at -inf (the mask the
+ * worker computed during the forward pass, or one computed now). 0, or ERR_INVAL (no token can
+ * continue), ERR_NOMEM / ERR_TOO_BIG from the matcher. */
 static int seq_constrain(struct sched *s, struct sched_seq *q, const float **lrow)
 {
-    int n = grammar_matcher_mask(q->gm, s->garena, s->gmask);
+    const uint32_t *mask = s->gmask;
+    int n;
+    if (q->pmask_ok) {
+        mask = q->pmask;
+        n = q->pmask_rc;
+        q->pmask_ok = false;
+    } else {
+        n = grammar_matcher_mask(q->gm, s->garena, s->gmask);
+    }
     if (n <= 0) return n < 0 ? n : ERR_INVAL;
     const float *in = *lrow;
     for (int32_t t = 0; t < s->n_vocab; t++)
-        s->glogits[t] = t < q->gm_vocab && ((s->gmask[t >> 5] >> (t & 31)) & 1) ? in[t] : -INFINITY;
+        s->glogits[t] = t < q->gm_vocab && ((mask[t >> 5] >> (t & 31)) & 1) ? in[t] : -INFINITY;
     *lrow = s->glogits;
     return 0;
 }
@@ -751,7 +880,9 @@ int sched_step(struct sched *s)
     int step_tokens = 0;
     for (int e = 0; e < n_entries; e++) step_tokens += s->entries[e].n_tokens;
     double t0 = clock_mono_s();
+    gworker_start(s, n_entries);
     int rc = model_forward(s->m, s->kv, s->entries, n_entries, &logits, &n_rows);
+    gworker_wait(s);
     if (s->cfg.spec.method != SPEC_METHOD_NONE && !rc)
         spec_cost_observe(&s->cost, s->cfg.max_num_batched_tokens - budget, clock_mono_s() - t0);
     s->st.steps++;
@@ -964,6 +1095,7 @@ void sched_free(struct sched *s)
     free(s->plan_scratch);
     buf_fini(&s->piece);
     buf_fini(&s->text);
+    gworker_free(s->gw);
     grammar_arena_free(s->garena);
     free(s->gmask);
     free(s->glogits);
@@ -986,7 +1118,10 @@ static int seq_make_matcher(struct sched *s, struct sched_seq *q, struct grammar
             s->garena = NULL, s->gmask = NULL, s->glogits = NULL;
             return ERR_NOMEM;
         }
+        if (!s->cfg.grammar_inline_masks) s->gw = gworker_new(s->cfg.max_num_seqs);
     }
+    if (s->gw && !(q->pmask = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof(*q->pmask))))
+        return ERR_NOMEM;
     return grammar_matcher_new(g, s->garena, &q->gm);
 }
 

@@ -62,6 +62,9 @@ struct sched_config {
      * NULL = none. offload_gate: enum kv_slots_gate (which evicted blocks are written down). */
     struct kv_offload *offload;
     int offload_gate;
+    /* Constrained decoding computes a step's masks after its forward pass on the calling thread
+     * (A/B measurements); false: on a worker thread while the forward pass runs. */
+    bool grammar_inline_masks;
 };
 
 enum sched_finish {

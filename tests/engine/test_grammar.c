@@ -245,6 +245,49 @@ START_TEST(test_grammar_mask_matches_reference)
 }
 END_TEST
 
+/* Two grammars stepped in turn on one arena (the arena is reset per call; each grammar keeps its
+ * own local automaton): every mask still equals the reference. */
+START_TEST(test_grammar_mask_two_grammars_one_arena)
+{
+    struct grammar_vocab *v = test_vocab();
+    struct grammar *g[2] = {compile_ok(v, json_gbnf),
+                            compile_ok(v, "root ::= \"{\" [a-c]* (\",\" [0-9]+)* \"}\"")};
+    struct grammar_arena *a = grammar_arena_new();
+    struct grammar_matcher *m[2] = {NULL, NULL};
+    size_t w = grammar_mask_words(v);
+    uint32_t *mask = calloc(w, sizeof(*mask)), *ref = calloc(w, sizeof(*ref));
+    uint64_t seed = 11;
+    for (int k = 0; k < 2; k++) ck_assert_int_eq(grammar_matcher_new(g[k], a, &m[k]), 0);
+    for (int step = 0; step < 80; step++) {
+        int k = step & 1;
+        int n = grammar_matcher_mask(m[k], a, mask);
+        ck_assert_int_ge(n, 0);
+        ref_mask(m[k], a, ref, w);
+        for (size_t i = 0; i < w; i++) ck_assert_uint_eq(mask[i], ref[i]);
+        if (n == 0) continue;
+        int pick = (int)(rng_next(&seed) % (uint64_t)n);
+        int32_t t = -1;
+        for (int32_t i = 0; i < TEST_N; i++)
+            if ((mask[i >> 5] >> (i & 31)) & 1 && pick-- == 0) t = i;
+        ck_assert_int_ge(t, 0);
+        if (t == TEST_EOS) { /* start that grammar over */
+            grammar_matcher_free(m[k]);
+            ck_assert_int_eq(grammar_matcher_new(g[k], a, &m[k]), 0);
+            continue;
+        }
+        ck_assert_int_eq(grammar_matcher_accept(m[k], a, t), 0);
+    }
+    for (int k = 0; k < 2; k++) {
+        grammar_matcher_free(m[k]);
+        grammar_unref(g[k]);
+    }
+    free(mask);
+    free(ref);
+    grammar_arena_free(a);
+    grammar_vocab_free(v);
+}
+END_TEST
+
 START_TEST(test_grammar_ends_only_when_accepting)
 {
     /* Bounded grammars end by EOS on every walk. */
@@ -308,6 +351,7 @@ Suite *grammar_suite(void)
     tcase_add_test(tc, test_grammar_compile_errors);
     tcase_add_test(tc, test_grammar_match_basics);
     tcase_add_test(tc, test_grammar_mask_matches_reference);
+    tcase_add_test(tc, test_grammar_mask_two_grammars_one_arena);
     tcase_add_test(tc, test_grammar_ends_only_when_accepting);
     tcase_add_test(tc, test_grammar_token_spanning_terminals);
     tcase_add_test(tc, test_grammar_vocab_errors);

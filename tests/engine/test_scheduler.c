@@ -110,6 +110,9 @@ static bool env_open(struct env *e, int n_blocks, int max_seqs, int max_ctx)
     return true;
 }
 
+/* Masks after the forward pass (the reference runs of the grammar test) instead of during it. */
+static bool env_inline_masks;
+
 static void env_sched(struct env *e, int max_seqs, int max_tokens, bool chunked, bool prefix,
                       int max_ctx)
 {
@@ -117,7 +120,8 @@ static void env_sched(struct env *e, int max_seqs, int max_tokens, bool chunked,
                              .max_num_batched_tokens = max_tokens,
                              .chunked_prefill = chunked,
                              .prefix_caching = prefix,
-                             .max_context = max_ctx};
+                             .max_context = max_ctx,
+                             .grammar_inline_masks = env_inline_masks};
     ck_assert_int_eq(sched_new(&c, e->m, e->kv, e->tok, on_event, e, &e->s), 0);
     memset(e->out, 0, sizeof(e->out));
 }
@@ -506,7 +510,8 @@ END_TEST
 
 /* Constrained decoding: every sequence of a batch under a JSON schema, sampled at temperature 1,
  * ends (STOP) with text that parses and has the schema's shape, and a batch squeezed into too few
- * KV blocks (preemption and recomputation) produces exactly the tokens each gets alone. */
+ * KV blocks (preemption and recomputation), its masks computed by the worker during the forward
+ * passes, produces exactly the tokens each gets alone with masks computed after them. */
 static void grammar_run(struct env *e, struct grammar *g, int n_req)
 {
     static int32_t ids[N_REQ][64];
@@ -536,6 +541,7 @@ START_TEST(test_sched_grammar_constrains_every_token)
     ck_assert_msg(grammar_schema_compile_text(schema, strlen(schema), v, &g, err, sizeof(err)) == 0,
                   "%s", err);
     struct out ref[N_REQ];
+    env_inline_masks = true;
     for (int r = 0; r < N_REQ; r++) { /* each alone, plenty of blocks */
         env_sched(&e, 1, 2048, true, false, 256);
         grammar_run(&e, g, r + 1); /* requests 0..r-1 again too: the same seeds, the same tokens */
@@ -543,6 +549,7 @@ START_TEST(test_sched_grammar_constrains_every_token)
         sched_free(e.s);
         e.s = NULL;
     }
+    env_inline_masks = false;
     env_sched(&e, N_REQ, 2048, true, false, 256);
     grammar_run(&e, g, N_REQ);
     struct sched_stats st;
