@@ -413,6 +413,8 @@ static int gen_draft_setup(struct gen_state *g, const struct model_options *mo,
     if (c->no_spec_adaptive) return 0;
     rc = spec_cost_calibrate(spec_draft_cost(g->draft), g->dm, g->dkv, 2 * c->spec_tokens + 2);
     if (rc == ERR_AGAIN) spec_cost_init(spec_draft_cost(g->draft));
+    /* while k is 0 the draft is not timed: its estimate follows the target's */
+    spec_cost_link(spec_draft_cost(g->draft), &g->cost);
     return rc == ERR_AGAIN ? 0 : rc;
 }
 

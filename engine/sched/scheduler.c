@@ -1001,6 +1001,8 @@ static int sched_spec_init(struct sched *s)
         } else if (rc) {
             return rc;
         }
+        /* while k is 0 the draft is not timed: its estimate follows the target's */
+        spec_cost_link(spec_draft_cost(s->draft), &s->cost);
     }
     rc = spec_cost_calibrate(&s->cost, s->m, s->kv, max);
     if (rc == ERR_AGAIN) {

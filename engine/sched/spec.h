@@ -124,12 +124,24 @@ int32_t spec_draw(const float *p, int n, double u);
 
 #define SPEC_COST_BUCKETS 20 /* step sizes 1 .. 2^20 tokens, one bucket per power of two */
 
-/* Step time against the tokens in the step, learned from measured steps: per power-of-two bucket
- * a decayed mean of (tokens, seconds), read as a piecewise-linear curve through them. */
+/* Step time against the tokens in the step, learned from measured steps: a shape, per power-of-two
+ * bucket the mean of its first 20 (tokens, seconds / level), read as a piecewise-linear curve
+ * through them, times a level that every step updates (a decayed mean of measured / shape). The
+ * level follows what changes every size alike (a context that grows, a busier machine), so the
+ * estimates of the sizes not run now stay consistent with the one that is. */
 struct spec_cost {
     double n[SPEC_COST_BUCKETS], t[SPEC_COST_BUCKETS], w[SPEC_COST_BUCKETS];
+    double level, lw;             /* lw 0: level 1 */
+    const struct spec_cost *peer; /* spec_cost_link */
+    double anchor;                /* the peer's level at this curve's last observation */
 };
 void spec_cost_init(struct spec_cost *c);
+/* Ties c (a draft's) to peer (the target's, borrowed; it must outlive c's use): while c is not
+ * observed (the controller keeps k 0, so the draft does not run) its estimates move with the
+ * peer's level since c's last observation, as a context that grows slows both models alike; a
+ * stale draft estimate would otherwise make speculation look cheaper the longer it is off. peer
+ * NULL unties. Call after calibrating both. */
+void spec_cost_link(struct spec_cost *c, const struct spec_cost *peer);
 /* Adds one measured step of n_tokens >= 1 that took `seconds`. */
 void spec_cost_observe(struct spec_cost *c, int n_tokens, double seconds);
 /* Seconds a step of n_tokens is expected to take; 0 for n <= 0. Without observations, n (a cost

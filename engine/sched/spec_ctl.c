@@ -35,20 +35,53 @@ static int cost_bucket(int n)
     return b;
 }
 
+/* The curve's shape: seconds at n_tokens from the buckets alone (without the level). */
+static double cost_shape(const struct spec_cost *c, int n_tokens);
+
+static double cost_level(const struct spec_cost *c)
+{
+    return c->lw > 0.0 ? c->level : 1.0;
+}
+
+void spec_cost_link(struct spec_cost *c, const struct spec_cost *peer)
+{
+    c->peer = peer;
+    c->anchor = peer ? cost_level(peer) : 0.0;
+}
+
 void spec_cost_observe(struct spec_cost *c, int n_tokens, double seconds)
 {
     if (n_tokens < 1 || !(seconds >= 0.0) || !isfinite(seconds)) return;
     int b = cost_bucket(n_tokens);
-    /* a running mean of the first 20, then a decayed one: the curve follows the machine */
-    double a = c->w[b] < 1.0 / SPEC_COST_ALPHA ? 1.0 / (c->w[b] + 1.0) : SPEC_COST_ALPHA;
+    double level = cost_level(c);
+    double shape = cost_shape(c, n_tokens);
+    /* every step moves the level of the whole curve: a context that grows slows the sizes the
+     * controller is not using now as much as the one it is, so cost(k) / cost(1) stays the
+     * calibrated one and a decision is never flipped by one bucket going stale */
+    if (c->w[b] > 0.0 && shape > 0.0) { /* a size seen before: its shape is measured */
+        double a = c->lw < 1.0 / SPEC_COST_ALPHA ? 1.0 / (c->lw + 1.0) : SPEC_COST_ALPHA;
+        c->level = level + a * (seconds / shape - level);
+        c->lw += 1.0;
+        level = c->level;
+    }
+    /* the shape: a bucket's first 20 steps (at the level then), a running mean */
+    if (c->peer) c->anchor = cost_level(c->peer);
+    if (c->w[b] >= 1.0 / SPEC_COST_ALPHA) return;
+    double a = 1.0 / (c->w[b] + 1.0);
     c->n[b] += a * ((double)n_tokens - c->n[b]);
-    c->t[b] += a * (seconds - c->t[b]);
+    c->t[b] += a * (seconds / level - c->t[b]);
     c->w[b] += 1.0;
 }
 
 double spec_cost_estimate(const struct spec_cost *c, int n_tokens)
 {
     if (n_tokens <= 0) return 0.0;
+    double drift = c->peer && c->anchor > 0.0 ? cost_level(c->peer) / c->anchor : 1.0;
+    return cost_shape(c, n_tokens) * cost_level(c) * drift;
+}
+
+static double cost_shape(const struct spec_cost *c, int n_tokens)
+{
     double x = n_tokens;
     int lo = -1, hi = -1; /* the known points around x */
     int first = -1, last = -1, prev = -1;

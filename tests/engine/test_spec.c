@@ -392,6 +392,145 @@ START_TEST(test_spec_ctl_plan_costs_draft_steps)
 }
 END_TEST
 
+/* A synthetic machine: a step of n tokens at context ctx takes a + b*n + c*n*ctx seconds (a fixed
+ * part, per-row work and attention over the context). */
+struct sim_machine {
+    double a, b, c;
+};
+
+static double sim_time(const struct sim_machine *m, int n, int ctx)
+{
+    return m->a + m->b * n + m->c * n * (double)ctx;
+}
+
+/* Calibrates a cost model like spec_cost_calibrate on an empty context (sizes 1, 2, 4, .. max). */
+static void sim_calibrate(struct spec_cost *c, const struct sim_machine *m, int max)
+{
+    spec_cost_init(c);
+    for (int n = 1; n <= max; n *= 2) spec_cost_observe(c, n, sim_time(m, n, 0));
+}
+
+/* One sequence generating `steps` steps the way cmd_generate.c does (plan, draft rounds, verify,
+ * observe), each proposal accepted with probability `accept` (a fixed LCG: deterministic). The
+ * context starts at 64 and grows with every token. Writes each step's k to ks[]. */
+static void sim_generate(const struct sim_machine *tm, const struct sim_machine *dm, double accept,
+                         int steps, int *ks)
+{
+    struct spec_cost tc, dc;
+    sim_calibrate(&tc, tm, 12);
+    sim_calibrate(&dc, dm, 12);
+    spec_cost_link(&dc, &tc);
+    struct spec_accept acc = {0};
+    uint64_t scratch[SPEC_MAX_TOKENS];
+    uint32_t rng = 12345;
+    int ctx = 64;
+    for (int s = 0; s < steps; s++) {
+        struct spec_cand c = {.accept = spec_accept_estimate(&acc, 0.5f), .kmax = 5, .catchup = 2};
+        struct spec_plan_in in = {.base_tokens = 1,
+                                  .n_decodes = 1,
+                                  .budget = 5,
+                                  .target = &tc,
+                                  .draft = &dc,
+                                  .adaptive = true};
+        spec_ctl_plan(&in, &c, 1, scratch);
+        int k = c.k, ok = 0;
+        ks[s] = k;
+        if (k == 0) spec_accept_decay(&acc);
+        for (int j = 1; j <= k; j++) spec_cost_observe(&dc, j == 1 ? 2 : 1, sim_time(dm, 1, ctx));
+        spec_cost_observe(&tc, 1 + k, sim_time(tm, 1 + k, ctx));
+        while (ok < k) {
+            rng = rng * 1103515245u + 12345u;
+            if ((double)(rng >> 8) / (double)(1u << 24) >= accept) break;
+            ok++;
+        }
+        if (k > 0) spec_accept_update(&acc, k, ok);
+        ctx += ok + 1;
+    }
+}
+
+START_TEST(test_spec_ctl_converges_with_context_growth)
+{
+    enum { STEPS = 1500 };
+    static int ks[STEPS];
+    /* a small model's step: a little fixed work, the rest per row and attention, which grows to
+     * dominate as the context does (0.3 ms fixed, 0.1 ms a row, 2 us a row per 1k context) */
+    struct sim_machine target = {0.0003, 0.0001, 2e-9};
+    /* ... and one where attention over the context dominates early (0.1 ms fixed, 0.1 ms a row,
+     * 1 us a row per context token): a 1-row step at context 1k is dearer than a 6-row one at 0 */
+    struct sim_machine attn = {0.0001, 0.0001, 1e-6};
+    sim_generate(&attn, &attn, 0.98, STEPS, ks);
+    int late = 0;
+    for (int s = 20; s < STEPS; s++) late += ks[s] > 0;
+    ck_assert_int_eq(late, 0);
+    /* a draft as dear as the target (stories260K Q8_0 for F32): k 0 after a few steps, and it
+     * stays there while the context grows to ~1.6k, however often the acceptance fades back */
+    sim_generate(&target, &target, 0.98, STEPS, ks);
+    late = 0;
+    for (int s = 20; s < STEPS; s++) late += ks[s] > 0;
+    ck_assert_int_eq(late, 0);
+    /* the same for a target whose step is mostly fixed cost: attention cost growth with the
+     * context makes the 1-row steps dearer, and the multi-row estimates follow them */
+    struct sim_machine fixedish = {0.002, 0.00002, 5e-9};
+    sim_generate(&fixedish, &fixedish, 0.98, STEPS, ks);
+    late = 0;
+    for (int s = 20; s < STEPS; s++) late += ks[s] > 0;
+    ck_assert_int_eq(late, 0);
+    /* a cheap draft (a tenth of a weight-read-bound target) keeps speculating at every context */
+    struct sim_machine big = {0.010, 0.0001, 1e-8}, small = {0.001, 0.00001, 1e-9};
+    sim_generate(&big, &small, 0.8, STEPS, ks);
+    int on = 0;
+    for (int s = 0; s < STEPS; s++) on += ks[s] > 0;
+    ck_assert_int_ge(on, STEPS * 9 / 10);
+    for (int s = STEPS - 100; s < STEPS; s++) ck_assert_int_gt(ks[s], 0);
+    /* n-gram lookup (no draft steps) on a weight-read-bound target: speculation stays on */
+    struct spec_cost tc;
+    sim_calibrate(&tc, &big, 12);
+    uint64_t scratch[SPEC_MAX_TOKENS];
+    for (int ctx = 64; ctx < 4096; ctx += 6) {
+        struct spec_cand c = {.accept = 0.9f, .kmax = 5};
+        struct spec_plan_in in = {
+            .base_tokens = 1, .n_decodes = 1, .budget = 5, .target = &tc, .adaptive = true};
+        spec_ctl_plan(&in, &c, 1, scratch);
+        ck_assert_int_eq(c.k, 5);
+        spec_cost_observe(&tc, 1 + c.k, sim_time(&big, 1 + c.k, ctx));
+    }
+}
+END_TEST
+
+START_TEST(test_spec_cost_level_keeps_the_shape)
+{
+    /* calibrated flat at 1 ms for 1..8 tokens; then only 1-token steps are seen, at twice that:
+     * the 8-token estimate rises with them (a stale bucket would still say 1 ms) */
+    struct spec_cost c;
+    spec_cost_init(&c);
+    for (int n = 1; n <= 8; n *= 2) spec_cost_observe(&c, n, 0.001 * (1.0 + 0.1 * n));
+    double r0 = spec_cost_estimate(&c, 8) / spec_cost_estimate(&c, 1);
+    for (int i = 0; i < 200; i++) spec_cost_observe(&c, 1, 0.0022);
+    ck_assert(fabs(spec_cost_estimate(&c, 1) - 0.0022) < 1e-5);
+    ck_assert(fabs(spec_cost_estimate(&c, 8) / spec_cost_estimate(&c, 1) - r0) < 1e-9);
+    /* a size never seen before joins the shape at the level of the moment */
+    spec_cost_observe(&c, 64, 0.0022 * 4.0);
+    ck_assert(fabs(spec_cost_estimate(&c, 64) - 0.0088) < 1e-6);
+    ck_assert(fabs(spec_cost_estimate(&c, 8) / spec_cost_estimate(&c, 1) - r0) < 1e-9);
+    /* a linked draft curve not observed moves with its peer's level, then with its own again */
+    struct spec_cost d;
+    spec_cost_init(&d);
+    for (int n = 1; n <= 8; n *= 2) spec_cost_observe(&d, n, 0.0001 * n);
+    spec_cost_link(&d, &c);
+    double d1 = spec_cost_estimate(&d, 1);
+    for (int i = 0; i < 200; i++) spec_cost_observe(&c, 1, 0.0044);
+    ck_assert(fabs(spec_cost_estimate(&d, 1) / d1 - 2.0) < 1e-3);
+    for (int i = 0; i < 200; i++) spec_cost_observe(&d, 1, 0.0003);
+    ck_assert(fabs(spec_cost_estimate(&d, 1) - 0.0003) < 1e-6);
+    ck_assert(fabs(spec_cost_estimate(&d, 4) / spec_cost_estimate(&d, 1) - 4.0) < 1e-6);
+    /* garbage is ignored */
+    spec_cost_observe(&c, 1, NAN);
+    spec_cost_observe(&c, 0, 1.0);
+    spec_cost_observe(&c, 1, -1.0);
+    ck_assert(fabs(spec_cost_estimate(&c, 1) - 0.0044) < 1e-5);
+}
+END_TEST
+
 START_TEST(test_spec_accept_estimate_and_decay)
 {
     struct spec_accept a = {0};
@@ -1001,6 +1140,8 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_draw_inverse_cdf);
     tcase_add_test(tc, test_spec_ctl_plan_follows_cost_and_acceptance);
     tcase_add_test(tc, test_spec_ctl_plan_costs_draft_steps);
+    tcase_add_test(tc, test_spec_ctl_converges_with_context_growth);
+    tcase_add_test(tc, test_spec_cost_level_keeps_the_shape);
     tcase_add_test(tc, test_spec_accept_estimate_and_decay);
     tcase_add_test(tc, test_spec_greedy_alone_equals_plain);
     tcase_add_test(tc, test_spec_greedy_batch16_prefix_equals_plain);
