@@ -27,7 +27,7 @@ static double ago(const struct policy_burst *b, size_t k)
 }
 
 void policy_burst_observe(struct policy_burst *b, double load_s, double work, int h,
-                          double interval_s)
+                          double seed_tau, double interval_s)
 {
     if (!(load_s >= 0) || !isfinite(load_s)) return;
     if (h < 1) h = 1;
@@ -39,17 +39,22 @@ void policy_burst_observe(struct policy_burst *b, double load_s, double work, in
     b->ring[b->head] = load_s;
     b->head = (b->head + 1) % POLICY_BURST_RING;
     if (b->n < POLICY_BURST_RING) b->n++;
+    b->seen++;
     b->base = least;
     double f = exp(-iv / BURST_DECAY_S);
-    /* The window that started h intervals ago is complete: its rise is the peak since then. */
+    /* The window that started h intervals ago is complete: its rise is the peak since then. The
+     * smoother is seeded with its first value, whose weight in the value k intervals later is
+     * e^(-k / seed_tau): a window starting from it measures the smoother converging as much as
+     * the load rising, so the rise counts with the weight of the measurements (1 - that). */
     if (b->n > (size_t)h && then > 0) {
+        double wt = seed_tau > 0 ? 1 - exp(-(double)(b->seen - 1 - (size_t)h) / seed_tau) : 1;
         double peak = load_s;
         for (size_t k = 1; k < (size_t)h; k++) peak = fmax(peak, ago(b, k + 1));
         double r = log(fmax(peak / then, 1)) / log1p(RISE_BIN);
         int bin = r >= POLICY_RISE_BINS - 1 ? POLICY_RISE_BINS - 1 : (int)r;
         for (int i = 0; i < POLICY_RISE_BINS; i++) b->rise[i] *= f;
-        b->rise_mass = b->rise_mass * f + 1;
-        b->rise[bin] += 1;
+        b->rise_mass = b->rise_mass * f + wt;
+        b->rise[bin] += wt;
     }
     b->work_all = b->work_all * f + w;
     b->work_in *= f;

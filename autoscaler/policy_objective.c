@@ -198,7 +198,9 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
     /* Bursts are seen in arrivals (served work lags them, then drains a backlog). */
     double offered = arr * c->work_per_req;
     c->arrive_s = ewma(c->arrive_s, offered, aj, c->arrive_s <= 0);
-    policy_burst_observe(&c->burst, c->arrive_s, offered, h, interval);
+    /* The EWMA is seeded with its first value, whose weight after k intervals is e^(-k interval /
+     * tau): rises from the warm-up count with the measurements' share of their start. */
+    policy_burst_observe(&c->burst, c->arrive_s, offered, h, JUDGE_TAU_S / interval, interval);
     bool first = c->state == POLICY_OBJECTIVE_NONE;
     double frac = 0, n = 0;
     if (sp->objective_ttft_s > 0) {

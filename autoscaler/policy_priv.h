@@ -43,6 +43,7 @@ void policy_curve_read(const struct policy_curve *c, double aim, struct policy_c
 struct policy_burst {
     double ring[POLICY_BURST_RING];
     size_t n, head;           /* values in the ring; next slot */
+    size_t seen;              /* intervals observed in all */
     double work_all, work_in; /* decayed work, all and of past bursts */
     double amp;               /* EWMA of the peak over the base of past bursts; 0 before one */
     double base;              /* the load between bursts: the least smoothed load in the horizon */
@@ -56,9 +57,11 @@ struct policy_burst {
 };
 
 /* Feeds one interval's smoothed load `load_s` and work arriving `work`; `h` intervals span the
- * horizon (start-up + interval). */
+ * horizon (start-up + interval). A rise counts with weight 1 - e^(-k / seed_tau) for a window
+ * starting k intervals after the first (`seed_tau`: the smoother's time constant in intervals;
+ * <= 0 counts every rise fully). */
 void policy_burst_observe(struct policy_burst *b, double load_s, double work, int h,
-                          double interval_s);
+                          double seed_tau, double interval_s);
 /* The load to hold capacity for (base x amplitude) when bursts carry more than `budget` of the
  * work, else 0. */
 double policy_burst_plan(const struct policy_burst *b, double budget);

@@ -94,7 +94,7 @@ static void feed(struct policy_burst *b, int n, double base, double factor, int 
     for (int i = 0; i < n; i++) {
         bool in = period > 0 ? i % period >= b0 && i % period < b0 + len : i >= b0;
         double x = base * (in ? factor : 1);
-        policy_burst_observe(b, x, x, h, 15);
+        policy_burst_observe(b, x, x, h, 0, 15);
     }
 }
 
@@ -135,7 +135,7 @@ START_TEST(test_policy_burst_rise_quantiles)
     free(b);
     /* A ramp of 1% per interval over a 4-interval horizon: about 4%. */
     b = calloc(1, sizeof(*b));
-    for (int i = 0; i < 200; i++) policy_burst_observe(b, 1000 * pow(1.01, i), 1, 4, 15);
+    for (int i = 0; i < 200; i++) policy_burst_observe(b, 1000 * pow(1.01, i), 1, 4, 0, 15);
     double r = policy_burst_rise(b, 0.5);
     ck_assert_double_gt(r, 1.03);
     ck_assert_double_lt(r, 1.06);
@@ -287,6 +287,56 @@ START_TEST(test_policy_objective_judged_on_time_not_intervals)
 }
 END_TEST
 
+START_TEST(test_policy_objective_rise_discounts_the_warm_up)
+{
+    /* The load's EWMA starts at its first interval: when that one is light (a service coming up,
+     * the first scrape of a trace) the smoothed load climbs for a few time constants, and a rise
+     * measured from then is the smoother converging (Azure conv at 120 s: 3-4x at t = 150 s, a
+     * scale-up to 32 replicas with the least-requests router). A rise counts with the weight of
+     * the measurements in the value its window starts from (1 - the seed's weight, e^(-k x 15 /
+     * 45) after k intervals): the window starting at the seed not at all, and the median falls
+     * under 1.1 within three time constants of the first window; a later ramp is measured. */
+    static const struct {
+        const char *name;
+        double startup_s;
+        double first;              /* work/s a pod in the first interval (then 100) */
+        int ramp_from;             /* from this interval the load grows 2% an interval (0: never) */
+        double rise_min, rise_max; /* the median rise: from three time constants in / at the end */
+    } cases[] = {
+        {"a light first interval, 120 s start-up", 120, 33, 0, 1, 1.11},
+        {"a light first interval, 30 s start-up", 30, 33, 0, 1, 1.11},
+        {"an idle first interval, 120 s start-up", 120, 1, 0, 1, 1.11},
+        {"a ramp after the warm-up is measured", 120, 100, 20, 1.1, 1.25},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct policy_spec sp;
+        policy_spec_defaults(&sp, POLICY_REACTIVE);
+        sp.objective_ttft_s = 3;
+        sp.target_queue_depth = sp.target_kv_usage = 0;
+        sp.startup_s = cases[i].startup_s;
+        sp.interval_s = 15;
+        int h = (int)(sp.startup_s / 15) + 1; /* intervals in the horizon */
+        struct policy_capacity *c = calloc(1, sizeof(*c));
+        ck_assert_ptr_nonnull(c);
+        double per_pod = 100, r = 1;
+        for (int k = 0; k < 60; k++) {
+            if (cases[i].ramp_from > 0 && k >= cases[i].ramp_from) per_pod *= 1.02;
+            struct policy_signals s = obj_sig(15.0 * k, 8, k == 0 ? cases[i].first : per_pod, 0, 0);
+            policy_capacity_observe(c, &sp, &s);
+            r = policy_burst_rise(&c->burst, 0.5);
+            if (k == h) /* the first window starts at the seed: weight 0 */
+                ck_assert_msg(r == 1, "%s: rise %.2f from the seed", cases[i].name, r);
+            if (cases[i].ramp_from == 0 && k >= h + 1 + 9)
+                ck_assert_msg(r <= cases[i].rise_max, "%s: rise %.2f at interval %d", cases[i].name,
+                              r, k);
+        }
+        ck_assert_msg(r >= cases[i].rise_min && r <= cases[i].rise_max, "%s: rise %.2f at the end",
+                      cases[i].name, r);
+        free(c);
+    }
+}
+END_TEST
+
 Suite *policy_curve_suite(void)
 {
     Suite *s = suite_create("policy_curve");
@@ -298,6 +348,7 @@ Suite *policy_curve_suite(void)
     tcase_add_test(tc, test_policy_down_window_from_startup);
     tcase_add_test(tc, test_policy_decide_fresh_state_holds_a_window);
     tcase_add_test(tc, test_policy_objective_floor_is_no_reason_to_scale);
+    tcase_add_test(tc, test_policy_objective_rise_discounts_the_warm_up);
     tcase_add_test(tc, test_policy_objective_drained_queue_is_not_the_floor);
     tcase_add_test(tc, test_policy_objective_judged_on_time_not_intervals);
     suite_add_tcase(s, tc);
