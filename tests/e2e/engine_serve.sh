@@ -169,7 +169,7 @@ done
 
 # SIGTERM under load: the Python side sends the signal and watches the drain; the process is ours
 # to reap, so the exit status is checked here.
-if start_engine drain --context-length 512 --max-num-seqs 8; then
+if start_engine drain --context-length 1024 --max-num-seqs 8; then
 	run_py engine_serve_behaviour.py sigterm "drain=${ports[drain]}:${pids[drain]}"
 	reap_engine drain 0 $((40 * slow))
 fi

@@ -735,16 +735,22 @@ def streams_in_flight(port, n, max_tokens):
     return ts
 
 
+# Tokens of each stream in the SIGTERM section: enough that 12 of them keep the drain busy past the
+# checks made after the signal (at 200 a faster engine finished all of them and exited first, and the
+# checks met a closed port), few enough to finish inside --shutdown-timeout under the sanitizers.
+DRAIN_TOKENS = 800
+
+
 def section_sigterm(s):
     port, pid = s["drain"]
-    ts = streams_in_flight(port, 8, 200)
+    ts = streams_in_flight(port, 8, DRAIN_TOKENS)
     running = [t for t in ts if t.error is None and t.is_alive()]
     checks.check("sigterm: 8 streams in flight before the signal", len(running) == 8,
                  f"{len(running)} running, errors {[t.error for t in ts if t.error]}")
     # Four more wait for admission (the server runs --max-num-seqs 8): accepted requests that have
     # not started must be served too.
     queued = [
-        Streamer(port, {"model": MODEL, "prompt": PROMPTS[i], "max_tokens": 200, "temperature": 0,
+        Streamer(port, {"model": MODEL, "prompt": PROMPTS[i], "max_tokens": DRAIN_TOKENS, "temperature": 0,
                         "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
         for i in range(4)
     ]
@@ -776,11 +782,11 @@ def section_sigterm(s):
         (t.error, t.result and (t.result["done"], t.result["finish"], t.result["usage"]))
         for t in ts
         if t.error or not t.result["done"] or t.result["finish"].get(0) != "length"
-        or (t.result["usage"] or {}).get("completion_tokens") != 200
+        or (t.result["usage"] or {}).get("completion_tokens") != DRAIN_TOKENS
     ]
     checks.check(
         f"sigterm: every accepted stream (running or waiting; {still} of 12 unfinished at the 503 checks) completes: "
-        "all 200 tokens, finish_reason length, [DONE]",
+        f"all {DRAIN_TOKENS} tokens, finish_reason length, [DONE]",
         not bad and still > 0,
         f"{bad[:3]}",
     )

@@ -17,7 +17,8 @@ bin="${CINFER_ENGINE_BIN:-$e2e_bin/cinfer-engine}"
 shared="${CINFER_SHARED:-$root/../shared}"
 model="$shared/models/tinyllamas/stories260K.gguf"
 slow="$e2e_slow"
-LONG_TOKENS=1900 # one forward step each: seconds at this context length, in flight at the change
+LONG_TOKENS=8000 # one forward step each: ~6 s at this context length on a quiet 2-core machine (1900 took
+# 0.6 s once attention got fast, shorter than the watch interval), so in flight at the change
 
 tmp="$(mktemp -d /tmp/cinfer-engine-serve-watch.XXXXXX)"
 pid="" port=""
@@ -40,7 +41,7 @@ start() {
 	shift
 	cp "$model" "$tmp/$n.gguf"
 	"$bin" serve --model "$tmp/$n.gguf" --port 0 --log-format text --threads 2 --served-model-name watch \
-		--context-length 2048 --model-watch-interval 1 "$@" >"$tmp/$n.log" 2>&1 &
+		--context-length 8192 --model-watch-interval 1 "$@" >"$tmp/$n.log" 2>&1 &
 	pid=$!
 	if ! port="$(engine_port "$tmp/$n.log" $((20 * slow)))"; then
 		not_ok "server $n starts: $(tail -n 3 "$tmp/$n.log" | tr '\n' ' ')"
@@ -74,7 +75,7 @@ json_get() {
 }
 # request NAME TOKENS: a completion's HTTP status, the body in $tmp/NAME.json.
 request() {
-	curl -s -o "$tmp/$1.json" -w '%{http_code}' --max-time $((60 * slow)) \
+	curl -s -o "$tmp/$1.json" -w '%{http_code}' --max-time $((120 * slow)) \
 		"$(url /v1/completions)" -d "$(complete "$2")"
 }
 
