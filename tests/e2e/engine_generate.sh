@@ -60,14 +60,15 @@ for p in 0 2 3; do
 	if [ "$got" == "$want_ids" ]; then ok "p$p token-id prompt"; else not_ok "p$p token ids: got '${got:0:80}'"; fi
 done
 
-# Speculative decoding (prompt lookup): the same llama.cpp greedy tokens, in fewer steps; and the
-# same sampled text as without it for a fixed seed (proposals are verified with the same draws).
+# Speculative decoding (prompt lookup): the same llama.cpp greedy tokens, in fewer steps (a fixed k:
+# the adaptive controller may rightly find that proposals do not pay on a 260K model and make none);
+# and the same sampled text as without it for a fixed seed (proposals are verified with the same draws).
 ref="$refs/stories260K-F32.p2.json"
 ids="$(jq -j '.prompt_tokens | map(tostring) | join(",")' "$ref")"
 want_ids="$(jq -j '.greedy_tokens | map(tostring) | join(",")' "$ref")"
 n="$(jq '.greedy_tokens | length' "$ref")"
 got="$(gen --model "$models/stories260K.gguf" --prompt-tokens "$ids" --max-tokens "$n" \
-	--temperature 0 --output-ids --spec ngram --ngram-min 1 --num-speculative-tokens 8)"
+	--temperature 0 --output-ids --spec ngram --ngram-min 1 --num-speculative-tokens 8 --no-spec-adaptive)"
 if [ "$got" == "$want_ids" ] && grep -q "spec_accepted=[1-9]" "$tmp/stderr"; then
 	ok "--spec ngram: greedy tokens identical to llama.cpp, proposals accepted"
 else
