@@ -9,8 +9,9 @@
 # Covers: the CRD refuses minReplicas 0 with policy external; one URL serves both models
 # (/v1/models, a request to each); a request to the service at 0 replicas is held, the autoscaler
 # scales it to 1 (ScaledUp, "scale from zero"), the request completes once the engine is ready;
-# idle for scaleToZeroSeconds, the service goes back to 0 (the router marks the pod terminating
-# before its engine stops) and a second request brings it back again. Skips without stories260K
+# idle for scaleToZeroSeconds, the service goes back to 0 (the router stops using the pod; pod GC
+# removes an unscheduled terminating pod at once, so the fake kubelet's drain path rarely runs)
+# and a second request brings it back again. Skips without stories260K
 # or when port 8000 is taken on the loopback addresses.
 set -uo pipefail
 # shellcheck source=tests/e2e/lib.sh
@@ -212,7 +213,12 @@ echo "# measured: scaled to zero $((SECONDS - t0)) s after the last request (sca
 check "ScaledDown Event says scale to zero" wait_for 10 bash -c \
 	"kubectl -n $ns get events --field-selector involvedObject.name=stories,reason=ScaledDown -o jsonpath='{.items[*].message}' | grep -q 'scale to zero'"
 check "the router saw the pod terminating and stopped using it" wait_for 30 eligible stories 0
-check "router logged the terminating pod" grep -q 'replica state model=stories .*terminating=true' "$work/router.log"
+# With no kubelet and no scheduler the pod has no node, and kube-controller-manager's pod GC force-
+# deletes an unscheduled pod as soon as it is terminating (~0.1 s later, before this script's fake
+# kubelet sees it), so the router may see the removal without the terminating state in between:
+# either is a correct end (tests/router/test_router_discovery.c covers deletionTimestamp itself).
+check "router logged the pod terminating or removed" \
+	grep -qE 'replica (state model=stories .*terminating=true|removed model=stories )' "$work/router.log"
 code="$(ask b2 story-b 60)"
 check "story-b unaffected ($code)" [ "$code" = 200 ]
 
