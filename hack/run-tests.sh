@@ -86,11 +86,36 @@ for t in "$@"; do
   esac
 done
 
+# The tools some e2e scripts build on first use (the control plane: ~5 min cold on 2 cores, more on
+# a busy machine; helm) are built here, before any script's timeout starts, so a fresh machine's
+# first script is not failed for the build's time. A failed build is not fatal here: the scripts
+# that need it then fail and say why.
+prepare_e2e() {
+  local scripts=("$@") needs_cp=0 needs_helm=0 s
+  for s in "${scripts[@]}"; do
+    grep -q '^[^#]*control_plane_up' "$s" && needs_cp=1
+    grep -q 'build-helm.sh' "$s" && needs_helm=1
+  done
+  if [ $needs_cp = 1 ]; then
+    echo "== prepare: hack/build-control-plane.sh"
+    hack/build-control-plane.sh || echo "prepare: the control plane did not build (above)"
+  fi
+  if [ $needs_helm = 1 ]; then
+    echo "== prepare: hack/build-helm.sh"
+    hack/build-helm.sh || echo "prepare: helm did not build (above)"
+  fi
+}
+
 if [ "${E2E:-1}" != 0 ]; then
+  e2e_scripts=()
   for s in tests/e2e/*.sh; do
     [ -e "$s" ] || continue
     [ "$s" = tests/e2e/lib.sh ] && continue # helpers the scripts source, not a test
     [[ "$s" =~ $filter ]] || continue
+    e2e_scripts+=("$s")
+  done
+  [ ${#e2e_scripts[@]} -gt 0 ] && prepare_e2e "${e2e_scripts[@]}"
+  for s in "${e2e_scripts[@]}"; do
     echo "== $s"
     run_one "$s" bash "$s"
   done
