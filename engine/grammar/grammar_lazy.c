@@ -57,7 +57,7 @@ int grammar_matcher_new_lazy(struct grammar *g, struct grammar_arena *a,
         goto fail;
     }
     m->lazy->cfg = *lz;
-    m->lazy->phase = !lz->think ? GRAMMAR_LZ_ANSWER
+    m->lazy->phase = !lz->think       ? GRAMMAR_LZ_ANSWER
                      : lz->think_open ? GRAMMAR_LZ_THINK
                                       : GRAMMAR_LZ_START;
     *out = m;
@@ -92,9 +92,9 @@ static int lz_answer_byte(struct grammar_lazy_state *z, unsigned char b)
     for (int i = 0; i < z->cfg.n; i++) {
         const struct grammar_trigger *t = &z->cfg.t[i];
         if (t->token >= 0) continue;
-        if (t->at_start ? grew && z->n_head == t->len && !memcmp(z->head, t->text, t->len)
-                        : z->n_tail >= t->len && !memcmp(z->tail + z->n_tail - t->len, t->text,
-                                                         t->len))
+        if (t->at_start
+                ? grew && z->n_head == t->len && !memcmp(z->head, t->text, t->len)
+                : z->n_tail >= t->len && !memcmp(z->tail + z->n_tail - t->len, t->text, t->len))
             return i;
     }
     return -1;

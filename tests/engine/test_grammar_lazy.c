@@ -13,9 +13,35 @@
 /* A vocabulary in which "<tool_call>" is one token and can be spelled in pieces. "[TC]" is a
  * control token: no output bytes. */
 static const char *const lz_pieces[] = {
-    "<tool_call>", "<", "tool", "_call", ">", "<tool", "_call>{", "_call>x", "{", "}", "\"", "a",
-    ":", "1", " ", "\n", "hi", "x", "</tool_call>", "<think>", "</think>", "<th", "ink>", "</th",
-    "{\"a\"", "[", "]", NULL, "</s>",
+    "<tool_call>",
+    "<",
+    "tool",
+    "_call",
+    ">",
+    "<tool",
+    "_call>{",
+    "_call>x",
+    "{",
+    "}",
+    "\"",
+    "a",
+    ":",
+    "1",
+    " ",
+    "\n",
+    "hi",
+    "x",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "<th",
+    "ink>",
+    "</th",
+    "{\"a\"",
+    "[",
+    "]",
+    NULL,
+    "</s>",
 };
 #define LZ_N   ((int32_t)(sizeof(lz_pieces) / sizeof(lz_pieces[0])))
 #define LZ_EOS (LZ_N - 1)
