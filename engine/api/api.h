@@ -52,6 +52,18 @@ enum api_tool_choice {
     API_TOOL_NAMED,    /* one call of tool_name, constrained by its schema */
 };
 
+/* The form a chat template's tool calls take (chat_template_tool_format): what tool_choice
+ * "auto"'s lazy grammar waits for (api_tools_lazy). */
+enum api_tool_format {
+    API_TOOL_FORMAT_JSON = 0, /* no known tag: a bare {"name", "arguments"} object */
+    API_TOOL_FORMAT_HERMES,   /* <tool_call>{"name", "arguments"}</tool_call> (Hermes, Qwen) */
+    API_TOOL_FORMAT_MISTRAL,  /* [TOOL_CALLS][{"name", "arguments"}, ...] */
+    API_TOOL_FORMAT_LLAMA3,   /* <|python_tag|>{...} or a bare {"name", "parameters"} object */
+    API_TOOL_FORMAT_OTHER,    /* a tagged form api_tool_calls_parse does not read (Mistral's
+                                 [TOOL_CALLS]name[ARGS]{...}, Qwen3-Coder's <function=...>,
+                                 GLM's <arg_key>): no call grammar */
+};
+
 /* ---------------------------------------------------------------- errors (api_error.c) */
 
 enum api_error_kind {
@@ -305,6 +317,32 @@ json_t *api_model_json(const char *id, long long created, int max_model_len);
  * holds no call, ERR_NOMEM. Pure; any thread. */
 int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *id_base,
                          json_t **calls, size_t *content_len);
+
+/* A trigger of api_tools_lazy: the text (static) the call's grammar starts with, and whether it
+ * counts only as the first thing of the answer (after blanks and a <think> block). */
+struct api_tool_trigger {
+    const char *text;
+    bool at_start;
+};
+#define API_TOOL_TRIGGERS_MAX 2
+
+/* tool_choice "auto" (api_request_tools.c): when r has tools, tool_choice auto and no other
+ * grammar, writes to r->grammar (owned, grammar_param "tools") the GBNF of the calls of form
+ * `fmt` from their trigger on, and the triggers to trig[0..*n_trig):
+ *   HERMES  "<tool_call>" anywhere: each call a block <tool_call>\n{"name", "arguments"}\n
+ *           </tool_call>, more blocks after it with parallel_tool_calls;
+ *   MISTRAL "[TOOL_CALLS]" at the start: the JSON array of calls (one with parallel_tool_calls
+ *           false);
+ *   LLAMA3  "<|python_tag|>" or {"name" at the start: one {"name", "parameters"} object;
+ *   JSON    {"name" at the start: one {"name", "arguments"} object;
+ * (OTHER: none); the anchored triggers are where api_tool_calls_parse looks for those forms. The name is one of
+ * the tools' and the arguments follow its parameters schema; the generation ends after the last
+ * call. Returns 0 (a grammar written), 1 when none applies (r->grammar untouched: no tools, not
+ * auto, another grammar, or a parameters schema the grammar cannot enforce, which leaves the
+ * answer free as "auto" was before; the reason in why[whylen]), ERR_NOMEM. Pure; any thread. */
+int api_tools_lazy(struct api_request *r, enum api_tool_format fmt,
+                   struct api_tool_trigger trig[API_TOOL_TRIGGERS_MAX], int *n_trig, char *why,
+                   size_t whylen);
 
 /* ---------------------------------------------------------------- reasoning (api_reasoning.c) */
 

@@ -3,7 +3,9 @@
  * only. With tool_choice "required" or a named function the answer is constrained to the JSON
  * array [{"name": ..., "arguments": {...}}, ...] whose arguments follow each function's
  * `parameters` schema (engine/grammar/grammar_schema.h), so a call always parses; "auto" leaves
- * the output free and the responder looks for calls in it (api_tool_calls.c). */
+ * the output free until the template family's call trigger, and the call after it constrained
+ * the same way (api_tools_lazy: a lazy grammar, engine/grammar/grammar.h), and the responder
+ * looks for calls in it (api_tool_calls.c). */
 #include "engine/api/api.h"
 
 #include "common/buf.h"
@@ -64,14 +66,15 @@ static int api_tools_check(struct api_parse *p, const json_t *tools)
     return 0;
 }
 
-/* The schema of one call of function f: {"name": <its name>, "arguments": <its parameters>}. */
-static json_t *api_tool_call_schema(const json_t *f)
+/* The schema of one call of function f: {"name": <its name>, <key>: <its parameters>}, key
+ * "arguments" (or Llama 3's "parameters"). */
+static json_t *api_tool_call_schema(const json_t *f, const char *key)
 {
     const json_t *params = json_util_field(f, "parameters");
     json_t *args = params ? json_deep_copy(params) : json_pack("{s:s}", "type", "object");
     return json_pack("{s:s,s:{s:{s:O},s:o},s:[s,s],s:b}", "type", "object", "properties", "name",
-                     "const", json_object_get(f, "name"), "arguments", args, "required", "name",
-                     "arguments", "additionalProperties", 0);
+                     "const", json_object_get(f, "name"), key, args, "required", "name", key,
+                     "additionalProperties", 0);
 }
 
 /* GBNF of the forced answer: an array of one call (named, or parallel_tool_calls false) or of
@@ -86,7 +89,7 @@ static int api_tools_grammar(struct api_parse *p)
         if (r->tool_choice == API_TOOL_NAMED &&
             strcmp(json_string_value(json_object_get(f, "name")), r->tool_name) != 0)
             continue;
-        if (json_array_append_new(alts, api_tool_call_schema(f))) rc = ERR_NOMEM;
+        if (json_array_append_new(alts, api_tool_call_schema(f, "arguments"))) rc = ERR_NOMEM;
     }
     bool one = r->tool_choice == API_TOOL_NAMED || !r->parallel_tool_calls;
     json_t *schema =
@@ -191,5 +194,91 @@ int api_parse_tools(struct api_parse *p)
     }
     if (r->tool_choice == API_TOOL_REQUIRED || r->tool_choice == API_TOOL_NAMED)
         return api_tools_grammar(p);
+    return 0;
+}
+
+/* The rules after the trigger of each form; "tc-call" is one call of any tool. */
+static const char *const api_lazy_root[][2] = {
+    /* [fmt] = {one call, parallel calls} */
+    [API_TOOL_FORMAT_JSON] = {"root ::= tc-call\n", "root ::= tc-call\n"},
+    [API_TOOL_FORMAT_HERMES] = {"root ::= tc-block\n",
+                                "root ::= tc-block ( \"\\n\"? tc-block )*\n"},
+    [API_TOOL_FORMAT_MISTRAL] =
+        {"root ::= \"[TOOL_CALLS]\" \" \"? \"[\" tc-call \"]\"\n",
+         "root ::= \"[TOOL_CALLS]\" \" \"? \"[\" tc-call ( \",\" \" \"? tc-call )* \"]\"\n"},
+    [API_TOOL_FORMAT_LLAMA3] = {"root ::= \"<|python_tag|>\"? tc-call\n",
+                                "root ::= \"<|python_tag|>\"? tc-call\n"},
+};
+
+int api_tools_lazy(struct api_request *r, enum api_tool_format fmt,
+                   struct api_tool_trigger trig[API_TOOL_TRIGGERS_MAX], int *n_trig, char *why,
+                   size_t whylen)
+{
+    if (!r->tools || r->tool_choice != API_TOOL_AUTO || r->grammar) {
+        snprintf(why, whylen, "no tools, not auto, or another grammar");
+        return 1;
+    }
+    if (fmt < API_TOOL_FORMAT_JSON || fmt > API_TOOL_FORMAT_LLAMA3) {
+        snprintf(why, whylen, "the template's call form is not one the calls are parsed from");
+        return 1;
+    }
+    const char *key = fmt == API_TOOL_FORMAT_LLAMA3 ? "parameters" : "arguments";
+    json_t *alts = json_array();
+    int rc = alts ? 0 : ERR_NOMEM;
+    for (size_t i = 0; !rc && i < json_array_size(r->tools); i++) {
+        const json_t *f = json_object_get(json_array_get(r->tools, i), "function");
+        if (json_array_append_new(alts, api_tool_call_schema(f, key))) rc = ERR_NOMEM;
+    }
+    json_t *schema = rc ? NULL : json_pack("{s:o}", "anyOf", alts);
+    if (!schema) rc = ERR_NOMEM;
+    struct buf calls, out;
+    buf_init(&calls, GRAMMAR_MAX_TEXT);
+    buf_init(&out, GRAMMAR_MAX_TEXT);
+    char err[320] = "";
+    if (!rc) rc = grammar_schema_gbnf(schema, &calls, err, sizeof(err));
+    json_decref(schema);
+    /* The schema's start rule becomes tc-call (grammar_schema_gbnf writes it as one line
+     * "root ::= <rule>" after the rules it names). */
+    const char *text = buf_cstr(&calls);
+    const char *at = rc ? NULL : strstr(text, "\nroot ::= ");
+    if (!rc && !at) rc = ERR_INVAL;
+    if (!rc) {
+        bool par = r->parallel_tool_calls;
+        rc = buf_puts(&out, api_lazy_root[fmt][par]);
+        if (!rc && fmt == API_TOOL_FORMAT_HERMES)
+            rc = buf_puts(&out, "tc-block ::= \"<tool_call>\" \"\\n\"? tc-call \"\\n\"? "
+                                "\"</tool_call>\"\n");
+        if (!rc) rc = buf_append(&out, text, (size_t)(at - text) + 1);
+        if (!rc) rc = buf_puts(&out, "tc-call");
+        if (!rc) rc = buf_puts(&out, at + strlen("\nroot"));
+    }
+    buf_fini(&calls);
+    if (rc == ERR_NOMEM) {
+        buf_fini(&out);
+        return ERR_NOMEM;
+    }
+    if (rc) {
+        buf_fini(&out);
+        snprintf(why, whylen, "a function's parameters: %s", err[0] ? err : err_str(rc));
+        return 1;
+    }
+    r->grammar = buf_steal(&out);
+    buf_fini(&out);
+    if (!r->grammar) return ERR_NOMEM;
+    snprintf(r->grammar_param, sizeof(r->grammar_param), "tools");
+    int n = 0;
+    switch (fmt) {
+    case API_TOOL_FORMAT_HERMES: trig[n++] = (struct api_tool_trigger){"<tool_call>", false}; break;
+    case API_TOOL_FORMAT_MISTRAL:
+        trig[n++] = (struct api_tool_trigger){"[TOOL_CALLS]", true};
+        break;
+    case API_TOOL_FORMAT_LLAMA3:
+        trig[n++] = (struct api_tool_trigger){"<|python_tag|>", true};
+        trig[n++] = (struct api_tool_trigger){"{\"name\"", true};
+        break;
+    case API_TOOL_FORMAT_JSON: trig[n++] = (struct api_tool_trigger){"{\"name\"", true}; break;
+    case API_TOOL_FORMAT_OTHER: break; /* refused above */
+    }
+    *n_trig = n;
     return 0;
 }

@@ -26,6 +26,7 @@ struct chat_template {
     bool add_bos, add_eos;
     bool content_parts; /* the template iterates over content: lists of parts pass as they are */
     bool thinks;        /* the template knows <think> blocks (a reasoning model) */
+    enum api_tool_format tool_format;
 };
 
 /* llama2 family: the whole conversation in [INST] turns (system as plain text + "\n", or in
@@ -159,6 +160,20 @@ static int override_source(const char *ov, const char **src, size_t *len, char *
     return 0;
 }
 
+/* chat_template_tool_format of template text src[0..len). */
+static enum api_tool_format chat_template_find_tool_format(const char *src, size_t len)
+{
+#define HAS(lit) (memmem(src, len, lit, sizeof(lit) - 1) != NULL)
+    enum api_tool_format f =
+        HAS("[TOOL_CALLS]")     ? (HAS("[ARGS]") ? API_TOOL_FORMAT_OTHER : API_TOOL_FORMAT_MISTRAL)
+        : HAS("<tool_call>")    ? (HAS("<function=") || HAS("<arg_key>") ? API_TOOL_FORMAT_OTHER
+                                                                         : API_TOOL_FORMAT_HERMES)
+        : HAS("<|python_tag|>") ? API_TOOL_FORMAT_LLAMA3
+                                : API_TOOL_FORMAT_JSON;
+#undef HAS
+    return f;
+}
+
 int chat_template_new(const struct chat_template_config *cfg, struct chat_template **out, char *err,
                       size_t errlen)
 {
@@ -202,6 +217,7 @@ int chat_template_new(const struct chat_template_config *cfg, struct chat_templa
     ct->content_parts = jinja_loops_over_content(ct->t);
     for (size_t i = 0; i + 7 <= len && !ct->thinks; i++)
         ct->thinks = !memcmp(src + i, "<think>", 7);
+    ct->tool_format = chat_template_find_tool_format(src, len);
     *out = ct;
     ct = NULL;
     rc = 0;
@@ -228,6 +244,11 @@ void chat_template_free(struct chat_template *ct)
 bool chat_template_thinks(const struct chat_template *ct)
 {
     return ct->thinks;
+}
+
+enum api_tool_format chat_template_tool_format(const struct chat_template *ct)
+{
+    return ct->tool_format;
 }
 
 enum chat_template_origin chat_template_origin(const struct chat_template *ct)

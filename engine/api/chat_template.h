@@ -54,6 +54,10 @@ enum chat_template_origin chat_template_origin(const struct chat_template *ct);
 /* The template's text mentions "<think>": a reasoning model whose answers open with a
  * <think>...</think> block (Qwen3, QwQ, DeepSeek-R1 distills). Any thread. */
 bool chat_template_thinks(const struct chat_template *ct);
+/* The tool-call form the template's text names: "[TOOL_CALLS]" Mistral (OTHER with "[ARGS]"),
+ * else "<tool_call>" Hermes (OTHER with "<function=" or "<arg_key>": XML arguments), else
+ * "<|python_tag|>" Llama 3, else bare JSON. Any thread. */
+enum api_tool_format chat_template_tool_format(const struct chat_template *ct);
 /* The built-in's name ("chatml"), the file's path, or "model" / "inline"; borrowed. */
 const char *chat_template_describe(const struct chat_template *ct);
 /* The Jinja2 text in use, whatever its origin (the built-in's source, the file's contents), so

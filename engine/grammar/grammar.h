@@ -114,6 +114,53 @@ bool grammar_matcher_accepting(const struct grammar_matcher *m);
 /* Complete and nothing may follow: generation should end now. */
 bool grammar_matcher_finished(const struct grammar_matcher *m);
 
+/* ---------------------------------------------------------------- lazy matching (one thread) */
+
+/* A lazy matcher leaves the output free until a trigger appears in it, then constrains the rest
+ * (tool_choice "auto": free text until the model starts a call, then the call's grammar; llama.cpp's
+ * grammar_lazy). The grammar's language must start with every trigger's text: at the trigger the
+ * matcher is advanced by that text and by the bytes of the triggering token after it (a token that
+ * straddles the trigger's end), so the grammar judges exactly what the output holds from the
+ * trigger on. A trigger fires
+ *   - on a token id (`token` >= 0: a control token, which has no output bytes): when that token is
+ *     accepted; its text stands for it;
+ *   - on bytes (`token` -1): when the output's bytes (the tokens' pieces, any number of tokens) end
+ *     with `text`;
+ *   - with `at_start`, only as the first thing of the answer, after blanks (space, \t, \n, \r).
+ * With `think`, a leading <think>...</think> block of the answer (after blanks; `think_open`: the
+ * answer starts inside it) never triggers, and the answer begins after it, as the API's reasoning
+ * split (engine/api/api_reasoning.c) reads it. */
+#define GRAMMAR_TRIGGER_MAX  32 /* bytes of one trigger */
+#define GRAMMAR_TRIGGERS_MAX 4  /* triggers of one lazy matcher */
+
+struct grammar_trigger {
+    char text[GRAMMAR_TRIGGER_MAX]; /* not NUL-terminated; must not start with a blank */
+    uint8_t len;                    /* 1..GRAMMAR_TRIGGER_MAX */
+    int32_t token;                  /* >= 0: fires on this id; -1: on the bytes */
+    bool at_start;
+};
+
+/* Plain data, copied by value; n == 0 means not lazy. */
+struct grammar_lazy {
+    struct grammar_trigger t[GRAMMAR_TRIGGERS_MAX];
+    int n;
+    bool think, think_open;
+};
+
+/* A lazy matcher over `g` (a reference is taken), inactive, with its triggers copied from `lz`.
+ * *out new (grammar_matcher_free). ERR_INVAL (no trigger, more than GRAMMAR_TRIGGERS_MAX, a length
+ * out of range, a text starting with a blank, or a trigger whose text g's language does not start
+ * with), ERR_NOMEM, ERR_TOO_BIG.
+ * While inactive: grammar_matcher_accept takes every token (end-of-generation ones too) and
+ * returns ERR_INVAL, state unchanged, only for a token that fires a trigger with bytes after it
+ * that the grammar refuses (the caller samples another token: the mask of the free text is
+ * "every token but those"); grammar_matcher_mask allows every token; the matcher is accepting
+ * and never finished. Once a trigger fired it is the eager matcher of g for good. */
+int grammar_matcher_new_lazy(struct grammar *g, struct grammar_arena *a,
+                             const struct grammar_lazy *lz, struct grammar_matcher **out);
+/* False for a lazy matcher whose trigger has not fired yet; true otherwise (eager matchers). */
+bool grammar_matcher_active(const struct grammar_matcher *m);
+
 /* Cumulative counters of a grammar's mask cache (inference thread). */
 struct grammar_cache_stats {
     uint64_t hits, misses;

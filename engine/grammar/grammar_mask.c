@@ -667,6 +667,10 @@ int grammar_matcher_mask(struct grammar_matcher *m, struct grammar_arena *a, uin
     const struct grammar_vocab *v = g->vocab;
     size_t words = grammar_mask_words(v);
     memset(mask, 0, words * sizeof(*mask));
+    if (!grammar_matcher_active(m)) { /* free text: every token (grammar.h, lazy matching) */
+        for (int32_t t = 0; t < v->n_vocab; t++) mask[t >> 5] |= 1u << (t & 31);
+        return v->n_vocab;
+    }
     if (!g->cache && !(g->cache = calloc(1, sizeof(*g->cache)))) return ERR_NOMEM;
     struct grammar_dfa *d = &g->cache->dfa;
     if (dfa_init(d, g)) return ERR_NOMEM;

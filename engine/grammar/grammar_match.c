@@ -141,6 +141,13 @@ int grammar_matcher_clone(const struct grammar_matcher *m, struct grammar_matche
     memcpy(c->off, m->off, ((size_t)m->n_stacks + 1) * sizeof(int32_t));
     c->n_stacks = m->n_stacks;
     c->done = m->done;
+    if (m->lazy && !(c->lazy = malloc(sizeof(*c->lazy)))) {
+        free(c->pos);
+        free(c->off);
+        free(c);
+        return ERR_NOMEM;
+    }
+    if (m->lazy) *c->lazy = *m->lazy;
     grammar_ref(m->g);
     c->g = m->g;
     *out = c;
@@ -151,6 +158,7 @@ void grammar_matcher_free(struct grammar_matcher *m)
 {
     if (!m) return;
     grammar_unref(m->g);
+    free(m->lazy);
     free(m->pos);
     free(m->off);
     free(m);
@@ -180,6 +188,7 @@ static bool is_eog(const struct grammar_vocab *v, int32_t t)
 int grammar_matcher_accept(struct grammar_matcher *m, struct grammar_arena *a, int32_t t)
 {
     const struct grammar_vocab *v = m->g->vocab;
+    if (m->lazy && !m->lazy->active) return grammar_lazy_accept(m, a, t);
     if (t < 0 || t >= v->n_vocab) return ERR_INVAL;
     if (is_eog(v, t)) {
         if (!m->done) return ERR_INVAL;
@@ -192,10 +201,10 @@ int grammar_matcher_accept(struct grammar_matcher *m, struct grammar_arena *a, i
 
 bool grammar_matcher_accepting(const struct grammar_matcher *m)
 {
-    return m->done;
+    return m->done || !grammar_matcher_active(m); /* free text may end anywhere */
 }
 
 bool grammar_matcher_finished(const struct grammar_matcher *m)
 {
-    return m->done && m->n_stacks == 0;
+    return grammar_matcher_active(m) && m->done && m->n_stacks == 0;
 }

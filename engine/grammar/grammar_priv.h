@@ -123,8 +123,27 @@ int64_t grammar_set_start(struct grammar_arena *a);
 
 /* ---------------------------------------------------------------- matcher state */
 
+/* A lazy matcher's scan of the free output for its triggers (grammar_lazy.c). */
+enum { GRAMMAR_LZ_START = 0, GRAMMAR_LZ_THINK, GRAMMAR_LZ_ANSWER };
+
+struct grammar_lazy_state {
+    struct grammar_lazy cfg;
+    bool active;     /* a trigger fired: the matcher is eager from then on */
+    uint8_t phase;   /* GRAMMAR_LZ_*: before a possible <think>, inside it, in the answer */
+    uint8_t n_open;  /* START: bytes of "<think>" seen (after blanks) */
+    uint8_t n_close; /* THINK: bytes of "</think>" matched */
+    uint8_t n_head;  /* ANSWER: its first non-blank bytes, saturated at GRAMMAR_TRIGGER_MAX + 1 */
+    char head[GRAMMAR_TRIGGER_MAX];
+    uint8_t n_tail; /* ANSWER: its last bytes */
+    char tail[GRAMMAR_TRIGGER_MAX];
+};
+
+/* grammar_matcher_accept of an inactive lazy matcher. */
+int grammar_lazy_accept(struct grammar_matcher *m, struct grammar_arena *a, int32_t t);
+
 struct grammar_matcher {
     struct grammar *g;
+    struct grammar_lazy_state *lazy; /* NULL: eager */
     /* Stacks bottom-first, flattened: stack i is pos[off[i] .. off[i + 1]). */
     int32_t *pos;
     int32_t *off; /* (n_stacks + 1) */

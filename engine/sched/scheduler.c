@@ -300,7 +300,7 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
     buf_reset(&s->text);
     q->cum_logprob += (double)r->logprob;
     q->n_sampled++;
-    if ((!q->ignore_eos || q->gm) && seq_is_eog(s, r->token)) {
+    if ((!q->ignore_eos || (q->gm && grammar_matcher_active(q->gm))) && seq_is_eog(s, r->token)) {
         seq_flush_text(s, q);
         seq_emit(s, q, NULL, SCHED_FINISH_STOP);
         return SCHED_FINISH_STOP;
@@ -601,7 +601,9 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
         q->spec.k = 0;
         if (s->entries[e].logits == MODEL_LOGITS_LAST) n_decodes++;
         if (q->chunk != 1 || q->n_computed + 1 != q->n_tokens) continue; /* a prefill chunk */
-        if (q->gm) continue; /* proposals are verified against unmasked logits: no speculation */
+        /* proposals are verified against unmasked logits: no speculation under a grammar (a lazy
+         * one's free text is unconstrained: spec_verify_entry masks the rows after its trigger) */
+        if (q->gm && grammar_matcher_active(q->gm)) continue;
         int kmax = spec_kmax(s, q);
         if (kmax <= 0 || seq_grow(s, q, q->n_tokens + kmax + 1) != 0) continue;
         s->entries[e].tokens = q->tokens + q->n_computed; /* seq_grow may have moved them */
@@ -676,6 +678,33 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
     if (!any) spec_accept_decay(&s->acc);
 }
 
+static int seq_constrain(struct sched *s, struct sched_seq *q, const float **lrow);
+static int seq_grammar_accept(struct sched *s, struct sched_seq *q, const float *lrow,
+                              struct sampler_result *r);
+
+/* Row i of a lazy sequence's speculative entry: the rejection rule while its output is free text
+ * (and the token taken by its matcher: one it refuses is resampled, which ends the run); once the
+ * trigger fired at an earlier row, a draw from the row masked by the grammar, which ends the run
+ * as a rejection does (the proposals were made without the grammar). The outcome as
+ * spec_verify_row's, or a negative error. */
+static int spec_verify_lazy_row(struct sched *s, struct sched_seq *q, const float *row,
+                                int32_t proposal, const float *qrow, struct sampler_result *r)
+{
+    int rc;
+    if (grammar_matcher_active(q->gm)) {
+        if ((rc = seq_constrain(s, q, &row)) != 0 || (rc = sampler_sample(q->smp, row, r)) != 0)
+            return rc;
+        rc = seq_grammar_accept(s, q, row, r);
+        return rc ? rc : proposal < 0 ? SPEC_BONUS : SPEC_CORRECTED;
+    }
+    int out = spec_verify_row(q->smp, row, proposal, qrow, s->vscratch, r);
+    if (out < 0) return out;
+    int32_t drawn = r->token;
+    if ((rc = seq_grammar_accept(s, q, row, r)) != 0) return rc;
+    if (r->token != drawn && out == SPEC_ACCEPTED) out = SPEC_CORRECTED;
+    return out;
+}
+
 /* Verifies q's speculative entry, whose 1 + k logits rows start at `logits`: emits the accepted
  * proposals and the target's own next token, then cuts the K/V back to the verified tokens and
  * offers their full blocks to the prefix cache. Returns the finish reason (NONE: still running). */
@@ -695,10 +724,11 @@ static enum sched_finish spec_verify_entry(struct sched *s, struct sched_seq *q,
         int32_t proposal = i < k ? q->tokens[base + i] : -1;
         struct sampler_result r;
         const float *qrow = with_q && i < k ? q->spec.q + (size_t)i * (size_t)s->n_vocab : NULL;
-        int out = spec_verify_row(q->smp, logits + (size_t)i * (size_t)s->n_vocab, proposal, qrow,
-                                  s->vscratch, &r);
+        const float *row = logits + (size_t)i * (size_t)s->n_vocab;
+        int out = q->gm ? spec_verify_lazy_row(s, q, row, proposal, qrow, &r)
+                        : spec_verify_row(q->smp, row, proposal, qrow, s->vscratch, &r);
         if (out < 0) {
-            log_warn("no finite logit to sample from; aborting the request");
+            log_warn("no token to sample; aborting the request", LOG_S("err", err_str(out)));
             seq_emit(s, q, NULL, SCHED_FINISH_ABORT);
             f = SCHED_FINISH_ABORT;
             break;
@@ -801,8 +831,9 @@ static void gworker_start(struct sched *s, int n_entries)
     for (int e = 0; e < n_entries; e++) {
         struct sched_seq *q = s->entry_seq[e];
         q->pmask_ok = false;
-        if (q->gm && q->pmask && q->spec.k == 0 && q->max_tokens != 0 &&
-            s->entries[e].logits != MODEL_LOGITS_NONE && q->n_computed + q->chunk >= q->n_tokens)
+        if (q->gm && grammar_matcher_active(q->gm) && q->pmask && q->spec.k == 0 &&
+            q->max_tokens != 0 && s->entries[e].logits != MODEL_LOGITS_NONE &&
+            q->n_computed + q->chunk >= q->n_tokens)
             w->jobs[n++] = q;
     }
     if (!n) return;
@@ -843,6 +874,28 @@ static int seq_constrain(struct sched *s, struct sched_seq *q, const float **lro
         s->glogits[t] = t < q->gm_vocab && ((mask[t >> 5] >> (t & 31)) & 1) ? in[t] : -INFINITY;
     *lrow = s->glogits;
     return 0;
+}
+
+/* Advances q's matcher by the token sampled into *r from `lrow`. A lazy matcher still in its free
+ * text refuses only a token that fires its trigger with bytes after it that the call's grammar
+ * refuses: that token is then masked out of a copy of the row and another one sampled, until one
+ * is taken (the free text's mask is every token but those, applied only when one is drawn). 0, or
+ * the matcher's error (ERR_INVAL from an active matcher: it refused a token of its own mask), or
+ * ERR_INVAL when no token is left to sample. */
+static int seq_grammar_accept(struct sched *s, struct sched_seq *q, const float *lrow,
+                              struct sampler_result *r)
+{
+    bool free_text = !grammar_matcher_active(q->gm);
+    int rc;
+    while ((rc = grammar_matcher_accept(q->gm, s->garena, r->token)) == ERR_INVAL && free_text) {
+        if (lrow != s->glogits) {
+            memcpy(s->glogits, lrow, (size_t)s->n_vocab * sizeof(float));
+            lrow = s->glogits;
+        }
+        s->glogits[r->token] = -INFINITY;
+        if ((rc = sampler_sample(q->smp, s->glogits, r)) != 0) return rc;
+    }
+    return rc;
 }
 
 /* Ends every sequence of a failed step: its K/V may be half written. */
@@ -935,7 +988,7 @@ int sched_step(struct sched *s)
             seq_finish(s, q, SCHED_FINISH_LENGTH);
             continue;
         }
-        if (q->gm && (rc = seq_constrain(s, q, &lrow)) != 0) {
+        if (q->gm && grammar_matcher_active(q->gm) && (rc = seq_constrain(s, q, &lrow)) != 0) {
             log_warn(
                 "constrained decoding failed; aborting the request",
                 LOG_S("err", rc == ERR_INVAL ? "no token continues the grammar" : err_str(rc)));
@@ -949,7 +1002,7 @@ int sched_step(struct sched *s)
             seq_finish(s, q, SCHED_FINISH_ABORT);
             continue;
         }
-        if (q->gm && (rc = grammar_matcher_accept(q->gm, s->garena, r.token)) != 0) {
+        if (q->gm && (rc = seq_grammar_accept(s, q, lrow, &r)) != 0) {
             log_error("the grammar refused a token of its own mask; aborting the request",
                       LOG_S("err", err_str(rc)), LOG_I("token", r.token));
             running_remove(s, q);
@@ -1105,7 +1158,8 @@ void sched_free(struct sched *s)
 }
 
 /* Makes q's matcher (and the scheduler's constrained-decoding scratch, the first time). */
-static int seq_make_matcher(struct sched *s, struct sched_seq *q, struct grammar *g)
+static int seq_make_matcher(struct sched *s, struct sched_seq *q, struct grammar *g,
+                            const struct grammar_lazy *lazy)
 {
     q->gm_vocab = grammar_n_vocab(g);
     if (q->gm_vocab > s->n_vocab) return ERR_INVAL;
@@ -1124,7 +1178,8 @@ static int seq_make_matcher(struct sched *s, struct sched_seq *q, struct grammar
     }
     if (s->gw && !(q->pmask = malloc(((size_t)s->n_vocab + 31) / 32 * sizeof(*q->pmask))))
         return ERR_NOMEM;
-    return grammar_matcher_new(g, s->garena, &q->gm);
+    return lazy->n > 0 ? grammar_matcher_new_lazy(g, s->garena, lazy, &q->gm)
+                       : grammar_matcher_new(g, s->garena, &q->gm);
 }
 
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out)
@@ -1159,7 +1214,7 @@ int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq *
     }
     q->sampling = r->sampling;
     if ((rc = stop_matcher_new(r->stops, r->n_stops, &q->stop)) != 0) goto fail;
-    if (r->grammar && (rc = seq_make_matcher(s, q, r->grammar)) != 0) goto fail;
+    if (r->grammar && (rc = seq_make_matcher(s, q, r->grammar, &r->lazy)) != 0) goto fail;
     if (s->tok) tokenizer_detok_init(&q->detok, s->tok, false);
     q->arrival = s->next_arrival++;
     if ((rc = waiting_insert(s, q)) != 0) goto fail;

@@ -24,6 +24,7 @@
 #ifndef CINFER_ENGINE_SCHEDULER_H
 #define CINFER_ENGINE_SCHEDULER_H
 
+#include "engine/grammar/grammar.h"
 #include "engine/sched/sampler.h"
 #include "engine/sched/spec.h"
 
@@ -99,6 +100,12 @@ struct sched_request {
      * nothing may follow. ignore_eos does not apply to a constrained sequence. The matcher only
      * advances on sampled tokens, so preemption (recomputation of K/V) leaves it exact. */
     struct grammar *grammar;
+    /* With a grammar and lazy.n > 0, the matcher is lazy (grammar.h "lazy matching"): the output
+     * is free, and speculated on like an unconstrained one, until a trigger fires; only a token
+     * that fires it with bytes the grammar refuses is kept out (another one is sampled). From
+     * then on the rules above apply. A speculative run in which the trigger fires ends after the
+     * token that follows it, drawn from the masked row. */
+    struct grammar_lazy lazy;
     void *ud; /* the caller's cookie, passed back in every event */
 };
 

@@ -3,6 +3,7 @@
 #include "engine/serve/serve_api.h"
 
 #include "common/clock.h"
+#include "common/assert.h"
 #include "common/buf.h"
 #include "common/err.h"
 #include "common/http_server.h"
@@ -479,6 +480,40 @@ static int compile_grammar(const struct serve_api *api, const struct api_request
     return 0;
 }
 
+/* tool_choice "auto": the lazy grammar of the template's call form (api_tools_lazy) into
+ * r->grammar and its triggers into *lz, each as bytes and, where the vocabulary holds its text
+ * as one control token (which has no output bytes), as that token too. *lz stays empty when
+ * none applies: the answer is then free, as "auto" always was. 0, or ERR_NOMEM (err set). */
+static int lazy_tools(const struct serve_api *api, struct api_request *r, struct grammar_lazy *lz,
+                      struct api_error *err)
+{
+    *lz = (struct grammar_lazy){0};
+    if (!api->gvocab || !api->tok || !api->chat_template || !r->tools) return 0;
+    struct api_tool_trigger trig[API_TOOL_TRIGGERS_MAX];
+    int n = 0;
+    char why[400];
+    int rc = api_tools_lazy(r, chat_template_tool_format(api->chat_template), trig, &n, why,
+                            sizeof(why));
+    if (rc == ERR_NOMEM) return nomem(err);
+    if (rc) {
+        log_debug("tool_choice auto without a call grammar", LOG_S("why", why));
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(trig[i].text);
+        ASSERT(len <= GRAMMAR_TRIGGER_MAX && lz->n + 2 <= GRAMMAR_TRIGGERS_MAX);
+        struct grammar_trigger t = {.len = (uint8_t)len, .token = -1, .at_start = trig[i].at_start};
+        memcpy(t.text, trig[i].text, len);
+        lz->t[lz->n++] = t;
+        int32_t id = tokenizer_find(api->tok, trig[i].text, len);
+        if (id != TOKENIZER_NULL && tokenizer_token_type(api->tok, id) == TOKENIZER_TOKEN_CONTROL) {
+            t.token = id;
+            lz->t[lz->n++] = t;
+        }
+    }
+    return 0;
+}
+
 /* A request's prompts as the spec carries them, with the storage they point to (the spec's
  * serve_req_new copies it all). */
 struct prompt_set {
@@ -660,6 +695,8 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
                       "between requests with the same cache_salt (--prefix-cache-scope salt)");
         goto fail;
     }
+    struct grammar_lazy lazy;
+    if (lazy_tools(api, r, &lazy, &err) != 0) goto fail;
     if (r->grammar && compile_grammar(api, r, &g, &err) != 0) goto fail;
     if (prompt_set_build(api, r, &ps, &err) != 0) goto fail;
     if (serve_loop_waiting(api->loop) >= api->max_queue) {
@@ -674,8 +711,14 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     spec.reasoning =
         api->reasoning && kind == API_KIND_CHAT && chat_template_thinks(api->chat_template);
     /* A constrained answer is the grammar's language from its first token: it opens a <think>
-     * block only if the grammar writes one, whatever the prompt ended with. */
-    spec.reasoning_inside = spec.reasoning && ps.think_open && !g;
+     * block only if the grammar writes one, whatever the prompt ended with. A lazy grammar's
+     * answer is free until its trigger, and its <think> block never triggers. */
+    spec.reasoning_inside = spec.reasoning && ps.think_open && (!g || lazy.n > 0);
+    if (g && lazy.n > 0) {
+        lazy.think = spec.reasoning;
+        lazy.think_open = spec.reasoning_inside;
+        spec.sched.lazy = lazy;
+    }
     sr = serve_req_new(&spec);
     api_request_free(r);
     prompt_set_free(&ps);

@@ -25,6 +25,7 @@ enum {
     MODEL_GEN_TOK_NORMAL = 1,
     MODEL_GEN_TOK_UNKNOWN = 2,
     MODEL_GEN_TOK_CONTROL = 3,
+    MODEL_GEN_TOK_USER_DEFINED = 4,
     MODEL_GEN_TOK_BYTE = 6
 };
 
@@ -149,9 +150,11 @@ int gen_model_tensor_f32(struct gen_model_ctx *c, const char *name, const float 
 }
 
 /* A SentencePiece-style byte-fallback vocabulary: <unk>, <s>, </s>, <0x00>..<0xFF>, then filler
- * pieces "▁t<N>" up to vocab_size so the embedding has a realistic size. */
+ * pieces "▁t<N>" up to vocab_size so the embedding has a realistic size, the last ones replaced by
+ * the options' user-defined tokens. */
 static int gen_model_byte_vocab(struct gen_model_ctx *c, uint32_t n)
 {
+    uint32_t user0 = n - c->o->n_user_tokens;
     int rc = ERR_NOMEM;
     char **toks = calloc(n, sizeof(*toks));
     float *scores = calloc(n, sizeof(*scores));
@@ -168,6 +171,8 @@ static int gen_model_byte_vocab(struct gen_model_ctx *c, uint32_t n)
             rc = buf_puts(&b, "</s>");
         else if (i < MODEL_GEN_BYTE_VOCAB)
             rc = buf_printf(&b, "<0x%02X>", i - 3);
+        else if (i >= user0)
+            rc = buf_puts(&b, c->o->user_tokens[i - user0]);
         else
             rc = buf_printf(&b, "\xe2\x96\x81t%u", i);
         if (rc || !(toks[i] = buf_steal(&b))) {
@@ -178,6 +183,7 @@ static int gen_model_byte_vocab(struct gen_model_ctx *c, uint32_t n)
         types[i] = i == 0                     ? MODEL_GEN_TOK_UNKNOWN
                    : i < 3                    ? MODEL_GEN_TOK_CONTROL
                    : i < MODEL_GEN_BYTE_VOCAB ? MODEL_GEN_TOK_BYTE
+                   : i >= user0               ? MODEL_GEN_TOK_USER_DEFINED
                                               : MODEL_GEN_TOK_NORMAL;
         scores[i] = i < MODEL_GEN_BYTE_VOCAB ? 0.0f : -(float)(i - MODEL_GEN_BYTE_VOCAB);
     }
@@ -247,6 +253,15 @@ static int gen_model_check(struct gen_model_ctx *c)
     if (!o->vocab_from && (o->vocab_size < MODEL_GEN_BYTE_VOCAB || o->vocab_size > 1000000))
         return gen_model_fail(c, ERR_INVAL, "vocab size %u outside [%d, 1000000]", o->vocab_size,
                               MODEL_GEN_BYTE_VOCAB);
+    if (o->n_user_tokens && (o->vocab_from || !o->user_tokens ||
+                             o->n_user_tokens > o->vocab_size - MODEL_GEN_BYTE_VOCAB))
+        return gen_model_fail(c, ERR_INVAL,
+                              "%u user-defined tokens need a generated vocabulary "
+                              "with that many filler tokens",
+                              o->n_user_tokens);
+    for (uint32_t i = 0; i < o->n_user_tokens; i++)
+        if (!o->user_tokens[i] || !o->user_tokens[i][0])
+            return gen_model_fail(c, ERR_INVAL, "user-defined token %u is empty", i);
     return gen_model_arch_check(c);
 }
 

@@ -27,6 +27,10 @@ struct gen_model_opts {
     bool tied_output;        /* no output.weight: the output reuses token_embd (always: gemma2) */
     uint64_t seed;
     const char *vocab_from; /* borrowed path of a GGUF whose tokenizer.* keys are copied, or NULL */
+    /* generated vocabulary only: texts (borrowed, non-empty) that replace its last filler tokens,
+     * typed user-defined (added tokens such as "<tool_call>": one token whose text is output) */
+    const char *const *user_tokens;
+    uint32_t n_user_tokens;
 
     const char *arch;  /* general.architecture (GEN_MODEL_ARCHS); borrowed */
     uint32_t head_dim; /* 0 = dim / heads; else written as attention.key_length */

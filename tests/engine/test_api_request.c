@@ -4,6 +4,7 @@
 #include "engine/api/api.h"
 
 #include "common/err.h"
+#include "engine/grammar/grammar.h"
 #include "engine/sched/sampler.h"
 
 #include <check.h>
@@ -927,11 +928,166 @@ START_TEST(test_api_error_set_truncates_on_character_boundary)
 }
 END_TEST
 
+/* tool_choice auto's lazy grammar, per template form: it compiles, starts with each trigger, takes
+ * the form's call of either tool, and refuses an unknown function, arguments off the schema, a
+ * second call without parallel_tool_calls; no grammar when none applies. */
+#define LAZY_TOOLS                                                                                 \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":"     \
+    "\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},\"required\":[\"n\"]}}},"            \
+    "{\"type\":\"function\",\"function\":{\"name\":\"g\"}}]"
+
+/* 0 / ERR_INVAL: the bytes s (a whole answer from the trigger on) against grammar `gbnf`;
+ * *done: the grammar is complete after them. */
+static int lazy_match(const char *gbnf, const char *s, bool *done)
+{
+    static const char *pieces[256];
+    static char bytes[256];
+    size_t lens[256];
+    for (int i = 0; i < 256; i++) {
+        bytes[i] = (char)i;
+        pieces[i] = &bytes[i];
+        lens[i] = 1;
+    }
+    struct grammar_vocab *v = NULL;
+    ck_assert_int_eq(grammar_vocab_from_pieces(pieces, lens, 256, NULL, 0, &v), 0);
+    struct grammar *g = NULL;
+    char err[256];
+    ck_assert_msg(grammar_compile(gbnf, strlen(gbnf), v, &g, err, sizeof(err)) == 0, "%s\n%s", err,
+                  gbnf);
+    struct grammar_arena *a = grammar_arena_new();
+    struct grammar_matcher *m = NULL;
+    ck_assert_int_eq(grammar_matcher_new(g, a, &m), 0);
+    int rc = grammar_matcher_accept_bytes(m, a, s, strlen(s));
+    *done = rc == 0 && grammar_matcher_finished(m);
+    grammar_matcher_free(m);
+    grammar_arena_free(a);
+    grammar_unref(g);
+    grammar_vocab_free(v);
+    return rc;
+}
+
+static char *lazy_grammar(enum api_tool_format fmt, bool parallel, const char **trig0, int *n)
+{
+    char body[1024];
+    snprintf(body, sizeof(body),
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"parallel_tool_calls\":%s,%s}",
+             parallel ? "true" : "false", LAZY_TOOLS);
+    struct api_request *r = parse_ok(API_KIND_CHAT, body);
+    struct api_tool_trigger t[API_TOOL_TRIGGERS_MAX];
+    char why[256];
+    ck_assert_int_eq(api_tools_lazy(r, fmt, t, n, why, sizeof(why)), 0);
+    ck_assert_str_eq(r->grammar_param, "tools");
+    *trig0 = t[0].text;
+    char *g = strdup(r->grammar);
+    api_request_free(r);
+    return g;
+}
+
+START_TEST(test_api_tools_lazy_forms)
+{
+    bool done;
+    const char *t0;
+    int n;
+    char *g = lazy_grammar(API_TOOL_FORMAT_HERMES, false, &t0, &n);
+    ck_assert_str_eq(t0, "<tool_call>");
+    ck_assert_int_eq(n, 1);
+    ck_assert_int_eq(lazy_match(g,
+                                "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"n\": 12}}\n"
+                                "</tool_call>",
+                                &done),
+                     0);
+    ck_assert(done);
+    ck_assert_int_eq(
+        lazy_match(g, "<tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>", &done), 0);
+    ck_assert(done);
+    ck_assert_int_eq(lazy_match(g, "<tool_call>{\"name\": \"h\"", &done), ERR_INVAL);
+    ck_assert_int_eq(
+        lazy_match(g, "<tool_call>{\"name\": \"f\", \"arguments\": {\"n\": \"x", &done), ERR_INVAL);
+    ck_assert_int_eq(
+        lazy_match(g, "<tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>\n<", &done),
+        ERR_INVAL);
+    free(g);
+    g = lazy_grammar(API_TOOL_FORMAT_HERMES, true, &t0, &n);
+    ck_assert_int_eq(lazy_match(g,
+                                "<tool_call>{\"name\":\"g\",\"arguments\":{}}</tool_call>\n"
+                                "<tool_call>{\"name\":\"f\",\"arguments\":{\"n\":1}}</tool_call>",
+                                &done),
+                     0);
+    ck_assert(!done); /* a third may follow; end-of-generation is allowed here */
+    free(g);
+
+    g = lazy_grammar(API_TOOL_FORMAT_MISTRAL, true, &t0, &n);
+    ck_assert_str_eq(t0, "[TOOL_CALLS]");
+    ck_assert_int_eq(lazy_match(g,
+                                "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"n\": 1}}, "
+                                "{\"name\": \"g\", \"arguments\": {}}]",
+                                &done),
+                     0);
+    ck_assert(done);
+    free(g);
+    g = lazy_grammar(API_TOOL_FORMAT_MISTRAL, false, &t0, &n);
+    ck_assert_int_eq(lazy_match(g, "[TOOL_CALLS][{\"name\":\"g\",\"arguments\":{}},", &done),
+                     ERR_INVAL);
+    free(g);
+
+    g = lazy_grammar(API_TOOL_FORMAT_LLAMA3, false, &t0, &n);
+    ck_assert_str_eq(t0, "<|python_tag|>");
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(lazy_match(g, "{\"name\": \"f\", \"parameters\": {\"n\": 3}}", &done), 0);
+    ck_assert(done);
+    ck_assert_int_eq(lazy_match(g, "<|python_tag|>{\"name\": \"g\", \"parameters\": {}}", &done),
+                     0);
+    ck_assert_int_eq(lazy_match(g, "{\"name\": \"f\", \"arguments\"", &done), ERR_INVAL);
+    free(g);
+
+    g = lazy_grammar(API_TOOL_FORMAT_JSON, false, &t0, &n);
+    ck_assert_str_eq(t0, "{\"name\"");
+    ck_assert_int_eq(lazy_match(g, "{\"name\": \"g\", \"arguments\": {}}", &done), 0);
+    ck_assert(done);
+    free(g);
+}
+END_TEST
+
+START_TEST(test_api_tools_lazy_not_applicable)
+{
+    struct api_tool_trigger t[API_TOOL_TRIGGERS_MAX];
+    int n = 0;
+    char why[256];
+    /* no tools; required (its own grammar); auto with response_format; a schema keyword the
+     * grammar cannot enforce (auto then stays free, as before) */
+    struct api_request *r = parse_ok(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\","
+                                                    "\"content\":\"x\"}]}");
+    ck_assert_int_eq(api_tools_lazy(r, API_TOOL_FORMAT_HERMES, t, &n, why, sizeof(why)), 1);
+    api_request_free(r);
+    r = parse_ok(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                "\"tool_choice\":\"required\"," LAZY_TOOLS "}");
+    char *forced = strdup(r->grammar);
+    ck_assert_int_eq(api_tools_lazy(r, API_TOOL_FORMAT_HERMES, t, &n, why, sizeof(why)), 1);
+    ck_assert_str_eq(r->grammar, forced);
+    free(forced);
+    api_request_free(r);
+    r = parse_ok(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],"
+                                "\"response_format\":{\"type\":\"json_object\"}," LAZY_TOOLS "}");
+    ck_assert_int_eq(api_tools_lazy(r, API_TOOL_FORMAT_HERMES, t, &n, why, sizeof(why)), 1);
+    api_request_free(r);
+    r = parse_ok(API_KIND_CHAT,
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
+                 "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
+                 "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a$\"}}}}}]}");
+    ck_assert_int_eq(api_tools_lazy(r, API_TOOL_FORMAT_HERMES, t, &n, why, sizeof(why)), 1);
+    ck_assert_ptr_null(r->grammar);
+    ck_assert_msg(strstr(why, "pattern"), "%s", why);
+    api_request_free(r);
+}
+END_TEST
+
 Suite *api_request_suite(void)
 {
     Suite *s = suite_create("api_request");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_api_request_parse_completion_all_params);
+    tcase_add_test(tc, test_api_tools_lazy_forms);
+    tcase_add_test(tc, test_api_tools_lazy_not_applicable);
     tcase_add_test(tc, test_api_request_parse_defaults);
     tcase_add_test(tc, test_api_request_parse_nulls_mean_default_and_unknown_ignored);
     tcase_add_test(tc, test_api_request_parse_chat_accepts_platform_fields);

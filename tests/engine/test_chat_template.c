@@ -451,6 +451,46 @@ START_TEST(test_chat_template_rejects_bad_args_and_bounds)
 }
 END_TEST
 
+/* The tool-call form each template names decides tool_choice auto's call trigger. */
+START_TEST(test_chat_template_tool_format)
+{
+    static const struct {
+        const char *file;
+        enum api_tool_format want;
+    } cases[] = {
+        {"Qwen-Qwen3-0.6B.jinja", API_TOOL_FORMAT_HERMES},
+        {"Qwen-QwQ-32B.jinja", API_TOOL_FORMAT_HERMES},
+        {"Qwen3-Coder.jinja", API_TOOL_FORMAT_OTHER},
+        {"GLM-4.6.jinja", API_TOOL_FORMAT_OTHER},
+        {"Mistral-Small-3.2-24B-Instruct-2506.jinja", API_TOOL_FORMAT_OTHER},
+        {"HuggingFaceTB-SmolLM2-135M-Instruct.jinja", API_TOOL_FORMAT_JSON},
+    };
+    char path[256];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(path, sizeof(path), "tests/testdata/chat/templates/%s", cases[i].file);
+        struct chat_template *ct = from_file(path, NULL, NULL);
+        ck_assert_msg(chat_template_tool_format(ct) == cases[i].want, "%s", cases[i].file);
+        chat_template_free(ct);
+    }
+    static const struct {
+        const char *src;
+        enum api_tool_format want;
+    } inl[] = {
+        {"{{ '[TOOL_CALLS]' }}{{ tools | tojson }}", API_TOOL_FORMAT_MISTRAL},
+        {"{{ '<|python_tag|>' }}", API_TOOL_FORMAT_LLAMA3},
+        {"{{ messages[0].content }}", API_TOOL_FORMAT_JSON},
+    };
+    for (size_t i = 0; i < sizeof(inl) / sizeof(inl[0]); i++) {
+        struct chat_template_config cfg = {.model_template = inl[i].src};
+        struct chat_template *ct = NULL;
+        char err[256];
+        ck_assert_msg(chat_template_new(&cfg, &ct, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_msg(chat_template_tool_format(ct) == inl[i].want, "%s", inl[i].src);
+        chat_template_free(ct);
+    }
+}
+END_TEST
+
 Suite *chat_template_suite(void)
 {
     Suite *s = suite_create("chat_template");
@@ -462,6 +502,7 @@ Suite *chat_template_suite(void)
     tcase_add_test(tc, test_chat_template_tool_role_and_empty_content);
     tcase_add_test(tc, test_chat_template_unknown_name_is_an_error);
     tcase_add_test(tc, test_chat_template_override_inline_and_file);
+    tcase_add_test(tc, test_chat_template_tool_format);
     tcase_add_test(tc, test_chat_template_fallback_and_broken_model_template);
     tcase_add_test(tc, test_chat_template_bos_once);
     tcase_add_test(tc, test_chat_template_kwargs_and_tools);

@@ -298,6 +298,49 @@ START_TEST(test_gen_model_rejects_bad_options)
 }
 END_TEST
 
+/* User-defined tokens replace the last fillers of a generated vocabulary, typed 4 (llama.cpp's
+ * USER_DEFINED); they need a generated vocabulary with room for them. */
+START_TEST(test_gen_model_user_tokens)
+{
+    char path[512];
+    tmp_path(path, sizeof(path), "user_tokens.gguf");
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.dim = 64, o.layers = 1, o.heads = 4, o.kv_heads = 4, o.ffn = 80;
+    o.vocab_size = 262;
+    const char *user[] = {"<tool_call>", "</tool_call>"};
+    o.user_tokens = user;
+    o.n_user_tokens = 2;
+    char err[256] = "";
+    ck_assert_msg(gen_model_write(&o, path, err, sizeof(err)) == 0, "%s", err);
+    struct gguf *g = open_ok(path);
+    const struct gguf_array *toks, *types;
+    ck_assert_int_eq(gguf_get_arr(g, "tokenizer.ggml.tokens", &toks), 0);
+    ck_assert_uint_eq(toks->n, 262);
+    ck_assert_int_eq(toks->strs[260].len, 11);
+    ck_assert_int_eq(memcmp(toks->strs[260].data, "<tool_call>", 11), 0);
+    ck_assert_int_eq(memcmp(toks->strs[261].data, "</tool_call>", 12), 0);
+    ck_assert_int_eq(gguf_get_arr(g, "tokenizer.ggml.token_type", &types), 0);
+    int64_t tt;
+    ck_assert_int_eq(gguf_arr_get_i64(types, 261, &tt), 0);
+    ck_assert_int_eq(tt, 4);
+    ck_assert_int_eq(gguf_arr_get_i64(types, 259, &tt), 0);
+    ck_assert_int_eq(tt, 1); /* the filler before them */
+    gguf_close(g);
+    unlink(path);
+    o.n_user_tokens = 4; /* 262 - 259 = 3 fillers */
+    const char *four[] = {"a", "b", "c", "d"};
+    o.user_tokens = four;
+    ck_assert_int_eq(gen_model_write(&o, path, err, sizeof(err)), ERR_INVAL);
+    const char *empty[] = {""};
+    o.user_tokens = empty;
+    o.n_user_tokens = 1;
+    ck_assert_int_eq(gen_model_write(&o, path, err, sizeof(err)), ERR_INVAL);
+    ck_assert(strstr(err, "empty") != NULL);
+    ck_assert_int_eq(access(path, F_OK), -1);
+}
+END_TEST
+
 /* Every architecture: the tensors llama.cpp's loader looks for, with their shapes, the keys that
  * select the architecture's features, and a file the engine loads with those hyper-parameters. */
 START_TEST(test_gen_model_architectures)
@@ -511,6 +554,7 @@ Suite *gen_model_suite(void)
     tcase_add_test(tc, test_gen_model_tied_output_and_f16);
     tcase_add_test(tc, test_gen_model_vocab_from_shared);
     tcase_add_test(tc, test_gen_model_rejects_bad_options);
+    tcase_add_test(tc, test_gen_model_user_tokens);
     tcase_add_test(tc, test_gen_model_architectures);
     tcase_add_test(tc, test_quantize_matches_llamacpp_q8_0);
     tcase_add_test(tc, test_quantize_matches_llamacpp_q4_0);

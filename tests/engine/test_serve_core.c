@@ -1636,6 +1636,142 @@ START_TEST(test_serve_core_tool_calls_auto)
 }
 END_TEST
 
+/* tool_choice auto on a model whose vocabulary has "<tool_call>" and "</tool_call>" as single
+ * (user-defined) tokens, with a Hermes template: a logit_bias on "<tool_call>" makes the random
+ * model emit it, after some free text or at once; the lazy grammar then constrains the call, so
+ * every call parses, names the tool and matches its parameters schema, and no answer holds a
+ * "<tool_call>" that did not become a call. Inside a <think> block it never triggers. */
+#define LAZY_TEMPLATE                                                                              \
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"     \
+    "{% if tools %}Call a tool with <tool_call>{\"name\": ..., \"arguments\": ...}</tool_call>"    \
+    "{% endif %}<|im_start|>assistant\n"
+#define LAZY_TOOLS                                                                                 \
+    "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":{"    \
+    "\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\",\"maxLength\":6},"          \
+    "\"unit\":{\"enum\":[\"c\",\"f\"]}},\"required\":[\"city\",\"unit\"],"                         \
+    "\"additionalProperties\":false}}}]"
+
+/* A call of LAZY_TOOLS' function as its schema has it. */
+static bool lazy_call_valid(const json_t *call)
+{
+    const json_t *fn = json_object_get(call, "function");
+    if (strcmp(json_string_value(json_object_get(fn, "name")) ?: "", "get_weather") != 0)
+        return false;
+    json_t *args = json_loads(json_string_value(json_object_get(fn, "arguments")) ?: "", 0, NULL);
+    const char *unit = json_string_value(json_object_get(args, "unit"));
+    const json_t *city = json_object_get(args, "city");
+    bool ok = json_is_object(args) && json_object_size(args) == 2 && json_is_string(city) &&
+              json_string_length(city) <= 6 * 4 && unit &&
+              (!strcmp(unit, "c") || !strcmp(unit, "f"));
+    json_decref(args);
+    return ok;
+}
+
+START_TEST(test_serve_core_tool_calls_auto_lazy)
+{
+    char saved[sizeof(model_path)];
+    memcpy(saved, model_path, sizeof(saved));
+    snprintf(model_path, sizeof(model_path), "%s/cinfer_test_serve_core_lazy_%ld.gguf",
+             test_tmpdir(), (long)getpid());
+    struct gen_model_opts o;
+    gen_model_defaults(&o);
+    o.dim = 64, o.layers = 2, o.heads = 4, o.kv_heads = 2, o.ffn = 128;
+    o.context_length = CORE_CTX;
+    o.vocab_size = 320;
+    o.seed = 11;
+    const char *user[] = {"<tool_call>", "</tool_call>"};
+    o.user_tokens = user;
+    o.n_user_tokens = 2;
+    char err[256] = "";
+    ck_assert_msg(gen_model_write(&o, model_path, err, sizeof(err)) == 0, "%s", err);
+    struct core c;
+    core_start_with(&c, LAZY_TEMPLATE, true, NULL, SERVE_CACHE_SCOPE_GLOBAL);
+    int32_t open = tokenizer_find(c.tok, "<tool_call>", 11);
+    ck_assert_int_eq(open, 318);
+    int calls = 0, with_text = 0, free_only = 0, multi = 0;
+    for (int seed = 1; seed <= 6; seed++) {
+        /* seeds 1-4 one call (seed 1 with a weak bias: text first), 5-6 parallel calls */
+        bool par = seed > 4;
+        char body[2048];
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"max_tokens\":%d,"
+                 "\"n\":3,\"seed\":%d,\"parallel_tool_calls\":%s,\"logit_bias\":{\"%d\":%d},%s}",
+                 par ? 3000 : 400, 10 * seed, par ? "true" : "false", open,
+                 par         ? 2
+                 : seed == 1 ? 3
+                             : 6,
+                 LAZY_TOOLS);
+        struct reply r;
+        http_do(c.port, "POST", "/v1/chat/completions", body, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        json_t *j = body_json(&r);
+        for (size_t i = 0; i < 3; i++) {
+            json_t *ch = json_array_get(json_object_get(j, "choices"), i);
+            const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
+            json_t *msg = json_object_get(ch, "message");
+            const char *content = json_string_value(json_object_get(msg, "content"));
+            json_t *tc = json_object_get(msg, "tool_calls");
+            if (!strcmp(fr, "tool_calls")) {
+                ck_assert_msg(json_array_size(tc) >= 1, "%s", r.body);
+                if (!par) ck_assert_int_eq((int)json_array_size(tc), 1);
+                multi += json_array_size(tc) > 1;
+                size_t k;
+                json_t *call;
+                json_array_foreach(tc, k, call)
+                {
+                    ck_assert_msg(lazy_call_valid(call), "seed %d: %s", seed, r.body);
+                    calls++;
+                }
+                with_text += content && *content;
+            } else if (par && !strcmp(fr, "length")) {
+                free_only++; /* calls until max_tokens cut one: nothing to check */
+            } else {
+                /* no call: the text never held the trigger */
+                ck_assert_msg(!strcmp(fr, "stop"), "seed %d: %s", seed, r.body);
+                ck_assert_msg(!content || !strstr(content, "<tool_call>"), "seed %d: %s", seed,
+                              r.body);
+                free_only++;
+            }
+        }
+        json_decref(j);
+        reply_fini(&r);
+    }
+    fprintf(stderr,
+            "lazy tools: %d calls (%d answers with text first, %d with several), %d "
+            "answers without\n",
+            calls, with_text, multi, free_only);
+    ck_assert_int_ge(calls, 9);
+    ck_assert_int_gt(with_text, 0);
+    ck_assert_int_gt(multi, 0);
+    core_stop(&c);
+
+    /* a thinking template whose prompt opens <think>: the trigger inside the block is text */
+    core_start_with(&c, LAZY_TEMPLATE "<think>\n", true, NULL, SERVE_CACHE_SCOPE_GLOBAL);
+    char body[2048];
+    snprintf(body, sizeof(body),
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"max_tokens\":200,"
+             "\"seed\":3,\"parallel_tool_calls\":false,\"logit_bias\":{\"%d\":6},%s}",
+             open, LAZY_TOOLS);
+    struct reply r;
+    http_do(c.port, "POST", "/v1/chat/completions", body, &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
+    json_t *msg = json_object_get(ch, "message");
+    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    ck_assert_msg(reasoning && strstr(reasoning, "<tool_call>"), "%s", r.body);
+    const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
+    ck_assert_msg(!strcmp(fr, "stop") || !strcmp(fr, "length"), "%s", r.body); /* never a call */
+    ck_assert_ptr_null(json_object_get(msg, "tool_calls"));
+    ck_assert_str_eq(json_string_value(json_object_get(msg, "content")), "");
+    json_decref(j);
+    reply_fini(&r);
+    core_stop(&c);
+    unlink(model_path);
+    memcpy(model_path, saved, sizeof(saved));
+}
+END_TEST
+
 Suite *serve_core_suite(void)
 {
     Suite *s = suite_create("serve_core");
@@ -1665,6 +1801,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
     tcase_add_test(tc, test_serve_core_tool_calls);
     tcase_add_test(tc, test_serve_core_tool_calls_auto);
+    tcase_add_test(tc, test_serve_core_tool_calls_auto_lazy);
     tcase_add_test(tc, test_serve_core_reasoning_content);
     suite_add_tcase(s, tc);
     return s;

@@ -10,6 +10,7 @@
 #include "engine/sched/spec.h"
 
 #include "common/err.h"
+#include "engine/grammar/grammar.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/sched/sampler.h"
@@ -689,6 +690,10 @@ static int make_prompt(int r, int32_t *ids)
     return n;
 }
 
+/* The grammar (and lazy triggers) every request of add() runs under; NULL: none. */
+static struct grammar *add_grammar;
+static struct grammar_lazy add_lazy;
+
 static void add(struct env *e, int r, const int32_t *ids, int n, int max_tokens, float temp,
                 const char *stop)
 {
@@ -699,6 +704,8 @@ static void add(struct env *e, int r, const int32_t *ids, int n, int max_tokens,
                               .stops = stop ? stops : NULL,
                               .n_stops = stop ? 1 : 0,
                               .ignore_eos = true,
+                              .grammar = add_grammar,
+                              .lazy = add_lazy,
                               .ud = &e->out[r]};
     sampler_params_default(&q.sampling);
     q.sampling.temperature = temp;
@@ -901,6 +908,81 @@ START_TEST(test_spec_bad_config)
     c.spec.num_tokens = SPEC_MAX_TOKENS + 1;
     ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
     ck_assert_ptr_null(e.s);
+    env_close(&e);
+}
+END_TEST
+
+/* The text of a call after the trigger "the": ` {"n": ` 1 to 3 digits `}`, whole (complete) or
+ * a prefix of it (cut at max_tokens). */
+static bool lazy_call_ok(const char *s, size_t n, bool complete)
+{
+    const char *head = " {\"n\": ";
+    size_t k = strlen(head), i = 0;
+    for (; i < n && i < k; i++)
+        if (s[i] != head[i]) return false;
+    if (i < k) return !complete;
+    size_t d = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9') i++, d++;
+    if (d > 3 || (i < n && (d == 0 || s[i] != '}'))) return false;
+    if (i == n) return !complete;
+    return i + 1 == n;
+}
+
+/* tool_choice "auto"'s lazy grammar: the free text is speculated on like any other, the trigger
+ * ("the", spelled by whatever tokens the story uses: often inside a token) then switches the
+ * grammar on, and a run in which it fires ends at the masked row after it. With and without
+ * n-gram speculation, greedy and sampled, in a pool small enough to preempt: the same tokens; every
+ * answer is free text without the trigger, or free text, the trigger, and the grammar's call. */
+START_TEST(test_spec_lazy_grammar_equals_plain)
+{
+    struct env e;
+    if (!env_open(&e, 48)) return;
+    struct grammar_vocab *v = NULL;
+    ck_assert_int_eq(grammar_vocab_new(e.tok, &v), 0);
+    const char *gbnf = "root ::= \"the\" \" {\\\"n\\\": \" [0-9]{1,3} \"}\"\n";
+    char err[256];
+    ck_assert_msg(grammar_compile(gbnf, strlen(gbnf), v, &add_grammar, err, sizeof(err)) == 0, "%s",
+                  err);
+    add_lazy = (struct grammar_lazy){.n = 1};
+    add_lazy.t[0] = (struct grammar_trigger){.text = "the", .len = 3, .token = -1};
+    static struct out plain[N_REQ], spec[N_REQ];
+    int triggered = 0, free_only = 0;
+    uint64_t drafts = 0, preempted = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        float temp = pass ? 1.0f : 0.0f;
+        struct sched_stats st0, st1;
+        struct run_cfg rc = {.max_seqs = N_REQ, .max_tokens_step = 2048, .chunked = true};
+        run_all(&e, &rc, N_REQ, temp, NULL, plain, &st0);
+        rc.method = SPEC_METHOD_NGRAM;
+        rc.k = 5;
+        run_all(&e, &rc, N_REQ, temp, NULL, spec, &st1);
+        expect_same(plain, spec, N_REQ, false);
+        drafts += st1.spec.drafts;
+        preempted += st0.preemptions + st1.preemptions;
+        for (int r = 0; r < N_REQ; r++) {
+            const struct out *o = &spec[r];
+            const char *t = memmem(o->text, o->len, "the", 3);
+            if (!t) {
+                ck_assert_int_eq(o->finish, SCHED_FINISH_LENGTH);
+                free_only++;
+                continue;
+            }
+            size_t at = (size_t)(t - o->text) + 3;
+            bool stop = o->finish == SCHED_FINISH_STOP;
+            ck_assert_msg(stop || o->finish == SCHED_FINISH_LENGTH, "request %d", r);
+            ck_assert_msg(lazy_call_ok(o->text + at, o->len - at, stop), "request %d: %.*s", r,
+                          (int)o->len, o->text);
+            triggered += stop;
+        }
+    }
+    ck_assert_int_gt(triggered, 0);
+    ck_assert_uint_gt(drafts, 0);
+    fprintf(stderr, "lazy grammar: %d calls, %d free answers, %llu drafts, %llu preemptions\n",
+            triggered, free_only, (unsigned long long)drafts, (unsigned long long)preempted);
+    grammar_unref(add_grammar);
+    add_grammar = NULL;
+    add_lazy = (struct grammar_lazy){0};
+    grammar_vocab_free(v);
     env_close(&e);
 }
 END_TEST
@@ -1151,6 +1233,7 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_stop_string_inside_burst);
     tcase_add_test(tc, test_spec_cancel_frees_blocks);
     tcase_add_test(tc, test_spec_bad_config);
+    tcase_add_test(tc, test_spec_lazy_grammar_equals_plain);
     suite_add_tcase(s, tc);
     TCase *td = tcase_create("draft");
     tcase_set_timeout(td, 600);
