@@ -40,8 +40,8 @@ int kv_window_sink_blocks(const struct kv_window *w, int block_size)
 
 long kv_window_max_tokens(const struct kv_window *w, int block_size, int n_new)
 {
-    return (long)kv_window_sink_blocks(w, block_size) * block_size + w->window_tokens +
-           block_size - 1 + n_new;
+    long sinks = (long)kv_window_sink_blocks(w, block_size) * block_size;
+    return sinks + w->window_tokens + (block_size - 1) + n_new;
 }
 
 int kv_window_check(const struct kv_window *w, int block_size, int max_seq_tokens, int max_chunk,

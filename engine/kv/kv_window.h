@@ -25,10 +25,10 @@ enum kv_window_mode {
     KV_WINDOW_SINK,     /* "sink-window" */
 };
 
-#define KV_WINDOW_MODE_NAMES           "none|sink-window"
-#define KV_WINDOW_DEFAULT_SINK_TOKENS  4    /* StreamingLLM's choice */
+#define KV_WINDOW_MODE_NAMES            "none|sink-window"
+#define KV_WINDOW_DEFAULT_SINK_TOKENS   4    /* StreamingLLM's choice */
 #define KV_WINDOW_DEFAULT_WINDOW_TOKENS 1024 /* a window most models were trained well past */
-#define KV_WINDOW_MAX_TOKENS           (1 << 24)
+#define KV_WINDOW_MAX_TOKENS            (1 << 24)
 
 struct kv_window {
     enum kv_window_mode mode;

@@ -53,8 +53,12 @@ START_TEST(test_kv_window_check_rejects_bad_sizes)
     ck_assert_int_eq(kv_window_check(&w, 16, 111, 16, err, sizeof(err)), 0);
     ck_assert_int_eq(kv_window_check(&w, 16, 110, 16, err, sizeof(err)), ERR_INVAL);
     ck_assert_ptr_nonnull(strstr(err, "exceed the 110"));
-    struct kv_window bad[] = {sink(-1, 64), sink(4, 0), sink(4, -5), sink(KV_WINDOW_MAX_TOKENS + 1, 8),
-                              sink(0, KV_WINDOW_MAX_TOKENS + 1), {(enum kv_window_mode)7, 4, 64}};
+    struct kv_window bad[] = {sink(-1, 64),
+                              sink(4, 0),
+                              sink(4, -5),
+                              sink(KV_WINDOW_MAX_TOKENS + 1, 8),
+                              sink(0, KV_WINDOW_MAX_TOKENS + 1),
+                              {(enum kv_window_mode)7, 4, 64}};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = 0;
         ck_assert_int_eq(kv_window_check(&bad[i], 16, 1 << 30, 16, err, sizeof(err)), ERR_INVAL);
@@ -80,7 +84,7 @@ START_TEST(test_kv_window_plan_drops_whole_blocks_after_sinks)
     struct kv_window nosink = sink(0, 8);
     ck_assert_int_eq(kv_window_plan(&nosink, 8, 16, &first), 1);
     ck_assert_int_eq(first, 0);
-    struct kv_window two = sink(9, 8); /* 9 sink tokens: two blocks */
+    struct kv_window two = sink(9, 8);                        /* 9 sink tokens: two blocks */
     ck_assert_int_eq(kv_window_plan(&two, 8, 40, &first), 2); /* 24 after the sinks */
     ck_assert_int_eq(first, 2);
 }

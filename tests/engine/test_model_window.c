@@ -256,7 +256,8 @@ START_TEST(test_model_window_matches_fresh_run_over_kept_tokens)
             int ev = -1;
             ck_assert_int_eq(model_kv_window_evict(c.m, c.kv, seq, w, &ev), 0);
             if (ev > 0) {
-                memmove(kept + sink, kept + sink + ev, sizeof(int32_t) * (size_t)(n_kept - sink - ev));
+                memmove(kept + sink, kept + sink + ev,
+                        sizeof(int32_t) * (size_t)(n_kept - sink - ev));
                 n_kept -= ev;
                 evictions++;
             }
@@ -276,8 +277,8 @@ START_TEST(test_model_window_matches_fresh_run_over_kept_tokens)
                           name, mc->rope_scaling ? mc->rope_scaling : "", wi, i, dk);
             if (model_hparams(c.m)->n_layer == 1) {
                 if (dl > worst_l) worst_l = dl;
-                ck_assert_msg(dl <= mc->tol, "%s %s window %zu step %d: logits differ by %g",
-                              name, mc->rope_scaling ? mc->rope_scaling : "", wi, i, dl);
+                ck_assert_msg(dl <= mc->tol, "%s %s window %zu step %d: logits differ by %g", name,
+                              mc->rope_scaling ? mc->rope_scaling : "", wi, i, dl);
             }
         }
         ck_assert_int_gt(evictions, 5);
