@@ -18,6 +18,8 @@ static const struct {
     {"gen-model", cmd_gen_model_main, "Write a random-weight llama GGUF model (tests, benchmarks)"},
     {"quantize", cmd_quantize_main, "Quantize a GGUF model's weights to one tensor type"},
     {"generate", cmd_generate_main, "Generate a continuation of a prompt (text to stdout)"},
+    {"perplexity", cmd_perplexity_main,
+     "Perplexity of a model over a text (full KV cache or sink-window eviction)"},
     {"bench", cmd_bench_main, "Measure prefill and decode throughput of a GGUF model"},
     {"fetch-model", cmd_fetch_model_main,
      "Download a model (https://, hf://) with resume and sha256"},

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/buf.h"
+#include "engine/kv/kv_window.h"
 
 struct sampler_params;
 struct sampler_bias;
@@ -109,6 +110,10 @@ int api_error_retry_after(const struct api_error *e, char *dst, size_t dstlen);
 struct api_limits {
     int n_vocab;     /* token ids in a prompt must be < n_vocab */
     long max_tokens; /* largest max_tokens accepted (usually the context length) */
+    /* Largest max_tokens of a request that runs with sink-window KV eviction (0: max_tokens),
+     * and whether requests without "kv_eviction" do (the server's --kv-eviction). */
+    long max_tokens_window;
+    bool window_default;
 };
 
 /* One prompt of /v1/completions: exactly one of text (owned) or tokens (owned ids, >= 1). */
@@ -191,6 +196,13 @@ struct api_request {
     char *user;       /* owned or NULL */
     int priority;     /* default 0; lower runs first (vLLM's convention) */
     char *cache_salt; /* owned or NULL */
+
+    /* Extension "kv_eviction": {"mode": "none"|"sink-window", "sink_tokens": 0..2^24 (default
+     * 4), "window_tokens": 1..2^24 (default 1024)} (engine/kv/kv_window.h; mode required, no
+     * other keys). kv_eviction_set false: absent, the server's --kv-eviction applies. How the
+     * sizes fit the context is the server's check. */
+    bool kv_eviction_set;
+    struct kv_window kv_eviction;
 };
 
 /* Parses a request body of `len` bytes (borrowed; need not be NUL-terminated) for the endpoint

@@ -394,9 +394,60 @@ static int api_check_stream_best_of(struct api_parse *p)
     return 0;
 }
 
+/* "kv_eviction" (see struct api_request): an object of known keys, the mode required. */
+static int api_parse_kv_eviction(struct api_parse *p)
+{
+    const json_t *o = json_util_field(p->root, "kv_eviction");
+    if (!o) return 0;
+    if (!json_is_object(o)) return api_wrong_type(p, "kv_eviction", "an object", o);
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)o, k, v)
+    {
+        if (strcmp(k, "mode") != 0 && strcmp(k, "sink_tokens") != 0 &&
+            strcmp(k, "window_tokens") != 0) {
+            api_error_set(p->err, API_ERR_INVALID, "kv_eviction",
+                          "'kv_eviction' has an unknown field '%.64s' (it takes mode, "
+                          "sink_tokens and window_tokens)",
+                          k);
+            return ERR_INVAL;
+        }
+    }
+    struct kv_window w;
+    kv_window_default(&w);
+    const json_t *m = json_object_get(o, "mode");
+    if (!m)
+        return api_invalid(p, "kv_eviction.mode",
+                           "'kv_eviction.mode' is required: none or sink-window");
+    if (!json_is_string(m)) return api_wrong_type(p, "kv_eviction.mode", "a string", m);
+    if (!kv_window_mode_parse(json_string_value(m), &w.mode)) {
+        api_error_set(p->err, API_ERR_INVALID, "kv_eviction.mode",
+                      "'kv_eviction.mode' must be none or sink-window, got '%.64s'",
+                      json_string_value(m));
+        return ERR_INVAL;
+    }
+    long long x = 0;
+    int rc =
+        api_get_int_at(p, o, "sink_tokens", "kv_eviction.sink_tokens", 0, KV_WINDOW_MAX_TOKENS, &x);
+    if (rc == 0) w.sink_tokens = (int)x;
+    if ((rc = api_opt(rc))) return rc;
+    rc = api_get_int_at(p, o, "window_tokens", "kv_eviction.window_tokens", 1, KV_WINDOW_MAX_TOKENS,
+                        &x);
+    if (rc == 0) w.window_tokens = (int)x;
+    if ((rc = api_opt(rc))) return rc;
+    p->r->kv_eviction = w;
+    p->r->kv_eviction_set = true;
+    return 0;
+}
+
+/* max_tokens may pass the context for a sink-window request (api_limits.max_tokens_window). */
 static int api_parse_max_tokens(struct api_parse *p)
 {
-    long long hi = p->lim && p->lim->max_tokens > 0 ? p->lim->max_tokens : INT32_MAX;
+    bool windowed = p->r->kv_eviction_set ? p->r->kv_eviction.mode != KV_WINDOW_NONE
+                                          : p->lim && p->lim->window_default;
+    long most = p->lim ? p->lim->max_tokens : 0;
+    if (windowed && p->lim && p->lim->max_tokens_window > 0) most = p->lim->max_tokens_window;
+    long long hi = most > 0 ? most : INT32_MAX;
     long long v = 0;
     int rc = ERR_NOT_FOUND;
     if (p->r->kind == API_KIND_CHAT) rc = api_get_int(p, "max_completion_tokens", 1, hi, &v);
@@ -502,8 +553,9 @@ int api_request_parse(const char *body, size_t len, enum api_kind kind,
     if ((rc = api_check_unsupported(&p)) ||
         (rc = kind == API_KIND_CHAT ? api_parse_messages(&p) : api_parse_prompt(&p)) ||
         (rc = api_parse_sampling(&p)) || (rc = api_parse_completion_extras(&p)) ||
-        (rc = api_parse_max_tokens(&p)) || (rc = api_parse_logit_bias(&p)) ||
-        (rc = api_parse_stop(&p)) || (rc = api_parse_logprobs(&p)) || (rc = api_parse_stream(&p)) ||
+        (rc = api_parse_kv_eviction(&p)) || (rc = api_parse_max_tokens(&p)) ||
+        (rc = api_parse_logit_bias(&p)) || (rc = api_parse_stop(&p)) ||
+        (rc = api_parse_logprobs(&p)) || (rc = api_parse_stream(&p)) ||
         (rc = api_check_stream_best_of(&p)) || (rc = api_parse_misc(&p)) ||
         (rc = api_parse_format(&p)) || (rc = api_parse_tools(&p)))
         goto out;

@@ -6,6 +6,7 @@
 
 int cmd_serve_main(int argc, char **argv);
 int cmd_tokenize_main(int argc, char **argv);
+int cmd_perplexity_main(int argc, char **argv);
 int cmd_gen_model_main(int argc, char **argv);
 int cmd_quantize_main(int argc, char **argv);
 int cmd_generate_main(int argc, char **argv);

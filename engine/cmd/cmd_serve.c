@@ -56,6 +56,8 @@ struct serve_cfg {
     uint64_t kv_cache_bytes;
     double gpu_memory_utilization;
     const char *kv_type;
+    const char *kv_eviction;
+    int kv_sink_tokens, kv_window_tokens;
     bool no_prefix_caching;
     uint64_t kv_offload_bytes;
     const char *kv_offload_dir;
@@ -123,6 +125,14 @@ static const struct cfg_opt serve_opts[] = {
      NULL, 0},
     {"kv-type", CFG_STRING, O(kv_type), "f16", 1, 0, "KV-cache element type", MODEL_KV_TYPE_NAMES,
      0},
+    {"kv-eviction", CFG_STRING, O(kv_eviction), "none", 1, 0,
+     "KV eviction of requests without kv_eviction: none (a sequence ends at the context) or "
+     "sink-window (StreamingLLM: keep the sink and the latest window tokens; CPU backend)",
+     KV_WINDOW_MODE_NAMES, 0},
+    {"kv-sink-tokens", CFG_INT, O(kv_sink_tokens), "4", 0, KV_WINDOW_MAX_TOKENS,
+     "sink-window: first tokens always kept (rounded up to whole KV blocks)", NULL, 0},
+    {"kv-window-tokens", CFG_INT, O(kv_window_tokens), "1024", 1, KV_WINDOW_MAX_TOKENS,
+     "sink-window: most recent tokens kept at least", NULL, 0},
     {"no-prefix-caching", CFG_BOOL, O(no_prefix_caching), "false", 1, 0,
      "Do not reuse the KV of shared prompt prefixes across requests", NULL, 0},
     {"kv-offload-bytes", CFG_SIZE, O(kv_offload_bytes), "0", 0, 1e15,
@@ -522,6 +532,18 @@ static int serve_load(struct serve_state *s)
                   LOG_S("err", err_str(rc)));
         return rc;
     }
+    struct kv_window win = {KV_WINDOW_NONE, c->kv_sink_tokens, c->kv_window_tokens};
+    kv_window_mode_parse(c->kv_eviction, &win.mode); /* the option's choices admit only these */
+    if (kv_window_check(&win, c->block_size, ctx, 1, err, sizeof(err)) != 0) {
+        log_error("--kv-eviction sink-window does not fit the context", LOG_S("err", err),
+                  LOG_I("context_length", ctx));
+        return ERR_INVAL;
+    }
+    if (win.mode != KV_WINDOW_NONE && !model_kv_shift_supported(s->m)) {
+        log_error("--kv-eviction sink-window needs a backend that can re-rotate KV blocks (cpu)",
+                  LOG_S("backend", model_backend(s->m)->ops->name));
+        return ERR_UNSUPPORTED;
+    }
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
     if ((rc = serve_draft_setup(s, &mo)) != 0) return rc;
@@ -541,6 +563,9 @@ static int serve_load(struct serve_state *s)
                               : !strcmp(c->prefix_cache_scope, "salt") ? SERVE_CACHE_SCOPE_SALT
                                                                        : SERVE_CACHE_SCOPE_GLOBAL,
         .content_special_tokens = c->chat_content_special_tokens,
+        .kv_window = win,
+        .kv_shift = model_kv_shift_supported(s->m),
+        .kv_block_size = c->block_size,
     };
     serve_api_fim_find(model_gguf(s->m), s->tok, &s->api.fim);
     if ((rc = serve_respond_start(s->tok, s->model_name, &s->resp)) != 0) return rc;

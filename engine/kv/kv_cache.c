@@ -304,6 +304,22 @@ int kv_cache_seq_truncate(struct kv_cache *kv, int seq, int len)
     return 0;
 }
 
+int kv_cache_seq_evict(struct kv_cache *kv, int seq, int first, int n)
+{
+    struct kv_seq *s = seq_get(kv, seq);
+    if (n == 0) return 0;
+    if (first < 0 || n < 0 || first > s->n_blocks - n) return ERR_INVAL;
+    for (int i = first; i < first + n; i++)
+        if (kv->fill[s->blocks[i]] != kv->cfg.block_size) return ERR_INVAL;
+    for (int i = first + n; i < s->n_blocks; i++)
+        if (kv->refcount[s->blocks[i]] > 1) return ERR_INVAL; /* its keys are about to move */
+    for (int i = first; i < first + n; i++) block_unref(kv, s->blocks[i]);
+    for (int i = first + n; i < s->n_blocks; i++) s->blocks[i - n] = s->blocks[i];
+    s->n_blocks -= n;
+    s->len -= n * kv->cfg.block_size;
+    return 0;
+}
+
 int64_t kv_cache_seq_slot(const struct kv_cache *kv, int seq, int pos)
 {
     const struct kv_seq *s = seq_get(kv, seq);

@@ -85,6 +85,14 @@ int kv_cache_seq_append(struct kv_cache *kv, int seq, int n_new, struct kv_cache
  * ERR_INVAL, with nothing changed, for a len out of range or one that cuts inside a block another
  * owner shares (a shared block is immutable). */
 int kv_cache_seq_truncate(struct kv_cache *kv, int seq, int len);
+/* Sink-window eviction (kv_window.h): drops the n whole blocks at table indices first ..
+ * first+n-1 (each returns to the free list when no other owner holds it), moves the later entries
+ * down and shortens the sequence by n * block_size, so every token after the range now sits
+ * n * block_size positions earlier. The caller re-rotates those moved blocks' keys (model_kv_shift.c);
+ * a shared block is immutable, so ERR_INVAL, with nothing changed, when one of the moved blocks has
+ * another owner, when a dropped block is not full, or for a range outside the table. n == 0 is a
+ * no-op. Inference thread. */
+int kv_cache_seq_evict(struct kv_cache *kv, int seq, int first, int n);
 /* Cache slot of position `pos` (< len) of the sequence: block_id * block_size + pos % block_size. */
 int64_t kv_cache_seq_slot(const struct kv_cache *kv, int seq, int pos);
 

@@ -20,6 +20,7 @@
 #include "engine/backend/backend.h"
 #include "engine/gguf/gguf.h"
 #include "engine/kv/kv_cache.h"
+#include "engine/kv/kv_window.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -173,6 +174,26 @@ size_t model_kv_block_bytes(const struct model *m);
  * I/O; ERR_RANGE, ERR_INVAL as the backend says. Inference thread. */
 int model_kv_block_read(struct model *m, int32_t block, void *dst, size_t bytes);
 int model_kv_block_write(struct model *m, int32_t block, const void *src, size_t bytes);
+
+/* Sink-window eviction (engine/kv/kv_window.h; model_kv_shift.c). Whether this model's backend
+ * can re-rotate stored keys (it needs kv_block_read and kv_block_write: the CPU backend, not yet
+ * CUDA); a sink-window request on one that cannot is refused with ERR_UNSUPPORTED. */
+bool model_kv_shift_supported(const struct model *m);
+/* Re-rotates the stored keys of blocks[0..n) (every layer, with that layer's rope base) by
+ * -delta positions, in place: a key stored at position p becomes the key at p - delta, as rope
+ * composes (each angle is linear in the position; YaRN's and long-rope's per-dimension
+ * frequencies and Llama 3's factors included, the magnitude kept). The blocks must have no other
+ * owner. An f16 or q8_0 cache rounds the result again. ERR_BAD_STATE before model_kv_init,
+ * ERR_UNSUPPORTED (see above), ERR_NOMEM, or the backend's error. Inference thread. */
+int model_kv_shift(struct model *m, const int32_t *blocks, int n, int delta);
+/* Applies w to sequence seq of kv before the caller appends more tokens to it: drops the blocks
+ * kv_window_plan names (kv_cache_seq_evict) and re-rotates the blocks that moved, so the
+ * sequence is exactly a shorter one whose keys sit at their new positions. *evicted = tokens
+ * dropped (0 when nothing was). Errors as model_kv_shift and kv_cache_seq_evict (ERR_INVAL when a
+ * moved block is shared); the table is already shortened when the shift fails, so the caller
+ * abandons the sequence then. */
+int model_kv_window_evict(struct model *m, struct kv_cache *kv, int seq, const struct kv_window *w,
+                          int *evicted);
 
 enum model_logits {
     MODEL_LOGITS_NONE = 0, /* a prefill chunk that is not the last one */

@@ -60,6 +60,7 @@ struct sched_seq {
     struct stop_matcher *stop;
     struct tokenizer_detok detok;
     struct spec_seq spec; /* speculative decoding: proposals this step, acceptance, draft state */
+    struct kv_window window; /* sink-window: tokens[] holds what the cache holds (see seq_evict) */
     struct grammar_matcher *gm; /* NULL: unconstrained */
     int32_t gm_vocab;           /* tokens the grammar's vocabulary knows (<= n_vocab) */
     /* This step's mask, computed by the mask worker while the forward pass runs (pmask_ok) */
@@ -132,7 +133,8 @@ struct sched {
 /* Makes room for `want` tokens (capped at max_context) in the token and block-hash arrays. */
 static int seq_grow(const struct sched *s, struct sched_seq *q, int want)
 {
-    if (want > s->cfg.max_context) want = s->cfg.max_context;
+    int most = q->window.mode != KV_WINDOW_NONE ? SCHED_WINDOW_MAX_TOKENS + 1 : s->cfg.max_context;
+    if (want > most) want = most;
     if (want <= q->cap_tokens) return 0;
     int32_t *t = realloc(q->tokens, (size_t)want * sizeof(int32_t));
     if (!t) return ERR_NOMEM;
@@ -331,8 +333,10 @@ static enum sched_finish seq_accept(struct sched *s, struct sched_seq *q,
         f = SCHED_FINISH_STOP; /* the grammar is complete and nothing may follow */
         seq_flush_text(s, q);
     }
+    bool windowed = q->window.mode != KV_WINDOW_NONE; /* bounded by eviction, not the context */
     if (f == SCHED_FINISH_NONE && ((q->max_tokens > 0 && q->n_generated >= q->max_tokens) ||
-                                   q->n_tokens >= s->cfg.max_context)) {
+                                   (!windowed && q->n_tokens >= s->cfg.max_context) ||
+                                   (windowed && q->n_generated >= SCHED_WINDOW_MAX_TOKENS))) {
         f = SCHED_FINISH_LENGTH;
         seq_flush_text(s, q);
     }
@@ -364,6 +368,34 @@ static int seq_write_block(void *ctx, int32_t block, const void *src, size_t byt
 static int seq_reserve(struct sched *s, struct sched_seq *q, int n)
 {
     return kv_slots_reserve(s->slots, q->kv_seq, n, seq_copy_block, s->m);
+}
+
+/* Sink-window (q->window): drops the blocks the policy names before q grows and keeps q->tokens
+ * the mirror of q's cache, so that a token's index is still its position: the dropped tokens
+ * leave the array (what follows them moves down, as their keys did) and n_tokens and n_computed
+ * shrink by as many. No-op in mode none. An error leaves q unusable (the caller aborts it). */
+static int seq_evict(struct sched *s, struct sched_seq *q)
+{
+    if (q->window.mode == KV_WINDOW_NONE || q->kv_seq < 0) return 0;
+    ASSERT(kv_cache_seq_len(s->kv, q->kv_seq) == q->n_computed); /* no speculative slots */
+    int ev = 0, rc = model_kv_window_evict(s->m, s->kv, q->kv_seq, &q->window, &ev);
+    if (rc || ev == 0) return rc;
+    int sink = kv_window_sink_blocks(&q->window, s->block_size) * s->block_size;
+    memmove(q->tokens + sink, q->tokens + sink + ev,
+            (size_t)(q->n_tokens - sink - ev) * sizeof(int32_t));
+    q->n_tokens -= ev;
+    q->n_computed -= ev;
+    s->st.window_evicted += (uint64_t)ev;
+    return 0;
+}
+
+/* The largest chunk q may run now: a sink-window sequence holds at most sink blocks + window +
+ * block_size - 1 tokens after seq_evict, and must stay within max_context. */
+static int seq_chunk_cap(const struct sched *s, const struct sched_seq *q, int chunk)
+{
+    if (q->window.mode == KV_WINDOW_NONE) return chunk;
+    long room = (long)s->cfg.max_context - kv_window_max_tokens(&q->window, s->block_size, 0);
+    return chunk > room ? (int)room : chunk;
 }
 
 /* Creates q's sampler and feeds it the prompt (the penalties' history). */
@@ -446,7 +478,14 @@ static void schedule_running(struct sched *s, int *n_entries, int *budget)
 {
     for (int i = 0; i<s->n_running && * budget> 0; i++) {
         struct sched_seq *q = s->running[i];
-        int chunk = chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries);
+        if (seq_evict(s, q) != 0) {
+            log_error("sink-window eviction failed; aborting the request");
+            running_remove_at(s, i--);
+            seq_finish(s, q, SCHED_FINISH_ABORT);
+            continue;
+        }
+        int chunk =
+            seq_chunk_cap(s, q, chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries));
         if (chunk == 0) continue;
         bool preempted_self = false;
         while (seq_reserve(s, q, chunk) != 0) {
@@ -483,10 +522,11 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
         /* Cached blocks come without logits: a sequence still reporting prompt logprobs
          * computes its whole prompt. */
         q->n_computed =
-            seq_wants_prompt_logits(q)
+            seq_wants_prompt_logits(q) || q->window.mode != KV_WINDOW_NONE
                 ? 0
                 : kv_slots_attach_prefix(s->slots, q->kv_seq, q->tokens, q->n_tokens, &q->chain);
-        int chunk = chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries);
+        int chunk =
+            seq_chunk_cap(s, q, chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries));
         if (chunk == 0 || seq_reserve(s, q, chunk) != 0) {
             seq_release_kv(s, q); /* head-of-line: wait for blocks to come back */
             return;
@@ -604,6 +644,7 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
         /* proposals are verified against unmasked logits: no speculation under a grammar (a lazy
          * one's free text is unconstrained: spec_verify_entry masks the rows after its trigger) */
         if (q->gm && grammar_matcher_active(q->gm)) continue;
+        if (q->window.mode != KV_WINDOW_NONE) continue; /* a rollback would cross an eviction */
         int kmax = spec_kmax(s, q);
         if (kmax <= 0 || seq_grow(s, q, q->n_tokens + kmax + 1) != 0) continue;
         s->entries[e].tokens = q->tokens + q->n_computed; /* seq_grow may have moved them */
@@ -971,7 +1012,8 @@ int sched_step(struct sched *s)
         }
         q->n_computed += q->chunk;
         q->chunk = 0;
-        kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
+        if (q->window.mode == KV_WINDOW_NONE) /* see sched_request.window */
+            kv_slots_publish(s->slots, q->kv_seq, q->tokens, q->n_computed, &q->chain);
         if (en->logits == MODEL_LOGITS_NONE) continue;
         if (en->logits == MODEL_LOGITS_ALL) {
             ASSERT(row + en->n_tokens <= n_rows);
@@ -1184,13 +1226,23 @@ static int seq_make_matcher(struct sched *s, struct sched_seq *q, struct grammar
 
 int sched_add(struct sched *s, const struct sched_request *r, struct sched_seq **out)
 {
-    if (!r->prompt || r->n_prompt < 1 || r->n_prompt >= s->cfg.max_context || r->max_tokens < -1 ||
+    bool windowed = r->window.mode != KV_WINDOW_NONE;
+    int max_prompt = windowed ? SCHED_WINDOW_MAX_TOKENS : s->cfg.max_context - 1;
+    if (!r->prompt || r->n_prompt < 1 || r->n_prompt > max_prompt || r->max_tokens < -1 ||
         r->n_stops > STOP_MATCHER_MAX)
         return ERR_INVAL;
+    if (windowed) {
+        char err[256];
+        if (r->prompt_logprobs || kv_window_check(&r->window, s->block_size, s->cfg.max_context, 1,
+                                                  err, sizeof(err)) != 0)
+            return ERR_INVAL;
+        if (!model_kv_shift_supported(s->m)) return ERR_UNSUPPORTED;
+    }
     for (int i = 0; i < r->n_prompt; i++)
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab) return ERR_INVAL;
     struct sched_seq *q = calloc(1, sizeof(*q));
     if (!q) return ERR_NOMEM;
+    q->window = r->window;
     /* Room for the prompt and a first stretch of output; seq_grow adds more as it comes, so a
      * queued request costs its prompt, not its whole possible context. */
     int rc = seq_grow(s, q, r->n_prompt + SCHED_TOKENS_INITIAL);

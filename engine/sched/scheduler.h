@@ -32,7 +32,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/kv/kv_window.h"
 #include "engine/kv/prefix_cache.h"
+
+/* A sink-window sequence's prompt may be longer than max_context, up to this many tokens; with
+ * max_tokens -1 it ends (LENGTH) after generating this many. */
+#define SCHED_WINDOW_MAX_TOKENS (1 << 20)
 
 /* Logits one prompt-logprobs chunk may ask for (rows x vocabulary x 4 bytes). */
 #define SCHED_PROMPT_LOGITS_BYTES (32u << 20)
@@ -106,6 +111,19 @@ struct sched_request {
      * then on the rules above apply. A speculative run in which the trigger fires ends after the
      * token that follows it, drawn from the masked row. */
     struct grammar_lazy lazy;
+    /* KV eviction (engine/kv/kv_window.h); zero = mode none. sink-window: the sequence keeps its
+     * sink blocks and at least window_tokens recent tokens, dropping the blocks between before
+     * each step (StreamingLLM positions: the kept keys are re-rotated, model_kv_window_evict),
+     * so its prompt may exceed max_context (up to SCHED_WINDOW_MAX_TOKENS) and so may its output.
+     * Needs sink blocks + window_tokens + block_size - 1 < max_context (the rest is the most a
+     * chunk of it prefills at once) and a backend that can re-rotate (model_kv_shift_supported;
+     * else ERR_UNSUPPORTED); not with prompt_logprobs. Such a sequence never speculates (a
+     * rollback would cross an eviction), never touches the prefix cache (its moved blocks must
+     * stay private, and after an eviction it is a prefix of nothing: no lookups, no inserts, no
+     * block events, so no offload either), and a preemption recomputes its kept tokens (sinks +
+     * window) at positions 0.. (its text is gone): what follows a preemption may then differ
+     * from an uninterrupted run, as StreamingLLM's recomputation baseline does. */
+    struct kv_window window;
     void *ud; /* the caller's cookie, passed back in every event */
 };
 
@@ -157,6 +175,7 @@ struct sched_stats {
     uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */
     uint64_t generation_tokens; /* tokens generated */
     uint64_t steps;             /* forward steps run */
+    uint64_t window_evicted;    /* tokens sink-window sequences dropped from their caches */
     struct spec_stats spec;     /* speculative decoding (zero without it) */
 };
 

@@ -395,8 +395,47 @@ void serve_api_fim_find(const struct gguf *g, const struct tokenizer *tok,
         out->pre != TOKENIZER_NULL && out->suf != TOKENIZER_NULL && out->mid != TOKENIZER_NULL;
 }
 
+/* The KV eviction a request runs with: its own "kv_eviction", else the server's. */
+static struct kv_window request_window(const struct serve_api *api, const struct api_request *r)
+{
+    return r->kv_eviction_set ? r->kv_eviction : api->kv_window;
+}
+
+/* A sink-window request: its window within the context, a backend that can re-rotate keys, no
+ * prompt logprobs, and a prompt of at most SCHED_WINDOW_MAX_TOKENS (the context does not bound
+ * it, nor max_tokens). */
+static bool fits_window(const struct serve_api *api, const struct api_request *r,
+                        const struct kv_window *w, const char *param, const char *which,
+                        int n_prompt, struct api_error *err)
+{
+    char msg[320];
+    if (!api->kv_shift) {
+        api_error_set(err, API_ERR_INVALID, "kv_eviction",
+                      "kv_eviction sink-window needs a backend that can re-rotate KV blocks "
+                      "(the CPU backend); this server's cannot");
+        return false;
+    }
+    if (kv_window_check(w, api->kv_block_size, api->max_context, 1, msg, sizeof(msg)) != 0) {
+        api_error_set(err, API_ERR_INVALID, "kv_eviction", "%s (this model's context)", msg);
+        return false;
+    }
+    if (r->echo && r->logprobs) {
+        api_error_set(err, API_ERR_INVALID, "kv_eviction",
+                      "kv_eviction sink-window cannot report prompt logprobs (echo with logprobs)");
+        return false;
+    }
+    if (n_prompt > SCHED_WINDOW_MAX_TOKENS) {
+        api_error_set(err, API_ERR_INVALID, param,
+                      "your prompt%s has %d tokens; with kv_eviction sink-window at most %d", which,
+                      n_prompt, SCHED_WINDOW_MAX_TOKENS);
+        return false;
+    }
+    return true;
+}
+
 /* The context check OpenAI and vLLM make: the prompt must leave room for at least one token, and
- * an explicit max_tokens must fit beside it. `i` is the prompt's index in a batched request. */
+ * an explicit max_tokens must fit beside it (fits_window instead for a sink-window request). `i`
+ * is the prompt's index in a batched request. */
 static bool fits_context(const struct serve_api *api, const struct api_request *r, size_t i,
                          int n_prompt, struct api_error *err)
 {
@@ -409,6 +448,8 @@ static bool fits_context(const struct serve_api *api, const struct api_request *
                       which);
         return false;
     }
+    struct kv_window w = request_window(api, r);
+    if (w.mode != KV_WINDOW_NONE) return fits_window(api, r, &w, param, which, n_prompt, err);
     if (n_prompt >= api->max_context) {
         api_error_set(err, API_ERR_INVALID, param,
                       "This model's maximum context length is %d tokens. However, your prompt%s "
@@ -617,8 +658,8 @@ static uint64_t random_u64(void)
 /* The request as the other threads need it (serve_req.h "spec"): the scheduler's request, built
  * here so that the parsed API request never leaves the HTTP thread. `r`, `ps` borrowed (the
  * spec points into both until serve_req_new copies it). */
-static void spec_of(const struct api_request *r, const struct prompt_set *ps, double arrival,
-                    struct serve_req_spec *out)
+static void spec_of(const struct serve_api *api, const struct api_request *r,
+                    const struct prompt_set *ps, double arrival, struct serve_req_spec *out)
 {
     int best_of = r->kind == API_KIND_COMPLETION ? r->best_of : r->n;
     *out = (struct serve_req_spec){
@@ -646,6 +687,7 @@ static void spec_of(const struct api_request *r, const struct prompt_set *ps, do
                 .ignore_eos = r->ignore_eos,
                 .priority = r->priority,
                 .cache_salt = r->cache_salt,
+                .window = request_window(api, r),
             },
     };
     /* The client's seed, or a random one; candidate j samples with seed + j. */
@@ -676,7 +718,10 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
     double arrival = clock_mono_s();
     size_t len = 0;
     const char *body = http_req_body(req, &len);
-    struct api_limits lim = {.n_vocab = api->n_vocab, .max_tokens = api->max_context};
+    struct api_limits lim = {.n_vocab = api->n_vocab,
+                             .max_tokens = api->max_context,
+                             .max_tokens_window = SCHED_WINDOW_MAX_TOKENS,
+                             .window_default = api->kv_window.mode != KV_WINDOW_NONE};
     struct api_request *r = NULL;
     struct api_error err;
     struct prompt_set ps = {0};
@@ -704,7 +749,7 @@ static void handle(const struct serve_api *api, enum serve_api_gate gate, struct
         goto fail;
     }
     struct serve_req_spec spec;
-    spec_of(r, &ps, arrival, &spec);
+    spec_of(api, r, &ps, arrival, &spec);
     char salt[SERVE_API_SALT_MAX];
     if (key_salt(api, key, r->cache_salt, salt)) spec.sched.cache_salt = salt;
     spec.sched.grammar = g;

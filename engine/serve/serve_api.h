@@ -8,6 +8,7 @@
 
 #include "common/http_server.h"
 #include "engine/api/chat_template.h"
+#include "engine/kv/kv_window.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -75,6 +76,11 @@ struct serve_api {
      * become control tokens; by default they are text (tokenizer_escape_special) and only the
      * template places control tokens */
     bool content_special_tokens;
+    /* --kv-eviction, --kv-sink-tokens, --kv-window-tokens: requests without "kv_eviction" run
+     * with this; kv_shift false: the backend cannot re-rotate keys (sink-window gets a 400) */
+    struct kv_window kv_window;
+    bool kv_shift;
+    int kv_block_size; /* tokens per KV block: sink tokens are rounded up to it */
     struct serve_loop *loop;
     struct serve_respond *resp;
 };

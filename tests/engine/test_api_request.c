@@ -574,8 +574,70 @@ static const struct bad_case bad_cases[] = {
     {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\"}]}]}",
      "messages[0].content[0].text", "must be a string, got null"},
     {H, "{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":1}]}]}",
-     "messages[0].content[0].text", "must be a string"},
+     "messages[0].content[0].text", "must be a string"}, /* kv_eviction (sink-window extension) */
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":\"sink-window\"}", "kv_eviction", "must be an object"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{}}", "kv_eviction.mode", "is required"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":5}}", "kv_eviction.mode", "must be a string"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"window\"}}", "kv_eviction.mode",
+     "must be none or sink-window, got 'window'"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"sink-window\",\"sinks\":4}}", "kv_eviction",
+     "unknown field 'sinks'"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"sink-window\",\"sink_tokens\":-1}}",
+     "kv_eviction.sink_tokens", "between 0 and 16777216"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"sink-window\",\"sink_tokens\":1.5}}",
+     "kv_eviction.sink_tokens", "an integer"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"sink-window\",\"window_tokens\":0}}",
+     "kv_eviction.window_tokens", "between 1 and 16777216"},
+    {C, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"sink-window\",\"window_tokens\":\"8\"}}",
+     "kv_eviction.window_tokens", "an integer"},
+    /* max_tokens past the context: only a sink-window request may (lim has no window limit here:
+     * the context's 4096 holds for both) */
+    {C, "{\"prompt\":\"x\",\"max_tokens\":5000}", "max_tokens", "between 1 and 4096"},
+    {C, "{\"prompt\":\"x\",\"max_tokens\":5000,\"kv_eviction\":{\"mode\":\"none\"}}", "max_tokens",
+     "between 1 and 4096"},
 };
+
+/* kv_eviction: the mode with default or given sizes; absent leaves the server's default; with a
+ * window limit, a sink-window request (its own or by the server's default) may ask max_tokens
+ * past the context. */
+START_TEST(test_api_request_parse_kv_eviction)
+{
+    struct api_request *r = parse_ok(C_KIND, "{\"prompt\":\"x\"}");
+    ck_assert(!r->kv_eviction_set);
+    api_request_free(r);
+    r = parse_ok(C_KIND, "{\"prompt\":\"x\",\"kv_eviction\":{\"mode\":\"sink-window\"}}");
+    ck_assert(r->kv_eviction_set);
+    ck_assert_int_eq(r->kv_eviction.mode, KV_WINDOW_SINK);
+    ck_assert_int_eq(r->kv_eviction.sink_tokens, KV_WINDOW_DEFAULT_SINK_TOKENS);
+    ck_assert_int_eq(r->kv_eviction.window_tokens, KV_WINDOW_DEFAULT_WINDOW_TOKENS);
+    api_request_free(r);
+    r = parse_ok(API_KIND_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                                "\"kv_eviction\":{\"mode\":\"sink-window\",\"sink_tokens\":0,"
+                                "\"window_tokens\":256}}");
+    ck_assert_int_eq(r->kv_eviction.sink_tokens, 0);
+    ck_assert_int_eq(r->kv_eviction.window_tokens, 256);
+    api_request_free(r);
+    struct api_limits wl = lim;
+    wl.max_tokens_window = 1 << 20;
+    const char *body =
+        "{\"prompt\":\"x\",\"max_tokens\":100000,\"kv_eviction\":{\"mode\":\"sink-window\"}}";
+    struct api_error e;
+    memset(&e, 0, sizeof(e));
+    ck_assert_int_eq(api_request_parse(body, strlen(body), C_KIND, &wl, &r, &e), 0);
+    ck_assert_int_eq(r->max_tokens, 100000);
+    api_request_free(r);
+    const char *plain = "{\"prompt\":\"x\",\"max_tokens\":100000}";
+    ck_assert_int_eq(api_request_parse(plain, strlen(plain), C_KIND, &wl, &r, &e), ERR_INVAL);
+    ck_assert_str_eq(e.param, "max_tokens");
+    wl.window_default = true; /* the server runs every request windowed */
+    ck_assert_int_eq(api_request_parse(plain, strlen(plain), C_KIND, &wl, &r, &e), 0);
+    ck_assert_int_eq(r->max_tokens, 100000);
+    api_request_free(r);
+    const char *none =
+        "{\"prompt\":\"x\",\"max_tokens\":100000,\"kv_eviction\":{\"mode\":\"none\"}}";
+    ck_assert_int_eq(api_request_parse(none, strlen(none), C_KIND, &wl, &r, &e), ERR_INVAL);
+}
+END_TEST
 
 /* Structured outputs become GBNF text for the serving layer to compile; "text" is no constraint. */
 START_TEST(test_api_request_parse_structured_outputs)
@@ -1103,6 +1165,7 @@ Suite *api_request_suite(void)
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, test_api_request_parse_rejects_deep_nesting);
     tcase_add_test(tc, test_api_request_parse_bounds_lengths);
+    tcase_add_test(tc, test_api_request_parse_kv_eviction);
     tcase_add_test(tc, test_api_error_body_shape);
     tcase_add_test(tc, test_api_error_set_status_per_kind);
     tcase_add_test(tc, test_api_error_set_truncates_on_character_boundary);

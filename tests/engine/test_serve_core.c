@@ -85,12 +85,24 @@ struct core {
     int port;
 };
 
+/* What a core runs with beyond the defaults: zero fields keep CORE_CTX, a pool of two full
+ * sequences, 256 tokens per step and no KV eviction. */
+struct core_opts {
+    const char *tmpl;
+    bool reasoning;
+    struct serve_auth *auth;
+    enum serve_cache_scope scope;
+    int ctx;                 /* max_context of the scheduler and the API */
+    int n_blocks;            /* KV blocks of 16 tokens */
+    int batch;               /* max_num_batched_tokens */
+    struct kv_window window; /* the server's --kv-eviction */
+};
+
 /* Starts what cmd_serve.c starts, in the same order: HTTP first (503 while loading), then the
- * model, KV cache, responder and loop, then SERVING; with chat template `tmpl` (a built-in name
- * or Jinja text), the reasoning split on or off, and the API keys `auth` (NULL: none) with
- * the prefix-cache scope `scope`. */
-static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
-                            struct serve_auth *auth, enum serve_cache_scope scope)
+ * model, KV cache, responder and loop, then SERVING; with chat template o->tmpl (a built-in name
+ * or Jinja text), the reasoning split on or off, and the API keys o->auth (NULL: none) with
+ * the prefix-cache scope o->scope. */
+static void core_start_opts(struct core *c, const struct core_opts *o)
 {
     memset(c, 0, sizeof(*c));
     struct http_api_cfg hc = {
@@ -103,22 +115,23 @@ static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
     char err[256] = "";
     ck_assert_msg(model_load(model_path, &mo, &c->m, err, sizeof(err)) == 0, "%s", err);
     ck_assert_msg(tokenizer_load(model_gguf(c->m), &c->tok, err, sizeof(err)) == 0, "%s", err);
-    int bs = 16, per_seq = CORE_CTX / bs;
-    struct kv_cache_config kc = {2 * per_seq, bs, 4, per_seq};
+    int ctx = o->ctx ? o->ctx : CORE_CTX;
+    int bs = 16, per_seq = ctx / bs;
+    struct kv_cache_config kc = {o->n_blocks ? o->n_blocks : 2 * per_seq, bs, 4, per_seq};
     ck_assert_int_eq(kv_cache_new(&kc, &c->kv), 0);
     ck_assert_int_eq(model_kv_init(c->m, c->kv), 0);
     ck_assert_int_eq(serve_respond_start(c->tok, CORE_MODEL, &c->resp), 0);
     struct serve_loop_cfg lc = {
         .sched = {.max_num_seqs = 4,
-                  .max_num_batched_tokens = 256,
+                  .max_num_batched_tokens = o->batch ? o->batch : 256,
                   .chunked_prefill = true,
                   .prefix_caching = true,
-                  .max_context = CORE_CTX},
+                  .max_context = ctx},
         .max_queue = 16,
     };
     ck_assert_int_eq(
         serve_loop_start(&lc, c->m, c->kv, c->tok, http_api_metrics(c->http), &c->loop), 0);
-    struct chat_template_config cc = {.override = tmpl};
+    struct chat_template_config cc = {.override = o->tmpl};
     ck_assert_msg(chat_template_new(&cc, &c->chat, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(grammar_vocab_new(c->tok, &c->gvocab), 0);
     c->api = (struct serve_api){
@@ -126,19 +139,29 @@ static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
         .tok = c->tok,
         .chat_template = c->chat,
         .gvocab = c->gvocab,
-        .reasoning = reasoning,
+        .reasoning = o->reasoning,
         .grammars = &c->grammars,
         .n_vocab = model_hparams(c->m)->n_vocab,
-        .max_context = CORE_CTX,
+        .max_context = ctx,
         .max_queue = 16,
         .created = 1,
         .loop = c->loop,
         .resp = c->resp,
-        .auth = auth,
-        .prefix_cache_scope = scope,
+        .auth = o->auth,
+        .prefix_cache_scope = o->scope,
+        .kv_window = o->window,
+        .kv_shift = model_kv_shift_supported(c->m),
+        .kv_block_size = bs,
     };
     http_api_attach(c->http, &c->api);
     http_api_set_state(c->http, HTTP_API_SERVING);
+}
+
+static void core_start_with(struct core *c, const char *tmpl, bool reasoning,
+                            struct serve_auth *auth, enum serve_cache_scope scope)
+{
+    struct core_opts o = {.tmpl = tmpl, .reasoning = reasoning, .auth = auth, .scope = scope};
+    core_start_opts(c, &o);
 }
 
 static void core_start(struct core *c)
@@ -680,6 +703,88 @@ static void complete_400(const struct core *c, const char *path, const char *bod
     json_decref(j);
     reply_fini(&r);
 }
+
+/* Sink-window KV eviction (engine/kv/kv_window.h) through the API: at a context of 256 tokens and
+ * a pool of 10 blocks (160 tokens), a 300-token prompt asking 600 tokens runs to the end with
+ * "kv_eviction" sink-window (one sink block, a window of 64, steps of 32 tokens: at most 8
+ * blocks), with no preemption, and so does one without the field on a server whose default is
+ * sink-window; the same request in mode none is refused as today (max_tokens past the context),
+ * and a prompt past it too (with a small max_tokens); so are
+ * a window too large for the context and echo with logprobs. */
+static char *window_body(const char *extra)
+{
+    struct buf b;
+    buf_init(&b, 1 << 16);
+    ck_assert_int_eq(buf_puts(&b, "{\"prompt\":["), 0);
+    for (int i = 0; i < 300; i++) {
+        char t[16];
+        snprintf(t, sizeof(t), i ? ",%d" : "%d", 3 + (i * 37) % 300);
+        ck_assert_int_eq(buf_puts(&b, t), 0);
+    }
+    ck_assert_int_eq(buf_puts(&b, "],\"max_tokens\":600,\"temperature\":0,"
+                                  "\"ignore_eos\":true"),
+                     0);
+    ck_assert_int_eq(buf_puts(&b, extra), 0);
+    ck_assert_int_eq(buf_puts(&b, "}"), 0);
+    char *s = strdup(buf_cstr(&b));
+    buf_fini(&b);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+#define SINK_64 ",\"kv_eviction\":{\"mode\":\"sink-window\",\"sink_tokens\":4,\"window_tokens\":64}"
+
+static void window_run_ok(const struct core *c, const char *extra)
+{
+    char *body = window_body(extra);
+    json_t *j = complete(c, body);
+    ck_assert_str_eq(json_string_value(json_object_get(choice_at(j, 0), "finish_reason")),
+                     "length");
+    ck_assert_int_eq(usage_of(j, "prompt_tokens"), 300);
+    ck_assert_int_eq(usage_of(j, "completion_tokens"), 600);
+    ck_assert(strlen(text_at(j, 0)) > 0);
+    json_decref(j);
+    free(body);
+}
+
+START_TEST(test_serve_core_sink_window_past_context)
+{
+    struct core c;
+    struct core_opts o = {.tmpl = "chatml", .ctx = 256, .n_blocks = 10, .batch = 32};
+    core_start_opts(&c, &o);
+    window_run_ok(&c, SINK_64);
+    metric_wait(c.port, "cinfer_requests_running", NULL, 0);
+    ck_assert_double_eq(metric(c.port, "cinfer_preemptions_total", NULL), 0);
+    ck_assert_double_eq(metric(c.port, "cinfer_kv_cache_usage_ratio", NULL), 0);
+    char *body = window_body("");
+    complete_400(&c, "/v1/completions", body, "max_tokens"); /* mode none: today's checks */
+    free(body);
+    body = window_body(",\"kv_eviction\":{\"mode\":\"none\"}");
+    complete_400(&c, "/v1/completions", body, "max_tokens");
+    free(body);
+    body = window_body(",\"kv_eviction\":{\"mode\":\"sink-window\",\"window_tokens\":250}");
+    complete_400(&c, "/v1/completions", body, "kv_eviction"); /* 16 + 250 + 15 > 256 */
+    free(body);
+    body = window_body("");
+    memcpy(strstr(body, "\"max_tokens\":600"), "\"max_tokens\":  8", 16); /* same length */
+    complete_400(&c, "/v1/completions", body, "prompt"); /* 300 tokens at a context of 256 */
+    free(body);
+    complete_400(&c, "/v1/completions",
+                 "{\"prompt\":\"hello\",\"echo\":true,\"logprobs\":1,\"max_tokens\":2" SINK_64 "}",
+                 "kv_eviction");
+    complete_400(&c, "/v1/completions",
+                 "{\"prompt\":\"hello\",\"kv_eviction\":{\"mode\":\"sink\"}}", "kv_eviction.mode");
+    core_stop(&c);
+
+    o.window = (struct kv_window){KV_WINDOW_SINK, 4, 64}; /* the server's default */
+    core_start_opts(&c, &o);
+    window_run_ok(&c, "");
+    body = window_body(",\"kv_eviction\":{\"mode\":\"none\"}");
+    complete_400(&c, "/v1/completions", body, "max_tokens");
+    free(body);
+    core_stop(&c);
+}
+END_TEST
 
 /* Batched prompts: one choice per prompt and n, numbered prompt * n + j, each the text the prompt
  * gets alone; usage summed; streamed chunks carry the same indexes and texts. */
@@ -1803,6 +1908,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_tool_calls_auto);
     tcase_add_test(tc, test_serve_core_tool_calls_auto_lazy);
     tcase_add_test(tc, test_serve_core_reasoning_content);
+    tcase_add_test(tc, test_serve_core_sink_window_past_context);
     suite_add_tcase(s, tc);
     return s;
 }
