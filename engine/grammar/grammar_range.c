@@ -111,7 +111,8 @@ int grammar_range_int_gbnf(struct grammar_bound lo, struct grammar_bound hi, str
     }
     if (!rc && (!hi.set || h >= 0)) {
         unsigned long long n_lo = lo.set && l > 0 ? (unsigned long long)l : 0;
-        if (!(rc = alt_next(&a))) rc = nonneg(out, n_lo, hi.set ? (unsigned long long)h : 0, !hi.set);
+        if (!(rc = alt_next(&a)))
+            rc = nonneg(out, n_lo, hi.set ? (unsigned long long)h : 0, !hi.set);
     }
     return rc ? rc : buf_puts(out, " )");
 }

@@ -45,7 +45,8 @@ struct rx {
     int rc;
 };
 
-static int rx_fail(struct rx *p, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int rx_fail(struct rx *p, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 static int rx_fail(struct rx *p, int rc, const char *fmt, ...)
 {
@@ -53,7 +54,7 @@ static int rx_fail(struct rx *p, int rc, const char *fmt, ...)
     char msg[200];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    (void)err_vfmt(msg, sizeof(msg), rc, fmt, ap);
     va_end(ap);
     p->rc = rc;
     if (rc == ERR_NOMEM) return err_fmt(p->err, p->errlen, rc, "regex: out of memory");
@@ -138,10 +139,9 @@ static int rx_class_escape(struct rx *p, struct rx_ranges *r, int cls)
 {
     static const struct gb_range d[] = {{'0', '9'}};
     static const struct gb_range w[] = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-    static const struct gb_range s[] = {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},
-                                        {0x1680, 0x1680}, {0x2000, 0x200A}, {0x2028, 0x2029},
-                                        {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-                                        {0xFEFF, 0xFEFF}};
+    static const struct gb_range s[] = {
+        {0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+        {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
     const struct gb_range *t = d;
     size_t n = 1;
     int lower = cls | 0x20;
@@ -293,7 +293,8 @@ static int rx_escape(struct rx *p, bool in_class, uint32_t *cp, int *cls)
         }
         return rx_fail(p, ERR_UNSUPPORTED, "%s", "word boundaries (\\b) are not supported");
     case 'B': return rx_fail(p, ERR_UNSUPPORTED, "%s", "word boundaries (\\B) are not supported");
-    case 'k': return rx_fail(p, ERR_UNSUPPORTED, "%s", "backreferences (\\k<name>) are not supported");
+    case 'k':
+        return rx_fail(p, ERR_UNSUPPORTED, "%s", "backreferences (\\k<name>) are not supported");
     case 'p':
     case 'P':
         return rx_fail(p, ERR_UNSUPPORTED, "unicode property escapes (\\%c{...}) are not supported",
@@ -458,7 +459,8 @@ static struct rx_node *rx_group(struct rx *p, int depth)
             }
             p->pos++;
         } else {
-            rx_fail(p, ERR_UNSUPPORTED, "%s", "inline flags and other (?...) groups are not supported");
+            rx_fail(p, ERR_UNSUPPORTED, "%s",
+                    "inline flags and other (?...) groups are not supported");
             return NULL;
         }
     }
@@ -788,8 +790,10 @@ static int rx_put_rep(struct rx *p, struct buf *b, const struct rx_node *x, bool
     int rc = buf_puts(b, "( ");
     if (!rc) rc = rx_emit(p, b, x, ne);
     if (rc) return rc;
-    if (max == RX_INF) return min == 0 ? buf_puts(b, " )*") : min == 1 ? buf_puts(b, " )+")
-                                                            : buf_printf(b, " ){%ld,}", min);
+    if (max == RX_INF)
+        return min == 0   ? buf_puts(b, " )*")
+               : min == 1 ? buf_puts(b, " )+")
+                          : buf_printf(b, " ){%ld,}", min);
     if (min == 0 && max == 1) return buf_puts(b, " )?");
     if (min == 1 && max == 1) return buf_puts(b, " )");
     if (min == max) return buf_printf(b, " ){%ld}", min);
@@ -843,7 +847,10 @@ static int rx_emit(struct rx *p, struct buf *b, const struct rx_node *n, bool ne
 int grammar_regex_gbnf(const char *re, size_t len, const struct grammar_regex_opts *o,
                        struct buf *out, char *err, size_t errlen)
 {
-    struct rx p = {.s = re ? re : "", .len = re ? len : 0, .json = o->json_string, .err = err,
+    struct rx p = {.s = re ? re : "",
+                   .len = re ? len : 0,
+                   .json = o->json_string,
+                   .err = err,
                    .errlen = errlen};
     if (err && errlen) err[0] = 0;
     if (p.len > GRAMMAR_REGEX_MAX_LEN)
@@ -873,6 +880,7 @@ int grammar_regex_root_gbnf(const char *re, size_t len, struct buf *out, char *e
     int rc = buf_puts(out, "root ::= ");
     if (!rc) rc = grammar_regex_gbnf(re, len, &o, out, err, errlen);
     if (!rc) rc = buf_putc(out, '\n');
-    if (rc == ERR_TOO_BIG && err && !err[0]) err_fmt(err, errlen, rc, "regex: the grammar is too large");
+    if (rc == ERR_TOO_BIG && err && !err[0])
+        err_fmt(err, errlen, rc, "regex: the grammar is too large");
     return rc;
 }

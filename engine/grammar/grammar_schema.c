@@ -80,10 +80,13 @@ static const char *const gs_known[] = {
     "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):"   \
     "[0-5][0-9])"
 #define GS_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-#define GS_HOST  "(?:" GS_LABEL "\\.){0,3}[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-#define GS_PCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
-#define GS_QCHAR "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
-#define GS_OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+/* at most 3 * 64 + 61 = 253 characters (RFC 1035's limit) */
+#define GS_HOST "(?:" GS_LABEL "\\.){0,3}[A-Za-z](?:[A-Za-z0-9-]{0,59}[A-Za-z0-9])?"
+/* local part <= 64, domain labels <= 32: at most 64 + 1 + 4 * 33 + 24 = 221 (RFC 5321: 254) */
+#define GS_MAIL_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
+#define GS_PCHAR      "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+#define GS_QCHAR      "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
+#define GS_OCTET      "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
 static const struct {
     const char *name, *regex;
 } gs_formats[] = {
@@ -91,8 +94,8 @@ static const struct {
     {"time", GS_TIME},
     {"date-time", GS_DATE "T" GS_TIME},
     {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
-    {"email",
-     "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,31})?@(?:" GS_LABEL "\\.){1,4}[A-Za-z]{2,24}"},
+    {"email", "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,31})?@(?:" GS_MAIL_LABEL
+              "\\.){1,4}[A-Za-z]{2,24}"},
     {"hostname", GS_HOST},
     {"ipv4", GS_OCTET "(?:\\." GS_OCTET "){3}"},
     {"ipv6", "[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4}){7}"},

@@ -19,9 +19,9 @@
 Suite *grammar_regex_suite(void);
 
 static const char *const pieces[] = {
-    "a",  "b",  "c",  "z",  "A",  "Z",  "0",  "1",  "5",    "9",    "-",    "_",
-    ".",  " ",  "\"", "\\", "/",  ":",  "@",  "ab", "12",   "\n",   "\t",   "x",
-    "(",  ")",  "{",  "}",  "+",  "*",  "?",  "|",  "\xc3", "\xa9", "\xc3\xa9", "</s>",
+    "a", "b", "c",  "z",  "A", "Z", "0", "1",  "5",    "9",    "-",        "_",
+    ".", " ", "\"", "\\", "/", ":", "@", "ab", "12",   "\n",   "\t",       "x",
+    "(", ")", "{",  "}",  "+", "*", "?", "|",  "\xc3", "\xa9", "\xc3\xa9", "</s>",
 };
 #define N_PIECES ((int32_t)(sizeof(pieces) / sizeof(pieces[0])))
 
@@ -36,8 +36,8 @@ static struct grammar_vocab *vocab(void)
 }
 
 /* The grammar of `re` (whole output, or as JSON string content with quotes around it). */
-static int compile(const char *re, bool json, long long min, long long max,
-                   struct grammar_vocab *v, struct grammar **g, char *err)
+static int compile(const char *re, bool json, long long min, long long max, struct grammar_vocab *v,
+                   struct grammar **g, char *err)
 {
     struct buf b;
     buf_init(&b, GRAMMAR_MAX_TEXT);
@@ -98,7 +98,8 @@ START_TEST(test_grammar_regex_literals_classes)
     ck_assert(!matches("abc", "ab"));
     ck_assert(!matches("abc", "abcd"));
     ck_assert(matches("^abc$", "abc"));
-    ck_assert(matches("a.c", "a\xc3\xa9" "c"));
+    ck_assert(matches("a.c", "a\xc3\xa9"
+                             "c"));
     ck_assert(!matches("a.c", "a\nc"));
     ck_assert(matches("[a-c]+", "abcab"));
     ck_assert(!matches("[a-c]+", "abd"));
@@ -115,12 +116,12 @@ START_TEST(test_grammar_regex_literals_classes)
     ck_assert(matches("\\.\\*\\+\\?\\(\\)\\[\\]\\{\\}\\|\\\\\\/\\^\\$", ".*+?()[]{}|\\/^$"));
     ck_assert(matches("\\x41\\u00e9\\u{1F600}\\t", "A\xc3\xa9\xf0\x9f\x98\x80\t"));
     ck_assert(matches("\\uD83D\\uDE00", "\xf0\x9f\x98\x80")); /* a surrogate pair */
-    ck_assert(matches("\xc3\xa9+", "\xc3\xa9\xc3\xa9"));     /* UTF-8 literal, repeated whole */
+    ck_assert(matches("\xc3\xa9+", "\xc3\xa9\xc3\xa9"));      /* UTF-8 literal, repeated whole */
     ck_assert(!matches("\xc3\xa9+", "\xc3\xa9\xc3"));
     ck_assert(matches("[\xc3\xa9-\xc3\xbf]", "\xc3\xb0"));
-    ck_assert(matches("[]a", "") == false);      /* [] matches nothing */
-    ck_assert(matches("[^]", "\n"));            /* [^] matches anything */
-    ck_assert(matches("a{2}b{", "aab{"));       /* a '{' that is no quantifier is literal */
+    ck_assert(matches("[]a", "") == false); /* [] matches nothing */
+    ck_assert(matches("[^]", "\n"));        /* [^] matches anything */
+    ck_assert(matches("a{2}b{", "aab{"));   /* a '{' that is no quantifier is literal */
     ck_assert(matches("x{,3}", "x{,3}"));
     ck_assert(matches("[\\b]", "\b"));
     ck_assert(matches("\\cJ", "\n"));
@@ -246,8 +247,7 @@ START_TEST(test_grammar_regex_refused)
     struct grammar_regex_opts o = {.json_string = false, .min_chars = -1, .max_chars = -1};
     char err[256] = "";
     const char *re = "((a?b?c?)*(a?b?c?)*)*[a-z0-9]{1,9}";
-    ck_assert_int_eq(grammar_regex_gbnf(re, strlen(re), &o, &small, err, sizeof(err)),
-                     ERR_TOO_BIG);
+    ck_assert_int_eq(grammar_regex_gbnf(re, strlen(re), &o, &small, err, sizeof(err)), ERR_TOO_BIG);
     ck_assert_ptr_nonnull(strstr(err, "larger"));
     buf_fini(&small);
     /* nested repetitions compile to linear grammars (GBNF repeats a rule, not its text) */

@@ -220,6 +220,21 @@ START_TEST(test_grammar_schema_pattern)
 }
 END_TEST
 
+/* "<3 labels of n>.<one of last>" as a JSON string, into out. */
+static const char *host_of(char *out, int n, int last)
+{
+    int k = 0;
+    out[k++] = '"';
+    for (int l = 0; l < 3; l++) {
+        for (int i = 0; i < n; i++) out[k++] = 'a';
+        out[k++] = '.';
+    }
+    for (int i = 0; i < last; i++) out[k++] = 'b';
+    out[k++] = '"';
+    out[k] = 0;
+    return out;
+}
+
 START_TEST(test_grammar_schema_format)
 {
     const char *d = "{\"type\":\"string\",\"format\":\"date\"}";
@@ -256,6 +271,16 @@ START_TEST(test_grammar_schema_format)
     ck_assert(!valid(uri, "\"https://exa mple.com\""));
     ck_assert(!valid(uri, "\"https://x.com/%zz\""));
     ck_assert(valid("{\"type\":\"string\",\"format\":\"hostname\"}", "\"api.example.org\""));
+    /* length limits: a hostname of 253 characters at most, email domain labels of 32 */
+    const char *h = "{\"type\":\"string\",\"format\":\"hostname\"}";
+    char host[300], mail[80];
+    ck_assert(valid(h, host_of(host, 63, 61)));  /* 3 * 64 + 61 = 253 characters */
+    ck_assert(!valid(h, host_of(host, 63, 62))); /* 254 */
+    ck_assert(!valid(h, host_of(host, 64, 10))); /* a label of 64 */
+    snprintf(mail, sizeof(mail), "\"x@%.32s.com\"", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    ck_assert(valid(e, mail));
+    snprintf(mail, sizeof(mail), "\"x@%.33s.com\"", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    ck_assert(!valid(e, mail));
     /* other formats are annotations: not enforced, not refused */
     ck_assert(valid("{\"type\":\"string\",\"format\":\"binary\"}", "\"anything\""));
     ck_assert(valid("{\"type\":\"integer\",\"format\":\"int64\"}", "-7"));

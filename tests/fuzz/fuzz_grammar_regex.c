@@ -26,8 +26,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                                          \
     } while (0)
 
-static const char *const pieces[] = {"a", "b", "0", "1",  "\"", "\\", "\\\"", "-",  ".",
-                                     " ", "u", "n", "\\n", "\\u00", "\xc3\xa9", "x", "</s>"};
+static const char *const pieces[] = {"a", "b", "0", "1",   "\"",    "\\",       "\\\"", "-",   ".",
+                                     " ", "u", "n", "\\n", "\\u00", "\xc3\xa9", "x",    "</s>"};
 #define N_PIECES ((int32_t)(sizeof(pieces) / sizeof(pieces[0])))
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
