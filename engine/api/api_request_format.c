@@ -2,7 +2,8 @@
  * the HTTP thread, where the vocabulary is). OpenAI's response_format: {"type":"text"},
  * {"type":"json_object"}, {"type":"json_schema","json_schema":{"name","schema","strict"}}
  * (https://platform.openai.com/docs/guides/structured-outputs); vLLM's guided_json, guided_grammar,
- * guided_choice and their newer structured_outputs {"json","grammar","choice"} spelling. A schema
+ * guided_choice, guided_regex and their newer structured_outputs {"json","grammar","choice","regex"}
+ * spelling (a regex describes the whole output: engine/grammar/grammar_regex.h). A schema
  * the converter cannot honour is a 400 naming the keyword, never an unconstrained answer. */
 #include "engine/api/api.h"
 
@@ -11,6 +12,7 @@
 #include "common/json_util.h"
 #include "engine/api/api_priv.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_regex.h"
 #include "engine/grammar/grammar_schema.h"
 
 #include <stdio.h>
@@ -26,7 +28,8 @@ static int api_format_set(struct api_parse *p, const char *param, struct buf *b)
         buf_fini(b);
         return api_invalid(p, param,
                            "give one structured-output constraint (response_format, guided_json, "
-                           "guided_grammar, guided_choice or structured_outputs)");
+                           "guided_grammar, guided_choice, guided_regex or "
+                           "structured_outputs)");
     }
     p->r->grammar = buf_steal(b);
     buf_fini(b);
@@ -80,6 +83,19 @@ static int api_format_grammar(struct api_parse *p, const char *param, const json
     buf_init(&b, GRAMMAR_MAX_TEXT);
     if (buf_append(&b, json_string_value(g), json_string_length(g)))
         return api_format_fail(p, param, ERR_NOMEM, "", &b);
+    return api_format_set(p, param, &b);
+}
+
+/* A regular expression the whole output must match (vLLM's guided_regex). */
+static int api_format_regex(struct api_parse *p, const char *param, const json_t *re)
+{
+    if (!json_is_string(re)) return api_wrong_type(p, param, "a string (regular expression)", re);
+    struct buf b;
+    buf_init(&b, GRAMMAR_MAX_TEXT);
+    char err[256];
+    int rc = grammar_regex_root_gbnf(json_string_value(re), json_string_length(re), &b, err,
+                                     sizeof(err));
+    if (rc) return api_format_fail(p, param, rc, err, &b);
     return api_format_set(p, param, &b);
 }
 
@@ -160,8 +176,9 @@ int api_parse_format(struct api_parse *p)
     if ((v = json_util_field(p->root, "guided_choice")) &&
         (rc = api_format_choice(p, "guided_choice", v)))
         return rc;
-    if (json_util_field(p->root, "guided_regex"))
-        return api_invalid(p, "guided_regex", "'guided_regex' is not supported (use a grammar)");
+    if ((v = json_util_field(p->root, "guided_regex")) &&
+        (rc = api_format_regex(p, "guided_regex", v)))
+        return rc;
     const json_t *so = json_util_field(p->root, "structured_outputs");
     if (!so) return 0;
     if (!json_is_object(so)) return api_wrong_type(p, "structured_outputs", "an object", so);
@@ -174,8 +191,8 @@ int api_parse_format(struct api_parse *p)
     if ((v = json_util_field(so, "choice")) &&
         (rc = api_format_choice(p, "structured_outputs.choice", v)))
         return rc;
-    if (json_util_field(so, "regex"))
-        return api_invalid(p, "structured_outputs.regex",
-                           "'structured_outputs.regex' is not supported (use a grammar)");
+    if ((v = json_util_field(so, "regex")) &&
+        (rc = api_format_regex(p, "structured_outputs.regex", v)))
+        return rc;
     return 0;
 }

@@ -2,7 +2,7 @@
  * compiled to a byte-level pushdown automaton, a per-sequence matcher over it, and the token mask
  * of each step (which tokens keep the output a prefix of the language; end-of-generation tokens
  * only where the grammar accepts). JSON schemas and regular expressions compile to GBNF
- * (grammar_schema.h).
+ * (grammar_schema.h, grammar_regex.h).
  *
  * Bytes, not characters: character classes become alternatives of UTF-8 byte sequences, so a token
  * that ends inside a character, or spans several terminals, is judged by its bytes exactly.

@@ -28,6 +28,11 @@ struct gb_range {
     uint32_t lo, hi;
 };
 
+/* Sorts and merges r[0..n) in place, clipped to U+10FFFF; returns the new count. */
+size_t gb_range_normalise(struct gb_range *r, size_t n);
+/* Writes into out (capacity n + 1) the complement of normalised r[0..n); returns the count. */
+size_t gb_range_complement(const struct gb_range *r, size_t n, struct gb_range *out);
+
 struct gb {
     struct gb_rule *rules;
     int32_t n_rules, cap_rules;

@@ -87,8 +87,7 @@ static int range_cmp(const void *a, const void *b)
     return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-/* Sorts and merges r in place, clips to CP_MAX; returns the new count. */
-static size_t normalise(struct gb_range *r, size_t n)
+size_t gb_range_normalise(struct gb_range *r, size_t n)
 {
     qsort(r, n, sizeof(*r), range_cmp);
     size_t k = 0;
@@ -104,8 +103,7 @@ static size_t normalise(struct gb_range *r, size_t n)
     return k;
 }
 
-/* Writes into out (capacity n + 1) the complement of normalised r[0..n); returns the count. */
-static size_t complement(const struct gb_range *r, size_t n, struct gb_range *out)
+size_t gb_range_complement(const struct gb_range *r, size_t n, struct gb_range *out)
 {
     size_t k = 0;
     uint32_t next = 0;
@@ -137,12 +135,12 @@ static struct grammar_byteset range_set(unsigned lo, unsigned hi)
 int gb_class(struct gb *b, int32_t owner, struct gb_alt **a_io, struct gb_range *r, size_t n,
              bool negate)
 {
-    n = normalise(r, n);
+    n = gb_range_normalise(r, n);
     struct gb_range *rs = malloc((n + 2) * sizeof(*rs));
     struct seqs s = {0};
     int rc = 0;
     if (!rs) return gb_fail(b, ERR_NOMEM, "out of memory compiling the grammar");
-    size_t m = negate ? complement(r, n, rs) : (memcpy(rs, r, n * sizeof(*r)), n);
+    size_t m = negate ? gb_range_complement(r, n, rs) : (memcpy(rs, r, n * sizeof(*r)), n);
     /* Drop surrogates: split a range that covers them. */
     struct grammar_byteset ascii = {{0}};
     bool has_ascii = false;

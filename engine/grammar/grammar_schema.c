@@ -7,7 +7,10 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/grammar_range.h"
+#include "engine/grammar/grammar_regex.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,15 +31,86 @@ struct gs {
 
 /* Keywords that only annotate, or that we implement. */
 static const char *const gs_known[] = {
-    "type",       "properties", "required",    "additionalProperties",
-    "items",      "minItems",   "maxItems",    "minLength",
-    "maxLength",  "enum",       "const",       "anyOf",
-    "oneOf",      "$ref",       "$defs",       "definitions",
-    "nullable",   "title",      "description", "default",
-    "examples",   "$schema",    "$id",         "$comment",
-    "deprecated", "readOnly",   "writeOnly",   "discriminator",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "enum",
+    "const",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "$defs",
+    "definitions",
+    "nullable",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "$schema",
+    "$id",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "discriminator",
     "strict",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
 };
+
+/* The formats enforced, as regular expressions over the string's characters (grammar_regex.h).
+ * Each is a practical subset of its RFC, so what is generated always validates: dates never
+ * write February 29 (leap years are not tracked), date-time / time use "T", "Z" and numeric
+ * offsets, ipv6 only the full eight-group form, uri only http(s) with a hostname. Any other format
+ * is an annotation (JSON Schema 2020-12's default vocabulary) and is not enforced. */
+#define GS_DATE                                                                                    \
+    "[1-9][0-9]{3}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|"      \
+    "[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+#define GS_TIME                                                                                    \
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-](?:[01][0-9]|2[0-3]):"   \
+    "[0-5][0-9])"
+#define GS_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+/* at most 3 * 64 + 61 = 253 characters (RFC 1035's limit) */
+#define GS_HOST "(?:" GS_LABEL "\\.){0,3}[A-Za-z](?:[A-Za-z0-9-]{0,59}[A-Za-z0-9])?"
+/* local part <= 64, domain labels <= 32: at most 64 + 1 + 4 * 33 + 24 = 221 (RFC 5321: 254) */
+#define GS_MAIL_LABEL "[A-Za-z0-9](?:[A-Za-z0-9-]{0,30}[A-Za-z0-9])?"
+#define GS_PCHAR      "(?:[A-Za-z0-9._~!$&'()*+,;=:@-]|%[0-9A-Fa-f]{2})"
+#define GS_QCHAR      "(?:[A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9A-Fa-f]{2})"
+#define GS_OCTET      "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+static const struct {
+    const char *name, *regex;
+} gs_formats[] = {
+    {"date", GS_DATE},
+    {"time", GS_TIME},
+    {"date-time", GS_DATE "T" GS_TIME},
+    {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+    {"email", "[A-Za-z0-9_+-]{1,32}(?:\\.[A-Za-z0-9_+-]{1,31})?@(?:" GS_MAIL_LABEL
+              "\\.){1,4}[A-Za-z]{2,24}"},
+    {"hostname", GS_HOST},
+    {"ipv4", GS_OCTET "(?:\\." GS_OCTET "){3}"},
+    {"ipv6", "[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{1,4}){7}"},
+    {"uri", "https?://" GS_HOST "(?::[0-9]{1,5})?(?:/" GS_PCHAR "*)*(?:\\?" GS_QCHAR
+            "*)?(?:#" GS_QCHAR "*)?"},
+};
+
+/* The regex of an enforced format, or NULL (an annotation). */
+static const char *gs_format_regex(const json_t *format)
+{
+    for (size_t i = 0; json_is_string(format) && i < sizeof(gs_formats) / sizeof(gs_formats[0]);
+         i++)
+        if (!strcmp(json_string_value(format), gs_formats[i].name)) return gs_formats[i].regex;
+    return NULL;
+}
 
 static const char gs_base[] =
     "ws ::= \" \"?\n"
@@ -108,6 +182,32 @@ static int gs_repeat(struct buf *b, long long lo, long long hi)
     return buf_printf(b, "{%lld,%lld}", lo, hi);
 }
 
+/* A string by `pattern` or an enforced `format`, inside the quotes. */
+static int gs_string_regex(struct gs *s, const json_t *sch, const char *path, long long lo,
+                           long long hi, struct buf *b)
+{
+    const json_t *pat = json_object_get(sch, "pattern"), *fmt = json_object_get(sch, "format");
+    const char *re = gs_format_regex(fmt), *what = "format";
+    if (pat && !json_is_string(pat))
+        return gs_fail(s, ERR_INVAL, path, "%s", "'pattern' must be a string");
+    if (pat && re)
+        return gs_fail(s, ERR_UNSUPPORTED, path, "%s",
+                       "'pattern' together with 'format' is not supported");
+    if (pat) re = json_string_value(pat), what = "pattern";
+    struct grammar_regex_opts o = {.json_string = true, .min_chars = lo, .max_chars = hi};
+    char rerr[200], msg[240];
+    int rc = buf_puts(b, "\"\\\"\" ");
+    if (rc) return rc;
+    rc = grammar_regex_gbnf(re, pat ? json_string_length(pat) : strlen(re), &o, b, rerr,
+                            sizeof(rerr));
+    if (rc == ERR_NOMEM) return rc;
+    if (rc) {
+        snprintf(msg, sizeof(msg), "'%s': %s", what, rerr);
+        return gs_fail(s, rc, path, "%s", msg);
+    }
+    return buf_puts(b, " \"\\\"\"");
+}
+
 static int gs_string(struct gs *s, const json_t *sch, const char *path, struct buf *b)
 {
     long long lo, hi;
@@ -115,11 +215,92 @@ static int gs_string(struct gs *s, const json_t *sch, const char *path, struct b
     if ((rc = gs_count(s, sch, "minLength", path, &lo)) ||
         (rc = gs_count(s, sch, "maxLength", path, &hi)))
         return rc;
+    if (hi >= 0 && lo >= 0 && hi < lo)
+        return gs_fail(s, ERR_INVAL, path, "%s", "maxLength < minLength");
+    if (json_object_get(sch, "pattern") || gs_format_regex(json_object_get(sch, "format")))
+        return gs_string_regex(s, sch, path, lo, hi, b);
     if (lo < 0 && hi < 0) return buf_puts(b, "j-string");
     if (lo < 0) lo = 0;
-    if (hi >= 0 && hi < lo) return gs_fail(s, ERR_INVAL, path, "%s", "maxLength < minLength");
     if ((rc = buf_puts(b, "\"\\\"\" j-char")) || (rc = gs_repeat(b, lo, hi))) return rc;
     return buf_puts(b, " \"\\\"\"");
+}
+
+/* One numeric bound keyword into *out (integer: made inclusive, rounded inward). 0 or error. */
+static int gs_bound(struct gs *s, const json_t *v, const char *key, bool lower, bool excl,
+                    bool integer, const char *path, struct grammar_bound *out)
+{
+    char msg[200];
+    double d = json_number_value(v);
+    long long iv = json_is_integer(v) ? json_integer_value(v) : 0;
+    if (!json_is_number(v)) {
+        snprintf(msg, sizeof(msg), "'%s' must be a number", key);
+        return gs_fail(s, ERR_INVAL, path, "%s", msg);
+    }
+    if (json_is_real(v)) {
+        if (!isfinite(d) || fabs(d) > 1e15) {
+            snprintf(msg, sizeof(msg), "'%s' %g is out of the supported range (|x| <= 1e15)", key,
+                     d);
+            return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
+        }
+        if (!integer && d != floor(d)) {
+            snprintf(msg, sizeof(msg),
+                     "'%s' %g on a 'number' is not supported (only integer bounds are)", key, d);
+            return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
+        }
+        if (integer && d != floor(d)) { /* the integers beyond d: inclusive after rounding */
+            iv = (long long)(lower ? ceil(d) : floor(d));
+            excl = false;
+        } else {
+            iv = (long long)d;
+        }
+    } else if (iv > GRAMMAR_RANGE_MAX || iv < -GRAMMAR_RANGE_MAX) {
+        snprintf(msg, sizeof(msg), "'%s' is out of the supported range (18 digits)", key);
+        return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
+    }
+    if (integer && excl) iv += lower ? 1 : -1, excl = false;
+    struct grammar_bound nb = {true, excl, iv};
+    /* the tighter of two bounds on one side */
+    bool tighter = !out->set || (lower ? iv > out->v : iv < out->v) || (iv == out->v && excl);
+    if (tighter) *out = nb;
+    return 0;
+}
+
+/* minimum / maximum / exclusiveMinimum / exclusiveMaximum (a number, or draft 4's boolean that
+ * makes minimum / maximum exclusive) into lo and hi. 0 or error. */
+static int gs_bounds(struct gs *s, const json_t *sch, const char *path, bool integer,
+                     struct grammar_bound *lo, struct grammar_bound *hi)
+{
+    static const char *const keys[2][2] = {{"minimum", "exclusiveMinimum"},
+                                           {"maximum", "exclusiveMaximum"}};
+    *lo = *hi = (struct grammar_bound){0};
+    for (int side = 0; side < 2; side++) {
+        const json_t *inc = json_object_get(sch, keys[side][0]);
+        const json_t *exc = json_object_get(sch, keys[side][1]);
+        struct grammar_bound *out = side ? hi : lo;
+        bool draft4 = json_is_boolean(exc);
+        int rc;
+        if (inc && (rc = gs_bound(s, inc, keys[side][0], !side, draft4 && json_is_true(exc),
+                                  integer, path, out)))
+            return rc;
+        if (exc && !draft4 &&
+            (rc = gs_bound(s, exc, keys[side][1], !side, true, integer, path, out)))
+            return rc;
+    }
+    return 0;
+}
+
+/* An integer or a number, in its range when bounds are given. */
+static int gs_numeric(struct gs *s, const json_t *sch, const char *path, bool integer,
+                      struct buf *b)
+{
+    struct grammar_bound lo, hi;
+    int rc = gs_bounds(s, sch, path, integer, &lo, &hi);
+    if (rc) return rc;
+    if (!lo.set && !hi.set) return buf_puts(b, integer ? "j-int" : "j-number");
+    rc = integer ? grammar_range_int_gbnf(lo, hi, b) : grammar_range_number_gbnf(lo, hi, b);
+    if (rc == ERR_INVAL)
+        return gs_fail(s, rc, path, "%s", "minimum / maximum leave no value in range");
+    return rc;
 }
 
 static int gs_array(struct gs *s, const json_t *sch, const char *path, struct buf *b)
@@ -255,8 +436,8 @@ static int gs_typed(struct gs *s, const json_t *sch, const char *type, const cha
                     struct buf *b)
 {
     if (!strcmp(type, "string")) return gs_string(s, sch, path, b);
-    if (!strcmp(type, "integer")) return buf_puts(b, "j-int");
-    if (!strcmp(type, "number")) return buf_puts(b, "j-number");
+    if (!strcmp(type, "integer")) return gs_numeric(s, sch, path, true, b);
+    if (!strcmp(type, "number")) return gs_numeric(s, sch, path, false, b);
     if (!strcmp(type, "boolean")) return buf_puts(b, "j-bool");
     if (!strcmp(type, "null")) return buf_puts(b, "j-null");
     if (!strcmp(type, "array")) return gs_array(s, sch, path, b);
@@ -316,6 +497,36 @@ static int gs_alts(struct gs *s, const json_t *list, const char *key, const char
     return 0;
 }
 
+/* pattern, an enforced format and the numeric bounds constrain one type's values: they need a
+ * 'type' to apply to (without one every JSON value would be generated, unconstrained), and are
+ * not combined with $ref / const / enum / anyOf / oneOf, whose branches would ignore them. */
+static int gs_check_value_keywords(struct gs *s, const json_t *sch, const char *path)
+{
+    static const char *const keys[] = {"pattern",          "minimum",          "maximum",
+                                       "exclusiveMinimum", "exclusiveMaximum", "format"};
+    static const char *const alone[] = {"$ref", "const", "enum", "anyOf", "oneOf"};
+    const char *kw = NULL;
+    const json_t *fmt = json_object_get(sch, "format");
+    if (fmt && !json_is_string(fmt))
+        return gs_fail(s, ERR_INVAL, path, "%s", "'format' must be a string");
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && !kw; i++)
+        if (json_object_get(sch, keys[i])) kw = keys[i];
+    if (kw && !strcmp(kw, "format") && !gs_format_regex(json_object_get(sch, "format")))
+        kw = NULL; /* an annotation */
+    if (!kw) return 0;
+    char msg[160];
+    for (size_t i = 0; i < sizeof(alone) / sizeof(alone[0]); i++)
+        if (json_object_get(sch, alone[i])) {
+            snprintf(msg, sizeof(msg), "'%s' next to '%s' is not supported", kw, alone[i]);
+            return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
+        }
+    if (!json_object_get(sch, "type")) {
+        snprintf(msg, sizeof(msg), "'%s' needs a 'type' to apply to", kw);
+        return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
+    }
+    return 0;
+}
+
 static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf *b)
 {
     if (json_is_true(sch)) return buf_puts(b, "j-value");
@@ -334,6 +545,7 @@ static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf
             return gs_fail(s, ERR_UNSUPPORTED, path, "keyword '%.64s' is not supported", key);
     }
     int rc;
+    if ((rc = gs_check_value_keywords(s, sch, path))) return rc;
     bool nullable = json_is_true(json_object_get(sch, "nullable"));
     if (nullable && (rc = buf_puts(b, "j-null | "))) return rc;
     const json_t *ref = json_object_get(sch, "$ref");

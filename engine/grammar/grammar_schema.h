@@ -1,16 +1,22 @@
 /* JSON Schema -> GBNF (engine/grammar/grammar.h compiles the result), for OpenAI's response_format
  * (json_object, json_schema) and tool parameters. The subset: type (one or a list), properties,
- * required, additionalProperties, items, minItems / maxItems, minLength / maxLength, enum, const,
- * anyOf / oneOf (oneOf is generated as anyOf), $ref into #/$defs/ or #/definitions/ (recursion
- * allowed), nullable, and annotations (title, description, default, examples, ...). Any other
- * keyword that constrains instances (pattern, format, minimum, multipleOf, ...) is refused with
- * ERR_UNSUPPORTED naming it and its place: a schema is never silently relaxed.
+ * required, additionalProperties, items, minItems / maxItems, minLength / maxLength, pattern
+ * (grammar_regex.h: the whole string must match), format (date-time, date, time, uuid, email,
+ * hostname, ipv4, ipv6, uri: practical subsets; any other format is an annotation, not
+ * enforced), minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers or draft 4's
+ * booleans; exact for integer, integer bounds only for number), enum, const, anyOf / oneOf
+ * (oneOf is generated as anyOf), $ref into #/$defs/ or #/definitions/ (recursion allowed),
+ * nullable, and annotations (title, description, default, examples, ...). Any other keyword
+ * that constrains instances (multipleOf, patternProperties, ...) is refused with ERR_UNSUPPORTED
+ * naming it and its place, as are pattern / format / bounds without a 'type' or next to $ref,
+ * const, enum, anyOf or oneOf: a schema is never silently relaxed.
  *
  * The language generated is a subset of the schema's instances: properties come in the schema's
  * order (required ones always, optional ones each maybe), properties not declared are not
  * generated even where additionalProperties allows them, whitespace is at most one space between
- * tokens, and numbers are bounded to 16 digits, so a model (even one with random weights) always
- * writes an instance that validates. Pure code, any thread. */
+ * tokens, numbers are bounded to 16 digits (bounded numbers have no exponent), and patterns
+ * match whole strings, so a model (even one with random weights) always writes an instance that
+ * validates. Pure code, any thread. */
 #ifndef CINFER_ENGINE_GRAMMAR_SCHEMA_H
 #define CINFER_ENGINE_GRAMMAR_SCHEMA_H
 

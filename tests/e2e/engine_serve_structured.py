@@ -3,16 +3,20 @@
 Usage: engine_serve_structured.py main=PORT
   main: stories260K (a story model that has never seen JSON) with --context-length 256.
 The grammar mask, not the model, must make every answer valid: client.beta.chat.completions.parse
-with pydantic models (nested, optional, enum, array), streamed and not, several seeds; tools with
+with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, pattern, date / datetime /
+UUID formats), guided_regex, streamed and not, several seeds; tools with
 tool_choice required / named / auto / none, streamed tool-call deltas assembled by the SDK, a
 multi-turn conversation with a tool result, and 400s for schemas the engine cannot honour.
 Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
 """
 
+import datetime
 import enum
 import json
 import os
+import re
 import sys
+import uuid
 from typing import List, Optional
 
 import openai
@@ -87,19 +91,54 @@ def test_json_object_and_n():
     checks.check("json_object, n=2: each choice a JSON object (or cut at length)", ok, f"{r}")
 
 
+class Reading(BaseModel):
+    stars: int = Field(ge=1, le=5)
+    temp: int = Field(gt=-40, lt=125)
+    score: float = Field(ge=0, le=100)
+    code: str = Field(pattern=r"^[A-Z]{2}-\d{3}$")
+    day: datetime.date
+
+
+class Stamp(BaseModel):
+    at: datetime.datetime
+    id: uuid.UUID
+
+
+def test_ranges_patterns_formats():
+    # number-range schemas, pattern and formats: pydantic validates what the mask let through
+    for model in (Reading, Stamp):
+        for seed in (1, 2):
+            r = client.beta.chat.completions.parse(
+                model=MODEL, messages=ASK, response_format=model, max_tokens=200, seed=seed
+            )
+            m = r.choices[0].message
+            checks.check(
+                f"{model.__name__} (seed {seed}): ranges, pattern and formats validate",
+                isinstance(m.parsed, model) and r.choices[0].finish_reason == "stop",
+                f"{r.choices[0].finish_reason}: {m.content!r}",
+            )
+    want = re.compile(r"(yes|no)-[0-9]{2,4}")
+    texts = []
+    bodies = ({"guided_regex": r"^(yes|no)-\d{2,4}$"}, {"structured_outputs": {"regex": r"(yes|no)-\d{2,4}"}})
+    for body in bodies:
+        r = client.completions.create(model=MODEL, prompt="Answer:", max_tokens=20, seed=4, extra_body=body)
+        texts.append((r.choices[0].text, r.choices[0].finish_reason))
+    checks.check(
+        "guided_regex and structured_outputs.regex: the whole answer matches",
+        all(want.fullmatch(t) and f == "stop" for t, f in texts),
+        f"{texts}",
+    )
+
+
 def test_bad_schemas():
-    class Ranged(BaseModel):
-        n: int = Field(ge=1, le=5)
+    class Multiple(BaseModel):
+        n: int = Field(multiple_of=3)
 
     try:
-        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Ranged, max_tokens=20)
-        checks.not_ok("number range: 400", "no error")
+        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Multiple, max_tokens=20)
+        checks.not_ok("multipleOf: 400", "no error")
     except openai.BadRequestError as e:
-        checks.check(
-            "number range (ge/le): 400 naming the keyword",
-            "not supported" in str(e) and ("'minimum'" in str(e) or "'maximum'" in str(e)),
-            str(e),
-        )
+        checks.check("multipleOf: 400 naming the keyword", "'multipleOf' is not supported" in str(e), str(e))
     try:
         client.chat.completions.create(
             model=MODEL,
@@ -107,16 +146,23 @@ def test_bad_schemas():
             max_tokens=20,
             response_format={
                 "type": "json_schema",
-                "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a+$"}},
+                "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^(a)\\1$"}},
             },
         )
-        checks.not_ok("pattern: 400", "no error")
+        checks.not_ok("pattern with a backreference: 400", "no error")
     except openai.BadRequestError as e:
         checks.check(
-            "pattern: 400 with param response_format.json_schema.schema",
-            e.body and e.body.get("param") == "response_format.json_schema.schema",
+            "pattern with a backreference: 400 with param response_format.json_schema.schema",
+            e.body
+            and e.body.get("param") == "response_format.json_schema.schema"
+            and "backreference" in str(e),
             str(e),
         )
+    try:
+        client.completions.create(model=MODEL, prompt="x", max_tokens=5, extra_body={"guided_regex": "a(?=b)"})
+        checks.not_ok("guided_regex with lookahead: 400", "no error")
+    except openai.BadRequestError as e:
+        checks.check("guided_regex with lookahead: 400 naming it", "lookahead" in str(e), str(e))
 
 
 WEATHER = {
@@ -236,6 +282,7 @@ for name, fn in [
     ("parse", test_parse),
     ("parse stream", test_parse_stream),
     ("json_object", test_json_object_and_n),
+    ("ranges, patterns, formats", test_ranges_patterns_formats),
     ("bad schemas", test_bad_schemas),
     ("tools", test_tools),
 ]:

@@ -508,18 +508,27 @@ static const struct bad_case bad_cases[] = {
      "response_format.json_schema.strict", "must be a boolean"},
     {H,
      "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
-     "{\"type\":\"integer\",\"minimum\":1}}}}",
-     "response_format.json_schema.schema", "'minimum' is not supported"},
+     "{\"type\":\"integer\",\"multipleOf\":2}}}}",
+     "response_format.json_schema.schema", "'multipleOf' is not supported"},
+    {H,
+     "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+     "{\"type\":\"string\",\"pattern\":\"(?<=a)b\"}}}}",
+     "response_format.json_schema.schema", "lookbehind are not supported"},
     {H, "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":3}}}",
      "response_format.json_schema.schema", "must be a JSON schema object"},
     {C, "{\"prompt\":\"x\",\"guided_json\":\"[\"}", "guided_json", "not valid JSON"},
     {C, "{\"prompt\":\"x\",\"guided_grammar\":5}", "guided_grammar", "a string"},
     {C, "{\"prompt\":\"x\",\"guided_choice\":[]}", "guided_choice", "1 to 1024"},
     {C, "{\"prompt\":\"x\",\"guided_choice\":[\"\"]}", "guided_choice", "non-empty"},
-    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a+\"}", "guided_regex", "not supported"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a(b\"}", "guided_regex", "unterminated group"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"(a)\\\\1\"}", "guided_regex", "backreferences"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a{99999}\"}", "guided_regex", "above 10000"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":[\"a\"]}", "guided_regex", "a string"},
+    {C, "{\"prompt\":\"x\",\"guided_regex\":\"a\",\"guided_choice\":[\"a\"]}", "guided_regex",
+     "one structured-output"},
     {C, "{\"prompt\":\"x\",\"structured_outputs\":[]}", "structured_outputs", "an object"},
-    {C, "{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"a\"}}", "structured_outputs.regex",
-     "not supported"},
+    {C, "{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"(?=a)\"}}",
+     "structured_outputs.regex", "lookahead"},
     {C, "{\"prompt\":\"x\",\"guided_json\":{},\"structured_outputs\":{\"choice\":[\"a\"]}}",
      "structured_outputs.choice", "one structured-output"},
     /* tools */
@@ -662,6 +671,14 @@ START_TEST(test_api_request_parse_structured_outputs)
         {API_KIND_COMPLETION,
          "{\"prompt\":\"x\",\"structured_outputs\":{\"grammar\":\"root ::= [0-9]\"}}",
          "structured_outputs.grammar", "root ::= [0-9]"},
+        {API_KIND_COMPLETION, "{\"prompt\":\"x\",\"guided_regex\":\"^\\\\d{3}$\"}", "guided_regex",
+         "root ::= ( ( [0-9] ){3} )"},
+        {API_KIND_COMPLETION, "{\"prompt\":\"x\",\"structured_outputs\":{\"regex\":\"a|b\"}}",
+         "structured_outputs.regex", "root ::= ( ( \"a\" ) | ( \"b\" ) )"},
+        {API_KIND_CHAT,
+         "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
+         "{\"type\":\"integer\",\"minimum\":1,\"maximum\":5}}}}",
+         "response_format.json_schema.schema", "[1-5]"},
     };
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         struct api_request *r = NULL;

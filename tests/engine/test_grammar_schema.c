@@ -141,12 +141,10 @@ END_TEST
 
 START_TEST(test_grammar_schema_refused)
 {
-    ck_assert_int_eq(refused("{\"type\":\"string\",\"pattern\":\"^a$\"}", "'pattern'"),
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf'"),
                      ERR_UNSUPPORTED);
-    ck_assert_int_eq(
-        refused("{\"properties\":{\"x\":{\"type\":\"integer\",\"minimum\":0}}}", "#/properties/x"),
-        ERR_UNSUPPORTED);
-    ck_assert_int_eq(refused("{\"type\":\"string\",\"format\":\"date-time\"}", "'format'"),
+    ck_assert_int_eq(refused("{\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"(?=a)\"}}}",
+                             "#/properties/x"),
                      ERR_UNSUPPORTED);
     ck_assert_int_eq(refused("{\"$ref\":\"http://x/y\"}", "$ref"), ERR_UNSUPPORTED);
     ck_assert_int_eq(refused("{\"$ref\":\"#/$defs/missing\"}", "names nothing"), ERR_INVAL);
@@ -177,6 +175,222 @@ START_TEST(test_grammar_schema_refused)
     ck_assert_ptr_nonnull(strstr(err, "larger"));
     json_decref(s);
     buf_fini(&big);
+}
+END_TEST
+
+START_TEST(test_grammar_schema_pattern)
+{
+    const char *s = "{\"type\":\"string\",\"pattern\":\"^[A-Z]{2}-\\\\d{3}$\"}";
+    ck_assert(valid(s, "\"AB-123\""));
+    ck_assert(!valid(s, "\"AB-12\""));
+    ck_assert(!valid(s, "\"ab-123\""));
+    ck_assert(!valid(s, "AB-123"));
+    /* unanchored patterns are generated as whole-string matches (a subset of their instances) */
+    ck_assert(valid("{\"type\":\"string\",\"pattern\":\"ab+\"}", "\"abbb\""));
+    ck_assert(!valid("{\"type\":\"string\",\"pattern\":\"ab+\"}", "\"xabbb\""));
+    /* characters JSON must escape are written escaped */
+    const char *q = "{\"type\":\"string\",\"pattern\":\"^[\\\"\\\\\\\\a]+$\"}"; /* ["\\a]+ */
+    ck_assert(valid(q, "\"a\\\"\\\\\""));
+    ck_assert(!valid(q, "\"a\"\""));
+    /* with minLength / maxLength */
+    const char *l = "{\"type\":\"string\",\"pattern\":\"^[a-z]+$\",\"maxLength\":3}";
+    ck_assert(valid(l, "\"abc\""));
+    ck_assert(!valid(l, "\"abcd\""));
+    ck_assert(!valid(l, "\"\""));
+    ck_assert(valid("{\"type\":[\"string\",\"null\"],\"pattern\":\"^x$\"}", "null"));
+    ck_assert(valid("{\"type\":[\"string\",\"null\"],\"pattern\":\"^x$\"}", "\"x\""));
+    /* pattern applies to strings only */
+    ck_assert(valid("{\"type\":\"integer\",\"pattern\":\"^x$\"}", "12"));
+    ck_assert_int_eq(
+        refused("{\"type\":\"string\",\"pattern\":\"a+b\",\"maxLength\":3}", "minLength/maxLength"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"pattern\":\"(a\"}", "'pattern'"), ERR_PARSE);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"pattern\":\"\\\\1\"}", "backreference"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"pattern\":\"a{20000}\"}", "10000"),
+                     ERR_TOO_BIG);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"pattern\":7}", "'pattern' must be"),
+                     ERR_INVAL);
+    ck_assert_int_eq(refused("{\"pattern\":\"a\"}", "needs a 'type'"), ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"pattern\":\"a\",\"enum\":[\"a\"]}", "'enum'"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"type\":\"string\",\"pattern\":\"a\",\"format\":\"date\"}", "'format'"),
+        ERR_UNSUPPORTED);
+}
+END_TEST
+
+/* "<3 labels of n>.<one of last>" as a JSON string, into out. */
+static const char *host_of(char *out, int n, int last)
+{
+    int k = 0;
+    out[k++] = '"';
+    for (int l = 0; l < 3; l++) {
+        for (int i = 0; i < n; i++) out[k++] = 'a';
+        out[k++] = '.';
+    }
+    for (int i = 0; i < last; i++) out[k++] = 'b';
+    out[k++] = '"';
+    out[k] = 0;
+    return out;
+}
+
+START_TEST(test_grammar_schema_format)
+{
+    const char *d = "{\"type\":\"string\",\"format\":\"date\"}";
+    ck_assert(valid(d, "\"2024-02-28\""));
+    ck_assert(valid(d, "\"1999-12-31\""));
+    ck_assert(!valid(d, "\"2024-02-30\""));
+    ck_assert(!valid(d, "\"2024-04-31\""));
+    ck_assert(!valid(d, "\"2024-13-01\""));
+    ck_assert(!valid(d, "\"24-01-01\""));
+    const char *dt = "{\"type\":\"string\",\"format\":\"date-time\"}";
+    ck_assert(valid(dt, "\"2024-05-01T12:30:59Z\""));
+    ck_assert(valid(dt, "\"2024-05-01T23:00:00.123+05:30\""));
+    ck_assert(!valid(dt, "\"2024-05-01T24:00:00Z\""));
+    ck_assert(!valid(dt, "\"2024-05-01 12:30:59Z\""));
+    ck_assert(!valid(dt, "\"2024-05-01T12:30:59\"")); /* RFC 3339 needs an offset */
+    ck_assert(valid("{\"type\":\"string\",\"format\":\"time\"}", "\"08:15:00-01:00\""));
+    const char *u = "{\"type\":\"string\",\"format\":\"uuid\"}";
+    ck_assert(valid(u, "\"123e4567-e89b-12d3-a456-426614174000\""));
+    ck_assert(!valid(u, "\"123e4567e89b12d3a456426614174000\""));
+    const char *e = "{\"type\":\"string\",\"format\":\"email\"}";
+    ck_assert(valid(e, "\"a.b+c@ex-ample.co\""));
+    ck_assert(!valid(e, "\"a@b\""));
+    ck_assert(!valid(e, "\"a..b@ex.com\""));
+    ck_assert(!valid(e, "\"@ex.com\""));
+    const char *v4 = "{\"type\":\"string\",\"format\":\"ipv4\"}";
+    ck_assert(valid(v4, "\"192.168.0.255\""));
+    ck_assert(!valid(v4, "\"256.1.1.1\""));
+    ck_assert(!valid(v4, "\"01.1.1.1\""));
+    ck_assert(!valid(v4, "\"1.1.1\""));
+    ck_assert(valid("{\"type\":\"string\",\"format\":\"ipv6\"}", "\"2001:db8:0:0:0:0:0:1\""));
+    const char *uri = "{\"type\":\"string\",\"format\":\"uri\"}";
+    ck_assert(valid(uri, "\"https://example.com/a/b?x=1&y=%20#top\""));
+    ck_assert(valid(uri, "\"http://localhost:8080\""));
+    ck_assert(!valid(uri, "\"https://exa mple.com\""));
+    ck_assert(!valid(uri, "\"https://x.com/%zz\""));
+    ck_assert(valid("{\"type\":\"string\",\"format\":\"hostname\"}", "\"api.example.org\""));
+    /* length limits: a hostname of 253 characters at most, email domain labels of 32 */
+    const char *h = "{\"type\":\"string\",\"format\":\"hostname\"}";
+    char host[300], mail[80];
+    ck_assert(valid(h, host_of(host, 63, 61)));  /* 3 * 64 + 61 = 253 characters */
+    ck_assert(!valid(h, host_of(host, 63, 62))); /* 254 */
+    ck_assert(!valid(h, host_of(host, 64, 10))); /* a label of 64 */
+    snprintf(mail, sizeof(mail), "\"x@%.32s.com\"", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    ck_assert(valid(e, mail));
+    snprintf(mail, sizeof(mail), "\"x@%.33s.com\"", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb");
+    ck_assert(!valid(e, mail));
+    /* other formats are annotations: not enforced, not refused */
+    ck_assert(valid("{\"type\":\"string\",\"format\":\"binary\"}", "\"anything\""));
+    ck_assert(valid("{\"type\":\"integer\",\"format\":\"int64\"}", "-7"));
+    ck_assert(valid("{\"format\":\"whatever\"}", "[1]"));
+    /* a format with lengths: the format's strings must fit them */
+    ck_assert(
+        valid("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":10}", "\"2024-01-01\""));
+    ck_assert_int_eq(
+        refused("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":8}", "'format'"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"format\":\"date\"}", "needs a 'type'"), ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"format\":7}", "'format'"), ERR_INVAL);
+}
+END_TEST
+
+START_TEST(test_grammar_schema_integer_range)
+{
+    const char *s = "{\"type\":\"integer\",\"minimum\":1,\"maximum\":5}"; /* Field(ge=1, le=5) */
+    ck_assert(valid(s, "1"));
+    ck_assert(valid(s, "5"));
+    ck_assert(!valid(s, "0"));
+    ck_assert(!valid(s, "6"));
+    ck_assert(!valid(s, "05"));
+    ck_assert(!valid(s, "-1"));
+    const char *w = "{\"type\":\"integer\",\"minimum\":-1234,\"maximum\":98765}";
+    for (int i = -1300; i <= 99000; i += 7) {
+        char doc[32];
+        snprintf(doc, sizeof(doc), "%d", i);
+        ck_assert_msg(valid(w, doc) == (i >= -1234 && i <= 98765), "%d", i);
+    }
+    ck_assert(!valid(w, "-0"));
+    ck_assert(!valid(w, "007"));
+    /* exclusive (2020-12 numbers and draft 4 booleans), one-sided, negative ranges */
+    const char *x = "{\"type\":\"integer\",\"exclusiveMinimum\":-10,\"exclusiveMaximum\":-3}";
+    ck_assert(valid(x, "-9"));
+    ck_assert(valid(x, "-4"));
+    ck_assert(!valid(x, "-10"));
+    ck_assert(!valid(x, "-3"));
+    ck_assert(!valid(x, "0"));
+    const char *d4 = "{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":true}";
+    ck_assert(!valid(d4, "0"));
+    ck_assert(valid(d4, "1"));
+    ck_assert(valid(d4, "123456789012"));
+    const char *ge = "{\"type\":\"integer\",\"minimum\":100}";
+    ck_assert(valid(ge, "100"));
+    ck_assert(valid(ge, "99999999"));
+    ck_assert(!valid(ge, "99"));
+    ck_assert(!valid(ge, "-100"));
+    const char *le = "{\"type\":\"integer\",\"maximum\":-20}";
+    ck_assert(valid(le, "-20"));
+    ck_assert(valid(le, "-1000000"));
+    ck_assert(!valid(le, "-19"));
+    ck_assert(!valid(le, "5"));
+    /* real bounds on an integer round inward; the tighter of two bounds wins */
+    ck_assert(valid("{\"type\":\"integer\",\"minimum\":1.5,\"maximum\":3.5}", "2"));
+    ck_assert(!valid("{\"type\":\"integer\",\"minimum\":1.5,\"maximum\":3.5}", "1"));
+    ck_assert(!valid("{\"type\":\"integer\",\"minimum\":1.5,\"maximum\":3.5}", "4"));
+    ck_assert(!valid("{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":5}", "5"));
+    ck_assert(valid("{\"type\":\"integer\",\"minimum\":0,\"exclusiveMinimum\":5}", "6"));
+    ck_assert(valid("{\"type\":\"integer\",\"minimum\":7,\"maximum\":7}", "7"));
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "no value"),
+                     ERR_INVAL);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"minimum\":\"1\"}", "'minimum' must be"),
+                     ERR_INVAL);
+    ck_assert_int_eq(
+        refused("{\"type\":\"integer\",\"maximum\":9223372036854775807}", "supported range"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"minimum\":1}", "needs a 'type'"), ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"minimum\":1,\"anyOf\":[{}]}", "'anyOf'"),
+                     ERR_UNSUPPORTED);
+}
+END_TEST
+
+START_TEST(test_grammar_schema_number_range)
+{
+    const char *s = "{\"type\":\"number\",\"minimum\":0,\"maximum\":100}";
+    ck_assert(valid(s, "0"));
+    ck_assert(valid(s, "0.5"));
+    ck_assert(valid(s, "99.999"));
+    ck_assert(valid(s, "100"));
+    ck_assert(!valid(s, "100.5"));
+    ck_assert(!valid(s, "-0.5"));
+    ck_assert(!valid(s, "101"));
+    ck_assert(!valid(s, "1e3"));
+    const char *p = "{\"type\":\"number\",\"exclusiveMinimum\":0}"; /* Field(gt=0) */
+    ck_assert(valid(p, "0.001"));
+    ck_assert(valid(p, "12.5"));
+    ck_assert(!valid(p, "0"));
+    ck_assert(!valid(p, "0.000"));
+    ck_assert(!valid(p, "-1"));
+    const char *n = "{\"type\":\"number\",\"minimum\":-5,\"exclusiveMaximum\":-2}";
+    ck_assert(valid(n, "-5"));
+    ck_assert(valid(n, "-4.75"));
+    ck_assert(valid(n, "-2.01"));
+    ck_assert(!valid(n, "-2"));
+    ck_assert(!valid(n, "-5.5"));
+    ck_assert(!valid(n, "-1.5"));
+    const char *m = "{\"type\":\"number\",\"minimum\":-1,\"maximum\":1}";
+    ck_assert(valid(m, "-1"));
+    ck_assert(valid(m, "-0.5"));
+    ck_assert(valid(m, "0"));
+    ck_assert(valid(m, "0.25"));
+    ck_assert(!valid(m, "-1.5"));
+    ck_assert(!valid(m, "1.5"));
+    ck_assert(valid("{\"type\":\"number\",\"maximum\":10.0}", "-3.5"));
+    ck_assert_int_eq(refused("{\"type\":\"number\",\"minimum\":0.5}", "'minimum' 0.5"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"type\":\"number\",\"exclusiveMinimum\":3,\"maximum\":3}", "no value"),
+        ERR_INVAL);
 }
 END_TEST
 
@@ -260,6 +474,10 @@ Suite *grammar_schema_suite(void)
     tcase_add_test(tc, test_grammar_schema_objects);
     tcase_add_test(tc, test_grammar_schema_arrays_refs);
     tcase_add_test(tc, test_grammar_schema_refused);
+    tcase_add_test(tc, test_grammar_schema_pattern);
+    tcase_add_test(tc, test_grammar_schema_format);
+    tcase_add_test(tc, test_grammar_schema_integer_range);
+    tcase_add_test(tc, test_grammar_schema_number_range);
     tcase_add_test(tc, test_grammar_schema_random_walks_valid);
     suite_add_tcase(s, tc);
     return s;

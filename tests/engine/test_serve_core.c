@@ -30,6 +30,7 @@
 #include <check.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1469,8 +1470,10 @@ START_TEST(test_serve_core_structured_errors)
         &c, "/v1/chat/completions",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
         "\"json_schema\",\"json_schema\":{\"name\":\"n\",\"schema\":{\"type\":\"string\","
-        "\"pattern\":\"^a\"}}}}",
+        "\"pattern\":\"^a(?!b)\"}}}}",
         "response_format.json_schema.schema", "'pattern'");
+    expect_400(&c, "/v1/completions", "{\"prompt\":\"x\",\"guided_regex\":\"(a\"}", "guided_regex",
+               "unterminated group");
     expect_400(
         &c, "/v1/chat/completions",
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"response_format\":{\"type\":"
@@ -1490,6 +1493,112 @@ START_TEST(test_serve_core_structured_errors)
                "\\\"a\\\"\"}",
                "guided_choice", "one structured-output");
     ck_assert_int_eq(serve_loop_inflight(c.loop), 0);
+    core_stop(&c);
+}
+END_TEST
+
+/* A random-weight model under pattern, format and numeric-range keywords and guided_regex: the
+ * mask makes every answer match, checked here by POSIX regexec and arithmetic (independent of the
+ * grammar compiler). */
+#define RANGE_SCHEMA                                                                               \
+    "{\"type\":\"object\",\"properties\":{\"code\":{\"type\":\"string\",\"pattern\":"              \
+    "\"^[A-Z]{2}-\\\\d{3}$\"},\"stars\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},"       \
+    "\"t\":{\"type\":\"integer\",\"minimum\":-40,\"exclusiveMaximum\":125},\"score\":{\"type\":"   \
+    "\"number\",\"minimum\":0,\"maximum\":100},\"p\":{\"type\":\"number\",\"exclusiveMinimum\":0}" \
+    ","                                                                                            \
+    "\"day\":{\"type\":\"string\",\"format\":\"date\"}},\"required\":[\"code\",\"stars\",\"t\","   \
+    "\"score\",\"p\",\"day\"],\"additionalProperties\":false}"
+
+static bool posix_match(const char *ere, const char *s)
+{
+    regex_t re;
+    ck_assert_int_eq(regcomp(&re, ere, REG_EXTENDED | REG_NOSUB), 0);
+    bool ok = regexec(&re, s, 0, NULL, 0) == 0;
+    regfree(&re);
+    return ok;
+}
+
+static void expect_ranged(const char *text)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je);
+    ck_assert_msg(j != NULL, "not JSON: %s (%s)", text, je.text);
+    const char *code = json_string_value(json_object_get(j, "code"));
+    ck_assert_msg(code && posix_match("^[A-Z]{2}-[0-9]{3}$", code), "%s", text);
+    const json_t *stars = json_object_get(j, "stars"), *t = json_object_get(j, "t");
+    ck_assert_msg(json_is_integer(stars) && json_integer_value(stars) >= 1 &&
+                      json_integer_value(stars) <= 5,
+                  "%s", text);
+    ck_assert_msg(json_is_integer(t) && json_integer_value(t) >= -40 && json_integer_value(t) < 125,
+                  "%s", text);
+    const json_t *score = json_object_get(j, "score"), *p = json_object_get(j, "p");
+    ck_assert_msg(json_is_number(score) && json_number_value(score) >= 0 &&
+                      json_number_value(score) <= 100,
+                  "%s", text);
+    ck_assert_msg(json_is_number(p) && json_number_value(p) > 0, "%s", text);
+    const char *day = json_string_value(json_object_get(j, "day"));
+    int y, m, d;
+    ck_assert_msg(day && posix_match("^[0-9]{4}-[0-9]{2}-[0-9]{2}$", day) &&
+                      sscanf(day, "%d-%d-%d", &y, &m, &d) == 3,
+                  "%s", text);
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    ck_assert_msg(y >= 1 && m >= 1 && m <= 12 && d >= 1 &&
+                      d <= (m == 2 && !leap ? 28 : mdays[m - 1]),
+                  "%s", text);
+    ck_assert_int_eq((int)json_object_size(j), 6);
+    json_decref(j);
+}
+
+START_TEST(test_serve_core_structured_regex_and_ranges)
+{
+    struct core c;
+    core_start(&c);
+    char body[2048];
+    for (int seed = 1; seed <= 3; seed++) {
+        snprintf(body, sizeof(body),
+                 "{\"messages\":[{\"role\":\"user\",\"content\":\"an item\"}],\"max_tokens\":3000,"
+                 "\"temperature\":1,\"seed\":%d,\"n\":2,\"response_format\":{\"type\":"
+                 "\"json_schema\",\"json_schema\":{\"name\":\"item\",\"strict\":true,\"schema\":"
+                 "%s}}}",
+                 seed, RANGE_SCHEMA);
+        struct reply r;
+        http_do(c.port, "POST", "/v1/chat/completions", body, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        json_t *j = body_json(&r);
+        json_t *ch = json_object_get(j, "choices");
+        ck_assert_int_eq((int)json_array_size(ch), 2);
+        for (size_t i = 0; i < 2; i++) {
+            json_t *choice = json_array_get(ch, i);
+            ck_assert_str_eq(json_string_value(json_object_get(choice, "finish_reason")), "stop");
+            expect_ranged(
+                json_string_value(json_object_get(json_object_get(choice, "message"), "content")));
+        }
+        json_decref(j);
+        reply_fini(&r);
+    }
+    static const char *const regex_bodies[] = {
+        "{\"prompt\":\"x\",\"max_tokens\":200,\"temperature\":1,\"seed\":5,\"n\":3,"
+        "\"guided_regex\":\"^(yes|no)-[0-9]{2,4}(\\\\.[a-z]{1,3})?$\"}",
+        "{\"prompt\":\"x\",\"max_tokens\":200,\"temperature\":1,\"seed\":6,\"n\":3,"
+        "\"structured_outputs\":{\"regex\":\"(yes|no)-[0-9]{2,4}(\\\\.[a-z]{1,3})?\"}}",
+    };
+    for (size_t b = 0; b < 2; b++) {
+        struct reply r;
+        http_do(c.port, "POST", "/v1/completions", regex_bodies[b], &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        json_t *j = body_json(&r);
+        json_t *ch = json_object_get(j, "choices");
+        ck_assert_int_eq((int)json_array_size(ch), 3);
+        for (size_t i = 0; i < 3; i++) {
+            json_t *choice = json_array_get(ch, i);
+            const char *t = json_string_value(json_object_get(choice, "text"));
+            ck_assert_str_eq(json_string_value(json_object_get(choice, "finish_reason")), "stop");
+            ck_assert_msg(posix_match("^(yes|no)-[0-9]{2,4}(\\.[a-z]{1,3})?$", t), "%s", t);
+        }
+        json_decref(j);
+        reply_fini(&r);
+    }
     core_stop(&c);
 }
 END_TEST
@@ -1902,6 +2011,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_prefix_cache_scope);
     tcase_add_test(tc, test_serve_core_prefix_cache_scope_salt);
     tcase_add_test(tc, test_serve_core_structured_json_schema);
+    tcase_add_test(tc, test_serve_core_structured_regex_and_ranges);
     tcase_add_test(tc, test_serve_core_structured_errors);
     tcase_add_test(tc, test_serve_core_structured_length_and_cancel);
     tcase_add_test(tc, test_serve_core_tool_calls);
