@@ -96,6 +96,7 @@
 #define METRIC_SPEC_ACCEPTED              "cinfer_spec_decode_num_accepted_tokens_total"
 #define METRIC_SPEC_ACCEPTED_PER_POS      "cinfer_spec_decode_num_accepted_tokens_per_pos_total"
 #define METRIC_SPEC_SKIPPED               "cinfer_spec_decode_skipped_total"
+#define METRIC_SPEC_POOL_HITS             "cinfer_spec_decode_ngram_pool_hits_total"
 #define METRIC_VLLM_SPEC_DRAFTS           "vllm:spec_decode_num_drafts_total"
 #define METRIC_VLLM_SPEC_DRAFT_TOKENS     "vllm:spec_decode_num_draft_tokens_total"
 #define METRIC_VLLM_SPEC_ACCEPTED         "vllm:spec_decode_num_accepted_tokens_total"
@@ -151,5 +152,8 @@
     "Speculative decoding: proposed tokens accepted, by position in the proposal run."
 #define METRIC_HELP_SPEC_SKIPPED                                                                   \
     "Speculative decoding: decoding sequence-steps without proposals, by reason."
+#define METRIC_HELP_SPEC_POOL_HITS                                                                 \
+    "Speculative decoding: sequence-steps whose n-gram proposals came from the cross-request "     \
+    "pool (--ngram-pool-bytes) because their own tokens held no match."
 
 #endif

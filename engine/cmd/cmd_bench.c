@@ -7,8 +7,12 @@
  * --profile each configuration's prefill and decode step op by op (model_profile_attach). Each
  * decoding sequence picks its next token with the engine's sampler (engine/sched/sampler.h) at
  * --temperature / --top-p, so sampling costs what it costs in serving. Synthetic token ids: no
- * tokenizer involved. */
+ * tokenizer involved. With --speculative (the flags serve and generate take: cmd_spec.h) the tg
+ * measurement runs through the serving scheduler instead (engine/sched/scheduler.h), which
+ * speculates as serve does, and reports the proposals verified and accepted; its step's own
+ * bookkeeping is then part of the decode cost. */
 #include "engine/cmd/cmd.h"
+#include "engine/cmd/cmd_spec.h"
 
 #include "common/clock.h"
 #include "common/cli.h"
@@ -17,6 +21,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/sched/sampler.h"
+#include "engine/sched/scheduler.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -35,6 +40,7 @@ struct bench_cfg {
     int prompt_tokens, gen_tokens, depth, threads, reps, device;
     double temperature, top_p;
     bool profile, no_lanes;
+    struct cmd_spec_flags sp;
 };
 
 #define O(f) offsetof(struct bench_cfg, f)
@@ -65,6 +71,7 @@ static const struct cfg_opt bench_opts[] = {
      NULL, 0},
     {"no-lanes", CFG_BOOL, O(no_lanes), "false", 1, 0,
      "Run every step op by op over all threads, never split into per-thread lanes (A/B)", NULL, 0},
+    CMD_SPEC_OPTS(struct bench_cfg, sp),
     CLI_LOG_OPTS(struct bench_cfg),
 };
 #undef O
@@ -143,6 +150,17 @@ struct bench {
     double last_cpu;      /* process CPU seconds of the last measured run */
     /* --profile: the timed prefill and decode steps of the current configuration */
     struct model_profile prof_pp, prof_tg;
+    /* --speculative: the scheduler of the current configuration (over kv, and the draft model
+     * with its pool draft_kv), the tokens each sequence of a run generated, and the run's timed
+     * part: tokens, proposals verified and accepted */
+    struct spec_config spec;
+    struct model *draft;
+    struct kv_cache *draft_kv;
+    struct sched *sched;
+    long *generated;
+    bool timing;
+    long timed_tokens;
+    uint64_t timed_proposed, timed_accepted;
 };
 
 /* Reserves n positions of the empty sequence `seq` and writes its prompt, synthetic token ids that
@@ -232,18 +250,91 @@ out:
     return rc ? rc : dt;
 }
 
+/* The scheduler's events during a --speculative run: counts each sequence's tokens. */
+static void bench_on_event(void *ctx, const struct sched_event *ev)
+{
+    struct bench *b = ctx;
+    if (!ev->has_token || ev->prompt_token) return;
+    b->generated[(intptr_t)ev->ud]++;
+    if (b->timing) b->timed_tokens++;
+}
+
+/* bench_tg through the scheduler (--speculative): n_seq requests of `depth` context tokens plus
+ * the first input token each generate n_gen tokens (ignore_eos, the bench's sampling, seed per
+ * sequence). Untimed until every sequence has its first token (its prefill is done), then timed
+ * until all finish: the n_seq x (n_gen - 1) tokens of that part (b->timed_tokens) and the
+ * proposals verified and accepted in it. Seconds or an error. */
+static double bench_tg_sched(struct bench *b, int n_seq, int depth, int n_gen)
+{
+    const struct bench_cfg *c = b->cfg;
+    int rc = 0;
+    struct sched_request rq = {
+        .prompt = b->ids, .n_prompt = depth + 1, .max_tokens = n_gen, .ignore_eos = true};
+    sampler_params_default(&rq.sampling);
+    rq.sampling.temperature = (float)c->temperature;
+    rq.sampling.top_p = (float)c->top_p;
+    for (int s = 0; s < n_seq; s++) {
+        for (int i = 0; i < depth; i++)
+            b->ids[i] = (int32_t)((i * 7919u + (unsigned)s * 104729u + 13u) % (unsigned)b->n_vocab);
+        b->ids[depth] = (int32_t)((s * 31u + 1u) % (unsigned)b->n_vocab);
+        rq.sampling.seed = (uint64_t)s + 1;
+        rq.ud = (void *)(intptr_t)s;
+        b->generated[s] = 0;
+        struct sched_seq *h;
+        if ((rc = sched_add(b->sched, &rq, &h))) return rc;
+    }
+    b->timing = false;
+    b->timed_tokens = 0;
+    for (int s = 0; s < n_seq && !rc; s++)
+        while (b->generated[s] == 0 && !rc) rc = sched_step(b->sched);
+    struct sched_stats s0, s1;
+    sched_stats(b->sched, &s0);
+    b->timing = true;
+    double t0 = clock_mono_s(), c0 = cpu_s();
+    while (!rc && !sched_idle(b->sched)) rc = sched_step(b->sched);
+    double dt = clock_mono_s() - t0;
+    b->last_cpu = cpu_s() - c0;
+    b->timing = false;
+    sched_stats(b->sched, &s1);
+    b->timed_proposed = s1.spec.draft_tokens - s0.spec.draft_tokens;
+    b->timed_accepted = s1.spec.accepted - s0.spec.accepted;
+    if (!rc && b->timed_tokens != (long)n_seq * (n_gen - 1)) rc = ERR_BAD_STATE;
+    return rc ? rc : dt;
+}
+
 /* Sizes the KV pool for this batch: the prefill sequence or n_seq generating ones. */
 static int bench_kv(struct bench *b, int n_seq)
 {
     int bs = KV_CACHE_DEFAULT_BLOCK_SIZE, P = b->cfg->prompt_tokens;
-    int G = b->cfg->depth + b->cfg->gen_tokens;
+    int G = b->cfg->depth + b->cfg->gen_tokens + 1; /* + 1: the scheduler's first input token */
     int per_pp = (P + bs - 1) / bs, per_tg = (G + bs - 1) / bs;
     int n_blocks = per_pp > n_seq * per_tg ? per_pp : n_seq * per_tg;
     struct kv_cache_config kc = {n_blocks, bs, n_seq, per_pp > per_tg ? per_pp : per_tg};
+    sched_free(b->sched);
+    b->sched = NULL;
     kv_cache_free(b->kv);
-    b->kv = NULL;
+    kv_cache_free(b->draft_kv);
+    b->kv = b->draft_kv = NULL;
     int rc = kv_cache_new(&kc, &b->kv);
-    return rc ? rc : model_kv_init(b->m, b->kv);
+    if (!rc) rc = model_kv_init(b->m, b->kv);
+    if (rc || b->spec.method == SPEC_METHOD_NONE) return rc;
+    if (b->draft &&
+        ((rc = kv_cache_new(&kc, &b->draft_kv)) || (rc = model_kv_init(b->draft, b->draft_kv))))
+        return rc;
+    /* every prefill in one step, so the timed part holds only decodes */
+    int64_t step = (int64_t)n_seq * (b->cfg->depth + 1);
+    struct sched_config sc = {
+        .max_num_seqs = n_seq,
+        .max_num_batched_tokens = step < 2048        ? 2048
+                                  : step > (1 << 20) ? 1 << 20
+                                                     : (int)step,
+        .chunked_prefill = true,
+        .max_context = G,
+        .spec = b->spec,
+        .draft = b->draft,
+        .draft_kv = b->draft_kv,
+    };
+    return sched_new(&sc, b->m, b->kv, NULL, bench_on_event, b, &b->sched);
 }
 
 /* Milliseconds per step and share of the step of each kind of op, prefill then decode; what no op
@@ -280,7 +371,9 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     int rc = bench_kv(b, n_seq);
     if (rc) return rc;
     /* Warm-up: fault the weights in and size the scratch buffers. */
-    double w1 = bench_pp(b, c->prompt_tokens, NULL), w2 = bench_tg(b, n_seq, 0, 2, NULL);
+    bool spec = b->sched != NULL;
+    double w1 = bench_pp(b, c->prompt_tokens, NULL),
+           w2 = spec ? bench_tg_sched(b, n_seq, 0, 2) : bench_tg(b, n_seq, 0, 2, NULL);
     if (w1 < 0) return (int)w1;
     if (w2 < 0) return (int)w2;
     /* Wall-clock rates are the result; rates per CPU second x threads estimate what an idle
@@ -290,15 +383,26 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     b->prof_tg = (struct model_profile){0};
     struct model_profile *ppp = c->profile ? &b->prof_pp : NULL,
                          *tgp = c->profile ? &b->prof_tg : NULL;
+    uint64_t proposed = 0, accepted = 0;
+    long spec_tokens = 0;
     for (int r = 0; r < c->reps; r++) {
         double a = bench_pp(b, c->prompt_tokens, ppp), a_cpu = b->last_cpu;
         if (a < 0) return (int)a;
-        double d = bench_tg(b, n_seq, c->depth, c->gen_tokens, tgp), d_cpu = b->last_cpu;
+        if (spec) model_profile_attach(b->m, tgp);
+        double d = spec ? bench_tg_sched(b, n_seq, c->depth, c->gen_tokens)
+                        : bench_tg(b, n_seq, c->depth, c->gen_tokens, tgp),
+               d_cpu = b->last_cpu;
+        if (spec) model_profile_attach(b->m, NULL);
         if (d < 0) return (int)d;
+        /* the scheduler's timed part starts after each sequence's first token */
+        double gen = spec ? (double)b->timed_tokens : (double)n_seq * c->gen_tokens;
+        proposed += b->timed_proposed;
+        accepted += b->timed_accepted;
+        spec_tokens += b->timed_tokens;
         pp[r] = c->prompt_tokens / a;
-        tg[r] = (double)n_seq * c->gen_tokens / d;
+        tg[r] = gen / d;
         ppc[r] = c->prompt_tokens / (a_cpu / b->n_threads);
-        tgc[r] = (double)n_seq * c->gen_tokens / (d_cpu / b->n_threads);
+        tgc[r] = gen / (d_cpu / b->n_threads);
     }
     double pp_m = median(pp, c->reps), tg_m = median(tg, c->reps);
     double ppc_m = median(ppc, c->reps), tgc_m = median(tgc, c->reps);
@@ -306,10 +410,29 @@ static int bench_config(struct bench *b, int n_seq, const char *type_name)
     printf("%-6s %6d %8d %12.2f %8d %12.2f %10.1f %12.2f %12.2f\n", type_name, n_seq,
            c->prompt_tokens, pp_m, c->gen_tokens, tg_m, (double)rss / (1024.0 * 1024.0), ppc_m,
            tgc_m);
+    /* acceptance over every timed run: proposals verified, accepted, and tokens per sequence
+     * step (each step of a sequence emits 1 + its accepted proposals) */
+    double rate = proposed ? (double)accepted / (double)proposed : 0.0;
+    double per_step = spec_tokens > (long)accepted
+                          ? (double)spec_tokens / (double)(spec_tokens - (long)accepted)
+                          : 1.0;
+    if (spec)
+        printf("# speculative %s, batch %d: proposed %llu, accepted %llu (rate %.3f), %.3f tokens "
+               "per sequence step\n",
+               spec_method_name(b->spec.method), n_seq, (unsigned long long)proposed,
+               (unsigned long long)accepted, rate, per_step);
     printf("{\"batch\":%d,\"prompt_tokens\":%d,\"depth\":%d,\"temperature\":%g,"
-           "\"top_p\":%g,\"pp_tok_s\":%.2f,\"tg_tok_s\":%.2f,\"rss_bytes\":%llu}\n",
+           "\"top_p\":%g,\"pp_tok_s\":%.2f,\"tg_tok_s\":%.2f,\"rss_bytes\":%llu",
            n_seq, c->prompt_tokens, c->depth, c->temperature, c->top_p, pp_m, tg_m,
            (unsigned long long)rss);
+    if (spec)
+        printf(",\"speculative\":\"%s\",\"num_speculative_tokens\":%d,\"spec_adaptive\":%s,"
+               "\"spec_proposed\":%llu,\"spec_accepted\":%llu,\"spec_accept_rate\":%.4f,"
+               "\"spec_tokens_per_step\":%.4f",
+               spec_method_name(b->spec.method), b->spec.num_tokens,
+               b->spec.adaptive ? "true" : "false", (unsigned long long)proposed,
+               (unsigned long long)accepted, rate, per_step);
+    printf("}\n");
     if (c->profile) bench_profile_print(b, n_seq);
     fflush(stdout);
     return 0;
@@ -340,10 +463,20 @@ int cmd_bench_main(int argc, char **argv)
     }
     int max_b = 0;
     for (int i = 0; i < n_batches; i++) max_b = batches[i] > max_b ? batches[i] : max_b;
+    struct bench b = {.cfg = &c};
+    char spec_err[256];
+    if (cmd_spec_resolve(&c.sp, &b.spec, spec_err, sizeof(spec_err)) != 0) {
+        fprintf(stderr, "cinfer-engine bench: %s\n", spec_err);
+        return 2;
+    }
+    if (b.spec.method != SPEC_METHOD_NONE && c.gen_tokens < 2) {
+        fprintf(stderr, "cinfer-engine bench: --speculative needs --gen-tokens 2 or more (the "
+                        "first token of each sequence comes from its untimed prefill)\n");
+        return 2;
+    }
 
     int status = 1;
-    char err[512] = "";
-    struct bench b = {.cfg = &c};
+    char err[600] = "";
     struct model_options mo;
     model_options_default(&mo);
     mo.backend = c.backend;
@@ -356,16 +489,22 @@ int cmd_bench_main(int argc, char **argv)
         fprintf(stderr, "cinfer-engine bench: %s: %s\n", c.model, err);
         goto out;
     }
+    if (b.spec.method == SPEC_METHOD_DRAFT &&
+        (rc = cmd_spec_draft_load(&c.sp, &mo, b.m, &b.draft, err, sizeof(err))) != 0) {
+        fprintf(stderr, "cinfer-engine bench: %s\n", err);
+        goto out;
+    }
     b.n_vocab = model_hparams(b.m)->n_vocab;
     b.n_threads = c.threads > 0 ? c.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (b.n_threads < 1) b.n_threads = 1;
     int n_ids = c.prompt_tokens > max_b ? c.prompt_tokens : max_b;
-    if (c.depth > n_ids) n_ids = c.depth;
+    if (c.depth + 1 > n_ids) n_ids = c.depth + 1;
     b.ids = calloc((size_t)n_ids, sizeof(*b.ids));
     b.entries = calloc((size_t)max_b, sizeof(*b.entries));
     b.seqs = calloc((size_t)max_b, sizeof(*b.seqs));
     b.smp = calloc((size_t)max_b, sizeof(*b.smp));
-    if (!b.ids || !b.entries || !b.seqs || !b.smp) {
+    b.generated = calloc((size_t)max_b, sizeof(*b.generated));
+    if (!b.ids || !b.entries || !b.seqs || !b.smp || !b.generated) {
         fprintf(stderr, "cinfer-engine bench: out of memory\n");
         goto out;
     }
@@ -382,10 +521,10 @@ int cmd_bench_main(int argc, char **argv)
     }
     const struct model_hparams *hp = model_hparams(b.m);
     printf("# %s: %s, %d layers, dim %d, ffn %d, vocab %d, %.1f MiB of weights per token, "
-           "threads %d, decode depth %d, temperature %g, top-p %g\n",
+           "threads %d, decode depth %d, temperature %g, top-p %g, speculative %s\n",
            c.model, model_type_name(b.m), hp->n_layer, hp->n_embd, hp->n_ff, hp->n_vocab,
            (double)model_weight_bytes(b.m) / (1024.0 * 1024.0), b.n_threads, c.depth, c.temperature,
-           c.top_p);
+           c.top_p, spec_method_name(b.spec.method));
     printf("%-6s %6s %8s %12s %8s %12s %10s %12s %12s\n", "type", "batch", "pp", "pp_tok_s", "tg",
            "tg_tok_s", "rss_MiB", "pp_cpu_tok_s", "tg_cpu_tok_s");
     for (int i = 0; i < n_batches; i++) {
@@ -401,7 +540,11 @@ out:
     free(b.ids);
     free(b.entries);
     free(b.seqs);
+    free(b.generated);
+    sched_free(b.sched);
     kv_cache_free(b.kv);
+    kv_cache_free(b.draft_kv);
+    model_free(b.draft);
     model_free(b.m);
     return status;
 }

@@ -16,6 +16,7 @@
 #include "engine/kv/kv_cache.h"
 #include "engine/model/model.h"
 #include "engine/sched/sampler.h"
+#include "engine/cmd/cmd_spec.h"
 #include "engine/sched/spec.h"
 #include "engine/text/tokenizer.h"
 
@@ -35,13 +36,12 @@ struct gen_cfg {
     const char *backend;
     int device;
     const char *kv_type;
-    const char *speculative, *spec, *draft_model;
+    struct cmd_spec_flags sp;
     const char *log_level, *log_format;
     int max_tokens, threads, n_batch, n_ctx;
-    int spec_tokens, ngram_min, ngram_max;
     int seed, top_k, repeat_last_n;
     double temperature, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
-    bool output_ids, special, ignore_eos, no_spec_adaptive;
+    bool output_ids, special, ignore_eos;
 };
 
 #define O(f) offsetof(struct gen_cfg, f)
@@ -83,23 +83,7 @@ static const struct cfg_opt gen_opts[] = {
     {"special", CFG_BOOL, O(special), "false", 1, 0, "Render control tokens' text", NULL, 0},
     {"ignore-eos", CFG_BOOL, O(ignore_eos), "false", 1, 0,
      "Keep generating past end-of-generation tokens", NULL, 0},
-    {"speculative", CFG_STRING, O(speculative), "none", 1, 0,
-     "Speculative decoding: ngram = verify prompt-lookup proposals each step, draft = proposals "
-     "of --draft-model (greedy: the same output; sampled: the same distribution)",
-     SPEC_METHOD_NAMES, 0},
-    {"spec", CFG_STRING, O(spec), NULL, 1, 0, "Alias of --speculative", SPEC_METHOD_NAMES, 0},
-    {"draft-model", CFG_STRING, O(draft_model), NULL, 1, 0,
-     "GGUF draft model for --speculative draft (the target's vocabulary, checked at load)", NULL,
-     0},
-    {"num-speculative-tokens", CFG_INT, O(spec_tokens), "5", 1, SPEC_MAX_TOKENS,
-     "Proposals verified per step at most", NULL, 0},
-    {"ngram-min", CFG_INT, O(ngram_min), "2", 1, 64, "Shortest suffix prompt lookup matches", NULL,
-     0},
-    {"ngram-max", CFG_INT, O(ngram_max), "5", 1, 64, "Longest suffix prompt lookup matches", NULL,
-     0},
-    {"no-spec-adaptive", CFG_BOOL, O(no_spec_adaptive), "false", 1, 0,
-     "Always verify all the proposals found instead of choosing k from acceptance and step cost",
-     NULL, 0},
+    CMD_SPEC_OPTS(struct gen_cfg, sp),
     CLI_LOG_OPTS(struct gen_cfg),
 };
 #undef O
@@ -184,7 +168,7 @@ struct gen_state {
 /* Proposals worth verifying now out of the `found` ones (spec_ctl_plan for one sequence). */
 static int gen_spec_plan(struct gen_state *g, int found, int catchup)
 {
-    if (g->cfg->no_spec_adaptive) return found;
+    if (g->cfg->sp.no_adaptive) return found;
     uint64_t scratch[SPEC_MAX_TOKENS];
     struct spec_cand c = {
         .accept = spec_accept_estimate(&g->acc, 0.5f), .kmax = found, .catchup = catchup};
@@ -314,16 +298,16 @@ static int gen_run(struct gen_state *g, const int32_t *prompt, int n_prompt)
         if (g->spec == SPEC_METHOD_NGRAM) {
             int room = c->max_tokens - n_gen - 1;
             if (n_ctx - verified - 1 < room) room = n_ctx - verified - 1;
-            if (c->spec_tokens < room) room = c->spec_tokens;
-            k = room > 0 ? spec_ngram_propose(g->hist, n_hist, c->ngram_min, c->ngram_max, room,
-                                              g->hist + n_hist)
+            if (c->sp.num_tokens < room) room = c->sp.num_tokens;
+            k = room > 0 ? spec_ngram_propose(g->hist, n_hist, c->sp.ngram_min, c->sp.ngram_max,
+                                              room, g->hist + n_hist)
                          : 0;
             if (k > 0) k = gen_spec_plan(g, k, 0);
             g->spec_proposed += k;
         } else if (g->spec == SPEC_METHOD_DRAFT) {
             int room = c->max_tokens - n_gen - 1;
             if (n_ctx - verified - 1 < room) room = n_ctx - verified - 1;
-            if (c->spec_tokens < room) room = c->spec_tokens;
+            if (c->sp.num_tokens < room) room = c->sp.num_tokens;
             int lag = n_hist - g->ds.d_computed;
             /* the plan costs the steady catch-up (at most the bonus token and the last); the
              * draft's first one, over the prompt, is a one-off prefill */
@@ -375,8 +359,8 @@ out:
 static int gen_spec_calibrate(struct gen_state *g)
 {
     const struct gen_cfg *c = g->cfg;
-    if (strcmp(c->spec, "none") == 0 || c->no_spec_adaptive) return 0;
-    int rc = spec_cost_calibrate(&g->cost, g->m, g->kv, 2 * c->spec_tokens + 2);
+    if (strcmp(c->sp.spec, "none") == 0 || c->sp.no_adaptive) return 0;
+    int rc = spec_cost_calibrate(&g->cost, g->m, g->kv, 2 * c->sp.num_tokens + 2);
     if (rc == ERR_AGAIN) spec_cost_init(&g->cost);
     if (rc == 0)
         log_info("speculation: step cost calibrated",
@@ -393,25 +377,18 @@ static int gen_draft_setup(struct gen_state *g, const struct model_options *mo,
                            const struct kv_cache_config *kc)
 {
     const struct gen_cfg *c = g->cfg;
-    char err[512] = "";
-    int rc = model_load(c->draft_model, mo, &g->dm, err, sizeof(err));
-    if (!rc && (rc = spec_draft_check_vocab(g->m, g->dm, err, sizeof(err))) != 0) {
-        fprintf(stderr,
-                "cinfer-engine generate: the draft model's vocabulary is not the "
-                "target's: %s\n",
-                err);
-        return rc;
-    }
+    char err[600] = "";
+    int rc = cmd_spec_draft_load(&c->sp, mo, g->m, &g->dm, err, sizeof(err));
     if (rc) {
-        fprintf(stderr, "cinfer-engine generate: %s: %s\n", c->draft_model, err);
+        fprintf(stderr, "cinfer-engine generate: %s\n", err);
         return rc;
     }
     if ((rc = kv_cache_new(kc, &g->dkv)) || (rc = model_kv_init(g->dm, g->dkv)) ||
         (rc = spec_draft_new(g->dm, g->dkv, 1, &g->draft)))
         return rc;
     if (!(g->vscratch = malloc((size_t)g->n_vocab * sizeof(float)))) return ERR_NOMEM;
-    if (c->no_spec_adaptive) return 0;
-    rc = spec_cost_calibrate(spec_draft_cost(g->draft), g->dm, g->dkv, 2 * c->spec_tokens + 2);
+    if (c->sp.no_adaptive) return 0;
+    rc = spec_cost_calibrate(spec_draft_cost(g->draft), g->dm, g->dkv, 2 * c->sp.num_tokens + 2);
     if (rc == ERR_AGAIN) spec_cost_init(spec_draft_cost(g->draft));
     /* while k is 0 the draft is not timed: its estimate follows the target's */
     spec_cost_link(spec_draft_cost(g->draft), &g->cost);
@@ -458,17 +435,10 @@ int cmd_generate_main(int argc, char **argv)
     enum cli_parse_result pr = cli_parse(&gen_spec, &c, argc, argv, &res);
     if (pr != CLI_RUN) return pr == CLI_EXIT_OK ? 0 : 2;
     cli_log_setup("engine", c.log_level, c.log_format);
-    /* --spec is the older name of --speculative; from here on c.spec is the method */
-    if (c.spec && strcmp(c.spec, c.speculative) != 0 && strcmp(c.speculative, "none") != 0) {
-        fprintf(stderr, "cinfer-engine generate: --spec %s and --speculative %s disagree\n", c.spec,
-                c.speculative);
-        return 2;
-    }
-    if (!c.spec) c.spec = c.speculative;
-    if ((c.draft_model != NULL) != (strcmp(c.spec, "draft") == 0)) {
-        fprintf(stderr, "cinfer-engine generate: %s\n",
-                c.draft_model ? "--draft-model needs --speculative draft"
-                              : "--speculative draft needs --draft-model");
+    struct spec_config spec;
+    char spec_err[256];
+    if (cmd_spec_resolve(&c.sp, &spec, spec_err, sizeof(spec_err)) != 0) {
+        fprintf(stderr, "cinfer-engine generate: %s\n", spec_err);
         return 2;
     }
     if (!c.prompt == !c.prompt_tokens) {
@@ -533,15 +503,9 @@ int cmd_generate_main(int argc, char **argv)
         goto out;
     }
     for (size_t i = 0; i < n_prompt; i++) sampler_accept(g.smp, prompt[i]);
-    spec_method_parse(c.spec, &g.spec); /* the option's choices admit only known names */
+    g.spec = spec.method;
     if (g.spec == SPEC_METHOD_DRAFT && (rc = gen_draft_setup(&g, &mo, &kc)) != 0) {
         if (rc != ERR_INVAL) fprintf(stderr, "cinfer-engine generate: draft: %s\n", err_str(rc));
-        goto out;
-    }
-    if (c.ngram_min > c.ngram_max) {
-        fprintf(stderr, "cinfer-engine generate: --ngram-min %d exceeds --ngram-max %d\n",
-                c.ngram_min, c.ngram_max);
-        status = 2;
         goto out;
     }
     if (g.spec != SPEC_METHOD_NONE &&

@@ -23,6 +23,7 @@
 #include "engine/serve/serve_loop.h"
 #include "engine/serve/serve_respond.h"
 #include "engine/serve/serve_router.h"
+#include "engine/cmd/cmd_spec.h"
 #include "engine/sched/spec.h"
 #include "engine/text/tokenizer.h"
 
@@ -77,9 +78,7 @@ struct serve_cfg {
     const char *allowed_origins;
     int http_keep_alive_s, http_header_timeout_s, max_connections, max_connections_per_client;
     const char *backend;
-    const char *speculative, *spec, *draft_model;
-    int spec_tokens, ngram_min, ngram_max;
-    bool no_spec_adaptive;
+    struct cmd_spec_flags sp;
     int device;
     const char *log_level, *log_format;
 };
@@ -214,26 +213,8 @@ static const struct cfg_opt serve_opts[] = {
      "Then how long in-flight requests may take; those still running are ended (finish_reason "
      "length)",
      NULL, 0},
-    {"speculative", CFG_STRING, O(speculative), "none", 1, 0,
-     "Speculative decoding: ngram = verify prompt-lookup proposals (the sequence's own earlier "
-     "tokens) in each decode step, draft = proposals of --draft-model; greedy output is the same, "
-     "sampled output has the same distribution",
-     SPEC_METHOD_NAMES, 0},
-    {"spec", CFG_STRING, O(spec), NULL, 1, 0, "Alias of --speculative", SPEC_METHOD_NAMES, 0},
-    {"draft-model", CFG_STRING, O(draft_model), NULL, 1, 0,
-     "GGUF draft model for --speculative draft: the target's vocabulary (checked at load), run on "
-     "the same backend with a KV pool of its own",
-     NULL, 0},
-    {"num-speculative-tokens", CFG_INT, O(spec_tokens), "5", 1, SPEC_MAX_TOKENS,
-     "Proposals per sequence per step at most", NULL, 0},
-    {"ngram-min", CFG_INT, O(ngram_min), "2", 1, 64, "Shortest suffix prompt lookup matches", NULL,
-     0},
-    {"ngram-max", CFG_INT, O(ngram_max), "5", 1, 64, "Longest suffix prompt lookup matches", NULL,
-     0},
-    {"no-spec-adaptive", CFG_BOOL, O(no_spec_adaptive), "false", 1, 0,
-     "Always propose all that is found, up to --num-speculative-tokens, instead of choosing per "
-     "sequence and step from measured acceptance and step cost",
-     NULL, 0},
+    CMD_SPEC_OPTS(struct serve_cfg, sp),
+    CMD_SPEC_POOL_OPT(struct serve_cfg, sp),
     CLI_LOG_OPTS(struct serve_cfg),
 };
 #undef O
@@ -259,7 +240,8 @@ struct serve_state {
     struct serve_api_grammars grammars;
     struct chat_template *chat;
     struct kv_cache *kv;
-    struct model *draft; /* --speculative draft: the draft model and its KV pool */
+    struct spec_config spec; /* the speculation flags, resolved (cmd_spec_resolve) */
+    struct model *draft;     /* --speculative draft: the draft model and its KV pool */
     struct kv_cache *draft_kv;
     struct serve_respond *resp;
     struct serve_loop *loop;
@@ -306,33 +288,40 @@ static bool serve_kv_device_budget(struct serve_state *s, uint64_t *budget)
     return true;
 }
 
-/* The KV pool of element type kt (the model's): the configured budget; on a GPU by default all
- * that --gpu-memory-utilization leaves (serve_kv_device_budget); else by default enough blocks
- * for max_num_seqs full contexts capped at a quarter of the memory the process may use (RAM or the
- * cgroup limit: kv_cache_ram_budget). Fails when one full context does not fit. */
+/* The KV pools of element type kt: the target's and, with a draft model, the draft's, which holds
+ * the same sequences' tokens. The budget is the configured one; on a GPU by default all that
+ * --gpu-memory-utilization leaves (serve_kv_device_budget); else by default enough blocks for
+ * max_num_seqs full contexts capped at a quarter of the memory the process may use (RAM or the
+ * cgroup limit: kv_cache_ram_budget). Both pools get the same number of blocks, so the budget is
+ * split in proportion to the two models' K/V bytes per token (kv_cache_blocks_for_pools) and the
+ * two together stay within it. Fails when one full context does not fit. */
 static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
 {
     const struct serve_cfg *c = s->cfg;
-    uint64_t per_token = model_kv_bytes_per_token(s->m, kt);
+    uint64_t per_token[2] = {model_kv_bytes_per_token(s->m, kt),
+                             s->draft ? model_kv_bytes_per_token(s->draft, kt) : 0};
+    int n_pools = s->draft ? 2 : 1;
     int bs = c->block_size;
     int64_t per_seq = (ctx + bs - 1) / bs;
     int64_t n_blocks;
     uint64_t dev_budget = 0;
     if (c->kv_cache_bytes) {
-        n_blocks = kv_cache_blocks_for_budget(c->kv_cache_bytes, per_token, bs);
+        n_blocks = kv_cache_blocks_for_pools(c->kv_cache_bytes, per_token, n_pools, bs);
     } else if (serve_kv_device_budget(s, &dev_budget)) {
-        n_blocks = kv_cache_blocks_for_budget(dev_budget, per_token, bs);
+        n_blocks = kv_cache_blocks_for_pools(dev_budget, per_token, n_pools, bs);
     } else {
         n_blocks = per_seq * c->max_num_seqs;
         uint64_t cap = kv_cache_ram_budget(SERVE_AUTO_KV_RAM_FRACTION);
-        int64_t cap_blocks = cap ? kv_cache_blocks_for_budget(cap, per_token, bs) : n_blocks;
+        int64_t cap_blocks =
+            cap ? kv_cache_blocks_for_pools(cap, per_token, n_pools, bs) : n_blocks;
         if (cap_blocks < n_blocks) n_blocks = cap_blocks > per_seq ? cap_blocks : per_seq;
     }
     if (n_blocks < per_seq) {
         log_error("the KV-cache budget does not hold one full context; raise --kv-cache-bytes "
                   "(or --gpu-memory-utilization) or lower --context-length",
                   LOG_I("blocks", (long long)n_blocks), LOG_I("blocks_per_context", per_seq),
-                  LOG_I("bytes_per_token", (long long)per_token));
+                  LOG_I("bytes_per_token", (long long)per_token[0]),
+                  LOG_I("draft_bytes_per_token", (long long)per_token[1]));
         return ERR_INVAL;
     }
     if (n_blocks > INT32_MAX / bs) n_blocks = INT32_MAX / bs;
@@ -340,15 +329,23 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
     double t0 = clock_mono_s();
     int rc = kv_cache_new(&kc, &s->kv);
     if (!rc) rc = model_kv_init(s->m, s->kv);
+    const char *what = "cannot allocate the KV cache";
+    if (!rc && s->draft) {
+        what = "cannot allocate the draft model's KV cache";
+        if (!(rc = kv_cache_new(&kc, &s->draft_kv))) rc = model_kv_init(s->draft, s->draft_kv);
+    }
     if (rc) {
-        log_error("cannot allocate the KV cache", LOG_S("err", err_str(rc)),
-                  LOG_I("blocks", n_blocks), LOG_I("bytes_per_token", (long long)per_token));
+        log_error(what, LOG_S("err", err_str(rc)), LOG_I("blocks", n_blocks),
+                  LOG_I("bytes_per_token", (long long)per_token[0]),
+                  LOG_I("draft_bytes_per_token", (long long)per_token[1]));
         return rc;
     }
     /* the backend commits the pool's memory, which takes a while for large pools: say how long */
+    uint64_t tokens = (uint64_t)n_blocks * (uint64_t)bs;
     log_info("kv cache", LOG_I("blocks", n_blocks), LOG_I("block_size", bs),
-             LOG_I("tokens", n_blocks * bs),
-             LOG_I("bytes", (long long)((uint64_t)n_blocks * (uint64_t)bs * per_token)),
+             LOG_I("tokens", (long long)tokens), LOG_I("bytes", (long long)(tokens * per_token[0])),
+             LOG_I("draft_bytes", (long long)(tokens * per_token[1])),
+             LOG_I("total_bytes", (long long)(tokens * (per_token[0] + per_token[1]))),
              LOG_F("alloc_s", clock_mono_s() - t0));
     return 0;
 }
@@ -447,51 +444,22 @@ static bool serve_sha256_parse(const char *s, char *out)
 }
 
 /* Loads the model, tokenizer and KV cache and starts the responder and the inference loop. */
-/* The scheduler's speculation settings from the flags (validated by the option table and main). */
-static struct spec_config serve_spec_config(const struct serve_cfg *c)
-{
-    struct spec_config sc;
-    spec_config_default(&sc);
-    spec_method_parse(c->spec, &sc.method); /* the option's choices admit only known names */
-    sc.num_tokens = c->spec_tokens;
-    sc.ngram_min = c->ngram_min;
-    sc.ngram_max = c->ngram_max;
-    sc.adaptive = !c->no_spec_adaptive;
-    return sc;
-}
-
-/* --speculative draft: loads --draft-model like the target (same backend, threads and KV type),
- * checks its vocabulary against the target's and gives it a KV pool with the target's blocks
- * and sequences. */
-static int serve_draft_setup(struct serve_state *s, const struct model_options *mo)
+/* --speculative draft: loads --draft-model like the target (same backend, threads and KV type)
+ * and checks its vocabulary against the target's; serve_kv_setup then gives it a KV pool of the
+ * target's geometry within the same --kv-cache-bytes. */
+static int serve_draft_load(struct serve_state *s, const struct model_options *mo)
 {
     const struct serve_cfg *c = s->cfg;
-    if (strcmp(c->spec, "draft") != 0) return 0; /* main checked --draft-model goes with it */
-    char err[512] = "";
-    struct model_options dmo = *mo;
-    dmo.sha256 = NULL;
-    int rc = model_load(c->draft_model, &dmo, &s->draft, err, sizeof(err));
+    if (s->spec.method != SPEC_METHOD_DRAFT) return 0;
+    char err[600] = "";
+    int rc = cmd_spec_draft_load(&c->sp, mo, s->m, &s->draft, err, sizeof(err));
     if (rc) {
-        log_error("cannot load the draft model", LOG_S("path", c->draft_model), LOG_S("err", err));
+        log_error("cannot use the draft model", LOG_S("path", c->sp.draft_model),
+                  LOG_S("err", err));
         return rc;
     }
-    if ((rc = spec_draft_check_vocab(s->m, s->draft, err, sizeof(err))) != 0) {
-        log_error("the draft model's vocabulary is not the target's",
-                  LOG_S("draft", c->draft_model), LOG_S("model", c->model), LOG_S("mismatch", err));
-        return rc;
-    }
-    struct kv_cache_config kc = {kv_cache_n_blocks(s->kv), kv_cache_block_size(s->kv),
-                                 kv_cache_max_seqs(s->kv), kv_cache_max_blocks_per_seq(s->kv)};
-    uint64_t per_token = model_kv_bytes_per_token(s->draft, mo->kv_type);
-    if ((rc = kv_cache_new(&kc, &s->draft_kv)) || (rc = model_kv_init(s->draft, s->draft_kv))) {
-        log_error("cannot allocate the draft model's KV cache", LOG_S("err", err_str(rc)),
-                  LOG_I("blocks", kc.n_blocks), LOG_I("bytes_per_token", (long long)per_token));
-        return rc;
-    }
-    log_info("draft model loaded", LOG_S("path", c->draft_model),
-             LOG_S("arch", model_hparams(s->draft)->arch_name), LOG_I("kv_blocks", kc.n_blocks),
-             LOG_I("kv_bytes",
-                   (long long)((uint64_t)kc.n_blocks * (uint64_t)kc.block_size * per_token)));
+    log_info("draft model loaded", LOG_S("path", c->sp.draft_model),
+             LOG_S("arch", model_hparams(s->draft)->arch_name));
     return 0;
 }
 
@@ -544,9 +512,9 @@ static int serve_load(struct serve_state *s)
                   LOG_S("backend", model_backend(s->m)->ops->name));
         return ERR_UNSUPPORTED;
     }
+    if ((rc = serve_draft_load(s, &mo)) != 0) return rc;
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
     if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
-    if ((rc = serve_draft_setup(s, &mo)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
@@ -577,7 +545,7 @@ static int serve_load(struct serve_state *s)
                 .chunked_prefill = !c->no_chunked_prefill,
                 .prefix_caching = !c->no_prefix_caching,
                 .max_context = ctx,
-                .spec = serve_spec_config(c),
+                .spec = s->spec,
                 .draft = s->draft,
                 .draft_kv = s->draft_kv,
                 .offload = s->offload,
@@ -748,24 +716,12 @@ int cmd_serve_main(int argc, char **argv)
         .model_name = s.model_name,
         .vllm_compat = strcmp(cfg.metrics_compat, "vllm") == 0,
     };
-    /* --spec is the older name of --speculative; from here on cfg.spec is the method */
-    if (cfg.spec && strcmp(cfg.spec, cfg.speculative) != 0 && strcmp(cfg.speculative, "none")) {
-        log_error("--spec and --speculative disagree", LOG_S("spec", cfg.spec),
-                  LOG_S("speculative", cfg.speculative));
+    char spec_err[256];
+    if (cmd_spec_resolve(&cfg.sp, &s.spec, spec_err, sizeof(spec_err)) != 0) {
+        log_error("invalid speculative decoding flags", LOG_S("err", spec_err));
         return 2;
     }
-    if (!cfg.spec) cfg.spec = cfg.speculative;
-    if ((cfg.draft_model != NULL) != (strcmp(cfg.spec, "draft") == 0)) {
-        log_error(cfg.draft_model ? "--draft-model needs --speculative draft"
-                                  : "--speculative draft needs --draft-model");
-        return 2;
-    }
-    if (strcmp(cfg.spec, "none") != 0) acfg.spec_positions = cfg.spec_tokens;
-    if (cfg.ngram_min > cfg.ngram_max) {
-        log_error("--ngram-min exceeds --ngram-max", LOG_I("ngram_min", cfg.ngram_min),
-                  LOG_I("ngram_max", cfg.ngram_max));
-        return 2;
-    }
+    if (s.spec.method != SPEC_METHOD_NONE) acfg.spec_positions = s.spec.num_tokens;
     if (cfg.model_sha256 && !serve_sha256_parse(cfg.model_sha256, s.model_sha256)) {
         log_error("invalid --model-sha256: expected 64 hex digits");
         return 2;

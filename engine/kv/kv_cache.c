@@ -36,6 +36,17 @@ int64_t kv_cache_blocks_for_budget(uint64_t budget_bytes, uint64_t bytes_per_tok
     return n > INT32_MAX ? INT32_MAX : (int64_t)n;
 }
 
+int64_t kv_cache_blocks_for_pools(uint64_t budget_bytes, const uint64_t *bytes_per_token, int n,
+                                  int block_size)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < n; i++) {
+        if (bytes_per_token[i] > UINT64_MAX - sum) return 0; /* overflow */
+        sum += bytes_per_token[i];
+    }
+    return kv_cache_blocks_for_budget(budget_bytes, sum, block_size);
+}
+
 uint64_t kv_cache_ram_budget(double fraction)
 {
     if (!(fraction > 0.0 && fraction <= 1.0)) return 0;

@@ -38,6 +38,13 @@ struct kv_cache;
 /* Number of blocks that fit in `budget_bytes` for a model needing `bytes_per_token` of K/V per token
  * (all layers, K and V). 0 when even one block does not fit. Pure; any thread. */
 int64_t kv_cache_blocks_for_budget(uint64_t budget_bytes, uint64_t bytes_per_token, int block_size);
+/* The same for n pools that hold the same sequences' tokens block for block (a target model's and
+ * its draft model's), each needing bytes_per_token[i] per token: every pool gets the returned
+ * number of blocks, so pool i gets the share bytes_per_token[i] / sum of the budget and the total,
+ * blocks x block_size x sum, stays within budget_bytes. 0 when one block each does not fit or the
+ * sum overflows. Pure; any thread. */
+int64_t kv_cache_blocks_for_pools(uint64_t budget_bytes, const uint64_t *bytes_per_token, int n,
+                                  int block_size);
 
 /* Bytes that `fraction` (0, 1] of the memory this process may use amounts to (physical memory, or
  * the container's cgroup limit when lower: common/sysmem.h); 0 when unknown or the fraction is out

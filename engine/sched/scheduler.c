@@ -111,12 +111,13 @@ struct sched {
     struct sched_stats st;
 
     /* Speculative decoding (cfg.spec.method NONE: none of this is allocated or used). */
-    struct spec_cost cost;       /* step seconds against tokens (calibrated, then learned) */
-    struct spec_accept acc;      /* every sequence's runs: the prior of a sequence's estimate */
-    struct spec_cand *cands;     /* (max_num_seqs) this step's candidates */
-    int *cand_entry;             /* (max_num_seqs) their entries */
-    void *plan_scratch;          /* SPEC_CTL_SCRATCH_BYTES(max_num_seqs) */
-    struct spec_draft *draft;    /* method DRAFT: the proposer over cfg.draft, cfg.draft_kv */
+    struct spec_cost cost;    /* step seconds against tokens (calibrated, then learned) */
+    struct spec_accept acc;   /* every sequence's runs: the prior of a sequence's estimate */
+    struct spec_cand *cands;  /* (max_num_seqs) this step's candidates */
+    int *cand_entry;          /* (max_num_seqs) their entries */
+    void *plan_scratch;       /* SPEC_CTL_SCRATCH_BYTES(max_num_seqs) */
+    struct spec_draft *draft; /* method DRAFT: the proposer over cfg.draft, cfg.draft_kv */
+    struct spec_pool *pool;   /* method NGRAM with ngram_pool_bytes: finished sequences' n-grams */
     struct spec_draft_job *jobs; /* (max_num_seqs) this step's drafting run */
     int *job_entry;              /* (max_num_seqs) their entries */
     float *vscratch;             /* (n_vocab) the rejection rule's residual */
@@ -269,8 +270,15 @@ static bool seq_wants_prompt_logits(const struct sched_seq *q)
     return q->prompt_logprobs && q->lp_next < q->n_prompt;
 }
 
+/* Every sequence that ends (finished, stopped, cancelled) passes here: with the n-gram pool, what
+ * it generated goes into it, after the prompt's last n-gram (the prompt is in the sequence's own
+ * history, which later requests repeating it look up themselves). */
 static void seq_destroy(struct sched *s, struct sched_seq *q)
 {
+    if (s->pool && q->n_generated > 0) {
+        int from = q->n_prompt > s->cfg.spec.ngram_max ? q->n_prompt - s->cfg.spec.ngram_max : 0;
+        spec_pool_insert(s->pool, q->tokens + from, q->n_tokens - from);
+    }
     seq_release_kv(s, q);
     seq_free(q);
 }
@@ -657,6 +665,12 @@ static void schedule_spec(struct sched *s, int n_entries, int *budget)
         } else {
             found = spec_ngram_propose(q->tokens, q->n_tokens, sc->ngram_min, sc->ngram_max, kmax,
                                        q->tokens + q->n_tokens);
+            if (found == 0 && s->pool &&
+                (found = spec_pool_propose(s->pool, q->tokens, q->n_tokens, kmax,
+                                           q->tokens + q->n_tokens)) > 0) {
+                s->st.spec.pool_hits++;
+                s->st.spec.pool_tokens += (uint64_t)found;
+            }
             if (found == 0) {
                 s->st.spec.skipped[SPEC_SKIP_NO_PROPOSAL]++;
                 continue;
@@ -1077,6 +1091,10 @@ static int sched_spec_init(struct sched *s)
     if (!s->cands || !s->cand_entry || !s->plan_scratch || !s->vscratch) return ERR_NOMEM;
     spec_cost_init(&s->cost);
     int rc;
+    if (s->cfg.spec.method == SPEC_METHOD_NGRAM && s->cfg.spec.ngram_pool_bytes > 0 &&
+        (rc = spec_pool_new(s->cfg.spec.ngram_pool_bytes, s->cfg.spec.ngram_min,
+                            s->cfg.spec.ngram_max, &s->pool)))
+        return rc;
     if (s->cfg.spec.method == SPEC_METHOD_DRAFT) {
         s->jobs = calloc(n, sizeof(*s->jobs));
         s->job_entry = calloc(n, sizeof(*s->job_entry));
@@ -1179,6 +1197,7 @@ void sched_free(struct sched *s)
     for (int i = 0; i < s->n_waiting; i++) seq_free(s->waiting[i]);
     for (int i = 0; i < s->n_running; i++) seq_destroy(s, s->running[i]);
     spec_draft_free(s->draft);
+    spec_pool_free(s->pool);
     free(s->jobs);
     free(s->job_entry);
     free(s->vscratch);

@@ -55,6 +55,9 @@ bool spec_config_valid(const struct spec_config *c)
     if (c->method == SPEC_METHOD_NGRAM &&
         (c->ngram_min < 1 || c->ngram_max < c->ngram_min || c->ngram_max > 64))
         return false;
+    if (c->ngram_pool_bytes != 0 &&
+        (c->method != SPEC_METHOD_NGRAM || c->ngram_pool_bytes < SPEC_POOL_MIN_BYTES))
+        return false;
     return true;
 }
 

@@ -9,6 +9,8 @@
  * Parts (one file each; the scheduler, engine/sched/scheduler.c, calls them):
  *  - spec_ngram.c: prompt lookup, proposals copied from where the sequence's latest tokens occurred
  *    before in its own prompt and output;
+ *  - spec_pool.c: the cross-request n-gram pool, hashed n-grams of finished sequences' tokens in
+ *    bounded memory, consulted when a sequence's own tokens hold no match;
  *  - spec_draft.c: a draft model (a second, smaller GGUF with the target's vocabulary) with one
  *    paged KV pool of its own shared by every sequence, drafting for all speculating sequences in
  *    batched steps, one per proposal depth;
@@ -66,9 +68,12 @@ struct spec_config {
     /* true: k per sequence and step from acceptance and step cost (spec_ctl.c), down to 0;
      * false: always min(K, what the limits allow) (tests, benchmarks of a fixed k) */
     bool adaptive;
+    /* n-gram: bytes of the cross-request n-gram pool (spec_pool.c), consulted when a sequence's
+     * own tokens hold no match; 0 = none */
+    uint64_t ngram_pool_bytes;
 };
 
-/* NONE, K 5, n-gram 2..5, adaptive. */
+/* NONE, K 5, n-gram 2..5, adaptive, no n-gram pool. */
 void spec_config_default(struct spec_config *c);
 /* True when the settings can run: a known method, K and the n-gram bounds in range. Pure. */
 bool spec_config_valid(const struct spec_config *c);
@@ -80,7 +85,9 @@ struct spec_stats {
     uint64_t accepted;     /* proposals accepted */
     uint64_t accepted_per_pos[SPEC_MAX_TOKENS]; /* accepted at proposal position i (0-based) */
     uint64_t skipped[SPEC_SKIP_COUNT];          /* decoding sequence-steps without proposals */
-    uint64_t draft_steps;           /* draft: batched forward steps of the draft model */
+    uint64_t pool_hits;   /* n-gram: sequence-steps whose proposals came from the n-gram pool */
+    uint64_t pool_tokens; /* n-gram: proposals the pool found (before the controller's cut) */
+    uint64_t draft_steps; /* draft: batched forward steps of the draft model */
     uint64_t draft_tokens_computed; /* draft: tokens those steps computed (catch-up included) */
 };
 
@@ -92,6 +99,37 @@ struct spec_stats {
  * occurrence). O(n * ngram_max) at worst, O(n) typically. Pure; any thread. */
 int spec_ngram_propose(const int32_t *tokens, int n, int ngram_min, int ngram_max, int k,
                        int32_t *out);
+
+/* ---------------------------------------------------------------- n-gram pool (spec_pool.c) */
+
+/* Token runs of finished sequences (agent and code-edit traffic repeats across requests: the
+ * output one request generated is often what the next will) in a ring of tokens, and a direct-
+ * mapped table from the hash of each n-gram (length ngram_min..ngram_max) to where in the ring it
+ * last ended. The oldest tokens are overwritten, a newer n-gram takes its slot from an older one
+ * with the same hash: memory never grows past the size given at creation. A lookup compares the
+ * n-gram's tokens in the ring with the sequence's before proposing, so a hash collision or an
+ * overwritten entry proposes nothing; proposals are only proposals, and verification decides
+ * what is emitted. Not thread-safe: the inference thread's. */
+struct spec_pool;
+
+/* Smallest bytes spec_pool_new accepts (a few tokens and slots). */
+#define SPEC_POOL_MIN_BYTES 1024u
+
+/* A pool within max_bytes (>= SPEC_POOL_MIN_BYTES) for n-grams of ngram_min..ngram_max tokens
+ * (1 <= min <= max <= 64): a ring of R tokens and a table of 2 x L x R slots of 8 bytes, L =
+ * max - min + 1 (R = 15K tokens in 1 MiB for 2..5), so the n-grams of the tokens the ring holds
+ * fill half the table. ERR_INVAL on bad bounds, ERR_NOMEM. */
+int spec_pool_new(uint64_t max_bytes, int ngram_min, int ngram_max, struct spec_pool **out);
+void spec_pool_free(struct spec_pool *p); /* NULL-safe */
+/* Bytes the pool holds (struct, ring and table): at most the max_bytes it was created with. */
+uint64_t spec_pool_bytes(const struct spec_pool *p);
+/* Appends tokens[0..n) (borrowed; ids >= 0) as one run: proposals never cross from one run into
+ * the next. A run longer than the ring keeps its last tokens. */
+void spec_pool_insert(struct spec_pool *p, const int32_t *tokens, int n);
+/* Like spec_ngram_propose over the pool: the longest suffix of tokens[0..n) (ngram_max down to
+ * ngram_min tokens) whose latest occurrence in the pool is still whole there, and the up to k
+ * tokens that followed it in its run, written to out. Returns how many (0: none). Pure reads. */
+int spec_pool_propose(const struct spec_pool *p, const int32_t *tokens, int n, int k, int32_t *out);
 
 /* ---------------------------------------------------------------- verification (spec_verify.c) */
 

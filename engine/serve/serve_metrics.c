@@ -44,7 +44,8 @@ enum sm_slot {
     SM_SPEC_ACCEPTED,
     SM_SPEC_PER_POS,                                     /* one per position */
     SM_SPEC_SKIPPED = SM_SPEC_PER_POS + SPEC_MAX_TOKENS, /* one per enum spec_skip */
-    SM_N_SLOTS = SM_SPEC_SKIPPED + SPEC_SKIP_COUNT,
+    SM_SPEC_POOL_HITS = SM_SPEC_SKIPPED + SPEC_SKIP_COUNT,
+    SM_N_SLOTS,
 };
 
 _Static_assert(SERVE_FINISH_ABORT + 1 == SERVE_FINISH_COUNT, "SERVE_FINISH_COUNT is stale");
@@ -159,6 +160,8 @@ static const struct sm_def sm_spec_defs[] = {
      .values2 = sm_position_label, .n_values2 = SPEC_MAX_TOKENS},
     {PROM_COUNTER, METRIC_SPEC_SKIPPED, NULL, METRIC_HELP_SPEC_SKIPPED, .slot = SM_SPEC_SKIPPED,
      .label2 = METRIC_LABEL_REASON, .n_values2 = SPEC_SKIP_COUNT},
+    {PROM_COUNTER, METRIC_SPEC_POOL_HITS, NULL, METRIC_HELP_SPEC_POOL_HITS,
+     .slot = SM_SPEC_POOL_HITS},
 };
 
 /* A name clash is ERR_EXISTS in common/prom; this module's contract reports it as ERR_INVAL (the
@@ -344,4 +347,5 @@ void serve_metrics_add_spec(struct serve_metrics *m, const struct spec_stats *no
                  (long)(now->accepted_per_pos[i] - before->accepted_per_pos[i]));
     for (int i = 0; i < SPEC_SKIP_COUNT; i++)
         sm_count(m->s[SM_SPEC_SKIPPED + i], (long)(now->skipped[i] - before->skipped[i]));
+    sm_count(m->s[SM_SPEC_POOL_HITS], (long)(now->pool_hits - before->pool_hits));
 }

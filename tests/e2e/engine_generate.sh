@@ -210,4 +210,35 @@ else
 	not_ok "bench --profile failed: $(tail -n 2 "$tmp/err")"
 fi
 
+# bench --speculative: the decode runs through the scheduler with the serve/generate speculation
+# flags; each JSON line keeps the fields above and adds the acceptance of its timed runs.
+expect_status 2 "bench: --draft-model without --speculative draft" bench \
+	--model "$models/stories260K.gguf" --draft-model "$models/stories260K-Q8_0.gguf"
+expect_status 2 "bench: --speculative with one generated token" bench \
+	--model "$models/stories260K.gguf" --speculative ngram --gen-tokens 1
+expect_status 2 "bench: --ngram-min above --ngram-max" bench --model "$models/stories260K.gguf" \
+	--speculative ngram --ngram-min 4 --ngram-max 2
+spec_json='map(select(.pp_tok_s > 0 and .tg_tok_s > 0 and .rss_bytes > 0 and .depth == 16
+	and .speculative == $m and .num_speculative_tokens == 4 and .spec_adaptive == false
+	and .spec_accepted <= .spec_proposed and .spec_tokens_per_step >= 1
+	and (.spec_proposed == 0 or ((.spec_accept_rate - .spec_accepted / .spec_proposed) | fabs) < 1e-3)))'
+for m in ngram draft; do
+	extra=()
+	[ "$m" == draft ] && extra=(--draft-model "$models/stories260K-Q8_0.gguf")
+	if "$bin" bench --model "$models/stories260K.gguf" --prompt-tokens 16 --gen-tokens 48 --batch 1,4 \
+		--depth 16 --threads 2 --repetitions 1 --speculative "$m" --num-speculative-tokens 4 \
+		--no-spec-adaptive "${extra[@]}" --log-format text >"$tmp/bench" 2>"$tmp/err"; then
+		good="$(grep '^{' "$tmp/bench" | jq -s --arg m "$m" "$spec_json | length")"
+		acc="$(grep '^{' "$tmp/bench" | jq -s 'map(.spec_accepted) | add')"
+		lines="$(grep -c "^# speculative $m, batch" "$tmp/bench")"
+		if [ "$good" -eq 2 ] && [ "$lines" -eq 2 ] && [ "$acc" -gt 0 ]; then
+			ok "bench --speculative $m: acceptance in the text and JSON output ($acc accepted)"
+		else
+			not_ok "bench --speculative $m output: $(cat "$tmp/bench")"
+		fi
+	else
+		not_ok "bench --speculative $m failed: $(tail -n 2 "$tmp/err")"
+	fi
+done
+
 finish

@@ -45,6 +45,34 @@ START_TEST(test_kv_cache_blocks_for_budget_sizes_pool)
 }
 END_TEST
 
+START_TEST(test_kv_cache_blocks_for_pools_splits_by_bytes_per_token)
+{
+    /* a target of 30 bytes a token and a draft of 10: 640 bytes a block for both, 15 blocks each
+     * in 10000 bytes, the target 7200 bytes, the draft 2400 (3:1), 9600 in all */
+    uint64_t pt[2] = {30, 10};
+    int64_t n = kv_cache_blocks_for_pools(10000, pt, 2, 16);
+    ck_assert_int_eq(n, 15);
+    ck_assert_uint_le((uint64_t)n * 16 * (pt[0] + pt[1]), 10000);
+    ck_assert_uint_gt((uint64_t)(n + 1) * 16 * (pt[0] + pt[1]), 10000);
+    /* one pool: the single-pool rule */
+    for (uint64_t b = 0; b < 5000; b += 97)
+        ck_assert_int_eq(kv_cache_blocks_for_pools(b, pt, 1, 16),
+                         kv_cache_blocks_for_budget(b, 30, 16));
+    /* never over the budget, whatever the sizes */
+    for (uint64_t b = 1; b < 200000; b = b * 3 + 7)
+        for (uint64_t d = 0; d < 50; d += 7) {
+            uint64_t q[2] = {40, d};
+            int64_t m = kv_cache_blocks_for_pools(b, q, 2, 16);
+            ck_assert_uint_le((uint64_t)m * 16 * (40 + d), b);
+        }
+    /* one block each does not fit; a sum that overflows */
+    ck_assert_int_eq(kv_cache_blocks_for_pools(639, pt, 2, 16), 0);
+    uint64_t big[2] = {UINT64_MAX - 1, 2};
+    ck_assert_int_eq(kv_cache_blocks_for_pools(UINT64_MAX, big, 2, 1), 0);
+    ck_assert_int_eq(kv_cache_blocks_for_pools(1000, pt, 2, 0), 0);
+}
+END_TEST
+
 START_TEST(test_kv_cache_seq_append_allocates_on_demand)
 {
     struct kv_cache *kv = make(8, 4, 2, 8);
@@ -372,6 +400,7 @@ Suite *kv_cache_suite(void)
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_kv_cache_new_rejects_bad_config);
     tcase_add_test(tc, test_kv_cache_blocks_for_budget_sizes_pool);
+    tcase_add_test(tc, test_kv_cache_blocks_for_pools_splits_by_bytes_per_token);
     tcase_add_test(tc, test_kv_cache_seq_append_allocates_on_demand);
     tcase_add_test(tc, test_kv_cache_seq_append_exhaustion_is_all_or_nothing);
     tcase_add_test(tc, test_kv_cache_seq_append_table_overflow);

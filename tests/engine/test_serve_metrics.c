@@ -664,6 +664,7 @@ START_TEST(test_spec_metrics_registered_and_counted)
     now.accepted_per_pos[1] = 2;
     now.accepted_per_pos[2] = 1;
     now.skipped[SPEC_SKIP_COST] = 5;
+    now.pool_hits = 3;
     serve_metrics_add_spec(f.m, &now, &before);
     before = now;
     now.accepted = 9;
@@ -683,6 +684,7 @@ START_TEST(test_spec_metrics_registered_and_counted)
                                       {METRIC_LABEL_REASON, "cost"}};
     ck_assert(prom_exposition_sample(e, METRIC_SPEC_SKIPPED, cost, 2)->value == 5);
     ck_assert_uint_eq(prom_exposition_family(e, METRIC_SPEC_SKIPPED)->n_samples, SPEC_SKIP_COUNT);
+    ck_assert(sample_value(e, METRIC_SPEC_POOL_HITS, NULL) == 3);
     prom_exposition_free(e);
     fixture_free(&f);
 }

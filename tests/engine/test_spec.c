@@ -5,7 +5,9 @@
  * chunked prefill, preemption, prefix-cache hits, stop strings, max_tokens and cancellation, and
  * no KV block left behind; with a draft model (a stories260K file drafting for another, and for
  * itself) the same greedy output, the rejection rule with the draft's real distribution, and the
- * vocabulary check at load. */
+ * vocabulary check at load; the cross-request n-gram pool alone (insert, lookup, eviction within
+ * its bound, hash collisions that propose nothing wrong) and in the scheduler (greedy output
+ * unchanged alone and 16 at once); the draft's and the target's KV pools within one budget. */
 #include "engine/sched/scheduler.h"
 #include "engine/sched/spec.h"
 
@@ -545,6 +547,156 @@ START_TEST(test_spec_accept_estimate_and_decay)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- n-gram pool */
+
+START_TEST(test_spec_pool_insert_and_propose)
+{
+    struct spec_pool *p = NULL;
+    ck_assert_int_eq(spec_pool_new(1u << 16, 2, 3, &p), 0);
+    ck_assert_uint_le(spec_pool_bytes(p), 1u << 16);
+    int32_t out[8];
+    int32_t q0[] = {9, 3, 4};
+    ck_assert_int_eq(spec_pool_propose(p, q0, 3, 4, out), 0); /* empty */
+    int32_t a[] = {1, 2, 3, 7, 8};
+    int32_t b[] = {5, 2, 3, 9, 9, 6};
+    spec_pool_insert(p, a, 5);
+    spec_pool_insert(p, b, 6);
+    /* "1 2 3" (3 tokens) is only in a: the longest match wins over b's later "2 3" */
+    int32_t q1[] = {4, 1, 2, 3};
+    ck_assert_int_eq(spec_pool_propose(p, q1, 4, 4, out), 2);
+    ck_assert_int_eq(out[0], 7);
+    ck_assert_int_eq(out[1], 8); /* then a's run ends: nothing of b follows */
+    /* "2 3" alone: its latest occurrence, in b; k caps */
+    int32_t q2[] = {4, 4, 2, 3};
+    ck_assert_int_eq(spec_pool_propose(p, q2, 4, 2, out), 2);
+    ck_assert_int_eq(out[0], 9);
+    ck_assert_int_eq(out[1], 9);
+    ck_assert_int_eq(spec_pool_propose(p, q2, 4, 8, out), 3);
+    ck_assert_int_eq(out[2], 6);
+    /* an n-gram that ends a run has nothing after it; one token is below ngram_min */
+    int32_t q3[] = {9, 6};
+    ck_assert_int_eq(spec_pool_propose(p, q3, 2, 4, out), 0);
+    int32_t q4[] = {3};
+    ck_assert_int_eq(spec_pool_propose(p, q4, 1, 4, out), 0);
+    ck_assert_int_eq(spec_pool_propose(p, q2, 4, 0, out), 0);
+    ck_assert_int_eq(spec_pool_propose(NULL, q2, 4, 4, out), 0);
+    spec_pool_insert(p, a, 0); /* an empty run is nothing */
+    spec_pool_free(p);
+    spec_pool_free(NULL);
+}
+END_TEST
+
+START_TEST(test_spec_pool_rejects_bad_bounds)
+{
+    struct spec_pool *p = (struct spec_pool *)&p; /* not written on failure */
+    ck_assert_int_eq(spec_pool_new(SPEC_POOL_MIN_BYTES - 1, 2, 5, &p), ERR_INVAL);
+    ck_assert_int_eq(spec_pool_new(1 << 20, 0, 5, &p), ERR_INVAL);
+    ck_assert_int_eq(spec_pool_new(1 << 20, 4, 3, &p), ERR_INVAL);
+    ck_assert_int_eq(spec_pool_new(1 << 20, 2, 65, &p), ERR_INVAL);
+    ck_assert_ptr_eq(p, (struct spec_pool *)&p);
+    ck_assert_int_eq(spec_pool_new(SPEC_POOL_MIN_BYTES, 1, 64, &p), 0);
+    ck_assert_uint_le(spec_pool_bytes(p), SPEC_POOL_MIN_BYTES);
+    spec_pool_free(p);
+    /* the scheduler's settings: a pool only for n-gram, and not below the minimum */
+    struct spec_config c;
+    spec_config_default(&c);
+    c.method = SPEC_METHOD_NGRAM;
+    c.ngram_pool_bytes = 1 << 20;
+    ck_assert(spec_config_valid(&c));
+    c.ngram_pool_bytes = SPEC_POOL_MIN_BYTES - 1;
+    ck_assert(!spec_config_valid(&c));
+    c.method = SPEC_METHOD_DRAFT;
+    c.ngram_pool_bytes = 1 << 20;
+    ck_assert(!spec_config_valid(&c));
+}
+END_TEST
+
+/* The bound: however much is inserted the pool's bytes stay what they were (within max_bytes),
+ * and the oldest runs are gone (proposals come only from what the ring still holds). */
+START_TEST(test_spec_pool_evicts_within_bound)
+{
+    struct spec_pool *p = NULL;
+    ck_assert_int_eq(spec_pool_new(8192, 2, 4, &p), 0); /* 155 tokens */
+    uint64_t bytes = spec_pool_bytes(p);
+    ck_assert_uint_le(bytes, 8192);
+    int32_t first[] = {100, 101, 102, 103};
+    spec_pool_insert(p, first, 4);
+    int32_t out[8], q[] = {100, 101};
+    ck_assert_int_eq(spec_pool_propose(p, q, 2, 4, out), 2);
+    int32_t run[40];
+    for (int r = 0; r < 200; r++) {
+        for (int i = 0; i < 40; i++) run[i] = (int32_t)(200 + r * 40 + i);
+        spec_pool_insert(p, run, 40);
+        ck_assert_uint_eq(spec_pool_bytes(p), bytes);
+    }
+    ck_assert_int_eq(spec_pool_propose(p, q, 2, 4, out), 0); /* overwritten */
+    /* the latest run is still there, and a run longer than the ring keeps its end */
+    int32_t q2[] = {run[36], run[37]};
+    ck_assert_int_eq(spec_pool_propose(p, q2, 2, 4, out), 2);
+    ck_assert_int_eq(out[0], run[38]);
+    static int32_t longrun[5000];
+    for (int i = 0; i < 5000; i++) longrun[i] = 10000 + i;
+    spec_pool_insert(p, longrun, 5000);
+    int32_t q3[] = {10000 + 4990, 10000 + 4991};
+    ck_assert_int_eq(spec_pool_propose(p, q3, 2, 4, out), 4);
+    ck_assert_int_eq(out[0], 10000 + 4992);
+    int32_t q4[] = {10000, 10001};
+    ck_assert_int_eq(spec_pool_propose(p, q4, 2, 4, out), 0);
+    ck_assert_uint_eq(spec_pool_bytes(p), bytes);
+    spec_pool_free(p);
+}
+END_TEST
+
+/* Whether tokens[0..n) followed by prop[0..m) occurs, as a suffix of length len and what followed
+ * it, inside one of the runs (brute force). */
+static bool pool_true_continuation(int32_t runs[][24], int n_runs, const int32_t *tail, int len,
+                                   const int32_t *prop, int m)
+{
+    for (int r = 0; r < n_runs; r++)
+        for (int e = len - 1; e + m < 24; e++) {
+            bool ok = true;
+            for (int i = 0; i < len && ok; i++) ok = runs[r][e - len + 1 + i] == tail[i];
+            for (int i = 0; i < m && ok; i++) ok = runs[r][e + 1 + i] == prop[i];
+            if (ok) return true;
+        }
+    return false;
+}
+
+/* Hash collisions: in the smallest pool (a handful of slots, every n-gram sharing them) over a
+ * tiny alphabet, every proposal is a real continuation of the query's suffix in some inserted
+ * run: a slot another n-gram took, or one whose tokens were overwritten, proposes nothing. */
+START_TEST(test_spec_pool_collisions_never_propose_wrong)
+{
+    struct spec_pool *p = NULL;
+    ck_assert_int_eq(spec_pool_new(SPEC_POOL_MIN_BYTES, 2, 3, &p), 0);
+    static int32_t runs[400][24];
+    unsigned x = 12345u;
+    int proposals = 0;
+    for (int r = 0; r < 400; r++) {
+        for (int i = 0; i < 24; i++) {
+            x = x * 1103515245u + 12345u;
+            runs[r][i] = (int32_t)((x >> 16) % 4);
+        }
+        spec_pool_insert(p, runs[r], 24);
+        for (int t = 0; t < 20; t++) {
+            int32_t qy[3], out[8];
+            for (int i = 0; i < 3; i++) {
+                x = x * 1103515245u + 12345u;
+                qy[i] = (int32_t)((x >> 16) % 4);
+            }
+            int m = spec_pool_propose(p, qy, 3, 5, out);
+            if (m == 0) continue;
+            proposals++;
+            /* the suffix matched is 3 or 2 tokens: one of them continues so in a run */
+            ck_assert(pool_true_continuation(runs, r + 1, qy, 3, out, m) ||
+                      pool_true_continuation(runs, r + 1, qy + 1, 2, out, m));
+        }
+    }
+    ck_assert_int_gt(proposals, 100);
+    spec_pool_free(p);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- in the scheduler */
 
 #define N_REQ 16
@@ -614,7 +766,9 @@ struct run_cfg {
     enum spec_method method;
     int k;
     bool adaptive;
-    const char *draft; /* spec_equals_plain: this ../shared model drafts (method DRAFT) */
+    const char *draft;        /* spec_equals_plain: this ../shared model drafts (method DRAFT) */
+    uint64_t pool_bytes;      /* method NGRAM: the cross-request n-gram pool (0: none) */
+    int ngram_min, ngram_max; /* 0: 1..3 */
 };
 
 /* Loads the draft model at ../shared/<rel> with a pool of n_blocks; false when absent. */
@@ -644,9 +798,10 @@ static void env_sched(struct env *e, const struct run_cfg *rc)
     spec_config_default(&c.spec);
     c.spec.method = rc->method;
     c.spec.num_tokens = rc->k;
-    c.spec.ngram_min = 1;
-    c.spec.ngram_max = 3;
+    c.spec.ngram_min = rc->ngram_min ? rc->ngram_min : 1;
+    c.spec.ngram_max = rc->ngram_max ? rc->ngram_max : 3;
     c.spec.adaptive = rc->adaptive;
+    if (rc->method == SPEC_METHOD_NGRAM) c.spec.ngram_pool_bytes = rc->pool_bytes;
     if (rc->method == SPEC_METHOD_DRAFT) {
         c.draft = e->dm;
         c.draft_kv = e->dkv;
@@ -983,6 +1138,117 @@ START_TEST(test_spec_lazy_grammar_equals_plain)
     add_grammar = NULL;
     add_lazy = (struct grammar_lazy){0};
     grammar_vocab_free(v);
+
+/* ---------------------------------------------------------------- cross-request n-gram pool */
+
+/* Prompt r of the pool tests: BOS and 24 ids that do not repeat (nothing for the sequence's own
+ * lookup to find at first: what the pool holds is what it gets). */
+static int make_pool_prompt(int r, int32_t *ids)
+{
+    ids[0] = 1;
+    for (int i = 1; i <= 24; i++) ids[i] = (int32_t)(3 + (unsigned)(r * 37 + i * 11) % 500);
+    return 25;
+}
+
+/* One round of the n_req pool prompts (max_tokens 60 - r, greedy), the order shifted by `shift`;
+ * with max_seqs 1 one after the other (each finished before the next is added). */
+static void pool_round(struct env *e, int n_req, int shift, bool sequential, struct out *out)
+{
+    int32_t ids[N_REQ][32];
+    memset(e->out, 0, sizeof(e->out));
+    for (int i = 0; i < n_req; i++) {
+        int r = (i + shift) % n_req;
+        add(e, r, ids[r], make_pool_prompt(r, ids[r]), 60 - r, 0.0f, NULL);
+        if (sequential) run_to_idle(e);
+    }
+    run_to_idle(e);
+    memcpy(out, e->out, sizeof(e->out[0]) * (size_t)n_req);
+}
+
+/* Three rounds of the same requests in one scheduler with the n-gram pool, the order shifted each
+ * round (so the pool also proposes other requests' continuations, which verification must
+ * reject): every output token for token and log-prob for log-prob the one without speculation,
+ * the pool consulted and its proposals accepted (fixed k), no block left. */
+static void pool_equals_plain(int max_seqs, uint64_t pool_bytes, bool adaptive)
+{
+    struct env e;
+    if (!env_open(&e, 256)) return;
+    struct run_cfg rc = {.max_seqs = max_seqs,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .ngram_min = 3,
+                         .ngram_max = 4};
+    static struct out plain[N_REQ], spec[N_REQ];
+    struct sched_stats st;
+    int n_req = max_seqs == 1 ? 6 : N_REQ;
+    rc.method = SPEC_METHOD_NONE;
+    env_sched(&e, &rc);
+    pool_round(&e, n_req, 0, max_seqs == 1, plain);
+    sched_free(e.s);
+    rc.method = SPEC_METHOD_NGRAM;
+    rc.k = 5;
+    rc.adaptive = adaptive;
+    rc.pool_bytes = pool_bytes;
+    env_sched(&e, &rc);
+    for (int round = 0; round < 3; round++) {
+        pool_round(&e, n_req, round, max_seqs == 1, spec);
+        expect_same(plain, spec, n_req, true);
+    }
+    sched_stats(e.s, &st);
+    if (!adaptive) {
+        ck_assert_uint_gt(st.spec.pool_hits, 0);
+        ck_assert_uint_ge(st.spec.pool_tokens, st.spec.pool_hits);
+        ck_assert_uint_gt(st.spec.accepted, 0);
+    }
+    ck_assert_uint_le(st.spec.accepted, st.spec.draft_tokens);
+    env_close(&e);
+}
+
+START_TEST(test_spec_pool_greedy_alone_equals_plain)
+{
+    pool_equals_plain(1, 1u << 20, false);
+    pool_equals_plain(1, 1u << 20, true);
+}
+END_TEST
+
+START_TEST(test_spec_pool_greedy_batch16_equals_plain)
+{
+    pool_equals_plain(N_REQ, 1u << 20, false);
+}
+END_TEST
+
+/* The smallest pool: slots overwritten all the time, collisions everywhere; still exact. */
+START_TEST(test_spec_pool_tiny_pool_equals_plain)
+{
+    pool_equals_plain(N_REQ, SPEC_POOL_MIN_BYTES, false);
+}
+END_TEST
+
+/* Without the pool the same runs never count a pool hit; a pool for a draft method is refused. */
+START_TEST(test_spec_pool_off_and_bad_config)
+{
+    struct env e;
+    if (!env_open(&e, 64)) return;
+    struct run_cfg rc = {.max_seqs = 4,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .method = SPEC_METHOD_NGRAM,
+                         .k = 5,
+                         .ngram_min = 3,
+                         .ngram_max = 4};
+    static struct out o[N_REQ];
+    struct sched_stats st;
+    run_all(&e, &rc, 4, 0.0f, NULL, o, &st);
+    ck_assert_uint_eq(st.spec.pool_hits, 0);
+    struct sched_config c = {.max_num_seqs = 4,
+                             .max_num_batched_tokens = 64,
+                             .chunked_prefill = true,
+                             .max_context = CTX};
+    spec_config_default(&c.spec);
+    c.spec.method = SPEC_METHOD_NGRAM;
+    c.spec.ngram_pool_bytes = 10; /* below SPEC_POOL_MIN_BYTES */
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    ck_assert_ptr_null(e.s);
     env_close(&e);
 }
 END_TEST
@@ -1208,6 +1474,43 @@ START_TEST(test_spec_draft_vocab_check)
 }
 END_TEST
 
+/* The target's and the draft's pools sized as serve sizes them from one --kv-cache-bytes
+ * (kv_cache_blocks_for_pools): what the two backends commit (model_kv_block_bytes per block)
+ * stays within the budget, and one more block each would not. */
+START_TEST(test_spec_draft_kv_pools_within_budget)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    if (!env_open_draft(&e, DRAFT_Q8, 16)) {
+        env_close(&e);
+        return;
+    }
+    const uint64_t budgets[] = {1u << 20, 3000000, 777777};
+    for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+        uint64_t pt[2] = {model_kv_bytes_per_token(e.m, QUANT_F16),
+                          model_kv_bytes_per_token(e.dm, QUANT_F16)};
+        int64_t n = kv_cache_blocks_for_pools(budgets[i], pt, 2, BS);
+        ck_assert_int_gt(n, 0);
+        struct kv_cache_config kc = {(int)n, BS, N_REQ, CTX / BS};
+        struct kv_cache *kt = NULL, *kd = NULL;
+        ck_assert_int_eq(kv_cache_new(&kc, &kt), 0);
+        ck_assert_int_eq(kv_cache_new(&kc, &kd), 0);
+        ck_assert_int_eq(model_kv_init(e.m, kt), 0);
+        ck_assert_int_eq(model_kv_init(e.dm, kd), 0);
+        uint64_t per_block = model_kv_block_bytes(e.m) + model_kv_block_bytes(e.dm);
+        ck_assert_uint_eq(per_block, (uint64_t)BS * (pt[0] + pt[1]));
+        ck_assert_uint_le((uint64_t)n * per_block, budgets[i]);
+        ck_assert_uint_gt((uint64_t)(n + 1) * per_block, budgets[i]);
+        /* back to the env's own pools before freeing these */
+        ck_assert_int_eq(model_kv_init(e.m, e.kv), 0);
+        ck_assert_int_eq(model_kv_init(e.dm, e.dkv), 0);
+        kv_cache_free(kt);
+        kv_cache_free(kd);
+    }
+    env_close(&e);
+}
+END_TEST
+
 Suite *spec_suite(void)
 {
     Suite *s = suite_create("spec");
@@ -1216,6 +1519,10 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_ngram_propose_copies_what_followed);
     tcase_add_test(tc, test_spec_ngram_propose_longest_then_latest);
     tcase_add_test(tc, test_spec_ngram_propose_no_match);
+    tcase_add_test(tc, test_spec_pool_insert_and_propose);
+    tcase_add_test(tc, test_spec_pool_rejects_bad_bounds);
+    tcase_add_test(tc, test_spec_pool_evicts_within_bound);
+    tcase_add_test(tc, test_spec_pool_collisions_never_propose_wrong);
     tcase_add_test(tc, test_spec_config_valid_and_names);
     tcase_add_test(tc, test_spec_verify_rejection_rule_keeps_distribution);
     tcase_add_test(tc, test_spec_sampler_probs_matches_draws);
@@ -1235,6 +1542,13 @@ Suite *spec_suite(void)
     tcase_add_test(tc, test_spec_bad_config);
     tcase_add_test(tc, test_spec_lazy_grammar_equals_plain);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("pool");
+    tcase_set_timeout(tp, 600);
+    tcase_add_test(tp, test_spec_pool_greedy_alone_equals_plain);
+    tcase_add_test(tp, test_spec_pool_greedy_batch16_equals_plain);
+    tcase_add_test(tp, test_spec_pool_tiny_pool_equals_plain);
+    tcase_add_test(tp, test_spec_pool_off_and_bad_config);
+    suite_add_tcase(s, tp);
     TCase *td = tcase_create("draft");
     tcase_set_timeout(td, 600);
     tcase_add_test(td, test_spec_draft_greedy_alone_equals_plain);
@@ -1246,6 +1560,7 @@ Suite *spec_suite(void)
     tcase_add_test(td, test_spec_draft_cancel_frees_both_pools);
     tcase_add_test(td, test_spec_draft_rejection_rule_real_q);
     tcase_add_test(td, test_spec_draft_vocab_check);
+    tcase_add_test(td, test_spec_draft_kv_pools_within_budget);
     suite_add_tcase(s, td);
     return s;
 }
