@@ -88,6 +88,9 @@ double sim_replica_next(const struct sim_replica *r, const struct sim_world *w);
 int sim_replica_enqueue(struct sim_replica *r, const struct sim_world *w, uint32_t req);
 /* Requests waiting + running. */
 int sim_replica_outstanding(const struct sim_replica *r);
+/* Requests without their first token yet (waiting, or admitted and still prefilling): what a
+ * router sees as requests sent that have not answered their first byte. */
+int sim_replica_unanswered(const struct sim_replica *r);
 /* Prompt tokens not yet prefilled, as cinfer_requests_waiting_prefill_tokens reports them. */
 double sim_replica_prefill_waiting(const struct sim_replica *r);
 
