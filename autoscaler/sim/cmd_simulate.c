@@ -204,11 +204,12 @@ static void print_summary(const struct simulate_cfg *c, const struct sim_result 
         printf("; %.2f%% over %.3g s\n", 100 * r->itl_violation_rate, c->slo_itl_s);
     printf("scale events     %d\n", r->scale_events);
     printf("prefix hit rate  %.1f%% of prompt tokens\n", 100 * r->prefix_hit_rate);
-    printf("violations by    prefill alone %.3f%%, at a draining replica %.3f%%, behind a long "
-           "prefill %.3f%%, fleet still starting %.3f%%, queued %.3f%%\n",
-           100 * r->cause_rate[SIM_CAUSE_PREFILL], 100 * r->cause_rate[SIM_CAUSE_DRAINING],
-           100 * r->cause_rate[SIM_CAUSE_LONG_PREFILL], 100 * r->cause_rate[SIM_CAUSE_FLEET_SHORT],
-           100 * r->cause_rate[SIM_CAUSE_QUEUED]);
+    printf(
+        "violations by    prefill alone %.3f%%, at a draining replica %.3f%%, behind a long "
+        "prefill %.3f%%, fleet still starting %.3f%%, queued %.3f%%, held at the router %.3f%%\n",
+        100 * r->cause_rate[SIM_CAUSE_PREFILL], 100 * r->cause_rate[SIM_CAUSE_DRAINING],
+        100 * r->cause_rate[SIM_CAUSE_LONG_PREFILL], 100 * r->cause_rate[SIM_CAUSE_FLEET_SHORT],
+        100 * r->cause_rate[SIM_CAUSE_QUEUED], 100 * r->cause_rate[SIM_CAUSE_HELD]);
     printf("initial replicas %d; %d reversals (direction changes within 300 s)\n",
            r->initial_replicas, r->reversals);
 }

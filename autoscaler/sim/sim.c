@@ -93,6 +93,10 @@ static enum sim_cause cause_of(const struct sim *s, const struct sim_req *q)
     const struct sim_replica *r = q->replica >= 0 ? &s->reps[q->replica] : NULL;
     if (q->prefill_s > slo) return SIM_CAUSE_PREFILL;
     if (r && r->state == SIM_DRAINING) return SIM_CAUSE_DRAINING;
+    /* Held at the router for longer than it then waited at the replica (wait = TTFT - prefill):
+     * the fleet was short, or full with nothing ordered. */
+    if (q->held_s > 0 && q->held_s > q->first_token - q->arrival - q->prefill_s - q->held_s)
+        return q->fleet_short ? SIM_CAUSE_FLEET_SHORT : SIM_CAUSE_HELD;
     if (r && r->long_prefill_end > q->arrival && r->long_prefill_end < q->first_token)
         return SIM_CAUSE_LONG_PREFILL;
     if (q->fleet_short) return SIM_CAUSE_FLEET_SHORT;
@@ -266,6 +270,7 @@ int sim_routing_parse(const char *str, enum sim_routing *out)
 static int bind(struct sim *s, uint32_t id, int i, double now)
 {
     s->w.reqs[id].replica = i;
+    s->w.reqs[id].held_s = (float)(now - s->w.reqs[id].arrival);
     int rc = sim_replica_enqueue(&s->reps[i], &s->w, id);
     return rc ? rc : touch(s, i, now);
 }
@@ -647,8 +652,8 @@ static int summarise(struct sim *s)
 
 const char *sim_cause_name(enum sim_cause c)
 {
-    static const char *const names[SIM_CAUSE_COUNT] = {"none",         "prefill",     "draining",
-                                                       "long-prefill", "fleet-short", "queued"};
+    static const char *const names[SIM_CAUSE_COUNT] = {
+        "none", "prefill", "draining", "long-prefill", "fleet-short", "queued", "held"};
     return (unsigned)c < SIM_CAUSE_COUNT ? names[c] : "unknown";
 }
 
@@ -756,11 +761,12 @@ void sim_result_json(const struct sim_result *r, char *buf, size_t len)
              "\"itl_violation_rate\":%.6f,\"replica_seconds\":%.3f,"
              "\"scale_events\":%d,\"prefix_hit_rate\":%.6f,\"initial_replicas\":%d,"
              "\"max_replicas\":%d,\"reversals\":%d,\"violations\":{\"prefill\":%.6f,"
-             "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f}}",
+             "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f,"
+             "\"held\":%.6f}}",
              r->policy ? r->policy : "unknown", r->requests, r->slo_violation_rate, r->ttft_p50_s,
              r->ttft_p99_s, r->itl_p99_s, r->itl_violation_rate, r->replica_seconds,
              r->scale_events, r->prefix_hit_rate, r->initial_replicas, r->max_replicas_seen,
              r->reversals, r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
              r->cause_rate[SIM_CAUSE_LONG_PREFILL], r->cause_rate[SIM_CAUSE_FLEET_SHORT],
-             r->cause_rate[SIM_CAUSE_QUEUED]);
+             r->cause_rate[SIM_CAUSE_QUEUED], r->cause_rate[SIM_CAUSE_HELD]);
 }

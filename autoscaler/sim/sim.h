@@ -34,8 +34,10 @@
  *
  * Every violation of the TTFT objective is attributed to one cause (enum sim_cause), the first
  * that applies in this order: the request's own prefill exceeds the objective; it waited at a
- * replica being removed; a prefill longer than half the objective ran on its replica while it
- * waited; it arrived while replicas the policy had ordered were still starting; it queued. */
+ * replica being removed; it was held at the router longer than it then waited at its replica
+ * (fleet-short when it arrived while ordered replicas were starting, held otherwise); a prefill
+ * longer than half the objective ran on its replica while it waited; it arrived while replicas
+ * the policy had ordered were still starting; it queued. */
 #ifndef CINFER_AUTOSCALER_SIM_H
 #define CINFER_AUTOSCALER_SIM_H
 
@@ -76,6 +78,7 @@ enum sim_cause {
     SIM_CAUSE_LONG_PREFILL, /* queued behind a prefill longer than half the objective */
     SIM_CAUSE_FLEET_SHORT,  /* arrived while ordered replicas were still starting */
     SIM_CAUSE_QUEUED,       /* queued at a loaded replica otherwise */
+    SIM_CAUSE_HELD, /* waited longer at the router (held) than at its replica, no replica ordered */
     SIM_CAUSE_COUNT
 };
 

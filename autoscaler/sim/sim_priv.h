@@ -17,6 +17,7 @@ struct sim_req {
     uint32_t hash_off, n_hash;
     int32_t replica;  /* where the router sent it; -1 while held */
     float prefill_s;  /* its own prefill time (uncached tokens / prefill rate), set at admission */
+    float held_s;     /* time held at the router before it was sent to a replica */
     uint8_t cause;    /* enum sim_cause of a violation */
     bool fleet_short; /* arrived while replicas the policy ordered were still starting */
 };

@@ -357,12 +357,15 @@ START_TEST(test_sim_run_late_binding_new_replica_takes_held)
         enum sim_routing routing;
         int late_hold;
         double last_ttft_s, mean_ttft_s;
+        int held; /* violations (TTFT > 2 s: requests 3..30) caused by waiting at the router */
     } cases[] = {
-        {SIM_ROUTE_ROUTER, 1, 30, 15.5},        /* cinfer-router: binds at arrival */
-        {SIM_ROUTE_LEAST_PREFILL, 1, 30, 15.5}, /* so does the idealised router */
-        {SIM_ROUTE_ROUTER_LATE, 1, 28, (325 + 26 + 26 + 27 + 27 + 28) / 30.0},
-        {SIM_ROUTE_ROUTER_LATE, 2, 28, (325 + 26 + 26 + 27 + 27 + 28) / 30.0},
-        {SIM_ROUTE_ROUTER_LATE, 30, 30, 15.5},
+        {SIM_ROUTE_ROUTER, 1, 30, 15.5, 0},        /* cinfer-router: binds at arrival */
+        {SIM_ROUTE_LEAST_PREFILL, 1, 30, 15.5, 0}, /* so does the idealised router */
+        /* Request k is sent when replica 0 has answered k - 1: held k - 1 s, 0 s at the replica. */
+        {SIM_ROUTE_ROUTER_LATE, 1, 28, (325 + 26 + 26 + 27 + 27 + 28) / 30.0, 28},
+        /* Sent when k - 2 is answered: held k - 2 s, then 1 s at the replica (held from k = 4). */
+        {SIM_ROUTE_ROUTER_LATE, 2, 28, (325 + 26 + 26 + 27 + 27 + 28) / 30.0, 27},
+        {SIM_ROUTE_ROUTER_LATE, 30, 30, 15.5, 0},
     };
     struct trace *tr = synth(30, 1e9, 1e9, 1, 2000, 1, 0); /* all at t = 0 */
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -387,6 +390,11 @@ START_TEST(test_sim_run_late_binding_new_replica_takes_held)
                       r.ttft_p99_s);
         ck_assert_msg(fabs(r.ttft_mean_s - cases[k].mean_ttft_s) < 1e-6, "case %zu: mean %g", k,
                       r.ttft_mean_s);
+        ck_assert_double_eq_tol(r.slo_violation_rate, 28 / 30.0, 1e-9);
+        ck_assert_msg(fabs(r.cause_rate[SIM_CAUSE_HELD] * 30 - cases[k].held) < 1e-6,
+                      "case %zu: held %g", k, r.cause_rate[SIM_CAUSE_HELD] * 30);
+        /* Nothing was ordered when they arrived: the rest queued at replica 0. */
+        ck_assert_double_eq_tol(r.cause_rate[SIM_CAUSE_QUEUED] * 30, 28 - cases[k].held, 1e-6);
         sim_result_fini(&r);
     }
     trace_free(tr);
