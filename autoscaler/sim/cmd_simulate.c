@@ -18,7 +18,7 @@
 
 struct simulate_cfg {
     const char *trace, *format, *policy, *plot, *routing, *calibrate, *synthetic, *metric;
-    int replicas, min_replicas, max_replicas, seed, max_running, fit_intervals, amplify;
+    int replicas, min_replicas, max_replicas, seed, max_running, fit_intervals, amplify, late_hold;
     bool frontier;
     double time_scale, token_scale, startup_s, slo_s, slo_itl_s, slo_pct, interval_s;
     double target_queue, target_kv, down_window_s, capacity_rps, headroom, season_s;
@@ -61,9 +61,16 @@ static const struct cfg_opt opts[] = {
      "Percentile of the objective (at most 1 - this of first tokens above it)", NULL, 0},
     {"objective-driven", CFG_BOOL, F(objective_driven), "true", 1, 0,
      "Scale to the objective (false: queue-depth and KV targets only, the HPA defaults)", NULL, 0},
-    {"routing", CFG_STRING, F(routing), "least-prefill", 1, 0,
-     "Router model: least queued prefill work, least requests in flight, or random",
-     "least-prefill|least-requests|random", 0},
+    {"routing", CFG_STRING, F(routing), "router", 1, 0,
+     "Router model: cinfer-router as the chart installs it (prefix and load, binds at arrival); "
+     "the same with late binding (held centrally while every replica has --late-hold requests "
+     "before their first token: not what cinfer-router does); or binding at arrival to the "
+     "least queued prefill work, least requests in flight, or at random",
+     "router|router-late|least-prefill|least-requests|random", 0},
+    {"late-hold", CFG_INT, F(late_hold), "1", 1, 4096,
+     "--routing router-late: a replica with this many requests before their first token takes "
+     "no more until one has it; the rest wait at the router",
+     NULL, 0},
     {"interval", CFG_DOUBLE, F(interval_s), "15", 0.01, 3600, "Scrape and decision interval (s)",
      NULL, 0},
     {"seed", CFG_INT, F(seed), "1", 0, 2147483647, "Seed for spreading quantised timestamps", NULL,
@@ -114,7 +121,9 @@ static const struct cfg_opt opts[] = {
     {"cache-tokens", CFG_DOUBLE, F(cache_tokens), "32768", 0, 1e9,
      "Prefix-cache capacity per replica (tokens; 0 disables)", NULL, 0},
     {"prefix-routing", CFG_BOOL, F(prefix_routing), "true", 1, 0,
-     "Route to the replica with the longest cached prefix unless overloaded", NULL, 0},
+     "Route by cached prefix (router modes: --policy prefix, false = least-loaded; others: the "
+     "longest cached prefix unless overloaded)",
+     NULL, 0},
     CLI_LOG_OPTS(struct simulate_cfg),
 };
 #undef F
@@ -168,6 +177,7 @@ static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
     sc->prefix_routing = c->prefix_routing;
     sc->decisions = c->decisions ? stderr : NULL;
     sim_routing_parse(c->routing, &sc->routing); /* validated by the table's choices */
+    sc->late_hold = c->late_hold;
     sc->model.prefill_tps = c->prefill_tps;
     sc->model.decode_tps = c->decode_tps;
     sc->model.decode_batch_tps = c->decode_batch_tps;
@@ -194,18 +204,35 @@ static void print_summary(const struct simulate_cfg *c, const struct sim_result 
         printf("; %.2f%% over %.3g s\n", 100 * r->itl_violation_rate, c->slo_itl_s);
     printf("scale events     %d\n", r->scale_events);
     printf("prefix hit rate  %.1f%% of prompt tokens\n", 100 * r->prefix_hit_rate);
-    printf("violations by    prefill alone %.3f%%, at a draining replica %.3f%%, behind a long "
-           "prefill %.3f%%, fleet still starting %.3f%%, queued %.3f%%\n",
-           100 * r->cause_rate[SIM_CAUSE_PREFILL], 100 * r->cause_rate[SIM_CAUSE_DRAINING],
-           100 * r->cause_rate[SIM_CAUSE_LONG_PREFILL], 100 * r->cause_rate[SIM_CAUSE_FLEET_SHORT],
-           100 * r->cause_rate[SIM_CAUSE_QUEUED]);
+    printf(
+        "violations by    prefill alone %.3f%%, at a draining replica %.3f%%, behind a long "
+        "prefill %.3f%%, fleet still starting %.3f%%, queued %.3f%%, held at the router %.3f%%\n",
+        100 * r->cause_rate[SIM_CAUSE_PREFILL], 100 * r->cause_rate[SIM_CAUSE_DRAINING],
+        100 * r->cause_rate[SIM_CAUSE_LONG_PREFILL], 100 * r->cause_rate[SIM_CAUSE_FLEET_SHORT],
+        100 * r->cause_rate[SIM_CAUSE_QUEUED], 100 * r->cause_rate[SIM_CAUSE_HELD]);
     printf("initial replicas %d; %d reversals (direction changes within 300 s)\n",
            r->initial_replicas, r->reversals);
+}
+
+static const char *routing_desc(enum sim_routing r)
+{
+    switch (r) {
+    case SIM_ROUTE_ROUTER:
+        return "cinfer-router as the chart installs it: prefix + 64 x requests in flight, load "
+               "bound 1.25x (floor 4), binds at arrival, holds only with no replica ready";
+    case SIM_ROUTE_ROUTER_LATE:
+        return "cinfer-router's choice with late binding (held while every ready replica has "
+               "--late-hold requests before their first token; not what cinfer-router does)";
+    case SIM_ROUTE_LEAST_PREFILL: return "least queued prefill work, binds at arrival (no router)";
+    case SIM_ROUTE_LEAST_REQUESTS: return "least requests in flight, binds at arrival (no router)";
+    default: return "random ready replica (kube-proxy)";
+    }
 }
 
 static void print_model(const struct sim_config *sc, const char *from, const char *desc)
 {
     const struct sim_replica_model *m = &sc->model;
+    printf("routing          %s\n", routing_desc(sc->routing));
     printf("replica model    prefill %.0f tok/s, decode %.1f tok/s (1 stream), %.0f tok/s at "
            "batch %d; %d running, KV %.0f tokens, prefix cache %.0f tokens\n",
            m->prefill_tps, m->decode_tps, m->decode_batch_tps, m->decode_batch, m->max_running,

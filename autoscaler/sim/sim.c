@@ -45,7 +45,7 @@ struct sim {
     struct sim_router router;
     double gone_prompt, gone_gen, gone_hit, gone_query; /* counters of replicas whose slot was
                                                          * reused (the fleet's totals keep them) */
-    struct sim_fifo pending;                            /* arrived while no replica was ready */
+    struct sim_fifo pending; /* held at the router: no replica ready (router-late: or with room) */
     struct policy_state *policy;
     double last_event_t;
     int last_dir;
@@ -93,6 +93,10 @@ static enum sim_cause cause_of(const struct sim *s, const struct sim_req *q)
     const struct sim_replica *r = q->replica >= 0 ? &s->reps[q->replica] : NULL;
     if (q->prefill_s > slo) return SIM_CAUSE_PREFILL;
     if (r && r->state == SIM_DRAINING) return SIM_CAUSE_DRAINING;
+    /* Held at the router for longer than it then waited at the replica (wait = TTFT - prefill):
+     * the fleet was short, or full with nothing ordered. */
+    if (q->held_s > 0 && q->held_s > q->first_token - q->arrival - q->prefill_s - q->held_s)
+        return q->fleet_short ? SIM_CAUSE_FLEET_SHORT : SIM_CAUSE_HELD;
     if (r && r->long_prefill_end > q->arrival && r->long_prefill_end < q->first_token)
         return SIM_CAUSE_LONG_PREFILL;
     if (q->fleet_short) return SIM_CAUSE_FLEET_SHORT;
@@ -253,8 +257,9 @@ static int count_spec(const struct sim *s, int *ready)
 
 int sim_routing_parse(const char *str, enum sim_routing *out)
 {
-    static const char *const names[] = {"least-prefill", "least-requests", "random"};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"least-prefill", "least-requests", "random", "router",
+                                        "router-late"};
+    for (int i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++)
         if (str && strcmp(str, names[i]) == 0) {
             *out = (enum sim_routing)i;
             return 0;
@@ -262,14 +267,35 @@ int sim_routing_parse(const char *str, enum sim_routing *out)
     return ERR_INVAL;
 }
 
-static int dispatch(struct sim *s, uint32_t id, double now)
+static int bind(struct sim *s, uint32_t id, int i, double now)
 {
-    const struct sim_req *q = &s->w.reqs[id];
-    int i = sim_router_pick(&s->router, q, s->reps);
-    if (i < 0) return sim_fifo_push(&s->pending, id);
     s->w.reqs[id].replica = i;
+    s->w.reqs[id].held_s = (float)(now - s->w.reqs[id].arrival);
     int rc = sim_replica_enqueue(&s->reps[i], &s->w, id);
     return rc ? rc : touch(s, i, now);
+}
+
+/* An arriving request: to a replica, or held behind the requests held already (FIFO). */
+static int dispatch(struct sim *s, uint32_t id, double now)
+{
+    if (s->pending.n) return sim_fifo_push(&s->pending, id);
+    int i = sim_router_pick(&s->router, &s->w.reqs[id], s->reps);
+    return i < 0 ? sim_fifo_push(&s->pending, id) : bind(s, id, i, now);
+}
+
+/* Sends held requests, oldest first, while the router places them (a replica became ready, or
+ * with router-late one has room again). */
+static int release_held(struct sim *s, double now)
+{
+    int rc = 0;
+    while (!rc && s->pending.n) {
+        uint32_t id = s->pending.a[s->pending.head];
+        int i = sim_router_pick(&s->router, &s->w.reqs[id], s->reps);
+        if (i < 0) break;
+        sim_fifo_pop(&s->pending);
+        rc = bind(s, id, i, now);
+    }
+    return rc;
 }
 
 /* ---- scaling ---- */
@@ -356,6 +382,14 @@ static int scrape(struct sim *s, double now)
             sig.unready_pods++;
         }
     }
+    if (cfg->routing == SIM_ROUTE_ROUTER_LATE) {
+        /* Late binding moves the queue from the engines to the router: the policy must see it
+         * there (what the router would have to export: held requests and their prompt tokens). */
+        for (size_t k = 0; k < s->pending.n; k++)
+            sig.prefill_waiting +=
+                s->w.reqs[s->pending.a[(s->pending.head + k) % s->pending.cap]].prompt;
+        sig.waiting += (double)s->pending.n;
+    }
     double iv = cfg->spec.interval_s;
     sig.metrics_ok = sig.ready_pods > 0;
     sig.kv_usage = sig.ready_pods ? kv / sig.ready_pods : 0;
@@ -439,7 +473,8 @@ void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind)
     cfg->spec.objective_ttft_s = 2;
     cfg->spec.target_queue_depth = cfg->spec.target_kv_usage = 0;
     cfg->replicas = kind == POLICY_STATIC ? 1 : 0;
-    cfg->routing = SIM_ROUTE_LEAST_PREFILL;
+    cfg->routing = SIM_ROUTE_ROUTER;
+    cfg->late_hold = 1;
     cfg->time_scale = 1;
     cfg->token_scale = 1;
     cfg->prefix_routing = true;
@@ -467,6 +502,8 @@ static int check_config(const struct sim_config *c, char *err, size_t errlen)
     else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0 ||
              c->slo_itl_s < 0 || c->spec.objective_itl_s < 0)
         bad = "bad startup or TTFT objective";
+    else if (c->late_hold < 1)
+        bad = "late-binding hold must be >= 1 request";
     else if (c->replicas < 0 || c->replicas > SIM_MAX_REPLICAS)
         bad = "replicas must be in [0, 4096]";
     else if (c->spec.kind == POLICY_STATIC && (c->replicas < 1 || c->replicas > SIM_MAX_REPLICAS))
@@ -557,6 +594,7 @@ static int run_loop(struct sim *s)
             struct sim_replica *r = &s->reps[e.replica];
             if (e.version == r->version && (r->state == SIM_READY || r->state == SIM_DRAINING))
                 rc = touch(s, e.replica, e.t);
+            if (!rc && s->pending.n) rc = release_held(s, e.t);
             break;
         }
         case EV_READY:
@@ -564,10 +602,11 @@ static int run_loop(struct sim *s)
                 break; /* removed while starting (the slot may hold another replica now) */
             s->reps[e.replica].t = e.t;
             rc = set_state(s, e.replica, SIM_READY);
-            while (!rc && s->pending.n) rc = dispatch(s, sim_fifo_pop(&s->pending), e.t);
+            if (!rc) rc = release_held(s, e.t);
             break;
         case EV_SCRAPE:
             rc = scrape(s, e.t);
+            if (!rc && s->pending.n) rc = release_held(s, e.t);
             if (!rc) rc = push(s, e.t + s->cfg->spec.interval_s, EV_SCRAPE, -1, 0);
             break;
         }
@@ -613,8 +652,8 @@ static int summarise(struct sim *s)
 
 const char *sim_cause_name(enum sim_cause c)
 {
-    static const char *const names[SIM_CAUSE_COUNT] = {"none",         "prefill",     "draining",
-                                                       "long-prefill", "fleet-short", "queued"};
+    static const char *const names[SIM_CAUSE_COUNT] = {
+        "none", "prefill", "draining", "long-prefill", "fleet-short", "queued", "held"};
     return (unsigned)c < SIM_CAUSE_COUNT ? names[c] : "unknown";
 }
 
@@ -722,11 +761,12 @@ void sim_result_json(const struct sim_result *r, char *buf, size_t len)
              "\"itl_violation_rate\":%.6f,\"replica_seconds\":%.3f,"
              "\"scale_events\":%d,\"prefix_hit_rate\":%.6f,\"initial_replicas\":%d,"
              "\"max_replicas\":%d,\"reversals\":%d,\"violations\":{\"prefill\":%.6f,"
-             "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f}}",
+             "\"draining\":%.6f,\"long_prefill\":%.6f,\"fleet_short\":%.6f,\"queued\":%.6f,"
+             "\"held\":%.6f}}",
              r->policy ? r->policy : "unknown", r->requests, r->slo_violation_rate, r->ttft_p50_s,
              r->ttft_p99_s, r->itl_p99_s, r->itl_violation_rate, r->replica_seconds,
              r->scale_events, r->prefix_hit_rate, r->initial_replicas, r->max_replicas_seen,
              r->reversals, r->cause_rate[SIM_CAUSE_PREFILL], r->cause_rate[SIM_CAUSE_DRAINING],
              r->cause_rate[SIM_CAUSE_LONG_PREFILL], r->cause_rate[SIM_CAUSE_FLEET_SHORT],
-             r->cause_rate[SIM_CAUSE_QUEUED]);
+             r->cause_rate[SIM_CAUSE_QUEUED], r->cause_rate[SIM_CAUSE_HELD]);
 }

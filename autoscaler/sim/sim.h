@@ -12,16 +12,32 @@
  * prefill (TTFT = wait + prefill). A prefix cache of block hashes (LRU, cache_tokens) skips the
  * prefill of a request's longest cached leading prefix.
  *
- * Router (SIM_ROUTE_*): by default the replica with the least prompt work queued (the engine's
- * cinfer_requests_waiting_prefill_tokens; a router reading it is what the router issue builds),
- * with affinity to the replica holding the longest cached prefix; "least requests" (an Envoy-style
- * least-request balancer) and "random" (kube-proxy behind a Service) for comparison. Requests bind
- * to a replica at arrival, as they do without a router that holds them centrally.
+ * Router (SIM_ROUTE_*): by default cinfer-router as the chart installs it (SIM_ROUTE_ROUTER,
+ * "router"): its own replica choice (router_policy_pick, policy prefix) over the first 64 ready
+ * replicas in slot order, each scored by its uncached prompt tokens + 64 x its requests in flight
+ * (running + waiting, as the engines' load lines report them), within the bounded-load guard
+ * (1.25 x the mean, at least 4). The router binds each request at arrival, to a replica that may
+ * be busy; it holds requests only while no replica is ready (scale from zero) and sends them when
+ * one becomes ready. Not modelled: the load lines' 250 ms lag, the chart's two router replicas
+ * each counting their own requests exactly and the other's through that lag, retries (an
+ * engine's 429 at 1024 queued never happens at these loads). "router-late" (SIM_ROUTE_ROUTER_LATE)
+ * is the same choice with late binding, which cinfer-router does NOT do: a request is held
+ * centrally (FIFO) while every ready replica has late_hold requests that have not had their first
+ * token (a router sees them as requests without a first byte yet) and goes to the first replica
+ * with room, so a replica that becomes ready takes held work; its held requests count in the
+ * policy's waiting signals (a router would have to export their prompt tokens).
+ * For comparison: the replica with the least prompt work queued ("least-prefill": the engine's
+ * cinfer_requests_waiting_prefill_tokens, which no router reads today; the default before the
+ * router existed), with affinity to the replica holding the longest cached prefix; "least
+ * requests" (an Envoy-style least-request balancer) and "random" (kube-proxy behind a Service).
+ * These bind at arrival too.
  *
  * Every violation of the TTFT objective is attributed to one cause (enum sim_cause), the first
  * that applies in this order: the request's own prefill exceeds the objective; it waited at a
- * replica being removed; a prefill longer than half the objective ran on its replica while it
- * waited; it arrived while replicas the policy had ordered were still starting; it queued. */
+ * replica being removed; it was held at the router longer than it then waited at its replica
+ * (fleet-short when it arrived while ordered replicas were starting, held otherwise); a prefill
+ * longer than half the objective ran on its replica while it waited; it arrived while replicas
+ * the policy had ordered were still starting; it queued. */
 #ifndef CINFER_AUTOSCALER_SIM_H
 #define CINFER_AUTOSCALER_SIM_H
 
@@ -43,9 +59,16 @@ struct sim_replica_model {
     double cache_tokens;     /* prefix-cache capacity in tokens (32768); 0 disables */
 };
 
-enum sim_routing { SIM_ROUTE_LEAST_PREFILL = 0, SIM_ROUTE_LEAST_REQUESTS, SIM_ROUTE_RANDOM };
+enum sim_routing {
+    SIM_ROUTE_LEAST_PREFILL = 0,
+    SIM_ROUTE_LEAST_REQUESTS,
+    SIM_ROUTE_RANDOM,
+    SIM_ROUTE_ROUTER,      /* cinfer-router as it is: binds at arrival (the default) */
+    SIM_ROUTE_ROUTER_LATE, /* cinfer-router's choice with late binding (not in the router) */
+};
 
-/* Parses "least-prefill", "least-requests" or "random"; 0 or ERR_INVAL. */
+/* Parses "router", "router-late", "least-prefill", "least-requests" or "random"; 0 or
+ * ERR_INVAL. */
 int sim_routing_parse(const char *s, enum sim_routing *out);
 
 enum sim_cause {
@@ -55,6 +78,7 @@ enum sim_cause {
     SIM_CAUSE_LONG_PREFILL, /* queued behind a prefill longer than half the objective */
     SIM_CAUSE_FLEET_SHORT,  /* arrived while ordered replicas were still starting */
     SIM_CAUSE_QUEUED,       /* queued at a loaded replica otherwise */
+    SIM_CAUSE_HELD, /* waited longer at the router (held) than at its replica, no replica ordered */
     SIM_CAUSE_COUNT
 };
 
@@ -66,13 +90,17 @@ struct sim_config {
     double slo_ttft_s;       /* violations are counted against this TTFT (2) */
     double slo_itl_s;        /* token gaps above this count as ITL violations (0 = not counted) */
     struct sim_replica_model model;
-    int replicas; /* static: the fixed count; others: the initial count (raised to min);
-                          * 0 = sized for the trace's first 5 minutes (sim_initial_replicas) */
-    enum sim_routing routing;
+    /* static: the fixed count; others: the initial count (raised to min); 0 = sized for the
+     * trace's first 5 minutes (sim_initial_replicas) */
+    int replicas;
+    enum sim_routing routing; /* SIM_ROUTE_ROUTER */
+    /* router-late: a replica with this many requests before their first token takes no more (1) */
+    int late_hold;
     double time_scale;   /* simulated time = trace time * time_scale (1) */
     double token_scale;  /* token counts (and the 512-token hash block) scaled by it (1) */
-    bool prefix_routing; /* route to the longest cached prefix (>= half the prompt) unless
-                          * overloaded (true) */
+    bool prefix_routing; /* least-*: route to the longest cached prefix (>= half the prompt)
+                          * unless overloaded; router modes: --policy prefix, else least-loaded
+                          * (true) */
     bool spread_ties;    /* spread equal timestamps over their tick (Mooncake) */
     uint64_t seed;       /* tie spreading and random routing */
     FILE *decisions;     /* when set, one line per interval: signals, decision, reason */

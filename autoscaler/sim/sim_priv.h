@@ -17,6 +17,7 @@ struct sim_req {
     uint32_t hash_off, n_hash;
     int32_t replica;  /* where the router sent it; -1 while held */
     float prefill_s;  /* its own prefill time (uncached tokens / prefill rate), set at admission */
+    float held_s;     /* time held at the router before it was sent to a replica */
     uint8_t cause;    /* enum sim_cause of a violation */
     bool fleet_short; /* arrived while replicas the policy ordered were still starting */
 };
@@ -88,6 +89,9 @@ double sim_replica_next(const struct sim_replica *r, const struct sim_world *w);
 int sim_replica_enqueue(struct sim_replica *r, const struct sim_world *w, uint32_t req);
 /* Requests waiting + running. */
 int sim_replica_outstanding(const struct sim_replica *r);
+/* Requests without their first token yet (waiting, or admitted and still prefilling): what a
+ * router sees as requests sent that have not answered their first byte. */
+int sim_replica_unanswered(const struct sim_replica *r);
 /* Prompt tokens not yet prefilled, as cinfer_requests_waiting_prefill_tokens reports them. */
 double sim_replica_prefill_waiting(const struct sim_replica *r);
 

@@ -73,6 +73,13 @@ int sim_replica_outstanding(const struct sim_replica *r)
     return (int)r->waiting.n + r->n_run;
 }
 
+int sim_replica_unanswered(const struct sim_replica *r)
+{
+    int n = (int)r->waiting.n;
+    for (int i = 0; i < r->n_run; i++) n += r->run[i].prefill;
+    return n;
+}
+
 double sim_replica_prefill_waiting(const struct sim_replica *r)
 {
     double v = r->waiting_prompt;

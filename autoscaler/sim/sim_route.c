@@ -3,6 +3,7 @@
 
 #include "common/err.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,10 +41,24 @@ int sim_router_init(struct sim_router *rt, const struct sim_config *cfg, const s
 {
     memset(rt, 0, sizeof(*rt));
     rt->mode = cfg->routing;
-    rt->affinity = cfg->prefix_routing && rt->mode != SIM_ROUTE_RANDOM;
+    /* The router modes read each candidate's cache directly (at most 64 of them), not the index. */
+    rt->affinity = cfg->prefix_routing &&
+                   (rt->mode == SIM_ROUTE_LEAST_PREFILL || rt->mode == SIM_ROUTE_LEAST_REQUESTS);
     rt->slack_base = rt->mode == SIM_ROUTE_LEAST_REQUESTS ? cfg->model.max_running / 2.0
                                                           : 64.0 * cfg->model.max_running / 2.0;
     rt->rng = cfg->seed ^ 0x9e3779b97f4a7c15ull;
+    /* cinfer-router's defaults, as the chart installs it (--policy prefix, --load-factor 1.25,
+     * --load-floor 4, --load-weight 64: router/main.c, charts/cinfer/values.yaml). */
+    rt->pol = (struct router_policy_cfg){.policy = cfg->prefix_routing ? ROUTER_POLICY_PREFIX
+                                                                       : ROUTER_POLICY_LEAST_LOADED,
+                                         .load_factor = 1.25,
+                                         .load_floor = 4,
+                                         .load_weight = 64};
+    rt->block_tokens = TRACE_BLOCK_TOKENS * cfg->token_scale;
+    rt->late_cap = cfg->late_hold;
+    rt->n_words = (n_slots + 63) / 64;
+    rt->ready_bits = calloc(rt->n_words ? rt->n_words : 1, sizeof(*rt->ready_bits));
+    if (!rt->ready_bits) return ERR_NOMEM;
     int rc = sim_heap_init(&rt->ready, n_slots);
     if (rc) return rc;
     long n_keys = build_keys(rt, tr);
@@ -56,20 +71,33 @@ void sim_router_fini(struct sim_router *rt)
     sim_heap_fini(&rt->ready);
     free(rt->keys);
     sim_cache_index_fini(&rt->index);
+    free(rt->ready_bits);
     memset(rt, 0, sizeof(*rt));
 }
 
-/* The router's load score: queued prefill work (tokens), each request in flight worth a 64-token
+static bool router_mode(enum sim_routing m)
+{
+    return m == SIM_ROUTE_ROUTER || m == SIM_ROUTE_ROUTER_LATE;
+}
+
+/* The heap's load score: queued prefill work (tokens), each request in flight worth a 64-token
  * prefill (a full batch delays admission), for least-prefill; requests in flight otherwise. */
 static double score(const struct sim_router *rt, const struct sim_replica *r)
 {
     double out = sim_replica_outstanding(r);
-    if (rt->mode == SIM_ROUTE_LEAST_REQUESTS) return out;
+    if (rt->mode != SIM_ROUTE_LEAST_PREFILL) return out;
     return sim_replica_prefill_waiting(r) + 64 * out;
 }
 
 int sim_router_update(struct sim_router *rt, uint32_t slot, const struct sim_replica *r)
 {
+    uint64_t bit = 1ull << (slot % 64);
+    if (slot / 64 < rt->n_words) {
+        if (r)
+            rt->ready_bits[slot / 64] |= bit;
+        else
+            rt->ready_bits[slot / 64] &= ~bit;
+    }
     if (!r) {
         sim_heap_remove(&rt->ready, slot);
         return 0;
@@ -106,10 +134,55 @@ static int affinity(const struct sim_router *rt, const struct sim_req *q,
     return 2 * best_m >= q->n_hash ? best : -1;
 }
 
+/* Prompt tokens of `q` that replica `r`'s cache holds as cinfer-router counts them: the leading
+ * run of its blocks, at most the full blocks before the prompt's last token (which the engine
+ * always computes: router_model.h). */
+static int router_cached(const struct sim_router *rt, const struct sim_req *q,
+                         const struct sim_replica *r)
+{
+    if (rt->pol.policy != ROUTER_POLICY_PREFIX || q->n_hash == 0 || !(rt->block_tokens > 0))
+        return 0;
+    size_t m = sim_cache_match(&r->cache, rt->keys + q->hash_off, q->n_hash);
+    size_t full = q->prompt > 0 ? (size_t)floor((q->prompt - 1) / rt->block_tokens) : 0;
+    return (int)lround((double)(m < full ? m : full) * rt->block_tokens);
+}
+
+/* cinfer-router's choice (router_policy_pick) among the first SIM_ROUTER_MAX_CANDIDATES ready
+ * replicas in slot order; router-late skips the replicas at late_cap and holds when none is
+ * left. */
+static int pick_router(struct sim_router *rt, const struct sim_req *q,
+                       const struct sim_replica *reps)
+{
+    struct router_candidate cand[SIM_ROUTER_MAX_CANDIDATES];
+    uint32_t slots[SIM_ROUTER_MAX_CANDIDATES];
+    size_t n = 0;
+    bool late = rt->mode == SIM_ROUTE_ROUTER_LATE;
+    for (size_t w = 0; w < rt->n_words && n < SIM_ROUTER_MAX_CANDIDATES; w++) {
+        for (uint64_t bits = rt->ready_bits[w]; bits && n < SIM_ROUTER_MAX_CANDIDATES;
+             bits &= bits - 1) {
+            uint32_t slot = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
+            const struct sim_replica *r = &reps[slot];
+            int load = sim_replica_outstanding(r);
+            if (late && sim_replica_unanswered(r) >= rt->late_cap) continue;
+            cand[n] = (struct router_candidate){.load = load,
+                                                .cached_tokens = router_cached(rt, q, r),
+                                                .id_hash = router_policy_hash(&slot, sizeof(slot))};
+            slots[n++] = slot;
+        }
+    }
+    if (n == 0) return late ? SIM_ROUTER_ALL_FULL : SIM_ROUTER_NONE_READY;
+    enum router_reason why;
+    size_t k =
+        router_policy_pick(&rt->pol, cand, n, q->prompt > INT32_MAX ? INT32_MAX : (int)q->prompt, 0,
+                           trace_splitmix64(&rt->rng), &why);
+    return (int)slots[k];
+}
+
 int sim_router_pick(struct sim_router *rt, const struct sim_req *q, const struct sim_replica *reps)
 {
     const struct sim_heap_item *least = sim_heap_top(&rt->ready);
-    if (!least) return -1;
+    if (!least) return SIM_ROUTER_NONE_READY;
+    if (router_mode(rt->mode)) return pick_router(rt, q, reps);
     if (rt->mode == SIM_ROUTE_RANDOM)
         return (int)rt->ready.v[trace_splitmix64(&rt->rng) % rt->ready.n].id;
     if (rt->affinity && q->n_hash > 0) {

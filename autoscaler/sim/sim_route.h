@@ -3,7 +3,10 @@
  * (O(log n) per change, O(1) per pick); random picks uniformly among them. Prefix affinity reads
  * which replicas hold which prefix blocks from a shared index of the replicas' caches (what the
  * engines' KV block events tell the router), so it visits only the holders of the request's
- * deepest blocks, not every replica. Not thread-safe; no I/O. */
+ * deepest blocks, not every replica. The router modes call cinfer-router's own replica choice
+ * (router/router_policy.c) on the candidates it would see: the first SIM_ROUTER_MAX_CANDIDATES
+ * ready replicas in slot order, each with its requests in flight and the prompt tokens its cache
+ * holds. Not thread-safe; no I/O. */
 #ifndef CINFER_AUTOSCALER_SIM_ROUTE_H
 #define CINFER_AUTOSCALER_SIM_ROUTE_H
 
@@ -11,8 +14,18 @@
 #include "autoscaler/sim/sim_heap.h"
 #include "autoscaler/sim/sim_priv.h"
 
+#include "router/router_policy.h"
+
 #include <stddef.h>
 #include <stdint.h>
+
+/* cinfer-router considers at most this many eligible replicas per request, the first in its list
+ * (router/router_proxy.c, rp_job_dispatch's candidate array); the others get nothing from it. */
+#define SIM_ROUTER_MAX_CANDIDATES 64
+
+/* What sim_router_pick returns when it places no request (the caller holds it). */
+#define SIM_ROUTER_NONE_READY (-1) /* no replica is ready */
+#define SIM_ROUTER_ALL_FULL   (-2) /* router-late: every ready replica is at late_cap */
 
 struct sim_router {
     enum sim_routing mode;
@@ -24,6 +37,13 @@ struct sim_router {
                             * the replicas' caches key on them */
     struct sim_cache_index index; /* which replica slots hold which block */
     uint64_t rng;
+    /* Router modes (SIM_ROUTE_ROUTER, SIM_ROUTE_ROUTER_LATE): */
+    struct router_policy_cfg pol; /* cinfer-router's defaults (the chart's) */
+    double block_tokens;          /* tokens per hash block after token scaling */
+    int late_cap;                 /* router-late holds while every ready replica has this many
+                                   * requests without a first token (sim_config.late_hold) */
+    uint64_t *ready_bits;         /* ready slots, bit per slot (candidates in slot order) */
+    size_t n_words;
 };
 
 /* Sets up a router for `n_slots` replica slots over `tr`'s hashes (borrowed; read here only).
@@ -36,8 +56,9 @@ void sim_router_fini(struct sim_router *rt);
  * `r` is NULL. Returns 0 or ERR_NOMEM. */
 int sim_router_update(struct sim_router *rt, uint32_t slot, const struct sim_replica *r);
 
-/* The slot for request `q` among the ready replicas `reps` (indexed by slot, borrowed), or -1
- * when none is ready. */
+/* The slot for request `q` among the ready replicas `reps` (indexed by slot, borrowed), or
+ * SIM_ROUTER_NONE_READY when none is ready, or (router-late only) SIM_ROUTER_ALL_FULL when every
+ * ready replica has late_cap requests in flight. */
 int sim_router_pick(struct sim_router *rt, const struct sim_req *q, const struct sim_replica *reps);
 
 #endif

@@ -2,6 +2,7 @@
  * sanity of policies on synthetic loads (static at peak meets the objective; a long start-up hurts
  * reactive scaling; predictive scaling runs the real policy), the PNG writer and the subcommand. */
 #include "autoscaler/sim/cmd_simulate.h"
+#include "autoscaler/sim/frontier.h"
 #include "autoscaler/sim/plot.h"
 #include "autoscaler/sim/sim.h"
 #include "autoscaler/sim/sim_cache.h"
@@ -235,6 +236,20 @@ START_TEST(test_sim_run_rejects_bad_config)
     sim_config_defaults(&cfg, POLICY_STATIC);
     cfg.time_scale = 0;
     ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.routing = SIM_ROUTE_ROUTER_LATE;
+    cfg.late_hold = 0;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
+    ck_assert_ptr_nonnull(strstr(err, "late-binding hold"));
+    enum sim_routing m = SIM_ROUTE_RANDOM;
+    ck_assert_int_eq(sim_routing_parse("router-late", &m), 0);
+    ck_assert_int_eq(m, SIM_ROUTE_ROUTER_LATE);
+    ck_assert_int_eq(sim_routing_parse("router", &m), 0);
+    ck_assert_int_eq(m, SIM_ROUTE_ROUTER);
+    ck_assert_int_eq(sim_routing_parse("Router", &m), ERR_INVAL);
+    ck_assert_int_eq(sim_routing_parse("", &m), ERR_INVAL);
+    ck_assert_int_eq(sim_routing_parse(NULL, &m), ERR_INVAL);
+    ck_assert_int_eq(m, SIM_ROUTE_ROUTER); /* untouched on error */
     trace_free(tr);
 }
 END_TEST
@@ -329,6 +344,167 @@ START_TEST(test_cmd_simulate_main_prints_one_json_line_and_plot)
 }
 END_TEST
 
+/* Late binding against binding at arrival: 30 requests of 1 s prefill arrive at once while one
+ * replica (max_running 1) is ready; the first scrape (t = 15 s) sees 14 waiting (in the engine,
+ * or held at the router: the signal is the same) and orders a second replica, ready at 25 s.
+ * Bound at arrival, all 30 wait at replica 0 and the last first token comes at 30 s; held at the
+ * router, replica 0 takes one at a time and the new replica takes the held ones from 25 s: the
+ * last 5 are shared and the last first token comes at 28 s. A hold as large as the burst binds
+ * everything at once again. */
+START_TEST(test_sim_run_late_binding_new_replica_takes_held)
+{
+    static const struct {
+        enum sim_routing routing;
+        int late_hold;
+        double last_ttft_s, mean_ttft_s;
+        int held; /* violations (TTFT > 2 s: requests 3..30) caused by waiting at the router */
+    } cases[] = {
+        {SIM_ROUTE_ROUTER, 1, 30, 15.5, 0},        /* cinfer-router: binds at arrival */
+        {SIM_ROUTE_LEAST_PREFILL, 1, 30, 15.5, 0}, /* so does the idealised router */
+        /* Request k is sent when replica 0 has answered k - 1: held k - 1 s, 0 s at the replica. */
+        {SIM_ROUTE_ROUTER_LATE, 1, 28, (325 + 26 + 26 + 27 + 27 + 28) / 30.0, 28},
+        /* Sent when k - 2 is answered: held k - 2 s, then 1 s at the replica (held from k = 4). */
+        {SIM_ROUTE_ROUTER_LATE, 2, 28, (325 + 26 + 26 + 27 + 27 + 28) / 30.0, 27},
+        {SIM_ROUTE_ROUTER_LATE, 30, 30, 15.5, 0},
+    };
+    struct trace *tr = synth(30, 1e9, 1e9, 1, 2000, 1, 0); /* all at t = 0 */
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct sim_config cfg;
+        sim_config_defaults(&cfg, POLICY_REACTIVE);
+        cfg.routing = cases[k].routing;
+        cfg.late_hold = cases[k].late_hold;
+        cfg.replicas = 1;
+        cfg.spec.max_replicas = 2;
+        cfg.spec.startup_s = 10;
+        cfg.spec.objective_ttft_s = 0; /* the queue-depth target alone: a decision at 15 s */
+        cfg.spec.target_queue_depth = 1;
+        cfg.spec.target_kv_usage = 0;
+        cfg.model.max_running = 1;
+        cfg.spread_ties = false;
+        struct sim_result r;
+        char err[256];
+        ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+        ck_assert_msg(r.max_replicas_seen == 2 && r.scale_events == 1, "case %zu: %d replicas", k,
+                      r.max_replicas_seen);
+        ck_assert_msg(fabs(r.ttft_p99_s - cases[k].last_ttft_s) < 1e-6, "case %zu: last %g", k,
+                      r.ttft_p99_s);
+        ck_assert_msg(fabs(r.ttft_mean_s - cases[k].mean_ttft_s) < 1e-6, "case %zu: mean %g", k,
+                      r.ttft_mean_s);
+        ck_assert_double_eq_tol(r.slo_violation_rate, 28 / 30.0, 1e-9);
+        ck_assert_msg(fabs(r.cause_rate[SIM_CAUSE_HELD] * 30 - cases[k].held) < 1e-6,
+                      "case %zu: held %g", k, r.cause_rate[SIM_CAUSE_HELD] * 30);
+        /* Nothing was ordered when they arrived: the rest queued at replica 0. */
+        ck_assert_double_eq_tol(r.cause_rate[SIM_CAUSE_QUEUED] * 30, 28 - cases[k].held, 1e-6);
+        sim_result_fini(&r);
+    }
+    trace_free(tr);
+}
+END_TEST
+
+/* Runs `cmd_simulate_main` on argv and returns its stdout (malloc'd, NUL-terminated). */
+static char *simulate_stdout(char **argv, int argc, int *rc)
+{
+    char out[512];
+    snprintf(out, sizeof(out), "%s/cinfer_test_sim_out_%d.txt", test_tmpdir(), (int)getpid());
+    fflush(stdout);
+    FILE *saved = fdopen(dup(fileno(stdout)), "w");
+    ck_assert_ptr_nonnull(freopen(out, "w", stdout));
+    *rc = cmd_simulate_main(argc, argv);
+    fflush(stdout);
+    dup2(fileno(saved), fileno(stdout));
+    fclose(saved);
+    FILE *f = fopen(out, "rb");
+    ck_assert_ptr_nonnull(f);
+    char *buf = calloc(1, 1 << 20);
+    ck_assert_ptr_nonnull(buf);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    remove(out);
+    return buf;
+}
+
+/* --frontier under each router model: the static fleets it prints make the frontier, and each
+ * policy's "frontier there" is that frontier at the policy's replica-seconds (recomputed here
+ * from the printed points with frontier.h), its below/ABOVE verdict consistent with it. */
+START_TEST(test_cmd_simulate_frontier_matches_printed_fleets)
+{
+    char trace[512];
+    snprintf(trace, sizeof(trace), "%s/cinfer_test_fr_%d.jsonl", test_tmpdir(), (int)getpid());
+    FILE *f = fopen(trace, "w");
+    ck_assert_ptr_nonnull(f);
+    /* 1 req/s of 1500-token prompts, a 3x burst in the middle; two prefix groups. */
+    for (int i = 0, t = 0; i < 900; i++, t += (i > 300 && i < 600) ? 333 : 1000)
+        fprintf(f,
+                "{\"timestamp\":%d,\"input_length\":1500,\"output_length\":40,"
+                "\"hash_ids\":[%d,%d,%d]}\n",
+                t, i % 2, 10 + i % 2, 100 + i);
+    fclose(f);
+    const char *modes[] = {"router", "router-late", "least-prefill"};
+    for (size_t m = 0; m < 3; m++) {
+        char *argv[] = {"simulate",
+                        "--trace",
+                        trace,
+                        "--frontier",
+                        "--routing",
+                        (char *)modes[m],
+                        "--slo-ttft-seconds",
+                        "2",
+                        "--startup-seconds",
+                        "20",
+                        "--log-format",
+                        "text",
+                        NULL};
+        int rc;
+        char *out = simulate_stdout(argv, 12, &rc);
+        ck_assert_int_eq(rc, 0);
+        ck_assert_ptr_nonnull(strstr(out, "routing          "));
+        struct frontier_point pts[64];
+        size_t n = 0;
+        int policies = 0;
+        for (char *line = out, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) *next++ = 0;
+            int k;
+            double v, rs;
+            if (sscanf(line, "static %d %lf%% %lf", &k, &v, &rs) == 3) {
+                ck_assert_uint_lt(n, 64);
+                ck_assert_int_eq(k, (int)n + 1); /* fleets 1, 2, ... in order */
+                pts[n++] = (struct frontier_point){k, rs, v / 100};
+                continue;
+            }
+            char name[16], verdict[8];
+            double fv;
+            if (sscanf(line, "%15s %lf%% %lf %*f %*d %*d %7s %lf%%", name, &v, &rs, verdict, &fv) ==
+                    5 &&
+                (strcmp(name, "reactive") == 0 || strcmp(name, "predictive") == 0)) {
+                policies++;
+                struct frontier_point env[64];
+                memcpy(env, pts, n * sizeof(*pts));
+                size_t ne = frontier_envelope(env, n);
+                /* The printed points are rounded (3 decimals, whole replica-seconds). */
+                ck_assert_msg(fabs(100 * frontier_at(env, ne, rs) - fv) < 0.002,
+                              "%s %s: frontier %g printed %g", modes[m], name,
+                              100 * frontier_at(env, ne, rs), fv);
+                if (fabs(v - fv) > 0.001) ck_assert_str_eq(verdict, v < fv ? "below" : "ABOVE");
+            }
+        }
+        ck_assert_uint_ge(n, 4);
+        ck_assert_int_eq(policies, 2);
+        free(out);
+    }
+    char *bad[] = {"simulate", "--trace", trace, "--routing", "late", "--log-level", "error", NULL};
+    int rc;
+    free(simulate_stdout(bad, 7, &rc));
+    ck_assert_int_eq(rc, 2);
+    char *hold0[] = {"simulate",    "--trace", trace,         "--routing", "router-late",
+                     "--late-hold", "0",       "--log-level", "error",     NULL};
+    free(simulate_stdout(hold0, 9, &rc));
+    ck_assert_int_eq(rc, 2);
+    remove(trace);
+}
+END_TEST
+
 /* The real Azure trace under every policy: runs, deterministic, static-at-peak near the floor. */
 START_TEST(test_sim_run_shared_azure_trace)
 {
@@ -406,6 +582,8 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_sim_run_rejects_bad_config);
     tcase_add_test(tc, test_plot_png_encode_structure);
     tcase_add_test(tc, test_cmd_simulate_main_prints_one_json_line_and_plot);
+    tcase_add_test(tc, test_sim_run_late_binding_new_replica_takes_held);
+    tcase_add_test(tc, test_cmd_simulate_frontier_matches_printed_fleets);
     tcase_add_test(tc, test_sim_run_shared_azure_trace);
     tcase_add_test(tc, test_sim_run_shared_mooncake_trace);
     suite_add_tcase(s, tc);

@@ -1,7 +1,8 @@
 /* The simulator's router model and its parts: the binary heap (plain and indexed) against a
  * brute-force reference, the shared index of the replicas' prefix caches (stored and evicted
  * blocks), and the router's picks (least load, prefix affinity within the overload slack, random
- * among ready replicas only). */
+ * among ready replicas only; cinfer-router's own choice, its load bound and candidate limit, and
+ * late binding's holds). */
 #include "autoscaler/sim/sim_cache.h"
 #include "autoscaler/sim/sim_heap.h"
 #include "autoscaler/sim/sim_route.h"
@@ -248,6 +249,117 @@ START_TEST(test_sim_router_random_picks_only_ready)
 }
 END_TEST
 
+/* Puts `n` copies of request `req` in replica i's queue, never admitted here (no step): its
+ * requests in flight and its requests without a first token both grow by n. */
+static void queue(struct fleet *f, uint32_t i, int n, uint32_t req)
+{
+    for (int k = 0; k < n; k++) ck_assert_int_eq(sim_replica_enqueue(&f->reps[i], &f->w, req), 0);
+    ck_assert_int_eq(sim_router_update(&f->rt, i, &f->reps[i]), 0);
+}
+
+/* cinfer-router's choice (router_policy_pick) on hand-computed cases: cost = uncached prompt
+ * tokens + 64 x requests in flight, within the load bound max(4, ceil(1.25 x (total + 1) / n)).
+ * Binding at arrival: a busy replica still gets the request when it is the only one ready. */
+START_TEST(test_sim_router_router_mode_cost_and_bound)
+{
+    struct trace *tr = small_trace();
+    struct fleet f;
+    fleet_init(&f, tr, SIM_ROUTE_ROUTER);
+    ck_assert_int_eq(sim_router_update(&f.rt, 2, NULL), 0); /* replica 2 is starting */
+    queue(&f, 0, 2, 3);
+    /* No cache anywhere: 1024 + 128 against 1024: the idle replica. */
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[0], f.reps), 1);
+    /* Replica 0 holds [10, 11]: request 1 (1024 tokens, two blocks) may reuse the first only
+     * (the block holding the last token is always computed): 512 + 128 = 640 < 1024. */
+    sim_cache_insert(&f.reps[0].cache, f.w.hashes + f.reqs[0].hash_off, 2);
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 0);
+    /* Request 3 ([20], 512 tokens) shares nothing: the idle replica. */
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[3], f.reps), 1);
+    /* At 4 in flight replica 0 would carry 5 > the bound (max(4, ceil(1.25 x 5 / 2)) = 4): the
+     * spill goes to replica 1 although 512 + 256 < 1024. */
+    queue(&f, 0, 2, 3);
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 1);
+    /* Replica 1 not ready either: the busy replica 0 gets it (bound at arrival; nothing held). */
+    ck_assert_int_eq(sim_router_update(&f.rt, 1, NULL), 0);
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 0);
+    ck_assert_int_eq(sim_router_update(&f.rt, 0, NULL), 0);
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), SIM_ROUTER_NONE_READY);
+    fleet_fini(&f);
+    trace_free(tr);
+}
+END_TEST
+
+/* Late binding: a replica with late_cap (1) requests before their first token takes no more; with
+ * every ready replica so, the request is held (SIM_ROUTER_ALL_FULL) until one has room or a new
+ * one is ready; among those with room the choice is cinfer-router's. */
+START_TEST(test_sim_router_late_holds_until_room)
+{
+    static const struct {
+        int queued[3]; /* requests waiting at each replica */
+        bool ready[3];
+        int want;
+    } cases[] = {
+        {{1, 1, 1}, {true, true, true}, SIM_ROUTER_ALL_FULL},
+        {{1, 0, 1}, {true, true, true}, 1},
+        {{1, 1, 0}, {true, true, false}, SIM_ROUTER_ALL_FULL}, /* the idle one is starting */
+        {{1, 1, 0}, {true, true, true}, 2},                    /* ... and now it is ready */
+        {{0, 0, 0}, {false, false, false}, SIM_ROUTER_NONE_READY},
+        {{0, 3, 0}, {false, true, false}, SIM_ROUTER_ALL_FULL},
+    };
+    struct trace *tr = small_trace();
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        struct fleet f;
+        fleet_init(&f, tr, SIM_ROUTE_ROUTER_LATE);
+        ck_assert_int_eq(f.rt.late_cap, 1);
+        for (uint32_t i = 0; i < 3; i++) {
+            queue(&f, i, cases[k].queued[i], 3);
+            if (!cases[k].ready[i]) ck_assert_int_eq(sim_router_update(&f.rt, i, NULL), 0);
+        }
+        ck_assert_msg(sim_router_pick(&f.rt, &f.reqs[0], f.reps) == cases[k].want, "case %zu", k);
+        fleet_fini(&f);
+    }
+    /* The same fleets bound at arrival never hold while a replica is ready. */
+    struct fleet f;
+    fleet_init(&f, tr, SIM_ROUTE_ROUTER);
+    for (uint32_t i = 0; i < 3; i++) queue(&f, i, 1, 3);
+    ck_assert_int_ge(sim_router_pick(&f.rt, &f.reqs[0], f.reps), 0);
+    fleet_fini(&f);
+    trace_free(tr);
+}
+END_TEST
+
+/* cinfer-router scores at most 64 eligible replicas, the first in its list: with 70 ready, the
+ * last 6 get nothing even when they are the only idle ones (a limit of the router, modelled as
+ * it is). */
+START_TEST(test_sim_router_router_mode_sees_first_64)
+{
+    enum { N = 70 };
+    struct trace *tr = small_trace();
+    struct sim_config cfg;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    struct sim_router rt;
+    ck_assert_int_eq(sim_router_init(&rt, &cfg, tr, N), 0);
+    struct sim_world w = {.m = &cfg.model, .hashes = rt.keys, .block_tokens = TRACE_BLOCK_TOKENS};
+    struct sim_req reqs[1] = {{.prompt = 512, .output = 1, .replica = -1}};
+    w.reqs = reqs;
+    struct sim_replica *reps = calloc(N, sizeof(*reps));
+    ck_assert_ptr_nonnull(reps);
+    for (uint32_t i = 0; i < N; i++) {
+        ck_assert_int_eq(sim_replica_init(&reps[i], &w, i, 0, 0), 0);
+        for (int k = 0; i < SIM_ROUTER_MAX_CANDIDATES && k < 2; k++)
+            ck_assert_int_eq(sim_replica_enqueue(&reps[i], &w, 0), 0);
+        ck_assert_int_eq(sim_router_update(&rt, i, &reps[i]), 0);
+    }
+    for (int k = 0; k < 50; k++) ck_assert_int_lt(sim_router_pick(&rt, &reqs[0], reps), 64);
+    ck_assert_int_eq(sim_router_update(&rt, 5, NULL), 0); /* one fewer of the first: 64 is in */
+    ck_assert_int_eq(sim_router_pick(&rt, &reqs[0], reps), 64); /* the one idle candidate */
+    for (uint32_t i = 0; i < N; i++) sim_replica_fini(&reps[i]);
+    free(reps);
+    sim_router_fini(&rt);
+    trace_free(tr);
+}
+END_TEST
+
 Suite *sim_route_suite(void)
 {
     Suite *s = suite_create("sim_route");
@@ -258,6 +370,9 @@ Suite *sim_route_suite(void)
     tcase_add_test(tc, test_sim_router_least_prefill_and_affinity_slack);
     tcase_add_test(tc, test_sim_router_longest_prefix_wins_then_least_load);
     tcase_add_test(tc, test_sim_router_random_picks_only_ready);
+    tcase_add_test(tc, test_sim_router_router_mode_cost_and_bound);
+    tcase_add_test(tc, test_sim_router_late_holds_until_room);
+    tcase_add_test(tc, test_sim_router_router_mode_sees_first_64);
     suite_add_tcase(s, tc);
     return s;
 }
