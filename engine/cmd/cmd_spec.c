@@ -21,7 +21,8 @@ int cmd_spec_resolve(struct cmd_spec_flags *f, struct spec_config *out, char *er
         return err_fmt(err, errlen, ERR_INVAL, "--ngram-min %d exceeds --ngram-max %d",
                        f->ngram_min, f->ngram_max);
     if (f->ngram_pool_bytes != 0 && f->ngram_pool_bytes < SPEC_POOL_MIN_BYTES)
-        return err_fmt(err, errlen, ERR_INVAL, "--ngram-pool-bytes %llu is below %u (0 turns it off)",
+        return err_fmt(err, errlen, ERR_INVAL,
+                       "--ngram-pool-bytes %llu is below %u (0 turns it off)",
                        (unsigned long long)f->ngram_pool_bytes, SPEC_POOL_MIN_BYTES);
     struct spec_config sc;
     spec_config_default(&sc);

@@ -27,23 +27,57 @@ struct cmd_spec_flags {
 
 /* cfg table rows for the flags, `member` being the struct cmd_spec_flags field of `type`. */
 #define CMD_SPEC_OPTS(type, member)                                                                \
-    {"speculative", CFG_STRING, offsetof(type, member.speculative), "none", 1, 0,                  \
-     "Speculative decoding: ngram = verify prompt-lookup proposals (the sequence's own earlier "    \
+    {"speculative",                                                                                \
+     CFG_STRING,                                                                                   \
+     offsetof(type, member.speculative),                                                           \
+     "none",                                                                                       \
+     1,                                                                                            \
+     0,                                                                                            \
+     "Speculative decoding: ngram = verify prompt-lookup proposals (the sequence's own earlier "   \
      "tokens) in each decode step, draft = proposals of --draft-model; greedy output is the "      \
-     "same, sampled output has the same distribution",                                            \
-     SPEC_METHOD_NAMES, 0},                                                                        \
-        {"spec", CFG_STRING, offsetof(type, member.spec), NULL, 1, 0, "Alias of --speculative",    \
-         SPEC_METHOD_NAMES, 0},                                                                    \
-        {"draft-model", CFG_STRING, offsetof(type, member.draft_model), NULL, 1, 0,                \
+     "same, sampled output has the same distribution",                                             \
+     SPEC_METHOD_NAMES,                                                                            \
+     0},                                                                                           \
+        {"spec", CFG_STRING, offsetof(type, member.spec), NULL,                                    \
+         1,      0,          "Alias of --speculative",    SPEC_METHOD_NAMES,                       \
+         0},                                                                                       \
+        {"draft-model",                                                                            \
+         CFG_STRING,                                                                               \
+         offsetof(type, member.draft_model),                                                       \
+         NULL,                                                                                     \
+         1,                                                                                        \
+         0,                                                                                        \
          "GGUF draft model for --speculative draft: the target's vocabulary (checked at load), "   \
          "run on the same backend with a KV pool of its own",                                      \
-         NULL, 0},                                                                                 \
-        {"num-speculative-tokens", CFG_INT, offsetof(type, member.num_tokens), "5", 1,             \
-         SPEC_MAX_TOKENS, "Proposals per sequence per step at most", NULL, 0},                     \
-        {"ngram-min", CFG_INT, offsetof(type, member.ngram_min), "2", 1, 64,                       \
-         "Shortest suffix prompt lookup matches", NULL, 0},                                        \
-        {"ngram-max", CFG_INT, offsetof(type, member.ngram_max), "5", 1, 64,                       \
-         "Longest suffix prompt lookup matches", NULL, 0},                                         \
+         NULL,                                                                                     \
+         0},                                                                                       \
+        {"num-speculative-tokens",                                                                 \
+         CFG_INT,                                                                                  \
+         offsetof(type, member.num_tokens),                                                        \
+         "5",                                                                                      \
+         1,                                                                                        \
+         SPEC_MAX_TOKENS,                                                                          \
+         "Proposals per sequence per step at most",                                                \
+         NULL,                                                                                     \
+         0},                                                                                       \
+        {"ngram-min",                                                                              \
+         CFG_INT,                                                                                  \
+         offsetof(type, member.ngram_min),                                                         \
+         "2",                                                                                      \
+         1,                                                                                        \
+         64,                                                                                       \
+         "Shortest suffix prompt lookup matches",                                                  \
+         NULL,                                                                                     \
+         0},                                                                                       \
+        {"ngram-max",                                                                              \
+         CFG_INT,                                                                                  \
+         offsetof(type, member.ngram_max),                                                         \
+         "5",                                                                                      \
+         1,                                                                                        \
+         64,                                                                                       \
+         "Longest suffix prompt lookup matches",                                                   \
+         NULL,                                                                                     \
+         0},                                                                                       \
     {                                                                                              \
         "no-spec-adaptive", CFG_BOOL, offsetof(type, member.no_adaptive), "false", 1, 0,           \
             "Always propose all that is found, up to --num-speculative-tokens, instead of "        \

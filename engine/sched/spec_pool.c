@@ -32,14 +32,13 @@ static uint64_t pool_hash(const int32_t *t, int len)
 
 int spec_pool_new(uint64_t max_bytes, int ngram_min, int ngram_max, struct spec_pool **out)
 {
-    if (max_bytes < SPEC_POOL_MIN_BYTES || ngram_min < 1 || ngram_max < ngram_min ||
-        ngram_max > 64)
+    if (max_bytes < SPEC_POOL_MIN_BYTES || ngram_min < 1 || ngram_max < ngram_min || ngram_max > 64)
         return ERR_INVAL;
     /* R ring tokens and 2 x L x R slots (L lengths of n-gram per token): the n-grams of the tokens
      * the ring holds fill half the table, so most keep their slot until the ring drops them */
     uint64_t lengths = (uint64_t)(ngram_max - ngram_min + 1);
-    uint64_t cap = (max_bytes - sizeof(struct spec_pool)) /
-                   (sizeof(int32_t) + 2 * lengths * sizeof(uint64_t));
+    uint64_t cap =
+        (max_bytes - sizeof(struct spec_pool)) / (sizeof(int32_t) + 2 * lengths * sizeof(uint64_t));
     uint64_t n_slots = 2 * lengths * cap;
     struct spec_pool *p = calloc(1, sizeof(*p));
     if (!p) return ERR_NOMEM;
@@ -97,8 +96,7 @@ static bool pool_match(const struct spec_pool *p, uint64_t end, const int32_t *t
     return true;
 }
 
-int spec_pool_propose(const struct spec_pool *p, const int32_t *tokens, int n, int k,
-                      int32_t *out)
+int spec_pool_propose(const struct spec_pool *p, const int32_t *tokens, int n, int k, int32_t *out)
 {
     if (!p || k <= 0) return 0;
     int top = p->ngram_max < n ? p->ngram_max : n;
