@@ -1138,429 +1138,432 @@ START_TEST(test_spec_lazy_grammar_equals_plain)
     add_grammar = NULL;
     add_lazy = (struct grammar_lazy){0};
     grammar_vocab_free(v);
+    env_close(&e);
+}
+END_TEST
 
-    /* ---------------------------------------------------------------- cross-request n-gram pool */
+/* ---------------------------------------------------------------- cross-request n-gram pool */
 
-    /* Prompt r of the pool tests: BOS and 24 ids that do not repeat (nothing for the sequence's own
+/* Prompt r of the pool tests: BOS and 24 ids that do not repeat (nothing for the sequence's own
  * lookup to find at first: what the pool holds is what it gets). */
-    static int make_pool_prompt(int r, int32_t *ids)
-    {
-        ids[0] = 1;
-        for (int i = 1; i <= 24; i++) ids[i] = (int32_t)(3 + (unsigned)(r * 37 + i * 11) % 500);
-        return 25;
-    }
+static int make_pool_prompt(int r, int32_t *ids)
+{
+    ids[0] = 1;
+    for (int i = 1; i <= 24; i++) ids[i] = (int32_t)(3 + (unsigned)(r * 37 + i * 11) % 500);
+    return 25;
+}
 
-    /* One round of the n_req pool prompts (max_tokens 60 - r, greedy), the order shifted by `shift`;
+/* One round of the n_req pool prompts (max_tokens 60 - r, greedy), the order shifted by `shift`;
  * with max_seqs 1 one after the other (each finished before the next is added). */
-    static void pool_round(struct env * e, int n_req, int shift, bool sequential, struct out *out)
-    {
-        int32_t ids[N_REQ][32];
-        memset(e->out, 0, sizeof(e->out));
-        for (int i = 0; i < n_req; i++) {
-            int r = (i + shift) % n_req;
-            add(e, r, ids[r], make_pool_prompt(r, ids[r]), 60 - r, 0.0f, NULL);
-            if (sequential) run_to_idle(e);
-        }
-        run_to_idle(e);
-        memcpy(out, e->out, sizeof(e->out[0]) * (size_t)n_req);
+static void pool_round(struct env *e, int n_req, int shift, bool sequential, struct out *out)
+{
+    int32_t ids[N_REQ][32];
+    memset(e->out, 0, sizeof(e->out));
+    for (int i = 0; i < n_req; i++) {
+        int r = (i + shift) % n_req;
+        add(e, r, ids[r], make_pool_prompt(r, ids[r]), 60 - r, 0.0f, NULL);
+        if (sequential) run_to_idle(e);
     }
+    run_to_idle(e);
+    memcpy(out, e->out, sizeof(e->out[0]) * (size_t)n_req);
+}
 
-    /* Three rounds of the same requests in one scheduler with the n-gram pool, the order shifted each
+/* Three rounds of the same requests in one scheduler with the n-gram pool, the order shifted each
  * round (so the pool also proposes other requests' continuations, which verification must
  * reject): every output token for token and log-prob for log-prob the one without speculation,
  * the pool consulted and its proposals accepted (fixed k), no block left. */
-    static void pool_equals_plain(int max_seqs, uint64_t pool_bytes, bool adaptive)
-    {
-        struct env e;
-        if (!env_open(&e, 256)) return;
-        struct run_cfg rc = {.max_seqs = max_seqs,
-                             .max_tokens_step = 2048,
-                             .chunked = true,
-                             .ngram_min = 3,
-                             .ngram_max = 4};
-        static struct out plain[N_REQ], spec[N_REQ];
-        struct sched_stats st;
-        int n_req = max_seqs == 1 ? 6 : N_REQ;
-        rc.method = SPEC_METHOD_NONE;
-        env_sched(&e, &rc);
-        pool_round(&e, n_req, 0, max_seqs == 1, plain);
-        sched_free(e.s);
-        rc.method = SPEC_METHOD_NGRAM;
-        rc.k = 5;
-        rc.adaptive = adaptive;
-        rc.pool_bytes = pool_bytes;
-        env_sched(&e, &rc);
-        for (int round = 0; round < 3; round++) {
-            pool_round(&e, n_req, round, max_seqs == 1, spec);
-            expect_same(plain, spec, n_req, true);
-        }
-        sched_stats(e.s, &st);
-        if (!adaptive) {
-            ck_assert_uint_gt(st.spec.pool_hits, 0);
-            ck_assert_uint_ge(st.spec.pool_tokens, st.spec.pool_hits);
-            ck_assert_uint_gt(st.spec.accepted, 0);
-        }
-        ck_assert_uint_le(st.spec.accepted, st.spec.draft_tokens);
-        env_close(&e);
+static void pool_equals_plain(int max_seqs, uint64_t pool_bytes, bool adaptive)
+{
+    struct env e;
+    if (!env_open(&e, 256)) return;
+    struct run_cfg rc = {.max_seqs = max_seqs,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .ngram_min = 3,
+                         .ngram_max = 4};
+    static struct out plain[N_REQ], spec[N_REQ];
+    struct sched_stats st;
+    int n_req = max_seqs == 1 ? 6 : N_REQ;
+    rc.method = SPEC_METHOD_NONE;
+    env_sched(&e, &rc);
+    pool_round(&e, n_req, 0, max_seqs == 1, plain);
+    sched_free(e.s);
+    rc.method = SPEC_METHOD_NGRAM;
+    rc.k = 5;
+    rc.adaptive = adaptive;
+    rc.pool_bytes = pool_bytes;
+    env_sched(&e, &rc);
+    for (int round = 0; round < 3; round++) {
+        pool_round(&e, n_req, round, max_seqs == 1, spec);
+        expect_same(plain, spec, n_req, true);
     }
-
-    START_TEST(test_spec_pool_greedy_alone_equals_plain)
-    {
-        pool_equals_plain(1, 1u << 20, false);
-        pool_equals_plain(1, 1u << 20, true);
+    sched_stats(e.s, &st);
+    if (!adaptive) {
+        ck_assert_uint_gt(st.spec.pool_hits, 0);
+        ck_assert_uint_ge(st.spec.pool_tokens, st.spec.pool_hits);
+        ck_assert_uint_gt(st.spec.accepted, 0);
     }
-    END_TEST
+    ck_assert_uint_le(st.spec.accepted, st.spec.draft_tokens);
+    env_close(&e);
+}
 
-    START_TEST(test_spec_pool_greedy_batch16_equals_plain)
-    {
-        pool_equals_plain(N_REQ, 1u << 20, false);
-    }
-    END_TEST
+START_TEST(test_spec_pool_greedy_alone_equals_plain)
+{
+    pool_equals_plain(1, 1u << 20, false);
+    pool_equals_plain(1, 1u << 20, true);
+}
+END_TEST
 
-    /* The smallest pool: slots overwritten all the time, collisions everywhere; still exact. */
-    START_TEST(test_spec_pool_tiny_pool_equals_plain)
-    {
-        pool_equals_plain(N_REQ, SPEC_POOL_MIN_BYTES, false);
-    }
-    END_TEST
+START_TEST(test_spec_pool_greedy_batch16_equals_plain)
+{
+    pool_equals_plain(N_REQ, 1u << 20, false);
+}
+END_TEST
 
-    /* Without the pool the same runs never count a pool hit; a pool for a draft method is refused. */
-    START_TEST(test_spec_pool_off_and_bad_config)
-    {
-        struct env e;
-        if (!env_open(&e, 64)) return;
-        struct run_cfg rc = {.max_seqs = 4,
-                             .max_tokens_step = 2048,
-                             .chunked = true,
-                             .method = SPEC_METHOD_NGRAM,
-                             .k = 5,
-                             .ngram_min = 3,
-                             .ngram_max = 4};
-        static struct out o[N_REQ];
-        struct sched_stats st;
-        run_all(&e, &rc, 4, 0.0f, NULL, o, &st);
-        ck_assert_uint_eq(st.spec.pool_hits, 0);
-        struct sched_config c = {.max_num_seqs = 4,
-                                 .max_num_batched_tokens = 64,
-                                 .chunked_prefill = true,
-                                 .max_context = CTX};
-        spec_config_default(&c.spec);
-        c.spec.method = SPEC_METHOD_NGRAM;
-        c.spec.ngram_pool_bytes = 10; /* below SPEC_POOL_MIN_BYTES */
-        ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
-        ck_assert_ptr_null(e.s);
-        env_close(&e);
-    }
-    END_TEST
+/* The smallest pool: slots overwritten all the time, collisions everywhere; still exact. */
+START_TEST(test_spec_pool_tiny_pool_equals_plain)
+{
+    pool_equals_plain(N_REQ, SPEC_POOL_MIN_BYTES, false);
+}
+END_TEST
 
-    /* ---------------------------------------------------------------- draft model */
+/* Without the pool the same runs never count a pool hit; a pool for a draft method is refused. */
+START_TEST(test_spec_pool_off_and_bad_config)
+{
+    struct env e;
+    if (!env_open(&e, 64)) return;
+    struct run_cfg rc = {.max_seqs = 4,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .method = SPEC_METHOD_NGRAM,
+                         .k = 5,
+                         .ngram_min = 3,
+                         .ngram_max = 4};
+    static struct out o[N_REQ];
+    struct sched_stats st;
+    run_all(&e, &rc, 4, 0.0f, NULL, o, &st);
+    ck_assert_uint_eq(st.spec.pool_hits, 0);
+    struct sched_config c = {.max_num_seqs = 4,
+                             .max_num_batched_tokens = 64,
+                             .chunked_prefill = true,
+                             .max_context = CTX};
+    spec_config_default(&c.spec);
+    c.spec.method = SPEC_METHOD_NGRAM;
+    c.spec.ngram_pool_bytes = 10; /* below SPEC_POOL_MIN_BYTES */
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    ck_assert_ptr_null(e.s);
+    env_close(&e);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- draft model */
 
 #define DRAFT_Q8  "models/tinyllamas/stories260K-Q8_0.gguf"
 #define DRAFT_Q4  "models/tinyllamas/stories260K-Q4_0.gguf"
 #define DRAFT_F32 "models/tinyllamas/stories260K.gguf"
 
-    START_TEST(test_spec_draft_greedy_alone_equals_plain)
-    {
-        struct run_cfg rc = {
-            .max_seqs = 1, .max_tokens_step = 2048, .chunked = true, .draft = DRAFT_Q8};
-        spec_equals_plain(64, rc, 1, 0.0f, NULL, NULL);
-    }
-    END_TEST
+START_TEST(test_spec_draft_greedy_alone_equals_plain)
+{
+    struct run_cfg rc = {
+        .max_seqs = 1, .max_tokens_step = 2048, .chunked = true, .draft = DRAFT_Q8};
+    spec_equals_plain(64, rc, 1, 0.0f, NULL, NULL);
+}
+END_TEST
 
-    START_TEST(test_spec_draft_self_accepts_everything)
-    {
-        struct run_cfg rc = {.max_seqs = N_REQ,
-                             .max_tokens_step = 96,
-                             .chunked = true,
-                             .prefix = true,
-                             .draft = DRAFT_F32};
-        spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
-    }
-    END_TEST
+START_TEST(test_spec_draft_self_accepts_everything)
+{
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 96,
+                         .chunked = true,
+                         .prefix = true,
+                         .draft = DRAFT_F32};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
+}
+END_TEST
 
-    START_TEST(test_spec_draft_greedy_batch16_prefix_equals_plain)
-    {
-        struct run_cfg rc = {.max_seqs = N_REQ,
-                             .max_tokens_step = 96,
-                             .chunked = true,
-                             .prefix = true,
-                             .draft = DRAFT_Q8};
-        spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
-    }
-    END_TEST
+START_TEST(test_spec_draft_greedy_batch16_prefix_equals_plain)
+{
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 96,
+                         .chunked = true,
+                         .prefix = true,
+                         .draft = DRAFT_Q8};
+    spec_equals_plain(N_REQ * 12, rc, N_REQ, 0.0f, NULL, NULL);
+}
+END_TEST
 
-    START_TEST(test_spec_draft_greedy_preemption_equals_plain)
-    {
-        /* 16-token steps: prompts prefill in chunks, and the draft catches up in chunks too */
-        uint64_t pre = 0;
-        struct run_cfg rc = {.max_seqs = N_REQ,
-                             .max_tokens_step = 16,
-                             .chunked = true,
-                             .prefix = true,
-                             .draft = DRAFT_Q8};
-        spec_equals_plain(24, rc, N_REQ, 0.0f, NULL, &pre);
-        if (test_shared_path(DRAFT_Q8)) ck_assert_uint_gt(pre, 0);
-    }
-    END_TEST
+START_TEST(test_spec_draft_greedy_preemption_equals_plain)
+{
+    /* 16-token steps: prompts prefill in chunks, and the draft catches up in chunks too */
+    uint64_t pre = 0;
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 16,
+                         .chunked = true,
+                         .prefix = true,
+                         .draft = DRAFT_Q8};
+    spec_equals_plain(24, rc, N_REQ, 0.0f, NULL, &pre);
+    if (test_shared_path(DRAFT_Q8)) ck_assert_uint_gt(pre, 0);
+}
+END_TEST
 
-    START_TEST(test_spec_draft_stop_string_and_unchunked)
-    {
-        struct run_cfg rc = {
-            .max_seqs = 4, .max_tokens_step = 2048, .chunked = false, .draft = DRAFT_Q4};
-        spec_equals_plain(64, rc, 4, 0.0f, "so excited to go to the park with her mom", NULL);
-    }
-    END_TEST
+START_TEST(test_spec_draft_stop_string_and_unchunked)
+{
+    struct run_cfg rc = {
+        .max_seqs = 4, .max_tokens_step = 2048, .chunked = false, .draft = DRAFT_Q4};
+    spec_equals_plain(64, rc, 4, 0.0f, "so excited to go to the park with her mom", NULL);
+}
+END_TEST
 
-    /* Sampled with a draft: not the same tokens as without (the rule draws differently), but every
+/* Sampled with a draft: not the same tokens as without (the rule draws differently), but every
  * request runs to its exact length, proposals are verified and both pools end empty. */
-    START_TEST(test_spec_draft_sampled_runs_clean)
-    {
-        struct env e;
-        if (!env_open(&e, N_REQ * 12)) return;
-        if (!env_open_draft(&e, DRAFT_Q4, N_REQ * 12)) {
-            env_close(&e);
-            return;
-        }
-        static struct out out[N_REQ];
-        struct sched_stats st;
-        struct run_cfg rc = {.max_seqs = N_REQ,
-                             .max_tokens_step = 128,
-                             .chunked = true,
-                             .prefix = true,
-                             .method = SPEC_METHOD_DRAFT,
-                             .k = 4};
-        run_all(&e, &rc, N_REQ, 0.8f, NULL, out, &st);
-        for (int r = 0; r < N_REQ; r++) {
-            ck_assert_int_eq(out[r].finish, SCHED_FINISH_LENGTH);
-            ck_assert_int_eq(out[r].n_tokens, 60 - r);
-            ck_assert_int_eq(out[r].events_after_finish, 0);
-        }
-        ck_assert_uint_gt(st.spec.draft_tokens, 0);
-        ck_assert_uint_gt(st.spec.accepted, 0);
-        ck_assert_uint_lt(st.spec.accepted, st.spec.draft_tokens);
+START_TEST(test_spec_draft_sampled_runs_clean)
+{
+    struct env e;
+    if (!env_open(&e, N_REQ * 12)) return;
+    if (!env_open_draft(&e, DRAFT_Q4, N_REQ * 12)) {
         env_close(&e);
+        return;
     }
-    END_TEST
+    static struct out out[N_REQ];
+    struct sched_stats st;
+    struct run_cfg rc = {.max_seqs = N_REQ,
+                         .max_tokens_step = 128,
+                         .chunked = true,
+                         .prefix = true,
+                         .method = SPEC_METHOD_DRAFT,
+                         .k = 4};
+    run_all(&e, &rc, N_REQ, 0.8f, NULL, out, &st);
+    for (int r = 0; r < N_REQ; r++) {
+        ck_assert_int_eq(out[r].finish, SCHED_FINISH_LENGTH);
+        ck_assert_int_eq(out[r].n_tokens, 60 - r);
+        ck_assert_int_eq(out[r].events_after_finish, 0);
+    }
+    ck_assert_uint_gt(st.spec.draft_tokens, 0);
+    ck_assert_uint_gt(st.spec.accepted, 0);
+    ck_assert_uint_lt(st.spec.accepted, st.spec.draft_tokens);
+    env_close(&e);
+}
+END_TEST
 
-    START_TEST(test_spec_draft_cancel_frees_both_pools)
-    {
-        struct env e;
-        if (!env_open(&e, 64)) return;
-        if (!env_open_draft(&e, DRAFT_Q8, 64)) {
-            env_close(&e);
-            return;
-        }
-        struct run_cfg rc = {.max_seqs = 4,
-                             .max_tokens_step = 2048,
-                             .chunked = true,
-                             .method = SPEC_METHOD_DRAFT,
-                             .k = 6};
-        env_sched(&e, &rc);
-        int32_t ids[3][128];
-        for (int r = 0; r < 3; r++) add(&e, r, ids[r], make_prompt(r, ids[r]), 200, 0.0f, NULL);
-        for (int i = 0; i < 6; i++) ck_assert_int_eq(sched_step(e.s), 0);
-        ck_assert_int_gt(e.out[0].n_tokens, 0);
-        ck_assert_int_gt(kv_cache_blocks_used(e.dkv), 0);
-        /* one cancelled mid-run: its draft blocks go back at the next step */
-        int before = kv_cache_blocks_used(e.dkv);
-        struct sched_stats st;
-        sched_stats(e.s, &st);
-        ck_assert_uint_gt(st.spec.draft_tokens, 0);
-        sched_stop_all(e.s, SCHED_FINISH_ABORT);
-        ck_assert(sched_idle(e.s));
-        ck_assert_int_lt(kv_cache_blocks_used(e.dkv), before);
-        ck_assert_int_eq(kv_cache_blocks_used(e.dkv), 0);
-        ck_assert_int_eq(kv_cache_blocks_used(e.kv), 0);
+START_TEST(test_spec_draft_cancel_frees_both_pools)
+{
+    struct env e;
+    if (!env_open(&e, 64)) return;
+    if (!env_open_draft(&e, DRAFT_Q8, 64)) {
         env_close(&e);
+        return;
     }
-    END_TEST
+    struct run_cfg rc = {.max_seqs = 4,
+                         .max_tokens_step = 2048,
+                         .chunked = true,
+                         .method = SPEC_METHOD_DRAFT,
+                         .k = 6};
+    env_sched(&e, &rc);
+    int32_t ids[3][128];
+    for (int r = 0; r < 3; r++) add(&e, r, ids[r], make_prompt(r, ids[r]), 200, 0.0f, NULL);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(sched_step(e.s), 0);
+    ck_assert_int_gt(e.out[0].n_tokens, 0);
+    ck_assert_int_gt(kv_cache_blocks_used(e.dkv), 0);
+    /* one cancelled mid-run: its draft blocks go back at the next step */
+    int before = kv_cache_blocks_used(e.dkv);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_uint_gt(st.spec.draft_tokens, 0);
+    sched_stop_all(e.s, SCHED_FINISH_ABORT);
+    ck_assert(sched_idle(e.s));
+    ck_assert_int_lt(kv_cache_blocks_used(e.dkv), before);
+    ck_assert_int_eq(kv_cache_blocks_used(e.dkv), 0);
+    ck_assert_int_eq(kv_cache_blocks_used(e.kv), 0);
+    env_close(&e);
+}
+END_TEST
 
-    /* The last logits row of `m` over ids (a scratch pool), copied to out. */
-    static void last_row(struct model * m, const int32_t *ids, int n, float *out)
-    {
-        struct kv_cache *kv;
-        struct kv_cache_config kc = {8, BS, 1, 8};
-        ck_assert_int_eq(kv_cache_new(&kc, &kv), 0);
-        ck_assert_int_eq(model_kv_init(m, kv), 0);
-        int seq;
-        ck_assert_int_eq(kv_cache_seq_open(kv, &seq), 0);
-        ck_assert_int_eq(kv_cache_seq_append(kv, seq, n, NULL), 0);
-        struct model_batch_entry e = {seq, 0, n, ids, MODEL_LOGITS_LAST};
-        const float *logits;
-        int rows;
-        ck_assert_int_eq(model_forward(m, kv, &e, 1, &logits, &rows), 0);
-        ck_assert_int_eq(rows, 1);
-        memcpy(out, logits, (size_t)model_hparams(m)->n_vocab * sizeof(float));
-        kv_cache_seq_close(kv, seq);
-        kv_cache_free(kv);
-    }
+/* The last logits row of `m` over ids (a scratch pool), copied to out. */
+static void last_row(struct model *m, const int32_t *ids, int n, float *out)
+{
+    struct kv_cache *kv;
+    struct kv_cache_config kc = {8, BS, 1, 8};
+    ck_assert_int_eq(kv_cache_new(&kc, &kv), 0);
+    ck_assert_int_eq(model_kv_init(m, kv), 0);
+    int seq;
+    ck_assert_int_eq(kv_cache_seq_open(kv, &seq), 0);
+    ck_assert_int_eq(kv_cache_seq_append(kv, seq, n, NULL), 0);
+    struct model_batch_entry e = {seq, 0, n, ids, MODEL_LOGITS_LAST};
+    const float *logits;
+    int rows;
+    ck_assert_int_eq(model_forward(m, kv, &e, 1, &logits, &rows), 0);
+    ck_assert_int_eq(rows, 1);
+    memcpy(out, logits, (size_t)model_hparams(m)->n_vocab * sizeof(float));
+    kv_cache_seq_close(kv, seq);
+    kv_cache_free(kv);
+}
 
-    /* The rejection rule with a real draft: the target stories260K's next-token distribution after a
+/* The rejection rule with a real draft: the target stories260K's next-token distribution after a
  * fixed context, the Q4_0 copy's as q (through a sampler with the same parameters, as the
  * scheduler's draft computes it): emitted tokens follow p, accepted ones min(p, q), corrected
  * ones the residual (chi-square, false-failure rate < 1e-6 each). */
-    START_TEST(test_spec_draft_rejection_rule_real_q)
-    {
-        struct env e;
-        if (!env_open(&e, 16)) return;
-        if (!env_open_draft(&e, DRAFT_Q4, 16)) {
-            env_close(&e);
-            return;
-        }
-        int nv = model_hparams(e.m)->n_vocab;
-        float *lt = malloc((size_t)nv * sizeof(float)), *ld = malloc((size_t)nv * sizeof(float));
-        float *q = malloc((size_t)nv * sizeof(float));
-        ck_assert(lt && ld && q);
-        int32_t ids[128];
-        int n = make_prompt(1, ids);
-        last_row(e.m, ids, n, lt);
-        last_row(e.dm, ids, n, ld);
-        struct sampler_params sp;
-        sampler_params_default(&sp);
-        sp.seed = 3;
-        sp.temperature = 1.5f; /* a wide p: many tokens in play */
-        sp.top_p = 0.98f;
-        struct sampler *ds;
-        ck_assert_int_eq(sampler_new(&sp, nv, &ds), 0);
-        ck_assert_int_eq(sampler_probs(ds, ld, q), 0);
-        sampler_free(ds);
-        check_rule(&sp, nv, lt, q, "stories260K, Q4_0 draft, T 1.5 top-p 0.98");
-        free(lt);
-        free(ld);
-        free(q);
+START_TEST(test_spec_draft_rejection_rule_real_q)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    if (!env_open_draft(&e, DRAFT_Q4, 16)) {
         env_close(&e);
+        return;
     }
-    END_TEST
+    int nv = model_hparams(e.m)->n_vocab;
+    float *lt = malloc((size_t)nv * sizeof(float)), *ld = malloc((size_t)nv * sizeof(float));
+    float *q = malloc((size_t)nv * sizeof(float));
+    ck_assert(lt && ld && q);
+    int32_t ids[128];
+    int n = make_prompt(1, ids);
+    last_row(e.m, ids, n, lt);
+    last_row(e.dm, ids, n, ld);
+    struct sampler_params sp;
+    sampler_params_default(&sp);
+    sp.seed = 3;
+    sp.temperature = 1.5f; /* a wide p: many tokens in play */
+    sp.top_p = 0.98f;
+    struct sampler *ds;
+    ck_assert_int_eq(sampler_new(&sp, nv, &ds), 0);
+    ck_assert_int_eq(sampler_probs(ds, ld, q), 0);
+    sampler_free(ds);
+    check_rule(&sp, nv, lt, q, "stories260K, Q4_0 draft, T 1.5 top-p 0.98");
+    free(lt);
+    free(ld);
+    free(q);
+    env_close(&e);
+}
+END_TEST
 
-    START_TEST(test_spec_draft_vocab_check)
-    {
-        struct env e;
-        if (!env_open(&e, 16)) return;
-        const char *smol = test_shared_path("models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-        char err[256] = "";
-        if (smol) {
-            struct model_options o;
-            model_options_default(&o);
-            o.n_threads = 1;
-            struct model *other;
-            ck_assert_msg(model_load(smol, &o, &other, err, sizeof(err)) == 0, "%s", err);
-            ck_assert_int_eq(spec_draft_check_vocab(e.m, other, err, sizeof(err)), ERR_INVAL);
-            ck_assert_msg(strstr(err, "tokens") != NULL, "%s", err);
-            /* a scheduler refuses it too */
-            struct sched_config c = {.max_num_seqs = 4,
-                                     .max_num_batched_tokens = 64,
-                                     .chunked_prefill = true,
-                                     .max_context = CTX,
-                                     .draft = other,
-                                     .draft_kv = e.kv};
-            spec_config_default(&c.spec);
-            c.spec.method = SPEC_METHOD_DRAFT;
-            ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
-            model_free(other);
-        }
-        /* the same vocabulary in another quantisation passes */
-        if (env_open_draft(&e, DRAFT_Q8, 16))
-            ck_assert_int_eq(spec_draft_check_vocab(e.dm, e.m, err, sizeof(err)), 0);
-        /* a draft method without a draft model */
+START_TEST(test_spec_draft_vocab_check)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    const char *smol = test_shared_path("models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    char err[256] = "";
+    if (smol) {
+        struct model_options o;
+        model_options_default(&o);
+        o.n_threads = 1;
+        struct model *other;
+        ck_assert_msg(model_load(smol, &o, &other, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(spec_draft_check_vocab(e.m, other, err, sizeof(err)), ERR_INVAL);
+        ck_assert_msg(strstr(err, "tokens") != NULL, "%s", err);
+        /* a scheduler refuses it too */
         struct sched_config c = {.max_num_seqs = 4,
                                  .max_num_batched_tokens = 64,
                                  .chunked_prefill = true,
-                                 .max_context = CTX};
+                                 .max_context = CTX,
+                                 .draft = other,
+                                 .draft_kv = e.kv};
         spec_config_default(&c.spec);
         c.spec.method = SPEC_METHOD_DRAFT;
         ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
-        ck_assert_ptr_null(e.s);
-        env_close(&e);
+        model_free(other);
     }
-    END_TEST
+    /* the same vocabulary in another quantisation passes */
+    if (env_open_draft(&e, DRAFT_Q8, 16))
+        ck_assert_int_eq(spec_draft_check_vocab(e.dm, e.m, err, sizeof(err)), 0);
+    /* a draft method without a draft model */
+    struct sched_config c = {.max_num_seqs = 4,
+                             .max_num_batched_tokens = 64,
+                             .chunked_prefill = true,
+                             .max_context = CTX};
+    spec_config_default(&c.spec);
+    c.spec.method = SPEC_METHOD_DRAFT;
+    ck_assert_int_eq(sched_new(&c, e.m, e.kv, e.tok, on_event, &e, &e.s), ERR_INVAL);
+    ck_assert_ptr_null(e.s);
+    env_close(&e);
+}
+END_TEST
 
-    /* The target's and the draft's pools sized as serve sizes them from one --kv-cache-bytes
+/* The target's and the draft's pools sized as serve sizes them from one --kv-cache-bytes
  * (kv_cache_blocks_for_pools): what the two backends commit (model_kv_block_bytes per block)
  * stays within the budget, and one more block each would not. */
-    START_TEST(test_spec_draft_kv_pools_within_budget)
-    {
-        struct env e;
-        if (!env_open(&e, 16)) return;
-        if (!env_open_draft(&e, DRAFT_Q8, 16)) {
-            env_close(&e);
-            return;
-        }
-        const uint64_t budgets[] = {1u << 20, 3000000, 777777};
-        for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
-            uint64_t pt[2] = {model_kv_bytes_per_token(e.m, QUANT_F16),
-                              model_kv_bytes_per_token(e.dm, QUANT_F16)};
-            int64_t n = kv_cache_blocks_for_pools(budgets[i], pt, 2, BS);
-            ck_assert_int_gt(n, 0);
-            struct kv_cache_config kc = {(int)n, BS, N_REQ, CTX / BS};
-            struct kv_cache *kt = NULL, *kd = NULL;
-            ck_assert_int_eq(kv_cache_new(&kc, &kt), 0);
-            ck_assert_int_eq(kv_cache_new(&kc, &kd), 0);
-            ck_assert_int_eq(model_kv_init(e.m, kt), 0);
-            ck_assert_int_eq(model_kv_init(e.dm, kd), 0);
-            uint64_t per_block = model_kv_block_bytes(e.m) + model_kv_block_bytes(e.dm);
-            ck_assert_uint_eq(per_block, (uint64_t)BS * (pt[0] + pt[1]));
-            ck_assert_uint_le((uint64_t)n * per_block, budgets[i]);
-            ck_assert_uint_gt((uint64_t)(n + 1) * per_block, budgets[i]);
-            /* back to the env's own pools before freeing these */
-            ck_assert_int_eq(model_kv_init(e.m, e.kv), 0);
-            ck_assert_int_eq(model_kv_init(e.dm, e.dkv), 0);
-            kv_cache_free(kt);
-            kv_cache_free(kd);
-        }
+START_TEST(test_spec_draft_kv_pools_within_budget)
+{
+    struct env e;
+    if (!env_open(&e, 16)) return;
+    if (!env_open_draft(&e, DRAFT_Q8, 16)) {
         env_close(&e);
+        return;
     }
-    END_TEST
+    const uint64_t budgets[] = {1u << 20, 3000000, 777777};
+    for (size_t i = 0; i < sizeof(budgets) / sizeof(budgets[0]); i++) {
+        uint64_t pt[2] = {model_kv_bytes_per_token(e.m, QUANT_F16),
+                          model_kv_bytes_per_token(e.dm, QUANT_F16)};
+        int64_t n = kv_cache_blocks_for_pools(budgets[i], pt, 2, BS);
+        ck_assert_int_gt(n, 0);
+        struct kv_cache_config kc = {(int)n, BS, N_REQ, CTX / BS};
+        struct kv_cache *kt = NULL, *kd = NULL;
+        ck_assert_int_eq(kv_cache_new(&kc, &kt), 0);
+        ck_assert_int_eq(kv_cache_new(&kc, &kd), 0);
+        ck_assert_int_eq(model_kv_init(e.m, kt), 0);
+        ck_assert_int_eq(model_kv_init(e.dm, kd), 0);
+        uint64_t per_block = model_kv_block_bytes(e.m) + model_kv_block_bytes(e.dm);
+        ck_assert_uint_eq(per_block, (uint64_t)BS * (pt[0] + pt[1]));
+        ck_assert_uint_le((uint64_t)n * per_block, budgets[i]);
+        ck_assert_uint_gt((uint64_t)(n + 1) * per_block, budgets[i]);
+        /* back to the env's own pools before freeing these */
+        ck_assert_int_eq(model_kv_init(e.m, e.kv), 0);
+        ck_assert_int_eq(model_kv_init(e.dm, e.dkv), 0);
+        kv_cache_free(kt);
+        kv_cache_free(kd);
+    }
+    env_close(&e);
+}
+END_TEST
 
-    Suite *spec_suite(void)
-    {
-        Suite *s = suite_create("spec");
-        TCase *tc = tcase_create("core");
-        tcase_set_timeout(tc, 600);
-        tcase_add_test(tc, test_spec_ngram_propose_copies_what_followed);
-        tcase_add_test(tc, test_spec_ngram_propose_longest_then_latest);
-        tcase_add_test(tc, test_spec_ngram_propose_no_match);
-        tcase_add_test(tc, test_spec_pool_insert_and_propose);
-        tcase_add_test(tc, test_spec_pool_rejects_bad_bounds);
-        tcase_add_test(tc, test_spec_pool_evicts_within_bound);
-        tcase_add_test(tc, test_spec_pool_collisions_never_propose_wrong);
-        tcase_add_test(tc, test_spec_config_valid_and_names);
-        tcase_add_test(tc, test_spec_verify_rejection_rule_keeps_distribution);
-        tcase_add_test(tc, test_spec_sampler_probs_matches_draws);
-        tcase_add_test(tc, test_spec_draw_inverse_cdf);
-        tcase_add_test(tc, test_spec_ctl_plan_follows_cost_and_acceptance);
-        tcase_add_test(tc, test_spec_ctl_plan_costs_draft_steps);
-        tcase_add_test(tc, test_spec_ctl_converges_with_context_growth);
-        tcase_add_test(tc, test_spec_cost_level_keeps_the_shape);
-        tcase_add_test(tc, test_spec_accept_estimate_and_decay);
-        tcase_add_test(tc, test_spec_greedy_alone_equals_plain);
-        tcase_add_test(tc, test_spec_greedy_batch16_prefix_equals_plain);
-        tcase_add_test(tc, test_spec_greedy_unchunked_equals_plain);
-        tcase_add_test(tc, test_spec_greedy_preemption_equals_plain);
-        tcase_add_test(tc, test_spec_sampled_equals_plain);
-        tcase_add_test(tc, test_spec_stop_string_inside_burst);
-        tcase_add_test(tc, test_spec_cancel_frees_blocks);
-        tcase_add_test(tc, test_spec_bad_config);
-        tcase_add_test(tc, test_spec_lazy_grammar_equals_plain);
-        suite_add_tcase(s, tc);
-        TCase *tp = tcase_create("pool");
-        tcase_set_timeout(tp, 600);
-        tcase_add_test(tp, test_spec_pool_greedy_alone_equals_plain);
-        tcase_add_test(tp, test_spec_pool_greedy_batch16_equals_plain);
-        tcase_add_test(tp, test_spec_pool_tiny_pool_equals_plain);
-        tcase_add_test(tp, test_spec_pool_off_and_bad_config);
-        suite_add_tcase(s, tp);
-        TCase *td = tcase_create("draft");
-        tcase_set_timeout(td, 600);
-        tcase_add_test(td, test_spec_draft_greedy_alone_equals_plain);
-        tcase_add_test(td, test_spec_draft_self_accepts_everything);
-        tcase_add_test(td, test_spec_draft_greedy_batch16_prefix_equals_plain);
-        tcase_add_test(td, test_spec_draft_greedy_preemption_equals_plain);
-        tcase_add_test(td, test_spec_draft_stop_string_and_unchunked);
-        tcase_add_test(td, test_spec_draft_sampled_runs_clean);
-        tcase_add_test(td, test_spec_draft_cancel_frees_both_pools);
-        tcase_add_test(td, test_spec_draft_rejection_rule_real_q);
-        tcase_add_test(td, test_spec_draft_vocab_check);
-        tcase_add_test(td, test_spec_draft_kv_pools_within_budget);
-        suite_add_tcase(s, td);
-        return s;
-    }
+Suite *spec_suite(void)
+{
+    Suite *s = suite_create("spec");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_spec_ngram_propose_copies_what_followed);
+    tcase_add_test(tc, test_spec_ngram_propose_longest_then_latest);
+    tcase_add_test(tc, test_spec_ngram_propose_no_match);
+    tcase_add_test(tc, test_spec_pool_insert_and_propose);
+    tcase_add_test(tc, test_spec_pool_rejects_bad_bounds);
+    tcase_add_test(tc, test_spec_pool_evicts_within_bound);
+    tcase_add_test(tc, test_spec_pool_collisions_never_propose_wrong);
+    tcase_add_test(tc, test_spec_config_valid_and_names);
+    tcase_add_test(tc, test_spec_verify_rejection_rule_keeps_distribution);
+    tcase_add_test(tc, test_spec_sampler_probs_matches_draws);
+    tcase_add_test(tc, test_spec_draw_inverse_cdf);
+    tcase_add_test(tc, test_spec_ctl_plan_follows_cost_and_acceptance);
+    tcase_add_test(tc, test_spec_ctl_plan_costs_draft_steps);
+    tcase_add_test(tc, test_spec_ctl_converges_with_context_growth);
+    tcase_add_test(tc, test_spec_cost_level_keeps_the_shape);
+    tcase_add_test(tc, test_spec_accept_estimate_and_decay);
+    tcase_add_test(tc, test_spec_greedy_alone_equals_plain);
+    tcase_add_test(tc, test_spec_greedy_batch16_prefix_equals_plain);
+    tcase_add_test(tc, test_spec_greedy_unchunked_equals_plain);
+    tcase_add_test(tc, test_spec_greedy_preemption_equals_plain);
+    tcase_add_test(tc, test_spec_sampled_equals_plain);
+    tcase_add_test(tc, test_spec_stop_string_inside_burst);
+    tcase_add_test(tc, test_spec_cancel_frees_blocks);
+    tcase_add_test(tc, test_spec_bad_config);
+    tcase_add_test(tc, test_spec_lazy_grammar_equals_plain);
+    suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("pool");
+    tcase_set_timeout(tp, 600);
+    tcase_add_test(tp, test_spec_pool_greedy_alone_equals_plain);
+    tcase_add_test(tp, test_spec_pool_greedy_batch16_equals_plain);
+    tcase_add_test(tp, test_spec_pool_tiny_pool_equals_plain);
+    tcase_add_test(tp, test_spec_pool_off_and_bad_config);
+    suite_add_tcase(s, tp);
+    TCase *td = tcase_create("draft");
+    tcase_set_timeout(td, 600);
+    tcase_add_test(td, test_spec_draft_greedy_alone_equals_plain);
+    tcase_add_test(td, test_spec_draft_self_accepts_everything);
+    tcase_add_test(td, test_spec_draft_greedy_batch16_prefix_equals_plain);
+    tcase_add_test(td, test_spec_draft_greedy_preemption_equals_plain);
+    tcase_add_test(td, test_spec_draft_stop_string_and_unchunked);
+    tcase_add_test(td, test_spec_draft_sampled_runs_clean);
+    tcase_add_test(td, test_spec_draft_cancel_frees_both_pools);
+    tcase_add_test(td, test_spec_draft_rejection_rule_real_q);
+    tcase_add_test(td, test_spec_draft_vocab_check);
+    tcase_add_test(td, test_spec_draft_kv_pools_within_budget);
+    suite_add_tcase(s, td);
+    return s;
+}
