@@ -1152,10 +1152,10 @@ START_TEST(test_api_tools_lazy_not_applicable)
     r = parse_ok(API_KIND_CHAT,
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
                  "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
-                 "\"properties\":{\"s\":{\"type\":\"string\",\"pattern\":\"^a$\"}}}}}]}");
+                 "\"properties\":{\"s\":{\"type\":\"integer\",\"multipleOf\":2}}}}}]}");
     ck_assert_int_eq(api_tools_lazy(r, API_TOOL_FORMAT_HERMES, t, &n, why, sizeof(why)), 1);
     ck_assert_ptr_null(r->grammar);
-    ck_assert_msg(strstr(why, "pattern"), "%s", why);
+    ck_assert_msg(strstr(why, "multipleOf"), "%s", why);
     api_request_free(r);
 }
 END_TEST
