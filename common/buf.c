@@ -103,3 +103,16 @@ char *buf_steal(struct buf *b)
     b->len = b->cap = 0;
     return p;
 }
+
+int buf_append_file(struct buf *b, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return ERR_IO;
+    char chunk[65536];
+    size_t n;
+    int rc = 0;
+    while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0) rc = buf_append(b, chunk, n);
+    if (rc == 0 && ferror(f)) rc = ERR_IO;
+    fclose(f);
+    return rc;
+}

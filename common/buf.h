@@ -27,6 +27,9 @@ int buf_puts(struct buf *b, const char *s);
 int buf_putc(struct buf *b, char c);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap);
+/* Appends the whole file at `path` (borrowed). Returns 0, ERR_IO (cannot open or read),
+ * ERR_TOO_BIG (past the buffer's maximum; what fitted stays appended) or ERR_NOMEM. */
+int buf_append_file(struct buf *b, const char *path);
 
 /* Returns the contents as a C string ("" when empty); borrowed, valid until the next append. */
 const char *buf_cstr(const struct buf *b);

@@ -51,19 +51,6 @@ static const struct cfg_spec bench_grammar_spec = {
     .n_opts = sizeof(bench_grammar_opts) / sizeof(bench_grammar_opts[0]),
 };
 
-static int read_file(const char *path, struct buf *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR_IO;
-    char chunk[65536];
-    size_t n;
-    int rc = 0;
-    while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0) rc = buf_append(out, chunk, n);
-    if (rc == 0 && ferror(f)) rc = ERR_IO;
-    fclose(f);
-    return rc;
-}
-
 struct samples {
     double *v;
     size_t n, cap;
@@ -183,7 +170,7 @@ int cmd_bench_grammar_main(int argc, char **argv)
     }
     double t_vocab = clock_mono_s() - t0;
     const char *path = c.grammar_file ? c.grammar_file : c.schema_file;
-    if ((rc = read_file(path, &text))) {
+    if ((rc = buf_append_file(&text, path))) {
         fprintf(stderr, "cinfer-engine bench-grammar: %s: %s\n", path, err_str(rc));
         goto out;
     }
@@ -204,7 +191,7 @@ int cmd_bench_grammar_main(int argc, char **argv)
     mask = calloc(grammar_mask_words(v), sizeof(*mask));
     if (!a || !mask) goto out;
     uint64_t seed = (uint64_t)c.seed;
-    if (c.replay && (rc = read_file(c.replay, &docs))) {
+    if (c.replay && (rc = buf_append_file(&docs, c.replay))) {
         fprintf(stderr, "cinfer-engine bench-grammar: %s: %s\n", c.replay, err_str(rc));
         goto out;
     }

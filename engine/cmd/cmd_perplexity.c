@@ -117,19 +117,6 @@ static int ppl_run(struct model *m, struct kv_cache *kv, const int32_t *tok, int
     return rc;
 }
 
-static int read_file(const char *path, struct buf *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR_IO;
-    char chunk[65536];
-    size_t n;
-    int rc = 0;
-    while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0) rc = buf_append(out, chunk, n);
-    if (rc == 0 && ferror(f)) rc = ERR_IO;
-    fclose(f);
-    return rc;
-}
-
 int cmd_perplexity_main(int argc, char **argv)
 {
     struct ppl_cfg c;
@@ -150,7 +137,7 @@ int cmd_perplexity_main(int argc, char **argv)
     struct kv_window w = {KV_WINDOW_NONE, c.sink_tokens, c.window_tokens};
     kv_window_mode_parse(c.kv_eviction, &w.mode); /* the option's choices admit only these */
 
-    if ((rc = read_file(c.file, &file))) {
+    if ((rc = buf_append_file(&file, c.file))) {
         fprintf(stderr, "cinfer-engine perplexity: %s: %s\n", c.file,
                 rc == ERR_TOO_BIG ? "larger than 64 MiB"
                 : rc == ERR_IO    ? strerror(errno)

@@ -71,19 +71,6 @@ static void print_ids(const struct tokenizer *t, const int32_t *ids, size_t n, b
     if (!pieces) putchar('\n');
 }
 
-static int read_file(const char *path, struct buf *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return ERR_IO;
-    char chunk[65536];
-    size_t n;
-    int rc = 0;
-    while (rc == 0 && (n = fread(chunk, 1, sizeof(chunk), f)) > 0) rc = buf_append(out, chunk, n);
-    if (rc == 0 && ferror(f)) rc = ERR_IO;
-    fclose(f);
-    return rc;
-}
-
 int cmd_tokenize_main(int argc, char **argv)
 {
     struct tokenize_cfg c;
@@ -107,7 +94,7 @@ int cmd_tokenize_main(int argc, char **argv)
         return 2;
     }
     if (c.text_file) {
-        if ((rc = read_file(c.text_file, &file))) {
+        if ((rc = buf_append_file(&file, c.text_file))) {
             fprintf(stderr, "cinfer-engine tokenize: %s: %s\n", c.text_file,
                     rc == ERR_TOO_BIG ? "larger than 64 MiB"
                     : rc == ERR_IO    ? strerror(errno)

@@ -3,8 +3,10 @@
 #include "common/err.h"
 
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 START_TEST(test_buf_append_grows_and_terminates)
 {
@@ -81,6 +83,37 @@ START_TEST(test_buf_steal_and_reset)
 }
 END_TEST
 
+/* A whole file is appended (across the 64 KiB read chunks); a missing file is ERR_IO; a file past
+ * the maximum is ERR_TOO_BIG. */
+START_TEST(test_buf_append_file_reads_whole_file_and_checks_bounds)
+{
+    char path[] = "/tmp/cinfer-test-buf-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    FILE *f = fdopen(fd, "wb");
+    ck_assert_ptr_nonnull(f);
+    for (int i = 0; i < 100000; i++) fputc('a' + i % 26, f);
+    ck_assert_int_eq(fclose(f), 0);
+    struct buf b;
+    buf_init(&b, 0);
+    ck_assert_int_eq(buf_puts(&b, "x"), 0);
+    ck_assert_int_eq(buf_append_file(&b, path), 0);
+    ck_assert_uint_eq(b.len, 100001);
+    ck_assert_int_eq(b.data[0], 'x');
+    ck_assert_int_eq(b.data[1], 'a');
+    ck_assert_int_eq(b.data[100000], 'a' + 99999 % 26);
+    buf_fini(&b);
+    buf_init(&b, 99999);
+    ck_assert_int_eq(buf_append_file(&b, path), ERR_TOO_BIG);
+    buf_fini(&b);
+    buf_init(&b, 0);
+    ck_assert_int_eq(buf_append_file(&b, "/nonexistent/cinfer-test-buf"), ERR_IO);
+    ck_assert_uint_eq(b.len, 0);
+    buf_fini(&b);
+    unlink(path);
+}
+END_TEST
+
 Suite *buf_suite(void)
 {
     Suite *s = suite_create("buf");
@@ -90,6 +123,7 @@ Suite *buf_suite(void)
     tcase_add_test(tc, test_buf_append_huge_length_is_too_big);
     tcase_add_test(tc, test_buf_printf_formats_long_output);
     tcase_add_test(tc, test_buf_steal_and_reset);
+    tcase_add_test(tc, test_buf_append_file_reads_whole_file_and_checks_bounds);
     suite_add_tcase(s, tc);
     return s;
 }
