@@ -28,7 +28,7 @@ struct router_cfg {
     const char *targets;
     const char *kubeconfig, *ns;
     const char *policy;
-    double load_factor, load_weight;
+    double load_factor, load_weight, prefill_weight;
     int load_floor;
     int max_attempts;
     double connect_timeout, health_interval, failure_backoff, hold_timeout;
@@ -71,6 +71,9 @@ static const struct cfg_opt opts[] = {
     OPT("load-weight", CFG_DOUBLE, load_weight, "64", 0, 1e9,
         "Prompt tokens one request in flight on a replica is worth when weighing cache against "
         "load"),
+    OPT("prefill-weight", CFG_DOUBLE, prefill_weight, "1", 0, 1e6,
+        "Cost of one prompt token a replica has still to prefill (its queue), in prompt tokens of "
+        "the request's own: 0 routes by request counts only"),
     OPT("max-attempts", CFG_INT, max_attempts, "3", 1, ROUTER_MAX_ATTEMPTS,
         "Replicas a request may be sent to when engines refuse it before its first byte"),
     OPT("connect-timeout", CFG_DOUBLE, connect_timeout, "2", 0.01, 60,
@@ -153,7 +156,8 @@ int main(int argc, char **argv)
     }
     struct router_policy_cfg pol = {.load_factor = cfg.load_factor,
                                     .load_floor = cfg.load_floor,
-                                    .load_weight = cfg.load_weight};
+                                    .load_weight = cfg.load_weight,
+                                    .prefill_weight = cfg.prefill_weight};
     router_policy_parse(cfg.policy, &pol.policy); /* the table's choices admit only known names */
     if (shutdown_install() != 0) {
         log_error("cannot install signal handlers");

@@ -90,14 +90,15 @@ int router_events_parse(const char *line, size_t len, struct router_event *ev, u
         }
         ev->n_hashes = json_array_size(a);
     } else if (strcmp(type, "load") == 0) {
-        uint64_t r, w;
+        uint64_t r, w, t;
         ev->type = ROUTER_EVENT_LOAD;
-        what = "load: bad running or waiting";
+        what = "load: bad running, waiting or prefill_waiting";
         if (ev_uint(o, "running", true, &r) || ev_uint(o, "waiting", true, &w) || r > 1u << 30 ||
-            w > 1u << 30)
+            w > 1u << 30 || ev_uint(o, "prefill_waiting", false, &t) || t > (uint64_t)1 << 40)
             goto out;
         ev->running = (int)r;
         ev->waiting = (int)w;
+        ev->prefill_waiting = json_object_get(o, "prefill_waiting") ? (long)t : -1;
     } else {
         rc = ERR_UNSUPPORTED;
         what = "unknown type";

@@ -19,7 +19,7 @@ enum router_event_type {
     ROUTER_EVENT_SNAPSHOT,  /* forget the replica's blocks; `blocks` stored hashes follow */
     ROUTER_EVENT_STORED,    /* hashes[0..n_hashes) entered the prefix cache */
     ROUTER_EVENT_EVICTED,   /* hashes[0..n_hashes) left it */
-    ROUTER_EVENT_LOAD,      /* running, waiting */
+    ROUTER_EVENT_LOAD,      /* running, waiting, prefill_waiting */
 };
 
 struct router_event {
@@ -33,6 +33,8 @@ struct router_event {
     uint64_t *hashes; /* the caller's array (see router_events_parse) */
     size_t n_hashes;
     int running, waiting;
+    long prefill_waiting; /* load: prompt tokens not yet prefilled; -1 when the engine does not
+                           * say (an engine older than the field) */
     bool device_tier; /* stored / evicted: tier "device" (the only one routers count today) */
 };
 

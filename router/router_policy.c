@@ -96,7 +96,9 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
         if (c[i].load + 1 > bound) continue;
         int cached = prefix ? c[i].cached_tokens : 0;
         int uncached = n_prompt > cached ? n_prompt - cached : 0;
-        double cost = prefix ? uncached + cfg->load_weight * c[i].load : c[i].load;
+        double queued = c[i].queued_prefill > 0 ? (double)c[i].queued_prefill : 0;
+        double cost = prefix ? uncached + cfg->prefill_weight * queued + cfg->load_weight * c[i].load
+                             : c[i].load;
         uint64_t tie = mix64(rnd ^ (uint64_t)i);
         bool better = best == n || cost < best_cost ||
                       (cost == best_cost &&

@@ -3,8 +3,11 @@
  * no clock, no randomness of its own (the caller passes a random number), so every rule is tested
  * here and benchmarked by replaying traces.
  *
- * Prefix-aware (the default): cost = uncached prompt tokens + load_weight x load, the lowest cost
- * wins, ties to the least loaded and then the random number. Bounded load guard (consistent
+ * Prefix-aware (the default): cost = uncached prompt tokens + prefill_weight x the prompt tokens
+ * the replica has queued before it + load_weight x load, the lowest cost wins, ties to the least
+ * loaded and then the random number. The queued prefill is what a request count misses: one
+ * replica with two 8k-token prompts waiting and another with two chat turns are equally "loaded",
+ * but a first token on the first waits for 16k tokens of prefill. Bounded load guard (consistent
  * hashing with bounded loads, Mirrokni et al. 2018): a replica is a candidate only when its load
  * after taking the request stays within load_factor x the mean load after it, rounded up, so a hot
  * prefix spills over to other replicas instead of piling onto one. The bound never falls below
@@ -44,6 +47,8 @@ struct router_candidate {
     int load;          /* requests there: ours in flight plus the others the engine reports */
     int cached_tokens; /* prompt tokens its prefix cache holds (a multiple of the block size) */
     uint64_t id_hash;  /* stable hash of the replica's identity (rendezvous hashing) */
+    long queued_prefill; /* prompt tokens it has still to prefill before this request (the
+                          * engine's last load line plus what was sent there since) */
 };
 
 struct router_policy_cfg {
@@ -51,6 +56,8 @@ struct router_policy_cfg {
     double load_factor; /* the bound: >= 1 (1.25 = 25% above the mean) */
     int load_floor;     /* the bound is at least this many requests (>= 1) */
     double load_weight; /* prompt tokens one request in flight costs */
+    double prefill_weight; /* cost of one queued prefill token, in prompt tokens (1: a token
+                            * queued ahead delays the first token as much as one of its own) */
 };
 
 /* Picks among c[0..n) (n >= 1). `n_prompt` is the prompt's length in tokens (0 when unknown),

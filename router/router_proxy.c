@@ -281,10 +281,7 @@ void rp_job_finish(struct router_proxy *p, struct router_job *job, int status)
     struct router_job_state *st = job->st;
     struct rp_model *m = st->m;
     if (st->phase == RP_JOB_HELD && m) held_unlink(m, job);
-    if (st->rep) {
-        st->rep->inflight--;
-        if (st->rep->m_inflight) prom_gauge_set(st->rep->m_inflight, st->rep->inflight);
-    }
+    rp_upstream_leave(job);
     jobs_unlink(p, job);
     double dur = rp_now() - job->arrival;
     if (m) {
@@ -382,8 +379,20 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
     struct router_job_state *st = job->st;
     struct rp_model *m = st->m;
     double now = rp_now();
-    struct router_candidate cands[64];
-    struct rp_replica *reps[64];
+    if (m->n_reps > p->cap_cands) {
+        struct router_candidate *c = realloc(p->cands, m->n_reps * sizeof(*c));
+        if (c) p->cands = c;
+        struct rp_replica **r = c ? realloc(p->cand_reps, m->n_reps * sizeof(*r)) : NULL;
+        if (r) p->cand_reps = r;
+        if (!c || !r) {
+            rp_job_fail(p, job, 503, "server_error", NULL,
+                        "the router is out of memory; retry shortly", RP_RETRY_AFTER_S);
+            return;
+        }
+        p->cap_cands = m->n_reps;
+    }
+    struct router_candidate *cands = p->cands;
+    struct rp_replica **reps = p->cand_reps;
     size_t n = 0;
     bool any_eligible = false;
     int bs = m->info ? router_model_info_block_size(m->info) : 0;
@@ -391,10 +400,11 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
         struct rp_replica *r = m->reps[i];
         if (!rp_replica_eligible(p, r, now)) continue;
         any_eligible = true;
-        if (tried(job, r) || n == sizeof(cands) / sizeof(cands[0])) continue;
+        if (tried(job, r)) continue;
         cands[n] = (struct router_candidate){
             .load = r->inflight + (r->eng_load_known ? r->eng_others : 0),
             .cached_tokens = bs ? rp_replica_cached(r, &job->prompt, bs) : 0,
+            .queued_prefill = rp_replica_queued_prefill(r),
             .id_hash = r->id_hash,
         };
         reps[n++] = r;
@@ -746,6 +756,8 @@ void router_proxy_free(struct router_proxy *p)
     for (size_t i = 0; i < p->n_cat; i++) router_model_info_unref(p->cat[i].info);
     free(p->cat);
     free(p->models);
+    free(p->cands);
+    free(p->cand_reps);
     if (p->multi) curl_multi_cleanup(p->multi);
     pthread_mutex_destroy(&p->in_mu);
     pthread_mutex_destroy(&p->cat_mu);

@@ -40,6 +40,10 @@ struct rp_replica {
     int eng_others; /* requests on the engine that are not ours (other routers'), at its last load
                      * line: running + waiting minus our requests in flight then */
     bool eng_load_known;
+    long eng_prefill;       /* its prompt tokens to prefill at the last load line; -1 unknown */
+    long prefill_sent;      /* uncached prompt tokens we sent it since that line */
+    long prefill_unanswered; /* uncached prompt tokens of our requests there without a first
+                              * body byte (what we know without the engine's load lines) */
     struct prom_series *m_requests, *m_inflight;
 
     /* KV block index, from the event stream. */
@@ -87,6 +91,7 @@ struct router_job_state {
     struct rp_replica *tried[ROUTER_MAX_ATTEMPTS];
     enum router_reason reason;
     int predicted_cached;
+    long prefill_owed; /* its uncached prompt tokens in rep->prefill_unanswered (0 once answered) */
     struct rp_xfer x;
     long status;
     char content_type[128], retry_after[16];
@@ -135,6 +140,9 @@ struct router_proxy {
     struct rp_model **models;
     size_t n_models, cap_models;
     struct router_job *jobs; /* live jobs (doubly linked through st->prev/next) */
+    struct router_candidate *cands; /* rp_job_dispatch's scratch: one per replica of a model */
+    struct rp_replica **cand_reps;
+    size_t cap_cands;
     int n_paused;
     uint64_t rng;
     double next_sweep;
@@ -154,6 +162,8 @@ void rp_catalog_update(struct router_proxy *p, struct rp_model *m);
 
 /* router_upstream.c */
 int rp_upstream_start(struct router_proxy *p, struct router_job *job, struct rp_replica *rep);
+/* The job's replica forgets it (its in-flight count and queued prefill); st->rep becomes NULL. */
+void rp_upstream_leave(struct router_job *job);
 void rp_upstream_done(struct router_proxy *p, struct router_job *job, CURLcode cc);
 void rp_upstream_unpause(struct router_proxy *p);
 void rp_upstream_abort(struct router_proxy *p, struct router_job *job);
@@ -169,6 +179,9 @@ void rp_replica_stop(struct router_proxy *p, struct rp_replica *r);
 /* Prompt tokens of `hashes` the replica's index holds (the leading run, times the block size);
  * 0 when its index is not live or has another block size. */
 int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr, int block_size);
+/* Prompt tokens the replica has to prefill before a request sent now: the engine's last load line
+ * plus the uncached tokens we sent since, or (no load lines) those of our unanswered requests. */
+long rp_replica_queued_prefill(const struct rp_replica *r);
 
 /* A transfer with the settings every engine request shares. */
 CURL *rp_easy_new(struct router_proxy *p, struct rp_xfer *x, const char *base, const char *path);

@@ -34,6 +34,7 @@ struct rp_replica *rp_replica_new(struct rp_model *m, const struct router_endpoi
     router_lines_init(&r->ev_lines, ROUTER_EVENTS_MAX_LINE);
     buf_init(&r->tk_body, RR_TOKENIZER_MAX);
     r->ev_backoff_ms = RR_EVENTS_BACKOFF_MIN_MS;
+    r->eng_prefill = -1;
     return r;
 }
 
@@ -63,6 +64,12 @@ void rp_replica_free(struct router_proxy *p, struct rp_replica *r)
 bool rp_replica_busy(const struct rp_replica *r)
 {
     return r->inflight > 0 || r->ev.easy || r->hc.easy || r->tk.easy;
+}
+
+long rp_replica_queued_prefill(const struct rp_replica *r)
+{
+    if (r->eng_load_known && r->eng_prefill >= 0) return r->eng_prefill + r->prefill_sent;
+    return r->prefill_unanswered > 0 ? r->prefill_unanswered : 0;
 }
 
 int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr, int block_size)
@@ -137,6 +144,10 @@ static int on_event_line(void *ctx, const char *line, size_t len)
         r->eng_others =
             ev.running + ev.waiting > r->inflight ? ev.running + ev.waiting - r->inflight : 0;
         r->eng_load_known = true;
+        /* The line counts what reached the engine by then; what we sent since is added on top
+         * (rp_replica_queued_prefill). */
+        r->eng_prefill = ev.prefill_waiting;
+        r->prefill_sent = 0;
         break;
     }
     return 0;

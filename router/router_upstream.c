@@ -161,12 +161,32 @@ static bool begin_client(struct router_job *job)
     return true;
 }
 
+/* The engine answers: the prompt is prefilled (a stream's first byte is its first token), or it
+ * was refused. */
+static void answered(struct router_job_state *st)
+{
+    if (st->rep) st->rep->prefill_unanswered -= st->prefill_owed;
+    st->prefill_owed = 0;
+}
+
+void rp_upstream_leave(struct router_job *job)
+{
+    struct router_job_state *st = job->st;
+    struct rp_replica *rep = st->rep;
+    if (!rep) return;
+    answered(st);
+    rep->inflight--;
+    if (rep->m_inflight) prom_gauge_set(rep->m_inflight, rep->inflight);
+    st->rep = NULL;
+}
+
 static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 {
     struct router_job *job = ud;
     struct router_job_state *st = job->st;
     size_t n = size * nmemb;
     if (st->retry || st->client_gone) return 0;
+    answered(st);
     if (!st->began && !begin_client(job)) return 0;
     int rc = http_stream_write(job->stream, data, n, 0);
     if (rc == ERR_AGAIN) {
@@ -239,6 +259,10 @@ int rp_upstream_start(struct router_proxy *p, struct router_job *job, struct rp_
     st->rep = rep;
     rep->inflight++;
     if (rep->m_inflight) prom_gauge_set(rep->m_inflight, rep->inflight);
+    long n_prompt = job->prompt.n_prompt;
+    st->prefill_owed = n_prompt > st->predicted_cached ? n_prompt - st->predicted_cached : 0;
+    rep->prefill_unanswered += st->prefill_owed;
+    rep->prefill_sent += st->prefill_owed;
     st->t_sent = rp_now();
     if (rep->m_requests) prom_counter_inc(rep->m_requests, 1);
     return 0;
@@ -280,11 +304,7 @@ void rp_upstream_done(struct router_proxy *p, struct router_job *job, CURLcode c
     if (st->paused) p->n_paused--;
     st->paused = false;
     rp_xfer_release(p, &st->x);
-    if (rep) {
-        rep->inflight--;
-        if (rep->m_inflight) prom_gauge_set(rep->m_inflight, rep->inflight);
-    }
-    st->rep = NULL;
+    rp_upstream_leave(job);
     if (st->t_first > 0) prom_histogram_observe(m->mm.ttfb, st->t_first - st->t_sent);
     st->t_first = 0;
 

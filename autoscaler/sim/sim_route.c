@@ -41,24 +41,28 @@ int sim_router_init(struct sim_router *rt, const struct sim_config *cfg, const s
 {
     memset(rt, 0, sizeof(*rt));
     rt->mode = cfg->routing;
-    /* The router modes read each candidate's cache directly (at most 64 of them), not the index. */
+    /* The router modes read each candidate's cache directly, not the index. */
     rt->affinity = cfg->prefix_routing &&
                    (rt->mode == SIM_ROUTE_LEAST_PREFILL || rt->mode == SIM_ROUTE_LEAST_REQUESTS);
     rt->slack_base = rt->mode == SIM_ROUTE_LEAST_REQUESTS ? cfg->model.max_running / 2.0
                                                           : 64.0 * cfg->model.max_running / 2.0;
     rt->rng = cfg->seed ^ 0x9e3779b97f4a7c15ull;
     /* cinfer-router's defaults, as the chart installs it (--policy prefix, --load-factor 1.25,
-     * --load-floor 4, --load-weight 64: router/main.c, charts/cinfer/values.yaml). */
+     * --load-floor 4, --load-weight 64, --prefill-weight 1: router/main.c,
+     * charts/cinfer/values.yaml). */
     rt->pol = (struct router_policy_cfg){.policy = cfg->prefix_routing ? ROUTER_POLICY_PREFIX
                                                                        : ROUTER_POLICY_LEAST_LOADED,
                                          .load_factor = 1.25,
                                          .load_floor = 4,
-                                         .load_weight = 64};
+                                         .load_weight = 64,
+                                         .prefill_weight = 1};
     rt->block_tokens = TRACE_BLOCK_TOKENS * cfg->token_scale;
     rt->late_cap = cfg->late_hold;
     rt->n_words = (n_slots + 63) / 64;
     rt->ready_bits = calloc(rt->n_words ? rt->n_words : 1, sizeof(*rt->ready_bits));
-    if (!rt->ready_bits) return ERR_NOMEM;
+    rt->cand = calloc(n_slots ? n_slots : 1, sizeof(*rt->cand));
+    rt->cand_slots = calloc(n_slots ? n_slots : 1, sizeof(*rt->cand_slots));
+    if (!rt->ready_bits || !rt->cand || !rt->cand_slots) return ERR_NOMEM;
     int rc = sim_heap_init(&rt->ready, n_slots);
     if (rc) return rc;
     long n_keys = build_keys(rt, tr);
@@ -72,6 +76,8 @@ void sim_router_fini(struct sim_router *rt)
     free(rt->keys);
     sim_cache_index_fini(&rt->index);
     free(rt->ready_bits);
+    free(rt->cand);
+    free(rt->cand_slots);
     memset(rt, 0, sizeof(*rt));
 }
 
@@ -147,26 +153,28 @@ static int router_cached(const struct sim_router *rt, const struct sim_req *q,
     return (int)lround((double)(m < full ? m : full) * rt->block_tokens);
 }
 
-/* cinfer-router's choice (router_policy_pick) among the first SIM_ROUTER_MAX_CANDIDATES ready
- * replicas in slot order; router-late skips the replicas at late_cap and holds when none is
- * left. */
+/* cinfer-router's choice (router_policy_pick) among the ready replicas, each with its requests
+ * in flight, the prompt tokens its cache holds and its queued prefill (what the engine's load
+ * line reports); router-late skips the replicas at late_cap and holds when none is left. */
 static int pick_router(struct sim_router *rt, const struct sim_req *q,
                        const struct sim_replica *reps)
 {
-    struct router_candidate cand[SIM_ROUTER_MAX_CANDIDATES];
-    uint32_t slots[SIM_ROUTER_MAX_CANDIDATES];
+    struct router_candidate *cand = rt->cand;
+    uint32_t *slots = rt->cand_slots;
     size_t n = 0;
     bool late = rt->mode == SIM_ROUTE_ROUTER_LATE;
-    for (size_t w = 0; w < rt->n_words && n < SIM_ROUTER_MAX_CANDIDATES; w++) {
-        for (uint64_t bits = rt->ready_bits[w]; bits && n < SIM_ROUTER_MAX_CANDIDATES;
-             bits &= bits - 1) {
+    for (size_t w = 0; w < rt->n_words; w++) {
+        for (uint64_t bits = rt->ready_bits[w]; bits; bits &= bits - 1) {
             uint32_t slot = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(bits));
             const struct sim_replica *r = &reps[slot];
             int load = sim_replica_outstanding(r);
             if (late && sim_replica_unanswered(r) >= rt->late_cap) continue;
-            cand[n] = (struct router_candidate){.load = load,
-                                                .cached_tokens = router_cached(rt, q, r),
-                                                .id_hash = router_policy_hash(&slot, sizeof(slot))};
+            cand[n] = (struct router_candidate){
+                .load = load,
+                .cached_tokens = router_cached(rt, q, r),
+                .id_hash = router_policy_hash(&slot, sizeof(slot)),
+                .queued_prefill = lround(sim_replica_prefill_waiting(r)),
+            };
             slots[n++] = slot;
         }
     }

@@ -4,9 +4,8 @@
  * which replicas hold which prefix blocks from a shared index of the replicas' caches (what the
  * engines' KV block events tell the router), so it visits only the holders of the request's
  * deepest blocks, not every replica. The router modes call cinfer-router's own replica choice
- * (router/router_policy.c) on the candidates it would see: the first SIM_ROUTER_MAX_CANDIDATES
- * ready replicas in slot order, each with its requests in flight and the prompt tokens its cache
- * holds. Not thread-safe; no I/O. */
+ * (router/router_policy.c) on the candidates it would see: every ready replica, with its requests
+ * in flight, the prompt tokens its cache holds and its queued prefill. Not thread-safe; no I/O. */
 #ifndef CINFER_AUTOSCALER_SIM_ROUTE_H
 #define CINFER_AUTOSCALER_SIM_ROUTE_H
 
@@ -18,10 +17,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* cinfer-router considers at most this many eligible replicas per request, the first in its list
- * (router/router_proxy.c, rp_job_dispatch's candidate array); the others get nothing from it. */
-#define SIM_ROUTER_MAX_CANDIDATES 64
 
 /* What sim_router_pick returns when it places no request (the caller holds it). */
 #define SIM_ROUTER_NONE_READY (-1) /* no replica is ready */
@@ -44,6 +39,8 @@ struct sim_router {
                                    * requests without a first token (sim_config.late_hold) */
     uint64_t *ready_bits;         /* ready slots, bit per slot (candidates in slot order) */
     size_t n_words;
+    struct router_candidate *cand; /* pick scratch, one per slot */
+    uint32_t *cand_slots;
 };
 
 /* Sets up a router for `n_slots` replica slots over `tr`'s hashes (borrowed; read here only).

@@ -36,6 +36,7 @@ struct serve_loop {
     bool stopping;               /* end everything and exit */
     atomic_int inflight;
     atomic_int waiting;  /* published after each step */
+    atomic_long prefill_waiting; /* prompt tokens not yet prefilled, published with `waiting` */
     atomic_bool faulted; /* forward steps kept failing: no more steps; written by the loop only */
     atomic_bool unfit;   /* serve_loop_set_faulted: refuse new work, finish what runs; any thread */
 
@@ -275,6 +276,7 @@ static void update_metrics(struct serve_loop *l)
     }
     l->last = st;
     atomic_store(&l->waiting, st.waiting);
+    atomic_store(&l->prefill_waiting, st.prefill_tokens_waiting);
 }
 
 static void *loop_main(void *arg)
@@ -354,6 +356,7 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     l->wake_hook = (struct serve_req_hook){loop_wake_hook, l};
     atomic_init(&l->inflight, 0);
     atomic_init(&l->waiting, 0);
+    atomic_init(&l->prefill_waiting, 0);
     atomic_init(&l->faulted, false);
     atomic_init(&l->unfit, false);
     pthread_mutex_init(&l->mu, NULL);
@@ -419,6 +422,11 @@ void serve_loop_set_faulted(struct serve_loop *l)
 int serve_loop_waiting(const struct serve_loop *l)
 {
     return atomic_load(&l->waiting);
+}
+
+long serve_loop_prefill_waiting(const struct serve_loop *l)
+{
+    return atomic_load(&l->prefill_waiting);
 }
 
 void serve_loop_stop(struct serve_loop *l)

@@ -50,6 +50,10 @@ int serve_loop_inflight(const struct serve_loop *l);
 /* Requests waiting for admission (as last published by the loop). Any thread. */
 int serve_loop_waiting(const struct serve_loop *l);
 
+/* Prompt tokens the scheduler has still to prefill, waiting and running sequences together (as
+ * last published by the loop, with serve_loop_waiting). Any thread. */
+long serve_loop_prefill_waiting(const struct serve_loop *l);
+
 /* True once forward steps failed several times in a row (a broken backend; the failpoint
  * "serve.step" of common/failpoint.h simulates one). It stays faulted: the loop runs no more steps,
  * every request then in flight or queued was ended with an engine_faulted error (its KV blocks

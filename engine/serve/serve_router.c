@@ -197,8 +197,11 @@ static bool sr_serve(struct serve_router *sr, struct sr_sub *sub, struct buf *b)
         int inflight = sr->loop ? serve_loop_inflight(sr->loop) : 0;
         int waiting = sr->loop ? serve_loop_waiting(sr->loop) : 0;
         int running = inflight > waiting ? inflight - waiting : 0;
-        buf_printf(b, "{\"type\":\"load\",\"seq\":%llu,\"running\":%d,\"waiting\":%d}\n",
-                   (unsigned long long)sub->cursor, running, waiting);
+        long prefill = sr->loop ? serve_loop_prefill_waiting(sr->loop) : 0;
+        buf_printf(b,
+                   "{\"type\":\"load\",\"seq\":%llu,\"running\":%d,\"waiting\":%d,"
+                   "\"prefill_waiting\":%ld}\n",
+                   (unsigned long long)sub->cursor, running, waiting, prefill);
         if (!sr_flush(sub, b)) return false;
         sr_deadline_in(&sub->next_load, sr->load_interval_ms);
     }

@@ -12,7 +12,9 @@
  *     {"type":"snapshot","seq":S,"blocks":N}      forget this engine's blocks; N stored follow
  *     {"type":"stored","seq":S,"tier":"device","hashes":["0123456789abcdef",...]}
  *     {"type":"evicted","seq":S,"tier":"device","hashes":[...]}
- *     {"type":"load","seq":S,"running":R,"waiting":W}
+ *     {"type":"load","seq":S,"running":R,"waiting":W,"prefill_waiting":T}
+ *                          T: prompt tokens not yet prefilled, waiting and running requests
+ *                          together (what a request sent now queues behind before its own prefill)
  *   seq is the sequence number of the last event a line reflects. A reader that falls behind the
  *   event ring gets a new snapshot line. Both routes need the API key when one is configured.
  * A publisher thread writes every subscriber's stream (non-blocking writes: a slow reader holds

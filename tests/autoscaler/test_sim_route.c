@@ -258,13 +258,29 @@ static void queue(struct fleet *f, uint32_t i, int n, uint32_t req)
 }
 
 /* cinfer-router's choice (router_policy_pick) on hand-computed cases: cost = uncached prompt
- * tokens + 64 x requests in flight, within the load bound max(4, ceil(1.25 x (total + 1) / n)).
- * Binding at arrival: a busy replica still gets the request when it is the only one ready. */
+ * tokens + queued prefill tokens + 64 x requests in flight, within the load bound max(4,
+ * ceil(1.25 x (total + 1) / n)). First with --prefill-weight 0 (request counts only), then as
+ * deployed. Binding at arrival: a busy replica still gets the request when it is the only one
+ * ready. */
 START_TEST(test_sim_router_router_mode_cost_and_bound)
 {
     struct trace *tr = small_trace();
     struct fleet f;
     fleet_init(&f, tr, SIM_ROUTE_ROUTER);
+    ck_assert(f.rt.pol.prefill_weight == 1); /* the chart's default */
+    ck_assert_int_eq(sim_router_update(&f.rt, 2, NULL), 0);
+    /* Replica 0 with two 512-token prompts queued, replica 1 idle: 512 cached tokens on 0 do not
+     * make up for queueing behind 1024 (512 + 1024 + 128 > 1024). */
+    queue(&f, 0, 2, 3);
+    sim_cache_insert(&f.reps[0].cache, f.w.hashes + f.reqs[0].hash_off, 2);
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 1);
+    /* Replica 1 with a 1024-token prompt queued: now the cache wins (1664 < 1024 + 1024 + 64). */
+    queue(&f, 1, 1, 0);
+    ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 0);
+    fleet_fini(&f);
+
+    fleet_init(&f, tr, SIM_ROUTE_ROUTER);
+    f.rt.pol.prefill_weight = 0;
     ck_assert_int_eq(sim_router_update(&f.rt, 2, NULL), 0); /* replica 2 is starting */
     queue(&f, 0, 2, 3);
     /* No cache anywhere: 1024 + 128 against 1024: the idle replica. */
@@ -328,10 +344,10 @@ START_TEST(test_sim_router_late_holds_until_room)
 }
 END_TEST
 
-/* cinfer-router scores at most 64 eligible replicas, the first in its list: with 70 ready, the
- * last 6 get nothing even when they are the only idle ones (a limit of the router, modelled as
- * it is). */
-START_TEST(test_sim_router_router_mode_sees_first_64)
+/* cinfer-router scores every eligible replica (it once stopped at the first 64 in its list): with
+ * 70 ready and all but one busy, the idle one wins wherever it is; among busy ones of equal
+ * request counts, the one with the least queued prefill. */
+START_TEST(test_sim_router_router_mode_sees_every_replica)
 {
     enum { N = 70 };
     struct trace *tr = small_trace();
@@ -340,19 +356,21 @@ START_TEST(test_sim_router_router_mode_sees_first_64)
     struct sim_router rt;
     ck_assert_int_eq(sim_router_init(&rt, &cfg, tr, N), 0);
     struct sim_world w = {.m = &cfg.model, .hashes = rt.keys, .block_tokens = TRACE_BLOCK_TOKENS};
-    struct sim_req reqs[1] = {{.prompt = 512, .output = 1, .replica = -1}};
+    struct sim_req reqs[2] = {{.prompt = 512, .output = 1, .replica = -1},
+                              {.prompt = 8192, .output = 1, .replica = -1}};
     w.reqs = reqs;
     struct sim_replica *reps = calloc(N, sizeof(*reps));
     ck_assert_ptr_nonnull(reps);
     for (uint32_t i = 0; i < N; i++) {
         ck_assert_int_eq(sim_replica_init(&reps[i], &w, i, 0, 0), 0);
-        for (int k = 0; i < SIM_ROUTER_MAX_CANDIDATES && k < 2; k++)
-            ck_assert_int_eq(sim_replica_enqueue(&reps[i], &w, 0), 0);
+        for (int k = 0; i != N - 2 && k < 2; k++)
+            ck_assert_int_eq(sim_replica_enqueue(&reps[i], &w, i == N - 1 ? 0 : 1), 0);
         ck_assert_int_eq(sim_router_update(&rt, i, &reps[i]), 0);
     }
-    for (int k = 0; k < 50; k++) ck_assert_int_lt(sim_router_pick(&rt, &reqs[0], reps), 64);
-    ck_assert_int_eq(sim_router_update(&rt, 5, NULL), 0); /* one fewer of the first: 64 is in */
-    ck_assert_int_eq(sim_router_pick(&rt, &reqs[0], reps), 64); /* the one idle candidate */
+    for (int k = 0; k < 20; k++) ck_assert_int_eq(sim_router_pick(&rt, &reqs[0], reps), N - 2);
+    ck_assert_int_eq(sim_router_update(&rt, N - 2, NULL), 0); /* the idle one leaves */
+    /* Two requests each everywhere: the last replica's are 512-token prompts, the others' 8k. */
+    ck_assert_int_eq(sim_router_pick(&rt, &reqs[0], reps), N - 1);
     for (uint32_t i = 0; i < N; i++) sim_replica_fini(&reps[i]);
     free(reps);
     sim_router_fini(&rt);
@@ -372,7 +390,7 @@ Suite *sim_route_suite(void)
     tcase_add_test(tc, test_sim_router_random_picks_only_ready);
     tcase_add_test(tc, test_sim_router_router_mode_cost_and_bound);
     tcase_add_test(tc, test_sim_router_late_holds_until_room);
-    tcase_add_test(tc, test_sim_router_router_mode_sees_first_64);
+    tcase_add_test(tc, test_sim_router_router_mode_sees_every_replica);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -162,7 +162,32 @@ def inflight(m):
     return [m.get("cinfer_router_upstream_inflight", replica=f"http://127.0.0.1:{p}") or 0 for p in ENGINES]
 
 
+def load_line(port, timeout=5):
+    """The first load line of an engine's /cinfer/kv-events stream, parsed, or the bytes read."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout * SLOW)
+    s.sendall(b"GET /cinfer/kv-events HTTP/1.1\r\nHost: x\r\n\r\n")
+    got, deadline = b"", time.monotonic() + timeout * SLOW
+    try:
+        while time.monotonic() < deadline:
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+            for line in got.split(b"\n")[:-1]:  # whole lines only
+                if b'"type":"load"' in line:
+                    start = line.find(b"{")
+                    return json.loads(line[start:])
+    finally:
+        s.close()
+    return got[:300]
+
+
 def test_spread():
+    # The engine's load line (what the router weighs replicas by) carries its queued prefill.
+    ln = load_line(ENGINES[0])
+    checks.check("an engine's load line has running, waiting and prefill_waiting counts",
+                 isinstance(ln, dict) and all(isinstance(ln.get(k), int) and ln[k] >= 0
+                                              for k in ("running", "waiting", "prefill_waiting")), f"{ln!r}")
     m0 = router_metrics()
     bodies = [{"model": MODEL, "prompt": token_prompt(1000 + i, 40), "max_tokens": 16, "temperature": 0,
                "ignore_eos": True} for i in range(60)]

@@ -51,6 +51,13 @@ START_TEST(test_router_events_parse_each_type)
     ck_assert_int_eq(ev.type, ROUTER_EVENT_LOAD);
     ck_assert_int_eq(ev.running, 3);
     ck_assert_int_eq(ev.waiting, 4);
+    ck_assert_int_eq(ev.prefill_waiting, -1); /* an engine older than the field */
+    ck_assert_int_eq(parse("{\"type\":\"load\",\"seq\":11,\"running\":1,\"waiting\":2,"
+                           "\"prefill_waiting\":3072}",
+                           &ev),
+                     0);
+    ck_assert_int_eq(ev.waiting, 2);
+    ck_assert_int_eq(ev.prefill_waiting, 3072);
     ck_assert_int_eq(parse("{\"type\":\"offload\",\"seq\":1}", &ev), ERR_UNSUPPORTED);
 }
 END_TEST
@@ -66,6 +73,10 @@ START_TEST(test_router_events_parse_malformed)
         "{\"type\":\"load\",\"seq\":-1,\"running\":1,\"waiting\":1}",
         "{\"type\":\"load\",\"seq\":1,\"running\":-1,\"waiting\":1}",
         "{\"type\":\"load\",\"seq\":1,\"running\":\"1\",\"waiting\":1}",
+        "{\"type\":\"load\",\"seq\":1,\"running\":1,\"waiting\":1,\"prefill_waiting\":-5}",
+        "{\"type\":\"load\",\"seq\":1,\"running\":1,\"waiting\":1,\"prefill_waiting\":1.5}",
+        "{\"type\":\"load\",\"seq\":1,\"running\":1,\"waiting\":1,"
+        "\"prefill_waiting\":99999999999999}",
         "{\"type\":\"snapshot\",\"seq\":1}",
         "{\"type\":\"stored\",\"seq\":1,\"tier\":\"device\"}",
         "{\"type\":\"stored\",\"seq\":1,\"hashes\":[]}",
