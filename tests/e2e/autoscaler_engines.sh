@@ -273,11 +273,23 @@ if wait_for 300 jp_is cisvc/stories '{.status.autoscaling.objective.state}' Met;
 	echo "# measured: Missed -> Met $((SECONDS - t_met)) s after the load was spread"
 	check "condition ObjectiveMet True/ObjectiveMet" wait_for 10 cond_is ObjectiveMet True/ObjectiveMet
 else
+	# One status write holds the state and the numbers it was judged on (it lags by up to 30 s).
+	state="$(jp cisvc/stories '{.status.autoscaling.objective.state}')"
 	o="$(jp cisvc/stories '{.status.autoscaling.objective.observedTTFTSeconds}')"
 	f="$(jp cisvc/stories '{.status.autoscaling.objective.ttftAboveFraction}')"
-	check "still Missed after 300 s: the observed TTFT ($o s at p99, $f above 0.5 s) misses the objective" \
-		bash -c 'awk -v v="$0" -v f="$1" "BEGIN { exit !(v > 0.5 && f > 0.01) }"' "${o:-0}" "${f:-0}"
-	echo "SKIP: spread over 3 engines: objective Met (this machine is too loaded for 2 clients per engine to meet 0.5 s)"
+	case "$state" in
+	Missed)
+		check "still Missed after 300 s: the observed TTFT ($o s at p99, $f above 0.5 s) misses the objective" \
+			bash -c 'awk -v v="$0" -v f="$1" "BEGIN { exit !(v > 0.5 && f > 0.01) }"' "${o:-0}" "${f:-0}"
+		echo "SKIP: spread over 3 engines: objective Met (this machine is too loaded for 2 clients per engine to meet 0.5 s)"
+		;;
+	Unknown | Infeasible)
+		# Unknown: too few first tokens per interval to judge (a loaded machine finishes few of
+		# the 1536-token requests); Infeasible: the light intervals' floor is over the budget.
+		echo "SKIP: spread over 3 engines: objective Met (state $state with $f above 0.5 s: this machine is too loaded to judge)"
+		;;
+	*) not_ok "objective state after 300 s is '$state' (TTFT $o s at p99, $f above 0.5 s)" ;;
+	esac
 	echo "SKIP: condition ObjectiveMet True/ObjectiveMet"
 fi
 stop_obj_load
