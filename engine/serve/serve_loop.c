@@ -20,6 +20,10 @@
 
 #define SERVE_LOOP_FAULT_AFTER      3    /* consecutive failed steps that mark the engine faulted */
 #define SERVE_LOOP_METRICS_PERIOD_S 0.05 /* gauge refresh period while busy */
+/* Idle with offload tiers: the offload thread still writes (blocks evicted or reused just before
+ * the engine went idle, a shared directory's relisting), so its counters are refreshed this often
+ * while nothing else wakes the loop. */
+#define SERVE_LOOP_IDLE_REFRESH_MS 1000
 
 struct serve_loop {
     struct serve_loop_cfg cfg;
@@ -287,9 +291,21 @@ static void *loop_main(void *arg)
     for (;;) {
         /* Faulted, the loop only wakes to refuse what raced into the inbox, and to stop. */
         pthread_mutex_lock(&l->mu);
+        bool refresh = false;
+        struct timespec dl;
+        if (l->cfg.sched.offload) {
+            clock_gettime(CLOCK_MONOTONIC, &dl);
+            dl.tv_sec += SERVE_LOOP_IDLE_REFRESH_MS / 1000;
+        }
         while (!l->stopping && !l->inbox.n && !l->wake &&
-               (atomic_load(&l->faulted) || sched_idle(l->sched)))
-            pthread_cond_wait(&l->cv, &l->mu);
+               (atomic_load(&l->faulted) || sched_idle(l->sched))) {
+            if (!l->cfg.sched.offload) {
+                pthread_cond_wait(&l->cv, &l->mu);
+            } else if (pthread_cond_timedwait(&l->cv, &l->mu, &dl) != 0) {
+                refresh = true;
+                break;
+            }
+        }
         struct serve_req_list in = l->inbox;
         l->inbox = (struct serve_req_list){0};
         l->wake = false;
@@ -306,6 +322,10 @@ static void *loop_main(void *arg)
         serve_req_list_fini(&in);
         if (stopping) break;
         if (faulted) continue;
+        if (refresh && sched_idle(l->sched)) {
+            update_metrics(l);
+            continue;
+        }
         cancel_requests(l);
         /* Fault injection for tests (common/failpoint.h): a hit is a failed step. Only steps with
          * work count, so that @N is the Nth step that runs a forward pass. */
@@ -360,7 +380,11 @@ int serve_loop_start(const struct serve_loop_cfg *cfg, struct model *m, struct k
     atomic_init(&l->faulted, false);
     atomic_init(&l->unfit, false);
     pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the idle refresh's deadline */
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
     int rc = sched_new(&cfg->sched, m, kv, tok, on_event, l, &l->sched);
     if (rc) goto fail;
     sched_set_block_observer(l->sched, cfg->block_observer, cfg->block_observer_ctx);
