@@ -40,8 +40,11 @@ struct rp_replica {
     int eng_others; /* requests on the engine that are not ours (other routers'), at its last load
                      * line: running + waiting minus our requests in flight then */
     bool eng_load_known;
-    long eng_prefill;       /* its prompt tokens to prefill at the last load line; -1 unknown */
-    long prefill_sent;      /* uncached prompt tokens we sent it since that line */
+    long eng_prefill;       /* its prompt tokens to prefill at the last load line, less those of
+                             * our requests answered since; -1 unknown */
+    long prefill_sent;      /* uncached prompt tokens of our requests sent since that line and
+                             * not answered yet */
+    uint64_t load_lines;    /* load lines received (which line a request was sent after) */
     long prefill_unanswered; /* uncached prompt tokens of our requests there without a first
                               * body byte (what we know without the engine's load lines) */
     struct prom_series *m_requests, *m_inflight;
@@ -91,7 +94,8 @@ struct router_job_state {
     struct rp_replica *tried[ROUTER_MAX_ATTEMPTS];
     enum router_reason reason;
     int predicted_cached;
-    long prefill_owed; /* its uncached prompt tokens in rep->prefill_unanswered (0 once answered) */
+    long prefill_owed;   /* its uncached prompt tokens counted on rep (0 once answered) */
+    uint64_t sent_after; /* rep->load_lines when it was sent */
     struct rp_xfer x;
     long status;
     char content_type[128], retry_after[16];

@@ -148,6 +148,7 @@ static int on_event_line(void *ctx, const char *line, size_t len)
          * (rp_replica_queued_prefill). */
         r->eng_prefill = ev.prefill_waiting;
         r->prefill_sent = 0;
+        r->load_lines++;
         break;
     }
     return 0;

@@ -162,11 +162,19 @@ static bool begin_client(struct router_job *job)
 }
 
 /* The engine answers: the prompt is prefilled (a stream's first byte is its first token), or it
- * was refused. */
+ * was refused. Its tokens leave the replica's queue at once, not a load line later: sent after
+ * the last line they were counted on top of it, sent before it they are in its number. */
 static void answered(struct router_job_state *st)
 {
-    if (st->rep) st->rep->prefill_unanswered -= st->prefill_owed;
+    struct rp_replica *r = st->rep;
+    long owed = st->prefill_owed;
     st->prefill_owed = 0;
+    if (!r || owed == 0) return;
+    r->prefill_unanswered -= owed;
+    if (st->sent_after == r->load_lines)
+        r->prefill_sent = r->prefill_sent > owed ? r->prefill_sent - owed : 0;
+    else if (r->eng_prefill >= 0)
+        r->eng_prefill = r->eng_prefill > owed ? r->eng_prefill - owed : 0;
 }
 
 void rp_upstream_leave(struct router_job *job)
@@ -261,6 +269,7 @@ int rp_upstream_start(struct router_proxy *p, struct router_job *job, struct rp_
     if (rep->m_inflight) prom_gauge_set(rep->m_inflight, rep->inflight);
     long n_prompt = job->prompt.n_prompt;
     st->prefill_owed = n_prompt > st->predicted_cached ? n_prompt - st->predicted_cached : 0;
+    st->sent_after = rep->load_lines;
     rep->prefill_unanswered += st->prefill_owed;
     rep->prefill_sent += st->prefill_owed;
     st->t_sent = rp_now();
