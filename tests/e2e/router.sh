@@ -119,14 +119,15 @@ run_py malformed
 run_py disconnect
 
 # --- a hot prefix, with only the bounded-load guard to spread it ---------------------------------
-# A second router whose cost ignores load (--load-weight 0) would pile every request sharing a
-# cached prefix onto one engine; the guard (--load-factor 1.25, --load-floor 2) must not let it.
-step "second router, --load-weight 0: the guard alone"
+# A second router whose cost ignores load (--load-weight 0 --prefill-weight 0: neither requests
+# nor queued prefill) would pile every request sharing a cached prefix onto one engine; the guard
+# (--load-factor 1.25, --load-floor 2) must not let it.
+step "second router, --load-weight 0 --prefill-weight 0: the guard alone"
 hot_port="$(free_port)"
 hot_probe="$(free_port)"
 "$e2e_bin/cinfer-router" --port "$hot_port" --probe-addr "127.0.0.1:$hot_probe" \
 	--target "$(IFS=,; echo "stories260K=${urls[*]}")" --health-interval 0.2 --load-weight 0 \
-	--load-floor 2 --log-format text >"$work/router-hot.log" 2>&1 &
+	--prefill-weight 0 --load-floor 2 --log-format text >"$work/router-hot.log" 2>&1 &
 hot_pid=$!
 check "second router ready" wait_for 30 curl -sf "http://127.0.0.1:$hot_probe/readyz"
 check "second router loaded the tokenizer" wait_for 30 grep -q 'model tokenizer loaded' "$work/router-hot.log"

@@ -6,7 +6,8 @@ Groups:
               router's prediction equal to what the engine delivered (token ids and chat text)
   spread      unrelated requests spread evenly over the three engines
   hot         a hot prefix under concurrency spills over: the bounded-load guard alone (the router
-              of this group runs with --load-weight 0, so only the guard keeps load apart)
+              of this group runs with --load-weight 0 --prefill-weight 0, so only the guard keeps
+              load apart)
   sdk         the OpenAI SDK against the router: models, completions, chat, streaming, errors
   malformed   bad requests get exactly the engine's error (status and body); the router's own
               errors (no model, unknown model, unparseable body) have the same shape
