@@ -28,7 +28,7 @@ struct router_cfg {
     const char *targets;
     const char *kubeconfig, *ns;
     const char *policy;
-    double load_factor, load_weight, prefill_weight;
+    double load_factor, load_weight, prefill_weight, offload_weight;
     int load_floor;
     int max_attempts;
     double connect_timeout, health_interval, failure_backoff, hold_timeout;
@@ -74,6 +74,10 @@ static const struct cfg_opt opts[] = {
     OPT("prefill-weight", CFG_DOUBLE, prefill_weight, "1", 0, 1e6,
         "Cost of one prompt token a replica has still to prefill (its queue), in prompt tokens of "
         "the request's own: 0 routes by request counts only"),
+    OPT("offload-weight", CFG_DOUBLE, offload_weight, "0.1", 0, 1,
+        "Cost of one prompt token a replica would load back from its KV offload tiers (host "
+        "memory, disk), in prompt tokens computed: a replica with the prefix in its KV pool "
+        "beats one with it offloaded, which beats recomputing"),
     OPT("max-attempts", CFG_INT, max_attempts, "3", 1, ROUTER_MAX_ATTEMPTS,
         "Replicas a request may be sent to when engines refuse it before its first byte"),
     OPT("connect-timeout", CFG_DOUBLE, connect_timeout, "2", 0.01, 60,
@@ -157,7 +161,8 @@ int main(int argc, char **argv)
     struct router_policy_cfg pol = {.load_factor = cfg.load_factor,
                                     .load_floor = cfg.load_floor,
                                     .load_weight = cfg.load_weight,
-                                    .prefill_weight = cfg.prefill_weight};
+                                    .prefill_weight = cfg.prefill_weight,
+                                    .offload_weight = cfg.offload_weight};
     router_policy_parse(cfg.policy, &pol.policy); /* the table's choices admit only known names */
     if (shutdown_install() != 0) {
         log_error("cannot install signal handlers");

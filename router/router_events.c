@@ -77,7 +77,10 @@ int router_events_parse(const char *line, size_t len, struct router_event *ev, u
         const char *tier = json_string_value(json_object_get(o, "tier"));
         what = "stored/evicted: bad tier";
         if (!tier) goto out;
-        ev->device_tier = strcmp(tier, "device") == 0;
+        ev->tier = strcmp(tier, "device") == 0 ? ROUTER_TIER_DEVICE
+                   : strcmp(tier, "host") == 0 ? ROUTER_TIER_HOST
+                   : strcmp(tier, "disk") == 0 ? ROUTER_TIER_DISK
+                                               : ROUTER_TIER_OTHER;
         what = "stored/evicted: \"hashes\" is not an array of at most the allowed size";
         if (!json_is_array(a) || json_array_size(a) > cap) goto out;
         what = "stored/evicted: a hash is not 16 lowercase hex digits";
@@ -112,6 +115,16 @@ out:
         err_fmt(err, errlen, rc, "%s", what);
     json_decref(o);
     return rc;
+}
+
+const char *router_tier_name(enum router_tier t)
+{
+    switch (t) {
+    case ROUTER_TIER_DEVICE: return "device";
+    case ROUTER_TIER_HOST: return "host";
+    case ROUTER_TIER_DISK: return "disk";
+    default: return "other";
+    }
 }
 
 void router_lines_init(struct router_lines *l, size_t max_line)

@@ -14,6 +14,12 @@
 #define ROUTER_EVENTS_MAX_HASHES 4096       /* hashes on one line (engines send 256) */
 #define ROUTER_EVENTS_MAX_LINE   (1u << 20) /* bytes of one line */
 
+/* Where an engine holds a block: its KV pool, or an offload tier below it (a request whose prefix
+ * is there loads it instead of computing it); a tier this router does not know is OTHER. */
+enum router_tier { ROUTER_TIER_DEVICE = 0, ROUTER_TIER_HOST, ROUTER_TIER_DISK, ROUTER_TIER_OTHER };
+/* "device", "host", "disk", "other"; static. */
+const char *router_tier_name(enum router_tier t);
+
 enum router_event_type {
     ROUTER_EVENT_HELLO = 1, /* block_size, hash, prefix_caching, model */
     ROUTER_EVENT_SNAPSHOT,  /* forget the replica's blocks; `blocks` stored hashes follow */
@@ -35,7 +41,7 @@ struct router_event {
     int running, waiting;
     long prefill_waiting; /* load: prompt tokens not yet prefilled; -1 when the engine does not
                            * say (an engine older than the field) */
-    bool device_tier; /* stored / evicted: tier "device" (the only one routers count today) */
+    enum router_tier tier; /* stored / evicted: "device", "host", "disk"; else OTHER */
 };
 
 /* Parses one line (borrowed, len bytes, without its newline) into *ev; hashes go to hashes[0..cap)

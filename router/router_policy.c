@@ -88,16 +88,20 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
     size_t best = n;
     double best_cost = 0;
     uint64_t best_tie = 0;
+    /* Reuse: what a replica need not compute (from its KV pool or an offload tier). */
     int max_cached = 0;
     for (size_t i = 0; i < n; i++)
-        if (c[i].cached_tokens > max_cached) max_cached = c[i].cached_tokens;
+        if (c[i].cached_tokens + c[i].offload_tokens > max_cached)
+            max_cached = c[i].cached_tokens + c[i].offload_tokens;
     bool prefix = cfg->policy == ROUTER_POLICY_PREFIX;
     for (size_t i = 0; i < n; i++) {
         if (c[i].load + 1 > bound) continue;
-        int cached = prefix ? c[i].cached_tokens : 0;
-        int uncached = n_prompt > cached ? n_prompt - cached : 0;
+        int offload = prefix ? c[i].offload_tokens : 0;
+        int reused = (prefix ? c[i].cached_tokens : 0) + offload;
+        int uncached = n_prompt > reused ? n_prompt - reused : 0;
         double queued = c[i].queued_prefill > 0 ? (double)c[i].queued_prefill : 0;
-        double cost = prefix ? uncached + cfg->prefill_weight * queued + cfg->load_weight * c[i].load
+        double cost = prefix ? uncached + cfg->offload_weight * offload +
+                                   cfg->prefill_weight * queued + cfg->load_weight * c[i].load
                              : c[i].load;
         uint64_t tie = mix64(rnd ^ (uint64_t)i);
         bool better = best == n || cost < best_cost ||
@@ -109,16 +113,17 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
     if (best == n) best = 0;
     if (!prefix || max_cached == 0)
         *why = ROUTER_REASON_LOAD;
-    else if (c[best].cached_tokens == max_cached)
+    else if (c[best].cached_tokens + c[best].offload_tokens == max_cached)
         *why = ROUTER_REASON_PREFIX;
     else {
         /* Did the bound exclude a replica holding more? Then the spill is the guard's doing. */
+        int mine = c[best].cached_tokens + c[best].offload_tokens;
         bool excluded = false;
         for (size_t i = 0; i < n; i++)
-            if (c[i].cached_tokens > c[best].cached_tokens && c[i].load + 1 > bound)
+            if (c[i].cached_tokens + c[i].offload_tokens > mine && c[i].load + 1 > bound)
                 excluded = true;
         *why = excluded ? ROUTER_REASON_BOUNDED
-                        : (c[best].cached_tokens > 0 ? ROUTER_REASON_PREFIX : ROUTER_REASON_LOAD);
+                        : (mine > 0 ? ROUTER_REASON_PREFIX : ROUTER_REASON_LOAD);
     }
     return best;
 }

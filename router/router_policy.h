@@ -3,7 +3,8 @@
  * no clock, no randomness of its own (the caller passes a random number), so every rule is tested
  * here and benchmarked by replaying traces.
  *
- * Prefix-aware (the default): cost = uncached prompt tokens + prefill_weight x the prompt tokens
+ * Prefix-aware (the default): cost = uncached prompt tokens + offload_weight x the prompt tokens
+ * it would load back from an offload tier (host memory, disk) + prefill_weight x the prompt tokens
  * the replica has queued before it + load_weight x load, the lowest cost wins, ties to the least
  * loaded and then the random number. The queued prefill is what a request count misses: one
  * replica with two 8k-token prompts waiting and another with two chat turns are equally "loaded",
@@ -49,6 +50,7 @@ struct router_candidate {
     uint64_t id_hash;  /* stable hash of the replica's identity (rendezvous hashing) */
     long queued_prefill; /* prompt tokens it has still to prefill before this request (the
                           * engine's last load line plus what was sent there since) */
+    int offload_tokens;  /* prompt tokens after cached_tokens it holds in an offload tier */
 };
 
 struct router_policy_cfg {
@@ -58,6 +60,8 @@ struct router_policy_cfg {
     double load_weight; /* prompt tokens one request in flight costs */
     double prefill_weight; /* cost of one queued prefill token, in prompt tokens (1: a token
                             * queued ahead delays the first token as much as one of its own) */
+    double offload_weight; /* cost of one prompt token loaded back from an offload tier, in
+                            * prompt tokens computed (< 1: loading beats recomputing) */
 };
 
 /* Picks among c[0..n) (n >= 1). `n_prompt` is the prompt's length in tokens (0 when unknown),

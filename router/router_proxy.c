@@ -401,12 +401,14 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
         if (!rp_replica_eligible(p, r, now)) continue;
         any_eligible = true;
         if (tried(job, r)) continue;
+        int offload = 0;
         cands[n] = (struct router_candidate){
             .load = r->inflight + (r->eng_load_known ? r->eng_others : 0),
-            .cached_tokens = bs ? rp_replica_cached(r, &job->prompt, bs) : 0,
+            .cached_tokens = bs ? rp_replica_cached(r, &job->prompt, bs, &offload) : 0,
             .queued_prefill = rp_replica_queued_prefill(r),
             .id_hash = r->id_hash,
         };
+        cands[n].offload_tokens = offload;
         reps[n++] = r;
     }
     if (n == 0) {
@@ -435,7 +437,7 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
         log_debug("routed", LOG_S("request_id", job->request_id), LOG_S("replica", reps[k]->key),
                   LOG_S("reason", router_reason_name(why)), LOG_S("load/cached", loads));
     }
-    st->predicted_cached = cands[k].cached_tokens;
+    st->predicted_cached = cands[k].cached_tokens + cands[k].offload_tokens;
     st->tried[st->attempts++] = reps[k];
     st->phase = RP_JOB_RUNNING;
     int rc = rp_upstream_start(p, job, reps[k]);
@@ -553,7 +555,7 @@ static void sweep(struct router_proxy *p, double now)
                 continue;
             }
             eligible += rp_replica_eligible(p, r, now);
-            index += (double)r->held.n;
+            index += (double)r->held[ROUTER_TIER_DEVICE].n;
             j++;
         }
         prom_gauge_set(m->mm.eligible, eligible);

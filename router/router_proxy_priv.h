@@ -50,7 +50,7 @@ struct rp_replica {
     struct prom_series *m_requests, *m_inflight;
 
     /* KV block index, from the event stream. */
-    struct u64set held;
+    struct u64set held[ROUTER_TIER_OTHER]; /* by tier: the KV pool, then the offload tiers */
     bool index_live;      /* snapshot received on the current stream */
     bool index_full;      /* a stored hash did not fit (logged once) */
     int index_block_size; /* from the stream's hello */
@@ -180,9 +180,12 @@ bool rp_replica_busy(const struct rp_replica *r); /* transfers or requests still
 void rp_replica_tick(struct router_proxy *p, struct rp_replica *r, double now);
 void rp_replica_done(struct router_proxy *p, struct rp_xfer *x, CURLcode cc);
 void rp_replica_stop(struct router_proxy *p, struct rp_replica *r);
-/* Prompt tokens of `hashes` the replica's index holds (the leading run, times the block size);
- * 0 when its index is not live or has another block size. */
-int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr, int block_size);
+/* Prompt tokens of `pr` the replica's index holds in its KV pool (the leading run, times the block
+ * size), and in *offload those of the blocks after that run held in any tier (loaded back from an
+ * offload tier instead of computed: the engine looks there past its prefix cache); 0 when its
+ * index is not live or has another block size. */
+int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr, int block_size,
+                      int *offload);
 /* Prompt tokens the replica has to prefill before a request sent now: the engine's last load line
  * plus the uncached tokens we sent since, or (no load lines) those of our unanswered requests. */
 long rp_replica_queued_prefill(const struct rp_replica *r);

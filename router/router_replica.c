@@ -30,7 +30,7 @@ struct rp_replica *rp_replica_new(struct rp_model *m, const struct router_endpoi
     size_t ul = strlen(r->url);
     while (ul > 0 && r->url[ul - 1] == '/') r->url[--ul] = '\0';
     r->id_hash = router_policy_hash(r->key, strlen(r->key));
-    u64set_init(&r->held, index_max);
+    for (int t = 0; t < ROUTER_TIER_OTHER; t++) u64set_init(&r->held[t], index_max);
     router_lines_init(&r->ev_lines, ROUTER_EVENTS_MAX_LINE);
     buf_init(&r->tk_body, RR_TOKENIZER_MAX);
     r->ev_backoff_ms = RR_EVENTS_BACKOFF_MIN_MS;
@@ -47,7 +47,7 @@ void rp_replica_stop(struct router_proxy *p, struct rp_replica *r)
         r->model->info_fetching = false;
     }
     r->index_live = false;
-    u64set_clear(&r->held);
+    for (int t = 0; t < ROUTER_TIER_OTHER; t++) u64set_clear(&r->held[t]);
     r->eng_load_known = false;
 }
 
@@ -55,7 +55,7 @@ void rp_replica_free(struct router_proxy *p, struct rp_replica *r)
 {
     if (!r) return;
     rp_replica_stop(p, r);
-    u64set_fini(&r->held);
+    for (int t = 0; t < ROUTER_TIER_OTHER; t++) u64set_fini(&r->held[t]);
     router_lines_fini(&r->ev_lines);
     buf_fini(&r->tk_body);
     free(r);
@@ -72,11 +72,19 @@ long rp_replica_queued_prefill(const struct rp_replica *r)
     return r->prefill_unanswered > 0 ? r->prefill_unanswered : 0;
 }
 
-int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr, int block_size)
+int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr, int block_size,
+                      int *offload)
 {
+    *offload = 0;
     if (!r->index_live || r->index_block_size != block_size) return 0;
     int k = 0;
-    while (k < pr->n_blocks && u64set_has(&r->held, pr->hashes[k])) k++;
+    while (k < pr->n_blocks && u64set_has(&r->held[ROUTER_TIER_DEVICE], pr->hashes[k])) k++;
+    int m = k;
+    while (m < pr->n_blocks && (u64set_has(&r->held[ROUTER_TIER_HOST], pr->hashes[m]) ||
+                                u64set_has(&r->held[ROUTER_TIER_DISK], pr->hashes[m]) ||
+                                u64set_has(&r->held[ROUTER_TIER_DEVICE], pr->hashes[m])))
+        m++;
+    *offload = (m - k) * block_size;
     return k * block_size;
 }
 
@@ -121,21 +129,22 @@ static int on_event_line(void *ctx, const char *line, size_t len)
         r->ev_backoff_ms = RR_EVENTS_BACKOFF_MIN_MS;
         break;
     case ROUTER_EVENT_SNAPSHOT:
-        u64set_clear(&r->held);
+        for (int t = 0; t < ROUTER_TIER_OTHER; t++) u64set_clear(&r->held[t]);
         r->index_full = false;
         r->index_live = r->index_block_size > 0;
         break;
     case ROUTER_EVENT_STORED:
-        for (size_t i = 0; ev.device_tier && i < ev.n_hashes; i++)
-            if (u64set_add(&r->held, ev.hashes[i]) == ERR_TOO_BIG && !r->index_full) {
+        for (size_t i = 0; ev.tier != ROUTER_TIER_OTHER && i < ev.n_hashes; i++)
+            if (u64set_add(&r->held[ev.tier], ev.hashes[i]) == ERR_TOO_BIG && !r->index_full) {
                 r->index_full = true;
                 log_warn("prefix index full for a replica; new blocks are not indexed",
-                         LOG_S("replica", r->key), LOG_I("blocks", (long long)r->held.n));
+                         LOG_S("replica", r->key), LOG_S("tier", router_tier_name(ev.tier)),
+                         LOG_I("blocks", (long long)r->held[ev.tier].n));
             }
         break;
     case ROUTER_EVENT_EVICTED:
-        for (size_t i = 0; ev.device_tier && i < ev.n_hashes; i++)
-            u64set_del(&r->held, ev.hashes[i]);
+        for (size_t i = 0; ev.tier != ROUTER_TIER_OTHER && i < ev.n_hashes; i++)
+            u64set_del(&r->held[ev.tier], ev.hashes[i]);
         break;
     case ROUTER_EVENT_LOAD:
         /* Our own requests are counted exactly (and at once); the line tells us what else the
@@ -194,7 +203,7 @@ static void events_done(struct router_proxy *p, struct rp_replica *r, CURLcode c
            LOG_I("status", status), LOG_S("error", cc == CURLE_OK ? "" : curl_easy_strerror(cc)));
     /* What we knew of its cache may be gone with it (a restart): forget it until the snapshot. */
     r->index_live = false;
-    u64set_clear(&r->held);
+    for (int t = 0; t < ROUTER_TIER_OTHER; t++) u64set_clear(&r->held[t]);
     r->eng_load_known = false;
     r->ev_retry_at = rp_now() + r->ev_backoff_ms / 1000.0;
     r->ev_backoff_ms *= 2;

@@ -37,6 +37,7 @@
 #define SERVE_AUTO_KV_RAM_FRACTION 0.25  /* cap of the automatic KV budget */
 #define SERVE_FLUSH_GRACE_MS       2000  /* after the loop stops: time to write the last bytes */
 #define SERVE_KV_EVENTS_RING       65536 /* block events kept for routers that lag behind */
+#define SERVE_KV_EVENTS_TIER_MAX   (1u << 20) /* offload blocks a snapshot lists, per tier */
 
 struct serve_cfg {
     const char *model;
@@ -350,8 +351,27 @@ static int serve_kv_setup(struct serve_state *s, int ctx, enum quant_type kt)
     return 0;
 }
 
+/* The offload store's tiers as the block events name them. */
+static void serve_offload_observed(void *ctx, enum kv_offload_tier tier, bool stored, uint64_t hash)
+{
+    kv_events_record_tier(ctx, tier == KV_OFFLOAD_HOST ? KV_EVENTS_HOST : KV_EVENTS_DISK, stored,
+                          hash);
+}
+
+/* The held set of one offload tier in the block events: as many blocks as its budget holds, at
+ * most SERVE_KV_EVENTS_TIER_MAX (past that a snapshot lists some; the events list all). */
+static int serve_events_tier(struct serve_state *s, enum kv_events_tier t, uint64_t budget,
+                             size_t rec_bytes)
+{
+    uint64_t n = rec_bytes ? budget / rec_bytes : 0;
+    if (!s->kv_events || n == 0) return 0;
+    return kv_events_size_tier(s->kv_events, t,
+                               n < SERVE_KV_EVENTS_TIER_MAX ? (size_t)n : SERVE_KV_EVENTS_TIER_MAX);
+}
+
 /* The offload tiers (--kv-offload-bytes, --kv-offload-dir): their namespace is the model file's
- * SHA-256 (read once here) and the KV layout, so blocks of another model or layout never match. */
+ * SHA-256 (read once here) and the KV layout, so blocks of another model or layout never match.
+ * Their blocks join the events for routers (s->kv_events, made before). */
 static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
 {
     const struct serve_cfg *c = s->cfg;
@@ -380,8 +400,13 @@ static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
         .host_bytes = c->kv_offload_bytes,
         .dir = c->kv_offload_dir,
         .dir_bytes = c->kv_offload_dir ? c->kv_offload_dir_bytes : 0,
+        .observer = s->kv_events ? serve_offload_observed : NULL,
+        .observer_ctx = s->kv_events,
     };
-    int rc = oc.ns ? kv_offload_new(&oc, &s->offload) : ERR_NOMEM;
+    size_t rec = kv_block_record_bytes(c->block_size, l.payload_bytes);
+    int rc = serve_events_tier(s, KV_EVENTS_HOST, oc.host_bytes, rec);
+    if (!rc) rc = serve_events_tier(s, KV_EVENTS_DISK, oc.dir_bytes, rec);
+    if (!rc) rc = oc.ns ? kv_offload_new(&oc, &s->offload) : ERR_NOMEM;
     if (rc) {
         log_error("cannot start the KV offload tiers", LOG_S("err", err_str(rc)));
         return rc;
@@ -514,6 +539,9 @@ static int serve_load(struct serve_state *s)
     }
     if ((rc = serve_draft_load(s, &mo)) != 0) return rc;
     if ((rc = serve_kv_setup(s, ctx, mo.kv_type)) != 0) return rc;
+    if (!c->no_prefix_caching &&
+        (rc = kv_events_new(kv_cache_n_blocks(s->kv), SERVE_KV_EVENTS_RING, &s->kv_events)))
+        return rc;
     if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
@@ -555,9 +583,7 @@ static int serve_load(struct serve_state *s)
         .max_queue = c->max_queue,
         .request_timeout_s = c->request_timeout_s,
     };
-    if (!c->no_prefix_caching) {
-        if ((rc = kv_events_new(kv_cache_n_blocks(s->kv), SERVE_KV_EVENTS_RING, &s->kv_events)))
-            return rc;
+    if (s->kv_events) {
         lc.block_observer = kv_events_record;
         lc.block_observer_ctx = s->kv_events;
     }
@@ -641,9 +667,9 @@ static void serve_teardown(struct serve_state *s)
     }
     serve_router_free(s->router);
     serve_loop_free(s->loop);
-    kv_events_free(s->kv_events);
     serve_respond_free(s->resp);
     kv_offload_free(s->offload); /* after the loop: writes what is still queued */
+    kv_events_free(s->kv_events); /* after the store, which reports its tiers' changes there */
     kv_cache_free(s->kv);
     kv_cache_free(s->draft_kv);
     model_free(s->draft);

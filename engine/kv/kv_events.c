@@ -18,8 +18,14 @@ struct kv_events {
     struct kv_event *ring; /* (mask + 1); event seq s lives at s & mask */
     size_t mask;
     uint64_t last; /* seq of the last event */
-    struct u64set held;
+    struct u64set held[KV_EVENTS_N_TIERS];
 };
+
+const char *kv_events_tier_name(enum kv_events_tier t)
+{
+    static const char *const names[KV_EVENTS_N_TIERS] = {"device", "host", "disk"};
+    return t >= 0 && t < KV_EVENTS_N_TIERS ? names[t] : "?";
+}
 
 int kv_events_new(int n_blocks, size_t ring_events, struct kv_events **out)
 {
@@ -30,9 +36,11 @@ int kv_events_new(int n_blocks, size_t ring_events, struct kv_events **out)
     if (!ev) return ERR_NOMEM;
     ev->ring = calloc(cap, sizeof(*ev->ring));
     ev->mask = cap - 1;
-    u64set_init(&ev->held, (size_t)n_blocks);
-    if (!ev->ring || u64set_reserve(&ev->held, (size_t)n_blocks) != 0) {
-        u64set_fini(&ev->held);
+    /* The offload tiers hold nothing until kv_events_size_tier (a set of maximum 0 refuses adds). */
+    for (int t = 0; t < KV_EVENTS_N_TIERS; t++)
+        u64set_init(&ev->held[t], t == KV_EVENTS_DEVICE ? (size_t)n_blocks : 0);
+    if (!ev->ring || u64set_reserve(&ev->held[KV_EVENTS_DEVICE], (size_t)n_blocks) != 0) {
+        u64set_fini(&ev->held[KV_EVENTS_DEVICE]);
         free(ev->ring);
         free(ev);
         return ERR_NOMEM;
@@ -47,30 +55,47 @@ int kv_events_new(int n_blocks, size_t ring_events, struct kv_events **out)
     return 0;
 }
 
+int kv_events_size_tier(struct kv_events *ev, enum kv_events_tier tier, size_t max_blocks)
+{
+    if (tier <= KV_EVENTS_DEVICE || tier >= KV_EVENTS_N_TIERS) return ERR_INVAL;
+    u64set_fini(&ev->held[tier]);
+    u64set_init(&ev->held[tier], max_blocks);
+    return u64set_reserve(&ev->held[tier], max_blocks) != 0 ? ERR_NOMEM : 0;
+}
+
 void kv_events_free(struct kv_events *ev)
 {
     if (!ev) return;
     pthread_cond_destroy(&ev->cond);
     pthread_mutex_destroy(&ev->mu);
-    u64set_fini(&ev->held);
+    for (int t = 0; t < KV_EVENTS_N_TIERS; t++) u64set_fini(&ev->held[t]);
     free(ev->ring);
     free(ev);
 }
 
-void kv_events_record(void *ctx, bool stored, uint64_t hash)
+void kv_events_record_tier(struct kv_events *ev, enum kv_events_tier tier, bool stored,
+                           uint64_t hash)
 {
-    struct kv_events *ev = ctx;
+    if (tier < 0 || tier >= KV_EVENTS_N_TIERS) return;
     pthread_mutex_lock(&ev->mu);
-    /* The set was reserved for every block the cache can hold, so adding never allocates. */
+    /* Each set was reserved for every block its tier can hold, so adding never allocates (past
+     * that, ERR_TOO_BIG: the event still enters the ring). */
     if (stored)
-        (void)u64set_add(&ev->held, hash);
+        (void)u64set_add(&ev->held[tier], hash);
     else
-        (void)u64set_del(&ev->held, hash);
+        (void)u64set_del(&ev->held[tier], hash);
     uint64_t seq = ++ev->last;
-    ev->ring[seq & ev->mask] = (struct kv_event){
-        .seq = seq, .hash = hash, .op = stored ? KV_EVENT_STORED : KV_EVENT_EVICTED};
+    ev->ring[seq & ev->mask] = (struct kv_event){.seq = seq,
+                                                 .hash = hash,
+                                                 .op = stored ? KV_EVENT_STORED : KV_EVENT_EVICTED,
+                                                 .tier = tier};
     pthread_cond_broadcast(&ev->cond);
     pthread_mutex_unlock(&ev->mu);
+}
+
+void kv_events_record(void *ctx, bool stored, uint64_t hash)
+{
+    kv_events_record_tier(ctx, KV_EVENTS_DEVICE, stored, hash);
 }
 
 uint64_t kv_events_last_seq(struct kv_events *ev)
@@ -81,22 +106,27 @@ uint64_t kv_events_last_seq(struct kv_events *ev)
     return s;
 }
 
-int kv_events_snapshot(struct kv_events *ev, uint64_t **out, size_t *n, uint64_t *seq)
+int kv_events_snapshot(struct kv_events *ev, uint64_t **out, size_t n[KV_EVENTS_N_TIERS],
+                       uint64_t *seq)
 {
     pthread_mutex_lock(&ev->mu);
-    size_t count = ev->held.n;
+    size_t count = 0;
+    for (int t = 0; t < KV_EVENTS_N_TIERS; t++) count += ev->held[t].n;
     uint64_t *v = count ? malloc(count * sizeof(*v)) : NULL;
     if (count && !v) {
         pthread_mutex_unlock(&ev->mu);
         return ERR_NOMEM;
     }
-    size_t pos = 0, i = 0;
-    uint64_t key;
-    while (i < count && u64set_next(&ev->held, &pos, &key)) v[i++] = key;
+    size_t i = 0;
+    for (int t = 0; t < KV_EVENTS_N_TIERS; t++) {
+        size_t pos = 0, start = i;
+        uint64_t key;
+        while (i < count && u64set_next(&ev->held[t], &pos, &key)) v[i++] = key;
+        n[t] = i - start;
+    }
     *seq = ev->last;
     pthread_mutex_unlock(&ev->mu);
     *out = v;
-    *n = i;
     return 0;
 }
 

@@ -136,6 +136,7 @@ static void host_put(struct kv_offload *o, struct kvo_rec *r)
         o->st.bytes[KV_OFFLOAD_HOST] -= v->rec->len;
         o->st.blocks[KV_OFFLOAD_HOST]--;
         o->st.evicted[KV_OFFLOAD_HOST]++;
+        kvo_observe(o, KV_OFFLOAD_HOST, false, v->hash);
         free(v->rec);
         v->rec = NULL;
         kvo_index_put(o, v);
@@ -145,6 +146,7 @@ static void host_put(struct kv_offload *o, struct kvo_rec *r)
     o->st.bytes[KV_OFFLOAD_HOST] += r->len;
     o->st.blocks[KV_OFFLOAD_HOST]++;
     o->st.stored[KV_OFFLOAD_HOST]++;
+    kvo_observe(o, KV_OFFLOAD_HOST, true, r->hash);
 }
 
 /* ---- offload thread ------------------------------------------------------------------------ */

@@ -37,6 +37,12 @@ struct kv_offload_config {
     const char *dir;        /* tier-3 directory (borrowed; created if missing) or NULL */
     uint64_t dir_bytes;     /* tier-3 budget (> 0 with dir) */
     int queue_max;          /* 0 = KV_OFFLOAD_QUEUE_DEFAULT */
+    /* Told of every block a tier takes (stored) or drops (evicted, removed, found damaged), as
+     * the tier changes: from the offload thread, or from kv_offload_new (the directory's files
+     * found at start) and kv_offload_load (a tier-3 hit kept in tier 2). Called with the store's
+     * lock held: it must be quick and must not call into the store. NULL for none. */
+    void (*observer)(void *ctx, enum kv_offload_tier tier, bool stored, uint64_t hash);
+    void *observer_ctx;
 };
 
 /* Counters since creation, and the tiers' current sizes. */

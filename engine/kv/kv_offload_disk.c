@@ -37,6 +37,7 @@ void kvo_disk_add(struct kv_offload *o, struct kvo_entry *e, size_t bytes)
     kvo_list_push_mru(o, KV_OFFLOAD_DISK, e);
     o->st.bytes[KV_OFFLOAD_DISK] += bytes;
     o->st.blocks[KV_OFFLOAD_DISK]++;
+    kvo_observe(o, KV_OFFLOAD_DISK, true, e->hash);
     while (o->st.bytes[KV_OFFLOAD_DISK] > o->cfg.dir_bytes) {
         struct kvo_entry *v = o->lists[KV_OFFLOAD_DISK].lru;
         char path[KVO_PATH_MAX];
@@ -46,6 +47,7 @@ void kvo_disk_add(struct kv_offload *o, struct kvo_entry *e, size_t bytes)
         o->st.bytes[KV_OFFLOAD_DISK] -= v->file_bytes;
         o->st.blocks[KV_OFFLOAD_DISK]--;
         o->st.evicted[KV_OFFLOAD_DISK]++;
+        kvo_observe(o, KV_OFFLOAD_DISK, false, v->hash);
         v->file_bytes = 0;
         if (v != e) kvo_index_put(o, v);
     }
@@ -58,6 +60,7 @@ void kvo_disk_forget(struct kv_offload *o, struct kvo_entry *e)
     kvo_list_unlink(o, KV_OFFLOAD_DISK, e);
     o->st.bytes[KV_OFFLOAD_DISK] -= e->file_bytes;
     o->st.blocks[KV_OFFLOAD_DISK]--;
+    kvo_observe(o, KV_OFFLOAD_DISK, false, e->hash);
     e->file_bytes = 0;
 }
 

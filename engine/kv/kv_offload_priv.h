@@ -90,6 +90,12 @@ void kvo_index_put(struct kv_offload *o, struct kvo_entry *e);
 void kvo_list_unlink(struct kv_offload *o, int t, struct kvo_entry *e);
 void kvo_list_push_mru(struct kv_offload *o, int t, struct kvo_entry *e);
 void kvo_list_touch(struct kv_offload *o, int t, struct kvo_entry *e);
+/* Tells the configured observer that tier t took (stored) or dropped the block (lock held). */
+static inline void kvo_observe(const struct kv_offload *o, enum kv_offload_tier t, bool stored,
+                               uint64_t hash)
+{
+    if (o->cfg.observer) o->cfg.observer(o->cfg.observer_ctx, t, stored, hash);
+}
 
 /* ---- tier 3 (kv_offload_disk.c) ---- */
 

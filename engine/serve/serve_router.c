@@ -33,6 +33,7 @@ struct sr_sub {
     uint64_t cursor; /* last event seq written (or snapshotted) */
     uint64_t *snap;  /* snapshot hashes still to write, from snap_off; NULL when none */
     size_t n_snap, snap_off;
+    size_t snap_tier[KV_EVENTS_N_TIERS]; /* how many of snap are each tier's, tier after tier */
     bool hello_sent, snap_pending; /* snap_pending: the snapshot line itself is not written yet */
     struct timespec next_load;
 };
@@ -108,11 +109,11 @@ static bool sr_due(const struct timespec *t)
     return now.tv_sec > t->tv_sec || (now.tv_sec == t->tv_sec && now.tv_nsec >= t->tv_nsec);
 }
 
-static int sr_hashes_line(struct buf *b, const char *type, uint64_t seq, const uint64_t *h,
-                          size_t n)
+static int sr_hashes_line(struct buf *b, const char *type, uint64_t seq, enum kv_events_tier tier,
+                          const uint64_t *h, size_t n)
 {
     int rc = buf_printf(b, "{\"type\":\"%s\",\"seq\":%llu,\"tier\":\"%s\",\"hashes\":[", type,
-                        (unsigned long long)seq, KV_EVENTS_TIER_DEVICE);
+                        (unsigned long long)seq, kv_events_tier_name(tier));
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = buf_printf(b, "%s\"%016llx\"", i ? "," : "", (unsigned long long)h[i]);
     return rc ? rc : buf_puts(b, "]}\n");
@@ -134,10 +135,12 @@ static int sr_snapshot(struct serve_router *sr, struct sr_sub *sub)
     free(sub->snap);
     sub->snap = NULL;
     sub->n_snap = sub->snap_off = 0;
+    memset(sub->snap_tier, 0, sizeof(sub->snap_tier));
     uint64_t seq = 0;
     if (sr->events) {
-        int rc = kv_events_snapshot(sr->events, &sub->snap, &sub->n_snap, &seq);
+        int rc = kv_events_snapshot(sr->events, &sub->snap, sub->snap_tier, &seq);
         if (rc) return rc;
+        for (int t = 0; t < KV_EVENTS_N_TIERS; t++) sub->n_snap += sub->snap_tier[t];
     }
     sub->cursor = seq;
     sub->snap_pending = true;
@@ -160,9 +163,16 @@ static bool sr_serve(struct serve_router *sr, struct sr_sub *sub, struct buf *b)
         sub->snap_pending = false;
     }
     while (sub->snap_off < sub->n_snap) {
-        size_t k = sub->n_snap - sub->snap_off;
+        /* The tier of snap[snap_off], and where its run ends. */
+        size_t end = 0;
+        int t = 0;
+        while (t < KV_EVENTS_N_TIERS && sub->snap_off >= end + sub->snap_tier[t])
+            end += sub->snap_tier[t++];
+        end += sub->snap_tier[t];
+        size_t k = end - sub->snap_off;
         if (k > SR_BATCH_HASHES) k = SR_BATCH_HASHES;
-        sr_hashes_line(b, "stored", sub->cursor, sub->snap + sub->snap_off, k);
+        sr_hashes_line(b, "stored", sub->cursor, (enum kv_events_tier)t, sub->snap + sub->snap_off,
+                       k);
         if (!sr_flush(sub, b)) return false;
         sub->snap_off += k;
     }
@@ -181,12 +191,14 @@ static bool sr_serve(struct serve_router *sr, struct sr_sub *sub, struct buf *b)
                 return false;
             }
             if (n == 0) break;
-            /* Lines of consecutive events with the same op, all written at once or not at all. */
+            /* Lines of consecutive events with the same op and tier, all written at once or not
+             * at all. */
             for (size_t i = 0; i < n;) {
                 size_t j = i;
-                while (j < n && evs[j].op == evs[i].op) hashes[j - i] = evs[j].hash, j++;
+                while (j < n && evs[j].op == evs[i].op && evs[j].tier == evs[i].tier)
+                    hashes[j - i] = evs[j].hash, j++;
                 sr_hashes_line(b, evs[i].op == KV_EVENT_STORED ? "stored" : "evicted",
-                               evs[j - 1].seq, hashes, j - i);
+                               evs[j - 1].seq, evs[i].tier, hashes, j - i);
                 i = j;
             }
             if (!sr_flush(sub, b)) return false;

@@ -12,6 +12,10 @@
  *     {"type":"snapshot","seq":S,"blocks":N}      forget this engine's blocks; N stored follow
  *     {"type":"stored","seq":S,"tier":"device","hashes":["0123456789abcdef",...]}
  *     {"type":"evicted","seq":S,"tier":"device","hashes":[...]}
+ *                          tier: "device" (the KV pool: the prefix cache), "host" or "disk" (the
+ *                          offload tiers, --kv-offload-bytes / --kv-offload-dir: a request whose
+ *                          prefix is there loads it instead of computing it; a shared directory's
+ *                          blocks written by other replicas are listed once this one has seen them)
  *     {"type":"load","seq":S,"running":R,"waiting":W,"prefill_waiting":T}
  *                          T: prompt tokens not yet prefilled, waiting and running requests
  *                          together (what a request sent now queues behind before its own prefill)

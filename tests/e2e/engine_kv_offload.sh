@@ -44,6 +44,11 @@ print(json.dumps({"prompt":[r.randrange(3,200) for _ in range(int(sys.argv[2]))]
 		python3 -c 'import json,sys; r=json.load(sys.stdin)
 print(r["usage"]["prompt_tokens_details"]["cached_tokens"], json.dumps(r["choices"][0]["text"]))'
 }
+# events FILE: the first two seconds of the engine's block event stream (hello, snapshot, ...).
+events() {
+	timeout 2 curl -sN "http://127.0.0.1:$port/cinfer/kv-events" >"$1" 2>/dev/null
+	true
+}
 metric() { # NAME TIER
 	curl -s "http://127.0.0.1:$port/metrics" | awk -v n="$1" -v t="tier=\"$2\"" \
 		'index($0, n "{") == 1 && index($0, t) { print $2 }'
@@ -81,9 +86,24 @@ for _ in $(seq 1 $((20 * e2e_slow))); do
 done
 check "metrics: blocks reused from tier 2 stored in tier 3 (disk)" \
 	bash -c '[ "${0%.*}" -gt 0 ]' "$(metric cinfer_kv_offload_stored_blocks_total disk)"
+# The block events a router reads name every tier: the snapshot lists the offloaded blocks too.
+events "$work/ev-a.txt"
+check "block events: the snapshot lists blocks in tier 2 (\"tier\":\"host\")" \
+	grep -q '"type":"stored".*"tier":"host"' "$work/ev-a.txt"
+check "block events: and the blocks written to tier 3 (\"tier\":\"disk\")" \
+	grep -q '"type":"stored".*"tier":"disk"' "$work/ev-a.txt"
 stop
 
 start "$work/b.log" --kv-offload-dir "$dir"
+events "$work/ev-b.txt"
+check "block events: a cold engine lists the shared directory's blocks as tier 3, none in its pool" \
+	python3 -c 'import json,sys
+n = {}
+for line in open(sys.argv[1]):
+    try: e = json.loads(line)
+    except ValueError: continue  # the line the 2 s cut
+    if e["type"] == "stored": n[e["tier"]] = n.get(e["tier"], 0) + len(e["hashes"])
+sys.exit(not (n.get("disk", 0) >= 12 and n.get("device", 0) == 0))' "$work/ev-b.txt"
 cold="$(ask 1)"
 echo "# cold engine on the same directory: $cold"
 check "a cold engine on the shared directory serves 192 cached tokens" [ "${cold%% *}" = 192 ]

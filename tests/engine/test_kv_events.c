@@ -47,16 +47,19 @@ START_TEST(test_kv_events_record_read_snapshot)
     ck_assert_int_eq(kv_events_read(ev, 5, out, 8, &n), ERR_RANGE); /* from the future */
 
     uint64_t *snap, seq;
-    ck_assert_int_eq(kv_events_snapshot(ev, &snap, &n, &seq), 0);
+    size_t nt[KV_EVENTS_N_TIERS];
+    ck_assert_int_eq(kv_events_snapshot(ev, &snap, nt, &seq), 0);
+    n = nt[KV_EVENTS_DEVICE];
     ck_assert_uint_eq(seq, 4);
     ck_assert_uint_eq(n, 2);
+    ck_assert_uint_eq(nt[KV_EVENTS_HOST] + nt[KV_EVENTS_DISK], 0);
     ck_assert(has(snap, n, 200) && has(snap, n, 300) && !has(snap, n, 100));
     free(snap);
     /* An eviction of a hash not held and a second store of a held one leave the set consistent. */
     kv_events_record(ev, false, 999);
     kv_events_record(ev, true, 200);
-    ck_assert_int_eq(kv_events_snapshot(ev, &snap, &n, &seq), 0);
-    ck_assert_uint_eq(n, 2);
+    ck_assert_int_eq(kv_events_snapshot(ev, &snap, nt, &seq), 0);
+    ck_assert_uint_eq(nt[KV_EVENTS_DEVICE], 2);
     ck_assert_uint_eq(seq, 6);
     free(snap);
     kv_events_free(ev);
@@ -78,10 +81,63 @@ START_TEST(test_kv_events_reader_behind_ring_must_resnapshot)
     ck_assert_uint_eq(out[0].seq, 37);
     ck_assert_uint_eq(out[63].seq, 100);
     uint64_t *snap, seq;
-    ck_assert_int_eq(kv_events_snapshot(ev, &snap, &n, &seq), 0);
-    ck_assert_uint_eq(n, 100);
+    size_t nt[KV_EVENTS_N_TIERS];
+    ck_assert_int_eq(kv_events_snapshot(ev, &snap, nt, &seq), 0);
+    ck_assert_uint_eq(nt[KV_EVENTS_DEVICE], 100);
     ck_assert_uint_eq(seq, 100);
     free(snap);
+    kv_events_free(ev);
+}
+END_TEST
+
+/* The offload tiers: each its own held set (sized by kv_events_size_tier; an unsized one holds
+ * nothing but its events still flow), one sequence for all, the snapshot tier after tier; a block
+ * in two tiers is in both sets, and leaving one keeps it in the other. */
+START_TEST(test_kv_events_tiers)
+{
+    struct kv_events *ev;
+    ck_assert_int_eq(kv_events_new(4, 64, &ev), 0);
+    ck_assert_int_eq(kv_events_size_tier(ev, KV_EVENTS_DEVICE, 8), ERR_INVAL);
+    ck_assert_int_eq(kv_events_size_tier(ev, KV_EVENTS_N_TIERS, 8), ERR_INVAL);
+    ck_assert_int_eq(kv_events_size_tier(ev, KV_EVENTS_HOST, 3), 0);
+    kv_events_record(ev, true, 1);
+    kv_events_record_tier(ev, KV_EVENTS_HOST, true, 1);
+    kv_events_record_tier(ev, KV_EVENTS_HOST, true, 2);
+    kv_events_record_tier(ev, KV_EVENTS_DISK, true, 3); /* tier 3 not sized: event only */
+    kv_events_record(ev, false, 1);                      /* left the pool, still in host */
+    kv_events_record_tier(ev, KV_EVENTS_HOST, true, 4);
+    kv_events_record_tier(ev, KV_EVENTS_HOST, true, 5); /* past the host set's 3 */
+    struct kv_event out[16];
+    size_t n;
+    ck_assert_int_eq(kv_events_read(ev, 0, out, 16, &n), 0);
+    ck_assert_uint_eq(n, 7);
+    ck_assert_int_eq(out[0].tier, KV_EVENTS_DEVICE);
+    ck_assert_int_eq(out[1].tier, KV_EVENTS_HOST);
+    ck_assert_int_eq(out[3].tier, KV_EVENTS_DISK);
+    ck_assert_uint_eq(out[3].hash, 3);
+    ck_assert_int_eq(out[4].op, KV_EVENT_EVICTED);
+    ck_assert_int_eq(out[4].tier, KV_EVENTS_DEVICE);
+    ck_assert_uint_eq(out[6].seq, 7);
+    uint64_t *snap, seq;
+    size_t nt[KV_EVENTS_N_TIERS];
+    ck_assert_int_eq(kv_events_snapshot(ev, &snap, nt, &seq), 0);
+    ck_assert_uint_eq(seq, 7);
+    ck_assert_uint_eq(nt[KV_EVENTS_DEVICE], 0);
+    ck_assert_uint_eq(nt[KV_EVENTS_HOST], 3);
+    ck_assert_uint_eq(nt[KV_EVENTS_DISK], 0);
+    ck_assert(has(snap, 3, 1) && has(snap, 3, 2) && has(snap, 3, 4));
+    free(snap);
+    kv_events_record(ev, true, 9);
+    kv_events_record_tier(ev, KV_EVENTS_HOST, false, 2);
+    ck_assert_int_eq(kv_events_snapshot(ev, &snap, nt, &seq), 0);
+    ck_assert_uint_eq(nt[KV_EVENTS_DEVICE], 1);
+    ck_assert_uint_eq(nt[KV_EVENTS_HOST], 2);
+    ck_assert_uint_eq(snap[0], 9); /* device first */
+    ck_assert(has(snap + 1, 2, 1) && has(snap + 1, 2, 4));
+    free(snap);
+    ck_assert_str_eq(kv_events_tier_name(KV_EVENTS_DEVICE), "device");
+    ck_assert_str_eq(kv_events_tier_name(KV_EVENTS_HOST), "host");
+    ck_assert_str_eq(kv_events_tier_name(KV_EVENTS_DISK), "disk");
     kv_events_free(ev);
 }
 END_TEST
@@ -164,8 +220,9 @@ START_TEST(test_kv_events_fed_by_prefix_cache)
     ck_assert_uint_eq(out[0].hash, h1); /* tails first */
     ck_assert_uint_eq(out[1].hash, h0);
     uint64_t *snap, seq;
-    ck_assert_int_eq(kv_events_snapshot(ev, &snap, &n, &seq), 0);
-    ck_assert_uint_eq(n, 0);
+    size_t nt[KV_EVENTS_N_TIERS];
+    ck_assert_int_eq(kv_events_snapshot(ev, &snap, nt, &seq), 0);
+    ck_assert_uint_eq(nt[KV_EVENTS_DEVICE], 0);
     ck_assert_ptr_null(snap);
     prefix_cache_free(pc);
     kv_events_free(ev);
@@ -178,6 +235,7 @@ Suite *kv_events_suite(void)
     Suite *s = suite_create("kv_events");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_kv_events_record_read_snapshot);
+    tcase_add_test(tc, test_kv_events_tiers);
     tcase_add_test(tc, test_kv_events_reader_behind_ring_must_resnapshot);
     tcase_add_test(tc, test_kv_events_wait_wakes_on_record);
     tcase_add_test(tc, test_kv_events_fed_by_prefix_cache);

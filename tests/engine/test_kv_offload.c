@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,7 +114,7 @@ static int count_files(const char *dir)
 
 static struct kv_offload *open_store(uint64_t host, const char *dir, uint64_t dir_bytes)
 {
-    struct kv_offload_config c = {NS, BS, PAYLOAD, host, dir, dir_bytes, 0};
+    struct kv_offload_config c = {NS, BS, PAYLOAD, host, dir, dir_bytes, 0, NULL, NULL};
     struct kv_offload *o = NULL;
     ck_assert_int_eq(kv_offload_new(&c, &o), 0);
     return o;
@@ -122,11 +123,11 @@ static struct kv_offload *open_store(uint64_t host, const char *dir, uint64_t di
 START_TEST(test_kv_offload_bad_config)
 {
     struct kv_offload *o = NULL;
-    struct kv_offload_config c = {NS, BS, PAYLOAD, 0, NULL, 0, 0};
+    struct kv_offload_config c = {NS, BS, PAYLOAD, 0, NULL, 0, 0, NULL, NULL};
     ck_assert_int_eq(kv_offload_new(&c, &o), ERR_INVAL); /* no tier */
-    c = (struct kv_offload_config){0, BS, PAYLOAD, 4096, NULL, 0, 0};
+    c = (struct kv_offload_config){0, BS, PAYLOAD, 4096, NULL, 0, 0, NULL, NULL};
     ck_assert_int_eq(kv_offload_new(&c, &o), ERR_INVAL); /* no namespace */
-    c = (struct kv_offload_config){NS, BS, PAYLOAD, 0, "/tmp", 0, 0};
+    c = (struct kv_offload_config){NS, BS, PAYLOAD, 0, "/tmp", 0, 0, NULL, NULL};
     ck_assert_int_eq(kv_offload_new(&c, &o), ERR_INVAL); /* a directory without a budget */
     ck_assert_ptr_null(o);
 }
@@ -327,6 +328,93 @@ START_TEST(test_kv_offload_disk_corrupt_and_truncated_files_are_misses)
 }
 END_TEST
 
+/* What an observer is told, replayed into one held set per tier (as a router's index would be). */
+struct seen {
+    pthread_mutex_t mu;
+    uint64_t held[KV_OFFLOAD_N_TIERS][64];
+    int n[KV_OFFLOAD_N_TIERS];
+    int events, bad; /* bad: a store of a held block or a drop of one not held */
+};
+
+static void observed(void *ctx, enum kv_offload_tier t, bool stored, uint64_t hash)
+{
+    struct seen *sn = ctx;
+    pthread_mutex_lock(&sn->mu);
+    sn->events++;
+    int at = -1;
+    for (int i = 0; i < sn->n[t]; i++)
+        if (sn->held[t][i] == hash) at = i;
+    if (stored && at < 0 && sn->n[t] < 64)
+        sn->held[t][sn->n[t]++] = hash;
+    else if (!stored && at >= 0)
+        sn->held[t][at] = sn->held[t][--sn->n[t]];
+    else
+        sn->bad++;
+    pthread_mutex_unlock(&sn->mu);
+}
+
+static bool seen_has(struct seen *sn, enum kv_offload_tier t, int block)
+{
+    pthread_mutex_lock(&sn->mu);
+    bool has = false;
+    for (int i = 0; i < sn->n[t]; i++) has |= sn->held[t][i] == (uint64_t)(1000 + block);
+    pthread_mutex_unlock(&sn->mu);
+    return has;
+}
+
+static struct kv_offload *open_observed(uint64_t host, const char *dir, struct seen *sn)
+{
+    struct kv_offload_config c = {NS,  BS, PAYLOAD, host, dir, dir ? 1 << 20 : 0, 0, observed,
+                                  sn};
+    struct kv_offload *o = NULL;
+    ck_assert_int_eq(kv_offload_new(&c, &o), 0);
+    return o;
+}
+
+/* The observer sees every change of both tiers (what cinfer-engine turns into block events for
+ * routers): replayed, its sets are exactly what the store holds, through tier-2 evictions, tier-3
+ * writes, files found at start-up, a damaged file removed, and a tier-3 hit kept in tier 2. */
+START_TEST(test_kv_offload_observer_follows_both_tiers)
+{
+    char *dir = make_dir();
+    struct seen a = {.mu = PTHREAD_MUTEX_INITIALIZER}, b = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    struct kv_offload *oa = open_observed(2 * rec_bytes(), dir, &a);
+    for (int i = 0; i < 4; i++) offer(oa, i); /* durable: tier 3 too */
+    kv_offload_flush(oa);
+    struct kv_offload_stats st;
+    kv_offload_stats(oa, &st);
+    ck_assert_int_eq(a.n[KV_OFFLOAD_HOST], (int)st.blocks[KV_OFFLOAD_HOST]);
+    ck_assert_int_eq(a.n[KV_OFFLOAD_HOST], 2);
+    ck_assert(seen_has(&a, KV_OFFLOAD_HOST, 2) && seen_has(&a, KV_OFFLOAD_HOST, 3));
+    ck_assert_int_eq(a.n[KV_OFFLOAD_DISK], 4);
+    ck_assert_int_eq(a.bad, 0);
+    /* Another store on the directory reports the files it finds. */
+    struct kv_offload *ob = open_observed(0, dir, &b);
+    ck_assert_int_eq(b.n[KV_OFFLOAD_DISK], 4);
+    for (int i = 0; i < 4; i++) ck_assert(seen_has(&b, KV_OFFLOAD_DISK, i));
+    /* Block 0 damaged: b's read removes it and says so; a learns at its next miss. */
+    char p[512];
+    block_path(dir, 0, p, sizeof(p));
+    ck_assert_int_eq(truncate(p, 10), 0);
+    ck_assert_int_eq(load(ob, 0, NULL), 0);
+    ck_assert(!seen_has(&b, KV_OFFLOAD_DISK, 0));
+    ck_assert_int_eq(load(oa, 0, NULL), 0);
+    ck_assert(!seen_has(&a, KV_OFFLOAD_DISK, 0));
+    /* A tier-3 hit in a is kept in tier 2, which drops its least recent record for it. */
+    enum kv_offload_tier t;
+    ck_assert_int_eq(load(oa, 1, &t), 1);
+    ck_assert_int_eq(t, KV_OFFLOAD_DISK);
+    ck_assert(seen_has(&a, KV_OFFLOAD_HOST, 1));
+    kv_offload_stats(oa, &st);
+    ck_assert_int_eq(a.n[KV_OFFLOAD_HOST], (int)st.blocks[KV_OFFLOAD_HOST]);
+    ck_assert_int_eq(a.n[KV_OFFLOAD_DISK], (int)st.blocks[KV_OFFLOAD_DISK]);
+    ck_assert_int_eq(a.bad + b.bad, 0);
+    kv_offload_free(oa);
+    kv_offload_free(ob);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_kv_offload_disk_budget_under_churn)
 {
     char *dir = make_dir();
@@ -433,7 +521,7 @@ START_TEST(test_kv_offload_sigkill_during_writes_leaves_no_bad_block)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        struct kv_offload_config c = {NS, BS, PAYLOAD, 0, dir, 1 << 30, 0};
+        struct kv_offload_config c = {NS, BS, PAYLOAD, 0, dir, 1 << 30, 0, NULL, NULL};
         struct kv_offload *o = NULL;
         if (kv_offload_new(&c, &o) != 0) _exit(1);
         for (int i = 0;; i = (i + 1) % 100000) offer(o, i); /* until killed */
@@ -484,6 +572,7 @@ Suite *kv_offload_suite(void)
     tcase_add_test(tc, test_kv_offload_disk_index_follows_a_shared_directory);
     tcase_add_test(tc, test_kv_offload_disk_corrupt_and_truncated_files_are_misses);
     tcase_add_test(tc, test_kv_offload_disk_budget_under_churn);
+    tcase_add_test(tc, test_kv_offload_observer_follows_both_tiers);
     tcase_add_test(tc, test_kv_offload_read_only_dir_degrades);
     tcase_add_test(tc, test_kv_offload_full_or_read_only_disk_degrades);
     tcase_add_test(tc, test_kv_offload_sigkill_during_writes_leaves_no_bad_block);

@@ -38,15 +38,21 @@ START_TEST(test_router_events_parse_each_type)
                            &ev),
                      0);
     ck_assert_int_eq(ev.type, ROUTER_EVENT_STORED);
-    ck_assert(ev.device_tier);
+    ck_assert_int_eq(ev.tier, ROUTER_TIER_DEVICE);
     ck_assert_uint_eq(ev.n_hashes, 2);
     ck_assert_uint_eq(ev.hashes[0], UINT64_C(0x0123456789abcdef));
     ck_assert_uint_eq(ev.hashes[1], UINT64_C(0x7fffffffffffffff));
     ck_assert_int_eq(parse("{\"type\":\"evicted\",\"seq\":10,\"tier\":\"cpu\",\"hashes\":[]}", &ev),
                      0);
     ck_assert_int_eq(ev.type, ROUTER_EVENT_EVICTED);
-    ck_assert(!ev.device_tier);
+    ck_assert_int_eq(ev.tier, ROUTER_TIER_OTHER); /* a tier of a newer engine */
     ck_assert_uint_eq(ev.n_hashes, 0);
+    ck_assert_int_eq(parse("{\"type\":\"stored\",\"seq\":11,\"tier\":\"host\",\"hashes\":[]}", &ev),
+                     0);
+    ck_assert_int_eq(ev.tier, ROUTER_TIER_HOST);
+    ck_assert_int_eq(parse("{\"type\":\"evicted\",\"seq\":12,\"tier\":\"disk\",\"hashes\":[]}", &ev),
+                     0);
+    ck_assert_int_eq(ev.tier, ROUTER_TIER_DISK);
     ck_assert_int_eq(parse("{\"type\":\"load\",\"seq\":10,\"running\":3,\"waiting\":4}", &ev), 0);
     ck_assert_int_eq(ev.type, ROUTER_EVENT_LOAD);
     ck_assert_int_eq(ev.running, 3);
