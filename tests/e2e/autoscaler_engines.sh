@@ -277,6 +277,9 @@ else
 	state="$(jp cisvc/stories '{.status.autoscaling.objective.state}')"
 	o="$(jp cisvc/stories '{.status.autoscaling.objective.observedTTFTSeconds}')"
 	f="$(jp cisvc/stories '{.status.autoscaling.objective.ttftAboveFraction}')"
+	echo "# status.autoscaling.objective: $(jp cisvc/stories '{.status.autoscaling.objective}')"
+	echo "# capacity: $(jp cisvc/stories '{.status.autoscaling.capacity}')"
+	echo "# condition: $(jp cisvc/stories '{.status.autoscaling.conditions[?(@.type=="ObjectiveMet")]}')"
 	case "$state" in
 	Missed)
 		check "still Missed after 300 s: the observed TTFT ($o s at p99, $f above 0.5 s) misses the objective" \
