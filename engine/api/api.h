@@ -352,11 +352,11 @@ typedef int (*api_tool_stream_fn)(void *ud, enum api_tool_ev ev, int call, const
  * byte. The rules, what is emitted when, are in api_tool_stream.c's header comment. The fields
  * are the scanner's own. Not thread-safe; any thread, on its own state. */
 struct api_tool_stream {
-    bool forced;       /* tool_choice required / named: the text is the JSON of the calls */
-    struct buf text;   /* everything fed (a failed attempt is scanned again as content) */
-    int mode, form;    /* what the scanner is reading; Hermes blocks or one anchored value */
-    bool anchors;      /* the anchored forms ([TOOL_CALLS], <|python_tag|>, bare JSON) may start */
-    size_t pos;        /* next byte of text to scan */
+    bool forced;     /* tool_choice required / named: the text is the JSON of the calls */
+    struct buf text; /* everything fed (a failed attempt is scanned again as content) */
+    int mode, form;  /* what the scanner is reading; Hermes blocks or one anchored value */
+    bool anchors;    /* the anchored forms ([TOOL_CALLS], <|python_tag|>, bare JSON) may start */
+    size_t pos;      /* next byte of text to scan */
     size_t content_upto, content_sent; /* content is text[0..content_upto); sent so far */
     int n_calls;                       /* calls started (API_TOOL_EV_CALL sent) */
     /* JSON: open containers ('{' / '[' and what each expects next), lexer state */
@@ -433,10 +433,6 @@ void api_reasoning_init(struct api_reasoning *s, bool inside);
  * everything. 0, ERR_TOO_BIG or ERR_NOMEM from the buffers. Any thread, on its own state. */
 int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bool final,
                        struct buf *reasoning, struct buf *content);
-
-/* A streaming chunk whose delta carries all of `calls` (each with its "index"), as OpenAI's
- * incremental delta.tool_calls that SDKs assemble. New or NULL. */
-json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls);
 
 /* One piece of a streamed tool call: its start (id set: the call's id and, in text, its name)
  * or the next fragment of its arguments (id NULL). All borrowed. */

@@ -40,7 +40,7 @@ int api_response_id(enum api_kind kind, uint64_t rnd, char *dst, size_t dstlen)
 
 /* A JSON string from raw decoded bytes: invalid UTF-8 (a token that ends inside a character)
  * becomes U+FFFD per bad byte, as OpenAI does in logprob tokens. NULL on ERR_NOMEM. */
-json_t *api_json_text(const char *p, size_t len)
+static json_t *api_text(const char *p, size_t len)
 {
     if (!p) p = "", len = 0;
     const unsigned char *s = (const unsigned char *)p;
@@ -61,6 +61,11 @@ json_t *api_json_text(const char *p, size_t len)
 out:
     buf_fini(&b);
     return j;
+}
+
+json_t *api_json_text(const char *p, size_t len)
+{
+    return api_text(p, len);
 }
 
 static json_t *api_logprob_value(float lp)
@@ -100,14 +105,14 @@ static json_t *api_chat_logprobs(const struct api_choice *c)
         for (int k = 0; tops && k < t->n_top; k++) {
             const struct api_top_logprob *a = &t->top[k];
             if (json_array_append_new(tops,
-                                      json_pack("{s:o,s:o,s:o}", "token", api_json_text(a->text, a->len),
+                                      json_pack("{s:o,s:o,s:o}", "token", api_text(a->text, a->len),
                                                 "logprob", api_logprob_value(a->logprob), "bytes",
                                                 api_bytes(a->text, a->len)))) {
                 json_decref(tops);
                 tops = NULL;
             }
         }
-        json_t *e = json_pack("{s:o,s:o,s:o,s:o}", "token", api_json_text(t->text, t->len), "logprob",
+        json_t *e = json_pack("{s:o,s:o,s:o,s:o}", "token", api_text(t->text, t->len), "logprob",
                               api_logprob_value(t->logprob), "bytes", api_bytes(t->text, t->len),
                               "top_logprobs", tops);
         if (json_array_append_new(content, e)) {
@@ -122,7 +127,7 @@ static json_t *api_chat_logprobs(const struct api_choice *c)
  * tokens may decode to the same text: the first, most likely, stays). 0 or -1. */
 static int api_top_add(json_t *top, const char *text, size_t len, float logprob)
 {
-    json_t *key = api_json_text(text, len);
+    json_t *key = api_text(text, len);
     int rc = key && (json_object_get(top, json_string_value(key)) ||
                      !json_object_set_new(top, json_string_value(key), api_logprob_value(logprob)))
                  ? 0
@@ -160,7 +165,7 @@ static json_t *api_compl_logprobs(const struct api_choice *c)
     for (size_t i = 0; c->logprobs && i < c->n_logprobs; i++) {
         const struct api_token_logprob *t = &c->logprobs[i];
         json_t *top = t->unscored ? json_null() : api_compl_top(t);
-        if (json_array_append_new(tokens, api_json_text(t->text, t->len)) ||
+        if (json_array_append_new(tokens, api_text(t->text, t->len)) ||
             json_array_append_new(lps, t->unscored ? json_null() : api_logprob_value(t->logprob)) ||
             json_array_append_new(tops, top) ||
             json_array_append_new(offs, json_integer((json_int_t)off))) {
@@ -206,7 +211,7 @@ static json_t *api_usage_json(const struct api_usage *u)
 static json_t *api_with_reasoning(json_t *msg, const struct api_choice *c)
 {
     if (!msg || !c->reasoning) return msg;
-    if (json_object_set_new(msg, "reasoning_content", api_json_text(c->reasoning, c->reasoning_len))) {
+    if (json_object_set_new(msg, "reasoning_content", api_text(c->reasoning, c->reasoning_len))) {
         json_decref(msg);
         return NULL;
     }
@@ -218,7 +223,7 @@ static json_t *api_head(const struct api_response_meta *m, const char *object)
 {
     return json_pack("{s:s,s:s,s:I,s:o}", "id", m->id ? m->id : "", "object", object, "created",
                      (json_int_t)m->created, "model",
-                     api_json_text(m->model, m->model ? strlen(m->model) : 0));
+                     api_text(m->model, m->model ? strlen(m->model) : 0));
 }
 
 static json_t *api_choice_json(const struct api_response_meta *m, const struct api_choice *c)
@@ -226,15 +231,15 @@ static json_t *api_choice_json(const struct api_response_meta *m, const struct a
     if (m->kind == API_KIND_CHAT) {
         json_t *msg = c->tool_calls
                           ? json_pack("{s:s,s:o,s:n,s:O}", "role", "assistant", "content",
-                                      c->text && c->len ? api_json_text(c->text, c->len) : json_null(),
+                                      c->text && c->len ? api_text(c->text, c->len) : json_null(),
                                       "refusal", "tool_calls", c->tool_calls)
                           : json_pack("{s:s,s:o,s:n}", "role", "assistant", "content",
-                                      api_json_text(c->text, c->len), "refusal");
+                                      api_text(c->text, c->len), "refusal");
         return json_pack("{s:i,s:o,s:o,s:o}", "index", c->index, "message",
                          api_with_reasoning(msg, c), "logprobs", api_logprobs(m, c),
                          "finish_reason", api_finish(c->finish));
     }
-    return json_pack("{s:o,s:i,s:o,s:o}", "text", api_json_text(c->text, c->len), "index", c->index,
+    return json_pack("{s:o,s:i,s:o,s:o}", "text", api_text(c->text, c->len), "index", c->index,
                      "logprobs", api_logprobs(m, c), "finish_reason", api_finish(c->finish));
 }
 
@@ -267,7 +272,7 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
         if (role_only)
             delta = json_pack("{s:s,s:s,s:n}", "role", "assistant", "content", "", "refusal");
         else if (c->text && c->len)
-            delta = json_pack("{s:o}", "content", api_json_text(c->text, c->len));
+            delta = json_pack("{s:o}", "content", api_text(c->text, c->len));
         else
             delta = json_object();
         if (!role_only && c->reasoning && c->reasoning_len) delta = api_with_reasoning(delta, c);
@@ -307,29 +312,14 @@ fail:
     return NULL;
 }
 
-json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls)
-{
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < json_array_size(calls); i++) {
-        json_t *call = json_deep_copy(json_array_get(calls, i));
-        if (!call || json_object_set_new(call, "index", json_integer((json_int_t)i)) ||
-            json_array_append_new(arr, call)) {
-            json_decref(call);
-            json_decref(arr);
-            return NULL;
-        }
-    }
-    return api_tool_delta_chunk(m, index, arr);
-}
-
 json_t *api_response_tool_delta(const struct api_response_meta *m, int index,
                                 const struct api_tool_delta *d)
 {
-    json_t *call = d->id ? json_pack("{s:i,s:s,s:s,s:{s:s%,s:s}}", "index", d->call, "id", d->id,
-                                     "type", "function", "function", "name", d->text, d->len,
-                                     "arguments", "")
-                         : json_pack("{s:i,s:{s:o}}", "index", d->call, "function", "arguments",
-                                     api_json_text(d->text, d->len));
+    json_t *call =
+        d->id ? json_pack("{s:i,s:s,s:s,s:{s:s%,s:s}}", "index", d->call, "id", d->id, "type",
+                          "function", "function", "name", d->text, d->len, "arguments", "")
+              : json_pack("{s:i,s:{s:o}}", "index", d->call, "function", "arguments",
+                          api_text(d->text, d->len));
     return api_tool_delta_chunk(m, index, call ? json_pack("[o]", call) : NULL);
 }
 
@@ -348,7 +338,7 @@ json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct
 
 json_t *api_model_json(const char *id, long long created, int max_model_len)
 {
-    return json_pack("{s:o,s:s,s:I,s:s,s:i}", "id", api_json_text(id, id ? strlen(id) : 0), "object",
+    return json_pack("{s:o,s:s,s:I,s:s,s:i}", "id", api_text(id, id ? strlen(id) : 0), "object",
                      "model", "created", (json_int_t)created, "owned_by", "cinfer", "max_model_len",
                      max_model_len);
 }

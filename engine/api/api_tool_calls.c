@@ -63,8 +63,8 @@ int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *
     struct api_tool_stream s;
     api_tool_stream_init(&s, forced);
     buf_init(&c.args, 0);
-    int rc = c.calls ? api_tool_stream_feed(&s, text, len, true, api_tool_collect_ev, &c)
-                     : ERR_NOMEM;
+    int rc =
+        c.calls ? api_tool_stream_feed(&s, text, len, true, api_tool_collect_ev, &c) : ERR_NOMEM;
     if (!rc) rc = api_tool_collect_args(&c);
     api_tool_stream_fini(&s);
     buf_fini(&c.args);

@@ -189,8 +189,8 @@ static void ts_sink(struct ts *c, const char *p, size_t n)
 static void ts_decoded(struct ts *c, const char *p, size_t n)
 {
     struct api_tool_stream *s = c->s;
-    struct buf *b = s->role == R_KEY    ? &s->key
-                    : s->role == R_NAME ? &s->name
+    struct buf *b = s->role == R_KEY      ? &s->key
+                    : s->role == R_NAME   ? &s->name
                     : s->role == R_ARGSTR ? &s->args
                                           : NULL;
     if (!b) return;
@@ -460,8 +460,8 @@ static void ts_structure(struct ts *c, char ch)
         if (s->mode != M_JSON) return;
         ts_sink(c, &ch, 1);
         s->lex = L_STR;
-    } else if (value && (ch == '-' || (ch >= '0' && ch <= '9') || ch == 't' || ch == 'f' ||
-                         ch == 'n')) {
+    } else if (value &&
+               (ch == '-' || (ch >= '0' && ch <= '9') || ch == 't' || ch == 'f' || ch == 'n')) {
         ts_value_begin(c, 's');
         if (s->mode != M_JSON) return;
         ts_sink(c, &ch, 1);

@@ -54,10 +54,10 @@ struct respond_acc {
 };
 
 struct respond_choice {
-    struct respond_acc acc;     /* non-streaming accumulation (with reasoning: the content);
-                                   streaming echo: the prompt's chunk */
-    struct api_reasoning split; /* spec.reasoning: <think> block -> reasoning */
-    struct buf reasoning;       /* the reasoning so far (whole answers) */
+    struct respond_acc acc;       /* non-streaming accumulation (with reasoning: the content);
+                                     streaming echo: the prompt's chunk */
+    struct api_reasoning split;   /* spec.reasoning: <think> block -> reasoning */
+    struct buf reasoning;         /* the reasoning so far (whole answers) */
     struct api_tool_stream tools; /* chat streaming with tools: the answer's calls as they come */
     long reasoning_tokens;
     bool role_sent;     /* chat streaming: opening delta sent */
@@ -412,14 +412,13 @@ static int stream_tool_event(const struct serve_respond *p, struct serve_req *r,
             .index = index, .reasoning = buf_cstr(&rs), .reasoning_len = rs.len, .usage = t.usage};
         if ((rc = sse_add(r, api_response_chunk(&t.m, &c, false)))) goto out;
     }
-    if ((len || ends) &&
-        (rc = api_tool_stream_feed(&ch->tools, text, len, ends, tool_emit_ev, &t)))
+    if ((len || ends) && (rc = api_tool_stream_feed(&ch->tools, text, len, ends, tool_emit_ev, &t)))
         goto out;
     if (ends) {
-        struct api_choice fin = {
-            .index = index,
-            .finish = tool_finish(ch->tools.n_calls > 0, api_finish_of(e->finish)),
-            .usage = t.usage};
+        struct api_choice fin = {.index = index,
+                                 .finish =
+                                     tool_finish(ch->tools.n_calls > 0, api_finish_of(e->finish)),
+                                 .usage = t.usage};
         rc = sse_add(r, api_response_chunk(&t.m, &fin, false));
     }
 out:

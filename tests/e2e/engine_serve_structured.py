@@ -266,21 +266,27 @@ def stream_deltas(**kw):
 
 
 def same_as_whole(kw, label):
-    """The streamed answer (by hand and through the SDK's stream helper) equals the whole one."""
+    """The streamed answer (by hand and through the SDK's stream helper) equals the whole one (the
+    calls' ids differ: they carry the response's id)."""
     whole = client.chat.completions.create(**kw).choices[0]
-    want = [(t.id, t.function.name, t.function.arguments) for t in whole.message.tool_calls or []]
+    want = [(t.function.name, t.function.arguments) for t in whole.message.tool_calls or []]
     content, calls, finish, content_deltas = stream_deltas(**kw)
-    got = [(c["id"], c["name"], c["arguments"]) for c in calls]
+    got = [(c["name"], c["arguments"]) for c in calls]
+    ids = [c["id"] for c in calls]
     checks.check(
         f"{label}, streamed: deltas assemble to the non-streamed answer",
-        got == want and finish == whole.finish_reason and content == (whole.message.content or ""),
-        f"stream {content!r} {got} {finish} / whole {whole}",
+        got == want
+        and finish == whole.finish_reason
+        and content == (whole.message.content or "")
+        and all(i and i.startswith("call_") for i in ids)
+        and len(set(ids)) == len(ids),
+        f"stream {content!r} {got} {ids} {finish} / whole {whole}",
     )
     if whole.finish_reason == "length":  # the SDK's helper refuses cut-off answers by design
         return whole, calls, content_deltas
     with client.beta.chat.completions.stream(**kw) as s:
         final = s.get_final_completion().choices[0]
-    sdk = [(t.id, t.function.name, t.function.arguments) for t in final.message.tool_calls or []]
+    sdk = [(t.function.name, t.function.arguments) for t in final.message.tool_calls or []]
     checks.check(
         f"{label}, streamed: the SDK's ChatCompletionStreamState assembles the same calls",
         sdk == want and final.finish_reason == whole.finish_reason,
@@ -290,11 +296,16 @@ def same_as_whole(kw, label):
 
 
 def test_tool_stream_incremental():
-    for seed in (6, 10):
-        kw = dict(model=MODEL, messages=ASK, tools=TOOLS, tool_choice="required", max_tokens=200, seed=seed)
-        whole, calls, _ = same_as_whole(kw, f"tool_choice required (seed {seed})")
+    # seeds 6 and 10 keep adding calls until max_tokens; one call (parallel_tool_calls false) ends
+    for seed, parallel in ((6, True), (10, True), (7, False), (13, False)):
+        kw = dict(
+            model=MODEL, messages=ASK, tools=TOOLS, tool_choice="required", parallel_tool_calls=parallel,
+            max_tokens=200, seed=seed,
+        )
+        label = f"tool_choice required (seed {seed}, parallel {parallel})"
+        whole, calls, _ = same_as_whole(kw, label)
         checks.check(
-            f"tool_choice required (seed {seed}), streamed: arguments arrive in several fragments",
+            f"{label}, streamed: arguments arrive in several fragments",
             bool(calls) and all(c["pieces"] > 1 for c in calls),
             f"{calls}",
         )

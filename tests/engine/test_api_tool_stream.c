@@ -104,7 +104,8 @@ static void check_same(const char *text, size_t len, bool forced, const struct g
         char id[64];
         api_tool_call_id(id, sizeof(id), "t", i);
         ck_assert_str_eq(json_string_value(json_object_get(call, "id")), id);
-        ck_assert_msg(g->name[i].len == strlen(name) && !memcmp(g->name[i].data, name, strlen(name)),
+        ck_assert_msg(g->name[i].len == strlen(name) &&
+                          !memcmp(g->name[i].data, name, strlen(name)),
                       "%s: call %d name", how, i);
         /* parse replaces invalid UTF-8 by U+FFFD; the stream's raw bytes compare where valid */
         size_t alen = json_string_length(args);
@@ -193,8 +194,10 @@ static const char *const texts[] = {
     "<tool_call>{\"name\": \"\", \"arguments\": {}}</tool_call>",
     "<tool_call>{\"name\": 5, \"arguments\": {}}</tool_call>",
     "<tool_call>{\"name\": \"f\", \"arguments\": {\"code\": \"if (x) { y(); } ]]\"}}</tool_call>",
-    "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"say \\\"hi\\\" \\\\ back\"}}</tool_call>",
-    "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"caf\\u00e9 \\ud83d\\ude00 \\/\"}}</tool_call>",
+    "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"say \\\"hi\\\" \\\\ "
+    "back\"}}</tool_call>",
+    "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"caf\\u00e9 \\ud83d\\ude00 "
+    "\\/\"}}</tool_call>",
     "<tool_call>{\"name\": \"f\", \"arguments\": \"caf\\u00e9 \\ud83d\\ude00 \\n\"}</tool_call>",
     "<tool_call>{\"name\": \"f\", \"arguments\": \"lone \\ud83d x\"}</tool_call>",
     "<tool_call>{\"name\": \"f\", \"arguments\": {\"q\": \"nul \\u0000\"}}</tool_call>",
@@ -219,7 +222,8 @@ static const char *const texts[] = {
     "[]",
     "{}",
     "[{\"name\": \"f\", \"arguments\": {}}, 3]",
-    "\xc3\xa9t\xc3\xa9 \xe2\x82\xac <tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"\xe2\x82\xac\xf0\x9f\x98\x80\"}}",
+    "\xc3\xa9t\xc3\xa9 \xe2\x82\xac <tool_call>{\"name\": \"f\", \"arguments\": {\"s\": "
+    "\"\xe2\x82\xac\xf0\x9f\x98\x80\"}}",
     "bad \xff\xfe utf8 <tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"\xc3\"}}",
     "<tool_call>{\"name\": \"f\", \"arguments\": {\"a\": {\"b\": {\"c\": [[[{}]]]}}}}</tool_call>",
 };
@@ -351,7 +355,8 @@ START_TEST(test_api_tool_stream_large)
 {
     struct buf t;
     buf_init(&t, 0);
-    ck_assert_int_eq(buf_puts(&t, "<tool_call>{\"name\": \"write\", \"arguments\": {\"text\": \""), 0);
+    ck_assert_int_eq(buf_puts(&t, "<tool_call>{\"name\": \"write\", \"arguments\": {\"text\": \""),
+                     0);
     for (int i = 0; i < 20000; i++) ck_assert_int_eq(buf_puts(&t, "ab\\\"{["), 0);
     ck_assert_int_eq(buf_puts(&t, "\"}}</tool_call>"), 0);
     struct got g;

@@ -1862,7 +1862,8 @@ START_TEST(test_serve_core_tool_calls_auto)
     core_start(&c);
     static const char body[] =
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":200,\"n\":2,"
-        "\"seed\":7,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"guided_grammar\":"
+        "\"seed\":7,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"guided_"
+        "grammar\":"
         "\"root ::= [a-z]{6,10} \\\"<tool_call>{\\\\\\\"name\\\\\\\": \\\\\\\"f\\\\\\\", "
         "\\\\\\\"arguments\\\\\\\": {\\\\\\\"k\\\\\\\": \\\" [0-9] \\\"}}</tool_call>\\\"\"";
     struct reply r;
@@ -1896,17 +1897,17 @@ START_TEST(test_serve_core_tool_calls_auto)
     for (int k = 0; k < 2; k++) {
         struct stream_choice sc;
         stream_assemble(events, k, &sc);
-        json_t *msg = json_object_get(json_array_get(json_object_get(j, "choices"), (size_t)k),
-                                      "message");
+        json_t *msg =
+            json_object_get(json_array_get(json_object_get(j, "choices"), (size_t)k), "message");
         json_t *fn =
             json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
         ck_assert_str_eq(sc.finish, "tool_calls");
-        ck_assert_str_eq(buf_cstr(&sc.content),
-                         json_string_value(json_object_get(msg, "content")));
+        ck_assert_str_eq(buf_cstr(&sc.content), json_string_value(json_object_get(msg, "content")));
         ck_assert_int_gt(sc.content_deltas, 1);
         ck_assert_int_eq(sc.n_calls, 1);
         ck_assert_str_eq(sc.name[0], "f");
-        ck_assert_str_eq(buf_cstr(&sc.args[0]), json_string_value(json_object_get(fn, "arguments")));
+        ck_assert_str_eq(buf_cstr(&sc.args[0]),
+                         json_string_value(json_object_get(fn, "arguments")));
         ck_assert_int_gt(sc.arg_deltas[0], 1);
         stream_choice_fini(&sc);
     }

@@ -92,7 +92,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *fn = json_object_get(json_array_get(calls, (size_t)i), "function");
         const char *name = json_string_value(json_object_get(fn, "name"));
         const json_t *args = json_object_get(fn, "arguments");
-        CHECK(name && g.name[i].len == strlen(name) && !memcmp(g.name[i].data, name, g.name[i].len));
+        CHECK(name && g.name[i].len == strlen(name) &&
+              !memcmp(g.name[i].data, name, g.name[i].len));
         size_t alen = json_string_length(args);
         CHECK(json_is_string(args));
         /* parse makes invalid UTF-8 U+FFFD; where the raw bytes are valid they must match */
