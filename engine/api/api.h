@@ -324,9 +324,11 @@ json_t *api_model_json(const char *id, long long created, int max_model_len);
  * blocks, Mistral [TOOL_CALLS][...], Llama 3 <|python_tag|>{...} or a bare {"name",
  * "arguments"|"parameters"} object; text before the first call stays content. On finding calls
  * writes a new array of OpenAI tool calls to *calls ({"id":"call_<id_base>_<k>","type":
- * "function","function":{"name","arguments":"<compact JSON>"}}) and the length of the content
- * (trailing blanks cut) to *content_len, and returns 1; returns 0 (nothing written) when the text
- * holds no call, ERR_NOMEM. Pure; any thread. */
+ * "function","function":{"name","arguments"}}; arguments: the model's JSON without the blanks
+ * outside strings, a string value decoded) and the length of the content (trailing blanks cut)
+ * to *content_len, and returns 1; returns 0 (nothing written) when the text holds no call,
+ * ERR_NOMEM. The reading is api_tool_stream's over the whole text (its rules: a call begun stands,
+ * cut off or followed by garbage). Pure; any thread. */
 int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *id_base,
                          json_t **calls, size_t *content_len);
 
