@@ -324,11 +324,67 @@ json_t *api_model_json(const char *id, long long created, int max_model_len);
  * blocks, Mistral [TOOL_CALLS][...], Llama 3 <|python_tag|>{...} or a bare {"name",
  * "arguments"|"parameters"} object; text before the first call stays content. On finding calls
  * writes a new array of OpenAI tool calls to *calls ({"id":"call_<id_base>_<k>","type":
- * "function","function":{"name","arguments":"<compact JSON>"}}) and the length of the content
- * (trailing blanks cut) to *content_len, and returns 1; returns 0 (nothing written) when the text
- * holds no call, ERR_NOMEM. Pure; any thread. */
+ * "function","function":{"name","arguments"}}; arguments: the model's JSON without the blanks
+ * outside strings, a string value decoded) and the length of the content (trailing blanks cut)
+ * to *content_len, and returns 1; returns 0 (nothing written) when the text holds no call,
+ * ERR_NOMEM. The reading is api_tool_stream's over the whole text (its rules: a call begun stands,
+ * cut off or followed by garbage). Pure; any thread. */
 int api_tool_calls_parse(const char *text, size_t len, bool forced, const char *id_base,
                          json_t **calls, size_t *content_len);
+
+/* The id of call k of a choice: "call_<id_base>_<k>" into dst (both paths name calls so). */
+void api_tool_call_id(char *dst, size_t dstlen, const char *id_base, int k);
+
+/* ------------------------------------------------ streamed tool calls (api_tool_stream.c) */
+
+/* What the scanner says about a choice's text as it grows (api_tool_stream_feed). */
+enum api_tool_ev {
+    API_TOOL_EV_CONTENT, /* text: content certain not to be part of a call */
+    API_TOOL_EV_CALL,    /* call `call` starts; text: its function name (complete) */
+    API_TOOL_EV_ARGS,    /* text: the next fragment of call `call`'s arguments */
+};
+
+/* Receives one event; text borrowed for the call. Returns 0, or an error that stops the feed. */
+typedef int (*api_tool_stream_fn)(void *ud, enum api_tool_ev ev, int call, const char *text,
+                                  size_t len);
+
+/* The incremental tool-call scanner of one choice: the answer's text goes in as it is generated,
+ * content and calls come out as soon as they are certain. api_tool_calls_parse is this scanner
+ * fed the whole text at once, so a streamed answer assembles to the non-streamed one byte for
+ * byte. The rules, what is emitted when, are in api_tool_stream.c's header comment. The fields
+ * are the scanner's own. Not thread-safe; any thread, on its own state. */
+struct api_tool_stream {
+    bool forced;     /* tool_choice required / named: the text is the JSON of the calls */
+    struct buf text; /* everything fed (a failed attempt is scanned again as content) */
+    int mode, form;  /* what the scanner is reading; Hermes blocks or one anchored value */
+    bool anchors;    /* the anchored forms ([TOOL_CALLS], <|python_tag|>, bare JSON) may start */
+    size_t pos;      /* next byte of text to scan */
+    size_t content_upto, content_sent; /* content is text[0..content_upto); sent so far */
+    int n_calls;                       /* calls started (API_TOOL_EV_CALL sent) */
+    /* JSON: open containers ('{' / '[' and what each expects next), lexer state */
+    unsigned char *stack;
+    size_t depth, cap;
+    int top_expect, lex, hex_n;
+    unsigned code, high;
+    struct buf scalar;
+    /* The call being read: its level (containers around it), its keys, name and arguments */
+    size_t call_level;
+    int role, key_role;
+    bool in_args, args_string, have_name, have_args, committed;
+    size_t args_level;
+    struct buf key, name, args;
+    size_t args_sent;
+    int calls_in_value; /* calls committed inside the current top-level value */
+};
+
+/* Starts a scanner (forced: tool_choice required or named). */
+void api_tool_stream_init(struct api_tool_stream *s, bool forced);
+/* Frees what the scanner holds; it may be started again. */
+void api_tool_stream_fini(struct api_tool_stream *s);
+/* Appends text[0..len) (borrowed) and calls fn for every event it makes certain; `final` (the
+ * choice ended) resolves everything held back. Returns 0, ERR_NOMEM, or fn's error. */
+int api_tool_stream_feed(struct api_tool_stream *s, const char *text, size_t len, bool final,
+                         api_tool_stream_fn fn, void *ud);
 
 /* A trigger of api_tools_lazy: the text (static) the call's grammar starts with, and whether it
  * counts only as the first thing of the answer (after blanks and a <think> block). */
@@ -380,9 +436,20 @@ void api_reasoning_init(struct api_reasoning *s, bool inside);
 int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bool final,
                        struct buf *reasoning, struct buf *content);
 
-/* A streaming chunk whose delta carries all of `calls` (each with its "index"), as OpenAI's
- * incremental delta.tool_calls that SDKs assemble. New or NULL. */
-json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls);
+/* One piece of a streamed tool call: its start (id set: the call's id and, in text, its name)
+ * or the next fragment of its arguments (id NULL). All borrowed. */
+struct api_tool_delta {
+    int call; /* the call's index in the message */
+    const char *id;
+    const char *text;
+    size_t len;
+};
+
+/* A streaming chunk whose delta.tool_calls is the one piece d: {"index", "id", "type",
+ * "function": {"name", "arguments": ""}} for a start, {"index", "function": {"arguments"}} for a
+ * fragment (invalid UTF-8 becomes U+FFFD). New or NULL. */
+json_t *api_response_tool_delta(const struct api_response_meta *m, int index,
+                                const struct api_tool_delta *d);
 
 /* Appends "data: <compact json>\n\n" to `out`. Returns 0, ERR_INVAL (NULL j), ERR_TOO_BIG or
  * ERR_NOMEM; on failure `out` keeps its previous length. */

@@ -35,4 +35,8 @@ int api_parse_tools(struct api_parse *p);
 /* Parses "messages" into p->r (api_request_chat.c). 0, ERR_INVAL or ERR_NOMEM. */
 int api_parse_messages(struct api_parse *p);
 
+/* A JSON string from raw decoded bytes: invalid UTF-8 becomes U+FFFD per bad byte (api_response.c).
+ * New or NULL on ERR_NOMEM. */
+json_t *api_json_text(const char *p, size_t len);
+
 #endif

@@ -5,6 +5,8 @@
  * .../completions/object). Builds values only; the HTTP layer writes them. */
 #include "engine/api/api.h"
 
+#include "engine/api/api_priv.h"
+
 #include "common/err.h"
 #include "common/json_util.h"
 #include "common/utf8.h"
@@ -59,6 +61,11 @@ static json_t *api_text(const char *p, size_t len)
 out:
     buf_fini(&b);
     return j;
+}
+
+json_t *api_json_text(const char *p, size_t len)
+{
+    return api_text(p, len);
 }
 
 static json_t *api_logprob_value(float lp)
@@ -287,19 +294,11 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
     return obj;
 }
 
-json_t *api_response_tool_chunk(const struct api_response_meta *m, int index, const json_t *calls)
+/* A chunk whose delta is {"tool_calls": arr} (arr taken). */
+static json_t *api_tool_delta_chunk(const struct api_response_meta *m, int index, json_t *arr)
 {
     json_t *obj = api_head(m, "chat.completion.chunk");
-    json_t *arr = json_array();
     if (!obj || !arr) goto fail;
-    for (size_t i = 0; i < json_array_size(calls); i++) {
-        json_t *call = json_deep_copy(json_array_get(calls, i));
-        if (!call || json_object_set_new(call, "index", json_integer((json_int_t)i)) ||
-            json_array_append_new(arr, call)) {
-            json_decref(call);
-            goto fail;
-        }
-    }
     json_t *choice = json_pack("{s:i,s:{s:o},s:n,s:n}", "index", index, "delta", "tool_calls", arr,
                                "logprobs", "finish_reason");
     arr = NULL;
@@ -311,6 +310,17 @@ fail:
     json_decref(arr);
     json_decref(obj);
     return NULL;
+}
+
+json_t *api_response_tool_delta(const struct api_response_meta *m, int index,
+                                const struct api_tool_delta *d)
+{
+    json_t *call =
+        d->id ? json_pack("{s:i,s:s,s:s,s:{s:s%,s:s}}", "index", d->call, "id", d->id, "type",
+                          "function", "function", "name", d->text, d->len, "arguments", "")
+              : json_pack("{s:i,s:{s:o}}", "index", d->call, "function", "arguments",
+                          api_text(d->text, d->len));
+    return api_tool_delta_chunk(m, index, call ? json_pack("[o]", call) : NULL);
 }
 
 json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct api_usage *u)

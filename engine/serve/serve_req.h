@@ -82,8 +82,8 @@ struct serve_req_spec {
     bool logprobs;
     bool echo;
     /* Chat with tools: AUTO, the answer is searched for tool calls; REQUIRED / NAMED, it is the
-     * constrained array of calls. Either way a stream sends the message once it is complete (a
-     * content delta or delta.tool_calls), since text cannot be told from a call before. */
+     * constrained array of calls. A stream sends content and delta.tool_calls as the choice's
+     * tool-call scanner makes them certain (api_tool_stream_feed). */
     enum api_tool_choice tools;
     /* Chat with a thinking model (and the split on): the answer's <think> block becomes
      * reasoning_content; reasoning_inside when the prompt already opened it. */

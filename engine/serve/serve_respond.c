@@ -54,10 +54,11 @@ struct respond_acc {
 };
 
 struct respond_choice {
-    struct respond_acc acc;     /* non-streaming accumulation (with reasoning: the content);
-                                   streaming echo: the prompt's chunk */
-    struct api_reasoning split; /* spec.reasoning: <think> block -> reasoning */
-    struct buf reasoning;       /* the reasoning so far (whole answers, tool streams) */
+    struct respond_acc acc;       /* non-streaming accumulation (with reasoning: the content);
+                                     streaming echo: the prompt's chunk */
+    struct api_reasoning split;   /* spec.reasoning: <think> block -> reasoning */
+    struct buf reasoning;         /* the reasoning so far (whole answers) */
+    struct api_tool_stream tools; /* chat streaming with tools: the answer's calls as they come */
     long reasoning_tokens;
     bool role_sent;     /* chat streaming: opening delta sent */
     bool echo_pending;  /* streaming echo: the prompt's chunk is still to be sent */
@@ -88,6 +89,7 @@ static void respond_req_free(struct serve_req *r)
         struct respond_acc *a = &o->ch[i].acc;
         buf_fini(&a->text);
         buf_fini(&o->ch[i].reasoning);
+        api_tool_stream_fini(&o->ch[i].tools);
         free(a->lp);
         free(a->top_at);
         free(a->top);
@@ -318,45 +320,110 @@ static int split_event(struct serve_req *r, const struct serve_event *e, struct 
     return rc;
 }
 
+static bool tools_forced(const struct serve_req *r)
+{
+    return r->spec.tools == API_TOOL_REQUIRED || r->spec.tools == API_TOOL_NAMED;
+}
+
+/* The id_base of choice i's calls: the response id's hex and the choice. */
+static void tool_id_base(const struct serve_req *r, int i, char *base, size_t n)
+{
+    snprintf(base, n, "%s_%d", r->spec.id + (strncmp(r->spec.id, "chatcmpl-", 9) ? 0 : 9), i);
+}
+
 /* The tool calls in choice i's accumulated text (serve_req_spec.tools): 1 with *calls new and
- * *content_len set, 0 when it holds none, ERR_NOMEM. */
+ * *content_len set, 0 when it holds none, ERR_NOMEM. An answer cut off by max_tokens keeps the
+ * calls it began, as the stream sent them. */
 static int choice_tool_calls(const struct serve_req *r, int i, json_t **calls, size_t *content_len)
 {
     const struct respond_acc *a = &r->out->ch[i].acc;
-    if (r->spec.tools == API_TOOL_NONE || a->finish != API_FINISH_STOP) return 0;
+    if (r->spec.tools == API_TOOL_NONE) return 0;
     char base[64];
-    snprintf(base, sizeof(base), "%s_%d",
-             r->spec.id + (strncmp(r->spec.id, "chatcmpl-", 9) ? 0 : 9), i);
-    bool forced = r->spec.tools == API_TOOL_REQUIRED || r->spec.tools == API_TOOL_NAMED;
-    return api_tool_calls_parse(a->text.data ? a->text.data : "", a->text.len, forced, base, calls,
-                                content_len);
+    tool_id_base(r, i, base, sizeof(base));
+    return api_tool_calls_parse(a->text.data ? a->text.data : "", a->text.len, tools_forced(r),
+                                base, calls, content_len);
 }
 
-/* Streaming with tools: the choice's message, sent whole when it ends (role, then a content
- * delta or delta.tool_calls, then the finish). */
-static int stream_tool_message(const struct serve_respond *p, struct serve_req *r, int i)
+/* "tool_calls" when the answer made calls and ended by itself; its own finish otherwise. */
+static enum api_finish tool_finish(bool calls, enum api_finish f)
 {
+    return calls && f == API_FINISH_STOP ? API_FINISH_TOOL_CALLS : f;
+}
+
+/* One choice's scanner events -> chunks (api_tool_stream_fn). */
+struct tool_emit {
+    struct serve_req *r;
+    int c;
     struct api_response_meta m;
-    meta_of(p, r, &m);
-    struct respond_acc *a = &r->out->ch[i].acc;
-    json_t *calls = NULL;
-    size_t content_len = a->text.len;
-    int found = choice_tool_calls(r, i, &calls, &content_len);
-    if (found < 0) return found;
-    struct respond_choice *rc_ch = &r->out->ch[i];
-    struct api_choice c = {.index = out_index(r, i),
-                           .text = a->text.data,
-                           .len = content_len,
-                           .reasoning = r->spec.reasoning ? buf_cstr(&rc_ch->reasoning) : NULL,
-                           .reasoning_len = rc_ch->reasoning.len};
-    int rc = sse_add(r, api_response_chunk(&m, &c, true));
-    if (!rc && (content_len || c.reasoning_len)) rc = sse_add(r, api_response_chunk(&m, &c, false));
-    if (!rc && calls) rc = sse_add(r, api_response_tool_chunk(&m, out_index(r, i), calls));
-    struct api_choice fin = {.index = out_index(r, i),
-                             .finish = calls ? API_FINISH_TOOL_CALLS : a->finish};
-    if (!rc) rc = sse_add(r, api_response_chunk(&m, &fin, false));
-    json_decref(calls);
-    r->out->ch[i].role_sent = true;
+    const struct api_usage *usage;
+};
+
+static int tool_emit_ev(void *ud, enum api_tool_ev ev, int call, const char *text, size_t len)
+{
+    struct tool_emit *t = ud;
+    int index = out_index(t->r, t->c);
+    if (ev == API_TOOL_EV_CONTENT) {
+        struct api_choice c = {.index = index, .text = text, .len = len, .usage = t->usage};
+        return sse_add(t->r, api_response_chunk(&t->m, &c, false));
+    }
+    char base[64], id[96];
+    struct api_tool_delta d = {.call = call, .text = text, .len = len};
+    if (ev == API_TOOL_EV_CALL) {
+        tool_id_base(t->r, t->c, base, sizeof(base));
+        api_tool_call_id(id, sizeof(id), base, call);
+        d.id = id;
+    }
+    return sse_add(t->r, api_response_tool_delta(&t->m, index, &d));
+}
+
+/* Streaming chat with tools: reasoning as it comes, the answer through the choice's tool-call
+ * scanner (content deltas until a call begins, then delta.tool_calls: the call's id and name,
+ * then its arguments fragment by fragment), then the finish. */
+static int stream_tool_event(const struct serve_respond *p, struct serve_req *r,
+                             const struct serve_event *e)
+{
+    struct respond_choice *ch = &r->out->ch[e->choice];
+    struct tool_emit t = {.r = r, .c = e->choice};
+    meta_of(p, r, &t.m);
+    bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+    struct api_usage u;
+    choice_usage(r, e->choice, ch->generated, &u);
+    t.usage = r->spec.continuous_usage ? &u : NULL;
+    int index = out_index(r, e->choice), rc = 0;
+    struct buf rs, cs; /* reasoning / content of this event */
+    buf_init(&rs, 0);
+    buf_init(&cs, 0);
+    const char *text = e->text ? e->text : "";
+    size_t len = e->len;
+    if (r->spec.reasoning) {
+        if ((rc = split_event(r, e, &rs, &cs))) goto out;
+        text = buf_cstr(&cs);
+        len = cs.len;
+    }
+    if (!ch->role_sent) {
+        ch->role_sent = true;
+        struct api_usage u0;
+        choice_usage(r, e->choice, 0, &u0);
+        struct api_choice role = {.index = index, .usage = t.usage ? &u0 : NULL};
+        if ((rc = sse_add(r, api_response_chunk(&t.m, &role, true)))) goto out;
+    }
+    if (rs.len) {
+        struct api_choice c = {
+            .index = index, .reasoning = buf_cstr(&rs), .reasoning_len = rs.len, .usage = t.usage};
+        if ((rc = sse_add(r, api_response_chunk(&t.m, &c, false)))) goto out;
+    }
+    if ((len || ends) && (rc = api_tool_stream_feed(&ch->tools, text, len, ends, tool_emit_ev, &t)))
+        goto out;
+    if (ends) {
+        struct api_choice fin = {.index = index,
+                                 .finish =
+                                     tool_finish(ch->tools.n_calls > 0, api_finish_of(e->finish)),
+                                 .usage = t.usage};
+        rc = sse_add(r, api_response_chunk(&t.m, &fin, false));
+    }
+out:
+    buf_fini(&rs);
+    buf_fini(&cs);
     return rc;
 }
 
@@ -368,11 +435,8 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
     if (e->prompt_token) return r->spec.logprobs ? acc_push_logprob(p, &ch->acc, e) : 0;
     int rc = ch->echo_pending ? stream_echo(p, r, e->choice) : 0;
     if (rc) return rc;
-    if (r->spec.tools != API_TOOL_NONE) {
-        rc = acc_event(p, r, e);
-        bool ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
-        return rc || !ends ? rc : stream_tool_message(p, r, e->choice);
-    }
+    if (r->spec.tools != API_TOOL_NONE && r->spec.kind == API_KIND_CHAT)
+        return stream_tool_event(p, r, e);
     struct api_response_meta m;
     meta_of(p, r, &m);
     bool want_lp = r->spec.logprobs && e->has_token;
@@ -505,7 +569,7 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
                     .index = at,
                     .text = a->text.data ? a->text.data : "",
                     .len = len,
-                    .finish = calls[at] ? API_FINISH_TOOL_CALLS : a->finish,
+                    .finish = tool_finish(calls[at] != NULL, a->finish),
                     .logprobs = a->n_lp ? a->lp : NULL,
                     .n_logprobs = a->n_lp,
                     .tool_calls = calls[at],
@@ -737,6 +801,7 @@ int serve_respond_adopt(struct serve_respond *p, struct serve_req *r, struct htt
         buf_init(&o->ch[i].acc.text, 0);
         buf_init(&o->ch[i].reasoning, 0);
         api_reasoning_init(&o->ch[i].split, r->spec.reasoning_inside);
+        api_tool_stream_init(&o->ch[i].tools, tools_forced(r));
     }
     /* r->out is the responder thread's from here: the ready queue's lock hands it over, and the
      * first process() puts r on the adopted list. */

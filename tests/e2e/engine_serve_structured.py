@@ -5,7 +5,8 @@ Usage: engine_serve_structured.py main=PORT
 The grammar mask, not the model, must make every answer valid: client.beta.chat.completions.parse
 with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, pattern, date / datetime /
 UUID formats), guided_regex, streamed and not, several seeds; tools with
-tool_choice required / named / auto / none, streamed tool-call deltas assembled by the SDK, a
+tool_choice required / named / auto / none, streamed tool-call deltas (content as it comes, a
+call's name then its argument fragments) assembled by hand and by the SDK to the non-streamed answer, a
 multi-turn conversation with a tool result, and 400s for schemas the engine cannot honour.
 Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
 """
@@ -193,9 +194,11 @@ def test_tool_required():
     )
     c = r.choices[0]
     calls = c.message.tool_calls or []
-    # Parallel calls: a story model may keep adding calls until max_tokens ("length", the partial
-    # array as content); a finished answer must be valid calls.
-    ok = (c.finish_reason == "tool_calls" and len(calls) >= 1) or (c.finish_reason == "length" and not calls)
+    # Parallel calls: a story model may keep adding calls until max_tokens ("length": the calls
+    # begun, the last one's arguments cut off, as OpenAI's); a finished answer must be valid calls.
+    ok = (c.finish_reason == "tool_calls" and len(calls) >= 1) or c.finish_reason == "length"
+    if c.finish_reason == "length":
+        calls = calls[:-1]
     for t in calls:
         args = json.loads(t.function.arguments)
         ok = ok and t.id and t.type == "function" and t.function.name in ("get_weather", "GetTime")
@@ -238,6 +241,85 @@ def test_tool_named_stream():
     )
 
 
+def stream_deltas(**kw):
+    """A streamed chat completion assembled by hand, as simple clients do: content joined, and per
+    tool-call index the id, name and the arguments fragments joined; with the content deltas seen
+    before the first call and the argument fragments per call."""
+    content, calls, finish, content_deltas = "", {}, None, 0
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for ch in chunk.choices:
+            d = ch.delta
+            if d.content:
+                content += d.content
+                content_deltas += 0 if calls else 1
+            for t in d.tool_calls or []:
+                c = calls.setdefault(t.index, {"id": None, "name": None, "arguments": "", "pieces": 0})
+                if t.id:
+                    c["id"] = t.id
+                if t.function and t.function.name:
+                    c["name"] = t.function.name
+                if t.function and t.function.arguments:
+                    c["arguments"] += t.function.arguments
+                    c["pieces"] += 1
+            finish = ch.finish_reason or finish
+    return content, [calls[k] for k in sorted(calls)], finish, content_deltas
+
+
+def same_as_whole(kw, label):
+    """The streamed answer (by hand and through the SDK's stream helper) equals the whole one (the
+    calls' ids differ: they carry the response's id)."""
+    whole = client.chat.completions.create(**kw).choices[0]
+    want = [(t.function.name, t.function.arguments) for t in whole.message.tool_calls or []]
+    content, calls, finish, content_deltas = stream_deltas(**kw)
+    got = [(c["name"], c["arguments"]) for c in calls]
+    ids = [c["id"] for c in calls]
+    checks.check(
+        f"{label}, streamed: deltas assemble to the non-streamed answer",
+        got == want
+        and finish == whole.finish_reason
+        and content == (whole.message.content or "")
+        and all(i and i.startswith("call_") for i in ids)
+        and len(set(ids)) == len(ids),
+        f"stream {content!r} {got} {ids} {finish} / whole {whole}",
+    )
+    if whole.finish_reason == "length":  # the SDK's helper refuses cut-off answers by design
+        return whole, calls, content_deltas
+    with client.beta.chat.completions.stream(**kw) as s:
+        final = s.get_final_completion().choices[0]
+    sdk = [(t.function.name, t.function.arguments) for t in final.message.tool_calls or []]
+    checks.check(
+        f"{label}, streamed: the SDK's ChatCompletionStreamState assembles the same calls",
+        sdk == want and final.finish_reason == whole.finish_reason,
+        f"sdk {final} / whole {whole}",
+    )
+    return whole, calls, content_deltas
+
+
+def test_tool_stream_incremental():
+    # seeds 6 and 10 keep adding calls until max_tokens; one call (parallel_tool_calls false) ends
+    for seed, parallel in ((6, True), (10, True), (7, False), (13, False)):
+        kw = dict(
+            model=MODEL, messages=ASK, tools=TOOLS, tool_choice="required", parallel_tool_calls=parallel,
+            max_tokens=200, seed=seed,
+        )
+        label = f"tool_choice required (seed {seed}, parallel {parallel})"
+        whole, calls, _ = same_as_whole(kw, label)
+        checks.check(
+            f"{label}, streamed: arguments arrive in several fragments",
+            bool(calls) and all(c["pieces"] > 1 for c in calls),
+            f"{calls}",
+        )
+    for seed in (11, 12):
+        kw = dict(model=MODEL, messages=ASK, tools=TOOLS, tool_choice="auto", max_tokens=24, seed=seed)
+        whole, calls, content_deltas = same_as_whole(kw, f"tool_choice auto (seed {seed})")
+        if whole.message.content and len(whole.message.content) > 4:
+            checks.check(
+                f"tool_choice auto (seed {seed}), streamed: the text streams (several deltas)",
+                content_deltas > 1,
+                f"{content_deltas} deltas for {whole.message.content!r}",
+            )
+
+
 def test_tool_multi_turn(first):
     call = first.choices[0].message.tool_calls[0]
     msgs = ASK + [
@@ -275,6 +357,7 @@ def test_tool_multi_turn(first):
 def test_tools():
     first = test_tool_required()
     test_tool_named_stream()
+    test_tool_stream_incremental()
     test_tool_multi_turn(first)
 
 

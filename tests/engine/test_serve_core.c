@@ -1645,6 +1645,75 @@ START_TEST(test_serve_core_structured_length_and_cancel)
 }
 END_TEST
 
+/* A streamed chat choice assembled as the OpenAI SDK does: content deltas joined, and per call
+ * index the id, type and name of its first delta.tool_calls piece and its argument fragments
+ * joined. Checks the pieces' shape: the first of a call has id, type "function", the name and
+ * empty arguments; later ones only the index and an arguments fragment; no content after a call. */
+#define STREAM_CALLS_MAX 8
+struct stream_choice {
+    struct buf content;
+    int content_deltas;
+    int n_calls;
+    char name[STREAM_CALLS_MAX][64];
+    struct buf args[STREAM_CALLS_MAX];
+    int arg_deltas[STREAM_CALLS_MAX];
+    const char *finish;
+};
+
+static void stream_choice_fini(struct stream_choice *sc)
+{
+    buf_fini(&sc->content);
+    for (int k = 0; k < STREAM_CALLS_MAX; k++) buf_fini(&sc->args[k]);
+}
+
+static void stream_assemble(json_t *events, int index, struct stream_choice *sc)
+{
+    memset(sc, 0, sizeof(*sc));
+    buf_init(&sc->content, 0);
+    for (int k = 0; k < STREAM_CALLS_MAX; k++) buf_init(&sc->args[k], 0);
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        if (!ch || json_integer_value(json_object_get(ch, "index")) != index) continue;
+        const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
+        if (fr) sc->finish = fr;
+        json_t *d = json_object_get(ch, "delta");
+        const char *t = json_string_value(json_object_get(d, "content"));
+        if (t && *t) {
+            ck_assert_msg(sc->n_calls == 0, "content after a tool call");
+            buf_puts(&sc->content, t);
+            sc->content_deltas++;
+        }
+        json_t *tc = json_object_get(d, "tool_calls");
+        if (!tc) continue;
+        ck_assert_int_eq((int)json_array_size(tc), 1);
+        json_t *call = json_array_get(tc, 0), *fn = json_object_get(call, "function");
+        int k = (int)json_integer_value(json_object_get(call, "index"));
+        const char *args = json_string_value(json_object_get(fn, "arguments"));
+        ck_assert_ptr_nonnull(args);
+        if (k == sc->n_calls) { /* a new call: its id, type and name, no arguments yet */
+            ck_assert_int_lt(k, STREAM_CALLS_MAX);
+            const char *id = json_string_value(json_object_get(call, "id"));
+            ck_assert_msg(id && !strncmp(id, "call_", 5), "call %d without an id", k);
+            ck_assert_str_eq(json_string_value(json_object_get(call, "type")), "function");
+            const char *name = json_string_value(json_object_get(fn, "name"));
+            ck_assert_ptr_nonnull(name);
+            snprintf(sc->name[k], sizeof(sc->name[k]), "%s", name);
+            ck_assert_str_eq(args, "");
+            sc->n_calls++;
+            continue;
+        }
+        ck_assert_int_eq(k, sc->n_calls - 1); /* a fragment of the latest call */
+        ck_assert_ptr_null(json_object_get(call, "id"));
+        ck_assert_ptr_null(json_object_get(fn, "name"));
+        ck_assert_int_gt((int)strlen(args), 0);
+        buf_puts(&sc->args[k], args);
+        sc->arg_deltas[k]++;
+    }
+}
+
 #define TOOLS_BODY                                                                                 \
     "{\"messages\":[{\"role\":\"user\",\"content\":\"weather?\"}],\"max_tokens\":3000,\"seed\":5," \
     "\"parallel_tool_calls\":false,\"tool_choice\":\"required\",\"tools\":[{\"type\":"             \
@@ -1682,22 +1751,15 @@ START_TEST(test_serve_core_tool_calls)
     char *text = sse_text(events, &finish);
     ck_assert_str_eq(finish, "tool_calls");
     ck_assert_str_eq(text, "");
-    bool seen = false;
-    size_t i;
-    json_t *ev;
-    json_array_foreach(events, i, ev)
-    {
-        json_t *d = json_object_get(json_array_get(json_object_get(ev, "choices"), 0), "delta");
-        json_t *tc = json_object_get(d, "tool_calls");
-        if (!tc) continue;
-        json_t *call = json_array_get(tc, 0);
-        ck_assert_int_eq(json_integer_value(json_object_get(call, "index")), 0);
-        ck_assert_str_eq(
-            json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
-            json_string_value(json_object_get(fn, "arguments"))); /* same seed, same call */
-        seen = true;
-    }
-    ck_assert(seen);
+    /* the call streams: its name first, then its arguments in fragments that join to the
+     * non-streamed arguments (same seed, same call) */
+    struct stream_choice sc;
+    stream_assemble(events, 0, &sc);
+    ck_assert_int_eq(sc.n_calls, 1);
+    ck_assert_str_eq(sc.name[0], "get_weather");
+    ck_assert_str_eq(buf_cstr(&sc.args[0]), json_string_value(json_object_get(fn, "arguments")));
+    ck_assert_int_gt(sc.arg_deltas[0], 1);
+    stream_choice_fini(&sc);
     free(text);
     json_decref(events);
     json_decref(j);
@@ -1800,8 +1862,9 @@ START_TEST(test_serve_core_tool_calls_auto)
     core_start(&c);
     static const char body[] =
         "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":200,\"n\":2,"
-        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"guided_grammar\":"
-        "\"root ::= [a-z]{1,4} \\\"<tool_call>{\\\\\\\"name\\\\\\\": \\\\\\\"f\\\\\\\", "
+        "\"seed\":7,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}],\"guided_"
+        "grammar\":"
+        "\"root ::= [a-z]{6,10} \\\"<tool_call>{\\\\\\\"name\\\\\\\": \\\\\\\"f\\\\\\\", "
         "\\\\\\\"arguments\\\\\\\": {\\\\\\\"k\\\\\\\": \\\" [0-9] \\\"}}</tool_call>\\\"\"";
     struct reply r;
     char full[1024];
@@ -1820,9 +1883,8 @@ START_TEST(test_serve_core_tool_calls_auto)
         ck_assert_str_eq(json_string_value(json_object_get(fn, "name")), "f");
         ck_assert_int_eq((int)strlen(json_string_value(json_object_get(fn, "arguments"))), 7);
     }
-    json_decref(j);
     reply_fini(&r);
-    /* streamed: content delta, then delta.tool_calls, for each choice */
+    /* streamed, same seed */
     snprintf(full, sizeof(full), "%s,\"stream\":true}", body);
     struct reply st;
     http_do(c.port, "POST", "/v1/chat/completions", full, &st);
@@ -1830,20 +1892,26 @@ START_TEST(test_serve_core_tool_calls_auto)
     bool done = false;
     json_t *events = sse_events(&st, &done);
     ck_assert(done);
-    int calls = 0, finishes = 0;
-    size_t i;
-    json_t *ev;
-    json_array_foreach(events, i, ev)
-    {
-        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
-        if (json_object_get(json_object_get(ch, "delta"), "tool_calls")) calls++;
-        const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
-        if (!fr) continue;
-        ck_assert_str_eq(fr, "tool_calls");
-        finishes++;
+    /* each choice: its text first in several content deltas (not held until the end), then the
+     * call, name then argument fragments, that join to the non-streamed answer of that choice */
+    for (int k = 0; k < 2; k++) {
+        struct stream_choice sc;
+        stream_assemble(events, k, &sc);
+        json_t *msg =
+            json_object_get(json_array_get(json_object_get(j, "choices"), (size_t)k), "message");
+        json_t *fn =
+            json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0), "function");
+        ck_assert_str_eq(sc.finish, "tool_calls");
+        ck_assert_str_eq(buf_cstr(&sc.content), json_string_value(json_object_get(msg, "content")));
+        ck_assert_int_gt(sc.content_deltas, 1);
+        ck_assert_int_eq(sc.n_calls, 1);
+        ck_assert_str_eq(sc.name[0], "f");
+        ck_assert_str_eq(buf_cstr(&sc.args[0]),
+                         json_string_value(json_object_get(fn, "arguments")));
+        ck_assert_int_gt(sc.arg_deltas[0], 1);
+        stream_choice_fini(&sc);
     }
-    ck_assert_int_eq(calls, 2);
-    ck_assert_int_eq(finishes, 2);
+    json_decref(j);
     json_decref(events);
     reply_fini(&st);
     core_stop(&c);
