@@ -12,7 +12,9 @@
 #                                             through the router to three real engines, once per
 #                                             policy (random, least-loaded, prefix), fresh engines
 #                                             each time: hit rate vs the ideal, TTFT, throughput;
-#                                             then the autoscaler's simulator on the same trace
+#                                             then the autoscaler's simulator on the same trace;
+#                                             POLICIES="prefix ..." runs only those, KV_BYTES sets
+#                                             each engine's --kv-cache-bytes (16M)
 #
 # Needs a release build (make), ab (apache2-utils), python3 and ../shared (stories260K, the trace).
 # CPU time per request is read from /proc (utime + stime of the router process): the number a busy
@@ -112,12 +114,12 @@ trace_run() {
 	echo "== workload: $(hack/loadgen "${lg_args[@]}" --dry-run 2>/dev/null | python3 -c \
 		'import json,sys; d=json.load(sys.stdin); print(d["requests"], "requests over", round(d["span_s"]), "s,",
 		d["prompt_tokens"], "prompt tokens, ideal prefix hit rate", round(d["ideal_prefix_hit_rate"] * 100, 1), "%")')"
-	for policy in random least-loaded prefix; do
+	for policy in ${POLICIES:-random least-loaded prefix}; do
 		local eps=() urls=() i
 		for i in 0 1 2; do
 			eps[i]="$(free_port)"
 			"$bin/cinfer-engine" serve --model "$model" --host 127.0.0.1 --port "${eps[i]}" --threads 1 \
-				--max-num-seqs 16 --kv-cache-bytes 16M --log-level info >>"$work/engine-$policy-$i.log" 2>&1 &
+				--max-num-seqs 16 --kv-cache-bytes "${KV_BYTES:-16M}" --log-level info >>"$work/engine-$policy-$i.log" 2>&1 &
 			pids+=($!)
 			urls+=("http://127.0.0.1:${eps[i]}")
 		done
