@@ -28,7 +28,7 @@ struct router_cfg {
     const char *targets;
     const char *kubeconfig, *ns;
     const char *policy;
-    double load_factor, load_weight, prefill_weight, offload_weight;
+    double load_factor, load_weight, prefill_weight, offload_weight, evict_weight;
     int load_floor;
     int max_attempts;
     double connect_timeout, health_interval, failure_backoff, hold_timeout;
@@ -78,6 +78,9 @@ static const struct cfg_opt opts[] = {
         "Cost of one prompt token a replica would load back from its KV offload tiers (host "
         "memory, disk), in prompt tokens computed: a replica with the prefix in its KV pool "
         "beats one with it offloaded, which beats recomputing"),
+    OPT("evict-weight", CFG_DOUBLE, evict_weight, "0.5", 0, 100,
+        "Cost of one cached token a replica would evict to take a request (its KV pool full), in "
+        "prompt tokens computed: spreads an idle fleet's prefixes over its caches"),
     OPT("max-attempts", CFG_INT, max_attempts, "3", 1, ROUTER_MAX_ATTEMPTS,
         "Replicas a request may be sent to when engines refuse it before its first byte"),
     OPT("connect-timeout", CFG_DOUBLE, connect_timeout, "2", 0.01, 60,
@@ -162,7 +165,8 @@ int main(int argc, char **argv)
                                     .load_floor = cfg.load_floor,
                                     .load_weight = cfg.load_weight,
                                     .prefill_weight = cfg.prefill_weight,
-                                    .offload_weight = cfg.offload_weight};
+                                    .offload_weight = cfg.offload_weight,
+                                    .evict_weight = cfg.evict_weight};
     router_policy_parse(cfg.policy, &pol.policy); /* the table's choices admit only known names */
     if (shutdown_install() != 0) {
         log_error("cannot install signal handlers");

@@ -67,6 +67,8 @@ int router_events_parse(const char *line, size_t len, struct router_event *ev, u
             goto out;
         ev->block_size = (int)bs;
         ev->prefix_caching = json_is_true(json_object_get(o, "prefix_caching"));
+        what = "hello: bad kv_blocks";
+        if (ev_uint(o, "kv_blocks", false, &ev->kv_blocks) || ev->kv_blocks > (1u << 30)) goto out;
     } else if (strcmp(type, "snapshot") == 0) {
         ev->type = ROUTER_EVENT_SNAPSHOT;
         what = "snapshot: bad blocks";

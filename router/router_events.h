@@ -36,10 +36,11 @@ struct router_event {
     char hash[32];   /* hello: the engine's PREFIX_CACHE_HASH_NAME */
     char model[256]; /* hello: the served model name */
     uint64_t blocks;
-    uint64_t *hashes; /* the caller's array (see router_events_parse) */
+    uint64_t kv_blocks; /* hello: the engine's KV pool in blocks; 0 when it does not say */
+    uint64_t *hashes;   /* the caller's array (see router_events_parse) */
     size_t n_hashes;
     int running, waiting;
-    long prefill_waiting; /* load: prompt tokens not yet prefilled; -1 when the engine does not
+    long prefill_waiting;  /* load: prompt tokens not yet prefilled; -1 when the engine does not
                            * say (an engine older than the field) */
     enum router_tier tier; /* stored / evicted: "device", "host", "disk"; else OTHER */
 };

@@ -100,8 +100,10 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
         int reused = (prefix ? c[i].cached_tokens : 0) + offload;
         int uncached = n_prompt > reused ? n_prompt - reused : 0;
         double queued = c[i].queued_prefill > 0 ? (double)c[i].queued_prefill : 0;
+        double evict = c[i].evict_tokens > 0 ? (double)c[i].evict_tokens : 0;
         double cost = prefix ? uncached + cfg->offload_weight * offload +
-                                   cfg->prefill_weight * queued + cfg->load_weight * c[i].load
+                                   cfg->prefill_weight * queued + cfg->evict_weight * evict +
+                                   cfg->load_weight * c[i].load
                              : c[i].load;
         uint64_t tie = mix64(rnd ^ (uint64_t)i);
         bool better = best == n || cost < best_cost ||

@@ -5,8 +5,12 @@
  *
  * Prefix-aware (the default): cost = uncached prompt tokens + offload_weight x the prompt tokens
  * it would load back from an offload tier (host memory, disk) + prefill_weight x the prompt tokens
- * the replica has queued before it + load_weight x load, the lowest cost wins, ties to the least
- * loaded and then the random number. The queued prefill is what a request count misses: one
+ * the replica has queued before it + evict_weight x the cached tokens it would evict to take the
+ * request (its KV pool full: the prompt's new blocks push out others, which a later request may
+ * have reused) + load_weight x load, the lowest cost wins, ties to the least loaded and then the
+ * random number. The eviction term is what spreads an idle fleet's traffic over its caches: with
+ * nothing in flight anywhere, the replica holding a request's longest prefix would otherwise take
+ * every request and evict, while the others' caches stay empty. The queued prefill is what a request count misses: one
  * replica with two 8k-token prompts waiting and another with two chat turns are equally "loaded",
  * but a first token on the first waits for 16k tokens of prefill. Bounded load guard (consistent
  * hashing with bounded loads, Mirrokni et al. 2018): a replica is a candidate only when its load
@@ -45,23 +49,26 @@ const char *router_reason_name(enum router_reason r);
 int router_policy_parse(const char *s, enum router_policy *out);
 
 struct router_candidate {
-    int load;          /* requests there: ours in flight plus the others the engine reports */
-    int cached_tokens; /* prompt tokens its prefix cache holds (a multiple of the block size) */
-    uint64_t id_hash;  /* stable hash of the replica's identity (rendezvous hashing) */
+    int load;            /* requests there: ours in flight plus the others the engine reports */
+    int cached_tokens;   /* prompt tokens its prefix cache holds (a multiple of the block size) */
+    uint64_t id_hash;    /* stable hash of the replica's identity (rendezvous hashing) */
     long queued_prefill; /* prompt tokens it has still to prefill before this request (the
                           * engine's last load line plus what was sent there since) */
     int offload_tokens;  /* prompt tokens after cached_tokens it holds in an offload tier */
+    int evict_tokens;    /* cached tokens it would evict to take the request (0: room left) */
 };
 
 struct router_policy_cfg {
     enum router_policy policy;
-    double load_factor; /* the bound: >= 1 (1.25 = 25% above the mean) */
-    int load_floor;     /* the bound is at least this many requests (>= 1) */
-    double load_weight; /* prompt tokens one request in flight costs */
+    double load_factor;    /* the bound: >= 1 (1.25 = 25% above the mean) */
+    int load_floor;        /* the bound is at least this many requests (>= 1) */
+    double load_weight;    /* prompt tokens one request in flight costs */
     double prefill_weight; /* cost of one queued prefill token, in prompt tokens (1: a token
                             * queued ahead delays the first token as much as one of its own) */
     double offload_weight; /* cost of one prompt token loaded back from an offload tier, in
                             * prompt tokens computed (< 1: loading beats recomputing) */
+    double evict_weight;   /* cost of one cached token evicted, in prompt tokens computed (the
+                            * chance it would have been reused) */
 };
 
 /* Picks among c[0..n) (n >= 1). `n_prompt` is the prompt's length in tokens (0 when unknown),

@@ -409,6 +409,8 @@ void rp_job_dispatch(struct router_proxy *p, struct router_job *job)
             .id_hash = r->id_hash,
         };
         cands[n].offload_tokens = offload;
+        cands[n].evict_tokens =
+            bs ? rp_replica_evicts(r, &job->prompt, bs, cands[n].cached_tokens) : 0;
         reps[n++] = r;
     }
     if (n == 0) {

@@ -40,20 +40,21 @@ struct rp_replica {
     int eng_others; /* requests on the engine that are not ours (other routers'), at its last load
                      * line: running + waiting minus our requests in flight then */
     bool eng_load_known;
-    long eng_prefill;       /* its prompt tokens to prefill at the last load line, less those of
+    long eng_prefill;        /* its prompt tokens to prefill at the last load line, less those of
                              * our requests answered since; -1 unknown */
-    long prefill_sent;      /* uncached prompt tokens of our requests sent since that line and
+    long prefill_sent;       /* uncached prompt tokens of our requests sent since that line and
                              * not answered yet */
-    uint64_t load_lines;    /* load lines received (which line a request was sent after) */
+    uint64_t load_lines;     /* load lines received (which line a request was sent after) */
     long prefill_unanswered; /* uncached prompt tokens of our requests there without a first
                               * body byte (what we know without the engine's load lines) */
     struct prom_series *m_requests, *m_inflight;
 
     /* KV block index, from the event stream. */
     struct u64set held[ROUTER_TIER_OTHER]; /* by tier: the KV pool, then the offload tiers */
-    bool index_live;      /* snapshot received on the current stream */
-    bool index_full;      /* a stored hash did not fit (logged once) */
-    int index_block_size; /* from the stream's hello */
+    bool index_live;                       /* snapshot received on the current stream */
+    bool index_full;                       /* a stored hash did not fit (logged once) */
+    int index_block_size;                  /* from the stream's hello */
+    long kv_blocks; /* the engine's KV pool in blocks, from the hello; 0 unknown */
     struct rp_xfer ev;
     struct router_lines ev_lines;
     double ev_retry_at;
@@ -143,7 +144,7 @@ struct router_proxy {
     /* proxy thread */
     struct rp_model **models;
     size_t n_models, cap_models;
-    struct router_job *jobs; /* live jobs (doubly linked through st->prev/next) */
+    struct router_job *jobs;        /* live jobs (doubly linked through st->prev/next) */
     struct router_candidate *cands; /* rp_job_dispatch's scratch: one per replica of a model */
     struct rp_replica **cand_reps;
     size_t cap_cands;
@@ -189,6 +190,11 @@ int rp_replica_cached(const struct rp_replica *r, const struct router_prompt *pr
 /* Prompt tokens the replica has to prefill before a request sent now: the engine's last load line
  * plus the uncached tokens we sent since, or (no load lines) those of our unanswered requests. */
 long rp_replica_queued_prefill(const struct rp_replica *r);
+/* Cached tokens the replica would evict to take `pr` with `reused` of its tokens already there:
+ * the new blocks past the room its KV pool has left (hello's kv_blocks less the blocks it holds);
+ * 0 when unknown. */
+int rp_replica_evicts(const struct rp_replica *r, const struct router_prompt *pr, int block_size,
+                      int reused);
 
 /* A transfer with the settings every engine request shares. */
 CURL *rp_easy_new(struct router_proxy *p, struct rp_xfer *x, const char *base, const char *path);

@@ -66,6 +66,16 @@ bool rp_replica_busy(const struct rp_replica *r)
     return r->inflight > 0 || r->ev.easy || r->hc.easy || r->tk.easy;
 }
 
+int rp_replica_evicts(const struct rp_replica *r, const struct router_prompt *pr, int block_size,
+                      int reused)
+{
+    if (!r->index_live || r->kv_blocks <= 0 || block_size <= 0) return 0;
+    long fresh = pr->n_blocks - reused / block_size;
+    long over = (long)r->held[ROUTER_TIER_DEVICE].n + fresh - r->kv_blocks;
+    if (over > fresh) over = fresh;
+    return over > 0 ? (int)(over * block_size) : 0;
+}
+
 long rp_replica_queued_prefill(const struct rp_replica *r)
 {
     if (r->eng_load_known && r->eng_prefill >= 0) return r->eng_prefill + r->prefill_sent;
@@ -126,6 +136,7 @@ static int on_event_line(void *ctx, const char *line, size_t len)
         } else {
             r->index_block_size = ev.block_size;
         }
+        r->kv_blocks = (long)ev.kv_blocks;
         r->ev_backoff_ms = RR_EVENTS_BACKOFF_MIN_MS;
         break;
     case ROUTER_EVENT_SNAPSHOT:

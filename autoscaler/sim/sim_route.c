@@ -49,14 +49,15 @@ int sim_router_init(struct sim_router *rt, const struct sim_config *cfg, const s
     rt->rng = cfg->seed ^ 0x9e3779b97f4a7c15ull;
     /* cinfer-router's defaults, as the chart installs it (--policy prefix, --load-factor 1.25,
      * --load-floor 4, --load-weight 64, --prefill-weight 1, --offload-weight 0.1 (no offload
-     * tiers are modelled): router/main.c, charts/cinfer/values.yaml). */
+     * tiers are modelled), --evict-weight 0.5: router/main.c, charts/cinfer/values.yaml). */
     rt->pol = (struct router_policy_cfg){.policy = cfg->prefix_routing ? ROUTER_POLICY_PREFIX
                                                                        : ROUTER_POLICY_LEAST_LOADED,
                                          .load_factor = 1.25,
                                          .load_floor = 4,
                                          .load_weight = 64,
                                          .prefill_weight = 1,
-                                         .offload_weight = 0.1};
+                                         .offload_weight = 0.1,
+                                         .evict_weight = 0.5};
     rt->block_tokens = TRACE_BLOCK_TOKENS * cfg->token_scale;
     rt->late_cap = cfg->late_hold;
     rt->n_words = (n_slots + 63) / 64;
@@ -154,6 +155,20 @@ static int router_cached(const struct sim_router *rt, const struct sim_req *q,
     return (int)lround((double)(m < full ? m : full) * rt->block_tokens);
 }
 
+/* Cached tokens replica r would evict to take q: its new blocks past what its cache has room for
+ * (what the router reads off the engine's hello line and block events). */
+static int router_evicts(const struct sim_router *rt, const struct sim_req *q,
+                         const struct sim_replica *r)
+{
+    if (rt->pol.policy != ROUTER_POLICY_PREFIX || q->n_hash == 0 || !(rt->block_tokens > 0))
+        return 0;
+    size_t m = sim_cache_match(&r->cache, rt->keys + q->hash_off, q->n_hash);
+    size_t need = r->cache.n + (q->n_hash - m);
+    size_t over = need > r->cache.cap ? need - r->cache.cap : 0;
+    if (over > q->n_hash - m) over = q->n_hash - m;
+    return (int)lround((double)over * rt->block_tokens);
+}
+
 /* cinfer-router's choice (router_policy_pick) among the ready replicas, each with its requests
  * in flight, the prompt tokens its cache holds and its queued prefill (what the engine's load
  * line reports); router-late skips the replicas at late_cap and holds when none is left. */
@@ -175,6 +190,7 @@ static int pick_router(struct sim_router *rt, const struct sim_req *q,
                 .cached_tokens = router_cached(rt, q, r),
                 .id_hash = router_policy_hash(&slot, sizeof(slot)),
                 .queued_prefill = lround(sim_replica_prefill_waiting(r)),
+                .evict_tokens = router_evicts(rt, q, r),
             };
             slots[n++] = slot;
         }

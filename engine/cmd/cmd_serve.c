@@ -602,6 +602,7 @@ static int serve_load(struct serve_state *s)
         .block_size = c->block_size,
         .max_context = ctx,
         .n_vocab = hp->n_vocab,
+        .kv_blocks = kv_cache_n_blocks(s->kv),
         .events = s->kv_events,
         .loop = s->loop,
     };
@@ -668,7 +669,7 @@ static void serve_teardown(struct serve_state *s)
     serve_router_free(s->router);
     serve_loop_free(s->loop);
     serve_respond_free(s->resp);
-    kv_offload_free(s->offload); /* after the loop: writes what is still queued */
+    kv_offload_free(s->offload);  /* after the loop: writes what is still queued */
     kv_events_free(s->kv_events); /* after the store, which reports its tiers' changes there */
     kv_cache_free(s->kv);
     kv_cache_free(s->draft_kv);

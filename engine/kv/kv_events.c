@@ -85,10 +85,8 @@ void kv_events_record_tier(struct kv_events *ev, enum kv_events_tier tier, bool 
     else
         (void)u64set_del(&ev->held[tier], hash);
     uint64_t seq = ++ev->last;
-    ev->ring[seq & ev->mask] = (struct kv_event){.seq = seq,
-                                                 .hash = hash,
-                                                 .op = stored ? KV_EVENT_STORED : KV_EVENT_EVICTED,
-                                                 .tier = tier};
+    ev->ring[seq & ev->mask] = (struct kv_event){
+        .seq = seq, .hash = hash, .op = stored ? KV_EVENT_STORED : KV_EVENT_EVICTED, .tier = tier};
     pthread_cond_broadcast(&ev->cond);
     pthread_mutex_unlock(&ev->mu);
 }

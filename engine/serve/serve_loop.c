@@ -39,7 +39,7 @@ struct serve_loop {
     bool wake;                   /* something to look at (a cancellation) */
     bool stopping;               /* end everything and exit */
     atomic_int inflight;
-    atomic_int waiting;  /* published after each step */
+    atomic_int waiting;          /* published after each step */
     atomic_long prefill_waiting; /* prompt tokens not yet prefilled, published with `waiting` */
     atomic_bool faulted; /* forward steps kept failing: no more steps; written by the loop only */
     atomic_bool unfit;   /* serve_loop_set_faulted: refuse new work, finish what runs; any thread */

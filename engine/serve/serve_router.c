@@ -303,9 +303,10 @@ int serve_router_start(const struct serve_router_cfg *cfg, struct serve_router *
     int rc = serve_router_tokenizer_doc(cfg, &sr->tokenizer);
     if (rc) goto fail;
     rc = ERR_NOMEM;
-    json_t *hello = json_pack("{s:s,s:s,s:i,s:s,s:b}", "type", "hello", "model", cfg->model_name,
-                              "block_size", cfg->block_size, "hash", PREFIX_CACHE_HASH_NAME,
-                              "prefix_caching", cfg->events != NULL);
+    json_t *hello =
+        json_pack("{s:s,s:s,s:i,s:s,s:b,s:i}", "type", "hello", "model", cfg->model_name,
+                  "block_size", cfg->block_size, "hash", PREFIX_CACHE_HASH_NAME, "prefix_caching",
+                  cfg->events != NULL, "kv_blocks", cfg->kv_blocks);
     char *line = hello ? json_dumps(hello, JSON_COMPACT) : NULL;
     json_decref(hello);
     if (!line) goto fail;

@@ -8,7 +8,9 @@
  *   GET /cinfer/kv-events  newline-delimited JSON, never ending: a hello line, a snapshot of the
  *                          blocks the prefix cache holds, then every block stored or evicted
  *                          (engine/kv/kv_events.h) and a load line every load interval:
- *     {"type":"hello","model":M,"block_size":16,"hash":"cinfer-chain-v1","prefix_caching":true}
+ *     {"type":"hello","model":M,"block_size":16,"hash":"cinfer-chain-v1","prefix_caching":true,
+ *      "kv_blocks":N}                              N: blocks of the KV pool (the most its device
+ *                                                  tier can hold, running sequences included)
  *     {"type":"snapshot","seq":S,"blocks":N}      forget this engine's blocks; N stored follow
  *     {"type":"stored","seq":S,"tier":"device","hashes":["0123456789abcdef",...]}
  *     {"type":"evicted","seq":S,"tier":"device","hashes":[...]}
@@ -45,6 +47,7 @@ struct serve_router_cfg {
     const char *model_name;    /* borrowed; must outlive the publisher */
     struct serve_auth *auth;   /* NULL: open; borrowed, must outlive */
     int block_size, max_context, n_vocab;
+    int kv_blocks;            /* blocks of the KV pool (what the prefix cache can hold at most) */
     struct kv_events *events; /* borrowed; NULL without prefix caching (no block lines) */
     struct serve_loop *loop;  /* borrowed, for the load lines; must outlive */
     int load_interval_ms;     /* between load lines; 0 = 250 */

@@ -104,7 +104,7 @@ START_TEST(test_kv_events_tiers)
     kv_events_record_tier(ev, KV_EVENTS_HOST, true, 1);
     kv_events_record_tier(ev, KV_EVENTS_HOST, true, 2);
     kv_events_record_tier(ev, KV_EVENTS_DISK, true, 3); /* tier 3 not sized: event only */
-    kv_events_record(ev, false, 1);                      /* left the pool, still in host */
+    kv_events_record(ev, false, 1);                     /* left the pool, still in host */
     kv_events_record_tier(ev, KV_EVENTS_HOST, true, 4);
     kv_events_record_tier(ev, KV_EVENTS_HOST, true, 5); /* past the host set's 3 */
     struct kv_event out[16];

@@ -364,8 +364,7 @@ static bool seen_has(struct seen *sn, enum kv_offload_tier t, int block)
 
 static struct kv_offload *open_observed(uint64_t host, const char *dir, struct seen *sn)
 {
-    struct kv_offload_config c = {NS,  BS, PAYLOAD, host, dir, dir ? 1 << 20 : 0, 0, observed,
-                                  sn};
+    struct kv_offload_config c = {NS, BS, PAYLOAD, host, dir, dir ? 1 << 20 : 0, 0, observed, sn};
     struct kv_offload *o = NULL;
     ck_assert_int_eq(kv_offload_new(&c, &o), 0);
     return o;

@@ -76,8 +76,15 @@ static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char
                                     .head_dim = hp->head_dim,
                                     .payload_bytes = model_kv_block_bytes(e->m)};
         memset(l.model_digest, '7', KV_BLOCK_DIGEST_HEX);
-        struct kv_offload_config c = {kv_block_namespace(&l), BS, l.payload_bytes, host_bytes, dir,
-                                      dir ? 1 << 24 : 0,      0, NULL, NULL};
+        struct kv_offload_config c = {kv_block_namespace(&l),
+                                      BS,
+                                      l.payload_bytes,
+                                      host_bytes,
+                                      dir,
+                                      dir ? 1 << 24 : 0,
+                                      0,
+                                      NULL,
+                                      NULL};
         ck_assert_int_eq(kv_offload_new(&c, &e->store), 0);
     }
     struct sched_config sc = {.max_num_seqs = eng_max_seqs,

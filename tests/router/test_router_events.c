@@ -29,6 +29,12 @@ START_TEST(test_router_events_parse_each_type)
     ck_assert_str_eq(ev.hash, "cinfer-chain-v1");
     ck_assert_str_eq(ev.model, "m");
     ck_assert(ev.prefix_caching);
+    ck_assert_uint_eq(ev.kv_blocks, 0); /* an engine older than the field */
+    ck_assert_int_eq(parse("{\"type\":\"hello\",\"block_size\":16,\"hash\":\"h\",\"model\":\"m\","
+                           "\"prefix_caching\":true,\"kv_blocks\":1638}",
+                           &ev),
+                     0);
+    ck_assert_uint_eq(ev.kv_blocks, 1638);
     ck_assert_int_eq(parse("{\"type\":\"snapshot\",\"seq\":7,\"blocks\":2}", &ev), 0);
     ck_assert_int_eq(ev.type, ROUTER_EVENT_SNAPSHOT);
     ck_assert_uint_eq(ev.seq, 7);
@@ -50,8 +56,8 @@ START_TEST(test_router_events_parse_each_type)
     ck_assert_int_eq(parse("{\"type\":\"stored\",\"seq\":11,\"tier\":\"host\",\"hashes\":[]}", &ev),
                      0);
     ck_assert_int_eq(ev.tier, ROUTER_TIER_HOST);
-    ck_assert_int_eq(parse("{\"type\":\"evicted\",\"seq\":12,\"tier\":\"disk\",\"hashes\":[]}", &ev),
-                     0);
+    ck_assert_int_eq(
+        parse("{\"type\":\"evicted\",\"seq\":12,\"tier\":\"disk\",\"hashes\":[]}", &ev), 0);
     ck_assert_int_eq(ev.tier, ROUTER_TIER_DISK);
     ck_assert_int_eq(parse("{\"type\":\"load\",\"seq\":10,\"running\":3,\"waiting\":4}", &ev), 0);
     ck_assert_int_eq(ev.type, ROUTER_EVENT_LOAD);
@@ -94,6 +100,8 @@ START_TEST(test_router_events_parse_malformed)
         "\"prefix_caching\":true}",
         "{\"type\":\"hello\",\"block_size\":16,\"model\":\"m\",\"prefix_caching\":true}",
         "{\"type\":\"hello\",\"block_size\":16,\"hash\":\"h\",\"model\":\"m\"}",
+        "{\"type\":\"hello\",\"block_size\":16,\"hash\":\"h\",\"model\":\"m\","
+        "\"prefix_caching\":true,\"kv_blocks\":-1}",
         "{\"type\":\"load\",\"seq\":1,\"seq\":2,\"running\":1,\"waiting\":1}",
     };
     struct router_event ev;

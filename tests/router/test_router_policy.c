@@ -10,11 +10,11 @@
 #include <stdio.h>
 
 /* The guard's own behaviour: no floor (1), as in the paper. */
-static const struct router_policy_cfg prefix = {ROUTER_POLICY_PREFIX, 1.25, 1, 64, 1, 0.1};
+static const struct router_policy_cfg prefix = {ROUTER_POLICY_PREFIX, 1.25, 1, 64, 1, 0.1, 0};
 
 START_TEST(test_router_policy_prefix_beats_idle)
 {
-    struct router_candidate c[3] = {{0, 0, 1, 0, 0}, {1, 512, 2, 0, 0}, {0, 0, 3, 0, 0}};
+    struct router_candidate c[3] = {{0, 0, 1, 0, 0, 0}, {1, 512, 2, 0, 0, 0}, {0, 0, 3, 0, 0, 0}};
     enum router_reason why;
     /* 512 cached tokens save more than one request of load costs (64 tokens); the floor of 4
      * lets a second request join the first on an idle fleet. */
@@ -29,7 +29,7 @@ START_TEST(test_router_policy_prefix_beats_idle)
     ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 600, 0, 42, &why), 1);
     ck_assert_int_eq(why, ROUTER_REASON_PREFIX);
     /* A short cached prefix on a loaded replica loses to an idle one. */
-    c[1] = (struct router_candidate){1, 32, 2, 0, 0};
+    c[1] = (struct router_candidate){1, 32, 2, 0, 0, 0};
     size_t k = router_policy_pick(&floor4, c, 3, 600, 0, 42, &why);
     ck_assert(k == 0 || k == 2);
     ck_assert_int_eq(why, ROUTER_REASON_LOAD); /* the cache was weighed, and lost on cost */
@@ -38,11 +38,11 @@ END_TEST
 
 START_TEST(test_router_policy_least_loaded_without_cache)
 {
-    struct router_candidate c[3] = {{3, 0, 1, 0, 0}, {1, 0, 2, 0, 0}, {2, 0, 3, 0, 0}};
+    struct router_candidate c[3] = {{3, 0, 1, 0, 0, 0}, {1, 0, 2, 0, 0, 0}, {2, 0, 3, 0, 0, 0}};
     enum router_reason why;
     ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 100, 0, 1, &why), 1);
     ck_assert_int_eq(why, ROUTER_REASON_LOAD);
-    struct router_policy_cfg ll = {ROUTER_POLICY_LEAST_LOADED, 1.25, 1, 64, 1, 0.1};
+    struct router_policy_cfg ll = {ROUTER_POLICY_LEAST_LOADED, 1.25, 1, 64, 1, 0.1, 0};
     c[0].cached_tokens = 96;
     ck_assert_uint_eq(router_policy_pick(&ll, c, 3, 100, 0, 1, &why), 1);
     ck_assert_int_eq(why, ROUTER_REASON_LOAD);
@@ -52,19 +52,19 @@ END_TEST
 START_TEST(test_router_policy_bound_spills_hot_prefix)
 {
     /* Replica 0 holds the prompt but carries 4 of 5 requests: bound ceil(1.25 * 6 / 3) = 3. */
-    struct router_candidate c[3] = {{4, 4096, 1, 0, 0}, {1, 0, 2, 0, 0}, {0, 0, 3, 0, 0}};
+    struct router_candidate c[3] = {{4, 4096, 1, 0, 0, 0}, {1, 0, 2, 0, 0, 0}, {0, 0, 3, 0, 0, 0}};
     enum router_reason why;
     ck_assert_int_eq(router_policy_bound(&prefix, 5, 3), 3);
     ck_assert_uint_eq(router_policy_pick(&prefix, c, 3, 5000, 0, 9, &why), 2);
     ck_assert_int_eq(why, ROUTER_REASON_BOUNDED);
     /* The bound always leaves the least loaded replica. */
-    struct router_policy_cfg tight = {ROUTER_POLICY_PREFIX, 1.0, 1, 64, 1, 0.1};
+    struct router_policy_cfg tight = {ROUTER_POLICY_PREFIX, 1.0, 1, 64, 1, 0.1, 0};
     for (long total = 0; total < 100; total++)
         for (size_t n = 1; n < 9; n++) {
             long min_load = total / (long)n;
             ck_assert_int_ge(router_policy_bound(&tight, total, n), min_load + 1);
         }
-    struct router_policy_cfg floor8 = {ROUTER_POLICY_PREFIX, 1.25, 8, 64, 1, 0.1};
+    struct router_policy_cfg floor8 = {ROUTER_POLICY_PREFIX, 1.25, 8, 64, 1, 0.1, 0};
     ck_assert_int_eq(router_policy_bound(&floor8, 5, 3), 8);
     ck_assert_int_eq(router_policy_bound(&floor8, 50, 3), 22);
 }
@@ -72,12 +72,13 @@ END_TEST
 
 START_TEST(test_router_policy_ties_spread)
 {
-    struct router_candidate c[4] = {{0, 0, 1, 0, 0}, {0, 0, 2, 0, 0}, {0, 0, 3, 0, 0}, {0, 0, 4, 0, 0}};
+    struct router_candidate c[4] = {
+        {0, 0, 1, 0, 0, 0}, {0, 0, 2, 0, 0, 0}, {0, 0, 3, 0, 0, 0}, {0, 0, 4, 0, 0, 0}};
     int hits[4] = {0};
     enum router_reason why;
     for (uint64_t r = 1; r <= 4000; r++) hits[router_policy_pick(&prefix, c, 4, 10, 0, r, &why)]++;
     for (int i = 0; i < 4; i++) ck_assert_int_gt(hits[i], 800); /* about 1000 each */
-    struct router_policy_cfg rnd = {ROUTER_POLICY_RANDOM, 1.25, 1, 64, 1, 0.1};
+    struct router_policy_cfg rnd = {ROUTER_POLICY_RANDOM, 1.25, 1, 64, 1, 0.1, 0};
     ck_assert_uint_eq(router_policy_pick(&rnd, c, 4, 10, 0, 6, &why), 2);
     ck_assert_int_eq(why, ROUTER_REASON_RANDOM);
 }
@@ -85,7 +86,7 @@ END_TEST
 
 START_TEST(test_router_policy_session_affinity)
 {
-    struct router_candidate c[3] = {{0, 0, 11, 0, 0}, {0, 0, 22, 0, 0}, {0, 0, 33, 0, 0}};
+    struct router_candidate c[3] = {{0, 0, 11, 0, 0, 0}, {0, 0, 22, 0, 0, 0}, {0, 0, 33, 0, 0, 0}};
     enum router_reason why;
     uint64_t sess = router_policy_hash("user-42", 7);
     size_t first = router_policy_pick(&prefix, c, 3, 10, sess, 1, &why);
@@ -113,7 +114,7 @@ END_TEST
  * cached prefix smaller than the queue; with weight 0 the counts alone do (the old rule). */
 START_TEST(test_router_policy_queued_prefill)
 {
-    struct router_candidate c[2] = {{2, 0, 1, 16384, 0}, {2, 0, 2, 96, 0}};
+    struct router_candidate c[2] = {{2, 0, 1, 16384, 0, 0}, {2, 0, 2, 96, 0, 0}};
     enum router_reason why;
     struct router_policy_cfg f4 = prefix;
     f4.load_floor = 4;
@@ -169,12 +170,37 @@ START_TEST(test_router_policy_offload_tier)
 }
 END_TEST
 
+/* An idle fleet: replica 0 holds a 16-token prefix every request shares and its KV pool is full,
+ * the others are empty. Without the eviction term the 16 cached tokens win every time (and the
+ * one cache churns); with it a request that would evict more than it reuses goes to an empty
+ * replica, while one whose conversation replica 0 holds still goes there. */
+START_TEST(test_router_policy_eviction_spreads_an_idle_fleet)
+{
+    struct router_candidate c[3] = {
+        {.cached_tokens = 16, .evict_tokens = 224, .id_hash = 1},
+        {.id_hash = 2},
+        {.id_hash = 3},
+    };
+    enum router_reason why;
+    struct router_policy_cfg f4 = prefix;
+    f4.load_floor = 4;
+    ck_assert_uint_eq(router_policy_pick(&f4, c, 3, 240, 0, 9, &why), 0); /* weight 0: cache */
+    f4.evict_weight = 0.5;                                                /* 224 + 112 > 240 */
+    ck_assert_uint_ne(router_policy_pick(&f4, c, 3, 240, 0, 9, &why), 0);
+    ck_assert_int_eq(why, ROUTER_REASON_LOAD);
+    c[0].cached_tokens = 224; /* a later turn of a conversation replica 0 holds */
+    c[0].evict_tokens = 16;   /* 16 + 8 < 240 */
+    ck_assert_uint_eq(router_policy_pick(&f4, c, 3, 240, 0, 9, &why), 0);
+    ck_assert_int_eq(why, ROUTER_REASON_PREFIX);
+}
+END_TEST
+
 /* Every request shares one long prefix cached on replica 0; requests finish after 8 more
  * arrivals. The guard must keep every replica within its bound at every pick. */
 START_TEST(test_router_policy_hot_prefix_simulation)
 {
     enum { N = 3, STEPS = 600, LIFE = 8 };
-    struct router_candidate c[N] = {{0, 8192, 1, 0, 0}, {0, 0, 2, 0, 0}, {0, 0, 3, 0, 0}};
+    struct router_candidate c[N] = {{0, 8192, 1, 0, 0, 0}, {0, 0, 2, 0, 0, 0}, {0, 0, 3, 0, 0, 0}};
     int owner[STEPS];
     int picked[N] = {0};
     enum router_reason why;
@@ -223,6 +249,7 @@ Suite *router_policy_suite(void)
     tcase_add_test(tc, test_router_policy_hot_prefix_simulation);
     tcase_add_test(tc, test_router_policy_queued_prefill);
     tcase_add_test(tc, test_router_policy_offload_tier);
+    tcase_add_test(tc, test_router_policy_eviction_spreads_an_idle_fleet);
     tcase_add_test(tc, test_router_policy_parse_and_names);
     suite_add_tcase(s, tc);
     return s;
