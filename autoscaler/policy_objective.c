@@ -224,10 +224,14 @@ void policy_capacity_observe(struct policy_capacity *c, const struct policy_spec
      * last one (a first token now may have queued through the last interval: after a burst the
      * queue is gone before the requests that waited in it are counted); what misses then is the
      * floor (prompts too long for the objective on their own), which no replica count fixes.
-     * The aim is the floor plus the budget: the budget applies to what scaling can fix. */
+     * The aim is the floor plus the budget: the budget applies to what scaling can fix. Requests
+     * waiting for a batch slot (under half a request per replica) make no interval light, however
+     * small the backlog's estimate: a request that queued is never the floor (the estimate needs
+     * minutes to learn what a new load's requests cost, and their misses must not become it). */
     double rate = fmax(c->cap_work, per_pod);
-    bool light_now = rate > 0 && c->backlog_work / sig->ready_pods / rate <
-                                     0.5 * (sp->objective_ttft_s > 0 ? sp->objective_ttft_s : 1);
+    bool light_now = rate > 0 && waiting / sig->ready_pods < 0.5 &&
+                     c->backlog_work / sig->ready_pods / rate <
+                         0.5 * (sp->objective_ttft_s > 0 ? sp->objective_ttft_s : 1);
     c->light_run = light_now ? (c->light_run < 2 ? c->light_run + 1 : 2) : 0;
     bool light = c->light_run >= 2;
     double fd = exp(-interval / FLOOR_DECAY_S);
