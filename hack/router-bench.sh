@@ -14,7 +14,8 @@
 #                                             each time: hit rate vs the ideal, TTFT, throughput;
 #                                             then the autoscaler's simulator on the same trace;
 #                                             POLICIES="prefix ..." runs only those, KV_BYTES sets
-#                                             each engine's --kv-cache-bytes (16M)
+#                                             each engine's --kv-cache-bytes (16M), ROUTER_ARGS
+#                                             adds cinfer-router flags
 #
 # Needs a release build (make), ab (apache2-utils), python3 and ../shared (stories260K, the trace).
 # CPU time per request is read from /proc (utime + stime of the router process): the number a busy
@@ -127,7 +128,7 @@ trace_run() {
 		local rp rprobe
 		rp="$(free_port)"
 		rprobe="$(free_port)"
-		start_router "$rp" "$rprobe" "stories260K=$(IFS=,; echo "${urls[*]}")" --policy "$policy"
+		start_router "$rp" "$rprobe" "stories260K=$(IFS=,; echo "${urls[*]}")" --policy "$policy" ${ROUTER_ARGS:-}
 		sleep 1
 		local t0 t1
 		t0="$(cpu_ticks "$router_pid")"

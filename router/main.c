@@ -71,7 +71,7 @@ static const struct cfg_opt opts[] = {
     OPT("load-weight", CFG_DOUBLE, load_weight, "64", 0, 1e9,
         "Prompt tokens one request in flight on a replica is worth when weighing cache against "
         "load"),
-    OPT("prefill-weight", CFG_DOUBLE, prefill_weight, "1", 0, 1e6,
+    OPT("prefill-weight", CFG_DOUBLE, prefill_weight, "0.5", 0, 1e6,
         "Cost of one prompt token a replica has still to prefill (its queue), in prompt tokens of "
         "the request's own: 0 routes by request counts only"),
     OPT("offload-weight", CFG_DOUBLE, offload_weight, "0.1", 0, 1,

@@ -10,9 +10,10 @@
  * have reused) + load_weight x load, the lowest cost wins, ties to the least loaded and then the
  * random number. The eviction term is what spreads an idle fleet's traffic over its caches: with
  * nothing in flight anywhere, the replica holding a request's longest prefix would otherwise take
- * every request and evict, while the others' caches stay empty. The queued prefill is what a request count misses: one
- * replica with two 8k-token prompts waiting and another with two chat turns are equally "loaded",
- * but a first token on the first waits for 16k tokens of prefill. Bounded load guard (consistent
+ * every request and evict, while the others' caches stay empty. The queued prefill is what a
+ * request count misses: one replica with two 8k-token prompts waiting and another with two chat
+ * turns are equally "loaded", but a first token on the first waits for 16k tokens of prefill.
+ * Bounded load guard (consistent
  * hashing with bounded loads, Mirrokni et al. 2018): a replica is a candidate only when its load
  * after taking the request stays within load_factor x the mean load after it, rounded up, so a hot
  * prefix spills over to other replicas instead of piling onto one. The bound never falls below
@@ -63,8 +64,10 @@ struct router_policy_cfg {
     double load_factor;    /* the bound: >= 1 (1.25 = 25% above the mean) */
     int load_floor;        /* the bound is at least this many requests (>= 1) */
     double load_weight;    /* prompt tokens one request in flight costs */
-    double prefill_weight; /* cost of one queued prefill token, in prompt tokens (1: a token
-                            * queued ahead delays the first token as much as one of its own) */
+    double prefill_weight; /* cost of one queued prefill token, in prompt tokens (a token queued
+                            * ahead delays the first token as much as one of its own, but a
+                            * request sent elsewhere forgoes the cache's later hits: 0.5 measured
+                            * best, router/BENCHMARKS.md) */
     double offload_weight; /* cost of one prompt token loaded back from an offload tier, in
                             * prompt tokens computed (< 1: loading beats recomputing) */
     double evict_weight;   /* cost of one cached token evicted, in prompt tokens computed (the

@@ -218,9 +218,9 @@ static const char *routing_desc(enum sim_routing r)
 {
     switch (r) {
     case SIM_ROUTE_ROUTER:
-        return "cinfer-router as the chart installs it: uncached prompt + queued prefill tokens + "
-               "0.5 x cached tokens evicted + 64 x requests in flight, load bound 1.25x (floor 4), "
-               "binds at arrival, holds only with no replica ready";
+        return "cinfer-router as the chart installs it: uncached prompt + 0.5 x queued prefill "
+               "tokens + 0.5 x cached tokens evicted + 64 x requests in flight, load bound 1.25x "
+               "(floor 4), binds at arrival, holds only with no replica ready";
     case SIM_ROUTE_ROUTER_LATE:
         return "cinfer-router's choice with late binding (held while every ready replica has "
                "--late-hold requests before their first token; not what cinfer-router does)";

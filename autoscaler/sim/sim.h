@@ -14,12 +14,12 @@
  *
  * Router (SIM_ROUTE_*): by default cinfer-router as the chart installs it (SIM_ROUTE_ROUTER,
  * "router"): its own replica choice (router_policy_pick, policy prefix) over every ready replica,
- * each scored by its uncached prompt tokens + its queued prefill tokens + 0.5 x the cached tokens
- * it would evict (its prefix cache full) + 64 x its requests in flight (running + waiting and
- * prefill_waiting, as the engines' load lines report them), within the bounded-load guard (1.25 x
- * the mean, at least 4). The router binds each request at arrival, to a replica that may be busy;
- * it holds requests only while no replica is ready (scale from zero) and sends them when one
- * becomes ready. Not modelled: the load lines' 250 ms lag, the chart's two router replicas
+ * each scored by its uncached prompt tokens + 0.5 x its queued prefill tokens + 0.5 x the cached
+ * tokens it would evict (its prefix cache full) + 64 x its requests in flight (running + waiting
+ * and prefill_waiting, as the engines' load lines report them), within the bounded-load guard
+ * (1.25 x the mean, at least 4). The router binds each request at arrival, to a replica that
+ * may be busy; it holds requests only while no replica is ready (scale from zero) and sends them
+ * when one becomes ready. Not modelled: the load lines' 250 ms lag, the chart's two router replicas
  * each counting their own requests exactly and the other's through that lag, retries (an
  * engine's 429 at 1024 queued never happens at these loads). "router-late" (SIM_ROUTE_ROUTER_LATE)
  * is the same choice with late binding, which cinfer-router does NOT do: a request is held

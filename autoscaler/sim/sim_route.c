@@ -48,14 +48,14 @@ int sim_router_init(struct sim_router *rt, const struct sim_config *cfg, const s
                                                           : 64.0 * cfg->model.max_running / 2.0;
     rt->rng = cfg->seed ^ 0x9e3779b97f4a7c15ull;
     /* cinfer-router's defaults, as the chart installs it (--policy prefix, --load-factor 1.25,
-     * --load-floor 4, --load-weight 64, --prefill-weight 1, --offload-weight 0.1 (no offload
+     * --load-floor 4, --load-weight 64, --prefill-weight 0.5, --offload-weight 0.1 (no offload
      * tiers are modelled), --evict-weight 0.5: router/main.c, charts/cinfer/values.yaml). */
     rt->pol = (struct router_policy_cfg){.policy = cfg->prefix_routing ? ROUTER_POLICY_PREFIX
                                                                        : ROUTER_POLICY_LEAST_LOADED,
                                          .load_factor = 1.25,
                                          .load_floor = 4,
                                          .load_weight = 64,
-                                         .prefill_weight = 1,
+                                         .prefill_weight = 0.5,
                                          .offload_weight = 0.1,
                                          .evict_weight = 0.5};
     rt->block_tokens = TRACE_BLOCK_TOKENS * cfg->token_scale;

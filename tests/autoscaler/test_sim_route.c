@@ -258,7 +258,7 @@ static void queue(struct fleet *f, uint32_t i, int n, uint32_t req)
 }
 
 /* cinfer-router's choice (router_policy_pick) on hand-computed cases: cost = uncached prompt
- * tokens + queued prefill tokens + 64 x requests in flight, within the load bound max(4,
+ * tokens + 0.5 x queued prefill tokens + 64 x requests in flight, within the load bound max(4,
  * ceil(1.25 x (total + 1) / n)). First with --prefill-weight 0 (request counts only), then as
  * deployed. Binding at arrival: a busy replica still gets the request when it is the only one
  * ready. */
@@ -267,14 +267,14 @@ START_TEST(test_sim_router_router_mode_cost_and_bound)
     struct trace *tr = small_trace();
     struct fleet f;
     fleet_init(&f, tr, SIM_ROUTE_ROUTER);
-    ck_assert(f.rt.pol.prefill_weight == 1); /* the chart's default */
+    ck_assert(f.rt.pol.prefill_weight == 0.5); /* the chart's default */
     ck_assert_int_eq(sim_router_update(&f.rt, 2, NULL), 0);
     /* Replica 0 with two 512-token prompts queued, replica 1 idle: 512 cached tokens on 0 do not
-     * make up for queueing behind 1024 (512 + 1024 + 128 > 1024). */
+     * make up for queueing behind 1024 (512 + 0.5 x 1024 + 128 > 1024). */
     queue(&f, 0, 2, 3);
     sim_cache_insert(&f.reps[0].cache, f.w.hashes + f.reqs[0].hash_off, 2);
     ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 1);
-    /* Replica 1 with a 1024-token prompt queued: now the cache wins (1664 < 1024 + 1024 + 64). */
+    /* Replica 1 with a 1024-token prompt queued: now the cache wins (1152 < 1024 + 512 + 64). */
     queue(&f, 1, 1, 0);
     ck_assert_int_eq(sim_router_pick(&f.rt, &f.reqs[1], f.reps), 0);
     fleet_fini(&f);
