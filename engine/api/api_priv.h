@@ -3,6 +3,7 @@
 #define CINFER_ENGINE_API_PRIV_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "engine/api/api.h"
@@ -38,5 +39,12 @@ int api_parse_messages(struct api_parse *p);
 /* A JSON string from raw decoded bytes: invalid UTF-8 becomes U+FFFD per bad byte (api_response.c).
  * New or NULL on ERR_NOMEM. */
 json_t *api_json_text(const char *p, size_t len);
+
+/* api_scan.c: text scanning of the incremental parsers. A blank (space, tab, CR, LF); the length
+ * of the longest suffix of s[0..n) that is a proper prefix of tag (what must be held back while
+ * it may still become the tag); the first tag in s[0..n), or NULL. */
+bool api_blank(char c);
+size_t api_tag_tail(const char *s, size_t n, const char *tag);
+const char *api_find(const char *s, size_t n, const char *tag);
 
 #endif

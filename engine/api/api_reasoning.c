@@ -4,6 +4,7 @@
  * first block at the start of the answer is reasoning; a prompt that already opened the block
  * (DeepSeek-R1's template ends with "<think>\n") starts inside it. Pure code (api.h). */
 #include "engine/api/api.h"
+#include "engine/api/api_priv.h"
 
 #include "common/err.h"
 
@@ -16,28 +17,6 @@ void api_reasoning_init(struct api_reasoning *s, bool inside)
 {
     memset(s, 0, sizeof(*s));
     s->state = inside ? API_REASONING_INSIDE : API_REASONING_START;
-}
-
-static bool api_ws(char c)
-{
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-/* Length of the longest suffix of s[0..n) that is a proper prefix of tag. */
-static size_t api_tag_tail(const char *s, size_t n, const char *tag)
-{
-    size_t k = strlen(tag) - 1;
-    for (size_t m = k < n ? k : n; m > 0; m--)
-        if (!memcmp(s + n - m, tag, m)) return m;
-    return 0;
-}
-
-static const char *api_memmem(const char *s, size_t n, const char *needle)
-{
-    size_t k = strlen(needle);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(s + i, needle, k)) return s + i;
-    return NULL;
 }
 
 int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bool final,
@@ -61,7 +40,7 @@ int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bo
             size_t left = n - used;
             if (s->state == API_REASONING_START || s->state == API_REASONING_AFTER) {
                 size_t w = 0;
-                while (w < left && api_ws(p[w])) w++;
+                while (w < left && api_blank(p[w])) w++;
                 if (s->state == API_REASONING_AFTER) { /* blanks after </think> are dropped */
                     used += w;
                     if (w < left) s->state = API_REASONING_CONTENT;
@@ -78,7 +57,7 @@ int api_reasoning_feed(struct api_reasoning *s, const char *text, size_t len, bo
                     s->state = API_REASONING_CONTENT;
                 }
             } else if (s->state == API_REASONING_INSIDE) {
-                const char *close = api_memmem(p, left, API_THINK_CLOSE);
+                const char *close = api_find(p, left, API_THINK_CLOSE);
                 if (close) {
                     rc = buf_append(reasoning, p, (size_t)(close - p));
                     used += (size_t)(close - p) + strlen(API_THINK_CLOSE);

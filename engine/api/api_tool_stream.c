@@ -25,6 +25,7 @@
  * scan resumes at the next "<tool_call>" (Hermes) or stops (the other forms). So a text cut off
  * inside a call (max_tokens) keeps the call with the arguments written so far, as OpenAI's. */
 #include "engine/api/api.h"
+#include "engine/api/api_priv.h"
 
 #include "common/err.h"
 #include "common/utf8.h"
@@ -56,28 +57,6 @@ struct ts {
     void *ud;
     int rc;
 };
-
-static bool ts_blank(char c)
-{
-    return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-/* Length of the longest suffix of p[0..n) that is a proper prefix of tag. */
-static size_t ts_tag_tail(const char *p, size_t n, const char *tag)
-{
-    size_t k = strlen(tag) - 1;
-    for (size_t m = k < n ? k : n; m > 0; m--)
-        if (!memcmp(p + n - m, tag, m)) return m;
-    return 0;
-}
-
-static const char *ts_find(const char *p, size_t n, const char *tag)
-{
-    size_t k = strlen(tag);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(p + i, tag, k)) return p + i;
-    return NULL;
-}
 
 /* Bytes at the end of p[0..n) that begin a valid UTF-8 character still missing bytes. */
 static size_t ts_utf8_tail(const char *p, size_t n)
@@ -413,7 +392,7 @@ static void ts_string_char(struct ts *c, char ch)
 static void ts_structure(struct ts *c, char ch)
 {
     struct api_tool_stream *s = c->s;
-    if (ts_blank(ch)) return;
+    if (api_blank(ch)) return;
     int e = ts_expect(s);
     bool value = e == E_VALUE || e == E_VALUE_OR_END;
     char open = s->depth ? (char)s->stack[2 * s->depth - 2] : 0;
@@ -514,7 +493,7 @@ static bool ts_start(struct api_tool_stream *s, bool final)
 {
     const char *t = s->text.data;
     size_t n = s->text.len, b = s->pos;
-    while (b < n && ts_blank(t[b])) b++;
+    while (b < n && api_blank(t[b])) b++;
     s->pos = b;
     if (b == n && !final) return false;
     if (s->forced) {
@@ -553,7 +532,7 @@ static void ts_content(struct api_tool_stream *s, bool final)
 {
     const char *t = s->text.data;
     size_t n = s->text.len;
-    const char *at = ts_find(t + s->pos, n - s->pos, TS_OPEN);
+    const char *at = api_find(t + s->pos, n - s->pos, TS_OPEN);
     size_t upto, tail = 0;
     if (at) {
         upto = (size_t)(at - t);
@@ -561,12 +540,12 @@ static void ts_content(struct api_tool_stream *s, bool final)
         s->form = F_HERMES;
         s->mode = M_BODY;
     } else {
-        tail = final ? 0 : ts_tag_tail(t + s->pos, n - s->pos, TS_OPEN);
+        tail = final ? 0 : api_tag_tail(t + s->pos, n - s->pos, TS_OPEN);
         upto = n - tail;
         s->pos = n - tail;
     }
     if (at || !final)
-        while (upto > 0 && ts_blank(t[upto - 1])) upto--;
+        while (upto > 0 && api_blank(t[upto - 1])) upto--;
     if (upto > s->content_upto) s->content_upto = upto;
 }
 
@@ -591,9 +570,9 @@ static void ts_run(struct ts *c, bool final)
             return;
         case M_DROP: s->pos = n; return;
         case M_SKIP: {
-            const char *at = ts_find(t + s->pos, n - s->pos, TS_OPEN);
+            const char *at = api_find(t + s->pos, n - s->pos, TS_OPEN);
             if (!at) {
-                s->pos = n - ts_tag_tail(t + s->pos, n - s->pos, TS_OPEN);
+                s->pos = n - api_tag_tail(t + s->pos, n - s->pos, TS_OPEN);
                 return;
             }
             s->pos = (size_t)(at - t) + strlen(TS_OPEN);
@@ -601,7 +580,7 @@ static void ts_run(struct ts *c, bool final)
             break;
         }
         case M_BODY:
-            while (s->pos < n && ts_blank(t[s->pos])) s->pos++;
+            while (s->pos < n && api_blank(t[s->pos])) s->pos++;
             if (s->pos == n) {
                 if (!final) return;
                 if (s->n_calls) {
