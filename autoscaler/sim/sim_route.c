@@ -142,31 +142,23 @@ static int affinity(const struct sim_router *rt, const struct sim_req *q,
     return 2 * best_m >= q->n_hash ? best : -1;
 }
 
-/* Prompt tokens of `q` that replica `r`'s cache holds as cinfer-router counts them: the leading
- * run of its blocks, at most the full blocks before the prompt's last token (which the engine
- * always computes: router_model.h). */
+/* What replica `r`'s cache means for `q` as cinfer-router counts it, from one match of its
+ * blocks: the prompt tokens it holds (the leading run, at most the full blocks before the
+ * prompt's last token, which the engine always computes: router_model.h), and in *evict the
+ * cached tokens it would evict to take q (its new blocks past the room its cache has left: what
+ * the router reads off the engine's hello line and block events). */
 static int router_cached(const struct sim_router *rt, const struct sim_req *q,
-                         const struct sim_replica *r)
+                         const struct sim_replica *r, int *evict)
 {
+    *evict = 0;
     if (rt->pol.policy != ROUTER_POLICY_PREFIX || q->n_hash == 0 || !(rt->block_tokens > 0))
         return 0;
     size_t m = sim_cache_match(&r->cache, rt->keys + q->hash_off, q->n_hash);
+    size_t fresh = q->n_hash - m, need = r->cache.n + fresh;
+    size_t over = need > r->cache.cap ? need - r->cache.cap : 0;
+    *evict = (int)lround((double)(over < fresh ? over : fresh) * rt->block_tokens);
     size_t full = q->prompt > 0 ? (size_t)floor((q->prompt - 1) / rt->block_tokens) : 0;
     return (int)lround((double)(m < full ? m : full) * rt->block_tokens);
-}
-
-/* Cached tokens replica r would evict to take q: its new blocks past what its cache has room for
- * (what the router reads off the engine's hello line and block events). */
-static int router_evicts(const struct sim_router *rt, const struct sim_req *q,
-                         const struct sim_replica *r)
-{
-    if (rt->pol.policy != ROUTER_POLICY_PREFIX || q->n_hash == 0 || !(rt->block_tokens > 0))
-        return 0;
-    size_t m = sim_cache_match(&r->cache, rt->keys + q->hash_off, q->n_hash);
-    size_t need = r->cache.n + (q->n_hash - m);
-    size_t over = need > r->cache.cap ? need - r->cache.cap : 0;
-    if (over > q->n_hash - m) over = q->n_hash - m;
-    return (int)lround((double)over * rt->block_tokens);
 }
 
 /* cinfer-router's choice (router_policy_pick) among the ready replicas, each with its requests
@@ -185,12 +177,14 @@ static int pick_router(struct sim_router *rt, const struct sim_req *q,
             const struct sim_replica *r = &reps[slot];
             int load = sim_replica_outstanding(r);
             if (late && sim_replica_unanswered(r) >= rt->late_cap) continue;
+            int evict;
+            int cached = router_cached(rt, q, r, &evict);
             cand[n] = (struct router_candidate){
                 .load = load,
-                .cached_tokens = router_cached(rt, q, r),
+                .cached_tokens = cached,
                 .id_hash = router_policy_hash(&slot, sizeof(slot)),
                 .queued_prefill = lround(sim_replica_prefill_waiting(r)),
-                .evict_tokens = router_evicts(rt, q, r),
+                .evict_tokens = evict,
             };
             slots[n++] = slot;
         }
