@@ -53,6 +53,12 @@ int router_policy_bound(const struct router_policy_cfg *cfg, long total_load, si
     return cap < 1 ? 1 : cap > 1e9 ? 1000000000 : (int)cap;
 }
 
+/* What candidate c need not compute: its KV pool's run and what follows in an offload tier. */
+static int reused_tokens(const struct router_candidate *c)
+{
+    return c->cached_tokens + c->offload_tokens;
+}
+
 size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct router_candidate *c,
                           size_t n, int n_prompt, uint64_t session, uint64_t rnd,
                           enum router_reason *why)
@@ -91,8 +97,7 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
     /* Reuse: what a replica need not compute (from its KV pool or an offload tier). */
     int max_cached = 0;
     for (size_t i = 0; i < n; i++)
-        if (c[i].cached_tokens + c[i].offload_tokens > max_cached)
-            max_cached = c[i].cached_tokens + c[i].offload_tokens;
+        if (reused_tokens(&c[i]) > max_cached) max_cached = reused_tokens(&c[i]);
     bool prefix = cfg->policy == ROUTER_POLICY_PREFIX;
     for (size_t i = 0; i < n; i++) {
         if (c[i].load + 1 > bound) continue;
@@ -115,15 +120,14 @@ size_t router_policy_pick(const struct router_policy_cfg *cfg, const struct rout
     if (best == n) best = 0;
     if (!prefix || max_cached == 0)
         *why = ROUTER_REASON_LOAD;
-    else if (c[best].cached_tokens + c[best].offload_tokens == max_cached)
+    else if (reused_tokens(&c[best]) == max_cached)
         *why = ROUTER_REASON_PREFIX;
     else {
         /* Did the bound exclude a replica holding more? Then the spill is the guard's doing. */
-        int mine = c[best].cached_tokens + c[best].offload_tokens;
+        int mine = reused_tokens(&c[best]);
         bool excluded = false;
         for (size_t i = 0; i < n; i++)
-            if (c[i].cached_tokens + c[i].offload_tokens > mine && c[i].load + 1 > bound)
-                excluded = true;
+            if (reused_tokens(&c[i]) > mine && c[i].load + 1 > bound) excluded = true;
         *why = excluded ? ROUTER_REASON_BOUNDED
                         : (mine > 0 ? ROUTER_REASON_PREFIX : ROUTER_REASON_LOAD);
     }
