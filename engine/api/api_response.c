@@ -40,7 +40,7 @@ int api_response_id(enum api_kind kind, uint64_t rnd, char *dst, size_t dstlen)
 
 /* A JSON string from raw decoded bytes: invalid UTF-8 (a token that ends inside a character)
  * becomes U+FFFD per bad byte, as OpenAI does in logprob tokens. NULL on ERR_NOMEM. */
-static json_t *api_text(const char *p, size_t len)
+json_t *api_json_text(const char *p, size_t len)
 {
     if (!p) p = "", len = 0;
     const unsigned char *s = (const unsigned char *)p;
@@ -61,11 +61,6 @@ static json_t *api_text(const char *p, size_t len)
 out:
     buf_fini(&b);
     return j;
-}
-
-json_t *api_json_text(const char *p, size_t len)
-{
-    return api_text(p, len);
 }
 
 static json_t *api_logprob_value(float lp)
@@ -104,17 +99,17 @@ static json_t *api_chat_logprobs(const struct api_choice *c)
         json_t *tops = json_array();
         for (int k = 0; tops && k < t->n_top; k++) {
             const struct api_top_logprob *a = &t->top[k];
-            if (json_array_append_new(tops,
-                                      json_pack("{s:o,s:o,s:o}", "token", api_text(a->text, a->len),
-                                                "logprob", api_logprob_value(a->logprob), "bytes",
-                                                api_bytes(a->text, a->len)))) {
+            if (json_array_append_new(tops, json_pack("{s:o,s:o,s:o}", "token",
+                                                      api_json_text(a->text, a->len), "logprob",
+                                                      api_logprob_value(a->logprob), "bytes",
+                                                      api_bytes(a->text, a->len)))) {
                 json_decref(tops);
                 tops = NULL;
             }
         }
-        json_t *e = json_pack("{s:o,s:o,s:o,s:o}", "token", api_text(t->text, t->len), "logprob",
-                              api_logprob_value(t->logprob), "bytes", api_bytes(t->text, t->len),
-                              "top_logprobs", tops);
+        json_t *e = json_pack("{s:o,s:o,s:o,s:o}", "token", api_json_text(t->text, t->len),
+                              "logprob", api_logprob_value(t->logprob), "bytes",
+                              api_bytes(t->text, t->len), "top_logprobs", tops);
         if (json_array_append_new(content, e)) {
             json_decref(obj);
             return NULL;
@@ -127,7 +122,7 @@ static json_t *api_chat_logprobs(const struct api_choice *c)
  * tokens may decode to the same text: the first, most likely, stays). 0 or -1. */
 static int api_top_add(json_t *top, const char *text, size_t len, float logprob)
 {
-    json_t *key = api_text(text, len);
+    json_t *key = api_json_text(text, len);
     int rc = key && (json_object_get(top, json_string_value(key)) ||
                      !json_object_set_new(top, json_string_value(key), api_logprob_value(logprob)))
                  ? 0
@@ -165,7 +160,7 @@ static json_t *api_compl_logprobs(const struct api_choice *c)
     for (size_t i = 0; c->logprobs && i < c->n_logprobs; i++) {
         const struct api_token_logprob *t = &c->logprobs[i];
         json_t *top = t->unscored ? json_null() : api_compl_top(t);
-        if (json_array_append_new(tokens, api_text(t->text, t->len)) ||
+        if (json_array_append_new(tokens, api_json_text(t->text, t->len)) ||
             json_array_append_new(lps, t->unscored ? json_null() : api_logprob_value(t->logprob)) ||
             json_array_append_new(tops, top) ||
             json_array_append_new(offs, json_integer((json_int_t)off))) {
@@ -211,7 +206,8 @@ static json_t *api_usage_json(const struct api_usage *u)
 static json_t *api_with_reasoning(json_t *msg, const struct api_choice *c)
 {
     if (!msg || !c->reasoning) return msg;
-    if (json_object_set_new(msg, "reasoning_content", api_text(c->reasoning, c->reasoning_len))) {
+    if (json_object_set_new(msg, "reasoning_content",
+                            api_json_text(c->reasoning, c->reasoning_len))) {
         json_decref(msg);
         return NULL;
     }
@@ -223,23 +219,23 @@ static json_t *api_head(const struct api_response_meta *m, const char *object)
 {
     return json_pack("{s:s,s:s,s:I,s:o}", "id", m->id ? m->id : "", "object", object, "created",
                      (json_int_t)m->created, "model",
-                     api_text(m->model, m->model ? strlen(m->model) : 0));
+                     api_json_text(m->model, m->model ? strlen(m->model) : 0));
 }
 
 static json_t *api_choice_json(const struct api_response_meta *m, const struct api_choice *c)
 {
     if (m->kind == API_KIND_CHAT) {
-        json_t *msg = c->tool_calls
-                          ? json_pack("{s:s,s:o,s:n,s:O}", "role", "assistant", "content",
-                                      c->text && c->len ? api_text(c->text, c->len) : json_null(),
-                                      "refusal", "tool_calls", c->tool_calls)
-                          : json_pack("{s:s,s:o,s:n}", "role", "assistant", "content",
-                                      api_text(c->text, c->len), "refusal");
+        json_t *msg = c->tool_calls ? json_pack("{s:s,s:o,s:n,s:O}", "role", "assistant", "content",
+                                                c->text && c->len ? api_json_text(c->text, c->len)
+                                                                  : json_null(),
+                                                "refusal", "tool_calls", c->tool_calls)
+                                    : json_pack("{s:s,s:o,s:n}", "role", "assistant", "content",
+                                                api_json_text(c->text, c->len), "refusal");
         return json_pack("{s:i,s:o,s:o,s:o}", "index", c->index, "message",
                          api_with_reasoning(msg, c), "logprobs", api_logprobs(m, c),
                          "finish_reason", api_finish(c->finish));
     }
-    return json_pack("{s:o,s:i,s:o,s:o}", "text", api_text(c->text, c->len), "index", c->index,
+    return json_pack("{s:o,s:i,s:o,s:o}", "text", api_json_text(c->text, c->len), "index", c->index,
                      "logprobs", api_logprobs(m, c), "finish_reason", api_finish(c->finish));
 }
 
@@ -272,7 +268,7 @@ json_t *api_response_chunk(const struct api_response_meta *m, const struct api_c
         if (role_only)
             delta = json_pack("{s:s,s:s,s:n}", "role", "assistant", "content", "", "refusal");
         else if (c->text && c->len)
-            delta = json_pack("{s:o}", "content", api_text(c->text, c->len));
+            delta = json_pack("{s:o}", "content", api_json_text(c->text, c->len));
         else
             delta = json_object();
         if (!role_only && c->reasoning && c->reasoning_len) delta = api_with_reasoning(delta, c);
@@ -319,7 +315,7 @@ json_t *api_response_tool_delta(const struct api_response_meta *m, int index,
         d->id ? json_pack("{s:i,s:s,s:s,s:{s:s%,s:s}}", "index", d->call, "id", d->id, "type",
                           "function", "function", "name", d->text, d->len, "arguments", "")
               : json_pack("{s:i,s:{s:o}}", "index", d->call, "function", "arguments",
-                          api_text(d->text, d->len));
+                          api_json_text(d->text, d->len));
     return api_tool_delta_chunk(m, index, call ? json_pack("[o]", call) : NULL);
 }
 
@@ -338,9 +334,9 @@ json_t *api_response_usage_chunk(const struct api_response_meta *m, const struct
 
 json_t *api_model_json(const char *id, long long created, int max_model_len)
 {
-    return json_pack("{s:o,s:s,s:I,s:s,s:i}", "id", api_text(id, id ? strlen(id) : 0), "object",
-                     "model", "created", (json_int_t)created, "owned_by", "cinfer", "max_model_len",
-                     max_model_len);
+    return json_pack("{s:o,s:s,s:I,s:s,s:i}", "id", api_json_text(id, id ? strlen(id) : 0),
+                     "object", "model", "created", (json_int_t)created, "owned_by", "cinfer",
+                     "max_model_len", max_model_len);
 }
 
 int api_response_sse(const json_t *j, struct buf *out)
