@@ -265,6 +265,40 @@ START_TEST(test_policy_objective_drained_queue_is_not_the_floor)
 }
 END_TEST
 
+START_TEST(test_policy_objective_burst_headroom_raises_a_lower_bound)
+{
+    /* A base load growing 1% an interval with 90 s bursts at 2.5x every 5 minutes, always met at
+     * 6 replicas: the capacity never crosses (a lower bound), yet each burst is bigger than any
+     * seen. Between bursts the plan's burst headroom raises the fleet on the bound (it used to
+     * hold at 6 until the burst's own misses). */
+    struct policy_spec sp;
+    policy_spec_defaults(&sp, POLICY_REACTIVE);
+    sp.objective_ttft_s = 3;
+    sp.target_queue_depth = sp.target_kv_usage = 0;
+    sp.startup_s = 30;
+    sp.interval_s = 15;
+    sp.max_replicas = 100;
+    struct policy_state *st = policy_state_new(&sp);
+    ck_assert_ptr_nonnull(st);
+    struct policy_decision d;
+    int raised = 0;
+    for (int k = 0; k < 120; k++) {
+        bool burst = k % 20 >= 10 && k % 20 < 16;
+        double total = 6 * 100 * pow(1.01, k) * (burst ? 2.5 : 1);
+        struct policy_signals s = obj_sig(15.0 * k, 6, total / 6, 0, 0);
+        policy_decide(st, &s, 6, &d);
+        ck_assert_msg(d.objective != POLICY_OBJECTIVE_MISSED, "interval %d: %s", k, d.reason);
+        if (!burst && k >= 60 && d.desired > 6) {
+            ck_assert_msg(strstr(d.reason, "burst headroom") && strstr(d.reason, "lower bound"),
+                          "interval %d: %s", k, d.reason);
+            raised++;
+        }
+    }
+    ck_assert_int_gt(raised, 0);
+    policy_state_free(st);
+}
+END_TEST
+
 START_TEST(test_policy_objective_judged_on_time_not_intervals)
 {
     /* 3 first tokens per 1 s interval: judged after a few seconds (the smoothing spans ~45 s of
@@ -342,6 +376,7 @@ Suite *policy_curve_suite(void)
     Suite *s = suite_create("policy_curve");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, test_policy_curve_crossing_table);
+    tcase_add_test(tc, test_policy_objective_burst_headroom_raises_a_lower_bound);
     tcase_add_test(tc, test_policy_curve_decays_old_evidence);
     tcase_add_test(tc, test_policy_burst_headroom_table);
     tcase_add_test(tc, test_policy_burst_rise_quantiles);
