@@ -23,6 +23,8 @@ struct simulate_cfg {
     double time_scale, token_scale, startup_s, slo_s, slo_itl_s, slo_pct, interval_s;
     double target_queue, target_kv, down_window_s, capacity_rps, headroom, season_s;
     double prefill_tps, decode_tps, decode_batch_tps, kv_tokens, cache_tokens;
+    int spec_tokens;
+    double spec_accept, spec_draft_cost;
     bool prefix_routing, objective_driven, decisions;
     const char *log_level, *log_format;
 };
@@ -120,6 +122,17 @@ static const struct cfg_opt opts[] = {
      NULL, 0},
     {"cache-tokens", CFG_DOUBLE, F(cache_tokens), "32768", 0, 1e9,
      "Prefix-cache capacity per replica (tokens; 0 disables)", NULL, 0},
+    {"spec-tokens", CFG_INT, F(spec_tokens), "0", 0, 16,
+     "Speculative decoding: proposals per sequence per step at most, chosen per batch by the "
+     "engine's controller (0 = off)",
+     NULL, 0},
+    {"spec-acceptance", CFG_DOUBLE, F(spec_accept), "0.7", 0, 0.999,
+     "Speculative decoding: probability that a proposal is accepted given the ones before it", NULL,
+     0},
+    {"spec-draft-cost", CFG_DOUBLE, F(spec_draft_cost), "0", 0, 100,
+     "Speculative decoding: a draft model's step time as a fraction of the target's (0 = n-gram "
+     "proposals)",
+     NULL, 0},
     {"prefix-routing", CFG_BOOL, F(prefix_routing), "true", 1, 0,
      "Route by cached prefix (router modes: --policy prefix, false = least-loaded; others: the "
      "longest cached prefix unless overloaded)",
@@ -184,6 +197,9 @@ static void to_sim_config(const struct simulate_cfg *c, struct sim_config *sc)
     sc->model.max_running = c->max_running;
     sc->model.kv_tokens = c->kv_tokens;
     sc->model.cache_tokens = c->cache_tokens;
+    sc->model.spec_tokens = c->spec_tokens;
+    sc->model.spec_accept = c->spec_accept;
+    sc->model.spec_draft_cost = c->spec_draft_cost;
 }
 
 static void print_summary(const struct simulate_cfg *c, const struct sim_result *r)
@@ -238,6 +254,13 @@ static void print_model(const struct sim_config *sc, const char *from, const cha
            "batch %d; %d running, KV %.0f tokens, prefix cache %.0f tokens\n",
            m->prefill_tps, m->decode_tps, m->decode_batch_tps, m->decode_batch, m->max_running,
            m->kv_tokens, m->cache_tokens);
+    if (m->spec_tokens > 0)
+        printf("speculation      up to %d proposals per sequence, acceptance %.3f, %s; k per batch "
+               "by the engine's controller\n",
+               m->spec_tokens, m->spec_accept,
+               m->spec_draft_cost > 0 ? "draft model" : "n-gram (proposals cost nothing)");
+    if (m->spec_tokens > 0 && m->spec_draft_cost > 0)
+        printf("                 draft step %.3f x the target's\n", m->spec_draft_cost);
     if (from)
         printf("calibrated from  %s (%s)\n", from, desc && *desc ? desc : "no header");
     else

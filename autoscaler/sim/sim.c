@@ -8,6 +8,7 @@
 
 #include "common/err.h"
 #include "common/metric_names.h"
+#include "engine/sched/spec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -468,7 +469,8 @@ void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind)
                                             .decode_batch = 16,
                                             .max_running = 16,
                                             .kv_tokens = 32768,
-                                            .cache_tokens = 32768};
+                                            .cache_tokens = 32768,
+                                            .spec_accept = 0.7};
     cfg->slo_ttft_s = 2;
     cfg->spec.objective_ttft_s = 2;
     cfg->spec.target_queue_depth = cfg->spec.target_kv_usage = 0;
@@ -497,6 +499,10 @@ static int check_config(const struct sim_config *c, char *err, size_t errlen)
         bad = "batched decode throughput must lie between single-stream and batch x single-stream";
     else if (!(m->kv_tokens >= 1) || m->cache_tokens < 0)
         bad = "KV capacity must be >= 1 token";
+    else if (m->spec_tokens < 0 || m->spec_tokens > SPEC_MAX_TOKENS ||
+             !(m->spec_accept >= 0 && m->spec_accept < 1) ||
+             !(m->spec_draft_cost >= 0 && m->spec_draft_cost <= 100))
+        bad = "speculation: tokens in [0, 16], acceptance in [0, 1), draft cost in [0, 100]";
     else if (!(c->spec.interval_s > 0))
         bad = "interval must be > 0";
     else if (c->spec.startup_s < 0 || !(c->slo_ttft_s > 0) || c->spec.objective_ttft_s < 0 ||
@@ -690,6 +696,7 @@ int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_res
                        ? ((double)m->decode_batch * m->decode_tps / m->decode_batch_tps - 1) /
                              (m->decode_batch - 1)
                        : 1;
+    if ((rc = sim_spec_new(&s.w)) != 0) return rc;
     s.w.on_first_token = on_first_token;
     s.w.long_prefill_s = cfg->slo_ttft_s / 2;
     s.ttft_hist.n = N_TTFT_BOUNDS + 1;
@@ -741,6 +748,7 @@ out:
     free(s.w.reqs);
     sim_fifo_fini(&s.pending);
     policy_state_free(s.policy);
+    sim_spec_free(s.w.spec);
     if (rc) sim_result_fini(res);
     return rc;
 }

@@ -12,6 +12,14 @@
  * prefill (TTFT = wait + prefill). A prefix cache of block hashes (LRU, cache_tokens) skips the
  * prefill of a request's longest cached leading prefix.
  *
+ * Speculation (spec_tokens > 0, sim_spec.c): a decode step of b sequences runs b + p tokens, p
+ * the proposals the engine's own controller (spec_ctl_plan, with the step-time curve above as its
+ * learned cost and every sequence's acceptance at spec_accept) chooses for that batch, and emits
+ * b + the expected accepted proposals (accept^j for a sequence's j-th), plus one draft step per
+ * proposal depth at spec_draft_cost x the target's. Each sequence then advances at that expected
+ * rate (a fluid model: the real engine emits a step's tokens in bursts), so at batches where the
+ * controller proposes nothing the replica is exactly the one without speculation.
+ *
  * Router (SIM_ROUTE_*): by default cinfer-router as the chart installs it (SIM_ROUTE_ROUTER,
  * "router"): its own replica choice (router_policy_pick, policy prefix) over every ready replica,
  * each scored by its uncached prompt tokens + 0.5 x its queued prefill tokens + 0.5 x the cached
@@ -58,6 +66,13 @@ struct sim_replica_model {
     int max_running;         /* running sequences at most (16) */
     double kv_tokens;        /* KV capacity in tokens (32768) */
     double cache_tokens;     /* prefix-cache capacity in tokens (32768); 0 disables */
+    /* Speculative decoding (see "Speculation" above): proposals per sequence per step at most
+     * (0 = off, the default; 1..SPEC_MAX_TOKENS), the probability that a proposal is accepted
+     * given the ones before it (0.7), and a draft model's step time as a fraction of the
+     * target's at the same step size (0 = n-gram proposals, which cost nothing). */
+    int spec_tokens;
+    double spec_accept;
+    double spec_draft_cost;
 };
 
 enum sim_routing {

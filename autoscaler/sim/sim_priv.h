@@ -67,11 +67,22 @@ struct sim_world {
     double block_tokens;   /* tokens per hash block after token scaling */
     double long_prefill_s; /* a prefill at least this long counts as "long" (half the objective) */
     double decode_k;       /* batching curve parameter */
+    struct sim_spec *spec; /* speculation's per-batch decode rates (sim_spec.c); NULL when off */
     void (*on_first_token)(void *ctx, uint32_t req, double t);
     void (*on_done)(void *ctx, uint32_t req, double t);
     void (*on_gaps)(void *ctx, double gap_s, double count); /* `count` token gaps of gap_s */
     void *ctx;
 };
+
+/* Speculative decoding in the replica model (sim_spec.c). sim_spec_new sets w->spec from w->m
+ * and w->decode_k (NULL when spec_tokens is 0); 0 or ERR_NOMEM. */
+int sim_spec_new(struct sim_world *w);
+void sim_spec_free(struct sim_spec *sp); /* NULL-safe */
+/* Tokens/s each of b (>= 1) decoding sequences advances at, speculation included: the plain
+ * curve D(b)/b without it. Memoised per b (the controller's plan is computed once per size). */
+double sim_decode_rate(const struct sim_world *w, int b);
+/* One target step of n tokens, in seconds: n / D(n) on the batching curve. */
+double sim_step_seconds(const struct sim_world *w, double n);
 
 int sim_fifo_push(struct sim_fifo *q, uint32_t v);
 uint32_t sim_fifo_pop(struct sim_fifo *q);

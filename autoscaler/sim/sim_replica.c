@@ -88,12 +88,6 @@ double sim_replica_prefill_waiting(const struct sim_replica *r)
     return v;
 }
 
-/* Per-sequence decode rate with b sequences decoding. */
-static double decode_rate(const struct sim_world *w, int b)
-{
-    return w->m->decode_tps / (1 + (b - 1) * w->decode_k);
-}
-
 /* Index of the sequence being prefilled (the oldest admitted), or -1. */
 static int prefilling(const struct sim_replica *r)
 {
@@ -131,7 +125,7 @@ static void advance(struct sim_replica *r, const struct sim_world *w, double now
             if (!r->run[i].prefill) r->run[i].gap += dt;
         return;
     }
-    double rate = decode_rate(w, r->n_run);
+    double rate = sim_decode_rate(w, r->n_run);
     for (int i = 0; i < r->n_run; i++) {
         double done = fmin(r->run[i].rem, dt * rate);
         r->run[i].rem -= done;
@@ -201,7 +195,7 @@ double sim_replica_next(const struct sim_replica *r, const struct sim_world *w)
     if (p >= 0) return r->t + fmax(r->run[p].rem, 0) / w->m->prefill_tps;
     double min_rem = INFINITY;
     for (int i = 0; i < r->n_run; i++) min_rem = fmin(min_rem, r->run[i].rem);
-    return r->t + fmax(min_rem, 0) / decode_rate(w, r->n_run);
+    return r->t + fmax(min_rem, 0) / sim_decode_rate(w, r->n_run);
 }
 
 int sim_replica_enqueue(struct sim_replica *r, const struct sim_world *w, uint32_t req)

@@ -7,6 +7,8 @@
 #include "common/err.h"
 
 #include <check.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 START_TEST(test_frontier_envelope_drops_dominated_points)
@@ -108,6 +110,78 @@ START_TEST(test_calibrate_from_bench_output)
 }
 END_TEST
 
+/* bench_out plus speculative runs of the same replica (batch 4 and 1, the smaller one counts). */
+static const char spec_line_b4[] =
+    "{\"batch\":4,\"prompt_tokens\":512,\"depth\":0,\"pp_tok_s\":2350.00,\"tg_tok_s\":900.00,"
+    "\"rss_bytes\":1,\"speculative\":\"ngram\",\"num_speculative_tokens\":3,\"spec_adaptive\":true,"
+    "\"spec_proposed\":10,\"spec_accepted\":5,\"spec_accept_rate\":0.5,"
+    "\"spec_tokens_per_step\":1.5000}\n";
+
+START_TEST(test_calibrate_from_bench_speculative_lines)
+{
+    /* n-gram, K 5, 2.94117 tokens per step: (1 - a^6) / (1 - a) at a = 0.7. */
+    char text[4096], err[160];
+    double per_step = (1 - pow(0.7, 6)) / 0.3;
+    snprintf(text, sizeof(text),
+             "%s%s{\"batch\":1,\"prompt_tokens\":512,\"depth\":0,\"pp_tok_s\":2000,"
+             "\"tg_tok_s\":500,\"rss_bytes\":1,\"speculative\":\"ngram\","
+             "\"num_speculative_tokens\":5,\"spec_tokens_per_step\":%.6f}\n",
+             bench_out, spec_line_b4, per_step);
+    struct sim_replica_model m = {.max_running = 16, .spec_accept = 0.1};
+    ck_assert_int_eq(calibrate_from_bench(text, strlen(text), &m, NULL, 0, err, sizeof(err)), 0);
+    ck_assert_double_eq(m.prefill_tps, 2353); /* the plain curve, not the speculative lines */
+    ck_assert_double_eq(m.decode_tps, 261.9);
+    ck_assert_double_eq(m.decode_batch_tps, 1048);
+    ck_assert_int_eq(m.spec_tokens, 5);
+    ck_assert_double_eq_tol(m.spec_accept, 0.7, 1e-5);
+    ck_assert_double_eq(m.spec_draft_cost, 0);
+
+    /* A draft model at batch 1: K 4, a 0.6, its steps 0.2 of the target's: the rate that gives. */
+    double k = (16 * 261.9 / 1048 - 1) / 15;
+    double t1 = 1 / 261.9, t5 = (1 + 4 * k) / 261.9;
+    double e = (1 - pow(0.6, 5)) / 0.4, rate = e / (t5 + 4 * 0.2 * t1);
+    snprintf(text, sizeof(text),
+             "%s{\"batch\":1,\"prompt_tokens\":512,\"depth\":0,\"pp_tok_s\":2000,"
+             "\"tg_tok_s\":%.6f,\"rss_bytes\":1,\"speculative\":\"draft\","
+             "\"num_speculative_tokens\":4,\"spec_tokens_per_step\":%.6f}\n",
+             bench_out, rate, e);
+    memset(&m, 0, sizeof(m));
+    ck_assert_int_eq(calibrate_from_bench(text, strlen(text), &m, NULL, 0, err, sizeof(err)), 0);
+    ck_assert_int_eq(m.spec_tokens, 4);
+    ck_assert_double_eq_tol(m.spec_accept, 0.6, 1e-5);
+    ck_assert_double_eq_tol(m.spec_draft_cost, 0.2, 1e-4);
+
+    /* Without speculative lines the spec fields are the caller's. */
+    m = (struct sim_replica_model){.spec_tokens = 2, .spec_accept = 0.5};
+    ck_assert_int_eq(
+        calibrate_from_bench(bench_out, strlen(bench_out), &m, NULL, 0, err, sizeof(err)), 0);
+    ck_assert_int_eq(m.spec_tokens, 2);
+    ck_assert_double_eq(m.spec_accept, 0.5);
+
+    static const char *const bad[] = {
+        "\"speculative\":\"eagle\",\"num_speculative_tokens\":4,\"spec_tokens_per_step\":2",
+        "\"speculative\":\"ngram\",\"num_speculative_tokens\":0,\"spec_tokens_per_step\":1",
+        "\"speculative\":\"ngram\",\"num_speculative_tokens\":17,\"spec_tokens_per_step\":2",
+        "\"speculative\":\"ngram\",\"num_speculative_tokens\":4,\"spec_tokens_per_step\":0.5",
+        "\"speculative\":\"ngram\",\"num_speculative_tokens\":4,\"spec_tokens_per_step\":5.5",
+        "\"speculative\":\"ngram\",\"num_speculative_tokens\":4",
+        "\"speculative\":7,\"num_speculative_tokens\":4,\"spec_tokens_per_step\":2",
+        "\"speculative\":\"draft\",\"num_speculative_tokens\":2.5,\"spec_tokens_per_step\":2",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(text, sizeof(text),
+                 "%s{\"batch\":1,\"prompt_tokens\":512,\"pp_tok_s\":2000,\"tg_tok_s\":500,%s}\n",
+                 bench_out, bad[i]);
+        m = (struct sim_replica_model){.prefill_tps = 7};
+        err[0] = 0;
+        ck_assert_int_eq(calibrate_from_bench(text, strlen(text), &m, NULL, 0, err, sizeof(err)),
+                         ERR_PARSE);
+        ck_assert_msg(strstr(err, "line 7") && strstr(err, "speculative"), "case %zu: %s", i, err);
+        ck_assert_double_eq(m.prefill_tps, 7);
+    }
+}
+END_TEST
+
 START_TEST(test_calibrate_from_bench_rejects_bad_output)
 {
     static const struct {
@@ -153,6 +227,7 @@ Suite *frontier_suite(void)
     tcase_add_test(tc, test_frontier_judge_table);
     tcase_add_test(tc, test_calibrate_from_bench_output);
     tcase_add_test(tc, test_calibrate_from_bench_rejects_bad_output);
+    tcase_add_test(tc, test_calibrate_from_bench_speculative_lines);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -241,6 +241,23 @@ START_TEST(test_sim_run_rejects_bad_config)
     cfg.late_hold = 0;
     ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
     ck_assert_ptr_nonnull(strstr(err, "late-binding hold"));
+    static const struct sim_replica_model bad_spec[] = {
+        {.spec_tokens = 17, .spec_accept = 0.5},
+        {.spec_tokens = -1, .spec_accept = 0.5},
+        {.spec_tokens = 4, .spec_accept = 1},
+        {.spec_tokens = 4, .spec_accept = -0.1},
+        {.spec_tokens = 4, .spec_accept = NAN},
+        {.spec_tokens = 4, .spec_accept = 0.5, .spec_draft_cost = -1},
+        {.spec_tokens = 4, .spec_accept = 0.5, .spec_draft_cost = 1e9},
+    };
+    for (size_t i = 0; i < sizeof(bad_spec) / sizeof(bad_spec[0]); i++) {
+        sim_config_defaults(&cfg, POLICY_STATIC);
+        cfg.model.spec_tokens = bad_spec[i].spec_tokens;
+        cfg.model.spec_accept = bad_spec[i].spec_accept;
+        cfg.model.spec_draft_cost = bad_spec[i].spec_draft_cost;
+        ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), ERR_INVAL);
+        ck_assert_msg(strstr(err, "speculation") != NULL, "case %zu: %s", i, err);
+    }
     enum sim_routing m = SIM_ROUTE_RANDOM;
     ck_assert_int_eq(sim_routing_parse("router-late", &m), 0);
     ck_assert_int_eq(m, SIM_ROUTE_ROUTER_LATE);
@@ -250,6 +267,98 @@ START_TEST(test_sim_run_rejects_bad_config)
     ck_assert_int_eq(sim_routing_parse("", &m), ERR_INVAL);
     ck_assert_int_eq(sim_routing_parse(NULL, &m), ERR_INVAL);
     ck_assert_int_eq(m, SIM_ROUTE_ROUTER); /* untouched on error */
+    trace_free(tr);
+}
+END_TEST
+
+/* The default curve's step time of n tokens, T(n) = (1 + (n-1) k) / 60, k through D(16) = 700. */
+static double step_s(double n)
+{
+    double k = (16.0 * 60 / 700 - 1) / 15;
+    return (1 + (n - 1) * k) / 60;
+}
+
+/* One stream's rate under the engine's rule, computed here by hand: the p proposals in
+ * 0..K maximising (1 + a + .. + a^p) / (T(1 + p) + draft rounds), kept over p = 0 only when 5%
+ * better. */
+static double single_stream_rate(int K, double a, double draft_cost)
+{
+    double base = 1 / step_s(1), best = base * 1.05, rate = base, tokens = 1, g = 1;
+    for (int p = 1; p <= K; p++) {
+        g *= a;
+        tokens += g;
+        double r = tokens / (step_s(1 + p) + p * draft_cost * step_s(1));
+        if (r > best) best = rate = r;
+    }
+    return rate;
+}
+
+START_TEST(test_sim_spec_single_stream_rate_is_the_controllers_plan)
+{
+    /* 2000 prompt tokens (1 s), then 600 more output tokens at the planned rate. */
+    struct trace *tr = synth(1, 1, 1e9, 1, 2000, 601, 0);
+    static const struct {
+        int k;
+        double accept, draft;
+    } cases[] = {{4, 0.6, 0},     {5, 0.8, 0}, {5, 0.8, 0.1},
+                 {16, 0.9, 0.05}, {3, 0.2, 0}, {3, 0.03, 0}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct sim_config cfg;
+        sim_config_defaults(&cfg, POLICY_STATIC);
+        cfg.model.spec_tokens = cases[i].k;
+        cfg.model.spec_accept = cases[i].accept;
+        cfg.model.spec_draft_cost = cases[i].draft;
+        struct sim_result r;
+        char err[256];
+        ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+        double rate = single_stream_rate(cases[i].k, cases[i].accept, cases[i].draft);
+        ck_assert_msg(fabs(r.duration_s - (1 + 600 / rate)) < 1e-6, "case %zu: %.6f s, want %.6f",
+                      i, r.duration_s, 1 + 600 / rate);
+        ck_assert_double_eq_tol(r.ttft_p50_s, 1.0, 1e-9); /* prefill is not speculated */
+        sim_result_fini(&r);
+    }
+    /* on this weight-bound curve even acceptance 0.2 pays (1.2 tokens for 1.025 steps), 0.03
+     * does not beat the 5% margin: exactly the plain rate */
+    ck_assert_double_gt(single_stream_rate(3, 0.2, 0), 1.1 * 60);
+    ck_assert_double_eq(single_stream_rate(3, 0.03, 0), 60);
+    trace_free(tr);
+}
+END_TEST
+
+START_TEST(test_sim_spec_nothing_proposed_is_the_plain_replica)
+{
+    /* A compute-bound curve (16 streams decode only 100 tok/s together): one extra token costs
+     * nearly a whole step, so the controller never proposes and the run is byte-identical to the
+     * one without speculation; with the default, batch-friendly curve it is faster. */
+    struct trace *tr = synth(400, 4, 1e9, 4, 300, 200, 8);
+    char a[1024], b[1024], err[256];
+    struct sim_config cfg;
+    struct sim_result r;
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.replicas = 3;
+    cfg.model.decode_batch_tps = 100;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    sim_result_json(&r, a, sizeof(a));
+    sim_result_fini(&r);
+    cfg.model.spec_tokens = 5;
+    cfg.model.spec_accept = 0.6;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    sim_result_json(&r, b, sizeof(b));
+    sim_result_fini(&r);
+    ck_assert_str_eq(a, b);
+
+    sim_config_defaults(&cfg, POLICY_STATIC);
+    cfg.replicas = 3;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    double plain_itl = r.itl_p50_s, plain_end = r.duration_s;
+    sim_result_fini(&r);
+    cfg.model.spec_tokens = 5;
+    cfg.model.spec_accept = 0.7;
+    ck_assert_int_eq(sim_run(tr, &cfg, &r, err, sizeof(err)), 0);
+    ck_assert_double_lt(r.itl_p50_s, plain_itl / 1.5);
+    ck_assert_double_lt(r.duration_s, plain_end);
+    ck_assert_uint_eq(r.requests, 400);
+    sim_result_fini(&r);
     trace_free(tr);
 }
 END_TEST
@@ -338,6 +447,25 @@ START_TEST(test_cmd_simulate_main_prints_one_json_line_and_plot)
     ck_assert_int_eq(cmd_simulate_main(5, bad), 1);
     char *usage[] = {"simulate", "--policy", "magic", "--trace", trace, NULL};
     ck_assert_int_eq(cmd_simulate_main(5, usage), 2);
+    char *too_many[] = {"simulate", "--spec-tokens", "17", "--trace", trace, NULL};
+    ck_assert_int_eq(cmd_simulate_main(5, too_many), 2);
+    /* the speculation flags reach the model, and the run says so */
+    char *spec[] = {"simulate", "--trace",           trace, "--spec-tokens",
+                    "4",        "--spec-acceptance", "0.8", NULL};
+    fflush(stdout);
+    saved = fdopen(dup(fileno(stdout)), "w");
+    ck_assert_ptr_nonnull(freopen(out, "w", stdout));
+    rc = cmd_simulate_main(7, spec);
+    fflush(stdout);
+    dup2(fileno(saved), fileno(stdout));
+    fclose(saved);
+    ck_assert_int_eq(rc, 0);
+    f = fopen(out, "r");
+    bool said = false;
+    while (fgets(line, sizeof(line), f))
+        said |= strstr(line, "up to 4 proposals per sequence, acceptance 0.800, n-gram") != NULL;
+    fclose(f);
+    ck_assert(said);
     remove(trace);
     remove(png);
     remove(out);
@@ -580,6 +708,8 @@ Suite *sim_suite(void)
     tcase_add_test(tc, test_sim_run_same_seed_identical_json);
     tcase_add_test(tc, test_sim_run_policy_sanity_on_step);
     tcase_add_test(tc, test_sim_run_rejects_bad_config);
+    tcase_add_test(tc, test_sim_spec_single_stream_rate_is_the_controllers_plan);
+    tcase_add_test(tc, test_sim_spec_nothing_proposed_is_the_plain_replica);
     tcase_add_test(tc, test_plot_png_encode_structure);
     tcase_add_test(tc, test_cmd_simulate_main_prints_one_json_line_and_plot);
     tcase_add_test(tc, test_sim_run_late_binding_new_replica_takes_held);
