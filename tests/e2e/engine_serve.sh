@@ -131,6 +131,25 @@ start_engine queue --context-length 2048 --max-num-seqs 1 --max-queue 1
 # tokens each cannot all fit, so the scheduler must preempt.
 start_engine preempt --context-length 256 --block-size 16 --kv-cache-bytes $((384 * 640))
 start_engine nocompat --context-length 256 --metrics-compat none --spec ngram
+# Speculation served: n-gram with its cross-request pool; a draft model (the Q8_0 copy) whose KV
+# pool shares a budget of 1.5 contexts per pool, so 24 streams must be preempted. A fixed k
+# (--no-spec-adaptive): on this tiny model the controller would not speculate at 24 streams, and
+# these checks are about verification inside the batch.
+start_engine ngram --context-length 256 --spec ngram --ngram-pool-bytes 1M --no-spec-adaptive
+draft_model="$shared/models/tinyllamas/stories260K-Q8_0.gguf"
+if [ -r "$draft_model" ] && start_engine draft --context-length 256 --block-size 16 \
+	--speculative draft --draft-model "$draft_model" --kv-cache-bytes $((2 * 384 * 640)) \
+	--no-spec-adaptive; then
+	# both pools get the same blocks, the budget split by K/V bytes per token: within it
+	if wait_for $((10 * slow)) grep -q 'kv cache .*draft_bytes=[1-9]' "$tmp/draft.log" &&
+		awk -v max=$((2 * 384 * 640)) 'match($0, /kv cache .* total_bytes=[0-9]+/) {
+			t = substr($0, RSTART, RLENGTH); sub(/.*total_bytes=/, "", t); found = 1
+			exit !(t + 0 <= max) } END { if (!found) exit 1 }' "$tmp/draft.log"; then
+		ok "--speculative draft: the draft's KV pool is inside --kv-cache-bytes"
+	else
+		not_ok "--speculative draft: kv cache line $(grep '"kv cache"' "$tmp/draft.log" | head -n 1)"
+	fi
+fi
 start_engine bad --context-length 256 --max-body-bytes 65536
 # The API key from the environment, as a Secret would provide it.
 CINFER_ENGINE_API_KEY=s3cret-key start_engine auth --context-length 256
@@ -145,6 +164,10 @@ run_py engine_serve_behaviour.py greedy "main=${ports[main]}"
 run_py engine_serve_behaviour.py concurrency "main=${ports[main]}"
 run_py engine_serve_behaviour.py prefix "main=${ports[main]}" "nocache=${ports[nocache]}"
 run_py engine_serve_behaviour.py preemption "preempt=${ports[preempt]}"
+if [ -n "${ports[draft]:-}" ]; then
+	run_py engine_serve_behaviour.py speculation "main=${ports[main]}" "ngram=${ports[ngram]}" \
+		"draft=${ports[draft]}"
+fi
 run_py engine_serve_behaviour.py disconnect "main=${ports[main]}" "queue=${ports[queue]}"
 run_py engine_serve_behaviour.py malformed "bad=${ports[bad]}"
 
@@ -163,7 +186,7 @@ else
 fi
 
 # Every long-lived server survived all of the above and drains cleanly.
-for n in main nocache queue preempt nocompat bad auth lanes; do
+for n in main nocache queue preempt nocompat ngram draft bad auth lanes; do
 	[ -n "${pids[$n]:-}" ] && stop_engine "$n" 0
 done
 

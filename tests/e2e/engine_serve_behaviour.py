@@ -7,6 +7,9 @@ Sections (the servers each needs and the flags engine_serve.sh gives them):
   concurrency       main (64 concurrent streams vs the same requests one at a time)
   prefix            main, nocache (--no-prefix-caching)
   preemption        preempt (--kv-cache-bytes for 1.5 contexts of 256 tokens)
+  speculation       main, ngram (--spec ngram --ngram-pool-bytes 1M), draft (--speculative draft
+                    with the model's Q8_0 copy, --kv-cache-bytes for 1.5 contexts in each pool),
+                    both --no-spec-adaptive
   disconnect        main, queue (--max-num-seqs 1 --max-queue 1)
   malformed         bad (--max-body-bytes 65536)
   sigterm           drain:PID (the script reaps it and checks the exit status)
@@ -343,6 +346,56 @@ def section_preemption(s):
         f"native {p1} -> {p2}, vllm {m.get('vllm:num_preemptions_total')}",
     )
     check_idle(port, "preemption")
+
+
+# ---- 5b. speculative decoding served ----
+
+
+def section_speculation(s):
+    """Speculation inside the continuous batch, as served: greedy outputs of concurrent streams
+    equal the same requests on a server without speculation, for the n-gram proposer with its
+    cross-request pool and for a draft model whose KV pool shares the --kv-cache-bytes budget
+    (tight enough that the scheduler preempts, and the draft must stay in step)."""
+    ref, ngram, draft = s["main"][0], s["ngram"][0], s["draft"][0]
+    bodies = [stream_body(i) for i in range(24)]
+    for b in bodies:
+        b["max_tokens"] += 40  # long enough for greedy loops the proposers can exploit
+    want = [stream_one(ref, b) for b in bodies]
+    for name, port in (("ngram", ngram), ("draft", draft)):
+        m0 = quiet_metrics(port)
+        got = run_parallel(lambda b, port=port: stream_one(port, b, 240), bodies)
+        errors = [r for r in got if isinstance(r, Exception)]
+        checks.check(f"--speculative {name}: 24 concurrent streams complete", not errors, f"{errors[:3]}")
+        diff = [i for i in range(len(bodies)) if got[i] != want[i]]
+        checks.check(
+            f"--speculative {name}: every greedy stream identical to the server without speculation",
+            not diff,
+            f"{len(diff)} differ, first #{diff[0] if diff else ''}: "
+            f"{want[diff[0]] if diff else ''} vs {got[diff[0]] if diff else ''}",
+        )
+        m1, _ = wait_metrics(port, lambda m: m.get("cinfer_spec_decode_num_accepted_tokens_total") >
+                             m0.get("cinfer_spec_decode_num_accepted_tokens_total"), timeout=3)
+        acc = m1.get("cinfer_spec_decode_num_accepted_tokens_total") - m0.get(
+            "cinfer_spec_decode_num_accepted_tokens_total")
+        checks.check(f"--speculative {name}: proposals were accepted, the vLLM name agrees",
+                     acc > 0 and m1.get("vllm:spec_decode_num_accepted_tokens_total") ==
+                     m1.get("cinfer_spec_decode_num_accepted_tokens_total"), f"accepted {acc}")
+        if name == "draft":
+            pre = m1.get("cinfer_preemptions_total") - m0.get("cinfer_preemptions_total")
+            checks.check("--speculative draft: the shared KV budget made the scheduler preempt", pre > 0,
+                         f"preemptions {pre}")
+        check_idle(port, f"--speculative {name}")
+    # The n-gram pool: a finished request's tokens are proposals for the next one that repeats them
+    # (the same greedy request again: its own early tokens hold no earlier match of their suffix).
+    body = {"model": MODEL, "prompt": "Sam had a red ball. He", "max_tokens": 60, "temperature": 0}
+    first = completion_text(ngram, body)
+    h0 = quiet_metrics(ngram).get("cinfer_spec_decode_ngram_pool_hits_total")
+    again = completion_text(ngram, body)
+    m, _ = wait_metrics(ngram, lambda m: m.get("cinfer_spec_decode_ngram_pool_hits_total") > h0, timeout=3)
+    hits = m.get("cinfer_spec_decode_ngram_pool_hits_total") - h0
+    checks.check("--ngram-pool-bytes: a repeated request's proposals come from the pool, output unchanged",
+                 hits > 0 and first == again and first == completion_text(ref, body),
+                 f"pool hits {hits}, {first!r} vs {again!r}")
 
 
 # ---- 6. disconnects ----
@@ -825,6 +878,7 @@ SECTIONS = {
     "concurrency": section_concurrency,
     "prefix": section_prefix,
     "preemption": section_preemption,
+    "speculation": section_speculation,
     "disconnect": section_disconnect,
     "malformed": section_malformed,
     "sigterm": section_sigterm,
