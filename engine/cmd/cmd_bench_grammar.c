@@ -4,7 +4,12 @@
  * that writes them would drive the matcher; otherwise random walks pick uniformly among the
  * allowed tokens (a worst case: states a model rarely visits). Prints p50 / p99 / max of the mask
  * time, first request (cold cache) and later ones apart, one JSON line per phase.
- *   cinfer-engine bench-grammar --model vocab.gguf --schema-file s.json --replay docs.jsonl */
+ *   cinfer-engine bench-grammar --model vocab.gguf --schema-file s.json --replay docs.jsonl
+ * For coverage (hack/schema-coverage.py): --emit writes each random walk's text, and
+ * --finish-after makes a walk head for the end of the document after that many tokens (it prefers
+ * allowed tokens that close a string, object or array, then one-byte ones, and stops as soon as
+ * the grammar accepts), so that walks of open-ended schemas end as complete instances. Whatever a
+ * walk emits was chosen by the mask alone: every complete one must be valid. */
 #include "engine/cmd/cmd.h"
 
 #include "common/buf.h"
@@ -16,6 +21,7 @@
 #include "engine/grammar/grammar_schema.h"
 #include "engine/text/tokenizer.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +29,9 @@
 #define BENCH_GRAMMAR_MAX_FILE (16u << 20)
 
 struct bench_grammar_cfg {
-    const char *model, *grammar_file, *schema_file, *replay;
+    const char *model, *grammar_file, *schema_file, *replay, *emit;
     const char *log_level, *log_format;
-    int walks, steps, seed;
+    int walks, steps, seed, finish_after;
 };
 
 #define O(f) offsetof(struct bench_grammar_cfg, f)
@@ -39,6 +45,14 @@ static const struct cfg_opt bench_grammar_opts[] = {
     {"walks", CFG_INT, O(walks), "20", 1, 1000000, "Walks (documents replayed per round)", NULL, 0},
     {"steps", CFG_INT, O(steps), "200", 1, 1000000, "Most tokens per random walk", NULL, 0},
     {"seed", CFG_INT, O(seed), "1", 0, 1 << 30, "Random walk seed", NULL, 0},
+    {"finish-after", CFG_INT, O(finish_after), "0", 0, 1000000,
+     "Random walks: after this many tokens prefer closing tokens and stop once the grammar accepts "
+     "(0 = never)",
+     NULL, 0},
+    {"emit", CFG_STRING, O(emit), NULL, 1, 0,
+     "Random walks: write each walk's text to this file, one JSON object per line "
+     "({\"complete\", \"tokens\", \"text\"})",
+     NULL, 0},
     CLI_LOG_OPTS(struct bench_grammar_cfg),
 };
 #undef O
@@ -101,37 +115,112 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* A token's class for a walk that heads for the end, in order of preference: one whose text
+ * starts with a quote (ends a string, or starts the key an object still needs), one that starts
+ * by closing an object or array, one byte otherwise, anything else. */
+enum tok_class { TOK_QUOTE = 0, TOK_CLOSE, TOK_BYTE, TOK_OTHER, TOK_N_CLASSES };
+
+static uint8_t *token_classes(const struct tokenizer *tok, int32_t n_vocab)
+{
+    uint8_t *cls = malloc((size_t)n_vocab);
+    for (int32_t i = 0; cls && i < n_vocab; i++) {
+        size_t len = 0;
+        const char *p = tokenizer_token_piece(tok, i, false, &len);
+        cls[i] = !len || !p                   ? TOK_OTHER
+                 : p[0] == '"'                ? TOK_QUOTE
+                 : p[0] == '}' || p[0] == ']' ? TOK_CLOSE
+                 : len == 1                   ? TOK_BYTE
+                                              : TOK_OTHER;
+    }
+    return cls;
+}
+
+/* The pick-th allowed token of class `want` (TOK_N_CLASSES: any), or -1. */
+static int32_t nth_allowed(const uint32_t *mask, int32_t n_vocab, const uint8_t *cls, int want,
+                           int pick)
+{
+    for (int32_t i = 0; i < n_vocab; i++)
+        if ((mask[i >> 5] >> (i & 31)) & 1 && (want == TOK_N_CLASSES || cls[i] == want) &&
+            pick-- == 0)
+            return i;
+    return -1;
+}
+
+/* A random allowed token (n of them): uniform, or, when `finishing`, uniform within the first
+ * class (enum tok_class) that has one. */
+static int32_t pick_token(const uint32_t *mask, int32_t n_vocab, int n, const uint8_t *cls,
+                          bool finishing, uint64_t *seed)
+{
+    if (finishing) {
+        int count[TOK_N_CLASSES] = {0};
+        for (int32_t i = 0; i < n_vocab; i++)
+            if ((mask[i >> 5] >> (i & 31)) & 1) count[cls[i]]++;
+        for (int k = 0; k < TOK_OTHER; k++)
+            if (count[k])
+                return nth_allowed(mask, n_vocab, cls, k,
+                                   (int)(rng_next(seed) % (uint64_t)count[k]));
+    }
+    return nth_allowed(mask, n_vocab, cls, TOK_N_CLASSES, (int)(rng_next(seed) % (uint64_t)n));
+}
+
+struct walk_out {
+    int32_t *ids; /* the walk's tokens (steps of them at most) */
+    size_t n;
+    bool complete; /* ended with the grammar accepting */
+};
+
 /* One walk: a mask per step, timed, then the next token (the document's, or a random allowed
- * one). Returns 0, or 1 when a replayed token was refused (the document is not in the
- * language). */
+ * one; after finish_after steps (> 0) one that heads for the end, stopping once the grammar
+ * accepts). Returns 0, or 1 when a replayed token was refused (the document is not in the
+ * language). With `out`, records the tokens (random walks). */
 static int walk(struct grammar *g, struct grammar_arena *a, uint32_t *mask, int32_t n_vocab,
-                const int32_t *ids, size_t n_ids, int steps, uint64_t *seed, struct samples *s,
-                struct samples *cpu)
+                const int32_t *ids, size_t n_ids, int steps, int finish_after, const uint8_t *cls,
+                uint64_t *seed, struct samples *s, struct samples *cpu, struct walk_out *out)
 {
     struct grammar_matcher *m = NULL;
     if (grammar_matcher_new(g, a, &m)) return 1;
     int rc = 0;
+    if (out) out->n = 0;
     for (int step = 0; ids ? (size_t)step < n_ids : step < steps; step++) {
+        bool finishing = !ids && finish_after > 0 && step >= finish_after;
+        if (finishing && grammar_matcher_accepting(m)) break;
         double t0 = clock_mono_s(), c0 = clock_thread_cpu_s();
         int n = grammar_matcher_mask(m, a, mask);
         samples_add(s, clock_mono_s() - t0);
         samples_add(cpu, clock_thread_cpu_s() - c0);
         if (n <= 0) break;
-        int32_t t = -1;
-        if (ids) {
-            t = ids[step];
-        } else {
-            int pick = (int)(rng_next(seed) % (uint64_t)n);
-            for (int32_t i = 0; i < n_vocab && t < 0; i++)
-                if ((mask[i >> 5] >> (i & 31)) & 1 && pick-- == 0) t = i;
-        }
-        if (!((mask[t >> 5] >> (t & 31)) & 1) || grammar_matcher_accept(m, a, t)) {
+        int32_t t = ids ? ids[step] : pick_token(mask, n_vocab, n, cls, finishing, seed);
+        if (t < 0 || t >= n_vocab || !((mask[t >> 5] >> (t & 31)) & 1) ||
+            grammar_matcher_accept(m, a, t)) {
             rc = 1;
             break;
         }
+        if (out) out->ids[out->n++] = t;
         if (grammar_matcher_finished(m)) break;
     }
+    if (out) out->complete = grammar_matcher_accepting(m);
     grammar_matcher_free(m);
+    return rc;
+}
+
+/* One line of --emit: the walk's text as a JSON string (null when its bytes are not UTF-8, as a
+ * cut-off walk may end inside a character). */
+static int emit_walk(FILE *f, const struct tokenizer *tok, const struct walk_out *w)
+{
+    struct buf text;
+    buf_init(&text, BENCH_GRAMMAR_MAX_FILE);
+    int rc = tokenizer_decode(tok, w->ids, w->n, false, &text);
+    json_t *o = json_object();
+    json_t *str = rc ? NULL : json_stringn(text.len ? buf_cstr(&text) : "", text.len);
+    if (!o || json_object_set_new(o, "complete", json_boolean(w->complete)) ||
+        json_object_set_new(o, "tokens", json_integer((json_int_t)w->n)) ||
+        json_object_set_new(o, "text", str ? str : json_null()))
+        rc = ERR_NOMEM;
+    char *line = rc ? NULL : json_dumps(o, JSON_COMPACT);
+    if (!rc && (!line || fprintf(f, "%s\n", line) < 0)) rc = ERR_IO;
+    free(line);
+    json_decref(o);
+    buf_fini(&text);
     return rc;
 }
 
@@ -156,6 +245,9 @@ int cmd_bench_grammar_main(int argc, char **argv)
     buf_init(&docs, BENCH_GRAMMAR_MAX_FILE);
     struct samples cold = {0}, warm = {0}, cold_cpu = {0}, warm_cpu = {0};
     uint32_t *mask = NULL;
+    uint8_t *cls = NULL;
+    struct walk_out wo = {0};
+    FILE *emit = NULL;
     char err[512];
     int status = 1, rc;
     if ((rc = gguf_open(c.model, &gg, err, sizeof(err))) ||
@@ -189,7 +281,13 @@ int cmd_bench_grammar_main(int argc, char **argv)
            grammar_vocab_size(v), grammar_vocab_nodes(v), t_vocab * 1e3, t_compile * 1e3,
            grammar_size(g));
     mask = calloc(grammar_mask_words(v), sizeof(*mask));
-    if (!a || !mask) goto out;
+    cls = token_classes(tok, grammar_vocab_size(v));
+    wo.ids = malloc((size_t)c.steps * sizeof(*wo.ids));
+    if (!a || !mask || !cls || !wo.ids) goto out;
+    if (c.emit && !(emit = fopen(c.emit, "w"))) {
+        fprintf(stderr, "cinfer-engine bench-grammar: cannot write %s\n", c.emit);
+        goto out;
+    }
     uint64_t seed = (uint64_t)c.seed;
     if (c.replay && (rc = buf_append_file(&docs, c.replay))) {
         fprintf(stderr, "cinfer-engine bench-grammar: %s: %s\n", c.replay, err_str(rc));
@@ -199,7 +297,12 @@ int cmd_bench_grammar_main(int argc, char **argv)
     for (int w = 0; w < c.walks; w++) {
         struct samples *s = w == 0 ? &cold : &warm, *cpu = w == 0 ? &cold_cpu : &warm_cpu;
         if (!c.replay) {
-            refused += walk(g, a, mask, grammar_vocab_size(v), NULL, 0, c.steps, &seed, s, cpu);
+            refused += walk(g, a, mask, grammar_vocab_size(v), NULL, 0, c.steps, c.finish_after,
+                            cls, &seed, s, cpu, &wo);
+            if (emit && (rc = emit_walk(emit, tok, &wo)) != 0) {
+                fprintf(stderr, "cinfer-engine bench-grammar: %s: %s\n", c.emit, err_str(rc));
+                goto out;
+            }
             continue;
         }
         const char *p = buf_cstr(&docs), *end = p + docs.len;
@@ -209,7 +312,8 @@ int cmd_bench_grammar_main(int argc, char **argv)
             int32_t *ids = NULL;
             size_t n = 0;
             if (len && tokenizer_encode(tok, p, len, false, false, &ids, &n) == 0)
-                refused += walk(g, a, mask, grammar_vocab_size(v), ids, n, 0, &seed, s, cpu);
+                refused +=
+                    walk(g, a, mask, grammar_vocab_size(v), ids, n, 0, 0, cls, &seed, s, cpu, NULL);
             free(ids);
             p += len + 1;
         }
@@ -219,6 +323,9 @@ int cmd_bench_grammar_main(int argc, char **argv)
     if (refused) fprintf(stderr, "bench-grammar: %d walks refused a token\n", refused);
     status = refused ? 1 : 0;
 out:
+    if (emit && fclose(emit) != 0 && status == 0) status = 1;
+    free(wo.ids);
+    free(cls);
     free(cold.v);
     free(warm.v);
     free(cold_cpu.v);
