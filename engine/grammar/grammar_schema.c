@@ -9,6 +9,7 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/grammar_range.h"
 #include "engine/grammar/grammar_regex.h"
+#include "engine/grammar/grammar_schema_merge.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -27,6 +28,7 @@ struct gs {
     char *err;
     size_t errlen;
     int depth;
+    json_t *keep; /* schemas merged while compiling (an array): their strings are borrowed */
 };
 
 /* Keywords that only annotate, or that we implement. */
@@ -159,6 +161,12 @@ static int gs_json_literal(struct buf *b, const json_t *v)
 }
 
 static int gs_node(struct gs *s, const json_t *sch, const char *path, char *name);
+
+/* Keeps a schema made while compiling (one reference taken) until the compile ends. */
+static int gs_keep(struct gs *s, json_t *made)
+{
+    return json_array_append_new(s->keep, made) ? ERR_NOMEM : 0;
+}
 
 /* A non-negative integer keyword, or -1 when absent. */
 static int gs_count(struct gs *s, const json_t *sch, const char *key, const char *path,
@@ -352,6 +360,42 @@ static int gs_property(struct gs *s, const char *key, const json_t *sub, const c
     return rc;
 }
 
+static int gs_object(struct gs *s, const json_t *sch, const char *path, struct buf *b);
+
+/* An object whose `required` names properties it does not declare: they are additional ones,
+ * generated with the additionalProperties schema (any value without one); refused when
+ * additionalProperties is false (no instance). */
+static int gs_object_extended(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    const json_t *props = json_object_get(sch, "properties");
+    const json_t *req = json_object_get(sch, "required");
+    const json_t *add = json_object_get(sch, "additionalProperties");
+    json_t *c = json_copy((json_t *)sch), *np = props ? json_copy((json_t *)props) : json_object();
+    int rc = c && np ? 0 : ERR_NOMEM;
+    for (size_t i = 0; !rc && i < json_array_size(req); i++) {
+        const char *k = json_string_value(json_array_get(req, i));
+        if (json_object_get(np, k)) continue;
+        if (json_is_false(add)) {
+            rc = gs_fail(s, ERR_UNSUPPORTED, path,
+                         "required property '%.64s' is neither in 'properties' nor allowed by "
+                         "'additionalProperties'",
+                         k);
+            break;
+        }
+        if (json_object_set(np, k, add ? (json_t *)add : json_true())) rc = ERR_NOMEM;
+    }
+    if (!rc && json_object_set_new(c, "properties", np))
+        rc = ERR_NOMEM;
+    else if (rc)
+        json_decref(np);
+    if (!rc) {
+        if ((rc = gs_keep(s, c))) return rc;
+        return gs_object(s, c, path, b);
+    }
+    json_decref(c);
+    return rc;
+}
+
 static int gs_object(struct gs *s, const json_t *sch, const char *path, struct buf *b)
 {
     const json_t *props = json_object_get(sch, "properties");
@@ -367,9 +411,7 @@ static int gs_object(struct gs *s, const json_t *sch, const char *path, struct b
         if (!json_is_string(r))
             return gs_fail(s, ERR_INVAL, path, "%s", "'required' must hold strings");
         if (!json_object_get(props, json_string_value(r)))
-            return gs_fail(s, ERR_UNSUPPORTED, path,
-                           "required property '%.64s' is not in 'properties'",
-                           json_string_value(r));
+            return gs_object_extended(s, sch, path, b);
     }
     if (!props || !json_object_size(props)) {
         if (json_is_false(add)) return buf_puts(b, "\"{\" ws \"}\"");
@@ -453,17 +495,11 @@ static int gs_ref(struct gs *s, const char *ref, const char *path, char *name)
             snprintf(name, GS_NAME, "r%d", i);
             return 0;
         }
-    const json_t *target = NULL;
-    if (!strcmp(ref, "#")) {
-        target = s->root;
-    } else if (!strncmp(ref, "#/$defs/", 8) && !strchr(ref + 8, '/')) {
-        target = json_object_get(json_object_get(s->root, "$defs"), ref + 8);
-    } else if (!strncmp(ref, "#/definitions/", 14) && !strchr(ref + 14, '/')) {
-        target = json_object_get(json_object_get(s->root, "definitions"), ref + 14);
-    } else {
+    bool supported;
+    const json_t *target = grammar_schema_ref_target(s->root, ref, &supported);
+    if (!supported) {
         return gs_fail(s, ERR_UNSUPPORTED, path,
-                       "$ref '%.96s' is not supported (only #, #/$defs/NAME, #/definitions/NAME)",
-                       ref);
+                       "$ref '%.96s' is not supported (only JSON pointers into this schema)", ref);
     }
     if (!target) return gs_fail(s, ERR_INVAL, path, "$ref '%.96s' names nothing", ref);
     if (s->n_refs == GRAMMAR_SCHEMA_MAX_REFS)
@@ -499,7 +535,8 @@ static int gs_alts(struct gs *s, const json_t *list, const char *key, const char
 
 /* pattern, an enforced format and the numeric bounds constrain one type's values: they need a
  * 'type' to apply to (without one every JSON value would be generated, unconstrained), and are
- * not combined with $ref / const / enum / anyOf / oneOf, whose branches would ignore them. */
+ * not combined with const / enum, whose literals would ignore them. (Beside $ref / anyOf / oneOf
+ * they are merged into the target or branches before this check: gs_body.) */
 static int gs_check_value_keywords(struct gs *s, const json_t *sch, const char *path)
 {
     static const char *const keys[] = {"pattern",          "minimum",          "maximum",
@@ -527,6 +564,68 @@ static int gs_check_value_keywords(struct gs *s, const json_t *sch, const char *
     return 0;
 }
 
+static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf *b);
+
+/* The body of sch with its allOf and a $ref beside other constraints merged into one schema
+ * (grammar_schema_merge.h). */
+static int gs_flattened(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    json_t *flat = NULL;
+    char why[240];
+    int rc = grammar_schema_flatten(s->root, sch, 0, &flat, why, sizeof(why));
+    if (rc == ERR_NOMEM) return rc;
+    if (rc) return gs_fail(s, rc, path, "%s", why);
+    if ((rc = gs_keep(s, flat))) return rc;
+    if (json_is_false(flat))
+        return gs_fail(s, ERR_UNSUPPORTED, path, "%s",
+                       "allOf / $ref with its siblings admits no value");
+    return gs_body(s, flat, path, b);
+}
+
+/* Whether sch has constraining keywords besides its anyOf / oneOf `alt` (and nullable, which
+ * the body handles itself). */
+static bool gs_has_siblings(const json_t *sch, const char *alt)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)sch, key, v)
+    {
+        if (strcmp(key, alt) && strcmp(key, "nullable") && !grammar_schema_annotation(key))
+            return true;
+    }
+    return false;
+}
+
+/* anyOf / oneOf beside other keywords: every branch must obey them too, so each branch is merged
+ * with them; a branch nothing satisfies is dropped. (oneOf is generated as anyOf.) */
+static int gs_alts_merged(struct gs *s, const json_t *sch, const char *alt, const char *path,
+                          struct buf *b)
+{
+    const json_t *list = json_object_get(sch, alt);
+    if (!json_is_array(list) || !json_array_size(list))
+        return gs_fail(s, ERR_INVAL, path, "'%s' must be a non-empty array", alt);
+    json_t *sib = json_copy((json_t *)sch);
+    if (!sib) return ERR_NOMEM;
+    json_object_del(sib, alt);
+    json_object_del(sib, "nullable");
+    int rc = gs_keep(s, sib), n = 0;
+    for (size_t i = 0; !rc && i < json_array_size(list); i++) {
+        json_t *m = NULL;
+        char why[240], p[512], sub[GS_NAME];
+        snprintf(p, sizeof(p), "%s/%s/%zu", path, alt, i);
+        rc = grammar_schema_merge(s->root, sib, json_array_get(list, i), 0, &m, why, sizeof(why));
+        if (rc == ERR_NOMEM) break;
+        if (rc) return gs_fail(s, rc, p, "%s", why);
+        if ((rc = gs_keep(s, m)) || json_is_false(m)) continue;
+        if (!(rc = n++ ? buf_puts(b, " | ") : 0) && !(rc = gs_node(s, m, p, sub)))
+            rc = buf_puts(b, sub);
+    }
+    if (!rc && n == 0)
+        return gs_fail(s, ERR_UNSUPPORTED, path,
+                       "no branch of '%s' is satisfiable together with its siblings", alt);
+    return rc;
+}
+
 static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf *b)
 {
     if (json_is_true(sch)) return buf_puts(b, "j-value");
@@ -538,17 +637,23 @@ static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf
     json_t *v;
     json_object_foreach((json_t *)sch, key, v)
     {
-        bool known = false;
+        bool known = grammar_schema_annotation(key) || !strcmp(key, "allOf");
         for (size_t i = 0; i < sizeof(gs_known) / sizeof(gs_known[0]) && !known; i++)
             known = !strcmp(key, gs_known[i]);
         if (!known)
             return gs_fail(s, ERR_UNSUPPORTED, path, "keyword '%.64s' is not supported", key);
     }
     int rc;
-    if ((rc = gs_check_value_keywords(s, sch, path))) return rc;
+    const json_t *ref = json_object_get(sch, "$ref");
+    if (json_object_get(sch, "allOf") || (ref && grammar_schema_constrains(sch, "$ref")))
+        return gs_flattened(s, sch, path, b);
     bool nullable = json_is_true(json_object_get(sch, "nullable"));
     if (nullable && (rc = buf_puts(b, "j-null | "))) return rc;
-    const json_t *ref = json_object_get(sch, "$ref");
+    const char *alt = json_object_get(sch, "anyOf")   ? "anyOf"
+                      : json_object_get(sch, "oneOf") ? "oneOf"
+                                                      : NULL;
+    if (alt && gs_has_siblings(sch, alt)) return gs_alts_merged(s, sch, alt, path, b);
+    if ((rc = gs_check_value_keywords(s, sch, path))) return rc;
     if (ref) {
         if (!json_is_string(ref))
             return gs_fail(s, ERR_INVAL, path, "%s", "'$ref' must be a string");
@@ -602,11 +707,12 @@ static int gs_node(struct gs *s, const json_t *sch, const char *path, char *name
 
 int grammar_schema_gbnf(const json_t *schema, struct buf *out, char *err, size_t errlen)
 {
-    struct gs s = {.root = schema, .out = out, .err = err, .errlen = errlen};
+    struct gs s = {.root = schema, .out = out, .err = err, .errlen = errlen, .keep = json_array()};
     if (err && errlen) err[0] = 0;
     char name[GS_NAME];
-    int rc = gs_node(&s, schema, "#", name);
+    int rc = s.keep ? gs_node(&s, schema, "#", name) : ERR_NOMEM;
     if (rc == 0) rc = buf_printf(out, "root ::= %s\n%s", name, gs_base);
+    json_decref(s.keep);
     if (rc == ERR_NOMEM) err_fmt(err, errlen, rc, "schema: out of memory");
     return rc;
 }

@@ -150,7 +150,16 @@ START_TEST(test_grammar_schema_refused)
     ck_assert_int_eq(refused("{\"$ref\":\"#/$defs/missing\"}", "names nothing"), ERR_INVAL);
     ck_assert_int_eq(refused("{\"type\":\"strin\"}", "unknown type"), ERR_INVAL);
     ck_assert_int_eq(refused("{\"type\":7}", "'type'"), ERR_INVAL);
-    ck_assert_int_eq(refused("{\"required\":[\"q\"],\"properties\":{}}", "'q'"), ERR_UNSUPPORTED);
+    /* a required property not declared is an additional one */
+    ck_assert(valid("{\"required\":[\"q\"],\"properties\":{}}", "{\"q\":[1]}"));
+    ck_assert(!valid("{\"required\":[\"q\"],\"properties\":{}}", "{}"));
+    ck_assert(valid("{\"required\":[\"q\"],\"additionalProperties\":{\"type\":\"integer\"}}",
+                    "{\"q\":1}"));
+    ck_assert(!valid("{\"required\":[\"q\"],\"additionalProperties\":{\"type\":\"integer\"}}",
+                     "{\"q\":\"x\"}"));
+    ck_assert_int_eq(
+        refused("{\"required\":[\"q\"],\"properties\":{},\"additionalProperties\":false}", "'q'"),
+        ERR_UNSUPPORTED);
     ck_assert_int_eq(refused("{\"type\":\"array\",\"minItems\":-1}", "minItems"), ERR_INVAL);
     ck_assert_int_eq(refused("{\"type\":\"array\",\"maxItems\":100000}", "maxItems"), ERR_TOO_BIG);
     ck_assert_int_eq(refused("{\"enum\":[]}", "enum"), ERR_INVAL);
@@ -349,8 +358,112 @@ START_TEST(test_grammar_schema_integer_range)
         refused("{\"type\":\"integer\",\"maximum\":9223372036854775807}", "supported range"),
         ERR_UNSUPPORTED);
     ck_assert_int_eq(refused("{\"minimum\":1}", "needs a 'type'"), ERR_UNSUPPORTED);
-    ck_assert_int_eq(refused("{\"type\":\"integer\",\"minimum\":1,\"anyOf\":[{}]}", "'anyOf'"),
+    /* bounds beside anyOf apply to every branch (grammar_schema_merge.c) */
+    ck_assert(valid("{\"type\":\"integer\",\"minimum\":1,\"anyOf\":[{}]}", "5"));
+    ck_assert(!valid("{\"type\":\"integer\",\"minimum\":1,\"anyOf\":[{}]}", "0"));
+}
+END_TEST
+
+/* allOf, and keywords beside anyOf / oneOf / $ref: every instance must satisfy both (the Schema
+ * Store patterns hack/schema-coverage.py found generating invalid instances before). */
+START_TEST(test_grammar_schema_combined)
+{
+    const char *all =
+        "{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+        "\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},"
+        "\"required\":[\"b\"]}]}";
+    ck_assert(valid(all, "{\"a\":1,\"b\":\"x\"}"));
+    ck_assert(!valid(all, "{\"a\":1}"));
+    ck_assert(!valid(all, "{\"b\":\"x\"}"));
+    /* one of the properties required: the branches alone would admit any value */
+    const char *one =
+        "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":"
+        "{\"type\":\"string\"}},\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}";
+    ck_assert(valid(one, "{\"a\":1}"));
+    ck_assert(valid(one, "{\"b\":\"x\"}"));
+    ck_assert(!valid(one, "\"\""));
+    ck_assert(!valid(one, "15"));
+    ck_assert(!valid(one, "{}"));
+    /* a branch's property without a type narrows the parent's */
+    const char *narrow =
+        "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"array\",\"items\":{\"type\":"
+        "\"integer\"}}},\"anyOf\":[{\"properties\":{\"x\":{\"maxItems\":0}}}]}";
+    ck_assert(valid(narrow, "{\"x\":[]}"));
+    ck_assert(!valid(narrow, "{\"x\":[1]}"));
+    ck_assert(!valid(narrow, "{\"x\":0}"));
+    /* $ref beside a constraint */
+    const char *ref =
+        "{\"$defs\":{\"n\":{\"type\":\"integer\"}},\"$ref\":\"#/$defs/n\",\"minimum\":3}";
+    ck_assert(valid(ref, "3"));
+    ck_assert(!valid(ref, "2"));
+    /* a property one side forbids (additionalProperties false) is dropped */
+    const char *closed = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},"
+                         "\"additionalProperties\":"
+                         "false,\"allOf\":[{\"properties\":{\"b\":{\"type\":\"integer\"}}}]}";
+    ck_assert(valid(closed, "{\"a\":1}"));
+    ck_assert(!valid(closed, "{\"a\":1,\"b\":2}"));
+    /* types meet (integer is a number), enums intersect */
+    ck_assert(valid("{\"allOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "3"));
+    ck_assert(!valid("{\"allOf\":[{\"type\":\"number\"},{\"type\":\"integer\"}]}", "3.5"));
+    const char *en = "{\"allOf\":[{\"enum\":[\"a\",\"b\",\"c\"]},{\"enum\":[\"b\",\"c\",\"d\"]}]}";
+    ck_assert(valid(en, "\"b\""));
+    ck_assert(!valid(en, "\"a\""));
+    ck_assert(!valid(en, "\"d\""));
+    /* a branch nothing satisfies is dropped; when none is left, refused */
+    const char *drop = "{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"},{\"maxLength\":1}]}";
+    ck_assert(valid(drop, "\"q\""));
+    ck_assert(!valid(drop, "\"qq\""));
+    ck_assert(!valid(drop, "1"));
+    ck_assert_int_eq(
+        refused("{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"}]}", "no branch of 'anyOf'"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"allOf\":[{\"type\":\"string\"},{\"type\":\"integer\"}]}", "no value"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"type\":\"object\",\"properties\":{\"a\":{}},\"additionalProperties\":"
+                "false,\"allOf\":[{\"required\":[\"b\"]}]}",
+                "no value"),
+        ERR_UNSUPPORTED);
+    /* what cannot be intersected is refused, never relaxed */
+    ck_assert_int_eq(refused("{\"allOf\":[{\"type\":\"string\",\"pattern\":\"a\"},{\"type\":"
+                             "\"string\",\"pattern\":\"b\"}]}",
+                             "'pattern' differs"),
                      ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"allOf\":[{\"anyOf\":[{\"type\":\"string\"}]},{\"anyOf\":[{\"type\":"
+                "\"integer\"}]}]}",
+                "both sides"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"allOf\":[]}", "'allOf' must be"), ERR_INVAL);
+    ck_assert_int_eq(refused("{\"allOf\":[{\"$ref\":\"http://x/y\"}]}", "$ref"), ERR_UNSUPPORTED);
+    /* a schema that is all of itself: bounded, refused */
+    ck_assert_int_eq(refused("{\"$defs\":{\"a\":{\"allOf\":[{\"$ref\":\"#/$defs/a\"}],\"type\":"
+                             "\"object\"}},\"$ref\":\"#/$defs/a\"}",
+                             "32 deep"),
+                     ERR_UNSUPPORTED);
+    /* $ref: any JSON pointer into the schema (escaped), and the schema's own $id */
+    const char *deep =
+        "{\"$id\":\"https://example.com/s/conf.json\",\"definitions\":{\"a/b\":{\"properties\":"
+        "{\"n~x\":{\"type\":\"integer\"}}},\"list\":[{\"type\":\"boolean\"}]},\"type\":"
+        "\"object\",\"properties\":{\"p\":{\"$ref\":\"#/definitions/a~1b/properties/n~0x\"},\"q\":"
+        "{\"$ref\":\"conf.json#/definitions/list/0\"},\"r\":{\"$ref\":\"https://example.com/s/"
+        "conf.json#/properties/p\"},\"s\":{\"$ref\":\"#/definitions/a%7E1b/properties/n~0x\"}},"
+        "\"required\":[\"p\",\"q\",\"r\",\"s\"]}";
+    ck_assert(valid(deep, "{\"p\":1,\"q\":true,\"r\":2,\"s\":3}"));
+    ck_assert(!valid(deep, "{\"p\":\"x\",\"q\":true,\"r\":2,\"s\":3}"));
+    ck_assert_int_eq(refused("{\"$ref\":\"other.json#/x\"}", "not supported"), ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"$ref\":\"#anchor\"}", "not supported"), ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"definitions\":{},\"$ref\":\"#/definitions/%zz\"}", "not supported"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"definitions\":{},\"$ref\":\"#/definitions/~2\"}", "not supported"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"$ref\":\"#/properties/x\"}", "names nothing"), ERR_INVAL);
+    /* editor annotations and vendor extensions do not constrain */
+    ck_assert(valid("{\"type\":\"string\",\"markdownDescription\":\"x\",\"x-taplo\":{\"a\":1},"
+                    "\"id\":\"http://x\",\"defaultSnippets\":[]}",
+                    "\"q\""));
 }
 END_TEST
 
@@ -478,6 +591,7 @@ Suite *grammar_schema_suite(void)
     tcase_add_test(tc, test_grammar_schema_format);
     tcase_add_test(tc, test_grammar_schema_integer_range);
     tcase_add_test(tc, test_grammar_schema_number_range);
+    tcase_add_test(tc, test_grammar_schema_combined);
     tcase_add_test(tc, test_grammar_schema_random_walks_valid);
     suite_add_tcase(s, tc);
     return s;
