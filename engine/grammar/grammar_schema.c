@@ -37,6 +37,7 @@ static const char *const gs_known[] = {
     "properties",
     "required",
     "additionalProperties",
+    "patternProperties",
     "items",
     "minItems",
     "maxItems",
@@ -396,6 +397,76 @@ static int gs_object_extended(struct gs *s, const json_t *sch, const char *path,
     return rc;
 }
 
+/* An object with patternProperties: its declared properties obey the patterns that match their
+ * names; with none declared, the keys generated are the patterns' own (any of them), each with a
+ * value that satisfies every pattern's schema (so whichever patterns a key also matches, it is
+ * valid), and no other key. */
+static int gs_object_patterns(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    const json_t *props = json_object_get(sch, "properties");
+    const json_t *pp = json_object_get(sch, "patternProperties");
+    char why[240];
+    int rc;
+    if (!json_is_object(pp))
+        return gs_fail(s, ERR_INVAL, path, "%s", "'patternProperties' must be an object");
+    if ((props && json_object_size(props)) || !json_object_size(pp)) {
+        json_t *c = NULL;
+        rc = grammar_schema_patterns_apply(s->root, sch, &c, why, sizeof(why));
+        if (rc == ERR_NOMEM) return rc;
+        if (rc) return gs_fail(s, rc, path, "%s", why);
+        if ((rc = gs_keep(s, c))) return rc;
+        if (json_is_false(c))
+            return gs_fail(s, ERR_UNSUPPORTED, path, "%s",
+                           "a required property matches a pattern whose schema it contradicts");
+        return gs_object(s, c, path, b);
+    }
+    struct buf keys;
+    buf_init(&keys, GRAMMAR_REGEX_MAX_LEN);
+    json_t *val = json_true();
+    const char *pat;
+    json_t *ps;
+    rc = 0;
+    json_object_foreach((json_t *)pp, pat, ps)
+    {
+        json_t *m = NULL;
+        if ((keys.len && (rc = buf_putc(&keys, '|'))) ||
+            (rc = grammar_schema_pattern_wrap(pat, strlen(pat), &keys, why, sizeof(why))) ||
+            (rc = grammar_schema_merge(s->root, val, ps, 0, &m, why, sizeof(why))))
+            break;
+        json_decref(val);
+        val = m;
+    }
+    if (!rc && (rc = gs_keep(s, val)) == 0) val = NULL;
+    if (rc) {
+        json_decref(val);
+        buf_fini(&keys);
+        return rc == ERR_NOMEM ? rc : gs_fail(s, rc, path, "%s", why);
+    }
+    val = json_array_get(s->keep, json_array_size(s->keep) - 1);
+    if (json_is_false(val)) { /* no value satisfies every pattern: no pattern key at all */
+        buf_fini(&keys);
+        return buf_puts(b, "\"{\" ws \"}\"");
+    }
+    /* the key: a JSON string of the patterns' language */
+    char kname[GS_NAME], vname[GS_NAME], p[512];
+    snprintf(kname, GS_NAME, "s%d", s->n_rules++);
+    struct grammar_regex_opts o = {.json_string = true, .min_chars = -1, .max_chars = -1};
+    char rerr[200];
+    if (!(rc = buf_printf(s->out, "%s ::= \"\\\"\" ", kname)))
+        rc = grammar_regex_gbnf(buf_cstr(&keys), keys.len, &o, s->out, rerr, sizeof(rerr));
+    buf_fini(&keys);
+    if (rc && rc != ERR_NOMEM) {
+        snprintf(why, sizeof(why), "'patternProperties': %s", rerr);
+        return gs_fail(s, rc, path, "%s", why);
+    }
+    if (rc || (rc = buf_puts(s->out, " \"\\\"\"\n"))) return rc;
+    snprintf(p, sizeof(p), "%s/patternProperties", path);
+    if ((rc = gs_node(s, val, p, vname))) return rc;
+    return buf_printf(b,
+                      "\"{\" ws ( %s ws \":\" ws %s ws ( \",\" ws %s ws \":\" ws %s ws )* )? \"}\"",
+                      kname, vname, kname, vname);
+}
+
 static int gs_object(struct gs *s, const json_t *sch, const char *path, struct buf *b)
 {
     const json_t *props = json_object_get(sch, "properties");
@@ -413,6 +484,7 @@ static int gs_object(struct gs *s, const json_t *sch, const char *path, struct b
         if (!json_object_get(props, json_string_value(r)))
             return gs_object_extended(s, sch, path, b);
     }
+    if (json_object_get(sch, "patternProperties")) return gs_object_patterns(s, sch, path, b);
     if (!props || !json_object_size(props)) {
         if (json_is_false(add)) return buf_puts(b, "\"{\" ws \"}\"");
         if (!add || json_is_true(add)) return buf_puts(b, "j-object");
@@ -679,9 +751,18 @@ static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf
         return 0;
     }
     if (type) return gs_fail(s, ERR_INVAL, path, "%s", "'type' must be a string or a list");
-    if (json_object_get(sch, "properties") || json_object_get(sch, "additionalProperties"))
-        return gs_typed(s, sch, "object", path, b);
-    if (json_object_get(sch, "items")) return gs_typed(s, sch, "array", path, b);
+    /* No type: keywords of one type constrain only its values, but any JSON value would also
+     * be generated, unconstrained ({"required":["a"]} writing {}, {"maxItems":0} writing [1]): a
+     * value of the type they constrain is generated instead (a subset of the instances). */
+    static const char *const implied[][5] = {
+        {"object", "properties", "additionalProperties", "patternProperties", "required"},
+        {"array", "items", "minItems", "maxItems", NULL},
+        {"string", "minLength", "maxLength", NULL, NULL},
+    };
+    for (size_t t = 0; t < sizeof(implied) / sizeof(implied[0]); t++)
+        for (size_t k = 1; k < 5 && implied[t][k]; k++)
+            if (json_object_get(sch, implied[t][k]))
+                return gs_typed(s, sch, implied[t][0], path, b);
     return buf_puts(b, "j-value");
 }
 

@@ -39,4 +39,25 @@ int grammar_schema_merge(const json_t *root, const json_t *a, const json_t *b, i
 int grammar_schema_flatten(const json_t *root, const json_t *sch, int depth, json_t **out,
                            char *why, size_t whylen);
 
+/* ---- patternProperties (grammar_schema_props.c) ---- */
+
+struct buf;
+
+/* Appends to out the whole-string regex equivalent to JSON Schema's search of pattern p[0..n)
+ * (".*(?:p).*", the ends kept where p anchors them). ERR_UNSUPPORTED for an anchored pattern with
+ * '|' (its anchors would bind to one alternative), ERR_TOO_BIG / ERR_NOMEM from out. */
+int grammar_schema_pattern_wrap(const char *p, size_t n, struct buf *out, char *why, size_t whylen);
+
+/* *match: whether key (NUL-terminated) has a match of pattern p[0..n) (a search). Errors of the
+ * regex (ERR_PARSE, ERR_UNSUPPORTED: a construct not supported, named in why). */
+int grammar_schema_pattern_search(const char *p, size_t n, const char *key, bool *match, char *why,
+                                  size_t whylen);
+
+/* *out (new): object schema sch (borrowed; has patternProperties) without patternProperties,
+ * each declared property merged with the schema of every pattern that matches its name (a
+ * property no value can satisfy then is dropped; json false when it is required). What is
+ * generated is declared properties only, so that is all the patterns constrain. */
+int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t **out, char *why,
+                                  size_t whylen);
+
 #endif

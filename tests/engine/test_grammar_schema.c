@@ -460,6 +460,45 @@ START_TEST(test_grammar_schema_combined)
     ck_assert_int_eq(refused("{\"definitions\":{},\"$ref\":\"#/definitions/~2\"}", "not supported"),
                      ERR_UNSUPPORTED);
     ck_assert_int_eq(refused("{\"$ref\":\"#/properties/x\"}", "names nothing"), ERR_INVAL);
+    /* patternProperties: JSON Schema's patterns search, keys generated from them */
+    const char *pk = "{\"type\":\"object\",\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},"
+                     "\"additionalProperties\":false}";
+    ck_assert(valid(pk, "{\"x-a\":1,\"x-\":2}"));
+    ck_assert(valid(pk, "{}"));
+    ck_assert(!valid(pk, "{\"y\":1}"));
+    ck_assert(!valid(pk, "{\"x-a\":\"s\"}"));
+    const char *pd =
+        "{\"type\":\"object\",\"properties\":{\"x-n\":{},\"m\":{\"type\":\"string\"},"
+        "\"xaby\":{}},\"patternProperties\":{\"^x-\":{\"type\":\"integer\"},\"ab\":{\"type\":"
+        "\"boolean\"}}}";
+    ck_assert(valid(pd, "{\"x-n\":5,\"m\":\"q\",\"xaby\":true}"));
+    ck_assert(!valid(pd, "{\"x-n\":\"s\"}"));
+    ck_assert(!valid(pd, "{\"xaby\":1}"));
+    ck_assert(valid(pd, "{\"m\":\"q\"}"));
+    const char *two = "{\"patternProperties\":{\"^a\":{\"type\":\"integer\"},\"b$\":{\"type\":"
+                      "\"integer\",\"minimum\":0}}}";
+    ck_assert(valid(two, "{\"ab\":3}"));
+    ck_assert(!valid(two, "{\"ab\":-1}"));
+    ck_assert(!valid(two, "{\"c\":1}"));
+    ck_assert_int_eq(
+        refused("{\"properties\":{\"x-n\":{\"type\":\"string\"}},\"required\":[\"x-n\"],"
+                "\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}}}",
+                "contradicts"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(
+        refused("{\"properties\":{\"a\":{}},\"patternProperties\":{\"^a|b\":{}}}", "'|'"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"patternProperties\":{\"(?=a)\":{}}}", "lookahead"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"patternProperties\":[]}", "'patternProperties' must be"),
+                     ERR_INVAL);
+    /* keywords of one type without a type: a value of that type, never an unconstrained one */
+    ck_assert(!valid("{\"anyOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{}"));
+    ck_assert(valid("{\"anyOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"b\":0}"));
+    ck_assert(!valid("{\"maxItems\":0}", "[1]"));
+    ck_assert(valid("{\"maxItems\":0}", "[]"));
+    ck_assert(!valid("{\"maxLength\":1}", "\"ab\""));
+    ck_assert(valid("{\"maxLength\":1}", "\"a\""));
     /* editor annotations and vendor extensions do not constrain */
     ck_assert(valid("{\"type\":\"string\",\"markdownDescription\":\"x\",\"x-taplo\":{\"a\":1},"
                     "\"id\":\"http://x\",\"defaultSnippets\":[]}",
