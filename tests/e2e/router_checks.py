@@ -96,12 +96,33 @@ def wait(pred, timeout):
 PREFIX = token_prompt(1, 256)
 
 
+def index_blocks():
+    return router_metrics().get("cinfer_router_index_blocks", model_name=MODEL) or 0
+
+
+def indexed_after(before):
+    """Waits until the router's prefix index has taken the blocks of the request just answered:
+    it grew past `before` and held still for 0.3 s. The engine streams its block events while the
+    client already has the answer, so the next request may otherwise arrive first (on a loaded
+    machine it did: predicted 1024 against 1280 delivered)."""
+    wait(lambda: index_blocks() > before, 10)
+    last, still = index_blocks(), time.monotonic()
+    deadline = still + 5 * SLOW
+    while time.monotonic() - still < 0.3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = index_blocks()
+        if now != last:
+            last, still = now, time.monotonic()
+
+
 def test_prefix():
     m0 = router_metrics()
     cached_seen = []
     for i in range(6):
+        before = index_blocks()
         r = complete(PREFIX + token_prompt(100 + i, 16))
         cached_seen.append(r["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0))
+        indexed_after(before)
     m1 = settled(m0, 6)
     d = diff(per_replica(m0), per_replica(m1))
     checks.check("shared prefix: all 6 requests went to one replica", sorted(d) == [0, 0, 6], f"per replica {d}")
