@@ -33,7 +33,9 @@ struct simulate_cfg {
 static const struct cfg_opt opts[] = {
     {"trace", CFG_STRING, F(trace), NULL, 1, 0, "Trace file (Azure CSV or Mooncake JSONL)", NULL,
      CFG_REQUIRED},
-    {"format", CFG_STRING, F(format), NULL, 1, 0, "Trace format; default from the extension",
+    {"format", CFG_STRING, F(format), NULL, 1, 0,
+     "Trace format; default from the extension (azure: any CSV whose header names TIMESTAMP / "
+     "Timestamp, ContextTokens / Request tokens, GeneratedTokens / Response tokens)",
      "azure|mooncake", 0},
     {"policy", CFG_STRING, F(policy), "reactive", 1, 0, "Scaling policy",
      "static|reactive|predictive", 0},

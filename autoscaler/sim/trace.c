@@ -1,4 +1,5 @@
-/* Trace parsers (see trace.h). The Azure CSV is parsed by hand (three fixed columns); Mooncake
+/* Trace parsers (see trace.h). CSV traces are parsed by hand (columns found by the header's
+ * names); Mooncake
  * lines go through jansson one line at a time, so a bad line never costs more than TRACE_MAX_LINE
  * of parsing. Requests are sorted by arrival afterwards (stable), so an unsorted file still
  * replays in time order. */
@@ -22,6 +23,8 @@ struct builder {
     char *err;
     size_t errlen;
     size_t line;
+    /* CSV: the header's column count and the columns of arrival, prompt and output tokens */
+    size_t n_cols, col_time, col_prompt, col_output;
 };
 
 static int fail(struct builder *b, int rc, const char *fmt, ...)
@@ -115,13 +118,38 @@ static bool is_leap(long y)
     return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
-/* "YYYY-MM-DD HH:MM:SS[.f{1,9}]" -> seconds since the epoch (UTC, no zone in the trace). */
+/* A zone suffix "Z", "+HH:MM", "+HHMM" or "+HH" (or '-') -> seconds east of UTC. */
+static bool parse_zone(const char *s, size_t len, double *east)
+{
+    uint64_t hh, mm = 0;
+    if (len == 1 && (s[0] == 'Z' || s[0] == 'z')) {
+        *east = 0;
+        return true;
+    }
+    if (len < 3 || (s[0] != '+' && s[0] != '-') || !parse_uint(s + 1, 2, 23, &hh)) return false;
+    if (len == 6   ? s[3] != ':' || !parse_uint(s + 4, 2, 59, &mm)
+        : len == 5 ? !parse_uint(s + 3, 2, 59, &mm)
+                   : len != 3)
+        return false;
+    *east = (s[0] == '-' ? -1.0 : 1.0) * (double)(hh * 3600 + mm * 60);
+    return true;
+}
+
+/* "YYYY-MM-DD HH:MM:SS[.f{1,9}][zone]" ('T' or ' ' between date and time; zone as parse_zone,
+ * UTC without one, as in the Azure traces) -> seconds since the epoch. */
 static bool parse_azure_time(const char *s, size_t len, double *out)
 {
     static const unsigned mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     uint64_t y, mo, d, h, mi, se;
-    if (len < 19 || s[4] != '-' || s[7] != '-' || s[10] != ' ' || s[13] != ':' || s[16] != ':')
+    if (len < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' ||
+        s[16] != ':')
         return false;
+    double east = 0;
+    size_t zone = 19;
+    while (zone < len && s[zone] != 'Z' && s[zone] != 'z' && s[zone] != '+' && s[zone] != '-')
+        zone++;
+    if (zone < len && !parse_zone(s + zone, len - zone, &east)) return false;
+    len = zone;
     if (!parse_uint(s, 4, 9999, &y) || !parse_uint(s + 5, 2, 12, &mo) ||
         !parse_uint(s + 8, 2, 31, &d) || !parse_uint(s + 11, 2, 23, &h) ||
         !parse_uint(s + 14, 2, 59, &mi) || !parse_uint(s + 17, 2, 60, &se))
@@ -140,24 +168,94 @@ static bool parse_azure_time(const char *s, size_t len, double *out)
         }
     }
     long days = days_from_civil((long)y, (unsigned)mo, (unsigned)d);
-    *out = (double)days * 86400.0 + (double)(h * 3600 + mi * 60 + se) + frac;
+    *out = (double)days * 86400.0 + (double)(h * 3600 + mi * 60 + se) + frac - east;
     return true;
+}
+
+/* An arrival time: a date and time as above, or seconds as a non-negative decimal number
+ * (BurstGPT's "Timestamp": seconds from the trace's start). */
+static bool parse_arrival(const char *s, size_t len, double *out)
+{
+    if (len >= 5 && s[4] == '-') return parse_azure_time(s, len, out);
+    char buf[64];
+    if (len == 0 || len >= sizeof(buf)) return false;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == 'e' || s[i] == 'E' ||
+              s[i] == '+'))
+            return false;
+    memcpy(buf, s, len);
+    buf[len] = 0;
+    char *end;
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !isfinite(v) || v < 0) return false;
+    *out = v;
+    return true;
+}
+
+/* The CSV header: which columns hold the arrival time, the prompt and the output tokens (the
+ * Azure traces' names, BurstGPT's, and common snake_case ones); other columns are ignored. */
+static int parse_csv_header(struct builder *b, const char *s, size_t len)
+{
+    static const char *const names[3][5] = {
+        {"TIMESTAMP", "Timestamp", "timestamp", "arrival_time", NULL},
+        {"ContextTokens", "Request tokens", "input_length", "input_tokens", "prompt_tokens"},
+        {"GeneratedTokens", "Response tokens", "output_length", "output_tokens",
+         "completion_tokens"},
+    };
+    size_t *col[3] = {&b->col_time, &b->col_prompt, &b->col_output};
+    bool found[3] = {false, false, false};
+    size_t i = 0, n = 0;
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && s[j] != ',') j++;
+        for (int k = 0; k < 3; k++)
+            for (int m = 0; m < 5 && names[k][m]; m++)
+                if (!found[k] && strlen(names[k][m]) == j - i &&
+                    !memcmp(s + i, names[k][m], j - i)) {
+                    *col[k] = n;
+                    found[k] = true;
+                }
+        n++;
+        i = j + 1;
+    }
+    if (!found[0] || !found[1] || !found[2])
+        return fail(b, ERR_PARSE,
+                    "expected header naming the arrival time (TIMESTAMP or Timestamp), prompt "
+                    "tokens (ContextTokens or Request tokens) and output tokens (GeneratedTokens "
+                    "or Response tokens), e.g. \"TIMESTAMP,ContextTokens,GeneratedTokens\"");
+    b->n_cols = n;
+    return 0;
 }
 
 static int parse_azure_line(struct builder *b, const char *s, size_t len)
 {
-    const char *c1 = memchr(s, ',', len);
-    const char *c2 = c1 ? memchr(c1 + 1, ',', len - (size_t)(c1 + 1 - s)) : NULL;
-    if (!c1 || !c2) return fail(b, ERR_PARSE, "expected 3 comma-separated columns");
-    if (memchr(c2 + 1, ',', len - (size_t)(c2 + 1 - s)))
-        return fail(b, ERR_PARSE, "more than 3 columns");
+    const char *field[3] = {NULL, NULL, NULL};
+    size_t flen[3] = {0, 0, 0}, n = 0, i = 0;
+    if (memchr(s, '"', len)) return fail(b, ERR_PARSE, "%s", "quoted CSV fields are not supported");
+    while (i <= len) {
+        size_t j = i;
+        while (j < len && s[j] != ',') j++;
+        if (n >= b->n_cols) return fail(b, ERR_PARSE, "more than %zu columns", b->n_cols);
+        for (int k = 0; k < 3; k++)
+            if (n == (k == 0 ? b->col_time : k == 1 ? b->col_prompt : b->col_output)) {
+                field[k] = s + i;
+                flen[k] = j - i;
+            }
+        n++;
+        i = j + 1;
+    }
+    if (n != b->n_cols)
+        return fail(b, ERR_PARSE, "expected %zu comma-separated columns", b->n_cols);
     double ts;
-    if (!parse_azure_time(s, (size_t)(c1 - s), &ts))
-        return fail(b, ERR_PARSE, "bad TIMESTAMP (want YYYY-MM-DD HH:MM:SS.fffffff)");
+    if (!parse_arrival(field[0], flen[0], &ts))
+        return fail(b, ERR_PARSE, "%s",
+                    "bad TIMESTAMP (want YYYY-MM-DD HH:MM:SS.fffffff, with an optional zone, or "
+                    "seconds)");
     uint64_t ctx, gen;
-    if (!parse_uint(c1 + 1, (size_t)(c2 - c1 - 1), TRACE_MAX_TOKENS, &ctx))
+    if (!parse_uint(field[1], flen[1], TRACE_MAX_TOKENS, &ctx))
         return fail(b, ERR_PARSE, "ContextTokens is not an integer in [0, %u]", TRACE_MAX_TOKENS);
-    if (!parse_uint(c2 + 1, len - (size_t)(c2 + 1 - s), TRACE_MAX_TOKENS, &gen))
+    if (!parse_uint(field[2], flen[2], TRACE_MAX_TOKENS, &gen))
         return fail(b, ERR_PARSE, "GeneratedTokens is not an integer in [0, %u]", TRACE_MAX_TOKENS);
     return push_req(b, ts, (uint32_t)ctx, (uint32_t)gen, 0);
 }
@@ -271,7 +369,6 @@ static int normalise(struct builder *b)
 int trace_parse(const char *data, size_t len, enum trace_format fmt, struct trace **out, char *err,
                 size_t errlen)
 {
-    static const char azure_header[] = "TIMESTAMP,ContextTokens,GeneratedTokens";
     struct builder b = {.err = err, .errlen = errlen};
     int rc = ERR_NOMEM;
     if (err && errlen) err[0] = 0;
@@ -296,10 +393,7 @@ int trace_parse(const char *data, size_t len, enum trace_format fmt, struct trac
         if (l && s[l - 1] == '\r') l--;
         if (l == 0) continue; /* blank lines (a trailing newline) carry nothing */
         if (fmt == TRACE_AZURE && b.line == 1) {
-            if (l != sizeof(azure_header) - 1 || memcmp(s, azure_header, l) != 0) {
-                rc = fail(&b, ERR_PARSE, "expected header \"%s\"", azure_header);
-                goto out;
-            }
+            if ((rc = parse_csv_header(&b, s, l)) != 0) goto out;
             continue;
         }
         rc = fmt == TRACE_AZURE ? parse_azure_line(&b, s, l) : parse_mooncake_line(&b, s, l);

@@ -1,5 +1,8 @@
-/* LLM request traces for the simulator: the Azure LLM inference trace (CSV: TIMESTAMP
- * "YYYY-MM-DD HH:MM:SS.fffffff", ContextTokens, GeneratedTokens) and Mooncake's JSONL
+/* LLM request traces for the simulator: CSV traces whose header names the arrival time, prompt
+ * and output token columns (the Azure LLM inference traces of 2023 and 2024: TIMESTAMP
+ * "YYYY-MM-DD HH:MM:SS.fffffff", optionally with a zone, ContextTokens, GeneratedTokens;
+ * BurstGPT: Timestamp in seconds, Request tokens, Response tokens; other columns ignored;
+ * format "azure") and Mooncake's JSONL
  * ({"timestamp": ms, "input_length", "output_length", "hash_ids": [prefix block hashes]}), see
  * /work/shared/traces/SOURCE.md. Parsing is bounded (line, token, hash and request limits below)
  * and every malformed line is an error naming the line; nothing here reads the clock. */

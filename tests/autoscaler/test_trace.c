@@ -38,6 +38,45 @@ START_TEST(test_trace_parse_azure_ok)
 }
 END_TEST
 
+START_TEST(test_trace_parse_csv_by_header_zones_and_burstgpt)
+{
+    struct trace *t = NULL;
+    char err[256];
+    /* Azure 2024-style: 'T' or ' ', any fraction, a zone (the offset applied) */
+    const char *zoned = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                        "2024-05-10 00:00:00.004+00:00,10,1\n"
+                        "2024-05-10T02:00:01Z,20,2\n"
+                        "2024-05-10 03:00:02+0100,30,3\n"
+                        "2024-05-09 21:00:03.5-05,40,4\n";
+    ck_assert_int_eq(parse(zoned, TRACE_AZURE, &t, err), 0);
+    ck_assert_uint_eq(t->n, 4);
+    ck_assert_double_eq_tol(t->reqs[1].t_s, 7200.996, 1e-6); /* 02:00:01Z */
+    ck_assert_double_eq_tol(t->reqs[2].t_s, 7201.996, 1e-6); /* 03:00:02+01 = 02:00:02Z */
+    ck_assert_double_eq_tol(t->reqs[3].t_s, 7203.496, 1e-6); /* 21:00:03.5-05 = 02:00:03.5Z */
+    ck_assert_uint_eq(t->reqs[3].prompt_tokens, 40);
+    trace_free(t);
+    /* BurstGPT: seconds from the start, other columns ignored, the columns found by name */
+    const char *burst = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                        "5,ChatGPT,472,18,490,Conversation log\n"
+                        "45.25,GPT-4,1087,0,1087,API log\n"
+                        "0.5,ChatGPT,100,7,107,Conversation log";
+    ck_assert_int_eq(parse(burst, TRACE_AZURE, &t, err), 0);
+    ck_assert_uint_eq(t->n, 3);
+    ck_assert_double_eq(t->reqs[0].t_s, 0);
+    ck_assert_uint_eq(t->reqs[0].prompt_tokens, 100);
+    ck_assert_double_eq_tol(t->reqs[2].t_s, 44.75, 1e-9);
+    ck_assert_uint_eq(t->reqs[2].output_tokens, 0);
+    trace_free(t);
+    /* column order is the header's */
+    const char *moved =
+        "GeneratedTokens,extra,TIMESTAMP,ContextTokens\n3,x,2023-11-16 18:15:46,9\n";
+    ck_assert_int_eq(parse(moved, TRACE_AZURE, &t, err), 0);
+    ck_assert_uint_eq(t->reqs[0].prompt_tokens, 9);
+    ck_assert_uint_eq(t->reqs[0].output_tokens, 3);
+    trace_free(t);
+}
+END_TEST
+
 START_TEST(test_trace_parse_azure_crosses_midnight_and_leap_day)
 {
     struct trace *t = NULL;
@@ -71,8 +110,17 @@ START_TEST(test_trace_parse_azure_malformed)
          "bad TIMESTAMP"},
         {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 24:00:00,1,1", ERR_PARSE,
          "bad TIMESTAMP"},
-        {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16T18:15:46,1,1", ERR_PARSE,
+        {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16T18:15:46+25:00,1,1", ERR_PARSE,
          "bad TIMESTAMP"},
+        {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46+0,1,1", ERR_PARSE,
+         "bad TIMESTAMP"},
+        {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5Q,1,1", ERR_PARSE,
+         "bad TIMESTAMP"},
+        {"Timestamp,Request tokens,Response tokens\n-5,1,1", ERR_PARSE, "bad TIMESTAMP"},
+        {"Timestamp,Request tokens,Response tokens\n1e999,1,1", ERR_PARSE, "bad TIMESTAMP"},
+        {"Timestamp,Request tokens,Response tokens\nnan,1,1", ERR_PARSE, "bad TIMESTAMP"},
+        {"Timestamp,Model,Request tokens,Response tokens\n5,\"GPT, 4\",1,1", ERR_PARSE, "quoted"},
+        {"Timestamp,Model,Request tokens\n5,x,1", ERR_PARSE, "expected header"},
         {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.,1,1", ERR_PARSE,
          "bad TIMESTAMP"},
         {"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.1234567890,1,1", ERR_PARSE,
@@ -364,6 +412,7 @@ Suite *trace_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_trace_parse_azure_ok);
+    tcase_add_test(tc, test_trace_parse_csv_by_header_zones_and_burstgpt);
     tcase_add_test(tc, test_trace_synth_diurnal_shape_and_tokens);
     tcase_add_test(tc, test_trace_amplify_copies_rate_and_hashes);
     tcase_add_test(tc, test_trace_parse_azure_crosses_midnight_and_leap_day);
