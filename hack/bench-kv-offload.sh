@@ -4,7 +4,8 @@
 # (recomputed), by prompt length. Each engine gets a KV pool of exactly one context
 # (--max-num-seqs 1, --context-length LEN+16), so a second prompt of the same length evicts the first; the timed request
 # is the first prompt again with max_tokens 1 (its time is the prefill plus one sampled token).
-# Prints one line per length and tier: median of REPS seconds and the cached tokens reported.
+# Prints one line per length and tier: median of REPS seconds and the cached tokens reported
+# (and the blocks the offload queue dropped).
 #
 #   ./hack/bench-kv-offload.sh [path/to/cinfer-engine]
 #   MODEL=../shared/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf LENS="512 1024 2048"
@@ -71,6 +72,28 @@ cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f\n", ($14 + $15) / hz}' "
 
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
+# The offload tiers' stored and dropped block counts, summed over tiers.
+offload_counts() {
+    curl -s "http://127.0.0.1:$port/metrics" | awk '
+        /^cinfer_kv_offload_stored_blocks_total/ {s += $NF}
+        /^cinfer_kv_offload_dropped_blocks_total/ {d += $NF}
+        END {printf "%d %d\n", s, d}'
+}
+
+# Waits until the offload thread has written what eviction gave it: the stored count still for
+# half a second (30 s at most). A fixed pause was too short at 4k tokens (256 blocks to seal and
+# write), and the timed request then missed tier 3 and competed with the writes.
+settle() {
+    local last now same=0
+    last="$(offload_counts)"
+    for _ in $(seq 1 300); do
+        sleep 0.1
+        now="$(offload_counts)"
+        if [ "$now" = "$last" ]; then same=$((same + 1)); else same=0; last="$now"; fi
+        [ "$same" -ge 5 ] && return 0
+    done
+}
+
 if [ -n "${UNIQUE:-}" ]; then
     len="${lens%% *}"
     for i in $(seq 1 "$UNIQUE"); do body "$work/u$i.json" "$((100 + i))" "$len"; done
@@ -113,15 +136,18 @@ for len in $lens; do
         esac
         start "$len" "${flags[@]}"
         post "$work/p.json" > /dev/null # computed once
+        # tier 3 takes only blocks seen twice (a pool hit before eviction): ask once more
+        [ "$tier" = tier3 ] && post "$work/p.json" > /dev/null
         : > "$work/times"
         cached=0
         for _ in $(seq 1 "$reps"); do
             [ "$tier" != tier1 ] && post "$work/f.json" > /dev/null # evicts the prefix
-            sleep 0.2                                                  # the offload thread writes
+            settle                                                     # the offload thread writes
             read -r t cached < <(post "$work/p.json")
             echo "$t" >> "$work/times"
         done
-        echo "$len $tier $(median < "$work/times") $cached"
+        read -r _ dropped < <(offload_counts)
+        echo "$len $tier $(median < "$work/times") $cached${dropped:+ dropped=$dropped}"
         stop
     done
 done

@@ -25,7 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KV_OFFLOAD_QUEUE_DEFAULT 64 /* records waiting for the offload thread */
+#define KV_OFFLOAD_QUEUE_DEFAULT 64 /* records waiting for the offload thread, at least */
+#define KV_OFFLOAD_QUEUE_BYTES   (256ull << 20) /* ... or as many as fit in this (the default) */
 
 enum kv_offload_tier { KV_OFFLOAD_HOST = 0, KV_OFFLOAD_DISK = 1, KV_OFFLOAD_N_TIERS };
 
@@ -36,7 +37,7 @@ struct kv_offload_config {
     uint64_t host_bytes;    /* tier-2 budget; 0 = no tier 2 */
     const char *dir;        /* tier-3 directory (borrowed; created if missing) or NULL */
     uint64_t dir_bytes;     /* tier-3 budget (> 0 with dir) */
-    int queue_max;          /* 0 = KV_OFFLOAD_QUEUE_DEFAULT */
+    int queue_max; /* 0 = KV_OFFLOAD_QUEUE_BYTES of records, at least KV_OFFLOAD_QUEUE_DEFAULT */
     /* Told of every block a tier takes (stored) or drops (evicted, removed, found damaged), as
      * the tier changes: from the offload thread, or from kv_offload_new (the directory's files
      * found at start) and kv_offload_load (a tier-3 hit kept in tier 2). Called with the store's

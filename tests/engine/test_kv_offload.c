@@ -133,6 +133,28 @@ START_TEST(test_kv_offload_bad_config)
 }
 END_TEST
 
+/* One long prompt evicts a context's blocks in one step: the default queue holds a burst of
+ * them while the thread writes to the directory (64 records dropped most of a 4k-token prompt's
+ * 256 blocks, and a chain is only usable up to its first gap). */
+START_TEST(test_kv_offload_default_queue_takes_a_burst)
+{
+    char *dir = make_dir();
+    struct kv_offload *o = open_store(0, dir, UINT64_C(1) << 30);
+    int taken = 0;
+    for (int i = 0; i < 1000; i++) taken += offer_as(o, i, true);
+    kv_offload_flush(o);
+    struct kv_offload_stats st;
+    kv_offload_stats(o, &st);
+    ck_assert_int_eq(taken, 1000);
+    ck_assert_uint_eq(st.dropped, 0);
+    ck_assert_uint_eq(st.stored[KV_OFFLOAD_DISK], 1000);
+    ck_assert_int_eq(count_files(dir), 1000);
+    for (int i = 0; i < 1000; i += 97) ck_assert_int_eq(load(o, i, NULL), 1);
+    kv_offload_free(o);
+    remove_dir(dir);
+}
+END_TEST
+
 START_TEST(test_kv_offload_host_lru_budget_under_churn)
 {
     uint64_t budget = 8 * rec_bytes();
@@ -565,6 +587,7 @@ Suite *kv_offload_suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_kv_offload_bad_config);
+    tcase_add_test(tc, test_kv_offload_default_queue_takes_a_burst);
     tcase_add_test(tc, test_kv_offload_host_lru_budget_under_churn);
     tcase_add_test(tc, test_kv_offload_disk_shared_between_stores);
     tcase_add_test(tc, test_kv_offload_disk_gate_writes_blocks_seen_twice);
