@@ -7,7 +7,8 @@ with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, pattern
 UUID formats), guided_regex, streamed and not, several seeds; tools with
 tool_choice required / named / auto / none, streamed tool-call deltas (content as it comes, a
 call's name then its argument fragments) assembled by hand and by the SDK to the non-streamed answer, a
-multi-turn conversation with a tool result, and 400s for schemas the engine cannot honour.
+multi-turn conversation with a tool result, logprobs with tools (the content's tokens, streamed
+and not), and 400s for schemas the engine cannot honour.
 Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
 """
 
@@ -320,6 +321,43 @@ def test_tool_stream_incremental():
             )
 
 
+def stream_logprobs(**kw):
+    """The logprobs.content lists of a streamed answer's chunks joined, as (token, logprob) pairs,
+    and whether every chunk that carried a tool call had none."""
+    got, calls_bare = [], True
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for ch in chunk.choices:
+            if ch.delta.tool_calls:
+                calls_bare = calls_bare and ch.logprobs is None
+            elif ch.logprobs and ch.logprobs.content:
+                got += [(t.token, t.logprob) for t in ch.logprobs.content]
+    return got, calls_bare
+
+
+def test_tool_logprobs():
+    # logprobs.content lists the message content's tokens, none of a call's (OpenAI: "message
+    # content tokens"); streamed, the chunks' lists join to the same list
+    cases = [("auto", dict(tool_choice="auto", max_tokens=24, seed=11)),
+             ("required", dict(tool_choice="required", parallel_tool_calls=False, max_tokens=200, seed=7))]
+    for label, extra in cases:
+        kw = dict(model=MODEL, messages=ASK, tools=TOOLS, logprobs=True, top_logprobs=2, **extra)
+        whole = client.chat.completions.create(**kw)
+        c = whole.choices[0]
+        want = [(t.token, t.logprob) for t in c.logprobs.content or []]
+        got, calls_bare = stream_logprobs(**kw)
+        tops = all(1 <= len(t.top_logprobs) <= 2 for t in c.logprobs.content or [])
+        if c.message.tool_calls:  # the calls' tokens are not listed: only what came before them
+            listed_ok = len(want) < whole.usage.completion_tokens
+            listed_ok = listed_ok and "".join(t for t, _ in want).startswith(c.message.content or "")
+        else:
+            listed_ok = len(want) == whole.usage.completion_tokens
+        checks.check(
+            f"tools ({label}) with logprobs: the content's tokens listed, streamed the same list",
+            got == want and calls_bare and tops and listed_ok and (label != "required" or not want),
+            f"stream {got} / whole {whole}",
+        )
+
+
 def test_tool_multi_turn(first):
     call = first.choices[0].message.tool_calls[0]
     msgs = ASK + [
@@ -358,6 +396,7 @@ def test_tools():
     first = test_tool_required()
     test_tool_named_stream()
     test_tool_stream_incremental()
+    test_tool_logprobs()
     test_tool_multi_turn(first)
 
 
