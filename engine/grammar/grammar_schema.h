@@ -4,10 +4,11 @@
  * (grammar_regex.h: the whole string must match), format (date-time, date, time, uuid, email,
  * hostname, ipv4, ipv6, uri: practical subsets; any other format is an annotation, not
  * enforced), minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers or draft 4's
- * booleans; exact for integer, integer bounds only for number), enum, const, anyOf / oneOf
+ * booleans; exact, fractional bounds on a number included: grammar_range.h), multipleOf (an
+ * integer, on integers and on numbers' integral values), enum, const, anyOf / oneOf
  * (oneOf is generated as anyOf), $ref into #/$defs/ or #/definitions/ (recursion allowed),
  * nullable, and annotations (title, description, default, examples, ...). Any other keyword
- * that constrains instances (multipleOf, patternProperties, ...) is refused with ERR_UNSUPPORTED
+ * that constrains instances (patternProperties, ...) is refused with ERR_UNSUPPORTED
  * naming it and its place, as are pattern / format / bounds without a 'type' or next to $ref,
  * const, enum, anyOf or oneOf: a schema is never silently relaxed.
  *

@@ -3,8 +3,8 @@
 Usage: engine_serve_structured.py main=PORT
   main: stories260K (a story model that has never seen JSON) with --context-length 256.
 The grammar mask, not the model, must make every answer valid: client.beta.chat.completions.parse
-with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, pattern, date / datetime /
-UUID formats), guided_regex, streamed and not, several seeds; tools with
+with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, fractional bounds on
+floats, multiple_of, pattern, date / datetime / UUID formats), guided_regex, streamed and not, several seeds; tools with
 tool_choice required / named / auto / none, streamed tool-call deltas (content as it comes, a
 call's name then its argument fragments) assembled by hand and by the SDK to the non-streamed answer, a
 multi-turn conversation with a tool result, logprobs with tools (the content's tokens, streamed
@@ -132,15 +132,37 @@ def test_ranges_patterns_formats():
     )
 
 
+class Fractions(BaseModel):
+    unit: float = Field(ge=0, le=1)
+    delta: float = Field(gt=-1.5, lt=2.25)
+    step: int = Field(multiple_of=5)
+    tens: int = Field(multiple_of=10, ge=-30, le=90)
+    half: float = Field(multiple_of=3, ge=0.5, le=20.5)
+
+
+def test_fraction_bounds_multiples():
+    # fractional bounds on floats and integer multiple_of: pydantic validates what the mask allowed
+    for seed in (1, 2, 3):
+        r = client.beta.chat.completions.parse(
+            model=MODEL, messages=ASK, response_format=Fractions, max_tokens=200, seed=seed
+        )
+        m = r.choices[0].message
+        checks.check(
+            f"Fractions (seed {seed}): Field(ge=0, le=1) floats and multiple_of validate",
+            isinstance(m.parsed, Fractions) and r.choices[0].finish_reason == "stop",
+            f"{r.choices[0].finish_reason}: {m.content!r}",
+        )
+
+
 def test_bad_schemas():
-    class Multiple(BaseModel):
-        n: int = Field(multiple_of=3)
+    class Tenths(BaseModel):
+        x: float = Field(multiple_of=0.1)
 
     try:
-        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Multiple, max_tokens=20)
-        checks.not_ok("multipleOf: 400", "no error")
+        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Tenths, max_tokens=20)
+        checks.not_ok("multipleOf 0.1: 400", "no error")
     except openai.BadRequestError as e:
-        checks.check("multipleOf: 400 naming the keyword", "'multipleOf' is not supported" in str(e), str(e))
+        checks.check("multipleOf 0.1: 400 naming the keyword", "'multipleOf' 0.1 is not supported" in str(e), str(e))
     try:
         client.chat.completions.create(
             model=MODEL,
@@ -405,6 +427,7 @@ for name, fn in [
     ("parse stream", test_parse_stream),
     ("json_object", test_json_object_and_n),
     ("ranges, patterns, formats", test_ranges_patterns_formats),
+    ("fraction bounds, multiples", test_fraction_bounds_multiples),
     ("bad schemas", test_bad_schemas),
     ("tools", test_tools),
 ]:
