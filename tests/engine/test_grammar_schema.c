@@ -637,15 +637,18 @@ START_TEST(test_grammar_schema_multiple_of)
 }
 END_TEST
 
-/* Random walks under the mask: whatever tokens a model picks, the text ends as valid JSON. */
+/* Random walks under the mask: whatever tokens a model picks, the text ends as valid JSON (and
+ * never dead-ends: every alternative of a range or multiples grammar can be completed). */
 START_TEST(test_grammar_schema_random_walks_valid)
 {
     const char *schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\"},"
                          "\"s\":{\"type\":\"string\",\"maxLength\":4},\"l\":{\"type\":\"array\","
                          "\"items\":{\"enum\":[\"a\",true]},\"maxItems\":3},\"u\":{\"anyOf\":["
                          "{\"type\":\"null\"},{\"type\":\"object\",\"properties\":{\"x\":{\"type\":"
-                         "\"integer\"}},\"required\":[\"x\"]}]}},\"required\":[\"n\",\"s\",\"l\","
-                         "\"u\"]}";
+                         "\"integer\"}},\"required\":[\"x\"]}]},\"f\":{\"type\":\"number\","
+                         "\"exclusiveMinimum\":-1.5,\"maximum\":2.25},\"z\":{\"type\":\"integer\","
+                         "\"multipleOf\":5,\"maximum\":90}},\"required\":[\"n\",\"s\",\"l\","
+                         "\"u\",\"f\",\"z\"]}";
     struct grammar_vocab *v = vocab();
     struct grammar *g = NULL;
     char err[256];
@@ -687,7 +690,12 @@ START_TEST(test_grammar_schema_random_walks_valid)
             ck_assert(json_array_size(json_object_get(j, "l")) <= 3);
             const json_t *o = json_object_get(j, "u");
             ck_assert(json_is_null(o) || json_is_integer(json_object_get(o, "x")));
-            ck_assert_int_eq(json_object_size(j), 4);
+            double f = json_number_value(json_object_get(j, "f"));
+            json_int_t mv = json_integer_value(json_object_get(j, "z"));
+            ck_assert_msg(f > -1.5 && f <= 2.25, "%s", buf_cstr(&out));
+            ck_assert_msg(json_is_integer(json_object_get(j, "z")) && mv % 5 == 0 && mv <= 90, "%s",
+                          buf_cstr(&out));
+            ck_assert_int_eq(json_object_size(j), 6);
             json_decref(j);
         }
         buf_fini(&out);
