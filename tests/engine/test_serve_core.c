@@ -1990,10 +1990,13 @@ START_TEST(test_serve_core_tool_calls_logprobs)
         "\"root ::= [a-z]{6,10} " TOOLS_LP_CALL "\"",
         /* reasoning, content, a call */
         "\"root ::= \\\"<think>\\\" [a-z]{3,6} \\\"</think>\\\" [a-z]{2,4} " TOOLS_LP_CALL "\"",
-        /* no call: every token is content */
+        /* no call: every token is content, also what the scanner held back a while (an
+         * anchored '{' that turns out not to be a call, a "<tool" that is not "<tool_call>") */
         "\"root ::= [a-z]{6,10}\"",
+        "\"root ::= \\\"{\\\" [a-z]{4,6}\"",
+        "\"root ::= [a-z]{3} \\\"<tool\\\" [a-z]{2}\"",
     };
-    for (int g = 0; g < 3; g++) {
+    for (int g = 0; g < (int)(sizeof(grammars) / sizeof(grammars[0])); g++) {
         char body[1024];
         snprintf(body, sizeof(body), "%s,\"guided_grammar\":%s}", TOOLS_LP_HEAD, grammars[g]);
         struct reply r;
@@ -2020,9 +2023,9 @@ START_TEST(test_serve_core_tool_calls_logprobs)
             const char *content = json_string_value(json_object_get(msg, "content"));
             const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
             ck_assert_msg(content && *content, "%s", r.body);
-            /* alternatives under the grammar: 2, or 1 where it allows one token ("<think>") */
+            /* alternatives under the grammar: 2, or 1 where it allows one token ("<think>", "{") */
             json_t *top = json_object_get(json_array_get(lp, 0), "top_logprobs");
-            ck_assert_int_eq((int)json_array_size(top), g == 1 ? 1 : 2);
+            ck_assert_int_eq((int)json_array_size(top), g == 1 || g == 3 ? 1 : 2);
             char text[512];
             snprintf(text, sizeof(text), "%s%s%s%s", g == 1 ? "<think>" : "",
                      g == 1 ? reasoning : "", g == 1 ? "</think>" : "", content);
