@@ -447,7 +447,8 @@ struct api_tool_delta {
 
 /* A streaming chunk whose delta.tool_calls is the one piece d: {"index", "id", "type",
  * "function": {"name", "arguments": ""}} for a start, {"index", "function": {"arguments"}} for a
- * fragment (invalid UTF-8 becomes U+FFFD). New or NULL. */
+ * fragment (invalid UTF-8 becomes U+FFFD); its "logprobs" is null (logprobs.content lists content
+ * tokens, and a call's are none). New or NULL. */
 json_t *api_response_tool_delta(const struct api_response_meta *m, int index,
                                 const struct api_tool_delta *d);
 

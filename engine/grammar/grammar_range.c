@@ -4,24 +4,21 @@
  * with the outer alternatives folded into the middle class when lo[1..] is all zeros or hi[1..]
  * all nines. Each level spawns only one-sided ranges, so the text is O(n^2) for n digits. A range
  * over several digit counts is one such range per count (no leading zeros: a count n > 1 starts
- * at 10^(n-1)), a negative range is "-" and the range of magnitudes. */
+ * at 10^(n-1)), a negative range is "-" and the range of magnitudes (never "-0").
+ * Decimal ranges (numbers) are the same recursion over the integer part, and over the fraction's
+ * digits where the integer part equals a bound's (grammar_range_number.c). Multiples of k
+ * (grammar_range_multiple.c) run it with the remainder mod k as state. */
 #include "engine/grammar/grammar_range.h"
 
 #include "common/buf.h"
 #include "common/err.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#define RANGE_DIGITS 16 /* digits written for an unbounded side, as j-int / j-number */
-
-/* A separator-tracking list of alternatives. */
-struct alts {
-    struct buf *b;
-    int n;
-};
-
-static int alt_next(struct alts *a)
+int grammar_range_alt(struct grammar_range_alts *a)
 {
     return buf_puts(a->b, a->n++ ? " | " : " ");
 }
@@ -45,41 +42,40 @@ static int digits(struct buf *b, const char *lo, const char *hi, size_t n)
     }
     bool all0 = all_of(lo + 1, n - 1, '0'), all9 = all_of(hi + 1, n - 1, '9');
     char s = lo[0], e = hi[0];
-    struct alts a = {b, 0};
+    struct grammar_range_alts a = {b, 0};
     if ((rc = buf_putc(b, '('))) return rc;
     if (!all0) {
-        if ((rc = alt_next(&a)) || (rc = buf_printf(b, "\"%c\" ", s)) ||
+        if ((rc = grammar_range_alt(&a)) || (rc = buf_printf(b, "\"%c\" ", s)) ||
             (rc = digits(b, lo + 1, nines, n - 1)))
             return rc;
         s++;
     }
     if (!all9) e--;
     if (s <= e) {
-        if ((rc = alt_next(&a))) return rc;
+        if ((rc = grammar_range_alt(&a))) return rc;
         rc = s == e ? buf_printf(b, "\"%c\"", s) : buf_printf(b, "[%c-%c]", s, e);
         if (!rc && n > 1) rc = buf_printf(b, " [0-9]{%zu}", n - 1);
         if (rc) return rc;
     }
     if (!all9) {
-        if ((rc = alt_next(&a)) || (rc = buf_printf(b, "\"%c\" ", hi[0])) ||
+        if ((rc = grammar_range_alt(&a)) || (rc = buf_printf(b, "\"%c\" ", hi[0])) ||
             (rc = digits(b, zeros, hi + 1, n - 1)))
             return rc;
     }
     return buf_puts(b, " )");
 }
 
-static size_t ndigits(unsigned long long v)
+size_t grammar_range_ndigits(unsigned long long v)
 {
     size_t n = 1;
     while (v >= 10) v /= 10, n++;
     return n;
 }
 
-/* The decimal integers lo..hi (hi_inf: lo and up, to RANGE_DIGITS digits or lo's count). */
-static int nonneg(struct buf *b, unsigned long long lo, unsigned long long hi, bool hi_inf)
+int grammar_range_nonneg(struct buf *b, unsigned long long lo, unsigned long long hi, bool hi_inf)
 {
-    size_t n_lo = ndigits(lo), n_hi = hi_inf ? n_lo : ndigits(hi);
-    struct alts a = {b, 0};
+    size_t n_lo = grammar_range_ndigits(lo), n_hi = hi_inf ? n_lo : grammar_range_ndigits(hi);
+    struct grammar_range_alts a = {b, 0};
     int rc = buf_putc(b, '(');
     unsigned long long p = 1; /* 10^(n-1) */
     for (size_t i = 1; i < n_lo; i++) p *= 10;
@@ -90,11 +86,12 @@ static int nonneg(struct buf *b, unsigned long long lo, unsigned long long hi, b
         char xs[24], ys[24];
         snprintf(xs, sizeof(xs), "%llu", x);
         snprintf(ys, sizeof(ys), "%llu", y);
-        if (!(rc = alt_next(&a))) rc = digits(b, xs, ys, n);
+        if (!(rc = grammar_range_alt(&a))) rc = digits(b, xs, ys, n);
     }
-    size_t cap = n_lo > RANGE_DIGITS ? n_lo : RANGE_DIGITS;
+    size_t cap = n_lo > GRAMMAR_RANGE_DIGITS ? n_lo : GRAMMAR_RANGE_DIGITS;
     if (!rc && hi_inf && n_lo < cap) /* every longer number */
-        if (!(rc = alt_next(&a))) rc = buf_printf(b, "[1-9] [0-9]{%zu,%zu}", n_lo, cap - 1);
+        if (!(rc = grammar_range_alt(&a)))
+            rc = buf_printf(b, "[1-9] [0-9]{%zu,%zu}", n_lo, cap - 1);
     return rc ? rc : buf_puts(b, " )");
 }
 
@@ -102,56 +99,17 @@ int grammar_range_int_gbnf(struct grammar_bound lo, struct grammar_bound hi, str
 {
     long long l = lo.v + (lo.exclusive ? 1 : 0), h = hi.v - (hi.exclusive ? 1 : 0);
     if (lo.set && hi.set && l > h) return ERR_INVAL;
-    struct alts a = {out, 0};
+    struct grammar_range_alts a = {out, 0};
     int rc = buf_putc(out, '(');
     if (!rc && (!lo.set || l < 0)) { /* negative: "-" and the magnitudes */
         unsigned long long m_lo = hi.set && h < 0 ? (unsigned long long)-h : 1;
-        if (!(rc = alt_next(&a)) && !(rc = buf_puts(out, "\"-\" ")))
-            rc = nonneg(out, m_lo, lo.set ? (unsigned long long)-l : 0, !lo.set);
+        if (!(rc = grammar_range_alt(&a)) && !(rc = buf_puts(out, "\"-\" ")))
+            rc = grammar_range_nonneg(out, m_lo, lo.set ? (unsigned long long)-l : 0, !lo.set);
     }
     if (!rc && (!hi.set || h >= 0)) {
         unsigned long long n_lo = lo.set && l > 0 ? (unsigned long long)l : 0;
-        if (!(rc = alt_next(&a)))
-            rc = nonneg(out, n_lo, hi.set ? (unsigned long long)h : 0, !hi.set);
-    }
-    return rc ? rc : buf_puts(out, " )");
-}
-
-/* Non-negative decimals m with a <= m <= b ('<' on an exclusive side; b_inf: no upper bound). */
-static int magnitude(struct buf *b, unsigned long long a, bool a_excl, unsigned long long z,
-                     bool z_excl, bool z_inf)
-{
-    struct alts s = {b, 0};
-    int rc = buf_putc(b, '(');
-    if (!rc && a_excl && (z_inf || a < z)) /* a itself with a non-zero fraction */
-        if (!(rc = alt_next(&s))) rc = buf_printf(b, "\"%llu\" \".\" [0-9]{0,15} [1-9]", a);
-    unsigned long long i0 = a + (a_excl ? 1 : 0);
-    if (!rc && (z_inf || (z > 0 && i0 <= z - 1))) /* integer parts below z: any fraction */
-        if (!(rc = alt_next(&s)) && !(rc = nonneg(b, i0, z_inf ? 0 : z - 1, z_inf)))
-            rc = buf_puts(b, " ( \".\" [0-9]{1,16} )?");
-    if (!rc && !z_inf && !z_excl)
-        if (!(rc = alt_next(&s))) rc = buf_printf(b, "\"%llu\"", z);
-    return rc ? rc : buf_puts(b, " )");
-}
-
-int grammar_range_number_gbnf(struct grammar_bound lo, struct grammar_bound hi, struct buf *out)
-{
-    if (lo.set && hi.set && (lo.v > hi.v || (lo.v == hi.v && (lo.exclusive || hi.exclusive))))
-        return ERR_INVAL;
-    struct alts a = {out, 0};
-    int rc = buf_putc(out, '(');
-    if (!rc && (!lo.set || lo.v < 0)) { /* negative: x = -m, m > 0 */
-        bool top = !hi.set || hi.v >= 0;
-        unsigned long long m_lo = top ? 0 : (unsigned long long)-hi.v;
-        if (!(rc = alt_next(&a)) && !(rc = buf_puts(out, "\"-\" ")))
-            rc = magnitude(out, m_lo, top ? true : hi.exclusive,
-                           lo.set ? (unsigned long long)-lo.v : 0, lo.exclusive, !lo.set);
-    }
-    if (!rc && (!hi.set || hi.v > 0 || (hi.v == 0 && !hi.exclusive))) {
-        bool low = !lo.set || lo.v < 0;
-        if (!(rc = alt_next(&a)))
-            rc = magnitude(out, low ? 0 : (unsigned long long)lo.v, low ? false : lo.exclusive,
-                           hi.set ? (unsigned long long)hi.v : 0, hi.exclusive, !hi.set);
+        if (!(rc = grammar_range_alt(&a)))
+            rc = grammar_range_nonneg(out, n_lo, hi.set ? (unsigned long long)h : 0, !hi.set);
     }
     return rc ? rc : buf_puts(out, " )");
 }

@@ -7,29 +7,14 @@
 #include "common/buf.h"
 #include "common/err.h"
 #include "engine/grammar/grammar.h"
-#include "engine/grammar/grammar_range.h"
 #include "engine/grammar/grammar_regex.h"
 #include "engine/grammar/grammar_schema_merge.h"
+#include "engine/grammar/grammar_schema_priv.h"
 
-#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define GS_NAME 24
-
-struct gs {
-    const json_t *root;
-    struct buf *out;
-    int n_rules;
-    const char *refs[GRAMMAR_SCHEMA_MAX_REFS]; /* borrowed from the schema */
-    int n_refs;
-    char *err;
-    size_t errlen;
-    int depth;
-    json_t *keep; /* schemas merged while compiling (an array): their strings are borrowed */
-};
 
 /* Keywords that only annotate, or that we implement. */
 static const char *const gs_known[] = {
@@ -69,6 +54,7 @@ static const char *const gs_known[] = {
     "maximum",
     "exclusiveMinimum",
     "exclusiveMaximum",
+    "multipleOf",
 };
 
 /* The formats enforced, as regular expressions over the string's characters (grammar_regex.h).
@@ -127,13 +113,6 @@ static const char gs_base[] =
     "j-kv ::= j-string ws \":\" ws j-value ws\n"
     "j-object ::= \"{\" ws ( j-kv ( \",\" ws j-kv )* )? \"}\"\n"
     "j-array ::= \"[\" ws ( j-value ws ( \",\" ws j-value ws )* )? \"]\"\n";
-
-static int gs_fail(struct gs *s, int rc, const char *path, const char *fmt, const char *what)
-{
-    char msg[256];
-    snprintf(msg, sizeof(msg), fmt, what);
-    return err_fmt(s->err, s->errlen, rc, "schema: %s (at '%s')", msg, path);
-}
 
 /* Appends `text` as a GBNF literal "...". */
 static int gs_literal(struct buf *b, const char *text, size_t len)
@@ -232,84 +211,6 @@ static int gs_string(struct gs *s, const json_t *sch, const char *path, struct b
     if (lo < 0) lo = 0;
     if ((rc = buf_puts(b, "\"\\\"\" j-char")) || (rc = gs_repeat(b, lo, hi))) return rc;
     return buf_puts(b, " \"\\\"\"");
-}
-
-/* One numeric bound keyword into *out (integer: made inclusive, rounded inward). 0 or error. */
-static int gs_bound(struct gs *s, const json_t *v, const char *key, bool lower, bool excl,
-                    bool integer, const char *path, struct grammar_bound *out)
-{
-    char msg[200];
-    double d = json_number_value(v);
-    long long iv = json_is_integer(v) ? json_integer_value(v) : 0;
-    if (!json_is_number(v)) {
-        snprintf(msg, sizeof(msg), "'%s' must be a number", key);
-        return gs_fail(s, ERR_INVAL, path, "%s", msg);
-    }
-    if (json_is_real(v)) {
-        if (!isfinite(d) || fabs(d) > 1e15) {
-            snprintf(msg, sizeof(msg), "'%s' %g is out of the supported range (|x| <= 1e15)", key,
-                     d);
-            return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
-        }
-        if (!integer && d != floor(d)) {
-            snprintf(msg, sizeof(msg),
-                     "'%s' %g on a 'number' is not supported (only integer bounds are)", key, d);
-            return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
-        }
-        if (integer && d != floor(d)) { /* the integers beyond d: inclusive after rounding */
-            iv = (long long)(lower ? ceil(d) : floor(d));
-            excl = false;
-        } else {
-            iv = (long long)d;
-        }
-    } else if (iv > GRAMMAR_RANGE_MAX || iv < -GRAMMAR_RANGE_MAX) {
-        snprintf(msg, sizeof(msg), "'%s' is out of the supported range (18 digits)", key);
-        return gs_fail(s, ERR_UNSUPPORTED, path, "%s", msg);
-    }
-    if (integer && excl) iv += lower ? 1 : -1, excl = false;
-    struct grammar_bound nb = {true, excl, iv};
-    /* the tighter of two bounds on one side */
-    bool tighter = !out->set || (lower ? iv > out->v : iv < out->v) || (iv == out->v && excl);
-    if (tighter) *out = nb;
-    return 0;
-}
-
-/* minimum / maximum / exclusiveMinimum / exclusiveMaximum (a number, or draft 4's boolean that
- * makes minimum / maximum exclusive) into lo and hi. 0 or error. */
-static int gs_bounds(struct gs *s, const json_t *sch, const char *path, bool integer,
-                     struct grammar_bound *lo, struct grammar_bound *hi)
-{
-    static const char *const keys[2][2] = {{"minimum", "exclusiveMinimum"},
-                                           {"maximum", "exclusiveMaximum"}};
-    *lo = *hi = (struct grammar_bound){0};
-    for (int side = 0; side < 2; side++) {
-        const json_t *inc = json_object_get(sch, keys[side][0]);
-        const json_t *exc = json_object_get(sch, keys[side][1]);
-        struct grammar_bound *out = side ? hi : lo;
-        bool draft4 = json_is_boolean(exc);
-        int rc;
-        if (inc && (rc = gs_bound(s, inc, keys[side][0], !side, draft4 && json_is_true(exc),
-                                  integer, path, out)))
-            return rc;
-        if (exc && !draft4 &&
-            (rc = gs_bound(s, exc, keys[side][1], !side, true, integer, path, out)))
-            return rc;
-    }
-    return 0;
-}
-
-/* An integer or a number, in its range when bounds are given. */
-static int gs_numeric(struct gs *s, const json_t *sch, const char *path, bool integer,
-                      struct buf *b)
-{
-    struct grammar_bound lo, hi;
-    int rc = gs_bounds(s, sch, path, integer, &lo, &hi);
-    if (rc) return rc;
-    if (!lo.set && !hi.set) return buf_puts(b, integer ? "j-int" : "j-number");
-    rc = integer ? grammar_range_int_gbnf(lo, hi, b) : grammar_range_number_gbnf(lo, hi, b);
-    if (rc == ERR_INVAL)
-        return gs_fail(s, rc, path, "%s", "minimum / maximum leave no value in range");
-    return rc;
 }
 
 static int gs_array(struct gs *s, const json_t *sch, const char *path, struct buf *b)
@@ -550,8 +451,8 @@ static int gs_typed(struct gs *s, const json_t *sch, const char *type, const cha
                     struct buf *b)
 {
     if (!strcmp(type, "string")) return gs_string(s, sch, path, b);
-    if (!strcmp(type, "integer")) return gs_numeric(s, sch, path, true, b);
-    if (!strcmp(type, "number")) return gs_numeric(s, sch, path, false, b);
+    if (!strcmp(type, "integer")) return grammar_schema_number_gbnf(s, sch, path, true, b);
+    if (!strcmp(type, "number")) return grammar_schema_number_gbnf(s, sch, path, false, b);
     if (!strcmp(type, "boolean")) return buf_puts(b, "j-bool");
     if (!strcmp(type, "null")) return buf_puts(b, "j-null");
     if (!strcmp(type, "array")) return gs_array(s, sch, path, b);
@@ -605,14 +506,15 @@ static int gs_alts(struct gs *s, const json_t *list, const char *key, const char
     return 0;
 }
 
-/* pattern, an enforced format and the numeric bounds constrain one type's values: they need a
+/* pattern, an enforced format, the numeric bounds and multipleOf constrain one type's values: they need a
  * 'type' to apply to (without one every JSON value would be generated, unconstrained), and are
  * not combined with const / enum, whose literals would ignore them. (Beside $ref / anyOf / oneOf
  * they are merged into the target or branches before this check: gs_body.) */
 static int gs_check_value_keywords(struct gs *s, const json_t *sch, const char *path)
 {
-    static const char *const keys[] = {"pattern",          "minimum",          "maximum",
-                                       "exclusiveMinimum", "exclusiveMaximum", "format"};
+    static const char *const keys[] = {
+        "pattern",          "minimum",    "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "multipleOf", "format"};
     static const char *const alone[] = {"$ref", "const", "enum", "anyOf", "oneOf"};
     const char *kw = NULL;
     const json_t *fmt = json_object_get(sch, "format");

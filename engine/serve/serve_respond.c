@@ -42,12 +42,26 @@ struct serve_respond {
 };
 
 /* A non-streaming choice being assembled. Logprob alternatives are stored flat in `top`; lp[i].top
- * is set from top_at[i] only when the response is rendered (the array moves). */
+ * is set from top_at[i] only when the response is rendered (the array moves).
+ * Chat with tools lists only the content's tokens (OpenAI's logprobs.content: "message content
+ * tokens"; a call's tokens are none), so each entry also records where its text starts in the
+ * content (text_at): a token's text is what its event released, and a token whose event released
+ * none (held back: part of a character, a possible stop string or tag) counts with the next text
+ * released. Tokens of the reasoning section stay listed (ACC_AT_REASONING), as without tools; a
+ * token still waiting for text when a reasoning token comes is reasoning too. An entry is content
+ * when its text starts before the content's end (api_tool_calls_parse's content_len), or when the
+ * answer has no call (then all of it is content). Positions never decrease and reasoning comes
+ * first, so the listed entries are always a prefix: streamed (as the content is released) and
+ * whole, the same one. */
+#define ACC_AT_PENDING   SIZE_MAX       /* no text released for the token yet */
+#define ACC_AT_REASONING (SIZE_MAX - 1) /* a token of the reasoning section */
 struct respond_acc {
     struct buf text;
     struct api_token_logprob *lp;
     size_t *top_at;
+    size_t *text_at; /* (n_lp): where each entry's text starts in the content, or ACC_AT_* */
     size_t n_lp, cap_lp;
+    size_t n_placed; /* entries [n_placed, n_lp) are ACC_AT_PENDING */
     struct api_top_logprob *top;
     size_t n_top, cap_top;
     enum api_finish finish;
@@ -60,6 +74,9 @@ struct respond_choice {
     struct buf reasoning;         /* the reasoning so far (whole answers) */
     struct api_tool_stream tools; /* chat streaming with tools: the answer's calls as they come */
     long reasoning_tokens;
+    size_t fed;         /* chat streaming with tools: content bytes fed to the scanner */
+    size_t content_out; /* ... and those it released as content */
+    size_t lp_sent;     /* ... and the logprob entries (of acc) sent */
     bool role_sent;     /* chat streaming: opening delta sent */
     bool echo_pending;  /* streaming echo: the prompt's chunk is still to be sent */
     size_t text_chars;  /* completions streaming: characters sent */
@@ -92,6 +109,7 @@ static void respond_req_free(struct serve_req *r)
         api_tool_stream_fini(&o->ch[i].tools);
         free(a->lp);
         free(a->top_at);
+        free(a->text_at);
         free(a->top);
     }
     buf_fini(&o->pending);
@@ -207,6 +225,9 @@ static int acc_reserve(struct respond_acc *a, int n_top)
         size_t *ga = realloc(a->top_at, cap * sizeof(*ga));
         if (!ga) return ERR_NOMEM;
         a->top_at = ga;
+        size_t *gt = realloc(a->text_at, cap * sizeof(*gt));
+        if (!gt) return ERR_NOMEM;
+        a->text_at = gt;
         a->cap_lp = cap;
     }
     if (a->n_top + (size_t)n_top > a->cap_top) {
@@ -227,17 +248,51 @@ static int acc_push_logprob(const struct serve_respond *p, struct respond_acc *a
     int rc = acc_reserve(a, e->n_top);
     if (rc) return rc;
     a->top_at[a->n_lp] = a->n_top;
+    a->text_at[a->n_lp] = ACC_AT_PENDING;
     logprob_entry(p, e, &a->lp[a->n_lp], a->top + a->n_top);
     a->n_top += (size_t)e->n_top;
     a->n_lp++;
     return 0;
 }
 
-/* The entries' alternatives live in one array that grows: point each entry at its own, before
- * rendering. */
+/* The entries still waiting for text get position `at` (a content offset or ACC_AT_REASONING). */
+static void acc_place(struct respond_acc *a, size_t at)
+{
+    for (; a->n_placed < a->n_lp; a->n_placed++) a->text_at[a->n_placed] = at;
+}
+
+/* After an event whose token (if it has one, pushed already) is reasoning (`reasoning`) or
+ * whose content text began at content offset `at` and ran `len` bytes, `ends` when it was the
+ * choice's last: places what the event decided (respond_acc's rules). */
+static void acc_place_event(struct respond_acc *a, bool reasoning, size_t at, size_t len, bool ends)
+{
+    if (reasoning)
+        acc_place(a, ACC_AT_REASONING);
+    else if (len)
+        acc_place(a, at);
+    if (ends) acc_place(a, at + len);
+}
+
+/* How many entries, from the first, are listed for an answer whose content is content_len bytes
+ * (calls: it made tool calls; without, every entry is). */
+static size_t acc_listed(const struct respond_acc *a, bool calls, size_t content_len)
+{
+    if (!calls) return a->n_lp;
+    size_t k = 0;
+    while (k < a->n_lp && (a->text_at[k] == ACC_AT_REASONING || a->text_at[k] < content_len)) k++;
+    return k;
+}
+
+/* The entries' alternatives live in one array that grows: point entries [from, to) at their own
+ * before rendering them. */
+static void acc_fix_tops_range(struct respond_acc *a, size_t from, size_t to)
+{
+    for (size_t k = from; k < to; k++) a->lp[k].top = a->top + a->top_at[k];
+}
+
 static void acc_fix_tops(struct respond_acc *a)
 {
-    for (size_t k = 0; k < a->n_lp; k++) a->lp[k].top = a->top + a->top_at[k];
+    acc_fix_tops_range(a, 0, a->n_lp);
 }
 
 /* Echo: the answer of choice c starts with its prompt's text and, with logprobs, the first
@@ -257,7 +312,7 @@ static int acc_start_echo(const struct serve_respond *p, struct serve_req *r, in
 static void acc_reset(struct respond_acc *a)
 {
     buf_reset(&a->text);
-    a->n_lp = a->n_top = 0;
+    a->n_lp = a->n_top = a->n_placed = 0;
 }
 
 /* Characters (UTF-8 lead bytes) in p[0..len). */
@@ -304,9 +359,9 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
                      const struct serve_event *e);
 
 /* spec.reasoning: splits the event's text into reasoning and content (appended to the two
- * buffers), counting its token as reasoning when it falls in the block. */
+ * buffers), counting its token as reasoning when it falls in the block (then *in_block). */
 static int split_event(struct serve_req *r, const struct serve_event *e, struct buf *reasoning,
-                       struct buf *content)
+                       struct buf *content, bool *in_block)
 {
     struct respond_choice *ch = &r->out->ch[e->choice];
     enum api_reasoning_state before = ch->split.state;
@@ -314,9 +369,9 @@ static int split_event(struct serve_req *r, const struct serve_event *e, struct 
     int rc =
         api_reasoning_feed(&ch->split, e->text ? e->text : "", e->len, ends, reasoning, content);
     enum api_reasoning_state after = ch->split.state;
-    if (e->has_token && (before == API_REASONING_INSIDE || after == API_REASONING_INSIDE ||
-                         (before == API_REASONING_START && after == API_REASONING_AFTER)))
-        ch->reasoning_tokens++;
+    *in_block = e->has_token && (before == API_REASONING_INSIDE || after == API_REASONING_INSIDE ||
+                                 (before == API_REASONING_START && after == API_REASONING_AFTER));
+    if (*in_block) ch->reasoning_tokens++;
     return rc;
 }
 
@@ -358,12 +413,30 @@ struct tool_emit {
     const struct api_usage *usage;
 };
 
+/* Streaming with tools and logprobs: the entries of choice ch that may go out now (reasoning
+ * ones, and those whose text starts in the content released so far; with `all`, the rest too),
+ * made ready to render and counted as sent. Writes the first to *lp (NULL when none). */
+static size_t tool_lp_take(struct respond_choice *ch, bool all, const struct api_token_logprob **lp)
+{
+    struct respond_acc *a = &ch->acc;
+    size_t from = ch->lp_sent, to = all ? a->n_lp : from;
+    while (to < a->n_lp && (a->text_at[to] == ACC_AT_REASONING || a->text_at[to] < ch->content_out))
+        to++;
+    acc_fix_tops_range(a, from, to);
+    ch->lp_sent = to;
+    *lp = to > from ? a->lp + from : NULL;
+    return to - from;
+}
+
 static int tool_emit_ev(void *ud, enum api_tool_ev ev, int call, const char *text, size_t len)
 {
     struct tool_emit *t = ud;
+    struct respond_choice *ch = &t->r->out->ch[t->c];
     int index = out_index(t->r, t->c);
     if (ev == API_TOOL_EV_CONTENT) {
+        ch->content_out += len;
         struct api_choice c = {.index = index, .text = text, .len = len, .usage = t->usage};
+        c.n_logprobs = tool_lp_take(ch, false, &c.logprobs);
         return sse_add(t->r, api_response_chunk(&t->m, &c, false));
     }
     char base[64], id[96];
@@ -378,7 +451,11 @@ static int tool_emit_ev(void *ud, enum api_tool_ev ev, int call, const char *tex
 
 /* Streaming chat with tools: reasoning as it comes, the answer through the choice's tool-call
  * scanner (content deltas until a call begins, then delta.tool_calls: the call's id and name,
- * then its arguments fragment by fragment), then the finish. */
+ * then its arguments fragment by fragment), then the finish. With logprobs, each chunk lists the
+ * tokens (respond_acc's rules) whose text it is the first to carry: reasoning chunks their
+ * reasoning tokens, content chunks the content's tokens as the scanner releases the content, tool
+ * call chunks none (null); an answer without calls lists its last tokens (whose text never came,
+ * say an end-of-generation token) in a chunk of their own before the finish, as without tools. */
 static int stream_tool_event(const struct serve_respond *p, struct serve_req *r,
                              const struct serve_event *e)
 {
@@ -395,11 +472,17 @@ static int stream_tool_event(const struct serve_respond *p, struct serve_req *r,
     buf_init(&cs, 0);
     const char *text = e->text ? e->text : "";
     size_t len = e->len;
+    bool in_block = false;
     if (r->spec.reasoning) {
-        if ((rc = split_event(r, e, &rs, &cs))) goto out;
+        if ((rc = split_event(r, e, &rs, &cs, &in_block))) goto out;
         text = buf_cstr(&cs);
         len = cs.len;
     }
+    if (r->spec.logprobs) {
+        if (e->has_token && (rc = acc_push_logprob(p, &ch->acc, e))) goto out;
+        acc_place_event(&ch->acc, in_block, ch->fed, len, ends);
+    }
+    ch->fed += len;
     if (!ch->role_sent) {
         ch->role_sent = true;
         struct api_usage u0;
@@ -407,13 +490,24 @@ static int stream_tool_event(const struct serve_respond *p, struct serve_req *r,
         struct api_choice role = {.index = index, .usage = t.usage ? &u0 : NULL};
         if ((rc = sse_add(r, api_response_chunk(&t.m, &role, true)))) goto out;
     }
-    if (rs.len) {
-        struct api_choice c = {
-            .index = index, .reasoning = buf_cstr(&rs), .reasoning_len = rs.len, .usage = t.usage};
+    const struct api_token_logprob *lp = NULL;
+    size_t n_lp = r->spec.logprobs ? tool_lp_take(ch, false, &lp) : 0;
+    if (rs.len || n_lp) { /* the reasoning, or reasoning tokens whose text is held back */
+        struct api_choice c = {.index = index,
+                               .reasoning = buf_cstr(&rs),
+                               .reasoning_len = rs.len,
+                               .logprobs = lp,
+                               .n_logprobs = n_lp,
+                               .usage = t.usage};
         if ((rc = sse_add(r, api_response_chunk(&t.m, &c, false)))) goto out;
     }
     if ((len || ends) && (rc = api_tool_stream_feed(&ch->tools, text, len, ends, tool_emit_ev, &t)))
         goto out;
+    if (ends && r->spec.logprobs && !ch->tools.n_calls && (n_lp = tool_lp_take(ch, true, &lp))) {
+        struct api_choice c = {
+            .index = index, .logprobs = lp, .n_logprobs = n_lp, .usage = t.usage};
+        if ((rc = sse_add(r, api_response_chunk(&t.m, &c, false)))) goto out;
+    }
     if (ends) {
         struct api_choice fin = {.index = index,
                                  .finish =
@@ -460,8 +554,9 @@ static int stream_event(const struct serve_respond *p, struct serve_req *r,
     struct buf rs, cs; /* reasoning / content of this event */
     buf_init(&rs, 0);
     buf_init(&cs, 0);
+    bool in_block;
     if (r->spec.reasoning) {
-        if ((rc = split_event(r, e, &rs, &cs))) goto out;
+        if ((rc = split_event(r, e, &rs, &cs, &in_block))) goto out;
         c.text = cs.data;
         c.len = cs.len;
         c.reasoning = buf_cstr(&rs);
@@ -498,14 +593,19 @@ static int acc_event(const struct serve_respond *p, struct serve_req *r,
                      const struct serve_event *e)
 {
     struct respond_acc *a = &r->out->ch[e->choice].acc;
-    int rc = r->spec.reasoning ? split_event(r, e, &r->out->ch[e->choice].reasoning, &a->text)
-             : e->len          ? buf_append(&a->text, e->text, e->len)
-                               : 0;
+    size_t at = a->text.len;
+    bool in_block = false,
+         ends = e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH;
+    int rc = r->spec.reasoning
+                 ? split_event(r, e, &r->out->ch[e->choice].reasoning, &a->text, &in_block)
+             : e->len ? buf_append(&a->text, e->text, e->len)
+                      : 0;
     if (rc) return rc;
-    if (e->finish == SCHED_FINISH_STOP || e->finish == SCHED_FINISH_LENGTH)
-        a->finish = api_finish_of(e->finish);
-    if (!r->spec.logprobs || !(e->has_token || e->prompt_token)) return 0;
-    return acc_push_logprob(p, a, e);
+    if (ends) a->finish = api_finish_of(e->finish);
+    if (!r->spec.logprobs) return 0;
+    if ((e->has_token || e->prompt_token) && (rc = acc_push_logprob(p, a, e))) return rc;
+    acc_place_event(a, in_block, at, a->text.len - at, ends);
+    return 0;
 }
 
 static void usage_of(const struct serve_req *r, struct api_usage *u)
@@ -565,13 +665,14 @@ static void answer_whole(struct serve_respond *p, struct serve_req *r)
                 acc_fix_tops(a);
                 size_t len = a->text.len;
                 if (choice_tool_calls(r, c, &calls[at], &len) < 0) nomem = true;
+                size_t n_lp = acc_listed(a, calls[at] != NULL, len);
                 ch[at] = (struct api_choice){
                     .index = at,
                     .text = a->text.data ? a->text.data : "",
                     .len = len,
                     .finish = tool_finish(calls[at] != NULL, a->finish),
-                    .logprobs = a->n_lp ? a->lp : NULL,
-                    .n_logprobs = a->n_lp,
+                    .logprobs = n_lp ? a->lp : NULL,
+                    .n_logprobs = n_lp,
                     .tool_calls = calls[at],
                     .reasoning = r->spec.reasoning ? buf_cstr(&rc_ch->reasoning) : NULL,
                     .reasoning_len = rc_ch->reasoning.len,

@@ -3,11 +3,12 @@
 Usage: engine_serve_structured.py main=PORT
   main: stories260K (a story model that has never seen JSON) with --context-length 256.
 The grammar mask, not the model, must make every answer valid: client.beta.chat.completions.parse
-with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, pattern, date / datetime /
-UUID formats), guided_regex, streamed and not, several seeds; tools with
+with pydantic models (nested, optional, enum, array, ge/gt/le/lt ranges, fractional bounds on
+floats, multiple_of, pattern, date / datetime / UUID formats), guided_regex, streamed and not, several seeds; tools with
 tool_choice required / named / auto / none, streamed tool-call deltas (content as it comes, a
 call's name then its argument fragments) assembled by hand and by the SDK to the non-streamed answer, a
-multi-turn conversation with a tool result, and 400s for schemas the engine cannot honour.
+multi-turn conversation with a tool result, logprobs with tools (the content's tokens, streamed
+and not), and 400s for schemas the engine cannot honour.
 Prints `ok - NAME` / `not ok - NAME: DETAIL` per check.
 """
 
@@ -131,15 +132,37 @@ def test_ranges_patterns_formats():
     )
 
 
+class Fractions(BaseModel):
+    unit: float = Field(ge=0, le=1)
+    delta: float = Field(gt=-1.5, lt=2.25)
+    step: int = Field(multiple_of=5)
+    tens: int = Field(multiple_of=10, ge=-30, le=90)
+    half: float = Field(multiple_of=3, ge=0.5, le=20.5)
+
+
+def test_fraction_bounds_multiples():
+    # fractional bounds on floats and integer multiple_of: pydantic validates what the mask allowed
+    for seed in (1, 2, 3):
+        r = client.beta.chat.completions.parse(
+            model=MODEL, messages=ASK, response_format=Fractions, max_tokens=200, seed=seed
+        )
+        m = r.choices[0].message
+        checks.check(
+            f"Fractions (seed {seed}): Field(ge=0, le=1) floats and multiple_of validate",
+            isinstance(m.parsed, Fractions) and r.choices[0].finish_reason == "stop",
+            f"{r.choices[0].finish_reason}: {m.content!r}",
+        )
+
+
 def test_bad_schemas():
-    class Multiple(BaseModel):
-        n: int = Field(multiple_of=3)
+    class Tenths(BaseModel):
+        x: float = Field(multiple_of=0.1)
 
     try:
-        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Multiple, max_tokens=20)
-        checks.not_ok("multipleOf: 400", "no error")
+        client.beta.chat.completions.parse(model=MODEL, messages=ASK, response_format=Tenths, max_tokens=20)
+        checks.not_ok("multipleOf 0.1: 400", "no error")
     except openai.BadRequestError as e:
-        checks.check("multipleOf: 400 naming the keyword", "'multipleOf' is not supported" in str(e), str(e))
+        checks.check("multipleOf 0.1: 400 naming the keyword", "'multipleOf' 0.1 is not supported" in str(e), str(e))
     try:
         client.chat.completions.create(
             model=MODEL,
@@ -320,6 +343,43 @@ def test_tool_stream_incremental():
             )
 
 
+def stream_logprobs(**kw):
+    """The logprobs.content lists of a streamed answer's chunks joined, as (token, logprob) pairs,
+    and whether every chunk that carried a tool call had none."""
+    got, calls_bare = [], True
+    for chunk in client.chat.completions.create(stream=True, **kw):
+        for ch in chunk.choices:
+            if ch.delta.tool_calls:
+                calls_bare = calls_bare and ch.logprobs is None
+            elif ch.logprobs and ch.logprobs.content:
+                got += [(t.token, t.logprob) for t in ch.logprobs.content]
+    return got, calls_bare
+
+
+def test_tool_logprobs():
+    # logprobs.content lists the message content's tokens, none of a call's (OpenAI: "message
+    # content tokens"); streamed, the chunks' lists join to the same list
+    cases = [("auto", dict(tool_choice="auto", max_tokens=24, seed=11)),
+             ("required", dict(tool_choice="required", parallel_tool_calls=False, max_tokens=200, seed=7))]
+    for label, extra in cases:
+        kw = dict(model=MODEL, messages=ASK, tools=TOOLS, logprobs=True, top_logprobs=2, **extra)
+        whole = client.chat.completions.create(**kw)
+        c = whole.choices[0]
+        want = [(t.token, t.logprob) for t in c.logprobs.content or []]
+        got, calls_bare = stream_logprobs(**kw)
+        tops = all(1 <= len(t.top_logprobs) <= 2 for t in c.logprobs.content or [])
+        if c.message.tool_calls:  # the calls' tokens are not listed: only what came before them
+            listed_ok = len(want) < whole.usage.completion_tokens
+            listed_ok = listed_ok and "".join(t for t, _ in want).startswith(c.message.content or "")
+        else:
+            listed_ok = len(want) == whole.usage.completion_tokens
+        checks.check(
+            f"tools ({label}) with logprobs: the content's tokens listed, streamed the same list",
+            got == want and calls_bare and tops and listed_ok and (label != "required" or not want),
+            f"stream {got} / whole {whole}",
+        )
+
+
 def test_tool_multi_turn(first):
     call = first.choices[0].message.tool_calls[0]
     msgs = ASK + [
@@ -358,6 +418,7 @@ def test_tools():
     first = test_tool_required()
     test_tool_named_stream()
     test_tool_stream_incremental()
+    test_tool_logprobs()
     test_tool_multi_turn(first)
 
 
@@ -366,6 +427,7 @@ for name, fn in [
     ("parse stream", test_parse_stream),
     ("json_object", test_json_object_and_n),
     ("ranges, patterns, formats", test_ranges_patterns_formats),
+    ("fraction bounds, multiples", test_fraction_bounds_multiples),
     ("bad schemas", test_bad_schemas),
     ("tools", test_tools),
 ]:

@@ -508,8 +508,8 @@ static const struct bad_case bad_cases[] = {
      "response_format.json_schema.strict", "must be a boolean"},
     {H,
      "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
-     "{\"type\":\"integer\",\"multipleOf\":2}}}}",
-     "response_format.json_schema.schema", "'multipleOf' is not supported"},
+     "{\"type\":\"integer\",\"multipleOf\":0.5}}}}",
+     "response_format.json_schema.schema", "'multipleOf' 0.5 is not supported"},
     {H,
      "{" MSGS ",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":"
      "{\"type\":\"string\",\"pattern\":\"(?<=a)b\"}}}}",
@@ -1157,7 +1157,7 @@ START_TEST(test_api_tools_lazy_not_applicable)
     r = parse_ok(API_KIND_CHAT,
                  "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"tools\":[{\"type\":"
                  "\"function\",\"function\":{\"name\":\"f\",\"parameters\":{\"type\":\"object\","
-                 "\"properties\":{\"s\":{\"type\":\"integer\",\"multipleOf\":2}}}}}]}");
+                 "\"properties\":{\"s\":{\"type\":\"integer\",\"multipleOf\":0.5}}}}}]}");
     ck_assert_int_eq(api_tools_lazy(r, API_TOOL_FORMAT_HERMES, t, &n, why, sizeof(why)), 1);
     ck_assert_ptr_null(r->grammar);
     ck_assert_msg(strstr(why, "multipleOf"), "%s", why);

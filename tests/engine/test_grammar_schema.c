@@ -141,7 +141,7 @@ END_TEST
 
 START_TEST(test_grammar_schema_refused)
 {
-    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":3}", "'multipleOf'"),
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":0.5}", "'multipleOf' 0.5"),
                      ERR_UNSUPPORTED);
     ck_assert_int_eq(refused("{\"properties\":{\"x\":{\"type\":\"string\",\"pattern\":\"(?=a)\"}}}",
                              "#/properties/x"),
@@ -538,8 +538,6 @@ START_TEST(test_grammar_schema_number_range)
     ck_assert(!valid(m, "-1.5"));
     ck_assert(!valid(m, "1.5"));
     ck_assert(valid("{\"type\":\"number\",\"maximum\":10.0}", "-3.5"));
-    ck_assert_int_eq(refused("{\"type\":\"number\",\"minimum\":0.5}", "'minimum' 0.5"),
-                     ERR_UNSUPPORTED);
     ck_assert_int_eq(
         refused("{\"type\":\"number\",\"exclusiveMinimum\":3,\"maximum\":3}", "no value"),
         ERR_INVAL);
@@ -554,15 +552,255 @@ static uint64_t rng(uint64_t *s)
     return *s;
 }
 
-/* Random walks under the mask: whatever tokens a model picks, the text ends as valid JSON. */
+/* A schema compiled once, for many documents. */
+struct checker {
+    struct grammar_vocab *v;
+    struct grammar *g;
+    struct grammar_arena *a;
+};
+
+static void checker_init(struct checker *c, const char *schema)
+{
+    char err[256];
+    c->v = vocab();
+    ck_assert_msg(compile(schema, c->v, &c->g, err) == 0, "%s: %s", schema, err);
+    c->a = grammar_arena_new();
+}
+
+static void checker_fini(struct checker *c)
+{
+    grammar_arena_free(c->a);
+    grammar_unref(c->g);
+    grammar_vocab_free(c->v);
+}
+
+static bool checker_accepts(struct checker *c, const char *doc)
+{
+    struct grammar_matcher *m = NULL;
+    ck_assert_int_eq(grammar_matcher_new(c->g, c->a, &m), 0);
+    bool ok = grammar_matcher_accept_bytes(m, c->a, doc, strlen(doc)) == 0 &&
+              grammar_matcher_accepting(m);
+    grammar_matcher_free(m);
+    return ok;
+}
+
+/* A random decimal: integer part 0..(int_max), then 0..frac_max fraction digits (maybe ending in
+ * zeros), negative half the time. */
+static void random_decimal(uint64_t *seed, int int_max, int frac_max, char *out, size_t n)
+{
+    int k = snprintf(out, n, "%s%d", rng(seed) % 2 ? "-" : "",
+                     (int)(rng(seed) % (uint64_t)(int_max + 1)));
+    int f = (int)(rng(seed) % (uint64_t)(frac_max + 1));
+    if (f) out[k++] = '.';
+    for (int i = 0; i < f; i++) out[k++] = (char)('0' + rng(seed) % 10);
+    out[k] = 0;
+}
+
+/* Number ranges with fractional bounds admit exactly the spellings (no exponent, no "-0",
+ * fraction up to 16 digits) whose value is in range: fixed cases, then random bounds against
+ * random spellings, checked with a direct numeric comparison. */
+START_TEST(test_grammar_schema_number_fraction)
+{
+    const char *unit = "{\"type\":\"number\",\"minimum\":0,\"maximum\":1}"; /* Field(ge=0, le=1) */
+    static const char *const unit_in[] = {"0", "1", "1.0", "1.0000", "0.5", "0.999", "0.0"};
+    static const char *const unit_out[] = {"1.0001", "-0", "-0.0", "1.5", "01", ".5", "2", "-0.5"};
+    for (size_t i = 0; i < sizeof(unit_in) / sizeof(unit_in[0]); i++)
+        ck_assert_msg(valid(unit, unit_in[i]), "%s", unit_in[i]);
+    for (size_t i = 0; i < sizeof(unit_out) / sizeof(unit_out[0]); i++)
+        ck_assert_msg(!valid(unit, unit_out[i]), "%s", unit_out[i]);
+    const char *x = "{\"type\":\"number\",\"exclusiveMinimum\":-1.5,\"exclusiveMaximum\":2.25}";
+    static const char *const x_in[] = {"-1.49", "-1.4999999", "-1",      "0",
+                                       "2",     "2.2",        "2.24999", "-0.5"};
+    static const char *const x_out[] = {"-1.5",  "-1.50",     "-1.51", "2.25",
+                                        "2.250", "2.2500001", "3"};
+    for (size_t i = 0; i < sizeof(x_in) / sizeof(x_in[0]); i++)
+        ck_assert_msg(valid(x, x_in[i]), "%s", x_in[i]);
+    for (size_t i = 0; i < sizeof(x_out) / sizeof(x_out[0]); i++)
+        ck_assert_msg(!valid(x, x_out[i]), "%s", x_out[i]);
+    /* draft 4's boolean, a bound written 0.1 (the double 0.1000000000000000055...), both kinds */
+    const char *d4 = "{\"type\":\"number\",\"maximum\":0.25,\"exclusiveMaximum\":true}";
+    ck_assert(valid(d4, "0.2499"));
+    ck_assert(!valid(d4, "0.25"));
+    const char *tenth = "{\"type\":\"number\",\"minimum\":0.1,\"exclusiveMinimum\":0.05}";
+    ck_assert(valid(tenth, "0.1"));
+    ck_assert(valid(tenth, "0.10"));
+    ck_assert(!valid(tenth, "0.0999"));
+    ck_assert(valid("{\"type\":\"number\",\"minimum\":-0.001}", "-0.0005"));
+    ck_assert(valid("{\"type\":\"number\",\"maximum\":1e-16}", "0.0000000000000001"));
+    ck_assert(!valid("{\"type\":\"number\",\"maximum\":1e-16}", "0.0000000000000002"));
+
+    uint64_t seed = 0x5eed5eed1234ull;
+    int n_in = 0, n_out = 0, n_schemas = 0;
+    for (int sc = 0; sc < 120; sc++) {
+        char lo[32], hi[32], schema[160];
+        random_decimal(&seed, 30, 3, lo, sizeof(lo));
+        random_decimal(&seed, 30, 3, hi, sizeof(hi));
+        double l = strtod(lo, NULL), h = strtod(hi, NULL);
+        if (l > h) {
+            char t[32];
+            memcpy(t, lo, sizeof(t)), memcpy(lo, hi, sizeof(t)), memcpy(hi, t, sizeof(t));
+            double td = l;
+            l = h, h = td;
+        }
+        int form = (int)(rng(&seed) % 6); /* which sides, which kinds */
+        bool has_lo = form != 4, has_hi = form != 5, lx = form & 1, hx = form & 2;
+        if (has_lo && has_hi && l == h && (lx || hx)) continue; /* empty: refused, tested below */
+        int n = snprintf(schema, sizeof(schema), "{\"type\":\"number\"");
+        if (has_lo)
+            n += snprintf(schema + n, sizeof(schema) - (size_t)n, ",\"%s\":%s",
+                          lx ? "exclusiveMinimum" : "minimum", lo);
+        if (has_hi)
+            n += snprintf(schema + n, sizeof(schema) - (size_t)n, ",\"%s\":%s",
+                          hx ? "exclusiveMaximum" : "maximum", hi);
+        snprintf(schema + n, sizeof(schema) - (size_t)n, "}");
+        struct checker c;
+        checker_init(&c, schema);
+        for (int d = 0; d < 150; d++) {
+            char doc[48];
+            int kind = (int)(rng(&seed) % 4);
+            if (kind == 0 && (has_lo || has_hi)) { /* a bound itself, maybe with zeros after */
+                const char *b = has_lo && (!has_hi || rng(&seed) % 2) ? lo : hi;
+                snprintf(doc, sizeof(doc), "%s%s", b,
+                         rng(&seed) % 2 ? "" : (strchr(b, '.') ? "00" : ".0"));
+            } else {
+                random_decimal(&seed, kind == 1 ? 3 : 40, kind == 2 ? 6 : 3, doc, sizeof(doc));
+            }
+            double v = strtod(doc, NULL);
+            bool negzero = doc[0] == '-' && v == 0;
+            bool in = !negzero && (!has_lo || (lx ? v > l : v >= l)) &&
+                      (!has_hi || (hx ? v < h : v <= h));
+            n_in += in, n_out += !in;
+            ck_assert_msg(checker_accepts(&c, doc) == in, "%s: \"%s\" should be %s", schema, doc,
+                          in ? "accepted" : "refused");
+        }
+        checker_fini(&c);
+        n_schemas++;
+    }
+    fprintf(stderr, "number ranges: %d schemas, %d spellings in range, %d out\n", n_schemas, n_in,
+            n_out);
+    ck_assert_int_ge(n_schemas, 100);
+    ck_assert_int_ge(n_in, 3000);
+    ck_assert_int_ge(n_out, 3000);
+    /* refused: no spelling in range, bounds the grammar cannot hold */
+    ck_assert_int_eq(refused("{\"type\":\"number\",\"minimum\":2.5,\"maximum\":2.25}", "no value"),
+                     ERR_INVAL);
+    ck_assert_int_eq(
+        refused("{\"type\":\"number\",\"exclusiveMinimum\":0,\"exclusiveMaximum\":1e-16}",
+                "no value"),
+        ERR_INVAL);
+    ck_assert_int_eq(refused("{\"type\":\"number\",\"minimum\":1e-20}", "'minimum' 1e-20"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"number\",\"maximum\":1.5e16}", "'maximum'"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"number\",\"minimum\":\"0.5\"}", "must be a number"),
+                     ERR_INVAL);
+}
+END_TEST
+
+/* multipleOf k (an integer) on integers, and on numbers (their integral values): exactly the
+ * multiples in range, against a direct test, bounded or not; a real k, k <= 0, a range with no
+ * multiple and a k whose grammar would be too large are refused naming the keyword. */
+START_TEST(test_grammar_schema_multiple_of)
+{
+    const char *five = "{\"type\":\"integer\",\"multipleOf\":5}";
+    static const char *const five_in[] = {"0", "5", "10", "-5", "-100", "1234567890123455"};
+    static const char *const five_out[] = {"3", "-7", "11", "05", "-0", "1234567890123456"};
+    for (size_t i = 0; i < sizeof(five_in) / sizeof(five_in[0]); i++)
+        ck_assert_msg(valid(five, five_in[i]), "%s", five_in[i]);
+    for (size_t i = 0; i < sizeof(five_out) / sizeof(five_out[0]); i++)
+        ck_assert_msg(!valid(five, five_out[i]), "%s", five_out[i]);
+    const char *num = "{\"type\":\"number\",\"multipleOf\":10,\"minimum\":-15.5,\"maximum\":20.5}";
+    static const char *const num_in[] = {"-10", "0", "10.0", "20.00", "0.0"};
+    static const char *const num_out[] = {"-20", "30", "10.5", "5", "-0", "-0.0", "1e1"};
+    for (size_t i = 0; i < sizeof(num_in) / sizeof(num_in[0]); i++)
+        ck_assert_msg(valid(num, num_in[i]), "%s", num_in[i]);
+    for (size_t i = 0; i < sizeof(num_out) / sizeof(num_out[0]); i++)
+        ck_assert_msg(!valid(num, num_out[i]), "%s", num_out[i]);
+    ck_assert(valid("{\"type\":\"integer\",\"multipleOf\":3.0}", "9"));
+    ck_assert(valid("{\"type\":\"integer\",\"multipleOf\":1,\"maximum\":3}", "-8"));
+    ck_assert(valid("{\"type\":\"number\",\"multipleOf\":1}", "-8.000"));
+    ck_assert(!valid("{\"type\":\"number\",\"multipleOf\":1}", "-8.5"));
+
+    static const long long ks[] = {2, 3, 5, 7, 10, 12, 25, 37, 100, 1000, 4096};
+    uint64_t seed = 0xabcdef987ull;
+    int n_in = 0, n_out = 0;
+    for (size_t ki = 0; ki < sizeof(ks) / sizeof(ks[0]); ki++)
+        for (int form = 0; form < 4; form++) {
+            long long k = ks[ki];
+            long long lo = (long long)(rng(&seed) % 8000) - 5000;
+            long long hi = lo + (long long)(rng(&seed) % 9000);
+            bool has_lo = form & 1, has_hi = form & 2, lx = rng(&seed) % 2, hx = rng(&seed) % 2;
+            char schema[200];
+            int n =
+                snprintf(schema, sizeof(schema), "{\"type\":\"integer\",\"multipleOf\":%lld", k);
+            if (has_lo)
+                n += snprintf(schema + n, sizeof(schema) - (size_t)n, ",\"%s\":%lld",
+                              lx ? "exclusiveMinimum" : "minimum", lo);
+            if (has_hi)
+                n += snprintf(schema + n, sizeof(schema) - (size_t)n, ",\"%s\":%lld",
+                              hx ? "exclusiveMaximum" : "maximum", hi);
+            snprintf(schema + n, sizeof(schema) - (size_t)n, "}");
+            long long first_lo = lx ? lo + 1 : lo, last_hi = hx ? hi - 1 : hi;
+            bool any = !has_lo || !has_hi || first_lo <= last_hi;
+            long long m0 = first_lo + ((k - first_lo % k) % k);
+            if (has_lo && has_hi && (!any || m0 > last_hi)) continue; /* no multiple: refused */
+            struct checker c;
+            checker_init(&c, schema);
+            for (int d = 0; d < 300; d++) {
+                long long v;
+                int kind = (int)(rng(&seed) % 3);
+                if (kind == 0)
+                    v = (long long)(rng(&seed) % 14000) - 7000;
+                else if (kind == 1)
+                    v = ((long long)(rng(&seed) % 3000) - 1500) * k;
+                else
+                    v = (long long)(rng(&seed) % 9000000000000000ull) * (rng(&seed) % 2 ? 1 : -1);
+                char doc[32];
+                snprintf(doc, sizeof(doc), "%lld", v);
+                bool in = v % k == 0 && (!has_lo || (lx ? v > lo : v >= lo)) &&
+                          (!has_hi || (hx ? v < hi : v <= hi));
+                n_in += in, n_out += !in;
+                ck_assert_msg(checker_accepts(&c, doc) == in, "%s: %s should be %s", schema, doc,
+                              in ? "accepted" : "refused");
+            }
+            checker_fini(&c);
+        }
+    fprintf(stderr, "multiples: %d integers accepted, %d refused\n", n_in, n_out);
+    ck_assert_int_ge(n_in, 2000);
+    ck_assert_int_ge(n_out, 5000);
+    ck_assert_int_eq(refused("{\"type\":\"number\",\"multipleOf\":0.1}", "'multipleOf' 0.1"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":0}", "greater than 0"),
+                     ERR_INVAL);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":-5}", "greater than 0"),
+                     ERR_INVAL);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":\"5\"}", "greater than 0"),
+                     ERR_INVAL);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":5,\"minimum\":1,\"maximum\":4}",
+                             "no multiple"),
+                     ERR_INVAL);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":9973}", "more than 4096 rules"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":1e30}", "'multipleOf'"),
+                     ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"multipleOf\":5}", "needs a 'type'"), ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"integer\",\"multipleOf\":5,\"enum\":[5]}", "'enum'"),
+                     ERR_UNSUPPORTED);
+}
+END_TEST
+
+/* Random walks under the mask: whatever tokens a model picks, the text ends as valid JSON (and
+ * never dead-ends: every alternative of a range or multiples grammar can be completed). */
 START_TEST(test_grammar_schema_random_walks_valid)
 {
     const char *schema = "{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"number\"},"
                          "\"s\":{\"type\":\"string\",\"maxLength\":4},\"l\":{\"type\":\"array\","
                          "\"items\":{\"enum\":[\"a\",true]},\"maxItems\":3},\"u\":{\"anyOf\":["
                          "{\"type\":\"null\"},{\"type\":\"object\",\"properties\":{\"x\":{\"type\":"
-                         "\"integer\"}},\"required\":[\"x\"]}]}},\"required\":[\"n\",\"s\",\"l\","
-                         "\"u\"]}";
+                         "\"integer\"}},\"required\":[\"x\"]}]},\"f\":{\"type\":\"number\","
+                         "\"exclusiveMinimum\":-1.5,\"maximum\":2.25},\"z\":{\"type\":\"integer\","
+                         "\"multipleOf\":5,\"maximum\":90}},\"required\":[\"n\",\"s\",\"l\","
+                         "\"u\",\"f\",\"z\"]}";
     struct grammar_vocab *v = vocab();
     struct grammar *g = NULL;
     char err[256];
@@ -596,7 +834,7 @@ START_TEST(test_grammar_schema_random_walks_valid)
         if (eos) {
             finished++;
             json_error_t je;
-            json_t *j = json_loads(buf_cstr(&out), 0, &je);
+            json_t *j = json_loadb(buf_cstr(&out), out.len, JSON_ALLOW_NUL, &je);
             ck_assert_msg(j != NULL, "not JSON: %s (%s)", buf_cstr(&out), je.text);
             ck_assert(json_is_number(json_object_get(j, "n")));
             ck_assert(json_is_string(json_object_get(j, "s")));
@@ -604,7 +842,12 @@ START_TEST(test_grammar_schema_random_walks_valid)
             ck_assert(json_array_size(json_object_get(j, "l")) <= 3);
             const json_t *o = json_object_get(j, "u");
             ck_assert(json_is_null(o) || json_is_integer(json_object_get(o, "x")));
-            ck_assert_int_eq(json_object_size(j), 4);
+            double f = json_number_value(json_object_get(j, "f"));
+            json_int_t mv = json_integer_value(json_object_get(j, "z"));
+            ck_assert_msg(f > -1.5 && f <= 2.25, "%s", buf_cstr(&out));
+            ck_assert_msg(json_is_integer(json_object_get(j, "z")) && mv % 5 == 0 && mv <= 90, "%s",
+                          buf_cstr(&out));
+            ck_assert_int_eq(json_object_size(j), 6);
             json_decref(j);
         }
         buf_fini(&out);
@@ -631,6 +874,8 @@ Suite *grammar_schema_suite(void)
     tcase_add_test(tc, test_grammar_schema_integer_range);
     tcase_add_test(tc, test_grammar_schema_number_range);
     tcase_add_test(tc, test_grammar_schema_combined);
+    tcase_add_test(tc, test_grammar_schema_number_fraction);
+    tcase_add_test(tc, test_grammar_schema_multiple_of);
     tcase_add_test(tc, test_grammar_schema_random_walks_valid);
     suite_add_tcase(s, tc);
     return s;

@@ -1918,6 +1918,168 @@ START_TEST(test_serve_core_tool_calls_auto)
 }
 END_TEST
 
+/* Every logprobs.content list of choice `index`'s chunks, joined (new); a chunk carrying a
+ * tool call has no logprobs (null). */
+static json_t *stream_logprobs(json_t *events, int index)
+{
+    json_t *all = json_array();
+    size_t i;
+    json_t *ev;
+    json_array_foreach(events, i, ev)
+    {
+        json_t *ch = json_array_get(json_object_get(ev, "choices"), 0);
+        if (!ch || json_integer_value(json_object_get(ch, "index")) != index) continue;
+        json_t *lp = json_object_get(ch, "logprobs");
+        if (json_object_get(json_object_get(ch, "delta"), "tool_calls")) {
+            ck_assert(json_is_null(lp));
+            continue;
+        }
+        json_t *content = json_object_get(lp, "content");
+        if (content) ck_assert_int_eq(json_array_extend(all, content), 0);
+    }
+    return all;
+}
+
+/* The tokens of a logprobs.content list, joined (new). */
+static char *lp_text(const json_t *content)
+{
+    struct buf b;
+    buf_init(&b, 0);
+    size_t i;
+    json_t *t;
+    json_array_foreach(content, i, t) buf_puts(&b, json_string_value(json_object_get(t, "token")));
+    char *s = strdup(buf_cstr(&b));
+    buf_fini(&b);
+    return s;
+}
+
+/* The tokens listed are those whose text starts in `text` (what the message holds, reasoning
+ * and content): their text is `text`, or `text` and the rest of the last token, which began in
+ * it and went on into the call. */
+static void lp_covers(const json_t *content, const char *text)
+{
+    char *joined = lp_text(content);
+    size_t n = strlen(text), nj = strlen(joined);
+    ck_assert_msg(nj >= n && !strncmp(joined, text, n), "tokens \"%s\", text \"%s\"", joined, text);
+    if (nj > n) {
+        const char *last = json_string_value(
+            json_object_get(json_array_get(content, json_array_size(content) - 1), "token"));
+        ck_assert_msg(nj - strlen(last) < n, "tokens \"%s\" go past \"%s\"", joined, text);
+    }
+    free(joined);
+}
+
+#define TOOLS_LP_HEAD                                                                              \
+    "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":200,\"n\":2,"            \
+    "\"seed\":7,\"logprobs\":true,\"top_logprobs\":2,\"tools\":[{\"type\":\"function\","           \
+    "\"function\":{\"name\":\"f\"}}]"
+#define TOOLS_LP_CALL                                                                              \
+    "\\\"<tool_call>{\\\\\\\"name\\\\\\\": \\\\\\\"f\\\\\\\", \\\\\\\"arguments\\\\\\\": "         \
+    "{\\\\\\\"k\\\\\\\": \\\" [0-9] \\\"}}</tool_call>\\\""
+
+/* Chat with tools and logprobs (OpenAI's logprobs.content lists "message content tokens"): the
+ * whole answer lists the tokens of its reasoning and content and none of its calls', every
+ * token when it made no call; streamed, the chunks' lists join to exactly that list (tool call
+ * chunks have none), whatever the scanner held back before releasing it. */
+START_TEST(test_serve_core_tool_calls_logprobs)
+{
+    struct core c;
+    core_start_with(&c, THINK_TEMPLATE, true, NULL, SERVE_CACHE_SCOPE_GLOBAL);
+    static const char *const grammars[] = {
+        /* content, then a Hermes call */
+        "\"root ::= [a-z]{6,10} " TOOLS_LP_CALL "\"",
+        /* reasoning, content, a call */
+        "\"root ::= \\\"<think>\\\" [a-z]{3,6} \\\"</think>\\\" [a-z]{2,4} " TOOLS_LP_CALL "\"",
+        /* no call: every token is content, also what the scanner held back a while (an
+         * anchored '{' that turns out not to be a call, a "<tool" that is not "<tool_call>") */
+        "\"root ::= [a-z]{6,10}\"",
+        "\"root ::= \\\"{\\\" [a-z]{4,6}\"",
+        "\"root ::= [a-z]{3} \\\"<tool\\\" [a-z]{2}\"",
+    };
+    for (int g = 0; g < (int)(sizeof(grammars) / sizeof(grammars[0])); g++) {
+        char body[1024];
+        snprintf(body, sizeof(body), "%s,\"guided_grammar\":%s}", TOOLS_LP_HEAD, grammars[g]);
+        struct reply r;
+        http_do(c.port, "POST", "/v1/chat/completions", body, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        json_t *j = body_json(&r);
+        long completion = (long)json_integer_value(
+            json_object_get(json_object_get(j, "usage"), "completion_tokens"));
+        long listed_all = 0;
+        snprintf(body, sizeof(body), "%s,\"guided_grammar\":%s,\"stream\":true}", TOOLS_LP_HEAD,
+                 grammars[g]);
+        struct reply st;
+        http_do(c.port, "POST", "/v1/chat/completions", body, &st);
+        ck_assert_int_eq(st.status, 200);
+        bool done = false;
+        json_t *events = sse_events(&st, &done);
+        ck_assert(done);
+        for (int k = 0; k < 2; k++) {
+            json_t *ch = json_array_get(json_object_get(j, "choices"), (size_t)k);
+            json_t *msg = json_object_get(ch, "message");
+            json_t *lp = json_object_get(json_object_get(ch, "logprobs"), "content");
+            ck_assert_msg(json_is_array(lp), "%s", r.body);
+            listed_all += (long)json_array_size(lp);
+            const char *content = json_string_value(json_object_get(msg, "content"));
+            const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+            ck_assert_msg(content && *content, "%s", r.body);
+            /* alternatives under the grammar: 2, or 1 where it allows one token ("<think>", "{") */
+            json_t *top = json_object_get(json_array_get(lp, 0), "top_logprobs");
+            ck_assert_int_eq((int)json_array_size(top), g == 1 || g == 3 ? 1 : 2);
+            char text[512];
+            snprintf(text, sizeof(text), "%s%s%s%s", g == 1 ? "<think>" : "",
+                     g == 1 ? reasoning : "", g == 1 ? "</think>" : "", content);
+            if (g < 2) {
+                ck_assert_str_eq(json_string_value(json_object_get(ch, "finish_reason")),
+                                 "tool_calls");
+                ck_assert_int_eq((int)json_array_size(json_object_get(msg, "tool_calls")), 1);
+                lp_covers(lp, text);
+            } else {
+                ck_assert_ptr_null(json_object_get(msg, "tool_calls"));
+                char *joined = lp_text(lp);
+                ck_assert_str_eq(joined, text);
+                free(joined);
+            }
+            json_t *streamed = stream_logprobs(events, k);
+            char *a = json_dumps(streamed, JSON_COMPACT), *b = json_dumps(lp, JSON_COMPACT);
+            ck_assert_msg(json_equal(streamed, lp), "choice %d streamed %s\nwhole %s", k, a, b);
+            free(a);
+            free(b);
+            json_decref(streamed);
+        }
+        /* a call's tokens are not listed; without one every token is */
+        if (g < 2)
+            ck_assert_int_lt(listed_all, completion);
+        else
+            ck_assert_int_eq(listed_all, completion);
+        json_decref(events);
+        json_decref(j);
+        reply_fini(&r);
+        reply_fini(&st);
+    }
+    /* tool_choice required: all of the answer is the call, no token is listed */
+    struct reply r, st;
+    http_do(c.port, "POST", "/v1/chat/completions", TOOLS_BODY ",\"logprobs\":true}", &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    json_t *j = body_json(&r);
+    json_t *lp = json_object_get(
+        json_object_get(json_array_get(json_object_get(j, "choices"), 0), "logprobs"), "content");
+    ck_assert_msg(json_is_array(lp) && json_array_size(lp) == 0, "%s", r.body);
+    http_do(c.port, "POST", "/v1/chat/completions",
+            TOOLS_BODY ",\"logprobs\":true,\"stream\":true}", &st);
+    bool done = false;
+    json_t *events = sse_events(&st, &done);
+    json_t *streamed = stream_logprobs(events, 0);
+    ck_assert_int_eq((int)json_array_size(streamed), 0);
+    json_decref(streamed);
+    json_decref(events);
+    json_decref(j);
+    reply_fini(&r);
+    reply_fini(&st);
+    core_stop(&c);
+}
+END_TEST
+
 /* tool_choice auto on a model whose vocabulary has "<tool_call>" and "</tool_call>" as single
  * (user-defined) tokens, with a Hermes template: a logit_bias on "<tool_call>" makes the random
  * model emit it, after some free text or at once; the lazy grammar then constrains the call, so
@@ -2085,6 +2247,7 @@ Suite *serve_core_suite(void)
     tcase_add_test(tc, test_serve_core_tool_calls);
     tcase_add_test(tc, test_serve_core_tool_calls_auto);
     tcase_add_test(tc, test_serve_core_tool_calls_auto_lazy);
+    tcase_add_test(tc, test_serve_core_tool_calls_logprobs);
     tcase_add_test(tc, test_serve_core_reasoning_content);
     tcase_add_test(tc, test_serve_core_sink_window_past_context);
     suite_add_tcase(s, tc);

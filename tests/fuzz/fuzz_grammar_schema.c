@@ -55,7 +55,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int n = grammar_matcher_mask(m, a, mask);
         if (n <= 0) break;
         if ((mask[eos >> 5] >> (eos & 31)) & 1) { /* the grammar accepts: what we wrote is JSON */
-            json_t *j = json_loadb(out.data ? out.data : "", out.len, JSON_DECODE_ANY, NULL);
+            json_t *j = json_loadb(out.data ? out.data : "", out.len,
+                                   JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
             if (!j) fprintf(stderr, "fuzz_grammar_schema: not JSON: %s\n", buf_cstr(&out));
             CHECK(j != NULL);
             json_decref(j);
