@@ -1,6 +1,6 @@
 /* KV offload store: one index of blocks (hash -> entry) with an LRU list per tier, tier 2 (records
  * in memory), the offload thread's queue and the public calls; tier 3's files are
- * kv_offload_disk.c's. See kv_offload.h. One mutex guards the index, the queue and the counters;
+ * kv_offload_disk.c's, the reads ahead of admission kv_offload_prefetch.c's. See kv_offload.h. One mutex guards the index, the queue and the counters;
  * file I/O runs outside it. */
 #include "engine/kv/kv_offload_priv.h"
 
@@ -61,10 +61,10 @@ struct kvo_entry *kvo_index_get(struct kv_offload *o, uint64_t hash)
     return e;
 }
 
-/* Removes e from the index and frees it once no tier holds it. */
+/* Removes e from the index and frees it once no tier holds it (nor a prefetch's staging). */
 void kvo_index_put(struct kv_offload *o, struct kvo_entry *e)
 {
-    if (e->rec || e->file_bytes) return;
+    if (e->rec || e->file_bytes || e->staged) return;
     struct kvo_entry **p = &o->buckets[bucket_of(o, e->hash)];
     while (*p != e) p = &(*p)->chain;
     *p = e->chain;
@@ -192,21 +192,28 @@ static void maybe_rescan(struct kv_offload *o)
     o->busy = 0;
 }
 
-/* Sleeps until there is work, or until the next directory check when tier 3 is on (lock held). */
+/* The condition variables wait on CLOCK_REALTIME: converts a span from now to its deadline. */
+void kvo_deadline(double left, struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    if (left < 0) left = 0;
+    double at = (double)ts->tv_nsec * 1e-9 + left;
+    ts->tv_sec += (time_t)at;
+    ts->tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+}
+
+/* Sleeps until there is work, or until the next directory check when tier 3 is on (lock held;
+ * prefetches exist only then, and their expiry is checked at that pace). */
 static void offload_wait(struct kv_offload *o)
 {
     if (!o->disk_on) {
         pthread_cond_wait(&o->wake, &o->mu);
         return;
     }
-    /* The condition variable waits on CLOCK_REALTIME: convert the monotonic deadline. */
     double left = o->rescan_at - clock_mono_s();
     if (left <= 0) return;
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double at = (double)ts.tv_nsec * 1e-9 + left;
-    ts.tv_sec += (time_t)at;
-    ts.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    kvo_deadline(left, &ts);
     pthread_cond_timedwait(&o->wake, &o->mu, &ts);
 }
 
@@ -217,6 +224,8 @@ static void *offload_main(void *arg)
     o->rescan_at = clock_mono_s() + KVO_RESCAN_S;
     for (;;) {
         maybe_rescan(o);
+        if (o->fetches) kvo_fetch_expire(o, clock_mono_s());
+        if (kvo_fetch_step(o)) continue; /* reads first: a request is waiting for them */
         if (!o->q_head) {
             pthread_cond_broadcast(&o->idle); /* kv_offload_flush */
             if (o->stop) break;               /* stopping, and everything queued is written */
@@ -252,6 +261,7 @@ int kv_offload_new(const struct kv_offload_config *cfg, struct kv_offload **out)
     o->cfg = *cfg;
     o->cfg.dir = NULL;
     if (!o->cfg.queue_max) o->cfg.queue_max = KV_OFFLOAD_QUEUE_DEFAULT;
+    if (!o->cfg.stage_bytes) o->cfg.stage_bytes = KV_OFFLOAD_STAGE_DEFAULT;
     o->rec_bytes = rec_bytes;
     o->n_buckets = 256;
     o->buckets = calloc(o->n_buckets, sizeof(*o->buckets));
@@ -263,6 +273,7 @@ int kv_offload_new(const struct kv_offload_config *cfg, struct kv_offload **out)
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->wake, NULL);
     pthread_cond_init(&o->idle, NULL);
+    pthread_cond_init(&o->fetched, NULL);
     if (o->dir) kvo_disk_open(o);
     int rc = pthread_create(&o->thread, NULL, offload_main, o);
     if (rc) {
@@ -292,10 +303,13 @@ void kv_offload_free(struct kv_offload *o)
         for (struct kvo_entry *e = o->buckets[i], *next; e; e = next) {
             next = e->chain;
             free(e->rec);
+            free(e->staged);
             free(e);
         }
     }
+    kvo_fetch_free_all(o);
     free(o->buckets);
+    pthread_cond_destroy(&o->fetched);
     pthread_cond_destroy(&o->idle);
     pthread_cond_destroy(&o->wake);
     pthread_mutex_destroy(&o->mu);
@@ -380,7 +394,7 @@ void kv_offload_job_cancel(struct kv_offload *o, uint8_t *payload)
 }
 
 int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void *payload,
-                    bool disk, enum kv_offload_tier *tier)
+                    enum kv_offload_tier *tier)
 {
     if (want->ns != o->cfg.ns || want->block_size != o->cfg.block_size ||
         want->payload_bytes != o->cfg.payload_bytes)
@@ -408,34 +422,31 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
         *tier = KV_OFFLOAD_HOST;
         return 0;
     }
-    /* Tier 3: only a file the index knows (written here, found at start-up or by the offload
-     * thread's relisting of a shared directory), so a miss costs no system call. */
-    bool on = o->disk_on && disk && e && e->file_bytes;
-    pthread_mutex_unlock(&o->mu);
-    if (!on) return ERR_NOT_FOUND;
-    bool corrupt;
-    struct kvo_rec *r = kvo_disk_read(o, want, &corrupt);
-    pthread_mutex_lock(&o->mu);
-    e = kvo_index_find(o, want->hash);
-    if (!r) {
-        if (corrupt) o->st.corrupt++;
-        if (e && (corrupt || e->file_bytes)) {
-            kvo_disk_forget(o, e);
-            kvo_index_put(o, e);
-        }
+    /* Tier 3, read ahead: the offload thread checked the file's digest and this identity when it
+     * staged the record (kv_offload_prefetch.c); the identity is checked again against `want`. No
+     * file is read here, whatever the index says. */
+    if (!e || !e->staged || kv_block_check(e->staged->data, e->staged->len, want, false) != 0) {
         pthread_mutex_unlock(&o->mu);
         return ERR_NOT_FOUND;
     }
+    struct kvo_rec *r = e->staged;
+    e->staged = NULL;
+    o->staged_bytes -= r->len;
     memcpy(payload, kv_block_payload_const(r->data, want->block_size), (size_t)want->payload_bytes);
     o->st.hits[KV_OFFLOAD_DISK]++;
-    if ((e = kvo_index_get(o, want->hash)) != NULL) {
-        kvo_disk_add(o, e, r->len);
-        kvo_index_put(o, e);
-    }
-    host_put(o, r); /* promoted: the next hit is a memory copy */
+    host_put(o, r); /* promoted: the next hit is a memory copy (without tier 2, freed) */
+    kvo_index_put(o, e);
     pthread_mutex_unlock(&o->mu);
     *tier = KV_OFFLOAD_DISK;
     return 0;
+}
+
+/* Whether some prefetch has reads left (lock held). */
+static bool fetch_reads_left(const struct kv_offload *o)
+{
+    for (const struct kvo_fetch *f = o->fetches; f; f = f->next)
+        if (f->next_blk < f->n) return true;
+    return false;
 }
 
 void kv_offload_flush(struct kv_offload *o)
@@ -443,7 +454,8 @@ void kv_offload_flush(struct kv_offload *o)
     pthread_mutex_lock(&o->mu);
     o->rescan_now = o->disk_on;
     pthread_cond_signal(&o->wake);
-    while (o->q_head || o->busy || o->rescan_now) pthread_cond_wait(&o->idle, &o->mu);
+    while (o->q_head || o->busy || o->rescan_now || fetch_reads_left(o))
+        pthread_cond_wait(&o->idle, &o->mu);
     pthread_mutex_unlock(&o->mu);
 }
 
@@ -452,5 +464,6 @@ void kv_offload_stats(struct kv_offload *o, struct kv_offload_stats *out)
     pthread_mutex_lock(&o->mu);
     *out = o->st;
     out->disk_writable = kvo_disk_writable(o);
+    out->staged_bytes = o->staged_bytes;
     pthread_mutex_unlock(&o->mu);
 }

@@ -170,6 +170,8 @@ struct sched_stats {
     uint64_t prefix_hits;       /* of those, served from the prefix cache (any tier) */
     uint64_t prefix_hits_host;  /* of those, loaded back from the tier-2 host store */
     uint64_t prefix_hits_disk;  /* of those, loaded back from the tier-3 directory */
+    uint64_t prefetch_waits;    /* sequences that waited for a tier-3 read-ahead before admission */
+    double prefetch_wait_s;     /* seconds they waited, in all */
     uint64_t resume_hits;       /* tokens preempted sequences found cached (any tier) when
                                  * re-admitted, instead of recomputing them */
     uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */

@@ -183,7 +183,7 @@ static void offload_round_trip(enum kv_slots_gate gate, bool expect_back)
     struct kv_cache *kv = make_kv(4);
     struct kv_slots *ks = NULL;
     ck_assert_int_eq(kv_slots_new(kv, true, &ks), 0);
-    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL};
+    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL, 0};
     struct kv_offload *store = NULL;
     ck_assert_int_eq(kv_offload_new(&oc, &store), 0);
     struct fake_kv f = {0};
@@ -258,7 +258,7 @@ START_TEST(test_kv_slots_offload_needs_prefix_cache)
     struct kv_cache *kv = make_kv(4);
     struct kv_slots *ks = NULL;
     ck_assert_int_eq(kv_slots_new(kv, false, &ks), 0);
-    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL};
+    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL, 0};
     struct kv_offload *store = NULL;
     ck_assert_int_eq(kv_offload_new(&oc, &store), 0);
     struct fake_kv f = {0};
