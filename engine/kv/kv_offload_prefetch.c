@@ -119,8 +119,9 @@ bool kvo_fetch_step(struct kv_offload *o)
     f->reading = true;
     o->busy = 1;
     int bs = o->cfg.block_size;
-    struct kv_block_meta m = {o->cfg.ns,           f->hash[b], f->parent[b], bs,
-                              f->tokens + (size_t)b * (size_t)bs, o->cfg.payload_bytes};
+    struct kv_block_meta m = {
+        o->cfg.ns,           f->hash[b], f->parent[b], bs, f->tokens + (size_t)b * (size_t)bs,
+        o->cfg.payload_bytes};
     pthread_mutex_unlock(&o->mu);
     double t0 = clock_mono_s();
     bool corrupt;

@@ -185,13 +185,11 @@ static void disk_observe(struct kv_slots *ks, double s_per_block)
             : s_per_block;
 }
 
-/* How long a sequence waits for its prefetch of n blocks: what recomputing them would take at the
- * measured prefill cost (so a slow disk costs at most that), at most KV_SLOTS_PREFETCH_WAIT_S. */
-static double prefetch_wait_s(const struct kv_slots *ks, int n)
+bool kv_slots_prefetch_keeps_waiting(double waited_s, int reads, double prefill_s_per_token,
+                                     int block_size)
 {
-    double recompute = ks->prefill_s_per_token * kv_cache_block_size(ks->kv) * n;
-    return recompute > 0 && recompute < KV_SLOTS_PREFETCH_WAIT_S ? recompute
-                                                                 : KV_SLOTS_PREFETCH_WAIT_S;
+    if (prefill_s_per_token <= 0) return waited_s < KV_SLOTS_PREFETCH_WAIT_S;
+    return waited_s < (reads + 1) * prefill_s_per_token * block_size;
 }
 
 /* Starts f's prefetch: the blocks of tokens after the pool's cached run, when tier 3 may be read.
@@ -217,7 +215,7 @@ static bool prefetch_start(struct kv_slots *ks, const int32_t *tokens, int n_tok
         return false; /* no memory: the blocks are recomputed, as without tier 3 */
     f->id = id;
     f->started = clock_mono_s();
-    f->deadline = f->started + prefetch_wait_s(ks, max_blocks - k);
+    f->deadline = f->started + KV_SLOTS_PREFETCH_WAIT_S;
     return true;
 }
 
@@ -232,16 +230,15 @@ bool kv_slots_prefetch(struct kv_slots *ks, const int32_t *tokens, int n_tokens,
     if (!f->id || f->measured) return false;
     struct kv_offload_prefetch_info info;
     bool pending = kv_offload_prefetch_pending(ks->off.store, f->id, &info);
-    double now = clock_mono_s();
-    if (pending && now < f->deadline) return true;
-    /* Done or out of time: what the reads cost feeds the cost model; a wait that ran out counts
-     * the time waited per block read (at least one), so a stalled disk turns tier 3 off too. */
+    double waited = clock_mono_s() - f->started;
+    if (pending && kv_slots_prefetch_keeps_waiting(waited, info.reads, ks->prefill_s_per_token,
+                                                   kv_cache_block_size(ks->kv)))
+        return true;
+    /* Done or given up: what the reads cost feeds the cost model; a wait given up counts the
+     * time waited per block read (at least one), so a stalled disk turns tier 3 off too. */
     f->measured = true;
     double per = info.reads > 0 ? info.read_s / info.reads : 0;
-    if (pending) {
-        double waited = (now - f->started) / (info.reads + 1);
-        if (waited > per) per = waited;
-    }
+    if (pending && waited / (info.reads + 1) > per) per = waited / (info.reads + 1);
     if (per > 0) disk_observe(ks, per);
     return false;
 }

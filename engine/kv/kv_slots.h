@@ -90,25 +90,33 @@ void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token);
 
 /* Tier 3 is read off the inference thread: before a waiting sequence is admitted, its blocks that
  * only the directory holds are read ahead by the store's offload thread (kv_offload_prefetch), and
- * the sequence waits for them (others are admitted meanwhile) at most as long as recomputing
- * them would take at the measured prefill cost, and never more than KV_SLOTS_PREFETCH_WAIT_S;
- * then kv_slots_attach_prefix loads what arrived (a memory copy) and the rest is recomputed. The
- * state is the caller's, one per sequence, zeroed (or reset by kv_slots_prefetch_end). */
-#define KV_SLOTS_PREFETCH_WAIT_S 1.0
+ * the sequence waits for them (others are admitted meanwhile) while they arrive faster than they
+ * could be recomputed (kv_slots_prefetch_keeps_waiting); then kv_slots_attach_prefix loads what
+ * arrived (a memory copy) and the rest is recomputed. The state is the caller's, one per
+ * sequence, zeroed (or reset by kv_slots_prefetch_end). */
+#define KV_SLOTS_PREFETCH_WAIT_S 1.0 /* the longest wait while the prefill cost is unmeasured */
 struct kv_fetch {
     uint64_t id;              /* the store's prefetch; 0: none */
-    double started, deadline; /* clock_mono_s */
+    double started, deadline; /* clock_mono_s; deadline: started + KV_SLOTS_PREFETCH_WAIT_S */
     bool asked;               /* kv_slots_prefetch decided, for this admission */
     bool measured;            /* done waiting: the reads' cost went to the cost model */
     bool counted;             /* the caller's: its wait is in its statistics */
 };
 
+/* The wait rule: a sequence that has waited waited_s for a prefetch that has read `reads` blocks
+ * keeps waiting while that is less than recomputing reads + 1 blocks would take at the measured
+ * prefill cost: the reads keep ahead of recomputation (a stalled or slow disk is given up within
+ * about one block's recompute time per block read, and the whole wait never exceeds recomputing
+ * the blocks read plus one). Unmeasured (<= 0): up to KV_SLOTS_PREFETCH_WAIT_S. Pure. */
+bool kv_slots_prefetch_keeps_waiting(double waited_s, int reads, double prefill_s_per_token,
+                                     int block_size);
+
 /* Whether the waiting sequence with tokens[0..n_tokens) (borrowed) under chain `root` should keep
  * waiting for its prefetch. The first call decides: with offload tiers, a directory, and the cost
  * model's leave (kv_slots_disk_pays, or the probe), it starts reading the blocks after the pool's
  * cached run; false when nothing is to be read. Later calls: true until the reads are done or the
- * wait runs out; the reads' time (the offload thread's measurement, or the time waited when it ran
- * out) then updates the disk's estimate. Call kv_slots_prefetch_end once the sequence has
+ * wait rule gives up; the reads' time (the offload thread's measurement, or the time waited per
+ * block read when it gave up) then updates the disk's estimate. Call kv_slots_prefetch_end once the sequence has
  * attached its prefix (or goes away). */
 bool kv_slots_prefetch(struct kv_slots *ks, const int32_t *tokens, int n_tokens, uint64_t root,
                        struct kv_fetch *f);

@@ -14,7 +14,12 @@
  *
  * Prefix caching (optional): each full block is offered to engine/kv/prefix_cache.h under a hash chained
  * over the block tokens and a per-request salt; new sequences attach the longest cached chain and
- * prefill only the rest (always at least their last token, which yields the first logits).
+ * prefill only the rest (always at least their last token, which yields the first logits). With
+ * offload tiers (sched_config.offload), the chain continues with blocks loaded back from them; a
+ * waiting sequence whose chain continues in tier 3 (a directory) first has those blocks read
+ * ahead by the store's offload thread (engine/kv/kv_slots.h, kv_slots_prefetch) and is passed over
+ * meanwhile (the sequences behind it are admitted; the head-of-line rule applies to the others),
+ * for at most what recomputing them would take: the inference thread never reads a file.
  *
  * Outputs are events through a callback: one per generated token with the text it makes safe to emit
  * (UTF-8 whole, stop strings never emitted), and a final one carrying the finish reason.
