@@ -8,6 +8,7 @@
 # binary, alternating; the files are in the page cache (warm: SHA-256 and copies, not the device).
 #
 #   ./hack/bench-kv-offload-stall.sh [BIN ...]     (default build/bin/cinfer-engine)
+#   a BIN written nodir:PATH runs PATH without --kv-offload-dir (the recompute baseline)
 #   MODEL=../shared/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf LEN=2048 GEN=200 THREADS=1
 #   REPS=3 PORT=18334
 set -euo pipefail
@@ -30,10 +31,11 @@ cleanup() {
 trap cleanup EXIT
 
 start() { # BIN
-    "$1" serve --model "$model" --port "$port" --threads "$threads" --max-num-seqs 2 \
+    local bin="$1" off=(--kv-offload-dir "$work/dir" --kv-offload-dir-bytes 4G)
+    if [ "${bin#nodir:}" != "$bin" ]; then bin="${bin#nodir:}"; off=(); fi
+    "$bin" serve --model "$model" --port "$port" --threads "$threads" --max-num-seqs 2 \
         --context-length "$((len + gen + 64))" --max-num-batched-tokens 4096 \
-        --kv-offload-dir "$work/dir" --kv-offload-dir-bytes 4G --log-level warn \
-        > "$work/serve.log" 2>&1 &
+        "${off[@]}" --log-level warn > "$work/serve.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 300); do
         curl -sf "http://127.0.0.1:$port/health" > /dev/null 2>&1 && return 0

@@ -115,6 +115,42 @@ static bool seen_before(struct kv_offload *o, uint64_t hash)
     return false;
 }
 
+/* ---- record buffers -------------------------------------------------------------------------- */
+
+struct kvo_rec *kvo_rec_take(struct kv_offload *o)
+{
+    struct kvo_rec *r = o->spare;
+    if (r) {
+        o->spare = r->next;
+        o->n_spare--;
+    } else if (!(r = malloc(sizeof(*r) + o->rec_bytes))) {
+        return NULL;
+    }
+    r->next = NULL;
+    r->len = o->rec_bytes;
+    return r;
+}
+
+struct kvo_rec *kvo_rec_new(struct kv_offload *o)
+{
+    pthread_mutex_lock(&o->mu);
+    struct kvo_rec *r = kvo_rec_take(o);
+    pthread_mutex_unlock(&o->mu);
+    return r;
+}
+
+void kvo_rec_put(struct kv_offload *o, struct kvo_rec *r)
+{
+    if (!r) return;
+    if (o->n_spare >= o->max_spare) {
+        free(r);
+        return;
+    }
+    r->next = o->spare;
+    o->spare = r;
+    o->n_spare++;
+}
+
 /* ---- tier 2 ---------------------------------------------------------------------------------- */
 
 /* Takes r into tier 2 under the budget, evicting least recently used records (lock held). Frees r
@@ -122,12 +158,12 @@ static bool seen_before(struct kv_offload *o, uint64_t hash)
 static void host_put(struct kv_offload *o, struct kvo_rec *r)
 {
     if (!o->cfg.host_bytes || r->len > o->cfg.host_bytes) {
-        free(r);
+        kvo_rec_put(o, r);
         return;
     }
     struct kvo_entry *e = kvo_index_get(o, r->hash);
     if (!e || e->rec) {
-        free(r);
+        kvo_rec_put(o, r);
         return;
     }
     while (o->st.bytes[KV_OFFLOAD_HOST] + r->len > o->cfg.host_bytes) {
@@ -137,7 +173,7 @@ static void host_put(struct kv_offload *o, struct kvo_rec *r)
         o->st.blocks[KV_OFFLOAD_HOST]--;
         o->st.evicted[KV_OFFLOAD_HOST]++;
         kvo_observe(o, KV_OFFLOAD_HOST, false, v->hash);
-        free(v->rec);
+        kvo_rec_put(o, v->rec);
         v->rec = NULL;
         kvo_index_put(o, v);
     }
@@ -263,6 +299,7 @@ int kv_offload_new(const struct kv_offload_config *cfg, struct kv_offload **out)
     if (!o->cfg.queue_max) o->cfg.queue_max = KV_OFFLOAD_QUEUE_DEFAULT;
     if (!o->cfg.stage_bytes) o->cfg.stage_bytes = KV_OFFLOAD_STAGE_DEFAULT;
     o->rec_bytes = rec_bytes;
+    o->max_spare = KVO_SPARE_BYTES / rec_bytes;
     o->n_buckets = 256;
     o->buckets = calloc(o->n_buckets, sizeof(*o->buckets));
     if (!o->buckets || (cfg->dir && !(o->dir = strdup(cfg->dir)))) {
@@ -308,6 +345,10 @@ void kv_offload_free(struct kv_offload *o)
         }
     }
     kvo_fetch_free_all(o);
+    for (struct kvo_rec *r = o->spare, *next; r; r = next) {
+        next = r->next;
+        free(r);
+    }
     free(o->buckets);
     pthread_cond_destroy(&o->fetched);
     pthread_cond_destroy(&o->idle);
@@ -353,10 +394,10 @@ uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m,
     if (full) o->st.dropped++;
     pthread_mutex_unlock(&o->mu);
     if (skip || full) return NULL;
-    struct kvo_rec *r = malloc(sizeof(*r) + o->rec_bytes);
+    struct kvo_rec *r = kvo_rec_new(o);
     if (!r || kv_block_encode(r->data, o->rec_bytes, m) != 0) {
-        free(r);
         pthread_mutex_lock(&o->mu);
+        kvo_rec_put(o, r);
         o->st.dropped++;
         pthread_mutex_unlock(&o->mu);
         return NULL;
@@ -390,7 +431,9 @@ void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload)
 
 void kv_offload_job_cancel(struct kv_offload *o, uint8_t *payload)
 {
-    free(rec_of_payload(o, payload));
+    pthread_mutex_lock(&o->mu);
+    kvo_rec_put(o, rec_of_payload(o, payload));
+    pthread_mutex_unlock(&o->mu);
 }
 
 int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void *payload,
@@ -410,7 +453,7 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
         /* Used again: worth tier 3 too (another engine may want it); a copy goes to the offload
          * thread, since tier 2 may drop the record meanwhile. */
         if (kvo_disk_writable(o) && !e->file_bytes && o->q_len < o->cfg.queue_max) {
-            struct kvo_rec *c = malloc(sizeof(*c) + e->rec->len);
+            struct kvo_rec *c = kvo_rec_take(o);
             if (c) {
                 memcpy(c, e->rec, sizeof(*c) + e->rec->len);
                 c->next = NULL;

@@ -138,7 +138,7 @@ struct kvo_rec *kvo_disk_read(struct kv_offload *o, const struct kv_block_meta *
     if (failpoint_check("kv_offload.slow_read") != 0) usleep((useconds_t)(KVO_SLOW_READ_S * 1e6));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
-    struct kvo_rec *r = malloc(sizeof(*r) + o->rec_bytes);
+    struct kvo_rec *r = kvo_rec_new(o);
     struct stat sb;
     size_t got = 0;
     if (r && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == o->rec_bytes) {

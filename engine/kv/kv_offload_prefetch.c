@@ -42,7 +42,7 @@ static void fetch_unstage(struct kv_offload *o, struct kvo_fetch *f)
         if (!e || !e->staged || e->staged_by != f->id) continue;
         o->staged_bytes -= e->staged->len;
         o->st.prefetch_unused++;
-        free(e->staged);
+        kvo_rec_put(o, e->staged);
         e->staged = NULL;
         kvo_index_put(o, e);
     }
@@ -84,7 +84,7 @@ static void fetch_took(struct kv_offload *o, struct kvo_fetch *f, uint64_t hash,
     if (f->ended || !(e = kvo_index_get(o, hash)) || e->rec || e->staged) {
         /* ended meanwhile, no memory, or tier 2 took the block meanwhile (its own offload) */
         o->staged_bytes -= r->len;
-        free(r);
+        kvo_rec_put(o, r);
         return;
     }
     e->staged = r;

@@ -19,9 +19,12 @@
 #define KVO_RESCAN_S     1.0   /* how often the offload thread looks for other engines' files */
 #define KVO_SEEN_SLOTS   16384 /* the tier-3 gate's memory of blocks offered once (a power of 2) */
 #define KVO_PATH_MAX     4096
-#define KVO_NAME_LEN     37   /* strlen of 16 hex digits, '-', 16 hex digits, ".kvb" */
-#define KVO_SLOW_READ_S  0.2  /* the kv_offload.slow_read failpoint's delay per read */
-#define KVO_FETCH_TTL_S  60.0 /* a prefetch nobody ended is ended (its staging freed) after this */
+#define KVO_NAME_LEN     37  /* strlen of 16 hex digits, '-', 16 hex digits, ".kvb" */
+#define KVO_SLOW_READ_S  0.2 /* the kv_offload.slow_read failpoint's delay per read */
+#define KVO_FETCH_TTL_S  60.0
+#define KVO_SPARE_BYTES                                                                            \
+    (32u                                                                                           \
+     << 20) /* freed record buffers kept for reuse (pages already mapped) */ /* a prefetch nobody ended is ended (its staging freed) after this */
 
 /* A record in memory: queued for the offload thread, or held by tier 2. */
 struct kvo_rec {
@@ -103,6 +106,10 @@ struct kv_offload {
     uint64_t fetch_seq;     /* the last id given */
     uint64_t staged_bytes;  /* records staged now, under cfg.stage_bytes */
     pthread_cond_t fetched; /* a prefetch finished its reads */
+    /* Freed record buffers kept for the next one (lock): a prefetch's records are all alive at
+     * once, and fresh memory costs a page fault per 4 KiB on its first write. */
+    struct kvo_rec *spare;
+    size_t n_spare, max_spare;
     struct kv_offload_stats st;
 };
 
@@ -122,6 +129,13 @@ static inline void kvo_observe(const struct kv_offload *o, enum kv_offload_tier 
 {
     if (o->cfg.observer) o->cfg.observer(o->cfg.observer_ctx, t, stored, hash);
 }
+
+/* A record buffer of rec_bytes (len set, the rest not): a spare one, else new; NULL without
+ * memory. kvo_rec_take with the lock held, kvo_rec_new without. */
+struct kvo_rec *kvo_rec_take(struct kv_offload *o);
+struct kvo_rec *kvo_rec_new(struct kv_offload *o);
+/* Gives r back (NULL-safe): kept as a spare under KVO_SPARE_BYTES, else freed (lock held). */
+void kvo_rec_put(struct kv_offload *o, struct kvo_rec *r);
 
 /* The CLOCK_REALTIME time `left` seconds from now, for pthread_cond_timedwait. */
 void kvo_deadline(double left, struct timespec *ts);
