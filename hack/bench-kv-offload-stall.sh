@@ -8,9 +8,12 @@
 # binary, alternating; the files are in the page cache (warm: SHA-256 and copies, not the device).
 #
 #   ./hack/bench-kv-offload-stall.sh [BIN ...]     (default build/bin/cinfer-engine)
-#   a BIN written nodir:PATH runs PATH without --kv-offload-dir (the recompute baseline)
+#   a BIN written nodir:PATH runs PATH without --kv-offload-dir (the recompute baseline), and
+#   pool:PATH asks the long prompt once before the stream starts, so that the timed one is a hit
+#   in the KV pool (tier 1: the cost of the long request's last block alone, the control)
 #   MODEL=../shared/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf LEN=2048 GEN=200 THREADS=1
-#   REPS=3 PORT=18334
+#   REPS=3 PORT=18334 COLD=1 (before each engine, the block files leave the page cache: fsync +
+#   posix_fadvise DONTNEED on those files only, so tier 3 reads come from the device)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +36,7 @@ trap cleanup EXIT
 start() { # BIN
     local bin="$1" off=(--kv-offload-dir "$work/dir" --kv-offload-dir-bytes 4G)
     if [ "${bin#nodir:}" != "$bin" ]; then bin="${bin#nodir:}"; off=(); fi
+    bin="${bin#pool:}"
     "$bin" serve --model "$model" --port "$port" --threads "$threads" --max-num-seqs 2 \
         --context-length "$((len + gen + 64))" --max-num-batched-tokens 4096 \
         "${off[@]}" --log-level warn > "$work/serve.log" 2>&1 &
@@ -45,6 +49,14 @@ start() { # BIN
     return 1
 }
 stop() { kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+# uncache: drops the directory's files from the page cache (COLD=1).
+uncache() {
+    [ "${COLD:-0}" = 1 ] || return 0
+    python3 -c 'import os,sys
+for n in os.listdir(sys.argv[1]):
+    fd = os.open(os.path.join(sys.argv[1], n), os.O_RDONLY)
+    os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$work/dir"
+}
 
 # measure ROUND LABEL: prints "LABEL ttft_s cached max_gap_s median_gap_s" (or just fills the
 # directory with ROUND -1).
@@ -62,8 +74,9 @@ def ask_long():
     t0 = time.monotonic()
     d = json.loads(post({"prompt": long_prompt, "max_tokens": 1, "temperature": 0}).read())
     return time.monotonic() - t0, d["usage"].get("prompt_tokens_details", {}).get("cached_tokens", 0)
-if rnd < 0:
+if rnd < 0 or label.startswith("pool:"):
     ask_long()
+if rnd < 0:
     sys.exit(0)
 times = []
 def stream():
@@ -92,11 +105,12 @@ PY
 start "${bins[0]}"
 measure -1 fill
 stop # graceful: the long prompt's blocks go to the directory
-echo "# model=$(basename "$model") len=$len gen=$gen threads=$threads reps=$reps"
+echo "# model=$(basename "$model") len=$len gen=$gen threads=$threads reps=$reps cold=${COLD:-0}"
 echo "# binary ttft_s cached_tokens max_gap_s median_gap_s"
 : > "$work/results"
 for r in $(seq 1 "$reps"); do
     for b in "${bins[@]}"; do
+        uncache
         start "$b"
         measure "$r" "$b" | tee -a "$work/results"
         stop

@@ -124,7 +124,7 @@ bool kv_slots_prefetch(struct kv_slots *ks, const int32_t *tokens, int n_tokens,
  * run (it blocks on the store's condition variable, not on a file). */
 void kv_slots_prefetch_wait(struct kv_slots *ks, const struct kv_fetch *f, double max_s);
 /* Ends f's prefetch (its staged blocks that no attach loaded are freed) and resets f, so that a
- * later admission (after a preemption) decides again. NULL-safe for a reset f. */
+ * later admission (after a preemption) decides again. A no-op on a reset f. */
 void kv_slots_prefetch_end(struct kv_slots *ks, struct kv_fetch *f);
 
 /* Reserves n more slots for the open sequence seq: evicts least recently used cached blocks when
