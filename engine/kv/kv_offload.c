@@ -373,6 +373,11 @@ int kv_offload_block_size(const struct kv_offload *o)
     return o->cfg.block_size;
 }
 
+bool kv_offload_has_disk(const struct kv_offload *o)
+{
+    return o->disk_on; /* set before the offload thread starts, never changed */
+}
+
 static struct kvo_rec *rec_of_payload(const struct kv_offload *o, uint8_t *payload)
 {
     uint8_t *data = payload - (KV_BLOCK_HEADER_BYTES + (size_t)o->cfg.block_size * 4);

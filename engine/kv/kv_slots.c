@@ -200,7 +200,7 @@ static bool prefetch_start(struct kv_slots *ks, const int32_t *tokens, int n_tok
     int bs = kv_cache_block_size(ks->kv);
     int max_blocks = (n_tokens - 1) / bs;
     if (max_blocks <= 0) return false;
-    int k = prefix_cache_lookup(ks->pc, root, tokens, max_blocks, ks->scratch);
+    int k = prefix_cache_match(ks->pc, root, tokens, max_blocks, ks->scratch);
     if (k == max_blocks || !disk_allowed(ks)) return false;
     uint64_t parent = root, bytes = kv_offload_payload_bytes(ks->off.store);
     for (int b = 0; b < max_blocks; b++) {
@@ -224,7 +224,8 @@ bool kv_slots_prefetch(struct kv_slots *ks, const int32_t *tokens, int n_tokens,
 {
     if (!f->asked) {
         f->asked = true;
-        if (!ks->pc || !ks->off.store || !prefetch_start(ks, tokens, n_tokens, root, f))
+        if (!ks->pc || !ks->off.store || !kv_offload_has_disk(ks->off.store) ||
+            !prefetch_start(ks, tokens, n_tokens, root, f))
             return false;
     }
     if (!f->id || f->measured) return false;
