@@ -52,7 +52,9 @@
  * KV pool) or "disk" (tier 3, a directory replicas may share). Counters: prompt tokens loaded back
  * from the tier instead of recomputed (also counted in the prefix-cache hits), blocks stored in and
  * evicted from the tier; gauges: bytes and blocks it holds. Without tier: tier-3 files that failed
- * their check (recomputed), failed tier-3 writes, evicted blocks not offloaded (queue full). */
+ * their check (recomputed), failed tier-3 writes, evicted blocks not offloaded (queue full); and the
+ * reads ahead of tier 3 (done by the offload thread before a request is admitted): requests that
+ * waited for one, the seconds they waited in all, blocks read ahead that no request attached. */
 #define METRIC_LABEL_TIER                 "tier"
 #define METRIC_TIER_HOST                  "host"
 #define METRIC_TIER_DISK                  "disk"
@@ -64,6 +66,9 @@
 #define METRIC_KV_OFFLOAD_CORRUPT         "cinfer_kv_offload_corrupt_blocks_total"
 #define METRIC_KV_OFFLOAD_WRITE_ERRS      "cinfer_kv_offload_write_errors_total"
 #define METRIC_KV_OFFLOAD_DROPPED         "cinfer_kv_offload_dropped_blocks_total"
+#define METRIC_KV_OFFLOAD_PREFETCH_WAITS  "cinfer_kv_offload_prefetch_waits_total"
+#define METRIC_KV_OFFLOAD_PREFETCH_WAIT_S "cinfer_kv_offload_prefetch_wait_seconds_total"
+#define METRIC_KV_OFFLOAD_PREFETCH_UNUSED "cinfer_kv_offload_prefetch_unused_blocks_total"
 #define METRIC_HELP_KV_OFFLOAD_HIT_TOKENS "Prompt tokens loaded back from a KV offload tier."
 #define METRIC_HELP_KV_OFFLOAD_STORED     "KV blocks written to an offload tier."
 #define METRIC_HELP_KV_OFFLOAD_EVICTED    "KV blocks evicted from an offload tier for its budget."
@@ -72,6 +77,12 @@
 #define METRIC_HELP_KV_OFFLOAD_CORRUPT    "Offloaded KV files that failed their check (recomputed)."
 #define METRIC_HELP_KV_OFFLOAD_WRITE_ERRS "Failed writes of KV blocks to the offload directory."
 #define METRIC_HELP_KV_OFFLOAD_DROPPED    "Evicted KV blocks not offloaded (the queue was full)."
+#define METRIC_HELP_KV_OFFLOAD_PREFETCH_WAITS                                                      \
+    "Requests that waited for their KV blocks to be read ahead from the offload directory."
+#define METRIC_HELP_KV_OFFLOAD_PREFETCH_WAIT_S                                                     \
+    "Seconds requests waited for KV blocks read ahead from the offload directory."
+#define METRIC_HELP_KV_OFFLOAD_PREFETCH_UNUSED                                                     \
+    "KV blocks read ahead from the offload directory that no request attached."
 
 /* Histograms (the sample names add _bucket, _sum and _count): arrival -> first token, between
  * consecutive output tokens, arrival -> last token, arrival -> admitted to the running batch. */

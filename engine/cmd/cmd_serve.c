@@ -64,6 +64,7 @@ struct serve_cfg {
     uint64_t kv_offload_bytes;
     const char *kv_offload_dir;
     uint64_t kv_offload_dir_bytes;
+    uint64_t kv_offload_prefetch_bytes;
     const char *kv_offload_gate;
     bool no_reasoning_parser;
     bool no_chunked_prefill;
@@ -143,6 +144,8 @@ static const struct cfg_opt serve_opts[] = {
      "Directory for evicted KV blocks (tier 3: local disk, or a volume replicas share)", NULL, 0},
     {"kv-offload-dir-bytes", CFG_SIZE, O(kv_offload_dir_bytes), "10G", 1 << 20, 1e18,
      "Bytes of KV block files this engine keeps in --kv-offload-dir", NULL, 0},
+    {"kv-offload-prefetch-bytes", CFG_SIZE, O(kv_offload_prefetch_bytes), "256M", 1 << 20, 1e15,
+     "Memory for KV blocks read ahead from --kv-offload-dir for waiting requests", NULL, 0},
     {"kv-offload-gate", CFG_STRING, O(kv_offload_gate), "prompt", 1, 0,
      "Evicted blocks worth offloading: prompt blocks and reused ones, only reused ones, or all",
      "prompt|reused|all", 0},
@@ -402,6 +405,7 @@ static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
         .dir_bytes = c->kv_offload_dir ? c->kv_offload_dir_bytes : 0,
         .observer = s->kv_events ? serve_offload_observed : NULL,
         .observer_ctx = s->kv_events,
+        .stage_bytes = c->kv_offload_prefetch_bytes,
     };
     size_t rec = kv_block_record_bytes(c->block_size, l.payload_bytes);
     int rc = serve_events_tier(s, KV_EVENTS_HOST, oc.host_bytes, rec);

@@ -1,6 +1,6 @@
 /* KV offload store: one index of blocks (hash -> entry) with an LRU list per tier, tier 2 (records
  * in memory), the offload thread's queue and the public calls; tier 3's files are
- * kv_offload_disk.c's. See kv_offload.h. One mutex guards the index, the queue and the counters;
+ * kv_offload_disk.c's, the reads ahead of admission kv_offload_prefetch.c's. See kv_offload.h. One mutex guards the index, the queue and the counters;
  * file I/O runs outside it. */
 #include "engine/kv/kv_offload_priv.h"
 
@@ -61,10 +61,10 @@ struct kvo_entry *kvo_index_get(struct kv_offload *o, uint64_t hash)
     return e;
 }
 
-/* Removes e from the index and frees it once no tier holds it. */
+/* Removes e from the index and frees it once no tier holds it (nor a prefetch's staging). */
 void kvo_index_put(struct kv_offload *o, struct kvo_entry *e)
 {
-    if (e->rec || e->file_bytes) return;
+    if (e->rec || e->file_bytes || e->staged) return;
     struct kvo_entry **p = &o->buckets[bucket_of(o, e->hash)];
     while (*p != e) p = &(*p)->chain;
     *p = e->chain;
@@ -115,6 +115,42 @@ static bool seen_before(struct kv_offload *o, uint64_t hash)
     return false;
 }
 
+/* ---- record buffers -------------------------------------------------------------------------- */
+
+struct kvo_rec *kvo_rec_take(struct kv_offload *o)
+{
+    struct kvo_rec *r = o->spare;
+    if (r) {
+        o->spare = r->next;
+        o->n_spare--;
+    } else if (!(r = malloc(sizeof(*r) + o->rec_bytes))) {
+        return NULL;
+    }
+    r->next = NULL;
+    r->len = o->rec_bytes;
+    return r;
+}
+
+struct kvo_rec *kvo_rec_new(struct kv_offload *o)
+{
+    pthread_mutex_lock(&o->mu);
+    struct kvo_rec *r = kvo_rec_take(o);
+    pthread_mutex_unlock(&o->mu);
+    return r;
+}
+
+void kvo_rec_put(struct kv_offload *o, struct kvo_rec *r)
+{
+    if (!r) return;
+    if (o->n_spare >= o->max_spare) {
+        free(r);
+        return;
+    }
+    r->next = o->spare;
+    o->spare = r;
+    o->n_spare++;
+}
+
 /* ---- tier 2 ---------------------------------------------------------------------------------- */
 
 /* Takes r into tier 2 under the budget, evicting least recently used records (lock held). Frees r
@@ -122,12 +158,12 @@ static bool seen_before(struct kv_offload *o, uint64_t hash)
 static void host_put(struct kv_offload *o, struct kvo_rec *r)
 {
     if (!o->cfg.host_bytes || r->len > o->cfg.host_bytes) {
-        free(r);
+        kvo_rec_put(o, r);
         return;
     }
     struct kvo_entry *e = kvo_index_get(o, r->hash);
     if (!e || e->rec) {
-        free(r);
+        kvo_rec_put(o, r);
         return;
     }
     while (o->st.bytes[KV_OFFLOAD_HOST] + r->len > o->cfg.host_bytes) {
@@ -137,7 +173,7 @@ static void host_put(struct kv_offload *o, struct kvo_rec *r)
         o->st.blocks[KV_OFFLOAD_HOST]--;
         o->st.evicted[KV_OFFLOAD_HOST]++;
         kvo_observe(o, KV_OFFLOAD_HOST, false, v->hash);
-        free(v->rec);
+        kvo_rec_put(o, v->rec);
         v->rec = NULL;
         kvo_index_put(o, v);
     }
@@ -192,21 +228,28 @@ static void maybe_rescan(struct kv_offload *o)
     o->busy = 0;
 }
 
-/* Sleeps until there is work, or until the next directory check when tier 3 is on (lock held). */
+/* The condition variables wait on CLOCK_REALTIME: converts a span from now to its deadline. */
+void kvo_deadline(double left, struct timespec *ts)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    if (left < 0) left = 0;
+    double at = (double)ts->tv_nsec * 1e-9 + left;
+    ts->tv_sec += (time_t)at;
+    ts->tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+}
+
+/* Sleeps until there is work, or until the next directory check when tier 3 is on (lock held;
+ * prefetches exist only then, and their expiry is checked at that pace). */
 static void offload_wait(struct kv_offload *o)
 {
     if (!o->disk_on) {
         pthread_cond_wait(&o->wake, &o->mu);
         return;
     }
-    /* The condition variable waits on CLOCK_REALTIME: convert the monotonic deadline. */
     double left = o->rescan_at - clock_mono_s();
     if (left <= 0) return;
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    double at = (double)ts.tv_nsec * 1e-9 + left;
-    ts.tv_sec += (time_t)at;
-    ts.tv_nsec = (long)((at - (double)(time_t)at) * 1e9);
+    kvo_deadline(left, &ts);
     pthread_cond_timedwait(&o->wake, &o->mu, &ts);
 }
 
@@ -217,6 +260,8 @@ static void *offload_main(void *arg)
     o->rescan_at = clock_mono_s() + KVO_RESCAN_S;
     for (;;) {
         maybe_rescan(o);
+        if (o->fetches) kvo_fetch_expire(o, clock_mono_s());
+        if (kvo_fetch_step(o)) continue; /* reads first: a request is waiting for them */
         if (!o->q_head) {
             pthread_cond_broadcast(&o->idle); /* kv_offload_flush */
             if (o->stop) break;               /* stopping, and everything queued is written */
@@ -260,7 +305,9 @@ int kv_offload_new(const struct kv_offload_config *cfg, struct kv_offload **out)
                                ? (by_bytes > INT32_MAX ? INT32_MAX : (int)by_bytes)
                                : KV_OFFLOAD_QUEUE_DEFAULT;
     }
+    if (!o->cfg.stage_bytes) o->cfg.stage_bytes = KV_OFFLOAD_STAGE_DEFAULT;
     o->rec_bytes = rec_bytes;
+    o->max_spare = KVO_SPARE_BYTES / rec_bytes;
     o->n_buckets = 256;
     o->buckets = calloc(o->n_buckets, sizeof(*o->buckets));
     if (!o->buckets || (cfg->dir && !(o->dir = strdup(cfg->dir)))) {
@@ -271,6 +318,7 @@ int kv_offload_new(const struct kv_offload_config *cfg, struct kv_offload **out)
     pthread_mutex_init(&o->mu, NULL);
     pthread_cond_init(&o->wake, NULL);
     pthread_cond_init(&o->idle, NULL);
+    pthread_cond_init(&o->fetched, NULL);
     if (o->dir) kvo_disk_open(o);
     int rc = pthread_create(&o->thread, NULL, offload_main, o);
     if (rc) {
@@ -300,10 +348,17 @@ void kv_offload_free(struct kv_offload *o)
         for (struct kvo_entry *e = o->buckets[i], *next; e; e = next) {
             next = e->chain;
             free(e->rec);
+            free(e->staged);
             free(e);
         }
     }
+    kvo_fetch_free_all(o);
+    for (struct kvo_rec *r = o->spare, *next; r; r = next) {
+        next = r->next;
+        free(r);
+    }
     free(o->buckets);
+    pthread_cond_destroy(&o->fetched);
     pthread_cond_destroy(&o->idle);
     pthread_cond_destroy(&o->wake);
     pthread_mutex_destroy(&o->mu);
@@ -324,6 +379,11 @@ uint64_t kv_offload_payload_bytes(const struct kv_offload *o)
 int kv_offload_block_size(const struct kv_offload *o)
 {
     return o->cfg.block_size;
+}
+
+bool kv_offload_has_disk(const struct kv_offload *o)
+{
+    return o->disk_on; /* set before the offload thread starts, never changed */
 }
 
 static struct kvo_rec *rec_of_payload(const struct kv_offload *o, uint8_t *payload)
@@ -347,10 +407,10 @@ uint8_t *kv_offload_job_new(struct kv_offload *o, const struct kv_block_meta *m,
     if (full) o->st.dropped++;
     pthread_mutex_unlock(&o->mu);
     if (skip || full) return NULL;
-    struct kvo_rec *r = malloc(sizeof(*r) + o->rec_bytes);
+    struct kvo_rec *r = kvo_rec_new(o);
     if (!r || kv_block_encode(r->data, o->rec_bytes, m) != 0) {
-        free(r);
         pthread_mutex_lock(&o->mu);
+        kvo_rec_put(o, r);
         o->st.dropped++;
         pthread_mutex_unlock(&o->mu);
         return NULL;
@@ -384,11 +444,13 @@ void kv_offload_job_submit(struct kv_offload *o, uint8_t *payload)
 
 void kv_offload_job_cancel(struct kv_offload *o, uint8_t *payload)
 {
-    free(rec_of_payload(o, payload));
+    pthread_mutex_lock(&o->mu);
+    kvo_rec_put(o, rec_of_payload(o, payload));
+    pthread_mutex_unlock(&o->mu);
 }
 
 int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void *payload,
-                    bool disk, enum kv_offload_tier *tier)
+                    enum kv_offload_tier *tier)
 {
     if (want->ns != o->cfg.ns || want->block_size != o->cfg.block_size ||
         want->payload_bytes != o->cfg.payload_bytes)
@@ -404,7 +466,7 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
         /* Used again: worth tier 3 too (another engine may want it); a copy goes to the offload
          * thread, since tier 2 may drop the record meanwhile. */
         if (kvo_disk_writable(o) && !e->file_bytes && o->q_len < o->cfg.queue_max) {
-            struct kvo_rec *c = malloc(sizeof(*c) + e->rec->len);
+            struct kvo_rec *c = kvo_rec_take(o);
             if (c) {
                 memcpy(c, e->rec, sizeof(*c) + e->rec->len);
                 c->next = NULL;
@@ -416,34 +478,31 @@ int kv_offload_load(struct kv_offload *o, const struct kv_block_meta *want, void
         *tier = KV_OFFLOAD_HOST;
         return 0;
     }
-    /* Tier 3: only a file the index knows (written here, found at start-up or by the offload
-     * thread's relisting of a shared directory), so a miss costs no system call. */
-    bool on = o->disk_on && disk && e && e->file_bytes;
-    pthread_mutex_unlock(&o->mu);
-    if (!on) return ERR_NOT_FOUND;
-    bool corrupt;
-    struct kvo_rec *r = kvo_disk_read(o, want, &corrupt);
-    pthread_mutex_lock(&o->mu);
-    e = kvo_index_find(o, want->hash);
-    if (!r) {
-        if (corrupt) o->st.corrupt++;
-        if (e && (corrupt || e->file_bytes)) {
-            kvo_disk_forget(o, e);
-            kvo_index_put(o, e);
-        }
+    /* Tier 3, read ahead: the offload thread checked the file's digest and this identity when it
+     * staged the record (kv_offload_prefetch.c); the identity is checked again against `want`. No
+     * file is read here, whatever the index says. */
+    if (!e || !e->staged || kv_block_check(e->staged->data, e->staged->len, want, false) != 0) {
         pthread_mutex_unlock(&o->mu);
         return ERR_NOT_FOUND;
     }
+    struct kvo_rec *r = e->staged;
+    e->staged = NULL;
+    o->staged_bytes -= r->len;
     memcpy(payload, kv_block_payload_const(r->data, want->block_size), (size_t)want->payload_bytes);
     o->st.hits[KV_OFFLOAD_DISK]++;
-    if ((e = kvo_index_get(o, want->hash)) != NULL) {
-        kvo_disk_add(o, e, r->len);
-        kvo_index_put(o, e);
-    }
-    host_put(o, r); /* promoted: the next hit is a memory copy */
+    host_put(o, r); /* promoted: the next hit is a memory copy (without tier 2, freed) */
+    kvo_index_put(o, e);
     pthread_mutex_unlock(&o->mu);
     *tier = KV_OFFLOAD_DISK;
     return 0;
+}
+
+/* Whether some prefetch has reads left (lock held). */
+static bool fetch_reads_left(const struct kv_offload *o)
+{
+    for (const struct kvo_fetch *f = o->fetches; f; f = f->next)
+        if (f->next_blk < f->n) return true;
+    return false;
 }
 
 void kv_offload_flush(struct kv_offload *o)
@@ -451,7 +510,8 @@ void kv_offload_flush(struct kv_offload *o)
     pthread_mutex_lock(&o->mu);
     o->rescan_now = o->disk_on;
     pthread_cond_signal(&o->wake);
-    while (o->q_head || o->busy || o->rescan_now) pthread_cond_wait(&o->idle, &o->mu);
+    while (o->q_head || o->busy || o->rescan_now || fetch_reads_left(o))
+        pthread_cond_wait(&o->idle, &o->mu);
     pthread_mutex_unlock(&o->mu);
 }
 
@@ -460,5 +520,6 @@ void kv_offload_stats(struct kv_offload *o, struct kv_offload_stats *out)
     pthread_mutex_lock(&o->mu);
     *out = o->st;
     out->disk_writable = kvo_disk_writable(o);
+    out->staged_bytes = o->staged_bytes;
     pthread_mutex_unlock(&o->mu);
 }

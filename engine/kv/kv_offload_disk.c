@@ -126,15 +126,19 @@ int kvo_disk_write(struct kv_offload *o, const struct kvo_rec *r, unsigned long 
 }
 
 /* Reads the file of `want` into a new record; NULL on a miss. A file that fails its check is
- * removed and counted. Inference thread; lock not held. */
+ * removed and reported (*corrupt: the caller counts it). Offload thread (a prefetch); lock not
+ * held. */
 struct kvo_rec *kvo_disk_read(struct kv_offload *o, const struct kv_block_meta *want, bool *corrupt)
 {
     char path[KVO_PATH_MAX];
     file_name(o, want->hash, path, sizeof(path));
     *corrupt = false;
+    /* Fault injection: a slow disk (each read that fires takes KVO_SLOW_READ_S longer), for the
+     * tests of the bounded wait and of what the inference thread never does. */
+    if (failpoint_check("kv_offload.slow_read") != 0) usleep((useconds_t)(KVO_SLOW_READ_S * 1e6));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return NULL;
-    struct kvo_rec *r = malloc(sizeof(*r) + o->rec_bytes);
+    struct kvo_rec *r = kvo_rec_new(o);
     struct stat sb;
     size_t got = 0;
     if (r && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == o->rec_bytes) {

@@ -17,7 +17,8 @@ struct kv_slots {
     int32_t *scratch;                /* (max_blocks_per_seq) block ids of a lookup */
     struct kv_slots_offload off;     /* off.store NULL: no offload tiers */
     uint8_t *load_buf;               /* (payload bytes) a block loaded back from a tier */
-    double disk_s_per_block;         /* EWMA of tier-3 load times; 0 until measured */
+    struct kv_block_meta *metas;     /* (max_blocks_per_seq) a prefetch's chain */
+    double disk_s_per_block;         /* EWMA of tier-3 reads (the offload thread's); 0: unknown */
     double prefill_s_per_token;      /* the scheduler's measurement; 0 until told */
     unsigned disk_probe;             /* lookups that skipped tier 3, for the probe */
     bool draining;                   /* kv_slots_free: every gated block is worth tier 3 */
@@ -83,6 +84,7 @@ void kv_slots_free(struct kv_slots *ks)
     }
     prefix_cache_free(ks->pc);
     free(ks->load_buf);
+    free(ks->metas);
     free(ks->scratch);
     free(ks);
 }
@@ -138,9 +140,17 @@ int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o)
         kv_offload_block_size(o->store) != kv_cache_block_size(ks->kv))
         return ERR_INVAL;
     uint8_t *buf = malloc((size_t)kv_offload_payload_bytes(o->store));
-    if (!buf) return ERR_NOMEM;
+    struct kv_block_meta *metas =
+        calloc((size_t)kv_cache_max_blocks_per_seq(ks->kv), sizeof(*metas));
+    if (!buf || !metas) {
+        free(buf);
+        free(metas);
+        return ERR_NOMEM;
+    }
     free(ks->load_buf);
+    free(ks->metas);
     ks->load_buf = buf;
+    ks->metas = metas;
     ks->off = *o;
     return 0;
 }
@@ -156,14 +166,96 @@ void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token)
     ks->prefill_s_per_token = s_per_token;
 }
 
-/* Whether this lookup may read tier 3: when the cost model says it pays, and for one probe in
- * KV_SLOTS_DISK_PROBE otherwise. */
+/* Whether this sequence may read tier 3 (prefetch): when the cost model says it pays, and for one
+ * probe in KV_SLOTS_DISK_PROBE otherwise. */
 static bool disk_allowed(struct kv_slots *ks)
 {
     if (kv_slots_disk_pays(ks->disk_s_per_block, ks->prefill_s_per_token,
                            kv_cache_block_size(ks->kv)))
         return true;
     return ++ks->disk_probe % KV_SLOTS_DISK_PROBE == 0;
+}
+
+/* Folds one tier-3 read time (seconds per block) into the cost model's estimate. */
+static void disk_observe(struct kv_slots *ks, double s_per_block)
+{
+    ks->disk_s_per_block =
+        ks->disk_s_per_block > 0
+            ? ks->disk_s_per_block + KV_SLOTS_EWMA * (s_per_block - ks->disk_s_per_block)
+            : s_per_block;
+}
+
+bool kv_slots_prefetch_keeps_waiting(double waited_s, int reads, double prefill_s_per_token,
+                                     int block_size)
+{
+    if (prefill_s_per_token <= 0) return waited_s < KV_SLOTS_PREFETCH_WAIT_S;
+    return waited_s < (reads + 1) * prefill_s_per_token * block_size;
+}
+
+/* Starts f's prefetch: the blocks of tokens after the pool's cached run, when tier 3 may be read.
+ * Returns whether one is in flight. */
+static bool prefetch_start(struct kv_slots *ks, const int32_t *tokens, int n_tokens, uint64_t root,
+                           struct kv_fetch *f)
+{
+    int bs = kv_cache_block_size(ks->kv);
+    int max_blocks = (n_tokens - 1) / bs;
+    if (max_blocks <= 0) return false;
+    int k = prefix_cache_match(ks->pc, root, tokens, max_blocks, ks->scratch);
+    if (k == max_blocks || !disk_allowed(ks)) return false;
+    uint64_t parent = root, bytes = kv_offload_payload_bytes(ks->off.store);
+    for (int b = 0; b < max_blocks; b++) {
+        const int32_t *t = tokens + (size_t)b * bs;
+        uint64_t h = prefix_cache_block_hash(parent, t, bs);
+        ks->metas[b] =
+            (struct kv_block_meta){kv_offload_namespace(ks->off.store), h, parent, bs, t, bytes};
+        parent = h;
+    }
+    uint64_t id = 0;
+    if (kv_offload_prefetch(ks->off.store, ks->metas + k, max_blocks - k, &id) != 0 || !id)
+        return false; /* no memory: the blocks are recomputed, as without tier 3 */
+    f->id = id;
+    f->started = clock_mono_s();
+    f->deadline = f->started + KV_SLOTS_PREFETCH_WAIT_S;
+    return true;
+}
+
+bool kv_slots_prefetch(struct kv_slots *ks, const int32_t *tokens, int n_tokens, uint64_t root,
+                       struct kv_fetch *f)
+{
+    if (!f->asked) {
+        f->asked = true;
+        if (!ks->pc || !ks->off.store || !kv_offload_has_disk(ks->off.store) ||
+            !prefetch_start(ks, tokens, n_tokens, root, f))
+            return false;
+    }
+    if (!f->id || f->measured) return false;
+    struct kv_offload_prefetch_info info;
+    bool pending = kv_offload_prefetch_pending(ks->off.store, f->id, &info);
+    double waited = clock_mono_s() - f->started;
+    if (pending && kv_slots_prefetch_keeps_waiting(waited, info.reads, ks->prefill_s_per_token,
+                                                   kv_cache_block_size(ks->kv)))
+        return true;
+    /* Done or given up: what the reads cost feeds the cost model; a wait given up counts the
+     * time waited per block read (at least one), so a stalled disk turns tier 3 off too. */
+    f->measured = true;
+    double per = info.reads > 0 ? info.read_s / info.reads : 0;
+    if (pending && waited / (info.reads + 1) > per) per = waited / (info.reads + 1);
+    if (per > 0) disk_observe(ks, per);
+    return false;
+}
+
+void kv_slots_prefetch_wait(struct kv_slots *ks, const struct kv_fetch *f, double max_s)
+{
+    if (!ks->off.store || !f->id || f->measured) return;
+    double left = f->deadline - clock_mono_s();
+    if (left > max_s) left = max_s;
+    if (left > 0) (void)kv_offload_prefetch_wait(ks->off.store, f->id, left);
+}
+
+void kv_slots_prefetch_end(struct kv_slots *ks, struct kv_fetch *f)
+{
+    if (ks->off.store && f->id) kv_offload_prefetch_end(ks->off.store, f->id);
+    *f = (struct kv_fetch){0};
 }
 
 /* Continues seq (block aligned, blocks [0, k) attached, `parent` the chain value after them) with
@@ -173,21 +265,13 @@ static int attach_offloaded(struct kv_slots *ks, int seq, const int32_t *tokens,
 {
     int bs = kv_cache_block_size(ks->kv);
     uint64_t bytes = kv_offload_payload_bytes(ks->off.store);
-    bool disk = disk_allowed(ks);
     for (; k < max_blocks; k++) {
         const int32_t *t = tokens + (size_t)k * bs;
         uint64_t h = prefix_cache_block_hash(parent, t, bs);
         struct kv_block_meta m = {kv_offload_namespace(ks->off.store), h, parent, bs, t, bytes};
         enum kv_offload_tier tier;
-        double t0 = clock_mono_s();
-        if (kv_offload_load(ks->off.store, &m, ks->load_buf, disk, &tier) != 0) break;
-        if (tier == KV_OFFLOAD_DISK) {
-            double dt = clock_mono_s() - t0;
-            ks->disk_s_per_block =
-                ks->disk_s_per_block > 0
-                    ? ks->disk_s_per_block + KV_SLOTS_EWMA * (dt - ks->disk_s_per_block)
-                    : dt;
-        }
+        /* Memory only: tier 2, or a tier-3 block kv_slots_prefetch had read ahead. */
+        if (kv_offload_load(ks->off.store, &m, ks->load_buf, &tier) != 0) break;
         /* One fresh block; the sequence is block aligned, so nothing is copied. */
         if (kv_slots_reserve(ks, seq, bs, NULL, NULL) != 0) break;
         int n;

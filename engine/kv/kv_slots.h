@@ -77,15 +77,55 @@ struct kv_slots_offload {
  * without prefix caching or when the store's block size is not the pool's; ERR_NOMEM. */
 int kv_slots_set_offload(struct kv_slots *ks, const struct kv_slots_offload *o);
 
-/* The cost model for tier 3: whether loading a block from the directory, at the measured
+/* The cost model for tier 3: whether reading a block from the directory, at the measured
  * disk_s_per_block, is expected to beat recomputing its block_size tokens at the measured
  * prefill_s_per_token. An estimate not yet measured (<= 0) says yes. Pure; any thread. */
 bool kv_slots_disk_pays(double disk_s_per_block, double prefill_s_per_token, int block_size);
 /* Tells the slots what prefilling one token costs now (seconds, the scheduler's measurement);
- * tier-3 loads stop while they are slower than that, except one probe in KV_SLOTS_DISK_PROBE
- * lookups that keeps the disk's estimate fresh. Tier 2 (a memory copy) is always loaded. */
+ * tier-3 prefetches stop while the disk is slower than that, except one probe in
+ * KV_SLOTS_DISK_PROBE sequences that keeps the disk's estimate fresh. Tier 2 (a memory copy) is
+ * always loaded. */
 #define KV_SLOTS_DISK_PROBE 16
 void kv_slots_set_prefill_cost(struct kv_slots *ks, double s_per_token);
+
+/* Tier 3 is read off the inference thread: before a waiting sequence is admitted, its blocks that
+ * only the directory holds are read ahead by the store's offload thread (kv_offload_prefetch), and
+ * the sequence waits for them (others are admitted meanwhile) while they arrive faster than they
+ * could be recomputed (kv_slots_prefetch_keeps_waiting); then kv_slots_attach_prefix loads what
+ * arrived (a memory copy) and the rest is recomputed. The state is the caller's, one per
+ * sequence, zeroed (or reset by kv_slots_prefetch_end). */
+#define KV_SLOTS_PREFETCH_WAIT_S 1.0 /* the longest wait while the prefill cost is unmeasured */
+struct kv_fetch {
+    uint64_t id;              /* the store's prefetch; 0: none */
+    double started, deadline; /* clock_mono_s; deadline: started + KV_SLOTS_PREFETCH_WAIT_S */
+    bool asked;               /* kv_slots_prefetch decided, for this admission */
+    bool measured;            /* done waiting: the reads' cost went to the cost model */
+    bool counted;             /* the caller's: its wait is in its statistics */
+};
+
+/* The wait rule: a sequence that has waited waited_s for a prefetch that has read `reads` blocks
+ * keeps waiting while that is less than recomputing reads + 1 blocks would take at the measured
+ * prefill cost: the reads keep ahead of recomputation (a stalled or slow disk is given up within
+ * about one block's recompute time per block read, and the whole wait never exceeds recomputing
+ * the blocks read plus one). Unmeasured (<= 0): up to KV_SLOTS_PREFETCH_WAIT_S. Pure. */
+bool kv_slots_prefetch_keeps_waiting(double waited_s, int reads, double prefill_s_per_token,
+                                     int block_size);
+
+/* Whether the waiting sequence with tokens[0..n_tokens) (borrowed) under chain `root` should keep
+ * waiting for its prefetch. The first call decides: with offload tiers, a directory, and the cost
+ * model's leave (kv_slots_disk_pays, or the probe), it starts reading the blocks after the pool's
+ * cached run; false when nothing is to be read. Later calls: true until the reads are done or the
+ * wait rule gives up; the reads' time (the offload thread's measurement, or the time waited per
+ * block read when it gave up) then updates the disk's estimate. Call kv_slots_prefetch_end once the sequence has
+ * attached its prefix (or goes away). */
+bool kv_slots_prefetch(struct kv_slots *ks, const int32_t *tokens, int n_tokens, uint64_t root,
+                       struct kv_fetch *f);
+/* Waits up to max_s (never past f's deadline) for f's prefetch: for a step with nothing else to
+ * run (it blocks on the store's condition variable, not on a file). */
+void kv_slots_prefetch_wait(struct kv_slots *ks, const struct kv_fetch *f, double max_s);
+/* Ends f's prefetch (its staged blocks that no attach loaded are freed) and resets f, so that a
+ * later admission (after a preemption) decides again. A no-op on a reset f. */
+void kv_slots_prefetch_end(struct kv_slots *ks, struct kv_fetch *f);
 
 /* Reserves n more slots for the open sequence seq: evicts least recently used cached blocks when
  * the free list is short, appends, and has `copy` duplicate a shared partial last block before it
@@ -99,7 +139,8 @@ int kv_slots_reserve(struct kv_slots *ks, int seq, int n, kv_slots_copy_fn copy,
  * tokens[0..n_tokens) (borrowed) under chain->root, never the block holding the last token (it
  * must be computed to give logits), and records their hashes in chain (n_hashed = blocks
  * attached). With offload tiers, the run continues with blocks loaded back from them into fresh
- * pool blocks (indexed in the prefix cache; chain->n_loaded counts them); loading stops at the
+ * pool blocks (indexed in the prefix cache; chain->n_loaded counts them): from tier 2, and from
+ * tier 3 what a prefetch (kv_slots_prefetch) staged, memory copies only; loading stops at the
  * first miss or when the pool has no block to spare. Returns the tokens attached: a multiple of
  * the block size, 0 without prefix caching or when nothing matched. Every hit becomes most
  * recently used. */

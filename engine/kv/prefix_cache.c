@@ -241,8 +241,8 @@ static bool entry_matches(const struct prefix_cache *pc, int32_t b, uint64_t par
            memcmp(entry_tokens(pc, b), tokens, (size_t)pc->block_size * sizeof(*tokens)) == 0;
 }
 
-int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *tokens,
-                        int max_blocks, int32_t *blocks_out)
+int prefix_cache_match(const struct prefix_cache *pc, uint64_t root, const int32_t *tokens,
+                       int max_blocks, int32_t *blocks_out)
 {
     size_t bs = (size_t)pc->block_size;
     uint64_t h = root;
@@ -255,11 +255,21 @@ int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *t
         int32_t b = table_find(pc, bh);
         if (b == PC_NONE || !entry_matches(pc, b, h, parent, parent_gen, t)) break;
         blocks_out[n] = b;
-        if (pc->ent[b].reuses < UINT32_MAX) pc->ent[b].reuses++;
-        pc->ent[b].parked = false;
         h = bh;
         parent = b;
         parent_gen = pc->ent[b].gen;
+    }
+    return n;
+}
+
+int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *tokens,
+                        int max_blocks, int32_t *blocks_out)
+{
+    int n = prefix_cache_match(pc, root, tokens, max_blocks, blocks_out);
+    for (int i = 0; i < n; i++) {
+        struct pc_entry *e = &pc->ent[blocks_out[i]];
+        if (e->reuses < UINT32_MAX) e->reuses++;
+        e->parked = false;
     }
     /* Deepest first, so the chain's head ends most recently used and its tail is evicted first
      * (evicting a head first would strand the tail: unreachable, yet holding blocks). */

@@ -51,6 +51,11 @@ uint64_t prefix_cache_block_hash(uint64_t parent, const int32_t *tokens, int blo
  * Counts nothing itself (the caller owns the query/hit metrics). Inference thread. */
 int prefix_cache_lookup(struct prefix_cache *pc, uint64_t root, const int32_t *tokens,
                         int max_blocks, int32_t *blocks_out);
+/* The same run as prefix_cache_lookup, changing nothing: no hit becomes more recent, none counts
+ * as a reuse or loses its parked mark (a look ahead, e.g. where a prompt's chain leaves the
+ * pool). Inference thread. */
+int prefix_cache_match(const struct prefix_cache *pc, uint64_t root, const int32_t *tokens,
+                       int max_blocks, int32_t *blocks_out);
 
 /* Offers `block` (owned by an open sequence; kv_cache_block_is_full must be true) whose chain parent
  * is `parent` (the root for the sequence's first block, else the hash *hash_out gave for the block

@@ -25,8 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SCHED_TEXT_MAX       (1u << 20) /* bytes one event may carry (a flush of held text) */
-#define SCHED_TOKENS_INITIAL 256        /* output tokens a sequence has room for before growing */
+#define SCHED_TEXT_MAX        (1u << 20) /* bytes one event may carry (a flush of held text) */
+#define SCHED_TOKENS_INITIAL  256        /* output tokens a sequence has room for before growing */
+#define SCHED_PREFETCH_POLL_S 0.01 /* a step with nothing to run waits this long for a prefetch */
 
 enum seq_state { SEQ_WAITING = 0, SEQ_RUNNING };
 
@@ -54,6 +55,7 @@ struct sched_seq {
     int kv_seq;            /* -1 while waiting */
     int chunk;             /* tokens scheduled in the current step (0: not in it) */
     struct kv_chain chain; /* prefix-cache chain (root from the salt), hashes of full blocks */
+    struct kv_fetch fetch; /* waiting: the read-ahead of its tier-3 blocks (kv_slots_prefetch) */
 
     struct sampler_params sampling;
     struct sampler *smp; /* created at first admission: its scratch is O(vocabulary) */
@@ -279,6 +281,7 @@ static void seq_destroy(struct sched *s, struct sched_seq *q)
         int from = q->n_prompt > s->cfg.spec.ngram_max ? q->n_prompt - s->cfg.spec.ngram_max : 0;
         spec_pool_insert(s->pool, q->tokens + from, q->n_tokens - from);
     }
+    kv_slots_prefetch_end(s->slots, &q->fetch); /* cancelled while prefetching: staging freed */
     seq_release_kv(s, q);
     seq_free(q);
 }
@@ -512,10 +515,32 @@ static void schedule_running(struct sched *s, int *n_entries, int *budget)
     }
 }
 
+/* Whether waiting q holds its admission for the read-ahead of its tier-3 blocks
+ * (kv_slots_prefetch; a sequence that attaches no prefix never reads ahead). When it stops
+ * waiting, the wait is counted. */
+static bool seq_prefetching(struct sched *s, struct sched_seq *q)
+{
+    if (seq_wants_prompt_logits(q) || q->window.mode != KV_WINDOW_NONE) return false;
+    if (kv_slots_prefetch(s->slots, q->tokens, q->n_tokens, q->chain.root, &q->fetch)) return true;
+    if (q->fetch.id && !q->fetch.counted) {
+        q->fetch.counted = true;
+        s->st.prefetch_waits++;
+        s->st.prefetch_wait_s += clock_mono_s() - q->fetch.started;
+    }
+    return false;
+}
+
+/* Admits waiting sequences in queue order while sequences, budget and blocks allow: the first one
+ * the pool cannot take stops admission (head of line), except one waiting for its prefetch, which
+ * is passed over meanwhile. */
 static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
 {
-    while (s->n_waiting > 0 && s->n_running < s->cfg.max_num_seqs && (*budget) > 0) {
-        struct sched_seq *q = s->waiting[0];
+    for (int i = 0; i < s->n_waiting && s->n_running < s->cfg.max_num_seqs && (*budget) > 0;) {
+        struct sched_seq *q = s->waiting[i];
+        if (seq_prefetching(s, q)) {
+            i++;
+            continue;
+        }
         if (kv_cache_seq_open(s->kv, &q->kv_seq) != 0) {
             q->kv_seq = -1;
             return;
@@ -523,7 +548,7 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
         if (!q->smp && seq_make_sampler(s, q) != 0) {
             log_error("out of memory creating a sampler; aborting the request");
             seq_release_kv(s, q);
-            waiting_remove_at(s, 0);
+            waiting_remove_at(s, i);
             seq_finish(s, q, SCHED_FINISH_ABORT);
             continue;
         }
@@ -533,13 +558,16 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
             seq_wants_prompt_logits(q) || q->window.mode != KV_WINDOW_NONE
                 ? 0
                 : kv_slots_attach_prefix(s->slots, q->kv_seq, q->tokens, q->n_tokens, &q->chain);
+        /* What the prefetch staged is attached now (loaded blocks stay in the prefix cache even
+         * if the sequence must wait for blocks below); the rest is freed. */
+        kv_slots_prefetch_end(s->slots, &q->fetch);
         int chunk =
             seq_chunk_cap(s, q, chunk_size(s, q, q->n_tokens - q->n_computed, *budget, *n_entries));
         if (chunk == 0 || seq_reserve(s, q, chunk) != 0) {
             seq_release_kv(s, q); /* head-of-line: wait for blocks to come back */
             return;
         }
-        waiting_remove_at(s, 0);
+        waiting_remove_at(s, i);
         if (!q->ever_admitted) {
             q->ever_admitted = true;
             q->n_cached = q->n_computed;
@@ -559,6 +587,19 @@ static void schedule_waiting(struct sched *s, int *n_entries, int *budget)
         s->running[s->n_running++] = q;
         add_entry(s, n_entries, q, chunk);
         *budget -= chunk;
+    }
+}
+
+/* A step with nothing to run while a waiting sequence's prefetch is in flight: waits for it a
+ * little (SCHED_PREFETCH_POLL_S, so the caller still looks at its inbox), rather than spin. */
+static void wait_prefetch(struct sched *s)
+{
+    for (int i = 0; i < s->n_waiting; i++) {
+        const struct kv_fetch *f = &s->waiting[i]->fetch;
+        if (f->id && !f->measured) {
+            kv_slots_prefetch_wait(s->slots, f, SCHED_PREFETCH_POLL_S);
+            return;
+        }
     }
 }
 
@@ -981,7 +1022,10 @@ int sched_step(struct sched *s)
             schedule_spec(s, n_entries, &budget);
         }
     }
-    if (n_entries == 0) return 0;
+    if (n_entries == 0) {
+        wait_prefetch(s);
+        return 0;
+    }
 
     const float *logits = NULL;
     int n_rows = 0;
@@ -1194,7 +1238,10 @@ fail:
 void sched_free(struct sched *s)
 {
     if (!s) return;
-    for (int i = 0; i < s->n_waiting; i++) seq_free(s->waiting[i]);
+    for (int i = 0; i < s->n_waiting; i++) {
+        kv_slots_prefetch_end(s->slots, &s->waiting[i]->fetch);
+        seq_free(s->waiting[i]);
+    }
     for (int i = 0; i < s->n_running; i++) seq_destroy(s, s->running[i]);
     spec_draft_free(s->draft);
     spec_pool_free(s->pool);

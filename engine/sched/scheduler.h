@@ -14,7 +14,12 @@
  *
  * Prefix caching (optional): each full block is offered to engine/kv/prefix_cache.h under a hash chained
  * over the block tokens and a per-request salt; new sequences attach the longest cached chain and
- * prefill only the rest (always at least their last token, which yields the first logits).
+ * prefill only the rest (always at least their last token, which yields the first logits). With
+ * offload tiers (sched_config.offload), the chain continues with blocks loaded back from them; a
+ * waiting sequence whose chain continues in tier 3 (a directory) first has those blocks read
+ * ahead by the store's offload thread (engine/kv/kv_slots.h, kv_slots_prefetch) and is passed over
+ * meanwhile (the sequences behind it are admitted; the head-of-line rule applies to the others),
+ * for at most what recomputing them would take: the inference thread never reads a file.
  *
  * Outputs are events through a callback: one per generated token with the text it makes safe to emit
  * (UTF-8 whole, stop strings never emitted), and a final one carrying the finish reason.
@@ -170,6 +175,8 @@ struct sched_stats {
     uint64_t prefix_hits;       /* of those, served from the prefix cache (any tier) */
     uint64_t prefix_hits_host;  /* of those, loaded back from the tier-2 host store */
     uint64_t prefix_hits_disk;  /* of those, loaded back from the tier-3 directory */
+    uint64_t prefetch_waits;    /* sequences that waited for a tier-3 read-ahead before admission */
+    double prefetch_wait_s;     /* seconds they waited, in all */
     uint64_t resume_hits;       /* tokens preempted sequences found cached (any tier) when
                                  * re-admitted, instead of recomputing them */
     uint64_t prompt_tokens;     /* prompt tokens of admitted requests (first admission) */

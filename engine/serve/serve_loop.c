@@ -268,6 +268,9 @@ static void update_metrics(struct serve_loop *l)
             .corrupt = (long)(os.corrupt - p->corrupt),
             .write_errors = (long)(os.write_errors - p->write_errors),
             .dropped = (long)(os.dropped - p->dropped),
+            .prefetch_waits = (long)(st.prefetch_waits - l->last.prefetch_waits),
+            .prefetch_wait_s = st.prefetch_wait_s - l->last.prefetch_wait_s,
+            .prefetch_unused = (long)(os.prefetch_unused - p->prefetch_unused),
         };
         for (int t = 0; t < KV_OFFLOAD_N_TIERS; t++) {
             mo.stored[t] = (long)(os.stored[t] - p->stored[t]);

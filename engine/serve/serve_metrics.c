@@ -38,6 +38,9 @@ enum sm_slot {
     SM_OFF_CORRUPT = SM_OFF_BLOCKS + 2,
     SM_OFF_WRITE_ERRS,
     SM_OFF_DROPPED,
+    SM_OFF_PREFETCH_WAITS,
+    SM_OFF_PREFETCH_WAIT_S,
+    SM_OFF_PREFETCH_UNUSED,
     SM_N_CORE, /* the slots above are registered by serve_metrics_new; the rest with speculation */
     SM_SPEC_DRAFTS = SM_N_CORE,
     SM_SPEC_DRAFT_TOKENS,
@@ -144,6 +147,12 @@ static const struct sm_def sm_defs[] = {
      .slot = SM_OFF_WRITE_ERRS},
     {PROM_COUNTER, METRIC_KV_OFFLOAD_DROPPED, NULL, METRIC_HELP_KV_OFFLOAD_DROPPED,
      .slot = SM_OFF_DROPPED},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_PREFETCH_WAITS, NULL, METRIC_HELP_KV_OFFLOAD_PREFETCH_WAITS,
+     .slot = SM_OFF_PREFETCH_WAITS},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_PREFETCH_WAIT_S, NULL, METRIC_HELP_KV_OFFLOAD_PREFETCH_WAIT_S,
+     .slot = SM_OFF_PREFETCH_WAIT_S},
+    {PROM_COUNTER, METRIC_KV_OFFLOAD_PREFETCH_UNUSED, NULL, METRIC_HELP_KV_OFFLOAD_PREFETCH_UNUSED,
+     .slot = SM_OFF_PREFETCH_UNUSED},
 };
 
 /* Speculative decoding's counters (serve_metrics_enable_spec); the per-position one gets as many
@@ -283,6 +292,10 @@ void serve_metrics_update_offload(struct serve_metrics *m, const struct serve_me
     sm_count(m->s[SM_OFF_CORRUPT], o->corrupt);
     sm_count(m->s[SM_OFF_WRITE_ERRS], o->write_errors);
     sm_count(m->s[SM_OFF_DROPPED], o->dropped);
+    sm_count(m->s[SM_OFF_PREFETCH_WAITS], o->prefetch_waits);
+    sm_count(m->s[SM_OFF_PREFETCH_UNUSED], o->prefetch_unused);
+    ASSERT(o->prefetch_wait_s >= 0);
+    if (o->prefetch_wait_s > 0) prom_counter_inc(m->s[SM_OFF_PREFETCH_WAIT_S], o->prefetch_wait_s);
 }
 
 void serve_metrics_add_tokens(struct serve_metrics *m, long prompt_tokens, long generated_tokens)

@@ -74,6 +74,9 @@ struct serve_metrics_offload {
     long hit_tokens[2], stored[2], evicted[2];
     double bytes[2], blocks[2];
     long corrupt, write_errors, dropped;
+    long prefetch_waits,
+        prefetch_unused;    /* tier-3 read-ahead: requests that waited, blocks unused */
+    double prefetch_wait_s; /* seconds those requests waited */
 };
 /* Adds the counts and sets the gauges of the cinfer_kv_offload_* metrics. */
 void serve_metrics_update_offload(struct serve_metrics *m, const struct serve_metrics_offload *o);

@@ -59,18 +59,42 @@ static void offer(struct kv_offload *o, int i)
     (void)offer_as(o, i, true);
 }
 
-/* 1 when block i loads back with its payload (tier in *tier), 0 on a miss. */
-static int load(struct kv_offload *o, int i, enum kv_offload_tier *tier)
+/* 1 when block i loads back now with its payload (tier in *tier), 0 on a miss; no read ahead. */
+static int load_now(struct kv_offload *o, int i, enum kv_offload_tier *tier)
 {
     int32_t tokens[BS];
     struct kv_block_meta m;
     uint8_t buf[PAYLOAD];
     block_meta(i, tokens, &m);
     enum kv_offload_tier t;
-    if (kv_offload_load(o, &m, buf, true, &t) != 0) return 0;
+    if (kv_offload_load(o, &m, buf, &t) != 0) return 0;
     for (int b = 0; b < PAYLOAD; b++) ck_assert_uint_eq(buf[b], (uint8_t)(i + b));
     if (tier) *tier = t;
     return 1;
+}
+
+/* Reads the chain of blocks ids[0..n) ahead and waits for the reads; the prefetch (0: nothing was
+ * to be read). */
+static uint64_t prefetch(struct kv_offload *o, const int *ids, int n)
+{
+    int32_t tokens[16][BS];
+    struct kv_block_meta m[16];
+    ck_assert_int_le(n, 16);
+    for (int k = 0; k < n; k++) block_meta(ids[k], tokens[k], &m[k]);
+    uint64_t id = 12345;
+    ck_assert_int_eq(kv_offload_prefetch(o, m, n, &id), 0);
+    if (id) ck_assert(kv_offload_prefetch_wait(o, id, 30.0));
+    ck_assert(!kv_offload_prefetch_pending(o, id, NULL));
+    return id;
+}
+
+/* load_now after a prefetch of the block alone (what the scheduler does before admission). */
+static int load(struct kv_offload *o, int i, enum kv_offload_tier *tier)
+{
+    uint64_t id = prefetch(o, &i, 1);
+    int hit = load_now(o, i, tier);
+    kv_offload_prefetch_end(o, id);
+    return hit;
 }
 
 static char *make_dir(void)
@@ -114,7 +138,7 @@ static int count_files(const char *dir)
 
 static struct kv_offload *open_store(uint64_t host, const char *dir, uint64_t dir_bytes)
 {
-    struct kv_offload_config c = {NS, BS, PAYLOAD, host, dir, dir_bytes, 0, NULL, NULL};
+    struct kv_offload_config c = {NS, BS, PAYLOAD, host, dir, dir_bytes, 0, NULL, NULL, 0};
     struct kv_offload *o = NULL;
     ck_assert_int_eq(kv_offload_new(&c, &o), 0);
     return o;
@@ -123,11 +147,11 @@ static struct kv_offload *open_store(uint64_t host, const char *dir, uint64_t di
 START_TEST(test_kv_offload_bad_config)
 {
     struct kv_offload *o = NULL;
-    struct kv_offload_config c = {NS, BS, PAYLOAD, 0, NULL, 0, 0, NULL, NULL};
+    struct kv_offload_config c = {NS, BS, PAYLOAD, 0, NULL, 0, 0, NULL, NULL, 0};
     ck_assert_int_eq(kv_offload_new(&c, &o), ERR_INVAL); /* no tier */
-    c = (struct kv_offload_config){0, BS, PAYLOAD, 4096, NULL, 0, 0, NULL, NULL};
+    c = (struct kv_offload_config){0, BS, PAYLOAD, 4096, NULL, 0, 0, NULL, NULL, 0};
     ck_assert_int_eq(kv_offload_new(&c, &o), ERR_INVAL); /* no namespace */
-    c = (struct kv_offload_config){NS, BS, PAYLOAD, 0, "/tmp", 0, 0, NULL, NULL};
+    c = (struct kv_offload_config){NS, BS, PAYLOAD, 0, "/tmp", 0, 0, NULL, NULL, 0};
     ck_assert_int_eq(kv_offload_new(&c, &o), ERR_INVAL); /* a directory without a budget */
     ck_assert_ptr_null(o);
 }
@@ -188,7 +212,7 @@ START_TEST(test_kv_offload_host_lru_budget_under_churn)
     tokens[0]++;
     uint8_t buf[PAYLOAD];
     enum kv_offload_tier tt;
-    ck_assert_int_eq(kv_offload_load(o, &m, buf, true, &tt), ERR_NOT_FOUND);
+    ck_assert_int_eq(kv_offload_load(o, &m, buf, &tt), ERR_NOT_FOUND);
     kv_offload_free(o);
 }
 END_TEST
@@ -386,7 +410,8 @@ static bool seen_has(struct seen *sn, enum kv_offload_tier t, int block)
 
 static struct kv_offload *open_observed(uint64_t host, const char *dir, struct seen *sn)
 {
-    struct kv_offload_config c = {NS, BS, PAYLOAD, host, dir, dir ? 1 << 20 : 0, 0, observed, sn};
+    struct kv_offload_config c = {NS, BS,       PAYLOAD, host, dir, dir ? 1 << 20 : 0,
+                                  0,  observed, sn,      0};
     struct kv_offload *o = NULL;
     ck_assert_int_eq(kv_offload_new(&c, &o), 0);
     return o;
@@ -542,7 +567,7 @@ START_TEST(test_kv_offload_sigkill_during_writes_leaves_no_bad_block)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        struct kv_offload_config c = {NS, BS, PAYLOAD, 0, dir, 1 << 30, 0, NULL, NULL};
+        struct kv_offload_config c = {NS, BS, PAYLOAD, 0, dir, 1 << 30, 0, NULL, NULL, 0};
         struct kv_offload *o = NULL;
         if (kv_offload_new(&c, &o) != 0) _exit(1);
         for (int i = 0;; i = (i + 1) % 100000) offer(o, i); /* until killed */
@@ -579,6 +604,198 @@ START_TEST(test_kv_offload_sigkill_during_writes_leaves_no_bad_block)
 }
 END_TEST
 
+/* A chain of tier-3 blocks read ahead, without tier 2: staged (verified) until loaded with a
+ * memcpy, counted as tier-3 hits; the chain ends at the first block no tier holds. Without a
+ * prefetch, a block only tier 3 holds is a miss: kv_offload_load reads no file (the slow-read
+ * failpoint counts every read of one, and counts none). */
+START_TEST(test_kv_offload_prefetch_stages_tier3_blocks)
+{
+    char *dir = make_dir();
+    struct kv_offload *o = open_store(0, dir, 1 << 20);
+    for (int i = 0; i < 4; i++) offer(o, i);
+    kv_offload_flush(o);
+    ck_assert_int_eq(failpoint_configure("kv_offload.slow_read=error@1000000"), 0);
+    enum kv_offload_tier t;
+    ck_assert_int_eq(load_now(o, 0, &t), 0);
+    ck_assert_int_eq(failpoint_hits("kv_offload.slow_read"), 0); /* no file was read */
+    struct kv_offload_stats st;
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_DISK], 4); /* still known: the next prefetch reads it */
+    ck_assert_uint_eq(st.hits[KV_OFFLOAD_DISK], 0);
+    int chain[] = {0, 1, 2, 3, 77, 2};
+    uint64_t id = prefetch(o, chain, 6);
+    ck_assert_uint_ne(id, 0);
+    ck_assert_int_eq(failpoint_hits("kv_offload.slow_read"), 4); /* 77: no tier, chain ends */
+    failpoint_configure(NULL);
+    struct kv_offload_prefetch_info info;
+    ck_assert(!kv_offload_prefetch_pending(o, id, &info));
+    ck_assert_int_eq(info.blocks, 4);
+    ck_assert_int_eq(info.reads, 4);
+    ck_assert_int_eq(info.staged, 4);
+    ck_assert(info.read_s > 0);
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.prefetches, 1);
+    ck_assert_uint_eq(st.prefetched, 4);
+    ck_assert_uint_eq(st.staged_bytes, 4 * rec_bytes());
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(load_now(o, i, &t), 1);
+        ck_assert_int_eq(t, KV_OFFLOAD_DISK);
+    }
+    ck_assert_int_eq(load_now(o, 2, &t), 0); /* no tier 2: a staged record is loaded once */
+    kv_offload_prefetch_end(o, id);
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.hits[KV_OFFLOAD_DISK], 4);
+    ck_assert_uint_eq(st.staged_bytes, 0);
+    ck_assert_uint_eq(st.prefetch_unused, 0);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_HOST], 0);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_DISK], 4);
+    /* Metas of another layout are refused. */
+    int32_t tokens[BS];
+    struct kv_block_meta m;
+    block_meta(0, tokens, &m);
+    m.ns++;
+    ck_assert_int_eq(kv_offload_prefetch(o, &m, 1, &id), ERR_INVAL);
+    kv_offload_free(o);
+    remove_dir(dir);
+}
+END_TEST
+
+/* With tier 2: blocks tier 2 holds are not read again (a chain mixing both reads only the
+ * others), and a staged record loaded moves into tier 2 (the next load is a tier-2 hit). */
+START_TEST(test_kv_offload_prefetch_with_tier2)
+{
+    char *dir = make_dir();
+    struct kv_offload *a = open_store(0, dir, 1 << 20);
+    for (int i = 0; i < 4; i++) offer(a, i);
+    kv_offload_flush(a);
+    kv_offload_free(a);
+    struct kv_offload *o = open_store(8 * rec_bytes(), dir, 1 << 20); /* tier 2 cold */
+    enum kv_offload_tier t;
+    ck_assert_int_eq(load(o, 1, &t), 1);
+    ck_assert_int_eq(t, KV_OFFLOAD_DISK);
+    ck_assert_int_eq(load_now(o, 1, &t), 1);
+    ck_assert_int_eq(t, KV_OFFLOAD_HOST); /* promoted */
+    int chain[] = {0, 1, 2, 3};
+    int32_t tokens[4][BS];
+    struct kv_block_meta m[4];
+    for (int k = 0; k < 4; k++) block_meta(chain[k], tokens[k], &m[k]);
+    uint64_t id = 0;
+    ck_assert_int_eq(kv_offload_prefetch(o, m, 4, &id), 0);
+    ck_assert(kv_offload_prefetch_wait(o, id, 30.0));
+    struct kv_offload_prefetch_info info;
+    (void)kv_offload_prefetch_pending(o, id, &info);
+    ck_assert_int_eq(info.blocks, 4);
+    ck_assert_int_eq(info.reads, 3); /* 1 is in tier 2 */
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(load_now(o, i, &t), 1);
+        ck_assert_int_eq(t, i == 1 ? KV_OFFLOAD_HOST : KV_OFFLOAD_DISK);
+    }
+    kv_offload_prefetch_end(o, id);
+    /* All in tier 2 now: nothing to read. */
+    ck_assert_int_eq(kv_offload_prefetch(o, m, 4, &id), 0);
+    ck_assert_uint_eq(id, 0);
+    struct kv_offload_stats st;
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_HOST], 4);
+    ck_assert_uint_eq(st.hits[KV_OFFLOAD_DISK], 4);
+    ck_assert_uint_eq(st.hits[KV_OFFLOAD_HOST], 2);
+    ck_assert_uint_eq(st.staged_bytes, 0);
+    kv_offload_free(o);
+    remove_dir(dir);
+}
+END_TEST
+
+/* A damaged file met by a prefetch: removed, counted as corrupt, a miss, and the chain ends there
+ * (the blocks after it are not read: they could not be attached). */
+START_TEST(test_kv_offload_prefetch_corrupt_file_is_a_miss)
+{
+    char *dir = make_dir();
+    struct kv_offload *o = open_store(0, dir, 1 << 20);
+    for (int i = 0; i < 3; i++) offer(o, i);
+    kv_offload_flush(o);
+    char p[512];
+    block_path(dir, 1, p, sizeof(p));
+    int fd = open(p, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t c;
+    off_t at = (off_t)rec_bytes() - 3;
+    ck_assert_int_eq(pread(fd, &c, 1, at), 1);
+    c ^= 1;
+    ck_assert_int_eq(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+    int chain[] = {0, 1, 2};
+    uint64_t id = prefetch(o, chain, 3);
+    struct kv_offload_prefetch_info info;
+    (void)kv_offload_prefetch_pending(o, id, &info);
+    ck_assert_int_eq(info.reads, 2);
+    ck_assert_int_eq(info.staged, 1);
+    ck_assert_int_eq(load_now(o, 0, NULL), 1);
+    ck_assert_int_eq(load_now(o, 1, NULL), 0);
+    ck_assert_int_eq(load_now(o, 2, NULL), 0);
+    ck_assert_int_ne(access(p, F_OK), 0); /* removed */
+    kv_offload_prefetch_end(o, id);
+    struct kv_offload_stats st;
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.corrupt, 1);
+    ck_assert_uint_eq(st.blocks[KV_OFFLOAD_DISK], 2);
+    ck_assert_uint_eq(st.hits[KV_OFFLOAD_DISK], 1);
+    kv_offload_free(o);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Staging is bounded and owned: a prefetch stops where stage_bytes is full; one ended without
+ * loads frees its records (counted unused); one ended during a read drops that read's record; one
+ * never ended is freed with the store (no leak under make asan). */
+START_TEST(test_kv_offload_prefetch_unused_is_freed)
+{
+    char *dir = make_dir();
+    struct kv_offload *a = open_store(0, dir, 1 << 20);
+    for (int i = 0; i < 6; i++) offer(a, i);
+    kv_offload_flush(a);
+    kv_offload_free(a);
+    struct kv_offload_config c = {NS, BS, PAYLOAD, 0, dir, 1 << 20, 0, NULL, NULL, 3 * rec_bytes()};
+    struct kv_offload *o = NULL;
+    ck_assert_int_eq(kv_offload_new(&c, &o), 0);
+    int chain[] = {0, 1, 2, 3, 4, 5};
+    uint64_t id = prefetch(o, chain, 6);
+    struct kv_offload_prefetch_info info;
+    (void)kv_offload_prefetch_pending(o, id, &info);
+    ck_assert_int_eq(info.staged, 3); /* the staging's bound */
+    struct kv_offload_stats st;
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.staged_bytes, 3 * rec_bytes());
+    ck_assert_int_eq(load_now(o, 0, NULL), 1);
+    kv_offload_prefetch_end(o, id);
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.prefetch_unused, 2);
+    ck_assert_uint_eq(st.staged_bytes, 0);
+    ck_assert(!kv_offload_prefetch_pending(o, id, &info));
+    ck_assert_int_eq(info.blocks, 0); /* gone */
+    kv_offload_prefetch_end(o, id);   /* twice: a no-op */
+    /* Ended while the offload thread is in a (slow) read: the read's record is dropped. */
+    ck_assert_int_eq(failpoint_configure("kv_offload.slow_read=error"), 0);
+    int32_t tokens[BS];
+    struct kv_block_meta m;
+    block_meta(4, tokens, &m);
+    ck_assert_int_eq(kv_offload_prefetch(o, &m, 1, &id), 0);
+    ck_assert_uint_ne(id, 0);
+    for (int i = 0; i < 500 && failpoint_hits("kv_offload.slow_read") < 1; i++) usleep(1000);
+    kv_offload_prefetch_end(o, id);
+    kv_offload_flush(o);
+    failpoint_configure(NULL);
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.staged_bytes, 0);
+    ck_assert_int_eq(load_now(o, 4, NULL), 0);
+    /* Never ended: the store frees it. */
+    (void)prefetch(o, chain + 4, 2);
+    kv_offload_stats(o, &st);
+    ck_assert_uint_eq(st.staged_bytes, 2 * rec_bytes());
+    kv_offload_free(o);
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *kv_offload_suite(void);
 Suite *kv_offload_suite(void)
 {
@@ -598,6 +815,10 @@ Suite *kv_offload_suite(void)
     tcase_add_test(tc, test_kv_offload_read_only_dir_degrades);
     tcase_add_test(tc, test_kv_offload_full_or_read_only_disk_degrades);
     tcase_add_test(tc, test_kv_offload_sigkill_during_writes_leaves_no_bad_block);
+    tcase_add_test(tc, test_kv_offload_prefetch_stages_tier3_blocks);
+    tcase_add_test(tc, test_kv_offload_prefetch_with_tier2);
+    tcase_add_test(tc, test_kv_offload_prefetch_corrupt_file_is_a_miss);
+    tcase_add_test(tc, test_kv_offload_prefetch_unused_is_freed);
     suite_add_tcase(s, tc);
     return s;
 }

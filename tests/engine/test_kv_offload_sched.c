@@ -7,6 +7,7 @@
 #include "engine/kv/kv_offload.h"
 
 #include "common/err.h"
+#include "common/failpoint.h"
 #include "common/log.h"
 #include "engine/kv/kv_cache.h"
 #include "engine/kv/kv_slots.h"
@@ -31,6 +32,7 @@
 struct out {
     int32_t tokens[OUT_MAX];
     int n_tokens, n_cached;
+    bool admitted;
     enum sched_finish finish;
 };
 
@@ -47,12 +49,14 @@ static void on_event(void *ctx, const struct sched_event *ev)
     (void)ctx;
     if (ev->has_token && o->n_tokens < OUT_MAX) o->tokens[o->n_tokens++] = ev->token;
     if (ev->finish != SCHED_FINISH_NONE) o->finish = ev->finish;
+    if (!ev->has_token && !ev->prompt_token && ev->finish == SCHED_FINISH_NONE) o->admitted = true;
     o->n_cached = ev->n_cached;
 }
 
 /* An engine with a pool of 8 blocks (about one request) and the given tiers; false (skip) without
  * the shared model. */
 static int eng_max_seqs = 1; /* max_num_seqs of the next eng_open */
+static int eng_blocks = 8;   /* pool blocks of the next eng_open */
 
 static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char *dir)
 {
@@ -64,7 +68,7 @@ static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char
     o.n_threads = 1;
     char err[256];
     ck_assert_msg(model_load(path, &o, &e->m, err, sizeof(err)) == 0, "%s", err);
-    struct kv_cache_config kc = {8, BS, eng_max_seqs, MAX_CTX / BS};
+    struct kv_cache_config kc = {eng_blocks, BS, eng_max_seqs, MAX_CTX / BS};
     ck_assert_int_eq(kv_cache_new(&kc, &e->kv), 0);
     ck_assert_int_eq(model_kv_init(e->m, e->kv), 0);
     if (host_bytes || dir) {
@@ -84,7 +88,8 @@ static bool eng_open(struct eng *e, bool prefix, uint64_t host_bytes, const char
                                       dir ? 1 << 24 : 0,
                                       0,
                                       NULL,
-                                      NULL};
+                                      NULL,
+                                      0};
         ck_assert_int_eq(kv_offload_new(&c, &e->store), 0);
     }
     struct sched_config sc = {.max_num_seqs = eng_max_seqs,
@@ -314,7 +319,13 @@ static void run_together(struct eng *e, const int *seeds, int n, struct out *out
         struct sched_seq *seq;
         ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
     }
-    for (int i = 0; i < 10000 && !sched_idle(e->s); i++) ck_assert_int_eq(sched_step(e->s), 0);
+    for (int i = 0; i < 10000 && !sched_idle(e->s); i++) {
+        ck_assert_int_eq(sched_step(e->s), 0);
+        /* The offload thread keeps up with each step: whether a parked block is in tier 2 by the
+         * time its sequence tries to resume is otherwise a race the test would lose sometimes
+         * (on a busy machine the thread can lag a whole run; the sequence then recomputes). */
+        if (e->store) kv_offload_flush(e->store);
+    }
     ck_assert(sched_idle(e->s));
     for (int i = 0; i < n; i++) {
         ck_assert_int_eq(outs[i].finish, SCHED_FINISH_LENGTH);
@@ -367,6 +378,205 @@ START_TEST(test_kv_offload_sched_preempted_blocks_parked_in_tier2)
 }
 END_TEST
 
+/* Preemption with tier 3 only, where every admission and re-admission passes through the
+ * read-ahead decision (parked blocks reach the directory only once seen twice: tier 3's gate):
+ * both sequences generate exactly what they generate alone, and nothing stays staged. */
+START_TEST(test_kv_offload_sched_preempted_with_tier3_only)
+{
+    const int seeds[P_SEQS] = {13, 14};
+    struct out ref[P_SEQS], got[P_SEQS];
+    struct eng e;
+    eng_max_seqs = 1;
+    for (int i = 0; i < P_SEQS; i++) {
+        if (!eng_open(&e, false, 0, NULL)) return;
+        run_together(&e, &seeds[i], 1, &ref[i]);
+        eng_close(&e);
+    }
+    char *dir = make_dir();
+    eng_max_seqs = P_SEQS;
+    ck_assert(eng_open(&e, true, 0, dir));
+    run_together(&e, seeds, P_SEQS, got);
+    struct sched_stats st;
+    sched_stats(e.s, &st);
+    ck_assert_uint_ge(st.preemptions, 1);
+    kv_offload_flush(e.store);
+    struct kv_offload_stats os;
+    kv_offload_stats(e.store, &os);
+    ck_assert_uint_eq(os.staged_bytes, 0);
+    eng_close(&e);
+    eng_max_seqs = 1;
+    for (int i = 0; i < P_SEQS; i++) expect_same(&got[i], &ref[i]);
+    remove_dir(dir);
+}
+END_TEST
+
+/* Writes prompts seeds[0..n)'s blocks to tier 3 in dir: an engine with room for all of them runs
+ * them and stops gracefully (which offers its pool's cached blocks). */
+static void seed_dir(const char *dir, const int *seeds, int n)
+{
+    struct eng a;
+    eng_blocks = 16;
+    ck_assert(eng_open(&a, true, 0, dir));
+    for (int i = 0; i < n; i++) run(&a, seeds[i]);
+    eng_close(&a);
+}
+
+/* Queues prompt `seed` (its first n_prompt ids) for max_tokens greedy tokens into o. */
+static void add(struct eng *e, int seed, int n_prompt, long max_tokens, struct out *o)
+{
+    int32_t ids[N_PROMPT];
+    make_prompt(seed, ids);
+    *o = (struct out){0};
+    struct sched_request q = {
+        .prompt = ids, .n_prompt = n_prompt, .max_tokens = max_tokens, .ignore_eos = true, .ud = o};
+    sampler_params_default(&q.sampling);
+    q.sampling.temperature = 0;
+    struct sched_seq *seq;
+    ck_assert_int_eq(sched_add(e->s, &q, &seq), 0);
+}
+
+/* A cold engine: a prompt whose prefix is in tier 3 waits for the offload thread's read-ahead (the
+ * last block's read made slow) while a running sequence keeps decoding, then attaches all four
+ * blocks, counted as cached and as tier-3 hits, and generates what it generates computed. */
+START_TEST(test_kv_offload_sched_tier3_prefetch_while_another_decodes)
+{
+    char *dir = make_dir();
+    if (!test_shared_path("models/tinyllamas/stories260K.gguf")) {
+        remove_dir(dir);
+        return;
+    }
+    struct out ref = reference(20);
+    seed_dir(dir, (int[]){20}, 1);
+    struct eng b;
+    eng_max_seqs = 2;
+    ck_assert(eng_open(&b, true, 0, dir));
+    /* A short prompt (under two blocks: no step measures the prefill cost, so the wait is bounded
+     * by KV_SLOTS_PREFETCH_WAIT_S, not by this tiny model's recompute time). */
+    struct out d, w;
+    add(&b, 21, 20, 100, &d);
+    for (int i = 0; i < 100 && d.n_tokens < 2; i++) ck_assert_int_eq(sched_step(b.s), 0);
+    ck_assert_int_ge(d.n_tokens, 2);
+    ck_assert_int_eq(failpoint_configure("kv_offload.slow_read=error@4"), 0);
+    add(&b, 20, N_PROMPT, N_GEN, &w);
+    int during = 0; /* tokens d decoded while w waited */
+    for (int i = 0; i < 100000 && !w.admitted; i++) {
+        int before = d.n_tokens;
+        ck_assert_int_eq(sched_step(b.s), 0);
+        if (!w.admitted) during += d.n_tokens - before;
+    }
+    ck_assert(w.admitted);
+    ck_assert_int_gt(during, 0);
+    ck_assert_int_eq(failpoint_hits("kv_offload.slow_read"), 4); /* every block read, off-thread */
+    failpoint_configure(NULL);
+    for (int i = 0; i < 10000 && !sched_idle(b.s); i++) ck_assert_int_eq(sched_step(b.s), 0);
+    ck_assert(sched_idle(b.s));
+    ck_assert_int_eq(w.n_cached, 4 * BS);
+    expect_same(&w, &ref);
+    ck_assert_int_eq(d.finish, SCHED_FINISH_LENGTH);
+    struct sched_stats st;
+    sched_stats(b.s, &st);
+    ck_assert_uint_eq(st.prefix_hits_disk, 4 * BS);
+    ck_assert_uint_eq(st.prefetch_waits, 1);
+    struct kv_offload_stats os;
+    kv_offload_stats(b.store, &os);
+    ck_assert_uint_eq(os.hits[KV_OFFLOAD_DISK], 4);
+    ck_assert_uint_eq(os.prefetched, 4);
+    ck_assert_uint_eq(os.staged_bytes, 0);
+    eng_close(&b);
+    eng_max_seqs = 1;
+    eng_blocks = 8;
+    remove_dir(dir);
+}
+END_TEST
+
+/* A disk slower than recompute: the read-ahead's wait is bounded by the recompute time of the
+ * blocks (about a millisecond here, against 200 ms per slow read), so the prompt is recomputed,
+ * with the same tokens; the time waited then tells the cost model the disk does not pay, and the
+ * next prompt on tier 3 starts no read at all. */
+START_TEST(test_kv_offload_sched_slow_disk_is_recomputed)
+{
+    char *dir = make_dir();
+    if (!test_shared_path("models/tinyllamas/stories260K.gguf")) {
+        remove_dir(dir);
+        return;
+    }
+    struct out ref = reference(23);
+    seed_dir(dir, (int[]){23, 24}, 2);
+    struct eng b;
+    ck_assert(eng_open(&b, true, 0, dir));
+    run(&b, 25); /* a prefill-sized step: the prefill cost is measured */
+    ck_assert_int_eq(failpoint_configure("kv_offload.slow_read=error"), 0);
+    struct out o = run(&b, 23);
+    ck_assert_int_eq(o.n_cached, 0);
+    expect_same(&o, &ref);
+    struct sched_stats st;
+    sched_stats(b.s, &st);
+    ck_assert_uint_eq(st.prefetch_waits, 1);
+    ck_assert_uint_eq(st.prefix_hits_disk, 0);
+    struct kv_offload_stats os;
+    kv_offload_stats(b.store, &os);
+    ck_assert_uint_eq(os.prefetches, 1);
+    struct out o2 = run(&b, 24);
+    ck_assert_int_eq(o2.n_cached, 0);
+    kv_offload_stats(b.store, &os);
+    ck_assert_uint_eq(os.prefetches, 1); /* the cost model skipped tier 3 */
+    ck_assert_uint_eq(os.staged_bytes, 0);
+    failpoint_configure(NULL);
+    eng_close(&b);
+    eng_blocks = 8;
+    remove_dir(dir);
+}
+END_TEST
+
+/* A waiting request cancelled while its read-ahead is in flight ends at the next step, and one
+ * stopped by sched_stop_all (a drain's end) too; their staged blocks are freed, the pool's blocks
+ * all come back (eng_close checks). */
+START_TEST(test_kv_offload_sched_cancel_while_prefetching)
+{
+    char *dir = make_dir();
+    if (!test_shared_path("models/tinyllamas/stories260K.gguf")) {
+        remove_dir(dir);
+        return;
+    }
+    seed_dir(dir, (int[]){26}, 1);
+    struct eng b;
+    ck_assert(eng_open(&b, true, 0, dir));
+    ck_assert_int_eq(failpoint_configure("kv_offload.slow_read=error@2"), 0);
+    struct out w;
+    int32_t ids[N_PROMPT];
+    make_prompt(26, ids);
+    w = (struct out){0};
+    struct sched_request q = {
+        .prompt = ids, .n_prompt = N_PROMPT, .max_tokens = N_GEN, .ignore_eos = true, .ud = &w};
+    sampler_params_default(&q.sampling);
+    struct sched_seq *seq;
+    ck_assert_int_eq(sched_add(b.s, &q, &seq), 0);
+    ck_assert_int_eq(sched_step(b.s), 0); /* starts the read-ahead; waits a little for it */
+    ck_assert(!w.admitted);
+    sched_cancel(b.s, seq, SCHED_FINISH_ABORT);
+    ck_assert_int_eq(sched_step(b.s), 0);
+    ck_assert_int_eq(w.finish, SCHED_FINISH_ABORT);
+    ck_assert(sched_idle(b.s));
+    struct out v;
+    add(&b, 26, N_PROMPT, N_GEN, &v);
+    ck_assert_int_eq(sched_step(b.s), 0);
+    ck_assert(!v.admitted);
+    sched_stop_all(b.s, SCHED_FINISH_LENGTH);
+    ck_assert_int_eq(v.finish, SCHED_FINISH_LENGTH);
+    ck_assert(sched_idle(b.s));
+    kv_offload_flush(b.store);
+    failpoint_configure(NULL);
+    struct kv_offload_stats os;
+    kv_offload_stats(b.store, &os);
+    ck_assert_uint_eq(os.prefetches, 2);
+    ck_assert_uint_eq(os.staged_bytes, 0);
+    ck_assert_uint_eq(os.hits[KV_OFFLOAD_DISK], 0);
+    eng_close(&b);
+    eng_blocks = 8;
+    remove_dir(dir);
+}
+END_TEST
+
 Suite *kv_offload_sched_suite(void);
 Suite *kv_offload_sched_suite(void)
 {
@@ -378,6 +588,10 @@ Suite *kv_offload_sched_suite(void)
     tcase_add_test(tc, test_kv_offload_sched_tier3_shared_between_engines);
     tcase_add_test(tc, test_kv_offload_sched_corrupt_tier3_is_recomputed);
     tcase_add_test(tc, test_kv_offload_sched_preempted_blocks_parked_in_tier2);
+    tcase_add_test(tc, test_kv_offload_sched_preempted_with_tier3_only);
+    tcase_add_test(tc, test_kv_offload_sched_tier3_prefetch_while_another_decodes);
+    tcase_add_test(tc, test_kv_offload_sched_slow_disk_is_recomputed);
+    tcase_add_test(tc, test_kv_offload_sched_cancel_while_prefetching);
     suite_add_tcase(s, tc);
     return s;
 }

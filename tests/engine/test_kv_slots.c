@@ -183,7 +183,7 @@ static void offload_round_trip(enum kv_slots_gate gate, bool expect_back)
     struct kv_cache *kv = make_kv(4);
     struct kv_slots *ks = NULL;
     ck_assert_int_eq(kv_slots_new(kv, true, &ks), 0);
-    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL};
+    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL, 0};
     struct kv_offload *store = NULL;
     ck_assert_int_eq(kv_offload_new(&oc, &store), 0);
     struct fake_kv f = {0};
@@ -258,7 +258,7 @@ START_TEST(test_kv_slots_offload_needs_prefix_cache)
     struct kv_cache *kv = make_kv(4);
     struct kv_slots *ks = NULL;
     ck_assert_int_eq(kv_slots_new(kv, false, &ks), 0);
-    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL};
+    struct kv_offload_config oc = {0x77, BS, PAYLOAD, 1 << 16, NULL, 0, 0, NULL, NULL, 0};
     struct kv_offload *store = NULL;
     ck_assert_int_eq(kv_offload_new(&oc, &store), 0);
     struct fake_kv f = {0};
@@ -277,6 +277,13 @@ START_TEST(test_kv_slots_disk_pays)
     ck_assert(kv_slots_disk_pays(0, 0.001, 16));     /* disk not measured */
     ck_assert(kv_slots_disk_pays(0.01, 0.001, 16));  /* 10 ms < 16 ms of prefill */
     ck_assert(!kv_slots_disk_pays(0.02, 0.001, 16)); /* a slow disk: recompute */
+    /* The prefetch wait rule: ahead of recomputation, or 1 s while the prefill is unmeasured. */
+    ck_assert(kv_slots_prefetch_keeps_waiting(0.5, 0, 0, 16));
+    ck_assert(!kv_slots_prefetch_keeps_waiting(KV_SLOTS_PREFETCH_WAIT_S, 100, 0, 16));
+    ck_assert(kv_slots_prefetch_keeps_waiting(0.015, 0, 0.001, 16));  /* first read: 16 ms */
+    ck_assert(!kv_slots_prefetch_keeps_waiting(0.017, 0, 0.001, 16)); /* a stalled first read */
+    ck_assert(kv_slots_prefetch_keeps_waiting(0.5, 40, 0.001, 16));   /* 12 ms a block: ahead */
+    ck_assert(!kv_slots_prefetch_keeps_waiting(0.7, 40, 0.001, 16));  /* 17 ms a block: behind */
 }
 END_TEST
 

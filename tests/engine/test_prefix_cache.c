@@ -325,6 +325,47 @@ START_TEST(test_prefix_cache_evict_lru_order)
 }
 END_TEST
 
+/* prefix_cache_match finds what prefix_cache_lookup finds and changes nothing: the least recently
+ * used block is still evicted first, and a parked block stays parked (offered as parked). */
+static int parked_evictions;
+static void count_parked(void *ctx, const struct prefix_cache_evicted *ev)
+{
+    (void)ctx;
+    parked_evictions += ev->parked;
+}
+
+START_TEST(test_prefix_cache_match_changes_nothing)
+{
+    struct kv_cache *kv = make_kv(16, 4, 4);
+    struct prefix_cache *pc = make_pc(kv);
+    prefix_cache_set_observer(pc, &(struct prefix_cache_observer){NULL, count_parked, NULL, NULL});
+    uint64_t root = prefix_cache_root(NULL, 0);
+    const int32_t p[8] = {1, 1, 1, 1, 4, 4, 4, 4}, q[4] = {2, 2, 2, 2};
+    int sp = seq_new(kv, 8);
+    offer_all(pc, kv, sp, root, p);
+    int32_t bp = seq_block(kv, sp, 0);
+    prefix_cache_mark_parked(pc, bp);
+    prefix_cache_mark_parked(pc, seq_block(kv, sp, 1));
+    kv_cache_seq_close(kv, sp);
+    int sq = seq_new(kv, 4);
+    offer_all(pc, kv, sq, root, q);
+    int32_t bq = seq_block(kv, sq, 0);
+    kv_cache_seq_close(kv, sq);
+    int32_t got[2], want[2];
+    ck_assert_int_eq(prefix_cache_match(pc, root, p, 2, got), 2);
+    ck_assert_int_eq(got[0], bp);
+    ck_assert_int_eq(prefix_cache_evict(pc, 2), 2); /* p's chain: still the least recent */
+    ck_assert_int_eq(kv_cache_block_refcount(kv, bp), 0);
+    ck_assert_int_eq(kv_cache_block_refcount(kv, bq), 1);
+    ck_assert_int_eq(parked_evictions, 2);
+    ck_assert_int_eq(prefix_cache_match(pc, root, q, 1, got), 1);
+    ck_assert_int_eq(prefix_cache_lookup(pc, root, q, 1, want), 1);
+    ck_assert_int_eq(got[0], want[0]);
+    prefix_cache_free(pc);
+    kv_cache_free(kv);
+}
+END_TEST
+
 START_TEST(test_prefix_cache_evict_skips_blocks_in_use)
 {
     struct kv_cache *kv = make_kv(8, 2, 4);
@@ -597,6 +638,7 @@ Suite *prefix_cache_suite(void)
     tcase_add_test(tc, test_prefix_cache_lookup_other_tokens_miss);
     tcase_add_test(tc, test_prefix_cache_seq_close_leaves_evictable_blocks);
     tcase_add_test(tc, test_prefix_cache_evict_lru_order);
+    tcase_add_test(tc, test_prefix_cache_match_changes_nothing);
     tcase_add_test(tc, test_prefix_cache_evict_skips_blocks_in_use);
     tcase_add_test(tc, test_prefix_cache_salt_isolation);
     tcase_add_test(tc, test_prefix_cache_attach_round_trip);

@@ -69,9 +69,15 @@ static const struct contract {
     {METRIC_KV_OFFLOAD_CORRUPT, NULL, METRIC_HELP_KV_OFFLOAD_CORRUPT, PROM_COUNTER, NULL, 0},
     {METRIC_KV_OFFLOAD_WRITE_ERRS, NULL, METRIC_HELP_KV_OFFLOAD_WRITE_ERRS, PROM_COUNTER, NULL, 0},
     {METRIC_KV_OFFLOAD_DROPPED, NULL, METRIC_HELP_KV_OFFLOAD_DROPPED, PROM_COUNTER, NULL, 0},
+    {METRIC_KV_OFFLOAD_PREFETCH_WAITS, NULL, METRIC_HELP_KV_OFFLOAD_PREFETCH_WAITS, PROM_COUNTER,
+     NULL, 0},
+    {METRIC_KV_OFFLOAD_PREFETCH_WAIT_S, NULL, METRIC_HELP_KV_OFFLOAD_PREFETCH_WAIT_S, PROM_COUNTER,
+     NULL, 0},
+    {METRIC_KV_OFFLOAD_PREFETCH_UNUSED, NULL, METRIC_HELP_KV_OFFLOAD_PREFETCH_UNUSED, PROM_COUNTER,
+     NULL, 0},
 };
 #define N_CONTRACT (sizeof(contract) / sizeof(contract[0]))
-#define N_OFFLOAD  8                            /* the last rows, without vLLM twins */
+#define N_OFFLOAD  11                           /* the last rows, without vLLM twins */
 #define N_TWINS    (N_CONTRACT - 1 - N_OFFLOAD) /* all others but the waiting prefill tokens */
 
 /* The contract rows with a series per tier (host, disk). */
@@ -233,7 +239,10 @@ START_TEST(test_offload_counters_and_gauges)
                                       .blocks = {4, 3},
                                       .corrupt = 1,
                                       .write_errors = 2,
-                                      .dropped = 5};
+                                      .dropped = 5,
+                                      .prefetch_waits = 3,
+                                      .prefetch_wait_s = 0.25,
+                                      .prefetch_unused = 7};
     serve_metrics_update_offload(f.m, &o);
     o.bytes[0] = 1024; /* gauges are set, counters add */
     serve_metrics_update_offload(f.m, &o);
@@ -248,6 +257,9 @@ START_TEST(test_offload_counters_and_gauges)
     ck_assert(sample_value(e, METRIC_KV_OFFLOAD_CORRUPT, NULL) == 2);
     ck_assert(sample_value(e, METRIC_KV_OFFLOAD_WRITE_ERRS, NULL) == 4);
     ck_assert(sample_value(e, METRIC_KV_OFFLOAD_DROPPED, NULL) == 10);
+    ck_assert(sample_value(e, METRIC_KV_OFFLOAD_PREFETCH_WAITS, NULL) == 6);
+    ck_assert(sample_value(e, METRIC_KV_OFFLOAD_PREFETCH_WAIT_S, NULL) == 0.5);
+    ck_assert(sample_value(e, METRIC_KV_OFFLOAD_PREFETCH_UNUSED, NULL) == 14);
     prom_exposition_free(e);
     fixture_free(&f);
 }
