@@ -144,8 +144,10 @@ static const struct cfg_opt serve_opts[] = {
      "Directory for evicted KV blocks (tier 3: local disk, or a volume replicas share)", NULL, 0},
     {"kv-offload-dir-bytes", CFG_SIZE, O(kv_offload_dir_bytes), "10G", 1 << 20, 1e18,
      "Bytes of KV block files this engine keeps in --kv-offload-dir", NULL, 0},
-    {"kv-offload-prefetch-bytes", CFG_SIZE, O(kv_offload_prefetch_bytes), "256M", 1 << 20, 1e15,
-     "Memory for KV blocks read ahead from --kv-offload-dir for waiting requests", NULL, 0},
+    {"kv-offload-prefetch-bytes", CFG_SIZE, O(kv_offload_prefetch_bytes), "0", 0, 1e15,
+     "Memory for KV blocks read ahead from --kv-offload-dir for waiting requests (0 = one full "
+     "context's blocks, at least 256M)",
+     NULL, 0},
     {"kv-offload-gate", CFG_STRING, O(kv_offload_gate), "prompt", 1, 0,
      "Evicted blocks worth offloading: prompt blocks and reused ones, only reused ones, or all",
      "prompt|reused|all", 0},
@@ -375,7 +377,19 @@ static int serve_events_tier(struct serve_state *s, enum kv_events_tier t, uint6
 /* The offload tiers (--kv-offload-bytes, --kv-offload-dir): their namespace is the model file's
  * SHA-256 (read once here) and the KV layout, so blocks of another model or layout never match.
  * Their blocks join the events for routers (s->kv_events, made before). */
-static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
+/* The read-ahead staging budget: the flag, or one full context's blocks (at least
+ * KV_OFFLOAD_STAGE_DEFAULT), so a prompt as long as the context loads wholly from tier 3 (a
+ * fixed 256 MiB staged 11.6k of a 16k prompt's tokens on a 135M model, and would stage 512 tokens
+ * of a 7B model's f16 KV). */
+static uint64_t serve_offload_stage_bytes(const struct serve_cfg *c, int ctx, size_t rec)
+{
+    if (c->kv_offload_prefetch_bytes) return c->kv_offload_prefetch_bytes;
+    uint64_t blocks = ((uint64_t)ctx + (uint64_t)c->block_size - 1) / (uint64_t)c->block_size;
+    uint64_t need = blocks * (uint64_t)rec;
+    return need > KV_OFFLOAD_STAGE_DEFAULT ? need : KV_OFFLOAD_STAGE_DEFAULT;
+}
+
+static int serve_offload_setup(struct serve_state *s, int ctx, enum quant_type kt)
 {
     const struct serve_cfg *c = s->cfg;
     if (!c->kv_offload_bytes && !c->kv_offload_dir) return 0;
@@ -405,9 +419,9 @@ static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
         .dir_bytes = c->kv_offload_dir ? c->kv_offload_dir_bytes : 0,
         .observer = s->kv_events ? serve_offload_observed : NULL,
         .observer_ctx = s->kv_events,
-        .stage_bytes = c->kv_offload_prefetch_bytes,
     };
     size_t rec = kv_block_record_bytes(c->block_size, l.payload_bytes);
+    oc.stage_bytes = serve_offload_stage_bytes(c, ctx, rec);
     int rc = serve_events_tier(s, KV_EVENTS_HOST, oc.host_bytes, rec);
     if (!rc) rc = serve_events_tier(s, KV_EVENTS_DISK, oc.dir_bytes, rec);
     if (!rc) rc = oc.ns ? kv_offload_new(&oc, &s->offload) : ERR_NOMEM;
@@ -419,6 +433,7 @@ static int serve_offload_setup(struct serve_state *s, enum quant_type kt)
              LOG_S("dir", c->kv_offload_dir ? c->kv_offload_dir : ""),
              LOG_I("dir_bytes", (long long)oc.dir_bytes), LOG_S("gate", c->kv_offload_gate),
              LOG_I("block_bytes", (long long)l.payload_bytes),
+             LOG_I("prefetch_bytes", (long long)oc.stage_bytes),
              LOG_F("digest_s", clock_mono_s() - t0));
     return 0;
 }
@@ -546,7 +561,7 @@ static int serve_load(struct serve_state *s)
     if (!c->no_prefix_caching &&
         (rc = kv_events_new(kv_cache_n_blocks(s->kv), SERVE_KV_EVENTS_RING, &s->kv_events)))
         return rc;
-    if ((rc = serve_offload_setup(s, mo.kv_type)) != 0) return rc;
+    if ((rc = serve_offload_setup(s, ctx, mo.kv_type)) != 0) return rc;
     s->api = (struct serve_api){
         .model_name = s->model_name,
         .tok = s->tok,
