@@ -4,7 +4,6 @@
 #include "common/err.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,17 +145,6 @@ const json_t *grammar_schema_ref_target(const json_t *root, const char *ref, boo
     return cur;
 }
 
-static int fail(char *why, size_t whylen, int rc, const char *fmt, ...)
-{
-    if (why && whylen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static bool trivially_true(const json_t *s)
 {
     return !s || json_is_true(s) || (json_is_object(s) && !grammar_schema_constrains(s, NULL));
@@ -271,7 +259,8 @@ static int keyword_meet(const json_t *root, const char *key, const json_t *va, c
         *out = json_boolean(json_is_true(va) && json_is_true(vb));
         return 0;
     }
-    return fail(why, whylen, ERR_UNSUPPORTED, "'%.64s' differs between the schemas combined", key);
+    return err_fmt(why, whylen, ERR_UNSUPPORTED, "'%.64s' differs between the schemas combined",
+                   key);
 }
 
 /* Puts into r the properties and additionalProperties that satisfy both a's and b's: a key
@@ -286,7 +275,7 @@ static int properties_meet(const json_t *root, const json_t *a, const json_t *b,
     *none = false;
     if (!pa && !pb && !aa && !ab) return 0;
     if ((pa && !json_is_object(pa)) || (pb && !json_is_object(pb)))
-        return fail(why, whylen, ERR_INVAL, "%s", "'properties' must be an object");
+        return err_fmt(why, whylen, ERR_INVAL, "%s", "'properties' must be an object");
     json_t *props = json_object();
     if (!props) return ERR_NOMEM;
     int rc = 0;
@@ -355,16 +344,17 @@ static int resolve_top(const json_t *root, const json_t *x, int depth, json_t **
                                    ? grammar_schema_ref_target(root, json_string_value(ref), &ok)
                                    : NULL;
         if (!json_is_string(ref))
-            rc = fail(why, whylen, ERR_INVAL, "%s", "'$ref' must be a string");
+            rc = err_fmt(why, whylen, ERR_INVAL, "%s", "'$ref' must be a string");
         else if (!ok)
-            rc = fail(why, whylen, ERR_UNSUPPORTED,
-                      "$ref '%.96s' is not supported (only JSON pointers into this schema)",
-                      json_string_value(ref));
+            rc = err_fmt(why, whylen, ERR_UNSUPPORTED,
+                         "$ref '%.96s' is not supported (only JSON pointers into this schema)",
+                         json_string_value(ref));
         else if (!target)
-            rc = fail(why, whylen, ERR_INVAL, "$ref '%.96s' names nothing", json_string_value(ref));
+            rc = err_fmt(why, whylen, ERR_INVAL, "$ref '%.96s' names nothing",
+                         json_string_value(ref));
         else if (++depth > GRAMMAR_SCHEMA_MERGE_DEPTH)
-            rc =
-                fail(why, whylen, ERR_UNSUPPORTED, "%s", "allOf / $ref combined more than 32 deep");
+            rc = err_fmt(why, whylen, ERR_UNSUPPORTED, "%s",
+                         "allOf / $ref combined more than 32 deep");
         json_t *next = NULL;
         if (!rc) rc = grammar_schema_flatten(root, target, depth, &next, why, whylen);
         json_decref(cur);
@@ -383,13 +373,14 @@ int grammar_schema_merge(const json_t *root, const json_t *a, const json_t *b, i
 {
     *out = NULL;
     if (depth > GRAMMAR_SCHEMA_MERGE_DEPTH)
-        return fail(why, whylen, ERR_UNSUPPORTED, "%s", "allOf / $ref combined more than 32 deep");
+        return err_fmt(why, whylen, ERR_UNSUPPORTED, "%s",
+                       "allOf / $ref combined more than 32 deep");
     if (json_is_false(a) || json_is_false(b)) {
         *out = json_false();
         return 0;
     }
     if ((!json_is_object(a) && !json_is_true(a)) || (!json_is_object(b) && !json_is_true(b)))
-        return fail(why, whylen, ERR_INVAL, "%s", "a schema must be an object or a boolean");
+        return err_fmt(why, whylen, ERR_INVAL, "%s", "a schema must be an object or a boolean");
     if (trivially_true(a)) return grammar_schema_flatten(root, b, depth, out, why, whylen);
     if (trivially_true(b)) return grammar_schema_flatten(root, a, depth, out, why, whylen);
     json_t *fa = NULL, *fb = NULL, *r = NULL;
@@ -405,8 +396,8 @@ int grammar_schema_merge(const json_t *root, const json_t *a, const json_t *b, i
     bool alt_a = json_object_get(fa, "anyOf") || json_object_get(fa, "oneOf");
     bool alt_b = json_object_get(fb, "anyOf") || json_object_get(fb, "oneOf");
     if (alt_a && alt_b) {
-        rc = fail(why, whylen, ERR_UNSUPPORTED, "%s",
-                  "anyOf / oneOf on both sides of an allOf is not supported");
+        rc = err_fmt(why, whylen, ERR_UNSUPPORTED, "%s",
+                     "anyOf / oneOf on both sides of an allOf is not supported");
         goto out;
     }
     if (!(r = json_copy(fa))) {
@@ -460,7 +451,8 @@ int grammar_schema_flatten(const json_t *root, const json_t *sch, int depth, jso
         return 0;
     }
     if (depth > GRAMMAR_SCHEMA_MERGE_DEPTH)
-        return fail(why, whylen, ERR_UNSUPPORTED, "%s", "allOf / $ref combined more than 32 deep");
+        return err_fmt(why, whylen, ERR_UNSUPPORTED, "%s",
+                       "allOf / $ref combined more than 32 deep");
     const json_t *all = json_object_get(sch, "allOf"), *ref = json_object_get(sch, "$ref");
     bool expand = ref && grammar_schema_constrains(sch, "$ref");
     if (!all && !expand) {
@@ -468,7 +460,7 @@ int grammar_schema_flatten(const json_t *root, const json_t *sch, int depth, jso
         return 0;
     }
     if (all && (!json_is_array(all) || !json_array_size(all)))
-        return fail(why, whylen, ERR_INVAL, "%s", "'allOf' must be a non-empty array");
+        return err_fmt(why, whylen, ERR_INVAL, "%s", "'allOf' must be a non-empty array");
     json_t *acc = json_copy((json_t *)sch);
     if (!acc) return ERR_NOMEM;
     json_object_del(acc, "allOf");

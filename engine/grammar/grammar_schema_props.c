@@ -9,20 +9,8 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/grammar_regex.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static int fail(char *why, size_t whylen, int rc, const char *fmt, ...)
-{
-    if (why && whylen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(why, whylen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 int grammar_schema_pattern_wrap(const char *p, size_t n, struct buf *out, char *why, size_t whylen)
 {
@@ -32,8 +20,8 @@ int grammar_schema_pattern_wrap(const char *p, size_t n, struct buf *out, char *
     while (n >= 2 + bs && p[n - 2 - bs] == '\\') bs++;
     bool tail = n > (size_t)head && p[n - 1] == '$' && bs % 2 == 0;
     if ((head || tail) && memchr(p, '|', n))
-        return fail(why, whylen, ERR_UNSUPPORTED, "%s",
-                    "an anchored pattern with '|' in patternProperties is not supported");
+        return err_fmt(why, whylen, ERR_UNSUPPORTED, "%s",
+                       "an anchored pattern with '|' in patternProperties is not supported");
     const char *core = p + head;
     size_t len = n - head - tail;
     int rc = buf_puts(out, head ? "(?:" : ".*(?:");
@@ -81,7 +69,7 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
     const json_t *req = json_object_get(sch, "required");
     *out = NULL;
     if (!json_is_object(pp))
-        return fail(why, whylen, ERR_INVAL, "%s", "'patternProperties' must be an object");
+        return err_fmt(why, whylen, ERR_INVAL, "%s", "'patternProperties' must be an object");
     json_t *c = json_copy((json_t *)sch), *np = json_object();
     int rc = c && np ? 0 : ERR_NOMEM;
     json_object_del(c, "patternProperties");
