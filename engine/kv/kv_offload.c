@@ -381,6 +381,11 @@ int kv_offload_block_size(const struct kv_offload *o)
     return o->cfg.block_size;
 }
 
+bool kv_offload_has_host(const struct kv_offload *o)
+{
+    return o->cfg.host_bytes > 0;
+}
+
 bool kv_offload_has_disk(const struct kv_offload *o)
 {
     return o->disk_on; /* set before the offload thread starts, never changed */

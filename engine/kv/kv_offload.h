@@ -86,6 +86,8 @@ uint64_t kv_offload_payload_bytes(const struct kv_offload *o);
 int kv_offload_block_size(const struct kv_offload *o);
 /* Whether tier 3 is on: a directory that could be opened (decided by kv_offload_new, fixed). */
 bool kv_offload_has_disk(const struct kv_offload *o);
+/* Whether the store has tier 2 (host memory). Any thread. */
+bool kv_offload_has_host(const struct kv_offload *o);
 
 /* Starts the record of the block m describes (m->ns, block_size and payload_bytes must be the
  * store's): returns its payload (payload_bytes, for the caller to fill from the pool), or NULL when

@@ -115,7 +115,9 @@ double kv_slots_usage(const struct kv_slots *ks)
 
 /* Eviction, for the tiers: offers the gated block (or a parked one) to the store, copying
  * its K/V out of the pool now (the block is reused as soon as the hook returns). A block reused
- * while cached, or any at a graceful stop, is durable: written to tier 3 on its first offer. */
+ * while cached, or any at a graceful stop, is durable: written to tier 3 on its first offer; so
+ * is a parked one when there is no tier 2 to keep it (its sequence resumes from tier 3 instead
+ * of recomputing). */
 static void offload_evicted(void *ctx, const struct prefix_cache_evicted *ev)
 {
     struct kv_slots *ks = ctx;
@@ -126,7 +128,9 @@ static void offload_evicted(void *ctx, const struct prefix_cache_evicted *ev)
     uint64_t bytes = kv_offload_payload_bytes(ks->off.store);
     struct kv_block_meta m = {kv_offload_namespace(ks->off.store), ev->hash,   ev->parent_hash,
                               kv_cache_block_size(ks->kv),         ev->tokens, bytes};
-    uint8_t *payload = kv_offload_job_new(ks->off.store, &m, ks->draining || ev->reuses > 0);
+    bool durable =
+        ks->draining || ev->reuses > 0 || (ev->parked && !kv_offload_has_host(ks->off.store));
+    uint8_t *payload = kv_offload_job_new(ks->off.store, &m, durable);
     if (!payload) return;
     if (ks->off.read(ks->off.ctx, ev->block, payload, (size_t)bytes) != 0)
         kv_offload_job_cancel(ks->off.store, payload);

@@ -379,8 +379,9 @@ START_TEST(test_kv_offload_sched_preempted_blocks_parked_in_tier2)
 END_TEST
 
 /* Preemption with tier 3 only, where every admission and re-admission passes through the
- * read-ahead decision (parked blocks reach the directory only once seen twice: tier 3's gate):
- * both sequences generate exactly what they generate alone, and nothing stays staged. */
+ * read-ahead decision: parked blocks are written to the directory (no tier 2 keeps them), the
+ * resumed sequence loads them from there, both sequences generate exactly what they generate
+ * alone, and nothing stays staged. */
 START_TEST(test_kv_offload_sched_preempted_with_tier3_only)
 {
     const int seeds[P_SEQS] = {13, 14};
@@ -403,6 +404,7 @@ START_TEST(test_kv_offload_sched_preempted_with_tier3_only)
     struct kv_offload_stats os;
     kv_offload_stats(e.store, &os);
     ck_assert_uint_eq(os.staged_bytes, 0);
+    ck_assert_uint_gt(os.hits[KV_OFFLOAD_DISK], 0); /* resumed from the parked blocks */
     eng_close(&e);
     eng_max_seqs = 1;
     for (int i = 0; i < P_SEQS; i++) expect_same(&got[i], &ref[i]);
