@@ -570,8 +570,81 @@ static bool gs_has_siblings(const json_t *sch, const char *alt)
     return false;
 }
 
+/* m (kept) with its top-level $refs followed (8 hops at most): the schema whose keywords apply. */
+static const json_t *gs_resolved(const struct gs *s, const json_t *m)
+{
+    for (int hop = 0; hop < 8 && json_is_object(m); hop++) {
+        const char *ref = json_string_value(json_object_get(m, "$ref"));
+        bool ok;
+        const json_t *t = ref ? grammar_schema_ref_target(s->root, ref, &ok) : NULL;
+        if (!t) break;
+        m = t;
+    }
+    return m;
+}
+
+/* Whether `key` is in the `required` list of schema m. */
+static bool gs_requires(const json_t *m, const char *key)
+{
+    const json_t *req = json_object_get(m, "required");
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const char *r = json_string_value(json_array_get(req, i));
+        if (r && !strcmp(r, key)) return true;
+    }
+    return false;
+}
+
+/* oneOf's exclusivity where `required` tells the branches apart: branch i (m[i], resolved) then
+ * generates none of the properties that another branch requires and it does not, so its
+ * instances fail every other branch's `required`. Applied only when every other branch requires
+ * something branch i does not (else no property choice can exclude it, and the branch is left
+ * as it is: generated as anyOf). Returns the schema to generate (kept), or m[i] itself. */
+static int gs_oneof_exclusive(struct gs *s, json_t **m, size_t n, size_t i, json_t **out)
+{
+    const json_t *mi = gs_resolved(s, m[i]);
+    *out = m[i];
+    if (!json_is_object(mi) || !json_is_object(json_object_get(mi, "properties"))) return 0;
+    json_t *drop = json_object();
+    if (!drop) return ERR_NOMEM;
+    bool all = true;
+    for (size_t j = 0; j < n && all; j++) {
+        const json_t *mj = j == i ? NULL : gs_resolved(s, m[j]);
+        if (!mj || json_is_false(m[j])) continue;
+        const json_t *req = json_object_get(mj, "required");
+        bool some = false;
+        for (size_t k = 0; k < json_array_size(req); k++) {
+            const char *key = json_string_value(json_array_get(req, k));
+            if (key && !gs_requires(mi, key)) {
+                some = true;
+                json_object_set(drop, key, json_true());
+            }
+        }
+        all = some;
+    }
+    int rc = 0;
+    if (all && json_object_size(drop)) {
+        json_t *c = json_copy((json_t *)mi);
+        json_t *props = c ? json_copy(json_object_get(c, "properties")) : NULL;
+        const char *key;
+        json_t *v;
+        json_object_foreach(drop, key, v)
+        {
+            json_object_del(props, key);
+        }
+        if (!c || !props || json_object_set_new(c, "properties", props)) {
+            json_decref(c);
+            rc = ERR_NOMEM;
+        } else if (!(rc = gs_keep(s, c))) {
+            *out = c;
+        }
+    }
+    json_decref(drop);
+    return rc;
+}
+
 /* anyOf / oneOf beside other keywords: every branch must obey them too, so each branch is merged
- * with them; a branch nothing satisfies is dropped. (oneOf is generated as anyOf.) */
+ * with them; a branch nothing satisfies is dropped. oneOf is generated as anyOf, made exclusive
+ * where the branches' `required` lists tell them apart (gs_oneof_exclusive). */
 static int gs_alts_merged(struct gs *s, const json_t *sch, const char *alt, const char *path,
                           struct buf *b)
 {
@@ -582,18 +655,32 @@ static int gs_alts_merged(struct gs *s, const json_t *sch, const char *alt, cons
     if (!sib) return ERR_NOMEM;
     json_object_del(sib, alt);
     json_object_del(sib, "nullable");
-    int rc = gs_keep(s, sib), n = 0;
-    for (size_t i = 0; !rc && i < json_array_size(list); i++) {
-        json_t *m = NULL;
-        char why[240], p[512], sub[GS_NAME];
+    size_t n_list = json_array_size(list);
+    json_t **m = calloc(n_list, sizeof(*m));
+    int rc = m ? gs_keep(s, sib) : ERR_NOMEM, n = 0;
+    for (size_t i = 0; !rc && i < n_list; i++) {
+        char why[240], p[512];
         snprintf(p, sizeof(p), "%s/%s/%zu", path, alt, i);
-        rc = grammar_schema_merge(s->root, sib, json_array_get(list, i), 0, &m, why, sizeof(why));
+        rc =
+            grammar_schema_merge(s->root, sib, json_array_get(list, i), 0, &m[i], why, sizeof(why));
         if (rc == ERR_NOMEM) break;
-        if (rc) return gs_fail(s, rc, p, "%s", why);
-        if ((rc = gs_keep(s, m)) || json_is_false(m)) continue;
-        if (!(rc = n++ ? buf_puts(b, " | ") : 0) && !(rc = gs_node(s, m, p, sub)))
+        if (rc) {
+            rc = gs_fail(s, rc, p, "%s", why);
+            break;
+        }
+        if ((rc = gs_keep(s, m[i]))) break;
+    }
+    bool one = !strcmp(alt, "oneOf");
+    for (size_t i = 0; !rc && i < n_list; i++) {
+        if (json_is_false(m[i])) continue;
+        json_t *g = m[i];
+        char p[512], sub[GS_NAME];
+        snprintf(p, sizeof(p), "%s/%s/%zu", path, alt, i);
+        if (one && (rc = gs_oneof_exclusive(s, m, n_list, i, &g))) break;
+        if (!(rc = n++ ? buf_puts(b, " | ") : 0) && !(rc = gs_node(s, g, p, sub)))
             rc = buf_puts(b, sub);
     }
+    free(m);
     if (!rc && n == 0)
         return gs_fail(s, ERR_UNSUPPORTED, path,
                        "no branch of '%s' is satisfiable together with its siblings", alt);
@@ -626,7 +713,8 @@ static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf
     const char *alt = json_object_get(sch, "anyOf")   ? "anyOf"
                       : json_object_get(sch, "oneOf") ? "oneOf"
                                                       : NULL;
-    if (alt && gs_has_siblings(sch, alt)) return gs_alts_merged(s, sch, alt, path, b);
+    if (alt && (gs_has_siblings(sch, alt) || !strcmp(alt, "oneOf")))
+        return gs_alts_merged(s, sch, alt, path, b);
     if ((rc = gs_check_value_keywords(s, sch, path))) return rc;
     if (ref) {
         if (!json_is_string(ref))

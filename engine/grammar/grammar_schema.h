@@ -6,7 +6,7 @@
  * enforced), minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers or draft 4's
  * booleans; exact, fractional bounds on a number included: grammar_range.h), multipleOf (an
  * integer, on integers and on numbers' integral values), enum, const, anyOf / oneOf (oneOf is
- * generated as anyOf), allOf, $ref as a JSON pointer into the schema (also through its own $id;
+ * exclusive where the branches' required lists tell them apart, else generated as anyOf), allOf, $ref as a JSON pointer into the schema (also through its own $id;
  * recursion allowed), nullable, and annotations (title, description, default, examples, x-*,
  * editor hints, ...). Keywords beside anyOf / oneOf / $ref apply to every branch, and allOf is
  * merged into one schema (grammar_schema_merge.h). Any other keyword that constrains instances

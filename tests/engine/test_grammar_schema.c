@@ -384,6 +384,22 @@ START_TEST(test_grammar_schema_combined)
     ck_assert(!valid(one, "\"\""));
     ck_assert(!valid(one, "15"));
     ck_assert(!valid(one, "{}"));
+    /* oneOf made exclusive by `required`: a branch writes nothing another branch requires */
+    ck_assert(!valid(one, "{\"a\":1,\"b\":\"x\"}"));
+    ck_assert(
+        valid("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":"
+              "\"string\"}},\"anyOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}",
+              "{\"a\":1,\"b\":\"x\"}"));
+    const char *refs =
+        "{\"$defs\":{\"A\":{\"type\":\"object\",\"properties\":{\"a\":{},\"c\":{}},"
+        "\"required\":[\"a\"]},\"B\":{\"type\":\"object\",\"properties\":{\"b\":{},\"a\":"
+        "{}},\"required\":[\"b\"]}},\"oneOf\":[{\"$ref\":\"#/$defs/A\"},{\"$ref\":"
+        "\"#/$defs/B\"}]}";
+    ck_assert(valid(refs, "{\"a\":1,\"c\":2}"));
+    ck_assert(!valid(refs, "{\"b\":1,\"a\":2}")); /* B without A's required a */
+    ck_assert(valid(refs, "{\"b\":1}"));
+    /* nothing tells these apart: generated as anyOf */
+    ck_assert(valid("{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"number\"}]}", "3"));
     /* a branch's property without a type narrows the parent's */
     const char *narrow =
         "{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"array\",\"items\":{\"type\":"
