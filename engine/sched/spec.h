@@ -16,7 +16,9 @@
  *    batched steps, one per proposal depth;
  *  - spec_verify.c: the verification, exact: greedy token for token, sampling by the rejection rule;
  *  - spec_ctl.c: how many proposals each sequence makes in each step, from its measured acceptance
- *    and a model of step time against tokens learned while serving (calibrated at start-up).
+ *    and a model of step time against tokens learned while serving (pure code: the autoscaler's
+ *    simulator plans with it too);
+ *  - spec_calibrate.c: that model's start-up calibration (timed forward passes).
  * With method NONE none of it runs: the scheduler's step is the plain one.
  *
  * Not thread-safe: everything here belongs to the inference thread. */

@@ -10,18 +10,14 @@
  * tokens, plus one draft step per proposal depth) is maximised each step. */
 #include "engine/sched/spec.h"
 
-#include "common/clock.h"
 #include "common/err.h"
-#include "engine/kv/kv_cache.h"
-#include "engine/model/model.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define SPEC_COST_ALPHA  0.05 /* weight of a new measurement once a bucket has 20 */
-#define SPEC_CTL_MARGIN  1.05 /* speculate only when the plan beats not speculating by 5% */
-#define SPEC_CALIB_MAX_N 64   /* calibration step sizes 1, 2, 4, .. 64 */
+#define SPEC_COST_ALPHA 0.05 /* weight of a new measurement once a bucket has 20 */
+#define SPEC_CTL_MARGIN 1.05 /* speculate only when the plan beats not speculating by 5% */
 
 void spec_cost_init(struct spec_cost *c)
 {
@@ -107,40 +103,6 @@ static double cost_shape(const struct spec_cost *c, int n_tokens)
     double slope = (c->t[last] - c->t[prev]) / (c->n[last] - c->n[prev]);
     if (!(slope > 0.0)) slope = c->t[last] / c->n[last];
     return c->t[last] + slope * (x - c->n[last]);
-}
-
-int spec_cost_calibrate(struct spec_cost *c, struct model *m, struct kv_cache *kv, int max_tokens)
-{
-    int seq, rc = 0;
-    if (max_tokens > SPEC_CALIB_MAX_N) max_tokens = SPEC_CALIB_MAX_N;
-    int bs = kv_cache_block_size(kv);
-    int cap = kv_cache_max_blocks_per_seq(kv) * bs;
-    if (max_tokens > cap) max_tokens = cap;
-    if (kv_cache_seq_open(kv, &seq) != 0) return ERR_AGAIN;
-    int32_t ids[SPEC_CALIB_MAX_N];
-    int n_vocab = model_hparams(m)->n_vocab;
-    for (int i = 0; i < SPEC_CALIB_MAX_N; i++) ids[i] = (int32_t)((i * 7919 + 13) % n_vocab);
-    for (int n = 1; n <= max_tokens && !rc; n *= 2) {
-        double best = -1.0;
-        for (int rep = 0; rep < 3 && !rc; rep++) {
-            if ((rc = kv_cache_seq_truncate(kv, seq, 0)) != 0) break;
-            if (kv_cache_seq_append(kv, seq, n, NULL) != 0) {
-                rc = ERR_AGAIN;
-                break;
-            }
-            /* every row's logits: a verification step's cost, not a prefill's */
-            struct model_batch_entry e = {seq, 0, n, ids, MODEL_LOGITS_ALL};
-            const float *logits;
-            int rows;
-            double t0 = clock_mono_s();
-            rc = model_forward(m, kv, &e, 1, &logits, &rows);
-            double dt = clock_mono_s() - t0;
-            if (!rc && (best < 0 || dt < best)) best = dt;
-        }
-        if (!rc) spec_cost_observe(c, n, best);
-    }
-    kv_cache_seq_close(kv, seq);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- the plan */

@@ -197,7 +197,7 @@ if start_engine drain --context-length 1024 --max-num-seqs 8; then
 	reap_engine drain 0 $((40 * slow))
 fi
 # --shutdown-timeout 1 with requests that need far longer: they are cut at the deadline.
-if start_engine cut --shutdown-timeout 1; then
+if start_engine cut --shutdown-timeout 1 --context-length 16384 --max-num-seqs 4; then
 	run_py engine_serve_behaviour.py shutdown_timeout "cut=${ports[cut]}:${pids[cut]}"
 	reap_engine cut 0 $((15 * slow))
 fi
