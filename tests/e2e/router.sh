@@ -101,6 +101,12 @@ router_metric() {
 	local m
 	m="$(curl -sf "http://127.0.0.1:$probe_port/metrics")" && awk -v n="$1" 'index($0, n) == 1 {print $2; exit}' <<<"$m"
 }
+# Requests the router has sent upstream, over every replica and attempt.
+routed_total() {
+	curl -sf "http://127.0.0.1:$probe_port/metrics" |
+		awk 'index($0, "cinfer_router_upstream_requests_total{") == 1 {n += $NF} END {printf "%d\n", n}'
+}
+routed_at_least() { [ "$(routed_total)" -ge "$1" ]; }
 eligible_is() { [ "$(router_metric 'cinfer_router_replicas{model_name="stories260K",state="eligible"}')" = "$1" ]; }
 tokenizer_loaded() { grep -q 'model tokenizer loaded model=stories260K' "$work/router.log"; }
 step "router --target $targets"
@@ -139,11 +145,14 @@ check "second router exits 0 on SIGTERM" [ $? -eq 0 ]
 # --- an engine killed under load ----------------------------------------------------------------------
 step "load through the router; engine 2 killed mid-load"
 broken0="$(router_metric 'cinfer_router_upstream_broken_total{model_name="stories260K"}')"
+routed0="$(routed_total)"
 "$e2e_root/hack/loadgen" --url "http://127.0.0.1:$router_port" --model stories260K --concurrency 8 \
 	--requests 600 --prompt-tokens 48 --max-tokens 64 --ignore-eos --timeout $((120 * e2e_slow)) \
 	>"$work/loadgen.log" 2>&1 &
 lg_pid=$!
-sleep $((3 * e2e_slow))
+# Kill once the load is under way (40 of its 600 requests sent), not after a fixed pause: on a
+# quiet machine the whole load finished within 3 s, before the kill.
+wait_for $((60 * e2e_slow)) routed_at_least $((routed0 + 40))
 check "killed engine: the load is still running when the engine dies" kill -0 "$lg_pid"
 kill -9 "${engine_pids[2]}"
 wait "${engine_pids[2]}" 2>/dev/null
