@@ -485,7 +485,7 @@ static int gs_ref(struct gs *s, const char *ref, const char *path, char *name)
     return rc ? rc : buf_printf(s->out, "r%d ::= %s\n", idx, body);
 }
 
-/* Alternatives of a list of subschemas (anyOf / oneOf / enum). */
+/* Alternatives of a list of subschemas (anyOf / oneOf). */
 static int gs_alts(struct gs *s, const json_t *list, const char *key, const char *path,
                    struct buf *b)
 {
@@ -493,14 +493,9 @@ static int gs_alts(struct gs *s, const json_t *list, const char *key, const char
         return gs_fail(s, ERR_INVAL, path, "'%s' must be a non-empty array", key);
     for (size_t i = 0; i < json_array_size(list); i++) {
         int rc = i ? buf_puts(b, " | ") : 0;
-        if (rc) return rc;
-        if (!strcmp(key, "enum")) {
-            rc = gs_json_literal(b, json_array_get(list, i));
-        } else {
-            char sub[GS_NAME], p[512];
-            snprintf(p, sizeof(p), "%s/%s/%zu", path, key, i);
-            if (!(rc = gs_node(s, json_array_get(list, i), p, sub))) rc = buf_puts(b, sub);
-        }
+        char sub[GS_NAME], p[512];
+        snprintf(p, sizeof(p), "%s/%s/%zu", path, key, i);
+        if (!rc && !(rc = gs_node(s, json_array_get(list, i), p, sub))) rc = buf_puts(b, sub);
         if (rc) return rc;
     }
     return 0;
@@ -687,6 +682,38 @@ static int gs_alts_merged(struct gs *s, const json_t *sch, const char *alt, cons
     return rc;
 }
 
+/* Whether literal v satisfies sch's `type` and, when check_enum, its `enum` (both: when absent). */
+static bool gs_literal_fits(const json_t *sch, const json_t *v, bool check_enum)
+{
+    if (!grammar_schema_value_is(v, json_object_get(sch, "type"))) return false;
+    const json_t *en = json_object_get(sch, "enum");
+    if (!check_enum || !en) return true;
+    for (size_t i = 0; i < json_array_size(en); i++)
+        if (json_equal(json_array_get(en, i), (json_t *)v)) return true;
+    return false;
+}
+
+/* const / enum: their literals, keeping only those the schema's `type` (and, for const, its enum)
+ * admits: a merge can put {"type":"string"} beside {"enum":["a",1]} or a const beside an enum,
+ * and a literal that fails them is no instance. None left: refused. */
+static int gs_literals(struct gs *s, const json_t *sch, const char *path, struct buf *b)
+{
+    const json_t *c = json_object_get(sch, "const"), *en = json_object_get(sch, "enum");
+    if (!c && (!json_is_array(en) || !json_array_size(en)))
+        return gs_fail(s, ERR_INVAL, path, "'%s' must be a non-empty array", "enum");
+    int rc = 0, n = 0;
+    size_t count = c ? 1 : json_array_size(en);
+    for (size_t i = 0; !rc && i < count; i++) {
+        const json_t *v = c ? c : json_array_get(en, i);
+        if (!gs_literal_fits(sch, v, c != NULL)) continue;
+        if (!(rc = n++ ? buf_puts(b, " | ") : 0)) rc = gs_json_literal(b, v);
+    }
+    if (!rc && n == 0)
+        return gs_fail(s, ERR_UNSUPPORTED, path, "%s",
+                       "no 'const' / 'enum' value satisfies the schema's 'type' and 'enum'");
+    return rc;
+}
+
 static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf *b)
 {
     if (json_is_true(sch)) return buf_puts(b, "j-value");
@@ -723,8 +750,8 @@ static int gs_body(struct gs *s, const json_t *sch, const char *path, struct buf
         if ((rc = gs_ref(s, json_string_value(ref), path, name))) return rc;
         return buf_puts(b, name);
     }
-    if ((v = json_object_get(sch, "const"))) return gs_json_literal(b, v);
-    if ((v = json_object_get(sch, "enum"))) return gs_alts(s, v, "enum", path, b);
+    if (json_object_get(sch, "const") || json_object_get(sch, "enum"))
+        return gs_literals(s, sch, path, b);
     if ((v = json_object_get(sch, "anyOf"))) return gs_alts(s, v, "anyOf", path, b);
     if ((v = json_object_get(sch, "oneOf"))) return gs_alts(s, v, "oneOf", path, b);
     const json_t *type = json_object_get(sch, "type");

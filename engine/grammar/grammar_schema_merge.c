@@ -145,6 +145,50 @@ const json_t *grammar_schema_ref_target(const json_t *root, const char *ref, boo
     return cur;
 }
 
+bool grammar_schema_value_is(const json_t *v, const json_t *type)
+{
+    if (!type) return true;
+    if (json_is_array(type)) {
+        for (size_t i = 0; i < json_array_size(type); i++)
+            if (json_is_string(json_array_get(type, i)) &&
+                grammar_schema_value_is(v, json_array_get(type, i)))
+                return true;
+        return false;
+    }
+    const char *t = json_string_value(type);
+    if (!t) return false;
+    switch (json_typeof(v)) {
+    case JSON_STRING: return !strcmp(t, "string");
+    case JSON_INTEGER: return !strcmp(t, "integer") || !strcmp(t, "number");
+    case JSON_REAL: return !strcmp(t, "number");
+    case JSON_TRUE:
+    case JSON_FALSE: return !strcmp(t, "boolean");
+    case JSON_NULL: return !strcmp(t, "null");
+    case JSON_OBJECT: return !strcmp(t, "object");
+    case JSON_ARRAY: return !strcmp(t, "array");
+    }
+    return false;
+}
+
+/* Whether merged schema r still admits a value through its const / enum: each must fit the
+ * `type` beside it, and a const must be among the enum's values. */
+static bool literals_admit(const json_t *r)
+{
+    const json_t *c = json_object_get(r, "const"), *en = json_object_get(r, "enum");
+    const json_t *type = json_object_get(r, "type");
+    if (c) {
+        if (!grammar_schema_value_is(c, type)) return false;
+        if (!json_is_array(en)) return true;
+        for (size_t i = 0; i < json_array_size(en); i++)
+            if (json_equal(json_array_get(en, i), (json_t *)c)) return true;
+        return false;
+    }
+    if (!json_is_array(en)) return true;
+    for (size_t i = 0; i < json_array_size(en); i++)
+        if (grammar_schema_value_is(json_array_get(en, i), type)) return true;
+    return false;
+}
+
 static bool trivially_true(const json_t *s)
 {
     return !s || json_is_true(s) || (json_is_object(s) && !grammar_schema_constrains(s, NULL));
@@ -427,6 +471,7 @@ int grammar_schema_merge(const json_t *root, const json_t *a, const json_t *b, i
     }
     bool none = false;
     if (!rc) rc = properties_meet(root, fa, fb, r, depth, &none, why, whylen);
+    if (!rc && !literals_admit(r)) none = true;
     if (!rc && none) {
         json_decref(r);
         r = json_false();

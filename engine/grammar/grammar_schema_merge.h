@@ -24,6 +24,10 @@ bool grammar_schema_annotation(const char *key);
  * nothing. */
 const json_t *grammar_schema_ref_target(const json_t *root, const char *ref, bool *supported);
 
+/* Whether JSON value v is of schema `type` (a string or a list; NULL: any; an integer literal is
+ * also a number, a real one only a number). */
+bool grammar_schema_value_is(const json_t *v, const json_t *type);
+
 /* Whether sch (an object) has keywords that constrain instances besides `except` (NULL: any). */
 bool grammar_schema_constrains(const json_t *sch, const char *except);
 

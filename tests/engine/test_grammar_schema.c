@@ -425,6 +425,27 @@ START_TEST(test_grammar_schema_combined)
     ck_assert(valid(en, "\"b\""));
     ck_assert(!valid(en, "\"a\""));
     ck_assert(!valid(en, "\"d\""));
+    /* literals must fit the type and enum merged beside them */
+    const char *lit = "{\"allOf\":[{\"type\":\"string\"},{\"enum\":[\"a\",1,null,\"b\"]}]}";
+    ck_assert(valid(lit, "\"a\""));
+    ck_assert(!valid(lit, "1"));
+    ck_assert(!valid(lit, "null"));
+    ck_assert(valid("{\"type\":\"number\",\"enum\":[1,2.5,\"x\"]}", "2.5"));
+    ck_assert(!valid("{\"type\":\"integer\",\"enum\":[1,2.5]}", "2.5"));
+    ck_assert(valid("{\"type\":[\"string\",\"null\"],\"enum\":[\"a\",null,3]}", "null"));
+    ck_assert(!valid("{\"type\":[\"string\",\"null\"],\"enum\":[\"a\",null,3]}", "3"));
+    ck_assert_int_eq(
+        refused("{\"allOf\":[{\"enum\":[\"a\",\"b\"]},{\"const\":\"c\"}]}", "no value"),
+        ERR_UNSUPPORTED);
+    ck_assert_int_eq(refused("{\"type\":\"string\",\"const\":5}", "no 'const'"), ERR_UNSUPPORTED);
+    ck_assert(valid("{\"enum\":[\"a\",\"b\"],\"const\":\"b\"}", "\"b\""));
+    /* a branch whose type no enum value fits admits nothing: dropped, not refused (Schema
+     * Store's {"$ref":"#/definitions/property","enum":["key","sas"]}, property = string|object) */
+    const char *drop_lit =
+        "{\"definitions\":{\"p\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":"
+        "\"object\"}]}},\"$ref\":\"#/definitions/p\",\"enum\":[\"key\",\"sas\"]}";
+    ck_assert(valid(drop_lit, "\"sas\""));
+    ck_assert(!valid(drop_lit, "{}"));
     /* a branch nothing satisfies is dropped; when none is left, refused */
     const char *drop = "{\"type\":\"string\",\"anyOf\":[{\"type\":\"integer\"},{\"maxLength\":1}]}";
     ck_assert(valid(drop, "\"q\""));
