@@ -411,8 +411,7 @@ static int gs_object(struct gs *s, const json_t *sch, const char *path, struct b
     json_object_foreach((json_t *)props, key, sub)
     {
         if ((rc = gs_property(s, key, sub, path, kv[i]))) goto out;
-        for (size_t j = 0; j < json_array_size(req); j++)
-            if (!strcmp(json_string_value(json_array_get(req, j)), key)) is_req[i] = true;
+        is_req[i] = grammar_schema_requires(sch, key);
         n_req += is_req[i];
         i++;
     }
@@ -578,17 +577,6 @@ static const json_t *gs_resolved(const struct gs *s, const json_t *m)
     return m;
 }
 
-/* Whether `key` is in the `required` list of schema m. */
-static bool gs_requires(const json_t *m, const char *key)
-{
-    const json_t *req = json_object_get(m, "required");
-    for (size_t i = 0; i < json_array_size(req); i++) {
-        const char *r = json_string_value(json_array_get(req, i));
-        if (r && !strcmp(r, key)) return true;
-    }
-    return false;
-}
-
 /* oneOf's exclusivity where `required` tells the branches apart: branch i (m[i], resolved) then
  * generates none of the properties that another branch requires and it does not, so its
  * instances fail every other branch's `required`. Applied only when every other branch requires
@@ -609,7 +597,7 @@ static int gs_oneof_exclusive(struct gs *s, json_t **m, size_t n, size_t i, json
         bool some = false;
         for (size_t k = 0; k < json_array_size(req); k++) {
             const char *key = json_string_value(json_array_get(req, k));
-            if (key && !gs_requires(mi, key)) {
+            if (key && !grammar_schema_requires(mi, key)) {
                 some = true;
                 json_object_set(drop, key, json_true());
             }

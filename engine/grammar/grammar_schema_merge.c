@@ -51,6 +51,16 @@ bool grammar_schema_annotation(const char *key)
     return false;
 }
 
+bool grammar_schema_requires(const json_t *m, const char *key)
+{
+    const json_t *req = json_object_get(m, "required");
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const char *r = json_string_value(json_array_get(req, i));
+        if (r && !strcmp(r, key)) return true;
+    }
+    return false;
+}
+
 bool grammar_schema_constrains(const json_t *sch, const char *except)
 {
     const char *key;

@@ -28,6 +28,9 @@ const json_t *grammar_schema_ref_target(const json_t *root, const char *ref, boo
  * also a number, a real one only a number). */
 bool grammar_schema_value_is(const json_t *v, const json_t *type);
 
+/* Whether `key` is in schema m's `required` list. */
+bool grammar_schema_requires(const json_t *m, const char *key);
+
 /* Whether sch (an object) has keywords that constrain instances besides `except` (NULL: any). */
 bool grammar_schema_constrains(const json_t *sch, const char *except);
 

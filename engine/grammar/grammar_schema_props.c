@@ -66,7 +66,6 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
 {
     const json_t *pp = json_object_get(sch, "patternProperties");
     const json_t *props = json_object_get(sch, "properties");
-    const json_t *req = json_object_get(sch, "required");
     *out = NULL;
     if (!json_is_object(pp))
         return err_fmt(why, whylen, ERR_INVAL, "%s", "'patternProperties' must be an object");
@@ -95,13 +94,8 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
         }
         if (!rc && json_is_false(acc)) {
             /* the pattern's schema and the property's admit no common value: only absent */
-            bool required = false;
-            for (size_t i = 0; i < json_array_size(req); i++) {
-                const char *r = json_string_value(json_array_get(req, i));
-                required |= r && !strcmp(r, key);
-            }
             json_decref(acc);
-            if (required) {
+            if (grammar_schema_requires(sch, key)) {
                 json_decref(np);
                 json_decref(c);
                 *out = json_false();
