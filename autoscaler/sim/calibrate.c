@@ -146,7 +146,7 @@ int calibrate_from_bench(const char *text, size_t len, struct sim_replica_model 
         if (sdraft) {
             /* The draft's cost from the measured rate: each of sb sequences emits sper tokens per
              * step of T(sb (K + 1)) + K draft steps of c T(sb), on the plain curve above. */
-            double kk = big > 1 ? ((double)big * tg1 / tgb - 1) / (big - 1) : 1;
+            double kk = sim_decode_k(big, tg1, tgb);
             double t1 = (1 + (sb - 1) * kk) / tg1, tk = (1 + (sb * (sk + 1.0) - 1) * kk) / tg1;
             double c = (sper * sb / stg - tk) / (sk * t1);
             m->spec_draft_cost = c < 0 ? 0 : c > 100 ? 100 : c;

@@ -458,6 +458,13 @@ static int scrape(struct sim *s, double now)
 
 /* ---- setup and the loop ---- */
 
+double sim_decode_k(int decode_batch, double decode_tps, double decode_batch_tps)
+{
+    return decode_batch > 1
+               ? ((double)decode_batch * decode_tps / decode_batch_tps - 1) / (decode_batch - 1)
+               : 1;
+}
+
 void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -692,10 +699,7 @@ int sim_run(const struct trace *tr, const struct sim_config *cfg, struct sim_res
     const struct sim_replica_model *m = &cfg->model;
     s.w.m = m;
     /* D(b) = b s / (1 + (b-1) k) through D(batch) = batch_tps; batch 1 means no batching gain. */
-    s.w.decode_k = m->decode_batch > 1
-                       ? ((double)m->decode_batch * m->decode_tps / m->decode_batch_tps - 1) /
-                             (m->decode_batch - 1)
-                       : 1;
+    s.w.decode_k = sim_decode_k(m->decode_batch, m->decode_tps, m->decode_batch_tps);
     if ((rc = sim_spec_new(&s.w)) != 0) return rc;
     s.w.on_first_token = on_first_token;
     s.w.long_prefill_s = cfg->slo_ttft_s / 2;

@@ -122,6 +122,10 @@ struct sim_config {
     FILE *decisions;     /* when set, one line per interval: signals, decision, reason */
 };
 
+/* The batching curve's k: D(b) = b s / (1 + (b-1) k) through D(decode_batch) = decode_batch_tps
+ * (1 when decode_batch is 1: no batching gain). Pure. */
+double sim_decode_k(int decode_batch, double decode_tps, double decode_batch_tps);
+
 /* Fills `cfg` with the defaults documented above for `kind`. */
 void sim_config_defaults(struct sim_config *cfg, enum policy_kind kind);
 
