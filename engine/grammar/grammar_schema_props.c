@@ -10,6 +10,7 @@
 #include "engine/grammar/grammar_regex.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int grammar_schema_pattern_wrap(const char *p, size_t n, struct buf *out, char *why, size_t whylen)
@@ -30,34 +31,58 @@ int grammar_schema_pattern_wrap(const char *p, size_t n, struct buf *out, char *
     return rc;
 }
 
-int grammar_schema_pattern_search(const char *p, size_t n, const char *key, bool *match, char *why,
-                                  size_t whylen)
+/* A pattern compiled for matching keys: a grammar of its search form over a one-token vocabulary
+ * (only grammar_matcher_accept_bytes is used, never a mask). */
+struct pattern {
+    struct grammar_vocab *v;
+    struct grammar *g;
+};
+
+static void pattern_fini(struct pattern *pt)
+{
+    grammar_unref(pt->g);
+    grammar_vocab_free(pt->v);
+    *pt = (struct pattern){0};
+}
+
+static int pattern_compile(const char *p, size_t n, struct pattern *pt, char *why, size_t whylen)
 {
     static const char *const piece[] = {"a"};
     static const size_t piece_len[] = {1};
     struct buf re, g;
     buf_init(&re, GRAMMAR_REGEX_MAX_LEN);
     buf_init(&g, GRAMMAR_MAX_TEXT);
-    struct grammar_vocab *v = NULL;
-    struct grammar *gr = NULL;
-    struct grammar_arena *a = NULL;
-    struct grammar_matcher *m = NULL;
+    *pt = (struct pattern){0};
     int rc = grammar_schema_pattern_wrap(p, n, &re, why, whylen);
     if (!rc) rc = grammar_regex_root_gbnf(buf_cstr(&re), re.len, &g, why, whylen);
-    if (!rc) rc = grammar_vocab_from_pieces(piece, piece_len, 1, NULL, 0, &v);
-    if (!rc) rc = grammar_compile(buf_cstr(&g), g.len, v, &gr, why, whylen);
-    if (!rc && !(a = grammar_arena_new())) rc = ERR_NOMEM;
-    if (!rc) rc = grammar_matcher_new(gr, a, &m);
-    if (!rc) {
-        *match = grammar_matcher_accept_bytes(m, a, key, strlen(key)) == 0 &&
-                 grammar_matcher_accepting(m);
-    }
-    grammar_matcher_free(m);
-    grammar_arena_free(a);
-    grammar_unref(gr);
-    grammar_vocab_free(v);
+    if (!rc) rc = grammar_vocab_from_pieces(piece, piece_len, 1, NULL, 0, &pt->v);
+    if (!rc) rc = grammar_compile(buf_cstr(&g), g.len, pt->v, &pt->g, why, whylen);
+    if (rc) pattern_fini(pt);
     buf_fini(&g);
     buf_fini(&re);
+    return rc;
+}
+
+static int pattern_match(const struct pattern *pt, const char *key, bool *match)
+{
+    struct grammar_arena *a = grammar_arena_new();
+    struct grammar_matcher *m = NULL;
+    int rc = a ? grammar_matcher_new(pt->g, a, &m) : ERR_NOMEM;
+    if (!rc)
+        *match = grammar_matcher_accept_bytes(m, a, key, strlen(key)) == 0 &&
+                 grammar_matcher_accepting(m);
+    grammar_matcher_free(m);
+    grammar_arena_free(a);
+    return rc;
+}
+
+int grammar_schema_pattern_search(const char *p, size_t n, const char *key, bool *match, char *why,
+                                  size_t whylen)
+{
+    struct pattern pt;
+    int rc = pattern_compile(p, n, &pt, why, whylen);
+    if (!rc) rc = pattern_match(&pt, key, match);
+    pattern_fini(&pt);
     return rc;
 }
 
@@ -70,7 +95,10 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
     if (!json_is_object(pp))
         return err_fmt(why, whylen, ERR_INVAL, "%s", "'patternProperties' must be an object");
     json_t *c = json_copy((json_t *)sch), *np = json_object();
-    int rc = c && np ? 0 : ERR_NOMEM;
+    /* each pattern compiled once, when a property first needs it */
+    struct pattern *pts = calloc(json_object_size(pp) + 1, sizeof(*pts));
+    bool *ready = calloc(json_object_size(pp) + 1, sizeof(*ready));
+    int rc = c && np && pts && ready ? 0 : ERR_NOMEM;
     json_object_del(c, "patternProperties");
     const char *key;
     json_t *sub;
@@ -80,11 +108,14 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
         json_t *acc = json_incref(sub);
         const char *pat;
         json_t *ps;
+        size_t ip = 0;
         json_object_foreach((json_t *)pp, pat, ps)
         {
             bool hit = false;
-            if ((rc = grammar_schema_pattern_search(pat, strlen(pat), key, &hit, why, whylen)))
-                break;
+            size_t i = ip++;
+            if (!ready[i] && (rc = pattern_compile(pat, strlen(pat), &pts[i], why, whylen))) break;
+            ready[i] = true;
+            if ((rc = pattern_match(&pts[i], key, &hit))) break;
             if (!hit) continue;
             json_t *m = NULL;
             rc = grammar_schema_merge(root, acc, ps, 0, &m, why, whylen);
@@ -98,8 +129,8 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
             if (grammar_schema_requires(sch, key)) {
                 json_decref(np);
                 json_decref(c);
-                *out = json_false();
-                return 0;
+                np = c = json_false();
+                break;
             }
             continue;
         }
@@ -107,6 +138,14 @@ int grammar_schema_patterns_apply(const json_t *root, const json_t *sch, json_t 
             rc = ERR_NOMEM;
         else if (rc)
             json_decref(acc);
+    }
+    for (size_t i = 0; pts && i < json_object_size(pp); i++)
+        if (ready && ready[i]) pattern_fini(&pts[i]);
+    free(pts);
+    free(ready);
+    if (!rc && json_is_false(c)) { /* a required property no value can satisfy */
+        *out = c;
+        return 0;
     }
     if (!rc && json_object_set_new(c, "properties", np))
         rc = ERR_NOMEM;
