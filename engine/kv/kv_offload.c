@@ -300,7 +300,7 @@ int kv_offload_new(const struct kv_offload_config *cfg, struct kv_offload **out)
         /* one long prompt evicts a context's blocks in one step: hold that many while the
          * offload thread seals and writes them (a 64-record queue dropped 178 of the 256 blocks
          * a 4k-token SmolLM2 prompt evicted, and a chain is only usable up to its first gap) */
-        uint64_t by_bytes = KV_OFFLOAD_QUEUE_BYTES / (rec_bytes ? rec_bytes : 1);
+        uint64_t by_bytes = KV_OFFLOAD_QUEUE_BYTES / rec_bytes; /* nonzero: checked above */
         o->cfg.queue_max = by_bytes > KV_OFFLOAD_QUEUE_DEFAULT
                                ? (by_bytes > INT32_MAX ? INT32_MAX : (int)by_bytes)
                                : KV_OFFLOAD_QUEUE_DEFAULT;
